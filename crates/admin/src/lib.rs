@@ -1,0 +1,1 @@
+//! admin crate (skeleton).

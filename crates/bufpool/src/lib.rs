@@ -1,0 +1,1 @@
+//! bufpool crate (skeleton).

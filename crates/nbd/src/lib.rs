@@ -1,0 +1,1 @@
+//! nbd crate (skeleton).

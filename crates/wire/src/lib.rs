@@ -1,0 +1,1 @@
+//! wire crate (skeleton).
