@@ -1,1 +1,48 @@
-//! repl crate (skeleton).
+//! tandem's replication logic as a deterministic state machine that does no I/O.
+//!
+//! The [`Engine`] of one resource decides where each write goes, when it completes, how writes
+//! are grouped into epochs, how a secondary applies what it receives, and when a peer is
+//! considered dead. It never touches a socket, a file or a clock: the driver (the daemon, or a
+//! test) feeds it inputs — the time, requests, I/O completions, peer messages — and executes
+//! the [`Action`]s it returns.
+//!
+//! # Call protocol
+//! - Every method takes `now` (monotonic, never decreasing) and an output vector; it appends
+//!   actions and never removes any.
+//! - The driver must execute `Send*` actions for one peer in the order they were produced, on
+//!   the peer's socket of the right kind (data or control). It may execute local I/O actions
+//!   concurrently and in any order: the engine only issues I/O that may run concurrently.
+//! - Every `LocalWrite`/`LocalFlush` must be answered by exactly one [`Engine::local_done`]
+//!   with the same [`IoId`]; every [`Action::Complete`] is the one answer to a submitted
+//!   request.
+//! - `P` is the payload type: the daemon uses a reference-counted buffer, tests use anything
+//!   cloneable. The engine clones it for the local write and each peer, never looks inside.
+//!
+//! # Invariants
+//! - A write is completed to the client only when its local write finished and every peer
+//!   that was sent the write satisfied its connection's protocol (A: handed to the socket,
+//!   B: receipt acknowledged, C: write acknowledged), or was disconnected, in which case the
+//!   write's blocks are marked out of sync for that peer.
+//! - Overlapping writes never run concurrently: a write that overlaps one in flight waits.
+//! - A write submitted after another write completed is in a later epoch, so a secondary, which
+//!   applies epochs one after the other, only ever shows a state the primary went through.
+//! - Every queue is bounded by the driver's in-flight limits; the engine adds no unbounded
+//!   work of its own.
+
+mod engine;
+mod extent;
+mod liveness;
+mod receiver;
+mod state;
+mod types;
+
+pub use engine::{Engine, EngineConfig, PeerConfig, VolumeConfig, TICK_INTERVAL};
+pub use extent::Extent;
+pub use state::{ConnState, DiskState, Protocol, ReplState, Role};
+pub use types::{
+    Action, DiskOp, EngineStatus, IoError, IoId, Op, PeerMessage, PeerStatus, PeerVolumeStatus,
+    RequestId, StateError, Time, VolumeStatus, WriteFlags,
+};
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,823 @@
+//! The replication engine of one resource: the primary's write path and the role rules.
+//!
+//! Invariants (asserted where they can be):
+//! - `in_flight` holds every submitted write that is not yet completed to the client, keyed by
+//!   its sequence number; sequence numbers only grow.
+//! - Two writes in `in_flight` never overlap on the same volume (`conflicts` holds back the
+//!   later one until the earlier completes).
+//! - A write is completed at most once, and only when `write_is_done` holds.
+//! - `epoch` only grows. After a write completes, the next write opens a new epoch, so no
+//!   epoch contains two writes where one was submitted after the other completed.
+//! - Each peer's transfer log holds exactly the writes sent to it whose disk write the peer has
+//!   not yet confirmed (by write ack or barrier ack); on disconnect they become out of sync.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::time::Duration;
+
+use crate::extent::{Extent, OosBitmap};
+use crate::liveness::Liveness;
+use crate::receiver::Receiver;
+use crate::state::{ConnState, DiskState, Protocol, ReplState, Role};
+use crate::types::{
+    Action, DiskOp, EngineStatus, IoError, IoId, Op, PeerMessage, PeerStatus, PeerVolumeStatus,
+    RequestId, StateError, Time, VolumeStatus, WriteFlags,
+};
+
+/// Period of the housekeeping in [`Engine::tick`] the driver should keep to.
+pub const TICK_INTERVAL: Duration = Duration::from_millis(100);
+
+/// Static description of one volume.
+#[derive(Debug, Clone)]
+pub struct VolumeConfig {
+    /// Volume number.
+    pub number: u16,
+    /// Usable size in bytes.
+    pub size_bytes: u64,
+}
+
+/// Static description of one peer and its connection's settings.
+#[derive(Debug, Clone)]
+pub struct PeerConfig {
+    /// The peer's node id.
+    pub node_id: u8,
+    /// The peer's name (for messages).
+    pub name: String,
+    /// Replication protocol of this connection.
+    pub protocol: Protocol,
+    /// Writes per epoch before a barrier is forced (`max-epoch-size`).
+    pub max_epoch_size: u32,
+    /// Idle time before a ping (`ping-int`).
+    pub ping_interval: Duration,
+    /// How long to wait for a ping answer (`ping-timeout`).
+    pub ping_timeout: Duration,
+    /// How long a peer may take to answer a request (`timeout`).
+    pub timeout: Duration,
+    /// Missed timeouts on one write before the peer is dropped (`ko-count`; 0 = never).
+    pub ko_count: u32,
+}
+
+/// Configuration of an engine.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// Our node id.
+    pub node_id: u8,
+    /// Our volumes, sorted by number.
+    pub volumes: Vec<VolumeConfig>,
+    /// Our peers.
+    pub peers: Vec<PeerConfig>,
+}
+
+/// A client write in flight.
+#[derive(Debug)]
+struct InFlight {
+    request: RequestId,
+    epoch: u64,
+    volume: u16,
+    extent: Extent,
+    local: Stage,
+    /// One per peer slot: how far the write got on that peer.
+    peers: Vec<PeerStage>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    Pending,
+    Done(Result<(), IoError>),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PeerStage {
+    /// Not sent (the peer was not connected); its blocks are marked out of sync.
+    Skipped,
+    /// Queued for the socket.
+    Queued { since: Time },
+    /// In the socket (protocol A is satisfied).
+    Sent { since: Time },
+    /// Receipt acknowledged (protocol B is satisfied).
+    Received { since: Time },
+    /// Written on the peer, or failed there and marked out of sync (protocol C is satisfied).
+    Settled,
+}
+
+/// A flush in flight.
+#[derive(Debug)]
+struct FlushInFlight {
+    request: RequestId,
+    epoch: u64,
+    local: Stage,
+    /// Peers whose barrier ack we wait for.
+    waiting_for: Vec<u8>,
+}
+
+/// A write waiting for an overlapping write to complete.
+#[derive(Debug)]
+struct Waiting<P> {
+    request: RequestId,
+    volume: u16,
+    op: Op<P>,
+}
+
+/// An entry of a peer's transfer log.
+#[derive(Debug, Clone, Copy)]
+struct Sent {
+    seq: u64,
+    epoch: u64,
+    volume: u16,
+    extent: Extent,
+}
+
+/// Everything about one peer.
+#[derive(Debug)]
+struct Peer<P> {
+    config: PeerConfig,
+    connection: ConnState,
+    role: Role,
+    disks: Vec<DiskState>,
+    last_error: Option<String>,
+    liveness: Liveness,
+    transfer_log: VecDeque<Sent>,
+    receiver: Receiver<P>,
+    /// Per volume slot.
+    out_of_sync: Vec<OosBitmap>,
+    sent_bytes: Vec<u64>,
+    received_bytes: Vec<u64>,
+}
+
+/// The replication engine of one resource. See the crate documentation for the call protocol.
+#[derive(Debug)]
+pub struct Engine<P> {
+    node_id: u8,
+    role: Role,
+    open_count: u32,
+    volumes: Vec<VolumeConfig>,
+    disks: Vec<DiskState>,
+    written_bytes: Vec<u64>,
+    peers: Vec<Peer<P>>,
+    next_seq: u64,
+    epoch: u64,
+    epoch_writes: u32,
+    /// A write of the current epoch completed: the next write opens a new epoch.
+    epoch_must_close: bool,
+    in_flight: BTreeMap<u64, InFlight>,
+    flushes: BTreeMap<u64, FlushInFlight>,
+    waiting: VecDeque<Waiting<P>>,
+    lower_pending: u64,
+}
+
+impl<P: Clone> Engine<P> {
+    /// A Secondary engine with every peer disconnected and every disk UpToDate (tandem has no
+    /// persistent metadata yet; see docs/ARCHITECTURE.md).
+    pub fn new(config: EngineConfig) -> Engine<P> {
+        let volume_count = config.volumes.len();
+        let peers = config
+            .peers
+            .into_iter()
+            .map(|peer| Peer {
+                liveness: Liveness::default(),
+                receiver: Receiver::new(peer.node_id),
+                connection: ConnState::Connecting,
+                role: Role::Unknown,
+                disks: vec![DiskState::DUnknown; volume_count],
+                last_error: None,
+                transfer_log: VecDeque::new(),
+                out_of_sync: config.volumes.iter().map(|v| OosBitmap::new(v.size_bytes)).collect(),
+                sent_bytes: vec![0; volume_count],
+                received_bytes: vec![0; volume_count],
+                config: peer,
+            })
+            .collect();
+        Engine {
+            node_id: config.node_id,
+            role: Role::Secondary,
+            open_count: 0,
+            disks: vec![DiskState::UpToDate; volume_count],
+            written_bytes: vec![0; volume_count],
+            volumes: config.volumes,
+            peers,
+            next_seq: 1,
+            epoch: 1,
+            epoch_writes: 0,
+            epoch_must_close: false,
+            in_flight: BTreeMap::new(),
+            flushes: BTreeMap::new(),
+            waiting: VecDeque::new(),
+            lower_pending: 0,
+        }
+    }
+
+    /// Our role.
+    pub fn role(&self) -> Role {
+        self.role
+    }
+
+    /// The peer's name, for messages.
+    pub fn peer_name(&self, peer: u8) -> Option<&str> {
+        self.peer_slot(peer).map(|slot| self.peers[slot].config.name.as_str())
+    }
+
+    /// Whether the driver should try to (re)connect to `peer`.
+    pub fn wants_connection(&self, peer: u8) -> bool {
+        self.peer_slot(peer)
+            .is_some_and(|slot| self.peers[slot].connection != ConnState::StandAlone)
+    }
+
+    /// Whether `peer` is connected.
+    pub fn is_connected(&self, peer: u8) -> bool {
+        self.peer_slot(peer).is_some_and(|slot| self.peers[slot].connection == ConnState::Connected)
+    }
+
+    /// The name of a connected Primary peer, if any (for refusing to open on a Secondary).
+    pub fn primary_peer(&self) -> Option<&str> {
+        let peer = self.peers.iter().find(|p| p.connection == ConnState::Connected && p.role == Role::Primary);
+        peer.map(|p| p.config.name.as_str())
+    }
+
+    fn peer_slot(&self, peer: u8) -> Option<usize> {
+        self.peers.iter().position(|p| p.config.node_id == peer)
+    }
+
+    fn volume_slot(&self, volume: u16) -> Option<usize> {
+        self.volumes.iter().position(|v| v.number == volume)
+    }
+
+    // ----- client requests -------------------------------------------------------------
+
+    /// A client request on `volume`. The engine answers it with exactly one `Complete`.
+    pub fn submit(&mut self, now: Time, request: RequestId, volume: u16, op: Op<P>, out: &mut Vec<Action<P>>) {
+        if self.role != Role::Primary {
+            out.push(Action::Complete { request, result: Err(IoError::NotWritable) });
+            return;
+        }
+        let Some(slot) = self.volume_slot(volume) else {
+            out.push(Action::Complete { request, result: Err(IoError::Invalid) });
+            return;
+        };
+        if let Op::Flush = op {
+            self.start_flush(request, out);
+            return;
+        }
+        let Some(extent) = op_extent(&op).filter(|e| e.end() <= self.volumes[slot].size_bytes) else {
+            out.push(Action::Complete { request, result: Err(IoError::Invalid) });
+            return;
+        };
+        if self.conflicts(volume, extent, self.waiting.len()) {
+            self.waiting.push_back(Waiting { request, volume, op });
+            return;
+        }
+        self.start_write(now, request, volume, op, out);
+    }
+
+    /// Whether `extent` overlaps a write in flight or one of the first `waiting_before`
+    /// waiting writes (which must go first).
+    fn conflicts(&self, volume: u16, extent: Extent, waiting_before: usize) -> bool {
+        let in_flight = self.in_flight.values().any(|w| w.volume == volume && w.extent.overlaps(&extent));
+        in_flight
+            || self.waiting.iter().take(waiting_before).any(|w| {
+                w.volume == volume && op_extent(&w.op).is_some_and(|e| e.overlaps(&extent))
+            })
+    }
+
+    fn start_write(&mut self, now: Time, request: RequestId, volume: u16, op: Op<P>, out: &mut Vec<Action<P>>) {
+        let (disk_op, extent) = match to_disk_op(op) {
+            Some(pair) => pair,
+            None => {
+                out.push(Action::Complete { request, result: Err(IoError::Invalid) });
+                return;
+            }
+        };
+        let epoch_full = self.peers.iter().any(|p| self.epoch_writes >= p.config.max_epoch_size);
+        if self.epoch_must_close || epoch_full {
+            self.close_epoch(false, out);
+        }
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        self.epoch_writes += 1;
+        let vslot = self.volume_slot(volume).unwrap_or(0);
+        self.written_bytes[vslot] += extent.length;
+        let mut stages = Vec::with_capacity(self.peers.len());
+        for peer in &mut self.peers {
+            stages.push(send_to_peer(peer, now, Sent { seq, epoch: self.epoch, volume, extent }, vslot, &disk_op, out));
+        }
+        let write = InFlight { request, epoch: self.epoch, volume, extent, local: Stage::Pending, peers: stages };
+        assert!(self.in_flight.insert(seq, write).is_none(), "sequence numbers are unique");
+        self.lower_pending += 1;
+        out.push(Action::LocalWrite { io: IoId::Write { seq }, volume, op: disk_op });
+    }
+
+    /// End the current epoch: every connected peer gets a barrier for it.
+    fn close_epoch(&mut self, flush: bool, out: &mut Vec<Action<P>>) {
+        for peer in self.peers.iter().filter(|p| p.connection == ConnState::Connected) {
+            out.push(Action::SendBarrier { peer: peer.config.node_id, epoch: self.epoch, flush });
+        }
+        self.epoch += 1;
+        self.epoch_writes = 0;
+        self.epoch_must_close = false;
+    }
+
+    fn start_flush(&mut self, request: RequestId, out: &mut Vec<Action<P>>) {
+        let epoch = self.epoch;
+        self.close_epoch(true, out);
+        let waiting_for = self
+            .peers
+            .iter()
+            .filter(|p| p.connection == ConnState::Connected && p.config.protocol != Protocol::A)
+            .map(|p| p.config.node_id)
+            .collect();
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        self.flushes.insert(seq, FlushInFlight { request, epoch, local: Stage::Pending, waiting_for });
+        self.lower_pending += 1;
+        out.push(Action::LocalFlush { io: IoId::Flush { seq } });
+    }
+
+    // ----- completions ------------------------------------------------------------------
+
+    /// A local I/O requested by a `LocalWrite` or `LocalFlush` action finished.
+    pub fn local_done(&mut self, now: Time, io: IoId, result: Result<(), IoError>, out: &mut Vec<Action<P>>) {
+        match io {
+            IoId::Write { seq } => {
+                self.lower_pending = self.lower_pending.saturating_sub(1);
+                if let Some(write) = self.in_flight.get_mut(&seq) {
+                    assert_eq!(write.local, Stage::Pending, "one completion per local write");
+                    write.local = Stage::Done(result);
+                    self.try_complete_write(now, seq, out);
+                }
+            }
+            IoId::Flush { seq } => {
+                self.lower_pending = self.lower_pending.saturating_sub(1);
+                if let Some(flush) = self.flushes.get_mut(&seq) {
+                    flush.local = Stage::Done(result);
+                    self.try_complete_flush(seq, out);
+                }
+            }
+            IoId::PeerWrite { peer, seq } => {
+                if let Some(slot) = self.peer_slot(peer) {
+                    let connected = self.peers[slot].connection == ConnState::Connected;
+                    let protocol = self.peers[slot].config.protocol;
+                    self.peers[slot].receiver.write_done(seq, result, connected, protocol, out);
+                }
+            }
+            IoId::PeerFlush { peer, epoch } => {
+                if let Some(slot) = self.peer_slot(peer) {
+                    let connected = self.peers[slot].connection == ConnState::Connected;
+                    self.peers[slot].receiver.flush_done(epoch, connected, result, out);
+                }
+            }
+        }
+    }
+
+    fn try_complete_write(&mut self, now: Time, seq: u64, out: &mut Vec<Action<P>>) {
+        let Some(write) = self.in_flight.get(&seq) else { return };
+        if !self.write_is_done(write) {
+            return;
+        }
+        let Some(write) = self.in_flight.remove(&seq) else { return };
+        let result = match write.local {
+            Stage::Done(result) => result,
+            Stage::Pending => unreachable!("write_is_done requires the local write"),
+        };
+        if write.epoch == self.epoch {
+            self.epoch_must_close = true;
+        }
+        out.push(Action::Complete { request: write.request, result });
+        self.start_waiting(now, out);
+    }
+
+    fn write_is_done(&self, write: &InFlight) -> bool {
+        if write.local == Stage::Pending {
+            return false;
+        }
+        write.peers.iter().zip(&self.peers).all(|(stage, peer)| match (stage, peer.config.protocol) {
+            (PeerStage::Skipped | PeerStage::Settled, _) => true,
+            (PeerStage::Received { .. }, Protocol::A | Protocol::B) => true,
+            (PeerStage::Sent { .. }, Protocol::A) => true,
+            _ => false,
+        })
+    }
+
+    fn start_waiting(&mut self, now: Time, out: &mut Vec<Action<P>>) {
+        let mut index = 0;
+        while index < self.waiting.len() {
+            let waiting = &self.waiting[index];
+            let extent = op_extent(&waiting.op);
+            let blocked = extent.is_some_and(|e| self.conflicts(waiting.volume, e, index));
+            if blocked {
+                index += 1;
+                continue;
+            }
+            if let Some(waiting) = self.waiting.remove(index) {
+                self.start_write(now, waiting.request, waiting.volume, waiting.op, out);
+            }
+        }
+    }
+
+    fn try_complete_flush(&mut self, seq: u64, out: &mut Vec<Action<P>>) {
+        let Some(flush) = self.flushes.get(&seq) else { return };
+        let Stage::Done(result) = flush.local else { return };
+        if !flush.waiting_for.is_empty() {
+            return;
+        }
+        let request = flush.request;
+        self.flushes.remove(&seq);
+        out.push(Action::Complete { request, result });
+    }
+
+    // ----- peers ------------------------------------------------------------------------
+
+    /// The driver finished the handshake with `peer`.
+    pub fn peer_connected(&mut self, now: Time, peer: u8, out: &mut Vec<Action<P>>) {
+        let Some(slot) = self.peer_slot(peer) else { return };
+        let p = &mut self.peers[slot];
+        p.connection = ConnState::Connected;
+        p.last_error = None;
+        p.liveness = Liveness::connected(now);
+        p.receiver.new_session();
+        let message = PeerMessage::State { role: self.role, disks: self.disk_list() };
+        out.push(Action::SendControl { peer, message });
+        out.push(Action::StateChanged);
+    }
+
+    fn disk_list(&self) -> Vec<(u16, DiskState)> {
+        self.volumes.iter().zip(&self.disks).map(|(v, d)| (v.number, *d)).collect()
+    }
+
+    /// The connection to `peer` ended (`state` says how: NetworkFailure, ProtocolError, ...).
+    pub fn peer_disconnected(&mut self, now: Time, peer: u8, state: ConnState, reason: String, out: &mut Vec<Action<P>>) {
+        let Some(slot) = self.peer_slot(peer) else { return };
+        let volumes: Vec<u16> = self.volumes.iter().map(|v| v.number).collect();
+        let p = &mut self.peers[slot];
+        let was_connected = p.connection == ConnState::Connected;
+        if p.connection != ConnState::StandAlone {
+            p.connection = if state == ConnState::StandAlone { state } else { ConnState::Connecting };
+        }
+        p.last_error = (state != ConnState::StandAlone).then_some(format!("{state}: {reason}"));
+        p.role = Role::Unknown;
+        p.disks.fill(DiskState::DUnknown);
+        for sent in p.transfer_log.drain(..) {
+            let vslot = volumes.iter().position(|&v| v == sent.volume).unwrap_or(0);
+            p.out_of_sync[vslot].set(sent.extent);
+        }
+        p.receiver.connection_lost(out);
+        self.settle_peer_in_flight(now, slot, out);
+        if was_connected {
+            out.push(Action::StateChanged);
+        }
+    }
+
+    /// After a disconnect: every write and flush waiting on the peer stops waiting.
+    fn settle_peer_in_flight(&mut self, now: Time, slot: usize, out: &mut Vec<Action<P>>) {
+        let peer = self.peers[slot].config.node_id;
+        let mut ready = Vec::new();
+        for (&seq, write) in &mut self.in_flight {
+            if !matches!(write.peers[slot], PeerStage::Skipped | PeerStage::Settled) {
+                write.peers[slot] = PeerStage::Settled;
+                ready.push(seq);
+            }
+        }
+        for seq in ready {
+            self.try_complete_write(now, seq, out);
+        }
+        let flushes: Vec<u64> = self.flushes.keys().copied().collect();
+        for seq in flushes {
+            if let Some(flush) = self.flushes.get_mut(&seq) {
+                flush.waiting_for.retain(|&p| p != peer);
+            }
+            self.try_complete_flush(seq, out);
+        }
+    }
+
+    /// The data frame `seq` for `peer` was handed to its socket.
+    pub fn peer_sent(&mut self, now: Time, peer: u8, seq: u64, out: &mut Vec<Action<P>>) {
+        let Some(slot) = self.peer_slot(peer) else { return };
+        if let Some(write) = self.in_flight.get_mut(&seq) {
+            if let PeerStage::Queued { since } = write.peers[slot] {
+                write.peers[slot] = PeerStage::Sent { since };
+            }
+        }
+        self.try_complete_write(now, seq, out);
+    }
+
+    /// A message from `peer` arrived. A message that breaks the protocol disconnects the peer.
+    pub fn peer_message(&mut self, now: Time, peer: u8, message: PeerMessage<P>, out: &mut Vec<Action<P>>) {
+        let Some(slot) = self.peer_slot(peer) else { return };
+        if self.peers[slot].connection != ConnState::Connected {
+            return;
+        }
+        self.peers[slot].liveness.heard_from(now);
+        if let Err(reason) = self.dispatch(now, slot, message, out) {
+            out.push(Action::Disconnect { peer, state: ConnState::ProtocolError, reason: reason.clone() });
+            self.peer_disconnected(now, peer, ConnState::ProtocolError, reason, out);
+        }
+    }
+
+    fn dispatch(&mut self, now: Time, slot: usize, message: PeerMessage<P>, out: &mut Vec<Action<P>>) -> Result<(), String> {
+        let peer = self.peers[slot].config.node_id;
+        match message {
+            PeerMessage::Data { seq, epoch, volume, offset, op } => self.receive_data(slot, seq, epoch, volume, offset, op, out),
+            PeerMessage::Barrier { epoch, flush } => {
+                if self.role == Role::Primary {
+                    return Err("barrier received while Primary".into());
+                }
+                self.peers[slot].receiver.barrier(epoch, flush, out)
+            }
+            PeerMessage::Ping => {
+                out.push(Action::SendControl { peer, message: PeerMessage::PingAck });
+                Ok(())
+            }
+            PeerMessage::PingAck => {
+                self.peers[slot].liveness.ping_answered();
+                Ok(())
+            }
+            PeerMessage::RecvAck { seq } => self.acked(now, slot, seq, PeerStage::Received { since: now }, out),
+            PeerMessage::WriteAck { seq } => self.acked(now, slot, seq, PeerStage::Settled, out),
+            PeerMessage::NegAck { seq } => {
+                self.mark_out_of_sync(slot, seq);
+                self.acked(now, slot, seq, PeerStage::Settled, out)
+            }
+            PeerMessage::BarrierAck { epoch } => self.barrier_acked(slot, epoch, out),
+            PeerMessage::State { role, disks } => self.peer_state(slot, role, disks, out),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn receive_data(&mut self, slot: usize, seq: u64, epoch: u64, volume: u16, offset: u64, op: DiskOp<P>, out: &mut Vec<Action<P>>) -> Result<(), String> {
+        if self.role == Role::Primary {
+            return Err("replicated write received while Primary".into());
+        }
+        let vslot = self.volume_slot(volume).ok_or_else(|| format!("write to unknown volume {volume}"))?;
+        let length = disk_op_length(&op);
+        let extent = Extent::new(offset, length).filter(|e| e.end() <= self.volumes[vslot].size_bytes);
+        if extent.is_none() {
+            return Err(format!("write beyond the end of volume {volume}: offset {offset} length {length}"));
+        }
+        let p = &mut self.peers[slot];
+        p.received_bytes[vslot] += length;
+        let protocol = p.config.protocol;
+        p.receiver.data(seq, epoch, volume, op, protocol, out)
+    }
+
+    fn acked(&mut self, now: Time, slot: usize, seq: u64, stage: PeerStage, out: &mut Vec<Action<P>>) -> Result<(), String> {
+        if stage == PeerStage::Settled {
+            self.peers[slot].transfer_log.retain(|s| s.seq != seq);
+        }
+        let Some(write) = self.in_flight.get_mut(&seq) else {
+            // Acks for writes already completed (protocol A/B) are normal; acks for sequence
+            // numbers never sent are not.
+            return if seq < self.next_seq { Ok(()) } else { Err(format!("ack for unknown write {seq}")) };
+        };
+        match (write.peers[slot], stage) {
+            (PeerStage::Skipped, _) => return Err(format!("ack for write {seq} that was never sent")),
+            (PeerStage::Settled, _) => {}
+            (_, PeerStage::Settled) => write.peers[slot] = PeerStage::Settled,
+            (PeerStage::Queued { .. } | PeerStage::Sent { .. }, received) => write.peers[slot] = received,
+            _ => {}
+        }
+        self.try_complete_write(now, seq, out);
+        Ok(())
+    }
+
+    fn mark_out_of_sync(&mut self, slot: usize, seq: u64) {
+        let found = self.in_flight.get(&seq).map(|w| (w.volume, w.extent));
+        let found = found.or_else(|| {
+            let sent = self.peers[slot].transfer_log.iter().find(|s| s.seq == seq)?;
+            Some((sent.volume, sent.extent))
+        });
+        if let Some((volume, extent)) = found {
+            let vslot = self.volume_slot(volume).unwrap_or(0);
+            self.peers[slot].out_of_sync[vslot].set(extent);
+        }
+    }
+
+    fn barrier_acked(&mut self, slot: usize, epoch: u64, out: &mut Vec<Action<P>>) -> Result<(), String> {
+        if epoch >= self.epoch {
+            return Err(format!("barrier ack for epoch {epoch}, which is not closed yet"));
+        }
+        let peer = self.peers[slot].config.node_id;
+        self.peers[slot].transfer_log.retain(|s| s.epoch > epoch);
+        let ready: Vec<u64> = self.flushes.iter().filter(|(_, f)| f.epoch <= epoch).map(|(&s, _)| s).collect();
+        for seq in ready {
+            if let Some(flush) = self.flushes.get_mut(&seq) {
+                flush.waiting_for.retain(|&p| p != peer);
+            }
+            self.try_complete_flush(seq, out);
+        }
+        Ok(())
+    }
+
+    fn peer_state(&mut self, slot: usize, role: Role, disks: Vec<(u16, DiskState)>, out: &mut Vec<Action<P>>) -> Result<(), String> {
+        if role == Role::Primary && self.role == Role::Primary {
+            return Err("both nodes are Primary".into());
+        }
+        let p = &mut self.peers[slot];
+        p.role = role;
+        for (volume, disk) in disks {
+            if let Some(vslot) = self.volumes.iter().position(|v| v.number == volume) {
+                p.disks[vslot] = disk;
+            }
+        }
+        out.push(Action::StateChanged);
+        Ok(())
+    }
+
+    // ----- time -------------------------------------------------------------------------
+
+    /// Housekeeping; call about every [`TICK_INTERVAL`]. Sends pings, drops dead peers, and
+    /// closes an idle epoch so that its barrier can release the transfer logs.
+    pub fn tick(&mut self, now: Time, out: &mut Vec<Action<P>>) {
+        if self.epoch_writes > 0 && self.in_flight.is_empty() {
+            self.close_epoch(false, out);
+        }
+        for slot in 0..self.peers.len() {
+            if self.peers[slot].connection != ConnState::Connected {
+                continue;
+            }
+            let oldest = self.oldest_unacked(slot);
+            let peer = &mut self.peers[slot];
+            let verdict = peer.liveness.check(now, &peer.config, oldest);
+            match verdict {
+                Ok(true) => out.push(Action::SendControl { peer: peer.config.node_id, message: PeerMessage::Ping }),
+                Ok(false) => {}
+                Err((state, reason)) => {
+                    let id = peer.config.node_id;
+                    out.push(Action::Disconnect { peer: id, state, reason: reason.clone() });
+                    self.peer_disconnected(now, id, state, reason, out);
+                }
+            }
+        }
+    }
+
+    /// When the oldest write still waiting for this peer was sent.
+    fn oldest_unacked(&self, slot: usize) -> Option<Time> {
+        self.in_flight.values().find_map(|w| match w.peers[slot] {
+            PeerStage::Queued { since } | PeerStage::Sent { since } | PeerStage::Received { since } => Some(since),
+            PeerStage::Skipped | PeerStage::Settled => None,
+        })
+    }
+
+    // ----- roles and administration ----------------------------------------------------
+
+    /// Become Primary. Refused while a connected peer is Primary.
+    pub fn promote(&mut self, force: bool, out: &mut Vec<Action<P>>) -> Result<(), StateError> {
+        if let Some(peer) = self.primary_peer() {
+            return Err(StateError::PeerIsPrimary { peer: peer.to_string() });
+        }
+        if let Some(disk) = self.disks.iter().find(|d| **d != DiskState::UpToDate) {
+            if !force {
+                return Err(StateError::NotUpToDate(*disk));
+            }
+        }
+        self.set_role(Role::Primary, out);
+        Ok(())
+    }
+
+    /// Become Secondary. Refused while the export is open.
+    pub fn demote(&mut self, out: &mut Vec<Action<P>>) -> Result<(), StateError> {
+        if self.open_count > 0 {
+            return Err(StateError::DeviceInUse { count: self.open_count });
+        }
+        if self.role == Role::Primary {
+            self.close_epoch(false, out);
+        }
+        self.set_role(Role::Secondary, out);
+        Ok(())
+    }
+
+    fn set_role(&mut self, role: Role, out: &mut Vec<Action<P>>) {
+        if self.role == role {
+            return;
+        }
+        self.role = role;
+        let disks = self.disk_list();
+        for peer in self.peers.iter().filter(|p| p.connection == ConnState::Connected) {
+            let message = PeerMessage::State { role, disks: disks.clone() };
+            out.push(Action::SendControl { peer: peer.config.node_id, message });
+        }
+        out.push(Action::StateChanged);
+    }
+
+    /// A client opened (`true`) or closed (`false`) the export for writing.
+    pub fn export_opened(&mut self, opened: bool) {
+        self.open_count = if opened { self.open_count + 1 } else { self.open_count.saturating_sub(1) };
+    }
+
+    /// Whether a client has the export open.
+    pub fn is_open(&self) -> bool {
+        self.open_count > 0
+    }
+
+    /// Stop (`false`: StandAlone) or resume (`true`) connecting to `peer`.
+    pub fn set_connect(&mut self, now: Time, peer: u8, connect: bool, out: &mut Vec<Action<P>>) -> Result<(), StateError> {
+        let slot = self.peer_slot(peer).ok_or(StateError::NoSuchPeer(peer))?;
+        if connect {
+            if self.peers[slot].connection == ConnState::StandAlone {
+                self.peers[slot].connection = ConnState::Connecting;
+                out.push(Action::StateChanged);
+            }
+            return Ok(());
+        }
+        if self.peers[slot].connection == ConnState::Connected {
+            let reason = "disconnected by the administrator".to_string();
+            out.push(Action::Disconnect { peer, state: ConnState::StandAlone, reason: reason.clone() });
+            self.peer_disconnected(now, peer, ConnState::StandAlone, reason, out);
+        }
+        self.peers[slot].connection = ConnState::StandAlone;
+        self.peers[slot].last_error = None;
+        out.push(Action::StateChanged);
+        Ok(())
+    }
+
+    /// Everything status shows.
+    pub fn status(&self) -> EngineStatus {
+        let in_flight = self.in_flight.len() as u64;
+        let volumes = self
+            .volumes
+            .iter()
+            .enumerate()
+            .map(|(slot, v)| VolumeStatus {
+                volume: v.number,
+                disk: self.disks[slot],
+                size_bytes: v.size_bytes,
+                written_bytes: self.written_bytes[slot],
+                upper_pending: in_flight,
+                lower_pending: self.lower_pending,
+            })
+            .collect();
+        let peers = (0..self.peers.len()).map(|slot| self.peer_status(slot)).collect();
+        EngineStatus { node_id: self.node_id, role: self.role, volumes, peers }
+    }
+
+    fn peer_status(&self, slot: usize) -> PeerStatus {
+        let p = &self.peers[slot];
+        let connected = p.connection == ConnState::Connected;
+        let unacked = self.in_flight.values().filter(|w| !matches!(w.peers[slot], PeerStage::Skipped | PeerStage::Settled)).count();
+        let volumes = self
+            .volumes
+            .iter()
+            .enumerate()
+            .map(|(vslot, v)| {
+                let out_of_sync_bytes = p.out_of_sync[vslot].out_of_sync_bytes();
+                let known = p.disks[vslot];
+                let peer_disk = if connected && out_of_sync_bytes > 0 && known == DiskState::UpToDate { DiskState::Outdated } else { known };
+                PeerVolumeStatus {
+                    volume: v.number,
+                    replication: if connected { ReplState::Established } else { ReplState::Off },
+                    peer_disk,
+                    sent_bytes: p.sent_bytes[vslot],
+                    received_bytes: p.received_bytes[vslot],
+                    out_of_sync_bytes,
+                    pending: p.receiver.pending(),
+                }
+            })
+            .collect();
+        PeerStatus {
+            node_id: p.config.node_id,
+            connection: p.connection,
+            role: if connected { p.role } else { Role::Unknown },
+            protocol: p.config.protocol,
+            last_error: p.last_error.clone(),
+            unacked: unacked as u64,
+            volumes,
+        }
+    }
+}
+
+/// Send one write to one peer if it is connected; otherwise mark its blocks out of sync.
+fn send_to_peer<P: Clone>(peer: &mut Peer<P>, now: Time, sent: Sent, vslot: usize, op: &DiskOp<P>, out: &mut Vec<Action<P>>) -> PeerStage {
+    if peer.connection != ConnState::Connected || peer.role == Role::Primary {
+        peer.out_of_sync[vslot].set(sent.extent);
+        return PeerStage::Skipped;
+    }
+    peer.sent_bytes[vslot] += sent.extent.length;
+    peer.transfer_log.push_back(sent);
+    out.push(Action::SendData { peer: peer.config.node_id, seq: sent.seq, epoch: sent.epoch, volume: sent.volume, op: op.clone() });
+    PeerStage::Queued { since: now }
+}
+
+/// The byte range an operation touches (None for flush or a wrapping range).
+fn op_extent<P>(op: &Op<P>) -> Option<Extent> {
+    match op {
+        Op::Write { offset, length, .. } | Op::Trim { offset, length, .. } | Op::WriteZeroes { offset, length, .. } => {
+            Extent::new(*offset, *length)
+        }
+        Op::Flush => None,
+    }
+}
+
+fn to_disk_op<P>(op: Op<P>) -> Option<(DiskOp<P>, Extent)> {
+    let extent = op_extent(&op)?;
+    let fua = |flags: WriteFlags| flags.fua;
+    let disk_op = match op {
+        Op::Write { offset, length, data, flags } => DiskOp::Write { offset, length, data, fua: fua(flags) },
+        Op::Trim { offset, length, flags } => DiskOp::Trim { offset, length, fua: fua(flags) },
+        Op::WriteZeroes { offset, length, flags } => DiskOp::WriteZeroes { offset, length, fua: fua(flags) },
+        Op::Flush => return None,
+    };
+    Some((disk_op, extent))
+}
+
+/// Bytes a disk operation covers.
+fn disk_op_length<P>(op: &DiskOp<P>) -> u64 {
+    match op {
+        DiskOp::Write { length, .. } | DiskOp::Trim { length, .. } | DiskOp::WriteZeroes { length, .. } => *length,
+    }
+}

@@ -1,0 +1,403 @@
+//! Scenario tests of the engine: two engines joined by an in-memory link whose delivery the
+//! test controls step by step, so each protocol's completion point (drbd-semantics.md §1) and
+//! the epoch rules can be checked exactly.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use crate::*;
+
+const VOLUME_BYTES: u64 = 1 << 20;
+const A: usize = 0;
+const B: usize = 1;
+
+fn peer_config(node_id: u8, protocol: Protocol) -> PeerConfig {
+    PeerConfig {
+        node_id,
+        name: format!("node{node_id}"),
+        protocol,
+        max_epoch_size: 2048,
+        ping_interval: Duration::from_secs(10),
+        ping_timeout: Duration::from_millis(500),
+        timeout: Duration::from_secs(6),
+        ko_count: 7,
+    }
+}
+
+fn engine(node_id: u8, peer: u8, protocol: Protocol) -> Engine<Vec<u8>> {
+    Engine::new(EngineConfig {
+        node_id,
+        volumes: vec![VolumeConfig { number: 0, size_bytes: VOLUME_BYTES }],
+        peers: vec![peer_config(peer, protocol)],
+    })
+}
+
+/// Two engines, their disks, and the messages and I/O in flight between them.
+struct Pair {
+    nodes: [Engine<Vec<u8>>; 2],
+    disks: [Vec<u8>; 2],
+    now: Time,
+    /// Messages in flight towards node i (data and control in one FIFO each).
+    links: [VecDeque<(Kind, PeerMessage<Vec<u8>>)>; 2],
+    /// Local I/O issued by node i and not yet performed.
+    local: [VecDeque<Action<Vec<u8>>>; 2],
+    completed: Vec<(RequestId, Result<(), IoError>)>,
+    disconnects: Vec<(usize, ConnState)>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Kind {
+    Data,
+    Control,
+}
+
+impl Pair {
+    fn new(protocol: Protocol) -> Pair {
+        let mut pair = Pair {
+            nodes: [engine(0, 1, protocol), engine(1, 0, protocol)],
+            disks: [vec![0; VOLUME_BYTES as usize], vec![0; VOLUME_BYTES as usize]],
+            now: Time(1),
+            links: [VecDeque::new(), VecDeque::new()],
+            local: [VecDeque::new(), VecDeque::new()],
+            completed: Vec::new(),
+            disconnects: Vec::new(),
+        };
+        pair.connect();
+        let mut out = Vec::new();
+        pair.nodes[A].promote(false, &mut out).expect("promote");
+        pair.route(A, out);
+        pair.deliver_all();
+        pair
+    }
+
+    fn connect(&mut self) {
+        for node in [A, B] {
+            let mut out = Vec::new();
+            self.nodes[node].peer_connected(self.now, 1 - node as u8, &mut out);
+            self.route(node, out);
+        }
+        self.deliver_all();
+    }
+
+    fn route(&mut self, from: usize, actions: Vec<Action<Vec<u8>>>) {
+        let to = 1 - from;
+        for action in actions {
+            match action {
+                Action::LocalWrite { .. } | Action::LocalFlush { .. } => self.local[from].push_back(action),
+                Action::SendData { seq, epoch, volume, op, .. } => {
+                    let offset = match &op {
+                        DiskOp::Write { offset, .. } | DiskOp::Trim { offset, .. } | DiskOp::WriteZeroes { offset, .. } => *offset,
+                    };
+                    self.links[to].push_back((Kind::Data, PeerMessage::Data { seq, epoch, volume, offset, op }));
+                    // The in-memory socket takes the frame at once.
+                    let mut out = Vec::new();
+                    self.nodes[from].peer_sent(self.now, to as u8, seq, &mut out);
+                    self.route(from, out);
+                }
+                Action::SendBarrier { epoch, flush, .. } => {
+                    self.links[to].push_back((Kind::Data, PeerMessage::Barrier { epoch, flush }));
+                }
+                Action::SendControl { message, .. } => self.links[to].push_back((Kind::Control, message)),
+                Action::Complete { request, result } => self.completed.push((request, result)),
+                Action::Disconnect { state, .. } => self.disconnects.push((from, state)),
+                Action::StateChanged => {}
+            }
+        }
+    }
+
+    /// Deliver one message to `node`; false if none was waiting.
+    fn deliver(&mut self, node: usize) -> bool {
+        let Some((_, message)) = self.links[node].pop_front() else { return false };
+        let mut out = Vec::new();
+        self.nodes[node].peer_message(self.now, 1 - node as u8, message, &mut out);
+        self.route(node, out);
+        true
+    }
+
+    /// Perform one local I/O of `node`; false if none was waiting.
+    fn run_local(&mut self, node: usize) -> bool {
+        let Some(action) = self.local[node].pop_front() else { return false };
+        let io = match action {
+            Action::LocalWrite { io, op: DiskOp::Write { offset, data, .. }, .. } => {
+                let start = offset as usize;
+                self.disks[node][start..start + data.len()].copy_from_slice(&data);
+                io
+            }
+            Action::LocalWrite { io, .. } | Action::LocalFlush { io } => io,
+            _ => unreachable!("only local I/O is queued"),
+        };
+        let mut out = Vec::new();
+        self.nodes[node].local_done(self.now, io, Ok(()), &mut out);
+        self.route(node, out);
+        true
+    }
+
+    fn deliver_all(&mut self) {
+        while self.deliver(A) | self.deliver(B) | self.run_local(A) | self.run_local(B) {}
+    }
+
+    fn write(&mut self, request: RequestId, offset: u64, byte: u8, length: usize) {
+        let op = Op::Write { offset, length: length as u64, data: vec![byte; length], flags: WriteFlags::default() };
+        let mut out = Vec::new();
+        self.nodes[A].submit(self.now, request, 0, op, &mut out);
+        self.route(A, out);
+    }
+
+    fn flush(&mut self, request: RequestId) {
+        let mut out = Vec::new();
+        self.nodes[A].submit(self.now, request, 0, Op::Flush, &mut out);
+        self.route(A, out);
+    }
+
+    fn is_complete(&self, request: RequestId) -> bool {
+        self.completed.iter().any(|(r, result)| *r == request && result.is_ok())
+    }
+
+    fn disconnect(&mut self) {
+        for node in [A, B] {
+            let mut out = Vec::new();
+            let reason = "test cut the link".to_string();
+            self.nodes[node].peer_disconnected(self.now, 1 - node as u8, ConnState::NetworkFailure, reason, &mut out);
+            self.route(node, out);
+        }
+        self.links = [VecDeque::new(), VecDeque::new()];
+    }
+
+    fn tick(&mut self, node: usize, after: Duration) {
+        self.now = self.now.after(after);
+        let mut out = Vec::new();
+        self.nodes[node].tick(self.now, &mut out);
+        self.route(node, out);
+    }
+
+    fn out_of_sync(&self) -> u64 {
+        self.nodes[A].status().peers[0].volumes[0].out_of_sync_bytes
+    }
+}
+
+/// drbd-semantics.md §1: protocol C completes after the local write and the peer's write ack.
+#[test]
+fn protocol_c_completes_only_after_the_peer_wrote() {
+    let mut pair = Pair::new(Protocol::C);
+    pair.write(1, 0, 7, 4096);
+    assert!(pair.run_local(A), "local write issued");
+    assert!(!pair.is_complete(1), "local alone is not enough under C");
+    assert!(pair.deliver(B), "data reaches the peer");
+    assert!(!pair.is_complete(1));
+    assert!(pair.run_local(B), "peer writes");
+    assert_eq!(pair.disks[B][0], 7);
+    assert!(pair.deliver(A), "write ack arrives");
+    assert!(pair.is_complete(1));
+}
+
+/// drbd-semantics.md §1: protocol B completes on the peer's receipt, before its disk write.
+#[test]
+fn protocol_b_completes_on_receipt() {
+    let mut pair = Pair::new(Protocol::B);
+    pair.write(1, 0, 7, 4096);
+    pair.run_local(A);
+    pair.deliver(B);
+    assert!(pair.deliver(A), "receipt ack arrives");
+    assert!(pair.is_complete(1));
+    assert_eq!(pair.disks[B][0], 0, "the peer has not written yet");
+}
+
+/// drbd-semantics.md §1: protocol A completes once local and in the socket.
+#[test]
+fn protocol_a_completes_when_sent() {
+    let mut pair = Pair::new(Protocol::A);
+    pair.write(1, 0, 7, 4096);
+    assert!(!pair.is_complete(1), "the local write is still pending");
+    pair.run_local(A);
+    assert!(pair.is_complete(1));
+    assert_eq!(pair.links[B].len(), 1, "nothing delivered yet");
+}
+
+#[test]
+fn local_and_remote_writes_are_issued_together() {
+    let mut pair = Pair::new(Protocol::C);
+    pair.write(1, 0, 7, 4096);
+    assert_eq!(pair.local[A].len(), 1, "the local write is issued");
+    assert_eq!(pair.links[B].len(), 1, "the peer send is issued before the local write finished");
+}
+
+#[test]
+fn disconnected_peer_does_not_block_writes_and_is_marked_out_of_sync() {
+    let mut pair = Pair::new(Protocol::C);
+    pair.disconnect();
+    pair.write(1, 8192, 7, 8192);
+    pair.run_local(A);
+    assert!(pair.is_complete(1));
+    assert_eq!(pair.out_of_sync(), 8192);
+}
+
+#[test]
+fn peer_lost_mid_write_completes_the_write_and_marks_it() {
+    let mut pair = Pair::new(Protocol::C);
+    pair.write(1, 0, 7, 4096);
+    pair.run_local(A);
+    assert!(!pair.is_complete(1));
+    pair.disconnect();
+    assert!(pair.is_complete(1), "the write no longer waits for the lost peer");
+    assert_eq!(pair.out_of_sync(), 4096);
+}
+
+#[test]
+fn overlapping_writes_never_run_concurrently() {
+    let mut pair = Pair::new(Protocol::C);
+    pair.write(1, 0, 1, 8192);
+    pair.write(2, 4096, 2, 8192);
+    pair.write(3, 65536, 3, 4096);
+    assert_eq!(pair.local[A].len(), 2, "write 2 overlaps write 1 and waits; write 3 does not");
+    pair.deliver_all();
+    assert!(pair.is_complete(1) && pair.is_complete(2) && pair.is_complete(3));
+    assert_eq!(pair.disks[A], pair.disks[B]);
+    assert_eq!(pair.disks[B][4096], 2, "the later write wins on both sides");
+}
+
+#[test]
+fn a_write_after_a_completion_is_held_on_the_peer_until_the_earlier_epoch_finished() {
+    let mut pair = Pair::new(Protocol::A);
+    pair.write(1, 0, 1, 4096);
+    pair.run_local(A);
+    assert!(pair.is_complete(1));
+    pair.write(2, 8192, 2, 4096);
+    // To the peer: data(1), barrier(epoch of 1), data(2).
+    assert!(pair.deliver(B) && pair.deliver(B) && pair.deliver(B));
+    assert_eq!(pair.local[B].len(), 1, "only write 1 is issued; write 2 waits for its epoch");
+    pair.run_local(B);
+    assert_eq!(pair.local[B].len(), 1, "epoch 1 finished, so write 2 is issued now");
+    assert_eq!(pair.disks[B][0], 1);
+    assert_eq!(pair.disks[B][8192], 0);
+}
+
+#[test]
+fn flush_waits_for_the_peer_under_c_but_not_under_a() {
+    for (protocol, waits) in [(Protocol::C, true), (Protocol::B, true), (Protocol::A, false)] {
+        let mut pair = Pair::new(protocol);
+        pair.write(1, 0, 1, 4096);
+        pair.deliver_all();
+        pair.flush(2);
+        pair.run_local(A);
+        assert_eq!(!pair.is_complete(2), waits, "protocol {protocol}");
+        pair.deliver_all();
+        assert!(pair.is_complete(2), "protocol {protocol}");
+    }
+}
+
+#[test]
+fn unanswered_ping_drops_the_connection() {
+    let mut pair = Pair::new(Protocol::C);
+    pair.tick(A, Duration::from_secs(11));
+    assert!(matches!(pair.links[B].back(), Some((Kind::Control, PeerMessage::Ping))));
+    pair.links[B].clear();
+    pair.tick(A, Duration::from_millis(600));
+    assert_eq!(pair.disconnects, vec![(A, ConnState::NetworkFailure)]);
+    assert_eq!(pair.nodes[A].status().peers[0].connection, ConnState::Connecting);
+}
+
+#[test]
+fn answered_ping_keeps_the_connection() {
+    let mut pair = Pair::new(Protocol::C);
+    pair.tick(A, Duration::from_secs(11));
+    pair.deliver_all();
+    pair.tick(A, Duration::from_millis(600));
+    assert!(pair.disconnects.is_empty());
+}
+
+#[test]
+fn a_peer_that_never_answers_a_write_is_dropped_after_ko_count_timeouts() {
+    let mut pair = Pair::new(Protocol::C);
+    pair.write(1, 0, 1, 4096);
+    pair.run_local(A);
+    for _ in 0..41 {
+        pair.tick(A, Duration::from_secs(1));
+        pair.deliver(A); // ping acks keep the link itself alive
+        while pair.links[B].iter().any(|(k, _)| *k == Kind::Control) {
+            let index = pair.links[B].iter().position(|(k, _)| *k == Kind::Control).unwrap_or(0);
+            let (_, message) = pair.links[B].remove(index).expect("present");
+            let mut out = Vec::new();
+            pair.nodes[B].peer_message(pair.now, 0, message, &mut out);
+            pair.route(B, out);
+        }
+        pair.deliver(A);
+    }
+    assert!(pair.disconnects.is_empty(), "41 s < 7 x 6 s");
+    pair.tick(A, Duration::from_secs(2));
+    assert_eq!(pair.disconnects, vec![(A, ConnState::Timeout)]);
+    assert!(pair.is_complete(1), "the write completes once the peer is dropped");
+}
+
+#[test]
+fn role_rules() {
+    let mut pair = Pair::new(Protocol::C);
+    let mut out = Vec::new();
+    assert!(matches!(pair.nodes[B].promote(false, &mut out), Err(StateError::PeerIsPrimary { .. })));
+    pair.nodes[A].export_opened(true);
+    assert_eq!(pair.nodes[A].demote(&mut out), Err(StateError::DeviceInUse { count: 1 }));
+    pair.nodes[A].export_opened(false);
+    assert_eq!(pair.nodes[A].demote(&mut out), Ok(()));
+}
+
+#[test]
+fn secondary_refuses_client_writes() {
+    let mut pair = Pair::new(Protocol::C);
+    let mut out = Vec::new();
+    let op = Op::Write { offset: 0, length: 1, data: vec![1], flags: WriteFlags::default() };
+    pair.nodes[B].submit(pair.now, 9, 0, op, &mut out);
+    assert!(matches!(out.as_slice(), [Action::Complete { request: 9, result: Err(IoError::NotWritable) }]));
+}
+
+#[test]
+fn an_ack_for_a_write_never_sent_is_a_protocol_error() {
+    let mut pair = Pair::new(Protocol::C);
+    pair.links[A].push_back((Kind::Control, PeerMessage::WriteAck { seq: 999 }));
+    pair.deliver(A);
+    assert_eq!(pair.disconnects, vec![(A, ConnState::ProtocolError)]);
+}
+
+#[test]
+fn data_beyond_the_volume_is_a_protocol_error_and_never_written() {
+    let mut pair = Pair::new(Protocol::C);
+    let op = DiskOp::Write { offset: VOLUME_BYTES - 1, length: 2, data: vec![1, 2], fua: false };
+    pair.links[B].push_back((Kind::Data, PeerMessage::Data { seq: 1, epoch: 1, volume: 0, offset: VOLUME_BYTES - 1, op }));
+    pair.deliver(B);
+    assert_eq!(pair.disconnects, vec![(B, ConnState::ProtocolError)]);
+    assert!(pair.local[B].is_empty());
+}
+
+#[test]
+fn writes_received_before_a_disconnect_are_still_applied() {
+    let mut pair = Pair::new(Protocol::B);
+    pair.write(1, 0, 5, 4096);
+    pair.run_local(A);
+    pair.deliver(B);
+    pair.deliver(A);
+    assert!(pair.is_complete(1), "protocol B acknowledged receipt");
+    pair.disconnect();
+    pair.deliver_all();
+    assert_eq!(pair.disks[B][0], 5, "what B acknowledged is written after the disconnect");
+}
+
+#[test]
+fn replicas_are_identical_after_a_mixed_workload() {
+    for protocol in [Protocol::A, Protocol::B, Protocol::C] {
+        let mut pair = Pair::new(protocol);
+        let mut state = 0x9e37_79b9_u64;
+        for request in 0..500 {
+            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let offset = (state >> 33) % (VOLUME_BYTES / 4096) * 4096;
+            pair.write(request, offset, (state >> 20) as u8, 4096 * (1 + (state >> 60) as usize % 3).min(((VOLUME_BYTES - offset) / 4096) as usize));
+            if request % 7 == 0 {
+                pair.deliver_all();
+            }
+            if request % 3 == 0 {
+                pair.run_local(B);
+                pair.deliver(A);
+            }
+        }
+        pair.deliver_all();
+        assert_eq!(pair.completed.len(), 500);
+        assert!(pair.disks[A] == pair.disks[B], "protocol {protocol}: replicas differ");
+    }
+}
