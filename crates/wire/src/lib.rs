@@ -1,1 +1,118 @@
-//! wire crate (skeleton).
+//! Codec of tandem's peer-to-peer replication protocol: frame headers, message bodies and the
+//! checks both sides run on the handshake.
+//!
+//! **Boundary:** this crate does no I/O. It never touches sockets, files, clocks or randomness;
+//! callers hand it bytes and get typed values back (and the other way round). Nonces such as the
+//! session id and the authentication challenge are arguments, and the HMAC itself is computed by
+//! the caller ([`auth_mac_input`] only builds the bytes to authenticate).
+//!
+//! # Connections
+//!
+//! Each peer pair talks over two TCP connections: the **data** socket carries bulk traffic
+//! (writes, trims, barriers) and the **control** socket carries acknowledgements, pings and
+//! state, so that an ack or a ping never waits behind megabytes of write payload. Both sockets
+//! start with the handshake messages. [`Kind::allowed_on`] says which socket a kind belongs to.
+//!
+//! # Frames
+//!
+//! Every message is one frame: a fixed [`FRAME_HEADER_LEN`]-byte [`FrameHeader`] followed by
+//! `body_len` body bytes. All integers are big-endian.
+//!
+//! | offset | size | field        | meaning                                              |
+//! |-------:|-----:|--------------|------------------------------------------------------|
+//! | 0      | 4    | `magic`      | [`FRAME_MAGIC`], `"TNDM"`                            |
+//! | 4      | 2    | `kind`       | message kind, see the table below                    |
+//! | 6      | 2    | `flags`      | 0; any other value is rejected                       |
+//! | 8      | 4    | `body_len`   | body bytes that follow, at most [`BODY_LEN_MAX`]     |
+//! | 12     | 4    | `header_crc` | CRC-32C of bytes 0..12                               |
+//!
+//! A `Data` frame's body is a fixed [`DATA_HEADER_LEN`]-byte [`DataHeader`] followed by the
+//! write payload. The payload is not part of the decoded [`Message`]: the receiver reads it
+//! straight into its own aligned buffer ([`FrameHeader::payload_len`] says how long it is), and
+//! the sender writes it after the bytes produced by [`Message::encode`].
+//!
+//! Strings are a `u16` byte length followed by UTF-8 bytes, at most [`STRING_LEN_MAX`] bytes.
+//! Lists are a `u16` count followed by the entries, at most [`VOLUMES_MAX`] entries.
+//! Booleans are one byte, 0 or 1.
+//!
+//! # Kinds
+//!
+//! Kind numbers are grouped by socket in blocks of 256, so new kinds slot in without
+//! renumbering. Kind 0 is never valid, so a zeroed buffer never decodes.
+//!
+//! | kind     | name           | socket  | body                                                      |
+//! |---------:|----------------|---------|-----------------------------------------------------------|
+//! | `0x0001` | `Hello`        | both    | versions, socket, nodes, auth flag, nonces, resource, volumes |
+//! | `0x0002` | `AuthResponse` | both    | `mac: [u8; 32]`                                           |
+//! | `0x0003` | `AuthResult`   | both    | `ok: bool`                                                |
+//! | `0x0004` | `Refuse`       | both    | `reason: string`                                          |
+//! | `0x0100` | `Data`         | data    | [`DataHeader`] (28 bytes), then the payload               |
+//! | `0x0101` | `Trim`         | data    | [`RangeHeader`] (30 bytes)                                |
+//! | `0x0102` | `WriteZeroes`  | data    | [`RangeHeader`] (30 bytes)                                |
+//! | `0x0103` | `Barrier`      | data    | `epoch: u64, flush: bool`                                 |
+//! | `0x0200` | `Ping`         | control | empty                                                     |
+//! | `0x0201` | `PingAck`      | control | empty                                                     |
+//! | `0x0202` | `RecvAck`      | control | `seq: u64`                                                |
+//! | `0x0203` | `WriteAck`     | control | `seq: u64`                                                |
+//! | `0x0204` | `NegAck`       | control | `seq: u64, errno: u32`                                    |
+//! | `0x0205` | `BarrierAck`   | control | `epoch: u64`                                              |
+//! | `0x0206` | `PeerState`    | control | `role: u8`, list of `(volume: u16, disk_state: u8)`       |
+//! | `0x0207` | `Disconnect`   | control | `reason: string`                                          |
+//! | `0x03xx` | reserved       | data    | resync requests and replies (later)                       |
+//! | `0x04xx` | reserved       | control | bitmap exchange (later)                                   |
+//!
+//! To add a kind: add a [`Kind`] variant with its number and body bounds, a [`Message`]
+//! variant, one arm in each of the encode and decode dispatchers, and a case in the round-trip
+//! strategy of the tests. An older peer answers an unknown kind with
+//! [`WireError::UnknownKind`], so new kinds must only be sent once the negotiated
+//! [`NegotiatedVersion`] allows them.
+//!
+//! # Invariants
+//!
+//! - Decoding is total: any byte string yields a value or a [`WireError`], never a panic.
+//! - Decoding is bounded: `body_len` is checked against the kind's bounds before the body is
+//!   read, no decode allocates more than the body it was given, and list counts are checked
+//!   against both [`VOLUMES_MAX`] and the bytes actually present before allocating.
+//! - Decoding is canonical: if `decode(bytes)` succeeds, encoding the result gives back exactly
+//!   `bytes`. So a corrupted frame can never turn silently into a different valid frame unless
+//!   the corruption itself is a valid encoding, and the header CRC rules that out for headers.
+//! - Every non-data message body fits in [`MESSAGE_LEN_MAX`] bytes, so a control-socket reader
+//!   needs at most `FRAME_HEADER_LEN + MESSAGE_LEN_MAX` bytes of buffer per message.
+
+mod codec;
+mod error;
+mod frame;
+mod handshake;
+mod kind;
+mod message;
+#[cfg(test)]
+mod test_support;
+
+pub use error::WireError;
+pub use frame::{decode_frame, Frame, FrameHeader, BODY_LEN_MAX, FRAME_HEADER_LEN, FRAME_MAGIC};
+pub use handshake::{
+    auth_mac_input, check_hello, truncate_text, HandshakeError, HelloExpect, HelloNonces,
+    NegotiatedVersion, AUTH_DOMAIN,
+};
+pub use kind::{
+    Kind, DATA_HEADER_LEN, DATA_PAYLOAD_LEN_MAX, MESSAGE_LEN_MAX, RANGE_HEADER_LEN, STRING_LEN_MAX,
+    VOLUMES_MAX,
+};
+pub use message::{
+    DataHeader, Hello, Message, PeerState, RangeHeader, SocketKind, VolumeDiskState, VolumeInfo,
+    CHALLENGE_LEN, DATA_FLAGS_KNOWN, DATA_FLAG_FUA, MAC_LEN, SESSION_LEN,
+};
+
+/// The protocol version this build speaks. Peers negotiate the highest version both support.
+pub const PROTOCOL_VERSION: u16 = 1;
+
+/// Widens a wire `u32` length to `usize`.
+///
+/// Lossless because tandem only builds for targets whose `usize` has at least 32 bits (asserted
+/// below); this is the one place the crate converts with `as`.
+const fn widen(n: u32) -> usize {
+    n as usize
+}
+
+const _: () = assert!(usize::BITS >= 32);
+const _: () = assert!(PROTOCOL_VERSION >= 1);

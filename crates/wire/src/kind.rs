@@ -1,0 +1,224 @@
+//! Message kind numbers, which socket each kind travels on, and the body-length bounds of each.
+//!
+//! Invariants (checked at compile time below):
+//! - every kind number is nonzero and appears once in [`Kind::ALL`];
+//! - every kind's `body_len_min <= body_len_max <= BODY_LEN_MAX`;
+//! - every kind's message part (the body minus any data payload) fits in [`MESSAGE_LEN_MAX`].
+
+use crate::{widen, SocketKind, WireError, BODY_LEN_MAX};
+
+/// Longest string on the wire, in bytes (the `u16` length prefix is not counted).
+pub const STRING_LEN_MAX: usize = 255;
+/// Most entries in a volume list (`Hello::volumes`, `PeerState::volumes`).
+pub const VOLUMES_MAX: usize = 64;
+/// Length of the fixed data header at the start of a `Data` body.
+pub const DATA_HEADER_LEN: usize = 8 + 8 + 8 + 2 + 2;
+/// `DATA_HEADER_LEN` in the type of `FrameHeader::body_len`.
+pub(crate) const DATA_HEADER_LEN_U32: u32 = 28;
+/// Largest write payload one `Data` frame carries.
+pub const DATA_PAYLOAD_LEN_MAX: u32 = 64 * 1024 * 1024;
+/// Length of the body of `Trim` and `WriteZeroes`.
+pub const RANGE_HEADER_LEN: usize = 8 + 8 + 8 + 4 + 2;
+/// Upper bound of the message part of any frame: the whole body for every kind but `Data`,
+/// and the data header for `Data`.
+pub const MESSAGE_LEN_MAX: usize = 1024;
+
+/// Length of a string's length prefix.
+pub(crate) const STRING_PREFIX_LEN: usize = 2;
+/// Length of a list's count prefix.
+pub(crate) const COUNT_PREFIX_LEN: usize = 2;
+/// Length of one `VolumeInfo` entry: number, size.
+pub(crate) const VOLUME_INFO_LEN: usize = 2 + 8;
+/// Length of one `VolumeDiskState` entry: volume, disk state.
+pub(crate) const VOLUME_DISK_STATE_LEN: usize = 2 + 1;
+/// Length of a `Hello` with an empty resource name and no volumes.
+const HELLO_LEN_MIN: usize = 2 + 2 + 1 + 1 + 1 + 1 + 16 + 32 + STRING_PREFIX_LEN + COUNT_PREFIX_LEN;
+/// Length of a `Hello` with the longest resource name and the most volumes.
+const HELLO_LEN_MAX: usize = HELLO_LEN_MIN + STRING_LEN_MAX + VOLUMES_MAX * VOLUME_INFO_LEN;
+/// Length of a `PeerState` with no volumes.
+const PEER_STATE_LEN_MIN: usize = 1 + COUNT_PREFIX_LEN;
+/// Length of a `PeerState` with the most volumes.
+const PEER_STATE_LEN_MAX: usize = PEER_STATE_LEN_MIN + VOLUMES_MAX * VOLUME_DISK_STATE_LEN;
+/// Length of a body holding one string (`Refuse`, `Disconnect`).
+const REASON_LEN_MAX: usize = STRING_PREFIX_LEN + STRING_LEN_MAX;
+
+/// The kind number of a frame. See the table in the crate documentation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[repr(u16)]
+pub enum Kind {
+    /// Handshake: who we are, what we serve, which versions we speak.
+    Hello = 0x0001,
+    /// Handshake: the MAC over the peer's challenge.
+    AuthResponse = 0x0002,
+    /// Handshake: whether the peer's MAC verified.
+    AuthResult = 0x0003,
+    /// Handshake: the reason for refusing the connection, sent just before closing it.
+    Refuse = 0x0004,
+    /// Data socket: a write, followed by its payload.
+    Data = 0x0100,
+    /// Data socket: discard a range.
+    Trim = 0x0101,
+    /// Data socket: write zeroes over a range.
+    WriteZeroes = 0x0102,
+    /// Data socket: closes an epoch.
+    Barrier = 0x0103,
+    /// Control socket: liveness probe.
+    Ping = 0x0200,
+    /// Control socket: answer to a ping.
+    PingAck = 0x0201,
+    /// Control socket: a write was received (protocol B).
+    RecvAck = 0x0202,
+    /// Control socket: a write is on the peer's disk (protocol C).
+    WriteAck = 0x0203,
+    /// Control socket: a write failed on the peer.
+    NegAck = 0x0204,
+    /// Control socket: an epoch is complete on the peer.
+    BarrierAck = 0x0205,
+    /// Control socket: the peer's role and disk states.
+    PeerState = 0x0206,
+    /// Control socket: graceful disconnect.
+    Disconnect = 0x0207,
+}
+
+impl Kind {
+    /// Every kind, in kind-number order.
+    pub const ALL: [Kind; 16] = [
+        Kind::Hello,
+        Kind::AuthResponse,
+        Kind::AuthResult,
+        Kind::Refuse,
+        Kind::Data,
+        Kind::Trim,
+        Kind::WriteZeroes,
+        Kind::Barrier,
+        Kind::Ping,
+        Kind::PingAck,
+        Kind::RecvAck,
+        Kind::WriteAck,
+        Kind::NegAck,
+        Kind::BarrierAck,
+        Kind::PeerState,
+        Kind::Disconnect,
+    ];
+
+    /// The kind number carried in the frame header.
+    pub const fn to_wire(self) -> u16 {
+        // A fieldless `repr(u16)` enum converts to its discriminant losslessly.
+        self as u16
+    }
+
+    /// The kind with this number, or [`WireError::UnknownKind`].
+    pub const fn from_wire(kind: u16) -> Result<Kind, WireError> {
+        let mut rest: &[Kind] = &Kind::ALL;
+        while let [first, tail @ ..] = rest {
+            if first.to_wire() == kind {
+                return Ok(*first);
+            }
+            rest = tail;
+        }
+        Err(WireError::UnknownKind { kind })
+    }
+
+    /// Whether this kind may be sent on the given socket. Handshake kinds go on both.
+    pub const fn allowed_on(self, socket: SocketKind) -> bool {
+        match self {
+            Kind::Hello | Kind::AuthResponse | Kind::AuthResult | Kind::Refuse => true,
+            Kind::Data | Kind::Trim | Kind::WriteZeroes | Kind::Barrier => {
+                matches!(socket, SocketKind::Data)
+            }
+            Kind::Ping
+            | Kind::PingAck
+            | Kind::RecvAck
+            | Kind::WriteAck
+            | Kind::NegAck
+            | Kind::BarrierAck
+            | Kind::PeerState
+            | Kind::Disconnect => matches!(socket, SocketKind::Control),
+        }
+    }
+
+    /// Whether frames of this kind carry a payload after the message part.
+    pub const fn has_payload(self) -> bool {
+        matches!(self, Kind::Data)
+    }
+
+    /// The smallest `body_len` a frame of this kind can have.
+    pub const fn body_len_min(self) -> usize {
+        match self {
+            Kind::Hello => HELLO_LEN_MIN,
+            Kind::PeerState => PEER_STATE_LEN_MIN,
+            Kind::Refuse | Kind::Disconnect => STRING_PREFIX_LEN,
+            _ => self.body_len_fixed(),
+        }
+    }
+
+    /// The largest `body_len` a frame of this kind can have.
+    pub const fn body_len_max(self) -> usize {
+        match self {
+            Kind::Hello => HELLO_LEN_MAX,
+            Kind::PeerState => PEER_STATE_LEN_MAX,
+            Kind::Refuse | Kind::Disconnect => REASON_LEN_MAX,
+            Kind::Data => DATA_HEADER_LEN + widen(DATA_PAYLOAD_LEN_MAX),
+            _ => self.body_len_fixed(),
+        }
+    }
+
+    /// The largest message part (body without payload) of this kind.
+    pub const fn message_len_max(self) -> usize {
+        if self.has_payload() {
+            DATA_HEADER_LEN
+        } else {
+            self.body_len_max()
+        }
+    }
+
+    /// Body length of the fixed-size kinds; the minimum for the variable ones.
+    const fn body_len_fixed(self) -> usize {
+        match self {
+            Kind::AuthResponse => 32,
+            Kind::AuthResult => 1,
+            Kind::Data => DATA_HEADER_LEN,
+            Kind::Trim | Kind::WriteZeroes => RANGE_HEADER_LEN,
+            Kind::Barrier => 8 + 1,
+            Kind::Ping | Kind::PingAck => 0,
+            Kind::RecvAck | Kind::WriteAck | Kind::BarrierAck => 8,
+            Kind::NegAck => 8 + 4,
+            Kind::Hello => HELLO_LEN_MIN,
+            Kind::PeerState => PEER_STATE_LEN_MIN,
+            Kind::Refuse | Kind::Disconnect => STRING_PREFIX_LEN,
+        }
+    }
+}
+
+/// Checks the invariants in the module documentation for every kind.
+const fn kinds_are_consistent() -> bool {
+    let mut previous: Option<Kind> = None;
+    let mut rest: &[Kind] = &Kind::ALL;
+    while let [kind, tail @ ..] = rest {
+        assert!(kind.to_wire() != 0);
+        assert!(kind.body_len_min() <= kind.body_len_max());
+        assert!(kind.body_len_max() <= widen(BODY_LEN_MAX));
+        assert!(kind.message_len_max() <= MESSAGE_LEN_MAX);
+        // Kind numbers are unique because `ALL` is strictly ascending.
+        if let Some(previous) = previous {
+            assert!(previous.to_wire() < kind.to_wire());
+        }
+        previous = Some(*kind);
+        rest = tail;
+    }
+    true
+}
+
+const _: () = assert!(kinds_are_consistent());
+const _: () = assert!(DATA_HEADER_LEN == 28);
+const _: () = assert!(widen(DATA_HEADER_LEN_U32) == DATA_HEADER_LEN);
+const _: () = assert!(RANGE_HEADER_LEN == 30);
+const _: () = assert!(HELLO_LEN_MIN == 60);
+const _: () = assert!(HELLO_LEN_MAX == 955);
+// A full data frame body (header plus the largest payload) stays within the global bound,
+// which the specification fixes at 64 MiB plus 64 bytes of fixed header room.
+const _: () = assert!(DATA_HEADER_LEN + widen(DATA_PAYLOAD_LEN_MAX) <= widen(BODY_LEN_MAX));
+const _: () = assert!(DATA_HEADER_LEN <= 64);
+// String lengths and list counts fit their u16 prefixes.
+const _: () = assert!(STRING_LEN_MAX <= u16::MAX as usize);
+const _: () = assert!(VOLUMES_MAX <= u16::MAX as usize);

@@ -1,0 +1,149 @@
+//! Proptest strategies shared by the unit tests: arbitrary valid messages of every kind, with
+//! field values spanning the full ranges the protocol allows (strings up to exactly
+//! `STRING_LEN_MAX` bytes, lists up to exactly `VOLUMES_MAX` entries).
+
+use proptest::collection::vec;
+use proptest::prelude::*;
+
+use crate::{
+    truncate_text, DataHeader, Hello, Kind, Message, PeerState, RangeHeader, SocketKind,
+    VolumeDiskState, VolumeInfo, DATA_FLAGS_KNOWN, DATA_PAYLOAD_LEN_MAX, STRING_LEN_MAX,
+    VOLUMES_MAX,
+};
+
+/// A string of at most `STRING_LEN_MAX` bytes: short, multi-byte, or exactly at the limit.
+pub(crate) fn arb_text() -> impl Strategy<Value = String> {
+    prop_oneof![
+        "\\PC{0,24}",
+        vec(any::<char>(), 0..200)
+            .prop_map(|chars| truncate_text(&chars.into_iter().collect::<String>())),
+        Just("r".repeat(STRING_LEN_MAX)),
+    ]
+}
+
+/// A socket kind.
+pub(crate) fn arb_socket() -> impl Strategy<Value = SocketKind> {
+    prop_oneof![Just(SocketKind::Data), Just(SocketKind::Control)]
+}
+
+/// A `Hello` with any field values the wire format allows (not necessarily a sensible one).
+pub(crate) fn arb_hello() -> impl Strategy<Value = Hello> {
+    let volume = (any::<u16>(), any::<u64>())
+        .prop_map(|(number, size_bytes)| VolumeInfo { number, size_bytes });
+    (
+        (any::<u16>(), any::<u16>(), arb_socket(), arb_text()),
+        (any::<u8>(), any::<u8>(), vec(volume, 0..=VOLUMES_MAX)),
+        (any::<[u8; 16]>(), any::<[u8; 32]>(), any::<bool>()),
+    )
+        .prop_map(
+            |(
+                (version_min, version_max, socket, resource),
+                (from_node, to_node, volumes),
+                (session, challenge, auth_required),
+            )| Hello {
+                version_min,
+                version_max,
+                socket,
+                resource,
+                from_node,
+                to_node,
+                volumes,
+                session,
+                challenge,
+                auth_required,
+            },
+        )
+}
+
+/// A data header with only known flag bits.
+pub(crate) fn arb_data_header() -> impl Strategy<Value = DataHeader> {
+    (
+        any::<u64>(),
+        any::<u64>(),
+        any::<u16>(),
+        any::<u16>(),
+        any::<u64>(),
+    )
+        .prop_map(|(seq, epoch, volume, flags, offset)| DataHeader {
+            seq,
+            epoch,
+            volume,
+            flags: flags & DATA_FLAGS_KNOWN,
+            offset,
+        })
+}
+
+/// A range header.
+pub(crate) fn arb_range_header() -> impl Strategy<Value = RangeHeader> {
+    (
+        any::<u64>(),
+        any::<u64>(),
+        any::<u16>(),
+        any::<u64>(),
+        any::<u32>(),
+    )
+        .prop_map(|(seq, epoch, volume, offset, length)| RangeHeader {
+            seq,
+            epoch,
+            volume,
+            offset,
+            length,
+        })
+}
+
+/// A peer state with up to `VOLUMES_MAX` volumes.
+pub(crate) fn arb_peer_state() -> impl Strategy<Value = PeerState> {
+    let volume = (any::<u16>(), any::<u8>())
+        .prop_map(|(volume, disk_state)| VolumeDiskState { volume, disk_state });
+    (any::<u8>(), vec(volume, 0..=VOLUMES_MAX))
+        .prop_map(|(role, volumes)| PeerState { role, volumes })
+}
+
+/// Any valid message of any kind; `kinds_covered` in the tests checks every kind appears.
+pub(crate) fn arb_message() -> impl Strategy<Value = Message> {
+    prop_oneof![
+        arb_hello().prop_map(Message::Hello),
+        any::<[u8; 32]>().prop_map(|mac| Message::AuthResponse { mac }),
+        any::<bool>().prop_map(|ok| Message::AuthResult { ok }),
+        arb_text().prop_map(|reason| Message::Refuse { reason }),
+        arb_data_header().prop_map(Message::Data),
+        arb_range_header().prop_map(Message::Trim),
+        arb_range_header().prop_map(Message::WriteZeroes),
+        (any::<u64>(), any::<bool>()).prop_map(|(epoch, flush)| Message::Barrier { epoch, flush }),
+        Just(Message::Ping),
+        Just(Message::PingAck),
+        any::<u64>().prop_map(|seq| Message::RecvAck { seq }),
+        any::<u64>().prop_map(|seq| Message::WriteAck { seq }),
+        (any::<u64>(), any::<u32>()).prop_map(|(seq, errno)| Message::NegAck { seq, errno }),
+        any::<u64>().prop_map(|epoch| Message::BarrierAck { epoch }),
+        arb_peer_state().prop_map(Message::PeerState),
+        arb_text().prop_map(|reason| Message::Disconnect { reason }),
+    ]
+}
+
+/// A valid message together with a payload length it may carry: any length up to the maximum
+/// for `Data`, 0 for every other kind.
+pub(crate) fn arb_message_with_payload() -> impl Strategy<Value = (Message, u32)> {
+    let payload_len = prop_oneof![
+        Just(0),
+        1..=65536_u32,
+        0..=DATA_PAYLOAD_LEN_MAX,
+        Just(DATA_PAYLOAD_LEN_MAX),
+    ];
+    (arb_message(), payload_len).prop_map(|(message, payload_len)| {
+        let payload_len = if message.kind() == Kind::Data {
+            payload_len
+        } else {
+            0
+        };
+        (message, payload_len)
+    })
+}
+
+/// A kind number: mostly known ones, sometimes anything.
+pub(crate) fn arb_kind_number() -> impl Strategy<Value = u16> {
+    prop_oneof![
+        3 => proptest::sample::select(Kind::ALL.to_vec()).prop_map(Kind::to_wire),
+        1 => any::<u16>(),
+    ]
+}
