@@ -1,0 +1,208 @@
+//! events2 tests: the initial dump and change lines for each kind of state change, checked
+//! against the `drbdsetup events2` lines quoted in drbd-semantics.md §4.
+
+use super::*;
+use crate::fixtures::{connection, device, peer_device, report, resource, two_nodes};
+
+#[track_caller]
+fn check_initial(resources: Vec<ResourceStatus>, statistics: bool, expected: &str) {
+    let actual = initial_events(&report(resources), statistics).join("\n");
+    assert_eq!(actual, expected.trim(), "\nactual:\n{actual}");
+}
+
+#[track_caller]
+fn check_change(
+    old: Vec<ResourceStatus>,
+    new: Vec<ResourceStatus>,
+    statistics: bool,
+    expected: &str,
+) {
+    let actual = change_events(&report(old), &report(new), statistics).join("\n");
+    assert_eq!(actual, expected.trim(), "\nactual:\n{actual}");
+}
+
+#[test]
+fn initial_dump_lists_parents_first_and_ends_with_exists_dash() {
+    let mut r0 = two_nodes();
+    r0.connections.push(connection("alice", 2));
+    check_initial(
+        vec![r0, resource("empty")],
+        false,
+        "
+exists resource name:empty role:Secondary suspended:no
+exists resource name:r0 role:Primary suspended:no
+exists device name:r0 volume:0 minor:0 backing_dev:/dev/vg0/r0 disk:UpToDate open:no quorum:yes
+exists connection name:r0 peer-node-id:2 conn-name:alice connection:Connected role:Secondary
+exists connection name:r0 peer-node-id:1 conn-name:bob connection:Connected role:Secondary
+exists peer-device name:r0 peer-node-id:1 conn-name:bob volume:0 replication:Established peer-disk:UpToDate resync-suspended:no
+exists -
+"
+        .trim_start(),
+    );
+}
+
+#[test]
+fn initial_dump_with_statistics_adds_every_counter() {
+    let mut r0 = two_nodes();
+    r0.devices[0].minor = None;
+    r0.devices[0].size_kib = 1024;
+    r0.connections[0].ap_in_flight_kib = 4;
+    r0.connections[0].peer_devices[0].done_percent = Some(12.346);
+    check_initial(
+        vec![r0],
+        true,
+        "
+exists resource name:r0 role:Primary suspended:no write-ordering:flush
+exists device name:r0 volume:0 backing_dev:/dev/vg0/r0 disk:UpToDate open:no quorum:yes size:1024 read:0 written:0 al-writes:0 bm-writes:0 upper-pending:0 lower-pending:0 blocked:no
+exists connection name:r0 peer-node-id:1 conn-name:bob connection:Connected role:Secondary congested:no ap-in-flight:8 rs-in-flight:0
+exists peer-device name:r0 peer-node-id:1 conn-name:bob volume:0 replication:Established peer-disk:UpToDate resync-suspended:no done:12.35 received:0 sent:0 out-of-sync:0 pending:0 unacked:0
+exists -
+"
+        .trim_start(),
+    );
+}
+
+#[test]
+fn empty_report_dumps_only_exists_dash() {
+    check_initial(vec![], true, "exists -");
+}
+
+#[test]
+fn equal_reports_give_no_lines() {
+    check_change(vec![two_nodes()], vec![two_nodes()], true, "");
+}
+
+#[test]
+fn a_change_lists_only_the_changed_state_fields() {
+    let mut promoted = two_nodes();
+    promoted.role = "Secondary".to_string();
+    promoted.devices[0].open = true;
+    check_change(
+        vec![two_nodes()],
+        vec![promoted],
+        false,
+        "
+change resource name:r0 role:Secondary
+change device name:r0 volume:0 minor:0 open:yes
+",
+    );
+}
+
+#[test]
+fn counter_changes_need_statistics_and_then_list_every_counter() {
+    let mut busy = two_nodes();
+    busy.devices[0].written_kib = 4;
+    busy.connections[0].peer_devices[0].sent_kib = 4;
+    check_change(vec![two_nodes()], vec![busy.clone()], false, "");
+    check_change(
+        vec![two_nodes()],
+        vec![busy],
+        true,
+        "
+change device name:r0 volume:0 minor:0 size:0 read:0 written:4 al-writes:0 bm-writes:0 upper-pending:0 lower-pending:0 blocked:no
+change peer-device name:r0 peer-node-id:1 conn-name:bob volume:0 received:0 sent:4 out-of-sync:0 pending:0 unacked:0
+",
+    );
+}
+
+#[test]
+fn losing_a_peer_changes_the_connection_and_its_volumes() {
+    let mut lost = two_nodes();
+    let bob = &mut lost.connections[0];
+    bob.connection = "Connecting".to_string();
+    bob.role = "Unknown".to_string();
+    bob.peer_devices[0].replication = "Off".to_string();
+    bob.peer_devices[0].peer_disk = "DUnknown".to_string();
+    check_change(
+        vec![two_nodes()],
+        vec![lost],
+        false,
+        "
+change connection name:r0 peer-node-id:1 conn-name:bob connection:Connecting role:Unknown
+change peer-device name:r0 peer-node-id:1 conn-name:bob volume:0 replication:Off peer-disk:DUnknown
+",
+    );
+}
+
+#[test]
+fn resync_progress_is_a_change_of_done() {
+    // §4 "change peer-device ... replication:SyncSource peer-disk:Inconsistent ... done:37.50".
+    let mut started = two_nodes();
+    let peer = &mut started.connections[0].peer_devices[0];
+    peer.replication = "SyncSource".to_string();
+    peer.peer_disk = "Inconsistent".to_string();
+    peer.done_percent = Some(0.0);
+    let mut progressed = started.clone();
+    progressed.connections[0].peer_devices[0].done_percent = Some(37.5);
+    let mut finished = progressed.clone();
+    let peer = &mut finished.connections[0].peer_devices[0];
+    peer.replication = "Established".to_string();
+    peer.peer_disk = "UpToDate".to_string();
+    peer.done_percent = None;
+    let ids = "name:r0 peer-node-id:1 conn-name:bob volume:0";
+    let expected =
+        format!("change peer-device {ids} replication:SyncSource peer-disk:Inconsistent done:0.00");
+    check_change(vec![two_nodes()], vec![started.clone()], false, &expected);
+    let expected = format!("change peer-device {ids} done:37.50");
+    check_change(vec![started], vec![progressed.clone()], false, &expected);
+    let expected = format!("change peer-device {ids} replication:Established peer-disk:UpToDate");
+    check_change(vec![progressed], vec![finished], false, &expected);
+}
+
+#[test]
+fn new_objects_are_created_parents_first_with_all_fields() {
+    let mut grown = two_nodes();
+    grown.devices.push(device(1));
+    let mut carol = connection("carol", 2);
+    carol.peer_devices.push(peer_device(0));
+    grown.connections.push(carol);
+    check_change(
+        vec![two_nodes()],
+        vec![grown, resource("r1")],
+        false,
+        "
+create device name:r0 volume:1 minor:1 backing_dev:/dev/vg0/r0 disk:UpToDate open:no quorum:yes
+create connection name:r0 peer-node-id:2 conn-name:carol connection:Connected role:Secondary
+create peer-device name:r0 peer-node-id:2 conn-name:carol volume:0 replication:Established peer-disk:UpToDate resync-suspended:no
+create resource name:r1 role:Secondary suspended:no
+",
+    );
+}
+
+#[test]
+fn vanished_objects_are_destroyed_children_first_before_other_changes() {
+    let mut r1 = two_nodes();
+    r1.name = "r1".to_string();
+    let mut shrunk = two_nodes();
+    shrunk.connections.clear();
+    shrunk.role = "Secondary".to_string();
+    check_change(
+        vec![two_nodes(), r1],
+        vec![shrunk],
+        false,
+        "
+destroy peer-device name:r1 peer-node-id:1 conn-name:bob volume:0
+destroy connection name:r1 peer-node-id:1 conn-name:bob
+destroy device name:r1 volume:0 minor:0
+destroy resource name:r1
+destroy peer-device name:r0 peer-node-id:1 conn-name:bob volume:0
+destroy connection name:r0 peer-node-id:1 conn-name:bob
+change resource name:r0 role:Secondary
+",
+    );
+}
+
+#[test]
+fn a_new_minor_is_a_destroy_and_a_create() {
+    let mut moved = two_nodes();
+    moved.devices[0].minor = Some(7);
+    check_change(
+        vec![two_nodes()],
+        vec![moved],
+        false,
+        "
+destroy device name:r0 volume:0 minor:0
+create device name:r0 volume:0 minor:7 backing_dev:/dev/vg0/r0 disk:UpToDate open:no quorum:yes
+",
+    );
+}

@@ -1,0 +1,149 @@
+//! Admin requests and replies, and their framing as bounded JSON lines.
+//!
+//! Invariants:
+//! - [`encode_line`] output is exactly one JSON value followed by one `\n`; serde_json never
+//!   emits a raw newline inside a value, so a line never splits.
+//! - [`decode_line`] rejects a line longer than [`LINE_BYTES_MAX`] without parsing it, so a
+//!   hostile or broken peer cannot make either side buffer or parse unbounded input.
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use crate::report::StatusReport;
+
+/// Longest protocol line, in bytes, trailing newline included.
+pub const LINE_BYTES_MAX: usize = 1024 * 1024;
+
+/// What a client asks a node to do. `resource: None` means all resources.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "cmd", rename_all = "kebab-case")]
+pub enum Request {
+    /// Report the state of the resources (`tandem status`).
+    Status {
+        /// Which resource; `None` = all.
+        resource: Option<String>,
+    },
+    /// Bring resources up: attach the disk and start connecting (`tandem up`).
+    Up {
+        /// Which resource; `None` = all.
+        resource: Option<String>,
+    },
+    /// Take resources down: disconnect and detach (`tandem down`).
+    Down {
+        /// Which resource; `None` = all.
+        resource: Option<String>,
+    },
+    /// Promote this node (`tandem primary [--force]`).
+    Primary {
+        /// Which resource; `None` = all.
+        resource: Option<String>,
+        /// Promote even without UpToDate data (starts a full sync towards the peers).
+        #[serde(default)]
+        force: bool,
+    },
+    /// Demote this node (`tandem secondary`).
+    Secondary {
+        /// Which resource; `None` = all.
+        resource: Option<String>,
+    },
+    /// Start connecting to peers (`tandem connect [--peer NAME]`).
+    Connect {
+        /// Which resource; `None` = all.
+        resource: Option<String>,
+        /// Which peer (connection name); `None` = all peers.
+        peer: Option<String>,
+    },
+    /// Drop connections to peers (`tandem disconnect [--peer NAME]`).
+    Disconnect {
+        /// Which resource; `None` = all.
+        resource: Option<String>,
+        /// Which peer (connection name); `None` = all peers.
+        peer: Option<String>,
+    },
+    /// Stream `events2` lines (`tandem events [--statistics]`) until the client disconnects.
+    Events {
+        /// Which resource; `None` = all.
+        resource: Option<String>,
+        /// Include the statistics counters in the event lines.
+        #[serde(default)]
+        statistics: bool,
+    },
+}
+
+/// What a node answers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "reply", rename_all = "kebab-case")]
+pub enum Reply {
+    /// The request was carried out.
+    Ok {
+        /// Optional text for the operator.
+        message: Option<String>,
+    },
+    /// The request was refused or failed; the text says why.
+    Error {
+        /// Text for the operator.
+        message: String,
+    },
+    /// The answer to [`Request::Status`].
+    Status(StatusReport),
+    /// One `events2` line (without a newline), streamed after [`Request::Events`].
+    Event {
+        /// The event line, e.g. `change resource name:r0 role:Primary`.
+        line: String,
+    },
+}
+
+/// Why a protocol line could not be decoded.
+#[derive(Debug, thiserror::Error)]
+pub enum AdminError {
+    /// The line is longer than [`LINE_BYTES_MAX`]; it was not parsed.
+    #[error("admin line of {bytes} bytes exceeds the limit of {LINE_BYTES_MAX} bytes")]
+    LineTooLong {
+        /// Length of the refused line.
+        bytes: usize,
+    },
+    /// The line is not valid JSON for the expected message type.
+    #[error("malformed admin line: {0}")]
+    Malformed(#[from] serde_json::Error),
+}
+
+/// Encodes `value` as one JSON line: compact JSON followed by `\n`.
+///
+/// # Panics
+/// Only if `value`'s `Serialize` impl fails, which the protocol types cannot do (no maps
+/// with non-string keys, no custom impls). That would be a bug, not an operating error.
+pub fn encode_line<T: Serialize>(value: &T) -> Vec<u8> {
+    match serde_json::to_vec(value) {
+        Ok(mut bytes) => {
+            bytes.push(b'\n');
+            bytes
+        }
+        Err(error) => panic!("admin: a protocol value failed to serialize: {error}"),
+    }
+}
+
+/// Pretty JSON of `value`, ending in `\n`; panics only as [`encode_line`] does.
+pub(crate) fn to_json_pretty<T: Serialize>(value: &T) -> String {
+    match serde_json::to_string_pretty(value) {
+        Ok(mut text) => {
+            text.push('\n');
+            text
+        }
+        Err(error) => panic!("admin: a status report failed to serialize: {error}"),
+    }
+}
+
+/// Decodes one JSON line; a trailing `\n` (or `\r\n`) is optional.
+///
+/// Lines longer than [`LINE_BYTES_MAX`] are refused before parsing.
+pub fn decode_line<T: DeserializeOwned>(line: &[u8]) -> Result<T, AdminError> {
+    if line.len() > LINE_BYTES_MAX {
+        return Err(AdminError::LineTooLong { bytes: line.len() });
+    }
+    let line = line.strip_suffix(b"\n").unwrap_or(line);
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    Ok(serde_json::from_slice(line)?)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,120 @@
+//! The state of a node's resources as the daemon reports it to admin clients.
+//!
+//! States are DRBD's names as strings (roles `Primary`/`Secondary`/`Unknown`; disk states
+//! `UpToDate`, `Outdated`, `DUnknown`, ...; connection states `Connected`, `Connecting`,
+//! `StandAlone`, ...; replication states `Established`, `SyncSource`, ...), so the text
+//! formats print them unchanged and new states need no change here.
+//!
+//! Units are in the field names: `_kib` fields are KiB; `al_writes`, `bm_writes`, `pending`,
+//! `unacked`, `upper_pending` and `lower_pending` are counts.
+
+use serde::{Deserialize, Serialize};
+
+/// The answer to a status request: every resource the request named.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct StatusReport {
+    /// The resources, in any order (formatting sorts them by name).
+    pub resources: Vec<ResourceStatus>,
+}
+
+/// One resource on this node.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ResourceStatus {
+    /// Resource name, e.g. `r0`.
+    pub name: String,
+    /// This node's id within the resource.
+    pub node_id: u8,
+    /// This node's role: `Primary`, `Secondary`.
+    pub role: String,
+    /// Whether application I/O is suspended (for fencing, quorum or by the operator).
+    pub suspended: bool,
+    /// The write-ordering method in use: `none`, `drain`, `flush` or `barrier`.
+    pub write_ordering: String,
+    /// The local volumes.
+    pub devices: Vec<DeviceStatus>,
+    /// The connections to peers.
+    pub connections: Vec<ConnectionStatus>,
+}
+
+/// One local volume of a resource.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeviceStatus {
+    /// Volume number within the resource.
+    pub volume: u16,
+    /// Device minor number, if the volume is exported as a device.
+    pub minor: Option<u32>,
+    /// Local disk state: `UpToDate`, `Inconsistent`, `Diskless`, ...
+    pub disk: String,
+    /// Path of the backing device or file.
+    pub backing_dev: String,
+    /// Whether this volume has quorum.
+    pub quorum: bool,
+    /// Whether the exported device is open by an application.
+    pub open: bool,
+    /// Usable size.
+    pub size_kib: u64,
+    /// Data read from the local disk since the resource came up.
+    pub read_kib: u64,
+    /// Data written to the local disk since the resource came up.
+    pub written_kib: u64,
+    /// Activity-log metadata writes.
+    pub al_writes: u64,
+    /// Bitmap metadata writes.
+    pub bm_writes: u64,
+    /// Application requests not yet completed.
+    pub upper_pending: u64,
+    /// Requests to the local disk not yet completed.
+    pub lower_pending: u64,
+    /// Whether application I/O is blocked (printed as DRBD's `blocked:upper`).
+    pub blocked: bool,
+}
+
+/// One connection from this node to a peer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ConnectionStatus {
+    /// Connection (peer host) name, e.g. `bob`.
+    pub name: String,
+    /// The peer's node id.
+    pub peer_node_id: u8,
+    /// Connection state: `Connected`, `Connecting`, `StandAlone`, ...
+    pub connection: String,
+    /// The peer's role: `Primary`, `Secondary`, `Unknown` when not connected.
+    pub role: String,
+    /// Whether the congestion policy has triggered.
+    pub congested: bool,
+    /// Application data sent but not yet acknowledged.
+    pub ap_in_flight_kib: u64,
+    /// Resync data sent but not yet acknowledged.
+    pub rs_in_flight_kib: u64,
+    /// Replication protocol: `A`, `B` or `C`.
+    pub protocol: String,
+    /// Why the connection last failed, if it did.
+    pub last_error: Option<String>,
+    /// The volumes as seen over this connection.
+    pub peer_devices: Vec<PeerDeviceStatus>,
+}
+
+/// One volume as seen over one connection.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PeerDeviceStatus {
+    /// Volume number within the resource.
+    pub volume: u16,
+    /// Replication state: `Off`, `Established`, `SyncSource`, ...
+    pub replication: String,
+    /// The peer's disk state.
+    pub peer_disk: String,
+    /// Whether resync is paused on this volume.
+    pub resync_suspended: bool,
+    /// Data received from the peer.
+    pub received_kib: u64,
+    /// Data sent to the peer.
+    pub sent_kib: u64,
+    /// Data known to differ between this node and the peer.
+    pub out_of_sync_kib: u64,
+    /// Requests sent to the peer and not yet answered.
+    pub pending: u64,
+    /// Requests received from the peer and not yet answered.
+    pub unacked: u64,
+    /// Resync progress in percent, while a resync or verify runs.
+    pub done_percent: Option<f64>,
+}
