@@ -6,6 +6,7 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::{Errno, ExportInfo};
+use CommandKind::{Read, Trim, Write, WriteZeroes};
 
 const ERRNOS: [Errno; 8] = [
     Errno::Perm,
@@ -225,6 +226,30 @@ fn check(info: ExportInfo, request: RequestHeader, expected: Verdict) {
     );
 }
 
+/// The export size in the decide tests.
+const END: u64 = 1 << 20;
+
+fn read_only() -> ExportInfo {
+    ExportInfo {
+        read_only: true,
+        ..full()
+    }
+}
+
+fn bare() -> ExportInfo {
+    ExportInfo {
+        size: END,
+        ..ExportInfo::default()
+    }
+}
+
+fn submit(command: Admitted) -> Verdict {
+    Verdict::Submit {
+        command,
+        fua: false,
+    }
+}
+
 fn reject(rejection: Rejection, discard_bytes: u32) -> Verdict {
     Verdict::Reject {
         rejection,
@@ -233,21 +258,7 @@ fn reject(rejection: Rejection, discard_bytes: u32) -> Verdict {
 }
 
 #[test]
-fn decide_follows_the_spec() {
-    use CommandKind::{Read, Trim, Write, WriteZeroes};
-    let end = 1 << 20;
-    let read_only = ExportInfo {
-        read_only: true,
-        ..full()
-    };
-    let bare = ExportInfo {
-        size: end,
-        ..ExportInfo::default()
-    };
-    let submit = |command| Verdict::Submit {
-        command,
-        fua: false,
-    };
+fn decide_submits_in_range_commands() {
     // "Request types": in-range commands are submitted.
     check(
         full(),
@@ -259,9 +270,9 @@ fn decide_follows_the_spec() {
     );
     check(
         full(),
-        header(1, 0, end - 1, 1),
+        header(1, 0, END - 1, 1),
         submit(Admitted::Write {
-            offset: end - 1,
+            offset: END - 1,
             length: 1,
         }),
     );
@@ -279,15 +290,19 @@ fn decide_follows_the_spec() {
         },
     );
     check(full(), header(2, 0, 0, 0), Verdict::Disconnect);
-    // "Error values": past the end is EINVAL for read and trim, ENOSPC for writes.
+}
+
+#[test]
+fn decide_rejects_requests_past_the_end() {
+    // "Error values": past the END is EINVAL for read and trim, ENOSPC for writes.
     check(
         full(),
-        header(0, 0, end, 1),
+        header(0, 0, END, 1),
         reject(Rejection::OutOfBounds(Read), 0),
     );
     check(
         full(),
-        header(1, 0, end - 1, 2),
+        header(1, 0, END - 1, 2),
         reject(Rejection::OutOfBounds(Write), 2),
     );
     check(
@@ -297,14 +312,22 @@ fn decide_follows_the_spec() {
     );
     check(
         full(),
-        header(6, 0, end, 1),
+        header(6, 0, END, 1),
         reject(Rejection::OutOfBounds(WriteZeroes), 0),
     );
     assert_eq!(Rejection::OutOfBounds(Write).errno(), Errno::NoSpc);
     assert_eq!(Rejection::OutOfBounds(Trim).errno(), Errno::Inval);
+}
+
+#[test]
+fn decide_answers_zero_length_requests() {
     // Zero length: unspecified, must not disconnect; answered with success.
     check(full(), header(0, 0, 0, 0), Verdict::Empty);
-    check(full(), header(1, 0, end, 0), Verdict::Empty);
+    check(full(), header(1, 0, END, 0), Verdict::Empty);
+}
+
+#[test]
+fn decide_rejects_oversized_payloads() {
     // "Size constraints": reads and writes above the maximum payload fail.
     check(
         full(),
@@ -316,6 +339,10 @@ fn decide_follows_the_spec() {
         header(1, 0, 0, 1 << 21),
         reject(Rejection::TooLong(1 << 21), 1 << 21),
     );
+}
+
+#[test]
+fn decide_rejects_unknown_commands() {
     // Unknown commands (CACHE, BLOCK_STATUS, anything else) are EINVAL.
     check(
         full(),
@@ -327,21 +354,29 @@ fn decide_follows_the_spec() {
         header(99, 0, 0, 1 << 30),
         reject(Rejection::UnknownCommand(99), 0),
     );
+}
+
+#[test]
+fn decide_refuses_writes_on_read_only_exports() {
     // Read-only exports refuse writes, trims and write-zeroes with EPERM.
     check(
-        read_only,
+        read_only(),
         header(1, 0, 0, 4),
         reject(Rejection::ReadOnly(Write), 4),
     );
     check(
-        read_only,
+        read_only(),
         header(4, 0, 0, 4),
         reject(Rejection::ReadOnly(Trim), 0),
     );
     assert_eq!(Rejection::ReadOnly(Write).errno(), Errno::Perm);
+}
+
+#[test]
+fn decide_checks_command_flags() {
     // "Command flags": unadvertised FUA, flags of other commands, unknown flags are EINVAL.
     check(
-        bare,
+        bare(),
         header(1, command_flag::FUA, 0, 4),
         reject(Rejection::InvalidFlags(1), 4),
     );
@@ -366,19 +401,23 @@ fn decide_follows_the_spec() {
             fua: true,
         },
     );
+}
+
+#[test]
+fn decide_rejects_unadvertised_commands() {
     // Commands the export did not advertise are EINVAL.
     check(
-        bare,
+        bare(),
         header(3, 0, 0, 0),
         reject(Rejection::NotAdvertised(CommandKind::Flush), 0),
     );
     check(
-        bare,
+        bare(),
         header(4, 0, 0, 1),
         reject(Rejection::NotAdvertised(Trim), 0),
     );
     check(
-        bare,
+        bare(),
         header(6, 0, 0, 1),
         reject(Rejection::NotAdvertised(WriteZeroes), 0),
     );

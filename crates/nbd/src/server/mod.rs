@@ -179,3 +179,6 @@ fn spawn_connection<S>(
     };
     tokio::spawn(connection.instrument(span));
 }
+
+#[cfg(test)]
+mod tests;

@@ -83,88 +83,91 @@ async fn go_reports_size_flags_block_sizes_and_name() {
     assert_eq!(client.read(0, 16).await, Ok(pattern(16, 1)));
 }
 
-/// LIST, INFO, default export, unsupported and malformed options, STARTTLS, ABORT.
+/// The error type of an option reply, if it is an error.
+fn error_of(body: &OptionReplyBody) -> Option<OptionError> {
+    match body {
+        OptionReplyBody::Error { error, .. } => Some(*error),
+        _ => None,
+    }
+}
+
+/// NBD_OPT_LIST, NBD_OPT_INFO and NBD_OPT_ABORT ("Option types").
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn options_are_answered_and_negotiation_continues() {
+async fn list_info_and_abort() {
     let (server, _) = server(small()).await;
     let mut client = RawClient::connect(&server.socket).await;
     client.send_option(&ClientOption::List).await;
-    let names: Vec<_> = client
-        .final_replies()
-        .await
-        .into_iter()
-        .map(|reply| reply.body)
-        .collect();
-    let server_entry = |name: &str| OptionReplyBody::Server {
+    let replies = client.final_replies().await;
+    let names: Vec<_> = replies.into_iter().map(|reply| reply.body).collect();
+    let entry = |name: &str| OptionReplyBody::Server {
         name: name.to_owned(),
     };
-    assert_eq!(
-        names,
-        [
-            server_entry("disk"),
-            server_entry("ro"),
-            server_entry("bare"),
-            OptionReplyBody::Ack
-        ]
-    );
-    for (option, expected) in [
-        (ClientOption::StructuredReply, OptionError::Unsup),
-        (ClientOption::Other { option: 9 }, OptionError::Unsup),
-        (ClientOption::StartTls, OptionError::Policy),
-    ] {
-        client.send_option(&option).await;
-        assert!(
-            matches!(client.option_reply().await.body, OptionReplyBody::Error { error, .. } if error == expected)
-        );
-    }
-    // A malformed GO (name length past the data) is ERR_INVALID and negotiation goes on.
-    client
-        .send(
-            &[
-                &b"IHAVEOPT"[..],
-                &[0, 0, 0, 7, 0, 0, 0, 5, 0, 0, 0, 9, b'x'],
-            ]
-            .concat(),
-        )
-        .await;
-    assert!(matches!(
-        client.option_reply().await.body,
-        OptionReplyBody::Error {
-            error: OptionError::Invalid,
-            ..
-        }
-    ));
-    // Several exports: the empty name has no default.
-    assert!(matches!(
-        client.go("", &[]).await[0].body,
-        OptionReplyBody::Error {
-            error: OptionError::Unknown,
-            ..
-        }
-    ));
-    assert!(matches!(
-        client.go("nope", &[]).await[0].body,
-        OptionReplyBody::Error {
-            error: OptionError::Unknown,
-            ..
-        }
-    ));
+    let expected = [
+        entry("disk"),
+        entry("ro"),
+        entry("bare"),
+        OptionReplyBody::Ack,
+    ];
+    assert_eq!(names, expected);
     let query = ExportQuery {
         name: "ro".to_owned(),
         items: vec![],
     };
     client.send_option(&ClientOption::Info(query)).await;
     let info = client.final_replies().await;
+    let flags = TransmissionFlags(0b11);
     assert_eq!(
         info[0].body,
-        OptionReplyBody::Info(InfoReply::Export {
-            size: SIZE,
-            flags: TransmissionFlags(0b11)
-        })
+        OptionReplyBody::Info(InfoReply::Export { size: SIZE, flags })
+    );
+    assert_eq!(
+        info.last().map(|reply| &reply.body),
+        Some(&OptionReplyBody::Ack)
     );
     client.send_option(&ClientOption::Abort).await;
     assert_eq!(client.option_reply().await.body, OptionReplyBody::Ack);
     client.expect_closed().await;
+}
+
+/// Unsupported, refused and malformed options get errors and negotiation goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_options_get_errors_and_negotiation_continues() {
+    let (server, _) = server(small()).await;
+    let mut client = RawClient::connect(&server.socket).await;
+    for (option, expected) in [
+        (ClientOption::StructuredReply, OptionError::Unsup),
+        (ClientOption::Other { option: 9 }, OptionError::Unsup),
+        (ClientOption::StartTls, OptionError::Policy),
+    ] {
+        client.send_option(&option).await;
+        assert_eq!(error_of(&client.option_reply().await.body), Some(expected));
+    }
+    // A malformed GO (name length past the data) is ERR_INVALID.
+    let malformed = [
+        &b"IHAVEOPT"[..],
+        &[0, 0, 0, 7, 0, 0, 0, 5, 0, 0, 0, 9, b'x'],
+    ]
+    .concat();
+    client.send(&malformed).await;
+    assert_eq!(
+        error_of(&client.option_reply().await.body),
+        Some(OptionError::Invalid)
+    );
+    // Several exports: the empty name has no default.
+    for name in ["", "nope"] {
+        let replies = client.go(name, &[]).await;
+        assert_eq!(
+            error_of(&replies[0].body),
+            Some(OptionError::Unknown),
+            "{name:?}"
+        );
+    }
+    let replies = client.go("disk", &[]).await;
+    assert_eq!(
+        replies.last().map(|reply| &reply.body),
+        Some(&OptionReplyBody::Ack)
+    );
+    assert_eq!(client.read(0, 4).await, Ok(pattern(4, 1)));
 }
 
 /// The empty name means the only export, when there is exactly one.
@@ -241,14 +244,7 @@ struct Bad<'a> {
     errno: Errno,
 }
 
-/// Every bad request gets its errno without reaching the export, and the connection keeps
-/// working: the following read returns the right data ("Error values", "Request types").
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn bad_requests_get_errors_and_the_connection_keeps_working() {
-    let (server, disk) = server(small()).await;
-    let expected = pattern(SIZE as usize, 1);
-    let mut client = RawClient::open(&server.socket, "disk").await;
-    let big = vec![0xee_u8; (1 << 20) + 4096];
+fn bad_requests(big: &[u8]) -> [Bad<'_>; 8] {
     let bad = |what, kind, offset, length, payload, errno| Bad {
         what,
         kind,
@@ -257,7 +253,7 @@ async fn bad_requests_get_errors_and_the_connection_keeps_working() {
         payload,
         errno,
     };
-    let cases = [
+    [
         bad(
             "read past the end",
             READ,
@@ -304,11 +300,22 @@ async fn bad_requests_get_errors_and_the_connection_keeps_working() {
             WRITE,
             0,
             big.len() as u32,
-            &big,
+            big,
             Errno::Inval,
         ),
         bad("unknown command", 42, 0, 4096, &[], Errno::Inval),
-    ];
+    ]
+}
+
+/// Every bad request gets its errno without reaching the export, and the connection keeps
+/// working: the following read returns the right data ("Error values", "Request types").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_requests_get_errors_and_the_connection_keeps_working() {
+    let (server, disk) = server(small()).await;
+    let expected = pattern(SIZE as usize, 1);
+    let mut client = RawClient::open(&server.socket, "disk").await;
+    let big = vec![0xee_u8; (1 << 20) + 4096];
+    let cases = bad_requests(&big);
     for case in &cases {
         let status = client
             .command(case.kind, 0, case.offset, case.length, case.payload)
