@@ -1,6 +1,26 @@
 //! The node daemon: wires the replication engine to real sockets, disks and clocks.
+//!
+//! `run_node` loads the configuration, opens every backing disk (all checks happen before
+//! anything listens, so a bad configuration starts nothing), then serves:
+//! - per resource, a TCP listener on this node's address and one supervisor per peer;
+//! - one NBD unix socket `RUN_DIR/nbd.sock` with an export per volume, plus the optional TCP
+//!   NBD listener of this node (`nbd-address`);
+//! - the admin socket `RUN_DIR/admin.sock` (mode 0600, callers checked with SO_PEERCRED).
+//!
+//! **Boundary:** this crate is wiring. Replication decisions live in `repl`; frame layouts in
+//! `wire`; NBD in `nbd`; text formats in `admin`.
+
+mod admin_server;
+mod disk;
+mod export;
+mod peer;
+mod resource;
+mod setup;
+mod status;
 
 use std::path::PathBuf;
+
+pub use disk::{DiskError, DISK_BYTES_MIN};
 
 /// How `tandem node` was invoked.
 #[derive(Debug, Clone)]
@@ -16,13 +36,32 @@ pub struct NodeOptions {
 /// Why the daemon could not start or stopped with an error.
 #[derive(Debug, thiserror::Error)]
 pub enum DaemonError {
-    /// Not implemented yet.
-    #[error("not implemented yet")]
-    NotImplemented,
+    /// The configuration file is invalid.
+    #[error("{0}")]
+    Config(#[from] config::ConfigError),
+    /// The configuration is valid but cannot run on this node.
+    #[error("{0}")]
+    Setup(String),
+    /// A backing disk cannot be used.
+    #[error("{0}")]
+    Disk(#[from] DiskError),
+    /// A socket could not be created.
+    #[error("cannot listen on {what}: {source}")]
+    Listen { what: String, source: std::io::Error },
+    /// The async runtime could not start.
+    #[error("cannot start the runtime: {0}")]
+    Runtime(std::io::Error),
 }
 
 /// Run a node in the foreground until SIGINT/SIGTERM.
 pub fn run_node(options: NodeOptions) -> Result<(), DaemonError> {
-    let _ = options;
-    Err(DaemonError::NotImplemented)
+    let node = setup::prepare(&options)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .max_blocking_threads(256)
+        .enable_all()
+        .thread_name("tandem")
+        .build()
+        .map_err(DaemonError::Runtime)?;
+    runtime.block_on(setup::serve(node, options))
 }

@@ -1,0 +1,165 @@
+//! The admin socket: JSON-line requests from `tandem` commands (the `admin` crate's protocol).
+//!
+//! Invariants: only root or the daemon's own user may talk to it (SO_PEERCRED, on top of the
+//! socket's mode 0600); a request line is bounded (`admin::LINE_BYTES_MAX`); a bad request gets
+//! an `Error` reply and never affects other clients.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use admin::{Reply, Request, StatusReport};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{UnixListener, UnixStream};
+
+use crate::resource::Resource;
+use crate::status::resource_status;
+
+/// How often `events` compares the state with what it last printed.
+const EVENTS_POLL: Duration = Duration::from_millis(100);
+
+/// Serve admin clients forever.
+pub(crate) async fn serve(listener: UnixListener, resources: Vec<Arc<Resource>>) {
+    let resources = Arc::new(resources);
+    loop {
+        let Ok((stream, _)) = listener.accept().await else { continue };
+        let resources = Arc::clone(&resources);
+        tokio::spawn(async move {
+            if let Err(error) = serve_client(stream, &resources).await {
+                tracing::debug!("admin client: {error}");
+            }
+        });
+    }
+}
+
+fn caller_allowed(stream: &UnixStream) -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let own = unsafe { libc::geteuid() };
+    stream.peer_cred().is_ok_and(|cred| cred.uid() == 0 || cred.uid() == own)
+}
+
+async fn serve_client(stream: UnixStream, resources: &[Arc<Resource>]) -> std::io::Result<()> {
+    if !caller_allowed(&stream) {
+        tracing::warn!("admin socket: refused a caller that is neither root nor the daemon's user");
+        return Ok(());
+    }
+    let (read, mut write) = stream.into_split();
+    let mut reader = BufReader::new(read).take(admin::LINE_BYTES_MAX as u64 + 1);
+    let mut line = Vec::new();
+    reader.read_until(b'\n', &mut line).await?;
+    let request: Request = match admin::decode_line(&line) {
+        Ok(request) => request,
+        Err(error) => return send(&mut write, &Reply::Error { message: format!("bad request: {error}") }).await,
+    };
+    if let Request::Events { resource, statistics } = request {
+        return stream_events(&mut write, resources, resource.as_deref(), statistics).await;
+    }
+    let reply = handle(request, resources);
+    send(&mut write, &reply).await
+}
+
+async fn send<W: AsyncWriteExt + Unpin>(write: &mut W, reply: &Reply) -> std::io::Result<()> {
+    write.write_all(&admin::encode_line(reply)).await?;
+    write.flush().await
+}
+
+/// The resources a request names (`None` or `all`: every one).
+fn select<'a>(resources: &'a [Arc<Resource>], name: Option<&str>) -> Result<Vec<&'a Arc<Resource>>, String> {
+    match name {
+        None | Some("all") => Ok(resources.iter().collect()),
+        Some(name) => {
+            let found: Vec<_> = resources.iter().filter(|r| r.name == name).collect();
+            if found.is_empty() {
+                Err(format!("no resource named '{name}' on this node"))
+            } else {
+                Ok(found)
+            }
+        }
+    }
+}
+
+fn report(resources: &[&Arc<Resource>]) -> StatusReport {
+    StatusReport { resources: resources.iter().map(|r| resource_status(r)).collect() }
+}
+
+fn handle(request: Request, resources: &[Arc<Resource>]) -> Reply {
+    let (name, action): (Option<String>, Box<dyn Fn(&Arc<Resource>) -> Result<(), String>>) = match request {
+        Request::Status { resource } => {
+            return match select(resources, resource.as_deref()) {
+                Ok(selected) => Reply::Status(report(&selected)),
+                Err(message) => Reply::Error { message },
+            };
+        }
+        Request::Primary { resource, force } => (resource, Box::new(move |r| promote(r, force))),
+        Request::Secondary { resource } => (resource, Box::new(demote)),
+        Request::Connect { resource, peer } => (resource, Box::new(move |r| set_connect(r, peer.as_deref(), true))),
+        Request::Disconnect { resource, peer } => (resource, Box::new(move |r| set_connect(r, peer.as_deref(), false))),
+        Request::Up { resource } => (resource, Box::new(up)),
+        Request::Down { resource } => (resource, Box::new(down)),
+        Request::Events { .. } => return Reply::Error { message: "events is a stream".into() },
+    };
+    let selected = match select(resources, name.as_deref()) {
+        Ok(selected) => selected,
+        Err(message) => return Reply::Error { message },
+    };
+    let errors: Vec<String> = selected.iter().filter_map(|r| action(r).err().map(|e| format!("{}: {e}", r.name))).collect();
+    if errors.is_empty() {
+        Reply::Ok { message: None }
+    } else {
+        Reply::Error { message: errors.join("\n") }
+    }
+}
+
+fn promote(resource: &Arc<Resource>, force: bool) -> Result<(), String> {
+    if resource.is_down() {
+        return Err("resource is down; run 'tandem up' first".into());
+    }
+    resource.step(|engine, _, out| engine.promote(force, out)).map_err(|e| format!("State change failed: {e}"))
+}
+
+fn demote(resource: &Arc<Resource>) -> Result<(), String> {
+    resource.step(|engine, _, out| engine.demote(out)).map_err(|e| format!("State change failed: {e}"))
+}
+
+fn set_connect(resource: &Arc<Resource>, peer: Option<&str>, connect: bool) -> Result<(), String> {
+    let peers: Vec<u8> = resource.peers.iter().filter(|p| peer.is_none_or(|name| p.name == name)).map(|p| p.node_id).collect();
+    if peers.is_empty() {
+        return Err(format!("no peer named '{}'", peer.unwrap_or_default()));
+    }
+    for node_id in peers {
+        resource.step(|engine, now, out| engine.set_connect(now, node_id, connect, out)).map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+fn up(resource: &Arc<Resource>) -> Result<(), String> {
+    resource.down.store(false, Ordering::Relaxed);
+    set_connect(resource, None, true)
+}
+
+fn down(resource: &Arc<Resource>) -> Result<(), String> {
+    demote(resource)?;
+    set_connect(resource, None, false)?;
+    resource.down.store(true, Ordering::Relaxed);
+    resource.changed.send_modify(|version| *version += 1);
+    Ok(())
+}
+
+async fn stream_events<W: AsyncWriteExt + Unpin>(write: &mut W, resources: &[Arc<Resource>], name: Option<&str>, statistics: bool) -> std::io::Result<()> {
+    let selected = match select(resources, name) {
+        Ok(selected) => selected,
+        Err(message) => return send(write, &Reply::Error { message }).await,
+    };
+    let mut last = report(&selected);
+    for line in admin::initial_events(&last, statistics) {
+        send(write, &Reply::Event { line }).await?;
+    }
+    loop {
+        tokio::time::sleep(EVENTS_POLL).await;
+        let now = report(&selected);
+        for line in admin::change_events(&last, &now, statistics) {
+            send(write, &Reply::Event { line }).await?;
+        }
+        last = now;
+    }
+}

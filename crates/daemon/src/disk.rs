@@ -1,0 +1,163 @@
+//! The backing disk of one volume: a regular file or a block device, accessed with positioned
+//! reads and writes on blocking threads.
+//!
+//! Invariants: every operation is checked against the usable size before it reaches the
+//! file; a flush is `fdatasync`, a FUA write is a write followed by `fdatasync` of the file
+//! (the file system orders them), so "completed with FUA" means durable.
+
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::{FileExt, FileTypeExt};
+use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
+
+use repl::IoError;
+
+/// Smallest backing device tandem accepts.
+pub const DISK_BYTES_MIN: u64 = 1024 * 1024;
+/// Usable sizes are rounded down to this.
+pub const DISK_ALIGN_BYTES: u64 = 4096;
+
+/// Why a backing disk could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum DiskError {
+    /// The path could not be opened.
+    #[error("cannot open backing disk {path}: {source}")]
+    Open { path: PathBuf, source: std::io::Error },
+    /// The size could not be determined.
+    #[error("cannot determine the size of backing disk {path}: {source}")]
+    Size { path: PathBuf, source: std::io::Error },
+    /// The disk is smaller than tandem needs.
+    #[error("backing disk {path} is too small: {size_bytes} bytes, at least {DISK_BYTES_MIN} needed")]
+    TooSmall { path: PathBuf, size_bytes: u64 },
+}
+
+/// An open backing disk.
+#[derive(Debug)]
+pub struct Disk {
+    file: File,
+    path: PathBuf,
+    size_bytes: u64,
+}
+
+impl Disk {
+    /// Open `path` for reading and writing and find its usable size.
+    pub fn open(path: &Path) -> Result<Disk, DiskError> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+            .map_err(|source| DiskError::Open { path: path.to_path_buf(), source })?;
+        let size_bytes = device_size(&file).map_err(|source| DiskError::Size { path: path.to_path_buf(), source })?;
+        let size_bytes = size_bytes / DISK_ALIGN_BYTES * DISK_ALIGN_BYTES;
+        if size_bytes < DISK_BYTES_MIN {
+            return Err(DiskError::TooSmall { path: path.to_path_buf(), size_bytes });
+        }
+        Ok(Disk { file, path: path.to_path_buf(), size_bytes })
+    }
+
+    /// Usable size in bytes.
+    pub fn size_bytes(&self) -> u64 {
+        self.size_bytes
+    }
+
+    /// The path it was opened from.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn check(&self, offset: u64, length: u64) -> Result<(), IoError> {
+        match offset.checked_add(length) {
+            Some(end) if end <= self.size_bytes => Ok(()),
+            _ => Err(IoError::Invalid),
+        }
+    }
+
+    /// Read exactly `buf.len()` bytes at `offset`.
+    pub fn read(&self, offset: u64, buf: &mut [u8]) -> Result<(), IoError> {
+        self.check(offset, buf.len() as u64)?;
+        self.file.read_exact_at(buf, offset).map_err(map_io)
+    }
+
+    /// Write `data` at `offset`; with `fua`, durably.
+    pub fn write(&self, offset: u64, data: &[u8], fua: bool) -> Result<(), IoError> {
+        self.check(offset, data.len() as u64)?;
+        self.file.write_all_at(data, offset).map_err(map_io)?;
+        if fua {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Make every completed write durable.
+    pub fn flush(&self) -> Result<(), IoError> {
+        self.file.sync_data().map_err(map_io)
+    }
+
+    /// Zero a range (punching a hole when `trim` and the file system can).
+    pub fn zero(&self, offset: u64, length: u64, trim: bool, fua: bool) -> Result<(), IoError> {
+        self.check(offset, length)?;
+        let mode = if trim {
+            libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE
+        } else {
+            libc::FALLOC_FL_ZERO_RANGE | libc::FALLOC_FL_KEEP_SIZE
+        };
+        if self.fallocate(mode, offset, length).is_err() {
+            self.write_zeroes(offset, length)?;
+        }
+        if fua {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    fn fallocate(&self, mode: i32, offset: u64, length: u64) -> Result<(), IoError> {
+        let offset = libc::off_t::try_from(offset).map_err(|_| IoError::Invalid)?;
+        let length = libc::off_t::try_from(length).map_err(|_| IoError::Invalid)?;
+        // SAFETY: fallocate on a valid, open file descriptor with plain integer arguments.
+        let rc = unsafe { libc::fallocate(self.file.as_raw_fd(), mode, offset, length) };
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(IoError::NotSupported)
+        }
+    }
+
+    fn write_zeroes(&self, offset: u64, length: u64) -> Result<(), IoError> {
+        const CHUNK: u64 = 1 << 20;
+        let zeroes = vec![0u8; CHUNK.min(length) as usize];
+        let mut done = 0;
+        while done < length {
+            let n = (length - done).min(CHUNK) as usize;
+            self.file.write_all_at(&zeroes[..n], offset + done).map_err(map_io)?;
+            done += n as u64;
+        }
+        Ok(())
+    }
+}
+
+fn map_io(error: std::io::Error) -> IoError {
+    match error.raw_os_error() {
+        Some(libc::ENOSPC) => IoError::NoSpace,
+        Some(libc::EOPNOTSUPP) => IoError::NotSupported,
+        Some(libc::EINVAL) => IoError::Invalid,
+        _ => IoError::Io,
+    }
+}
+
+/// Size of a regular file, or of a block device by BLKGETSIZE64.
+fn device_size(file: &File) -> std::io::Result<u64> {
+    let metadata = file.metadata()?;
+    if !metadata.file_type().is_block_device() {
+        return Ok(metadata.len());
+    }
+    // BLKGETSIZE64 = _IOR(0x12, 114, size_t)
+    const BLKGETSIZE64: libc::c_ulong = 0x8008_1272;
+    let mut size: u64 = 0;
+    // SAFETY: the ioctl writes one u64 into `size`, which lives for the call.
+    let rc = unsafe { libc::ioctl(file.as_raw_fd(), BLKGETSIZE64, &mut size as *mut u64) };
+    if rc == 0 {
+        Ok(size)
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}

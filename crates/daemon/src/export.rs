@@ -1,0 +1,118 @@
+//! The NBD face of the resources: one export per volume, named `RES` for volume 0 and `RES/N`
+//! for volume N, open for writing only on the Primary.
+//!
+//! Invariants: a Secondary never opens an export (the client gets `NBD_REP_ERR_POLICY` naming
+//! the Primary); every open export is counted in the engine, so the Primary cannot be demoted
+//! while a client holds it open; every request is answered exactly once (by the engine's
+//! `Complete`, by a read's own completion, or by the completion's drop guard).
+
+use std::sync::Arc;
+
+use nbd::{Command, Completion, Errno, Export, ExportInfo, ExportRegistry, OpenError, Request};
+use repl::{IoError, Op, Role, WriteFlags};
+
+use crate::resource::{Payload, Resource};
+
+/// The one place errors become NBD errnos.
+pub(crate) fn errno_of(error: IoError) -> Errno {
+    match error {
+        IoError::Io => Errno::Io,
+        IoError::NoSpace => Errno::NoSpc,
+        IoError::NotSupported => Errno::NotSup,
+        IoError::Invalid => Errno::Inval,
+        IoError::NotWritable => Errno::Perm,
+    }
+}
+
+/// All resources of this node, as NBD exports.
+#[derive(Debug)]
+pub(crate) struct Registry {
+    pub(crate) resources: Vec<Arc<Resource>>,
+}
+
+/// The export name of a volume.
+pub(crate) fn export_name(resource: &str, volume: u16) -> String {
+    if volume == 0 {
+        resource.to_string()
+    } else {
+        format!("{resource}/{volume}")
+    }
+}
+
+impl ExportRegistry for Registry {
+    fn list(&self) -> Vec<String> {
+        let volumes = self.resources.iter().flat_map(|r| r.volumes.iter().map(|(n, _)| export_name(&r.name, *n)));
+        volumes.collect()
+    }
+
+    fn open(&self, name: &str) -> Result<Arc<dyn Export>, OpenError> {
+        let found = self.resources.iter().find_map(|r| {
+            let volume = r.volumes.iter().find(|(n, _)| export_name(&r.name, *n) == name)?;
+            Some((Arc::clone(r), volume.0, volume.1.size_bytes()))
+        });
+        let Some((resource, volume, size)) = found else { return Err(OpenError::Unknown) };
+        if resource.is_down() {
+            return Err(OpenError::Policy(format!("resource {} is down on this node", resource.name)));
+        }
+        let refusal = resource.with_engine(|engine| match engine.role() {
+            Role::Primary => None,
+            _ => Some(match engine.primary_peer() {
+                Some(peer) => format!("{} is Secondary on this node; the Primary is {peer}", resource.name),
+                None => format!("{} is Secondary on this node and no Primary is connected; run 'tandem primary {}' on the node that should serve it", resource.name, resource.name),
+            }),
+        });
+        if let Some(message) = refusal {
+            return Err(OpenError::Policy(message));
+        }
+        resource.step(|engine, _, _| engine.export_opened(true));
+        Ok(Arc::new(OpenExport { resource, volume, size }))
+    }
+}
+
+/// One client's handle on a volume; closing it (drop) is counted by the engine.
+#[derive(Debug)]
+struct OpenExport {
+    resource: Arc<Resource>,
+    volume: u16,
+    size: u64,
+}
+
+impl Drop for OpenExport {
+    fn drop(&mut self) {
+        self.resource.step(|engine, _, _| engine.export_opened(false));
+    }
+}
+
+impl Export for OpenExport {
+    fn info(&self) -> ExportInfo {
+        ExportInfo {
+            size: self.size,
+            read_only: false,
+            can_flush: true,
+            can_fua: true,
+            can_trim: true,
+            can_write_zeroes: true,
+            can_multi_conn: true,
+        }
+    }
+
+    fn submit(&self, request: Request, completion: Completion) {
+        let flags = WriteFlags { fua: request.fua };
+        let op = match request.command {
+            Command::Read { offset, length } => {
+                self.resource.read(self.volume, offset, length, completion);
+                return;
+            }
+            Command::Write { offset, data } => {
+                let length = data.len() as u64;
+                Op::Write { offset, length, data: Payload { bytes: data, _permit: None }, flags }
+            }
+            Command::Flush => Op::Flush,
+            Command::Trim { offset, length } => Op::Trim { offset, length: u64::from(length), flags },
+            Command::WriteZeroes { offset, length, .. } => Op::WriteZeroes { offset, length: u64::from(length), flags },
+        };
+        let request_id = self.resource.park(completion);
+        let volume = self.volume;
+        self.resource.step(|engine, now, out| engine.submit(now, request_id, volume, op, out));
+    }
+}

@@ -1,0 +1,589 @@
+//! Peer links: the listener, the handshake (with optional HMAC challenge-response), the four
+//! tasks of an established link, and the per-peer supervisor that reconnects.
+//!
+//! Each connection is two TCP sockets: *data* (writes, barriers) and *control* (acks, pings,
+//! state), so acknowledgements never queue behind bulk data. The node with the higher node id
+//! connects; the other accepts. Both sockets of one connection carry the same random session
+//! id, by which the acceptor pairs them.
+//!
+//! Invariants:
+//! - Nothing from a peer reaches the engine before both sockets passed `check_hello` and, with
+//!   a shared secret, both directions of the challenge-response.
+//! - Every frame is decoded by `wire` into a typed message before it is acted on; a frame that
+//!   does not decode, or arrives on the wrong socket, ends the link as a ProtocolError.
+//! - Received write payloads are bounded by `max-buffers` (4 KiB pages) through a semaphore
+//!   whose permits travel with the payload until its disk write is done.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use hmac::{Hmac, Mac};
+use rand::RngCore;
+use repl::{ConnState, DiskOp, DiskState, PeerMessage, Protocol, Role};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, watch, Semaphore};
+use tokio::task::JoinSet;
+use wire::{
+    check_hello, auth_mac_input, DataHeader, FrameHeader, Hello, HelloExpect, HelloNonces, Message,
+    RangeHeader, SocketKind, FRAME_HEADER_LEN, MAC_LEN, PROTOCOL_VERSION,
+};
+
+use crate::resource::{Outgoing, Payload, PeerInfo, Resource};
+
+/// How long a handshake may take before the attempt is abandoned.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Accepted data sockets waiting for their control socket, at most.
+const PENDING_SOCKETS_MAX: usize = 16;
+/// Socket buffer sizes of the userspace reader and writer.
+const STREAM_BUFFER_BYTES: usize = 256 * 1024;
+/// Page size of the `max-buffers` accounting.
+const PAGE_BYTES: u32 = 4096;
+
+/// A pair of handshaken sockets for one peer.
+pub(crate) type SocketPair = (TcpStream, TcpStream);
+
+/// Why a link attempt or an established link ended.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum LinkError {
+    /// Socket error.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    /// The peer sent something that is not valid protocol.
+    #[error("protocol error: {0}")]
+    Protocol(String),
+    /// The handshake found a configuration mismatch (ours or theirs).
+    #[error("{0}")]
+    Refused(String),
+    /// Authentication failed.
+    #[error("authentication failed: {0}")]
+    Auth(String),
+    /// The peer closed the connection.
+    #[error("connection closed by peer")]
+    Closed,
+    /// The peer said goodbye.
+    #[error("peer disconnected: {0}")]
+    PeerDisconnected(String),
+    /// The handshake took too long.
+    #[error("handshake timed out")]
+    Timeout,
+}
+
+impl LinkError {
+    fn conn_state(&self) -> ConnState {
+        match self {
+            LinkError::Protocol(_) | LinkError::Refused(_) | LinkError::Auth(_) => ConnState::ProtocolError,
+            LinkError::Io(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ConnState::BrokenPipe,
+            LinkError::Timeout => ConnState::Timeout,
+            _ => ConnState::NetworkFailure,
+        }
+    }
+}
+
+impl From<wire::WireError> for LinkError {
+    fn from(error: wire::WireError) -> Self {
+        LinkError::Protocol(error.to_string())
+    }
+}
+
+// ----- frames ---------------------------------------------------------------------------
+
+async fn read_header<R: AsyncRead + Unpin>(reader: &mut R) -> Result<FrameHeader, LinkError> {
+    let mut bytes = [0u8; FRAME_HEADER_LEN];
+    match reader.read_exact(&mut bytes).await {
+        Ok(_) => Ok(FrameHeader::decode(&bytes)?),
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Err(LinkError::Closed),
+        Err(e) => Err(e.into()),
+    }
+}
+
+async fn read_body<R: AsyncRead + Unpin>(reader: &mut R, header: &FrameHeader) -> Result<Message, LinkError> {
+    header.check()?;
+    let mut body = vec![0u8; header.message_len()];
+    reader.read_exact(&mut body).await?;
+    Ok(Message::decode(header, &body)?)
+}
+
+/// Read a frame that has no payload (handshake and control socket).
+async fn read_message<R: AsyncRead + Unpin>(reader: &mut R) -> Result<Message, LinkError> {
+    let header = read_header(reader).await?;
+    if header.payload_len() > 0 {
+        return Err(LinkError::Protocol("unexpected data frame".into()));
+    }
+    read_body(reader, &header).await
+}
+
+async fn write_message<W: AsyncWrite + Unpin>(writer: &mut W, message: &Message) -> Result<(), LinkError> {
+    let mut bytes = Vec::with_capacity(64);
+    message.encode(0, &mut bytes)?;
+    writer.write_all(&bytes).await?;
+    Ok(())
+}
+
+// ----- handshake ------------------------------------------------------------------------
+
+fn hello_expect(resource: &Resource, peer: u8) -> HelloExpect {
+    let volumes: BTreeMap<u16, u64> = resource.volumes.iter().map(|(n, d)| (*n, d.size_bytes())).collect();
+    HelloExpect {
+        version_min: PROTOCOL_VERSION,
+        version_max: PROTOCOL_VERSION,
+        resource: resource.name.clone(),
+        local_node: resource.node_id,
+        peer_node: peer,
+        volumes,
+        auth_required: resource.shared_secret.is_some(),
+    }
+}
+
+fn fresh_nonces(session: [u8; 16]) -> HelloNonces {
+    let mut challenge = [0u8; 32];
+    rand::thread_rng().fill_bytes(&mut challenge);
+    HelloNonces { session, challenge }
+}
+
+fn mac(secret: &str, input: &[u8]) -> [u8; MAC_LEN] {
+    let mut out = [0u8; MAC_LEN];
+    // HMAC accepts keys of any length, so new_from_slice cannot fail.
+    if let Ok(mut mac) = Hmac::<sha2::Sha256>::new_from_slice(secret.as_bytes()) {
+        mac.update(input);
+        out.copy_from_slice(&mac.finalize().into_bytes()[..MAC_LEN]);
+    }
+    out
+}
+
+/// Both directions of the challenge-response, after the Hellos were exchanged.
+async fn authenticate(stream: &mut TcpStream, resource: &Resource, ours: &Hello, theirs: &Hello) -> Result<(), LinkError> {
+    let Some(secret) = resource.shared_secret.as_deref() else { return Ok(()) };
+    let peer_name = resource.peer_name(theirs.from_node);
+    let answer = mac(secret, &auth_mac_input(&theirs.challenge, resource.node_id, &resource.name));
+    write_message(stream, &Message::AuthResponse { mac: answer }).await?;
+    let Message::AuthResponse { mac: their_answer } = read_message(stream).await? else {
+        return Err(LinkError::Protocol("expected AuthResponse".into()));
+    };
+    let expected = mac(secret, &auth_mac_input(&ours.challenge, theirs.from_node, &resource.name));
+    let ok = constant_time_eq(&expected, &their_answer);
+    write_message(stream, &Message::AuthResult { ok }).await?;
+    let Message::AuthResult { ok: they_accept } = read_message(stream).await? else {
+        return Err(LinkError::Protocol("expected AuthResult".into()));
+    };
+    if !ok {
+        return Err(LinkError::Auth(format!("peer {peer_name} answered with a wrong MAC (shared-secret differs)")));
+    }
+    if !they_accept {
+        return Err(LinkError::Auth(format!("peer {peer_name} rejected our MAC (shared-secret differs)")));
+    }
+    Ok(())
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// Check their Hello; on a mismatch tell them why before failing.
+async fn check_or_refuse(stream: &mut TcpStream, expect: &HelloExpect, theirs: &Hello) -> Result<(), LinkError> {
+    if let Err(error) = check_hello(expect, theirs) {
+        let _ = write_message(stream, &error.refuse()).await;
+        return Err(LinkError::Refused(error.to_string()));
+    }
+    Ok(())
+}
+
+/// Connect one socket of a pair as the initiator.
+async fn initiate_socket(resource: &Resource, peer: &PeerInfo, kind: SocketKind, session: [u8; 16]) -> Result<TcpStream, LinkError> {
+    let mut stream = TcpStream::connect(peer.address).await?;
+    tune_socket(&stream, &peer.net);
+    let expect = hello_expect(resource, peer.node_id);
+    let ours = expect.to_hello(kind, fresh_nonces(session));
+    write_message(&mut stream, &Message::Hello(ours.clone())).await?;
+    let theirs = match read_message(&mut stream).await? {
+        Message::Hello(hello) => hello,
+        Message::Refuse { reason } => return Err(LinkError::Refused(format!("peer refused: {reason}"))),
+        _ => return Err(LinkError::Protocol("expected Hello".into())),
+    };
+    check_or_refuse(&mut stream, &expect, &theirs).await?;
+    if theirs.socket != kind || theirs.session != session {
+        return Err(LinkError::Protocol("peer answered for another socket or session".into()));
+    }
+    authenticate(&mut stream, resource, &ours, &theirs).await?;
+    Ok(stream)
+}
+
+/// Connect both sockets to `peer`.
+pub(crate) async fn connect_pair(resource: &Resource, peer: &PeerInfo) -> Result<SocketPair, LinkError> {
+    let mut session = [0u8; 16];
+    rand::thread_rng().fill_bytes(&mut session);
+    let attempt = async {
+        let data = initiate_socket(resource, peer, SocketKind::Data, session).await?;
+        let control = initiate_socket(resource, peer, SocketKind::Control, session).await?;
+        Ok((data, control))
+    };
+    tokio::time::timeout(HANDSHAKE_TIMEOUT, attempt).await.map_err(|_| LinkError::Timeout)?
+}
+
+fn tune_socket(stream: &TcpStream, net: &config::NetOptions) {
+    let _ = stream.set_nodelay(true);
+    let socket = socket2::SockRef::from(stream);
+    if net.sndbuf_size_bytes > 0 {
+        let _ = socket.set_send_buffer_size(usize::try_from(net.sndbuf_size_bytes).unwrap_or(usize::MAX));
+    }
+    if net.rcvbuf_size_bytes > 0 {
+        let _ = socket.set_recv_buffer_size(usize::try_from(net.rcvbuf_size_bytes).unwrap_or(usize::MAX));
+    }
+}
+
+/// Where accepted pairs go: one channel per peer, and data sockets waiting for their partner.
+#[derive(Debug, Default)]
+pub(crate) struct Acceptor {
+    pub(crate) handoff: HashMap<u8, mpsc::Sender<SocketPair>>,
+    pending: Mutex<Vec<([u8; 16], u8, TcpStream)>>,
+}
+
+impl Acceptor {
+    pub(crate) fn new(handoff: HashMap<u8, mpsc::Sender<SocketPair>>) -> Acceptor {
+        Acceptor { handoff, pending: Mutex::new(Vec::new()) }
+    }
+}
+
+/// Accept connections for one resource forever.
+pub(crate) async fn listen(resource: Arc<Resource>, listener: TcpListener, acceptor: Arc<Acceptor>) {
+    loop {
+        let (stream, from) = match listener.accept().await {
+            Ok(pair) => pair,
+            Err(error) => {
+                tracing::warn!(resource = %resource.name, "accept failed: {error}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let resource = Arc::clone(&resource);
+        let acceptor = Arc::clone(&acceptor);
+        tokio::spawn(async move {
+            let attempt = tokio::time::timeout(HANDSHAKE_TIMEOUT, accept_socket(&resource, &acceptor, stream));
+            let result = attempt.await.unwrap_or(Err(LinkError::Timeout));
+            if let Err(error) = result {
+                tracing::warn!(resource = %resource.name, %from, "refused incoming connection: {error}");
+            }
+        });
+    }
+}
+
+async fn accept_socket(resource: &Arc<Resource>, acceptor: &Acceptor, mut stream: TcpStream) -> Result<(), LinkError> {
+    let theirs = match read_message(&mut stream).await? {
+        Message::Hello(hello) => hello,
+        _ => return Err(LinkError::Protocol("expected Hello".into())),
+    };
+    let Some(peer) = resource.peers.iter().find(|p| p.node_id == theirs.from_node) else {
+        let reason = format!("node {} is not a peer of {} here", theirs.from_node, resource.name);
+        let _ = write_message(&mut stream, &Message::Refuse { reason: wire::truncate_text(&reason) }).await;
+        return Err(LinkError::Refused(reason));
+    };
+    tune_socket(&stream, &peer.net);
+    let expect = hello_expect(resource, peer.node_id);
+    check_or_refuse(&mut stream, &expect, &theirs).await?;
+    let ours = expect.to_hello(theirs.socket, fresh_nonces(theirs.session));
+    write_message(&mut stream, &Message::Hello(ours.clone())).await?;
+    authenticate(&mut stream, resource, &ours, &theirs).await?;
+    let mut pending = acceptor.pending.lock().unwrap_or_else(|p| p.into_inner());
+    match theirs.socket {
+        SocketKind::Data => {
+            if pending.len() >= PENDING_SOCKETS_MAX {
+                pending.remove(0);
+            }
+            pending.push((theirs.session, peer.node_id, stream));
+        }
+        SocketKind::Control => {
+            let index = pending.iter().position(|(s, p, _)| *s == theirs.session && *p == peer.node_id);
+            let Some(index) = index else {
+                return Err(LinkError::Protocol("control socket without a data socket".into()));
+            };
+            let (_, _, data) = pending.remove(index);
+            if let Some(handoff) = acceptor.handoff.get(&peer.node_id) {
+                let _ = handoff.try_send((data, stream));
+            }
+        }
+    }
+    Ok(())
+}
+
+// ----- an established link --------------------------------------------------------------
+
+/// Run one established link until it fails or is killed; report the end to the engine.
+async fn run_link(resource: &Arc<Resource>, peer: &PeerInfo, (data, control): SocketPair, mut replaced: Option<&mut mpsc::Receiver<SocketPair>>) -> Option<SocketPair> {
+    let (data_read, data_write) = data.into_split();
+    let (control_read, control_write) = control.into_split();
+    let (data_tx, data_rx) = mpsc::unbounded_channel();
+    let (control_tx, control_rx) = mpsc::unbounded_channel();
+    let (kill_tx, mut kill_rx) = watch::channel(false);
+    let generation = resource.link_up(peer.node_id, data_tx, control_tx, kill_tx);
+    tracing::info!(resource = %resource.name, peer = %peer.name, "connected");
+    let mut tasks = JoinSet::new();
+    tasks.spawn(send_data(Arc::clone(resource), peer.clone(), data_rx, data_write));
+    tasks.spawn(send_control(control_rx, control_write));
+    tasks.spawn(receive_data(Arc::clone(resource), peer.clone(), data_read));
+    tasks.spawn(receive_control(Arc::clone(resource), peer.node_id, control_read));
+    let mut next = None;
+    let error = tokio::select! {
+        Some(result) = tasks.join_next() => match result {
+            Ok(error) => error,
+            Err(join) => LinkError::Protocol(format!("link task failed: {join}")),
+        },
+        _ = kill_rx.changed() => LinkError::PeerDisconnected("closed locally".into()),
+        Some(pair) = async { match replaced.as_mut() { Some(rx) => rx.recv().await, None => std::future::pending().await } } => {
+            next = Some(pair);
+            LinkError::PeerDisconnected("peer reconnected".into())
+        }
+    };
+    tasks.abort_all();
+    resource.link_down(peer.node_id, generation, error.conn_state(), error.to_string());
+    next
+}
+
+async fn send_data(resource: Arc<Resource>, peer: PeerInfo, mut queue: mpsc::UnboundedReceiver<Outgoing>, socket: OwnedWriteHalf) -> LinkError {
+    let mut writer = BufWriter::with_capacity(STREAM_BUFFER_BYTES, socket);
+    let report_sent = peer.net.protocol == config::Protocol::A;
+    let mut sent = Vec::new();
+    let mut header = Vec::with_capacity(64);
+    loop {
+        let item = match queue.try_recv() {
+            Ok(item) => item,
+            Err(mpsc::error::TryRecvError::Empty) => {
+                if let Err(error) = writer.flush().await {
+                    return error.into();
+                }
+                if !sent.is_empty() {
+                    let seqs = std::mem::take(&mut sent);
+                    resource.step(|engine, now, out| seqs.iter().for_each(|&seq| engine.peer_sent(now, peer.node_id, seq, out)));
+                }
+                match queue.recv().await {
+                    Some(item) => item,
+                    None => return LinkError::PeerDisconnected("closed locally".into()),
+                }
+            }
+            Err(mpsc::error::TryRecvError::Disconnected) => return LinkError::PeerDisconnected("closed locally".into()),
+        };
+        header.clear();
+        let (seq, payload) = match encode_outgoing(item, &mut header) {
+            Ok(pair) => pair,
+            Err(error) => return error,
+        };
+        if let Err(error) = writer.write_all(&header).await {
+            return error.into();
+        }
+        if let Some(payload) = payload {
+            if let Err(error) = writer.write_all(&payload.bytes).await {
+                return error.into();
+            }
+        }
+        if let (Some(seq), true) = (seq, report_sent) {
+            sent.push(seq);
+        }
+    }
+}
+
+/// Encode a data-socket frame; returns its sequence number and payload, if any.
+fn encode_outgoing(item: Outgoing, out: &mut Vec<u8>) -> Result<(Option<u64>, Option<Payload>), LinkError> {
+    let range = |seq, epoch, volume, offset, length: u64| -> Result<RangeHeader, LinkError> {
+        let length = u32::try_from(length).map_err(|_| LinkError::Protocol("range too long".into()))?;
+        Ok(RangeHeader { seq, epoch, volume, offset, length })
+    };
+    match item {
+        Outgoing::Data { seq, epoch, volume, op } => match op {
+            DiskOp::Write { offset, data, fua, .. } => {
+                let flags = if fua { wire::DATA_FLAG_FUA } else { 0 };
+                let length = u32::try_from(data.bytes.len()).map_err(|_| LinkError::Protocol("write too long".into()))?;
+                Message::Data(DataHeader { seq, epoch, volume, flags, offset }).encode(length, out)?;
+                Ok((Some(seq), Some(data)))
+            }
+            DiskOp::Trim { offset, length, .. } => {
+                Message::Trim(range(seq, epoch, volume, offset, length)?).encode(0, out)?;
+                Ok((Some(seq), None))
+            }
+            DiskOp::WriteZeroes { offset, length, .. } => {
+                Message::WriteZeroes(range(seq, epoch, volume, offset, length)?).encode(0, out)?;
+                Ok((Some(seq), None))
+            }
+        },
+        Outgoing::Barrier { epoch, flush } => {
+            Message::Barrier { epoch, flush }.encode(0, out)?;
+            Ok((None, None))
+        }
+        Outgoing::Control(_) => Err(LinkError::Protocol("control message queued on the data socket".into())),
+    }
+}
+
+async fn send_control(mut queue: mpsc::UnboundedReceiver<Outgoing>, socket: OwnedWriteHalf) -> LinkError {
+    let mut writer = BufWriter::with_capacity(64 * 1024, socket);
+    let mut bytes = Vec::with_capacity(64);
+    loop {
+        let item = match queue.try_recv() {
+            Ok(item) => item,
+            Err(mpsc::error::TryRecvError::Empty) => {
+                if let Err(error) = writer.flush().await {
+                    return error.into();
+                }
+                match queue.recv().await {
+                    Some(item) => item,
+                    None => return LinkError::PeerDisconnected("closed locally".into()),
+                }
+            }
+            Err(mpsc::error::TryRecvError::Disconnected) => return LinkError::PeerDisconnected("closed locally".into()),
+        };
+        let Outgoing::Control(message) = item else {
+            return LinkError::Protocol("data frame queued on the control socket".into());
+        };
+        bytes.clear();
+        if let Err(error) = control_to_wire(message).encode(0, &mut bytes) {
+            return error.into();
+        }
+        if let Err(error) = writer.write_all(&bytes).await {
+            return error.into();
+        }
+    }
+}
+
+fn control_to_wire(message: PeerMessage<Payload>) -> Message {
+    match message {
+        PeerMessage::Ping => Message::Ping,
+        PeerMessage::PingAck => Message::PingAck,
+        PeerMessage::RecvAck { seq } => Message::RecvAck { seq },
+        PeerMessage::WriteAck { seq } => Message::WriteAck { seq },
+        PeerMessage::NegAck { seq } => Message::NegAck { seq, errno: 5 },
+        PeerMessage::BarrierAck { epoch } => Message::BarrierAck { epoch },
+        PeerMessage::State { role, disks } => Message::PeerState(wire::PeerState {
+            role: role.code(),
+            volumes: disks.into_iter().map(|(volume, d)| wire::VolumeDiskState { volume, disk_state: d.code() }).collect(),
+        }),
+        // Data and barriers travel on the data socket; the engine never queues them here.
+        PeerMessage::Data { .. } | PeerMessage::Barrier { .. } => Message::Ping,
+    }
+}
+
+async fn receive_data(resource: Arc<Resource>, peer: PeerInfo, socket: OwnedReadHalf) -> LinkError {
+    let mut reader = BufReader::with_capacity(STREAM_BUFFER_BYTES, socket);
+    let pages_max = peer.net.max_buffers.max(1);
+    let budget = Arc::new(Semaphore::new(pages_max as usize));
+    loop {
+        let message = match receive_data_frame(&resource, &mut reader, &budget, pages_max).await {
+            Ok(message) => message,
+            Err(error) => return error,
+        };
+        resource.step(|engine, now, out| engine.peer_message(now, peer.node_id, message, out));
+    }
+}
+
+async fn receive_data_frame(resource: &Resource, reader: &mut BufReader<OwnedReadHalf>, budget: &Arc<Semaphore>, pages_max: u32) -> Result<PeerMessage<Payload>, LinkError> {
+    let header = read_header(reader).await?;
+    let kind = header.check()?;
+    if !kind.allowed_on(SocketKind::Data) {
+        return Err(LinkError::Protocol(format!("{kind:?} frame on the data socket")));
+    }
+    let range_op = |h: RangeHeader, zero: bool| {
+        let (offset, length) = (h.offset, u64::from(h.length));
+        let op = if zero { DiskOp::WriteZeroes { offset, length, fua: false } } else { DiskOp::Trim { offset, length, fua: false } };
+        PeerMessage::Data { seq: h.seq, epoch: h.epoch, volume: h.volume, offset, op }
+    };
+    match read_body(reader, &header).await? {
+        Message::Data(h) => {
+            let length = header.payload_len();
+            let pages = length.div_ceil(PAGE_BYTES).clamp(1, pages_max);
+            let permit = Arc::clone(budget).acquire_many_owned(pages).await.map_err(|_| LinkError::Closed)?;
+            let mut buf = resource.pool.take(length as usize).ok_or_else(|| LinkError::Protocol("payload too large".into()))?;
+            reader.read_exact(&mut buf).await?;
+            let data = Payload { bytes: buf.freeze(), _permit: Some(Arc::new(permit)) };
+            let op = DiskOp::Write { offset: h.offset, length: u64::from(length), data, fua: h.fua() };
+            Ok(PeerMessage::Data { seq: h.seq, epoch: h.epoch, volume: h.volume, offset: h.offset, op })
+        }
+        Message::Trim(h) => Ok(range_op(h, false)),
+        Message::WriteZeroes(h) => Ok(range_op(h, true)),
+        Message::Barrier { epoch, flush } => Ok(PeerMessage::Barrier { epoch, flush }),
+        Message::Disconnect { reason } => Err(LinkError::PeerDisconnected(reason)),
+        other => Err(LinkError::Protocol(format!("unexpected {:?} on the data socket", other.kind()))),
+    }
+}
+
+async fn receive_control(resource: Arc<Resource>, peer: u8, socket: OwnedReadHalf) -> LinkError {
+    let mut reader = BufReader::with_capacity(64 * 1024, socket);
+    loop {
+        let message = match read_message(&mut reader).await.and_then(control_from_wire) {
+            Ok(message) => message,
+            Err(error) => return error,
+        };
+        resource.step(|engine, now, out| engine.peer_message(now, peer, message, out));
+    }
+}
+
+fn control_from_wire(message: Message) -> Result<PeerMessage<Payload>, LinkError> {
+    Ok(match message {
+        Message::Ping => PeerMessage::Ping,
+        Message::PingAck => PeerMessage::PingAck,
+        Message::RecvAck { seq } => PeerMessage::RecvAck { seq },
+        Message::WriteAck { seq } => PeerMessage::WriteAck { seq },
+        Message::NegAck { seq, .. } => PeerMessage::NegAck { seq },
+        Message::BarrierAck { epoch } => PeerMessage::BarrierAck { epoch },
+        Message::PeerState(state) => {
+            let role = Role::from_code(state.role).ok_or_else(|| LinkError::Protocol(format!("unknown role code {}", state.role)))?;
+            let mut disks = Vec::with_capacity(state.volumes.len());
+            for v in state.volumes {
+                let disk = DiskState::from_code(v.disk_state).ok_or_else(|| LinkError::Protocol(format!("unknown disk state code {}", v.disk_state)))?;
+                disks.push((v.volume, disk));
+            }
+            PeerMessage::State { role, disks }
+        }
+        Message::Disconnect { reason } => return Err(LinkError::PeerDisconnected(reason)),
+        other => return Err(LinkError::Protocol(format!("unexpected {:?} on the control socket", other.kind()))),
+    })
+}
+
+// ----- supervisor -----------------------------------------------------------------------
+
+/// Keep the connection to one peer up while the engine wants it.
+pub(crate) async fn supervise(resource: Arc<Resource>, peer: PeerInfo, mut accepted: mpsc::Receiver<SocketPair>) {
+    let initiator = resource.node_id > peer.node_id;
+    let mut changed = resource.changed.subscribe();
+    let mut last_error = String::new();
+    let mut next: Option<SocketPair> = None;
+    loop {
+        let wanted = resource.with_engine(|e| e.wants_connection(peer.node_id)) && !resource.is_down();
+        if !wanted {
+            next = None;
+            let _ = tokio::time::timeout(Duration::from_secs(1), changed.changed()).await;
+            continue;
+        }
+        let pair = match next.take() {
+            Some(pair) => pair,
+            None if initiator => match connect_pair(&resource, &peer).await {
+                Ok(pair) => pair,
+                Err(error) => {
+                    let message = error.to_string();
+                    if message != last_error {
+                        tracing::warn!(resource = %resource.name, peer = %peer.name, "cannot connect: {message}");
+                        last_error = message;
+                    }
+                    let _ = tokio::time::timeout(peer.net.connect_int, changed.changed()).await;
+                    continue;
+                }
+            },
+            None => match tokio::time::timeout(Duration::from_secs(1), accepted.recv()).await {
+                Ok(Some(pair)) => pair,
+                Ok(None) => return,
+                Err(_) => continue,
+            },
+        };
+        last_error.clear();
+        next = run_link(&resource, &peer, pair, (!initiator).then_some(&mut accepted)).await;
+        if next.is_none() && initiator {
+            let _ = tokio::time::timeout(peer.net.connect_int.min(Duration::from_secs(1)), std::future::pending::<()>()).await;
+        }
+    }
+}
+
+/// The protocol a connection uses, in the engine's terms.
+pub(crate) fn protocol_of(net: &config::NetOptions) -> Protocol {
+    match net.protocol {
+        config::Protocol::A => Protocol::A,
+        config::Protocol::B => Protocol::B,
+        config::Protocol::C => Protocol::C,
+    }
+}

@@ -1,0 +1,300 @@
+//! One resource at run time: its engine, disks, peer links and client requests.
+//!
+//! The engine sits behind one mutex together with the links' send queues and the pending
+//! client completions. Every input goes through [`Resource::step`], which locks, lets the
+//! engine decide, routes the cheap actions (queueing sends, answering clients, noting state
+//! changes) while still holding the lock — so frames reach each peer's queue in the order the
+//! engine produced them — and then performs local disk I/O on blocking threads after
+//! unlocking. No lock is ever held across I/O.
+//!
+//! Invariants:
+//! - A peer has an installed link exactly while the engine considers it Connected (both are
+//!   changed together under the lock).
+//! - Every client request id is in `completions` from submit until its `Complete` action.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
+
+use bufpool::BufPool;
+use bytes::Bytes;
+use repl::{Action, ConnState, DiskOp, Engine, IoError, PeerMessage, RequestId, Time};
+use tokio::sync::{mpsc, watch, OwnedSemaphorePermit};
+
+use crate::disk::Disk;
+
+/// A write's data: shared bytes, plus for data received from a peer the receive-buffer
+/// permit (`max-buffers`) that is released when the last clone drops.
+#[derive(Debug, Clone)]
+pub(crate) struct Payload {
+    pub(crate) bytes: Bytes,
+    pub(crate) _permit: Option<Arc<OwnedSemaphorePermit>>,
+}
+
+/// A frame waiting in a link's send queue.
+#[derive(Debug)]
+pub(crate) enum Outgoing {
+    /// A replicated write (data socket).
+    Data { seq: u64, epoch: u64, volume: u16, op: DiskOp<Payload> },
+    /// An epoch boundary (data socket).
+    Barrier { epoch: u64, flush: bool },
+    /// Acks, pings, state (control socket).
+    Control(PeerMessage<Payload>),
+}
+
+/// The sending side of an established link, installed while the peer is Connected.
+#[derive(Debug)]
+pub(crate) struct LinkTx {
+    pub(crate) generation: u64,
+    pub(crate) data: mpsc::UnboundedSender<Outgoing>,
+    pub(crate) control: mpsc::UnboundedSender<Outgoing>,
+    /// Dropping or sending on this ends the link's tasks.
+    pub(crate) kill: watch::Sender<bool>,
+}
+
+/// What one NBD client request waits for.
+pub(crate) type Completion = nbd::Completion;
+
+struct Core {
+    engine: Engine<Payload>,
+    links: HashMap<u8, LinkTx>,
+    completions: HashMap<RequestId, Completion>,
+}
+
+/// Static facts about one peer of this node.
+#[derive(Debug, Clone)]
+pub(crate) struct PeerInfo {
+    pub(crate) node_id: u8,
+    pub(crate) name: String,
+    pub(crate) address: std::net::SocketAddr,
+    pub(crate) net: config::NetOptions,
+}
+
+/// A resource of this node.
+pub(crate) struct Resource {
+    pub(crate) name: String,
+    pub(crate) node_id: u8,
+    pub(crate) node_name: String,
+    pub(crate) address: std::net::SocketAddr,
+    pub(crate) peers: Vec<PeerInfo>,
+    /// Volume number and its disk, sorted by number.
+    pub(crate) volumes: Vec<(u16, Arc<Disk>)>,
+    pub(crate) pool: Arc<BufPool>,
+    pub(crate) shared_secret: Option<String>,
+    core: Mutex<Core>,
+    next_request: AtomicU64,
+    next_generation: AtomicU64,
+    /// Bumped on every state change; status and events watch it.
+    pub(crate) changed: watch::Sender<u64>,
+    pub(crate) down: AtomicBool,
+    start: Instant,
+}
+
+impl std::fmt::Debug for Resource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Resource").field("name", &self.name).field("node_id", &self.node_id).finish()
+    }
+}
+
+/// Everything needed to build a [`Resource`].
+pub(crate) struct ResourceParts {
+    pub(crate) name: String,
+    pub(crate) node_id: u8,
+    pub(crate) node_name: String,
+    pub(crate) address: std::net::SocketAddr,
+    pub(crate) peers: Vec<PeerInfo>,
+    pub(crate) volumes: Vec<(u16, Arc<Disk>)>,
+    pub(crate) pool: Arc<BufPool>,
+    pub(crate) shared_secret: Option<String>,
+    pub(crate) engine: Engine<Payload>,
+}
+
+impl Resource {
+    pub(crate) fn new(parts: ResourceParts) -> Arc<Resource> {
+        let (changed, _) = watch::channel(0);
+        Arc::new(Resource {
+            name: parts.name,
+            node_id: parts.node_id,
+            node_name: parts.node_name,
+            address: parts.address,
+            peers: parts.peers,
+            volumes: parts.volumes,
+            pool: parts.pool,
+            shared_secret: parts.shared_secret,
+            core: Mutex::new(Core { engine: parts.engine, links: HashMap::new(), completions: HashMap::new() }),
+            next_request: AtomicU64::new(1),
+            next_generation: AtomicU64::new(1),
+            changed,
+            down: AtomicBool::new(false),
+            start: Instant::now(),
+        })
+    }
+
+    /// Whether the administrator took the resource down.
+    pub(crate) fn is_down(&self) -> bool {
+        self.down.load(Ordering::Relaxed)
+    }
+
+    fn now(&self) -> Time {
+        Time(u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX))
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Core> {
+        // A poisoned lock means a bug panicked while holding it; with panic=abort that cannot
+        // happen, so recover the guard rather than spread the failure.
+        self.core.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Read-only access to the engine (status, role checks).
+    pub(crate) fn with_engine<R>(&self, f: impl FnOnce(&Engine<Payload>) -> R) -> R {
+        f(&self.lock().engine)
+    }
+
+    /// Feed one input to the engine and carry out what it decides.
+    pub(crate) fn step<R>(self: &Arc<Self>, f: impl FnOnce(&mut Engine<Payload>, Time, &mut Vec<Action<Payload>>) -> R) -> R {
+        self.step_core(|core, now, out| f(&mut core.engine, now, out))
+    }
+
+    /// Like [`Resource::step`], with access to the links too (to change both together).
+    fn step_core<R>(self: &Arc<Self>, f: impl FnOnce(&mut Core, Time, &mut Vec<Action<Payload>>) -> R) -> R {
+        let mut actions = Vec::new();
+        let mut local = Vec::new();
+        let result = {
+            let mut core = self.lock();
+            let now = self.now();
+            let result = f(&mut core, now, &mut actions);
+            for action in actions.drain(..) {
+                if let Some(io) = self.route(&mut core, action) {
+                    local.push(io);
+                }
+            }
+            result
+        };
+        for action in local {
+            self.start_local_io(action);
+        }
+        result
+    }
+
+    /// Carry out an action that needs no I/O (under the lock); hand back local I/O.
+    fn route(&self, core: &mut Core, action: Action<Payload>) -> Option<Action<Payload>> {
+        match action {
+            Action::LocalWrite { .. } | Action::LocalFlush { .. } => return Some(action),
+            Action::SendData { peer, seq, epoch, volume, op } => {
+                if let Some(link) = core.links.get(&peer) {
+                    let _ = link.data.send(Outgoing::Data { seq, epoch, volume, op });
+                }
+            }
+            Action::SendBarrier { peer, epoch, flush } => {
+                if let Some(link) = core.links.get(&peer) {
+                    let _ = link.data.send(Outgoing::Barrier { epoch, flush });
+                }
+            }
+            Action::SendControl { peer, message } => {
+                if let Some(link) = core.links.get(&peer) {
+                    let _ = link.control.send(Outgoing::Control(message));
+                }
+            }
+            Action::Disconnect { peer, state, reason } => {
+                if let Some(link) = core.links.remove(&peer) {
+                    tracing::warn!(resource = %self.name, peer = %self.peer_name(peer), "dropping connection ({state}): {reason}");
+                    let _ = link.kill.send(true);
+                }
+            }
+            Action::Complete { request, result } => {
+                if let Some(completion) = core.completions.remove(&request) {
+                    match result {
+                        Ok(()) => completion.ok(),
+                        Err(error) => completion.error(crate::export::errno_of(error)),
+                    }
+                }
+            }
+            Action::StateChanged => self.changed.send_modify(|version| *version += 1),
+        }
+        None
+    }
+
+    fn start_local_io(self: &Arc<Self>, action: Action<Payload>) {
+        let resource = Arc::clone(self);
+        tokio::task::spawn_blocking(move || {
+            let (io, result) = match action {
+                Action::LocalWrite { io, volume, op } => (io, resource.disk_op(volume, op)),
+                Action::LocalFlush { io } => (io, resource.flush_all()),
+                _ => return,
+            };
+            if let Err(error) = result {
+                tracing::error!(resource = %resource.name, ?io, "local I/O failed: {error}");
+            }
+            resource.step(|engine, now, out| engine.local_done(now, io, result, out));
+        });
+    }
+
+    fn disk(&self, volume: u16) -> Option<&Arc<Disk>> {
+        self.volumes.iter().find(|(number, _)| *number == volume).map(|(_, disk)| disk)
+    }
+
+    fn disk_op(&self, volume: u16, op: DiskOp<Payload>) -> Result<(), IoError> {
+        let disk = self.disk(volume).ok_or(IoError::Invalid)?;
+        match op {
+            DiskOp::Write { offset, data, fua, .. } => disk.write(offset, &data.bytes, fua),
+            DiskOp::Trim { offset, length, fua } => disk.zero(offset, length, true, fua),
+            DiskOp::WriteZeroes { offset, length, fua } => disk.zero(offset, length, false, fua),
+        }
+    }
+
+    fn flush_all(&self) -> Result<(), IoError> {
+        self.volumes.iter().try_for_each(|(_, disk)| disk.flush())
+    }
+
+    /// A fresh client request id, with its completion parked until the engine answers.
+    pub(crate) fn park(&self, completion: Completion) -> RequestId {
+        let request = self.next_request.fetch_add(1, Ordering::Relaxed);
+        self.lock().completions.insert(request, completion);
+        request
+    }
+
+    /// Read from the local disk (client reads are served locally; the Primary is UpToDate).
+    pub(crate) fn read(self: &Arc<Self>, volume: u16, offset: u64, length: u32, completion: Completion) {
+        let resource = Arc::clone(self);
+        tokio::task::spawn_blocking(move || {
+            let Some(mut buf) = resource.pool.take(length as usize) else {
+                completion.error(nbd::Errno::Inval);
+                return;
+            };
+            let result = resource.disk(volume).ok_or(IoError::Invalid).and_then(|d| d.read(offset, &mut buf));
+            match result {
+                Ok(()) => completion.read_data(buf.freeze()),
+                Err(error) => completion.error(crate::export::errno_of(error)),
+            }
+        });
+    }
+
+    pub(crate) fn peer_name(&self, node_id: u8) -> String {
+        self.peers.iter().find(|p| p.node_id == node_id).map_or_else(|| format!("node-{node_id}"), |p| p.name.clone())
+    }
+
+    /// Install a freshly handshaken link and tell the engine; returns its generation.
+    pub(crate) fn link_up(self: &Arc<Self>, peer: u8, data: mpsc::UnboundedSender<Outgoing>, control: mpsc::UnboundedSender<Outgoing>, kill: watch::Sender<bool>) -> u64 {
+        let generation = self.next_generation.fetch_add(1, Ordering::Relaxed);
+        self.step_core(|core, now, out| {
+            if let Some(old) = core.links.insert(peer, LinkTx { generation, data, control, kill }) {
+                let _ = old.kill.send(true);
+            }
+            core.engine.peer_connected(now, peer, out);
+        });
+        generation
+    }
+
+    /// A link's tasks ended; unless the engine already dropped it, tell the engine.
+    pub(crate) fn link_down(self: &Arc<Self>, peer: u8, generation: u64, state: ConnState, reason: String) {
+        self.step_core(|core, now, out| {
+            let current = core.links.get(&peer).is_some_and(|link| link.generation == generation);
+            if current {
+                core.links.remove(&peer);
+                tracing::warn!(resource = %self.name, peer = %self.peer_name(peer), "connection lost ({state}): {reason}");
+                core.engine.peer_disconnected(now, peer, state, reason, out);
+            }
+        });
+    }
+}

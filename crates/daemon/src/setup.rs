@@ -1,0 +1,215 @@
+//! Start-up: turn a configuration into running resources, and serve until a signal.
+//!
+//! Invariant: everything that can be checked (config, node selection, disks, sizes, sockets)
+//! is checked in `prepare`/`bind` before any peer or client is served, so a bad setup is a
+//! clear error and starts nothing.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use bufpool::{BufPool, PoolConfig};
+use repl::{Engine, EngineConfig, PeerConfig, VolumeConfig};
+use tokio::net::{TcpListener, UnixListener};
+use tokio::sync::mpsc;
+
+use crate::disk::Disk;
+use crate::export::Registry;
+use crate::peer::{self, Acceptor};
+use crate::resource::{PeerInfo, Resource, ResourceParts};
+use crate::{admin_server, DaemonError, NodeOptions};
+
+/// Options tandem acts on today; every other option that is set is reported once at start-up
+/// as accepted but not yet active.
+pub(crate) const ACTIVE_OPTIONS: &[&str] = &[
+    "protocol", "max-buffers", "max-epoch-size", "sndbuf-size", "rcvbuf-size", "ping-int",
+    "ping-timeout", "timeout", "ko-count", "connect-int", "cram-hmac-alg", "shared-secret",
+];
+
+/// A node ready to serve: resources built, nothing listening yet.
+pub(crate) struct PreparedNode {
+    pub(crate) name: String,
+    pub(crate) resources: Vec<Arc<Resource>>,
+    pub(crate) nbd_address: Option<std::net::SocketAddr>,
+}
+
+/// Load and check everything; open the disks.
+pub(crate) fn prepare(options: &NodeOptions) -> Result<PreparedNode, DaemonError> {
+    let config = config::load(&options.config)?;
+    let name = match &options.node {
+        Some(name) => name.clone(),
+        None => host_name()?,
+    };
+    for setting in config.settings_not_in(ACTIVE_OPTIONS) {
+        let scope = setting.resource.as_deref().map_or_else(|| "global".to_string(), |r| format!("resource {r}"));
+        tracing::warn!("{}: {} ({scope}, {:?} section): accepted but not yet active in tandem", setting.at, setting.option, setting.section);
+    }
+    let pool = BufPool::new(PoolConfig::default());
+    let mut resources = Vec::new();
+    let mut nbd_address = None;
+    for resource in &config.resources {
+        let Some(host) = resource.host(&name) else { continue };
+        nbd_address = nbd_address.or(host.nbd_address);
+        resources.push(build_resource(resource, host, &pool)?);
+    }
+    if resources.is_empty() {
+        let file = options.config.display();
+        return Err(DaemonError::Setup(format!("{file}: no resource has an 'on {name}' section; pick the node with --node NAME")));
+    }
+    Ok(PreparedNode { name, resources, nbd_address })
+}
+
+fn host_name() -> Result<String, DaemonError> {
+    let mut buf = [0u8; 256];
+    // SAFETY: gethostname writes at most buf.len() bytes into buf.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    if rc != 0 {
+        return Err(DaemonError::Setup("cannot read the host name; pass --node NAME".into()));
+    }
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    Ok(String::from_utf8_lossy(&buf[..end]).into_owned())
+}
+
+fn build_resource(resource: &config::Resource, host: &config::Host, pool: &Arc<BufPool>) -> Result<Arc<Resource>, DaemonError> {
+    let address = host.address.ok_or_else(|| DaemonError::Setup(format!("resource {}: 'on {}' has no address", resource.name, host.name)))?;
+    let mut volumes = Vec::new();
+    for volume in &host.volumes {
+        let Some(path) = &volume.disk else {
+            return Err(DaemonError::Setup(format!("resource {} volume {}: diskless nodes are not supported yet", resource.name, volume.number)));
+        };
+        volumes.push((volume.number, Arc::new(Disk::open(path)?)));
+    }
+    let mut peers = Vec::new();
+    let mut secret = None;
+    for connection in resource.connections_of(&host.name) {
+        let Some(other) = connection.hosts.iter().find(|h| **h != host.name) else { continue };
+        let Some(peer) = resource.host(other) else { continue };
+        let peer_address = peer.address.ok_or_else(|| DaemonError::Setup(format!("resource {}: 'on {}' has no address", resource.name, peer.name)))?;
+        check_auth(&resource.name, &connection.net)?;
+        secret = secret.or_else(|| connection.net.shared_secret.clone());
+        peers.push(PeerInfo { node_id: peer.node_id, name: peer.name.clone(), address: peer_address, net: connection.net.clone() });
+    }
+    let engine = Engine::new(EngineConfig {
+        node_id: host.node_id,
+        volumes: volumes.iter().map(|(number, disk)| VolumeConfig { number: *number, size_bytes: disk.size_bytes() }).collect(),
+        peers: peers.iter().map(peer_config).collect(),
+    });
+    Ok(Resource::new(ResourceParts {
+        name: resource.name.clone(),
+        node_id: host.node_id,
+        node_name: host.name.clone(),
+        address,
+        peers,
+        volumes,
+        pool: Arc::clone(pool),
+        shared_secret: secret,
+        engine,
+    }))
+}
+
+fn check_auth(resource: &str, net: &config::NetOptions) -> Result<(), DaemonError> {
+    match (net.cram_hmac_alg.as_deref(), net.shared_secret.is_some()) {
+        (None, false) | (Some("sha256"), true) => Ok(()),
+        (Some("sha256"), false) => Err(DaemonError::Setup(format!("resource {resource}: cram-hmac-alg is set but shared-secret is not"))),
+        (None, true) => Err(DaemonError::Setup(format!("resource {resource}: shared-secret is set but cram-hmac-alg is not"))),
+        (Some(other), _) => Err(DaemonError::Setup(format!("resource {resource}: cram-hmac-alg {other} is not supported by tandem; use sha256"))),
+    }
+}
+
+fn peer_config(peer: &PeerInfo) -> PeerConfig {
+    PeerConfig {
+        node_id: peer.node_id,
+        name: peer.name.clone(),
+        protocol: peer::protocol_of(&peer.net),
+        max_epoch_size: peer.net.max_epoch_size,
+        ping_interval: peer.net.ping_int,
+        ping_timeout: peer.net.ping_timeout,
+        timeout: peer.net.timeout,
+        ko_count: peer.net.ko_count,
+    }
+}
+
+fn bind_unix(path: &Path, mode: u32) -> Result<UnixListener, DaemonError> {
+    let what = path.display().to_string();
+    if path.exists() {
+        // A socket left by a dead node; a live node would still answer on it.
+        if std::os::unix::net::UnixStream::connect(path).is_ok() {
+            return Err(DaemonError::Listen { what, source: std::io::Error::new(std::io::ErrorKind::AddrInUse, "another node is running with this run directory") });
+        }
+        let _ = std::fs::remove_file(path);
+    }
+    let listener = UnixListener::bind(path).map_err(|source| DaemonError::Listen { what: what.clone(), source })?;
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(|source| DaemonError::Listen { what, source })?;
+    Ok(listener)
+}
+
+/// Bind every socket, start every task, and wait for SIGINT or SIGTERM.
+pub(crate) async fn serve(node: PreparedNode, options: NodeOptions) -> Result<(), DaemonError> {
+    std::fs::create_dir_all(&options.run_dir).map_err(|source| DaemonError::Listen { what: options.run_dir.display().to_string(), source })?;
+    let admin_listener = bind_unix(&options.run_dir.join("admin.sock"), 0o600)?;
+    let nbd_listener = bind_unix(&options.run_dir.join("nbd.sock"), 0o600)?;
+    let mut peer_listeners = Vec::new();
+    for resource in &node.resources {
+        let listener = TcpListener::bind(resource.address).await.map_err(|source| DaemonError::Listen { what: format!("{} (resource {})", resource.address, resource.name), source })?;
+        peer_listeners.push(listener);
+    }
+    let nbd_tcp = match node.nbd_address {
+        Some(address) => Some(TcpListener::bind(address).await.map_err(|source| DaemonError::Listen { what: format!("NBD {address}"), source })?),
+        None => None,
+    };
+    for (resource, listener) in node.resources.iter().zip(peer_listeners) {
+        start_resource(resource, listener);
+    }
+    let registry = Arc::new(Registry { resources: node.resources.clone() });
+    let server_config = Arc::new(nbd::ServerConfig {
+        request_bytes_max: nbd::ServerConfig::REQUEST_BYTES_MAX_DEFAULT,
+        in_flight_max_per_connection: nbd::ServerConfig::IN_FLIGHT_MAX_PER_CONNECTION_DEFAULT,
+        pool: Arc::clone(&node.resources[0].pool),
+    });
+    tokio::spawn(nbd::serve_unix(nbd_listener, registry.clone(), Arc::clone(&server_config)));
+    if let Some(listener) = nbd_tcp {
+        tokio::spawn(nbd::serve_tcp(listener, registry.clone(), Arc::clone(&server_config)));
+    }
+    tokio::spawn(admin_server::serve(admin_listener, node.resources.clone()));
+    tracing::info!(node = %node.name, run_dir = %options.run_dir.display(), "node is up");
+    wait_for_signal().await;
+    tracing::info!("shutting down");
+    let _ = std::fs::remove_file(options.run_dir.join("admin.sock"));
+    let _ = std::fs::remove_file(options.run_dir.join("nbd.sock"));
+    for resource in &node.resources {
+        resource.down.store(true, Ordering::Relaxed);
+    }
+    Ok(())
+}
+
+fn start_resource(resource: &Arc<Resource>, listener: TcpListener) {
+    let mut handoff = HashMap::new();
+    for peer in &resource.peers {
+        let (tx, rx) = mpsc::channel(1);
+        handoff.insert(peer.node_id, tx);
+        tokio::spawn(peer::supervise(Arc::clone(resource), peer.clone(), rx));
+    }
+    tokio::spawn(peer::listen(Arc::clone(resource), listener, Arc::new(Acceptor::new(handoff))));
+    let ticker = Arc::clone(resource);
+    tokio::spawn(async move {
+        let mut interval = tokio::time::interval(repl::TICK_INTERVAL);
+        loop {
+            interval.tick().await;
+            ticker.step(|engine, now, out| engine.tick(now, out));
+        }
+    });
+}
+
+async fn wait_for_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
+        std::future::pending::<()>().await;
+        return;
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+}

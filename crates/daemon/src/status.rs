@@ -1,0 +1,75 @@
+//! The engine's status, dressed with names and paths for admin clients.
+
+use std::sync::atomic::Ordering;
+
+use admin::{ConnectionStatus, DeviceStatus, PeerDeviceStatus, ResourceStatus};
+
+use crate::resource::Resource;
+
+const KIB: u64 = 1024;
+
+/// The status of one resource as `tandem status` shows it.
+pub(crate) fn resource_status(resource: &Resource) -> ResourceStatus {
+    let (status, open) = resource.with_engine(|engine| (engine.status(), engine.is_open()));
+    let down = resource.down.load(Ordering::Relaxed);
+    let devices = status
+        .volumes
+        .iter()
+        .map(|v| DeviceStatus {
+            volume: v.volume,
+            minor: None,
+            disk: v.disk.to_string(),
+            backing_dev: resource.volumes.iter().find(|(n, _)| *n == v.volume).map_or_else(String::new, |(_, d)| d.path().display().to_string()),
+            quorum: true,
+            open,
+            size_kib: v.size_bytes / KIB,
+            read_kib: 0,
+            written_kib: v.written_bytes / KIB,
+            al_writes: 0,
+            bm_writes: 0,
+            upper_pending: v.upper_pending,
+            lower_pending: v.lower_pending,
+            blocked: false,
+        })
+        .collect();
+    let connections = status
+        .peers
+        .iter()
+        .map(|p| ConnectionStatus {
+            name: resource.peer_name(p.node_id),
+            peer_node_id: p.node_id,
+            connection: if down { "StandAlone".into() } else { p.connection.to_string() },
+            role: p.role.to_string(),
+            congested: false,
+            ap_in_flight_kib: 0,
+            rs_in_flight_kib: 0,
+            protocol: p.protocol.to_string(),
+            last_error: p.last_error.clone(),
+            peer_devices: p
+                .volumes
+                .iter()
+                .map(|pv| PeerDeviceStatus {
+                    volume: pv.volume,
+                    replication: pv.replication.to_string(),
+                    peer_disk: pv.peer_disk.to_string(),
+                    resync_suspended: false,
+                    received_kib: pv.received_bytes / KIB,
+                    sent_kib: pv.sent_bytes / KIB,
+                    out_of_sync_kib: pv.out_of_sync_bytes / KIB,
+                    pending: pv.pending,
+                    unacked: p.unacked,
+                    done_percent: None,
+                })
+                .collect(),
+        })
+        .collect();
+    ResourceStatus {
+        name: resource.name.clone(),
+        node_id: status.node_id,
+        role: status.role.to_string(),
+        suspended: false,
+        write_ordering: "flush".into(),
+        devices,
+        connections,
+    }
+}
