@@ -1,1 +1,74 @@
-fn main() {}
+//! `tandem`: the one binary of the project, with drbdadm's admin verbs, `node` (run a node),
+//! `dump` (print a configuration) and `demo`.
+//!
+//! Admin verbs talk to a running node over `RUN_DIR/admin.sock` (see the `admin` crate for
+//! the protocol); they never start or stop a node themselves.
+//!
+//! Exit status: 0 when the command succeeded, 1 when it was refused or failed (the reason
+//! goes to standard error as `tandem: REASON`), 2 for a usage error (clap's own).
+//!
+//! Invariant: no command panics on an operating error; every failure is a [`CliError`].
+
+mod cli;
+mod client;
+mod commands;
+mod demo;
+mod dump;
+mod error;
+mod terminal;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use crate::cli::{resource_filter, Cli, Command};
+use crate::commands::StatusFormat;
+use crate::error::CliError;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("tandem: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<(), CliError> {
+    let run_dir = cli.run_dir.as_path();
+    match cli.command {
+        Command::Status {
+            json,
+            verbose,
+            statistics,
+            target,
+        } => {
+            let format = StatusFormat {
+                json,
+                verbose,
+                statistics,
+            };
+            commands::status(run_dir, resource_filter(&target), format)
+        }
+        Command::Events { statistics, target } => {
+            commands::events(run_dir, resource_filter(&target), statistics)
+        }
+        Command::Node { config, node } => {
+            let options = daemon::NodeOptions {
+                config,
+                node,
+                run_dir: cli.run_dir,
+            };
+            Ok(daemon::run_node(options)?)
+        }
+        Command::Dump { config, target } => {
+            let text = dump::load_and_dump(&config, resource_filter(&target).as_deref())?;
+            terminal::print(&text)?;
+            Ok(())
+        }
+        Command::Demo => Ok(demo::run()?),
+        Command::Simple(verb) => commands::simple(run_dir, &verb.into_request()),
+    }
+}

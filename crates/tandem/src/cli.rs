@@ -1,0 +1,178 @@
+//! The command line: drbdadm's verbs plus `node`, `dump` and `demo`, parsed with clap.
+//!
+//! Invariants:
+//! - Parsing never touches the system; a usage error exits with clap's status 2 before any
+//!   socket is opened.
+//! - A resource argument of `all`, or none, means every resource ([`resource_filter`]).
+
+use std::path::PathBuf;
+
+use admin::Request;
+use clap::{Args, Parser, Subcommand};
+
+/// Where a node keeps its admin socket unless `--run-dir` or `TANDEM_RUN_DIR` says otherwise.
+pub const RUN_DIR_DEFAULT: &str = "/run/tandem";
+/// The configuration `tandem dump` reads unless `--config` says otherwise.
+pub const CONFIG_PATH_DEFAULT: &str = "/etc/tandem/tandem.conf";
+
+/// tandem: a userspace replicated block device that speaks DRBD's language.
+#[derive(Debug, Parser)]
+#[command(name = "tandem", version, arg_required_else_help = true)]
+pub struct Cli {
+    /// Directory of the node's admin socket (admin.sock).
+    #[arg(long, global = true, env = "TANDEM_RUN_DIR", default_value = RUN_DIR_DEFAULT)]
+    pub run_dir: PathBuf,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// The verbs answered with a plain `Ok` or `Error`.
+    #[command(flatten)]
+    Simple(SimpleVerb),
+    /// Show the state of resources, like `drbdadm status`.
+    Status {
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+        /// Show every field.
+        #[arg(short, long)]
+        verbose: bool,
+        /// Show I/O counters.
+        #[arg(short, long)]
+        statistics: bool,
+        /// Which resource.
+        #[command(flatten)]
+        target: Target,
+    },
+    /// Print state changes as they happen, like `drbdsetup events2`, until interrupted.
+    Events {
+        /// Include I/O counters.
+        #[arg(short, long)]
+        statistics: bool,
+        /// Which resource.
+        #[command(flatten)]
+        target: Target,
+    },
+    /// Run a node in the foreground.
+    Node {
+        /// The drbd.conf-style configuration file.
+        #[arg(short, long)]
+        config: PathBuf,
+        /// Which `on NAME` section is this node (default: the host name).
+        #[arg(long)]
+        node: Option<String>,
+    },
+    /// Parse a configuration file and print it back in canonical form, like `drbdadm dump`.
+    Dump {
+        /// The drbd.conf-style configuration file.
+        #[arg(short, long, default_value = CONFIG_PATH_DEFAULT)]
+        config: PathBuf,
+        /// Which resource.
+        #[command(flatten)]
+        target: Target,
+    },
+    /// Run a self-contained demonstration on this machine.
+    Demo,
+}
+
+/// The admin verbs that change state and are answered with a plain `Ok` or `Error`.
+#[derive(Debug, Subcommand)]
+pub enum SimpleVerb {
+    /// Bring resources up: attach the disk and start connecting.
+    Up(Target),
+    /// Take resources down: disconnect and detach.
+    Down(Target),
+    /// Promote this node to Primary.
+    Primary {
+        /// Promote even without UpToDate data (starts a full sync towards the peers).
+        #[arg(long)]
+        force: bool,
+        /// Which resource.
+        #[command(flatten)]
+        target: Target,
+    },
+    /// Demote this node to Secondary.
+    Secondary(Target),
+    /// Start connecting to peers.
+    Connect(PeerTarget),
+    /// Drop connections to peers.
+    Disconnect(PeerTarget),
+}
+
+impl SimpleVerb {
+    /// The request this verb sends.
+    pub fn into_request(self) -> Request {
+        match self {
+            Self::Up(target) => Request::Up {
+                resource: resource_filter(&target),
+            },
+            Self::Down(target) => Request::Down {
+                resource: resource_filter(&target),
+            },
+            Self::Primary { force, target } => Request::Primary {
+                resource: resource_filter(&target),
+                force,
+            },
+            Self::Secondary(target) => Request::Secondary {
+                resource: resource_filter(&target),
+            },
+            Self::Connect(PeerTarget { peer, target }) => Request::Connect {
+                resource: resource_filter(&target),
+                peer,
+            },
+            Self::Disconnect(PeerTarget { peer, target }) => Request::Disconnect {
+                resource: resource_filter(&target),
+                peer,
+            },
+        }
+    }
+}
+
+/// The resource a command acts on.
+#[derive(Debug, Args)]
+pub struct Target {
+    /// Resource name, or `all` (the default).
+    #[arg(value_name = "RES")]
+    pub resource: Option<String>,
+}
+
+/// The resource and peer a connection command acts on.
+#[derive(Debug, Args)]
+pub struct PeerTarget {
+    /// Only this peer (connection name); default: all peers.
+    #[arg(long, value_name = "NAME")]
+    pub peer: Option<String>,
+    /// Which resource.
+    #[command(flatten)]
+    pub target: Target,
+}
+
+/// The resource named by `target`, or `None` for all resources.
+pub fn resource_filter(target: &Target) -> Option<String> {
+    target.resource.clone().filter(|resource| resource != "all")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn all_and_nothing_both_mean_every_resource() {
+        for (resource, expected) in [(None, None), (Some("all"), None), (Some("r0"), Some("r0"))] {
+            let target = Target {
+                resource: resource.map(str::to_string),
+            };
+            assert_eq!(resource_filter(&target).as_deref(), expected);
+        }
+    }
+}
