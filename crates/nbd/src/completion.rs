@@ -32,6 +32,12 @@ impl Outgoing {
     }
 }
 
+// Completions are moved to whatever thread finishes the request.
+const _: fn() = || {
+    fn send_and_static<T: Send + 'static>() {}
+    send_and_static::<Completion>();
+};
+
 /// What a successful reply must carry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Expect {
@@ -86,7 +92,8 @@ impl Completion {
         self.cookie
     }
 
-    /// Success without data: for every command except a read.
+    /// Success without data: for every command except a read (on a read this is a bug of
+    /// the export; it is logged and the client gets `EIO`).
     pub fn ok(mut self) {
         match self.expect {
             Expect::Status => self.send(None, Bytes::new()),
@@ -97,7 +104,9 @@ impl Completion {
         }
     }
 
-    /// Success of a read, with exactly the requested number of bytes.
+    /// Success of a read, with exactly the requested number of bytes. Data of another size,
+    /// or data for a command that is not a read, is a bug of the export: it is logged and the
+    /// client gets `EIO` (sending it would desynchronise the client's stream).
     pub fn read_data(mut self, data: Bytes) {
         match self.expect {
             Expect::Data(length) if u32::try_from(data.len()) == Ok(length) => {
