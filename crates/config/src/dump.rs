@@ -16,7 +16,9 @@ use crate::lexer::{quote, word_or_quoted};
 use crate::model::{Config, Connection, Host, MetaDisk, Resource, Volume};
 use crate::options::table::{Class, Kind, OptionSpec};
 use crate::options::value::Value;
-use crate::options::{DiskOptions, Global, NetOptions, PeerDeviceOptions, ResourceOptions, Startup};
+use crate::options::{
+    DiskOptions, Global, NetOptions, PeerDeviceOptions, ResourceOptions, Startup,
+};
 
 #[cfg(test)]
 mod tests;
@@ -36,12 +38,19 @@ pub fn dump(config: &Config, resource: Option<&str>) -> String {
 
 /// [`dump`] with options.
 pub fn dump_with(config: &Config, resource: Option<&str>, options: DumpOptions) -> String {
-    let mut writer = Writer { out: String::new(), depth: 0, show_defaults: options.show_defaults };
+    let mut writer = Writer {
+        out: String::new(),
+        depth: 0,
+        show_defaults: options.show_defaults,
+    };
     if resource.is_none() {
         let baseline = Global::default().values();
         writer.options_block("global", config.global.values(), &baseline);
     }
-    let selected = config.resources.iter().filter(|candidate| resource.is_none_or(|name| candidate.name == name));
+    let selected = config
+        .resources
+        .iter()
+        .filter(|candidate| resource.is_none_or(|name| candidate.name == name));
     for resource in selected {
         writer.resource(resource);
     }
@@ -83,7 +92,9 @@ impl Writer {
             .iter()
             .zip(baseline)
             .filter(|((_, value), (_, base))| show_all || value != base)
-            .filter_map(|((spec, value), _)| value.as_ref().and_then(|value| option_line(spec, value)))
+            .filter_map(|((spec, value), _)| {
+                value.as_ref().and_then(|value| option_line(spec, value))
+            })
             .collect();
         if lines.is_empty() {
             return;
@@ -97,11 +108,27 @@ impl Writer {
 
     fn resource(&mut self, resource: &Resource) {
         self.open(&format!("resource {}", word_or_quoted(&resource.name)));
-        self.options_block("options", resource.options.values(), &ResourceOptions::default().values());
-        self.options_block("net", resource.net.values(), &NetOptions::default().values());
+        self.options_block(
+            "options",
+            resource.options.values(),
+            &ResourceOptions::default().values(),
+        );
+        self.options_block(
+            "net",
+            resource.net.values(),
+            &NetOptions::default().values(),
+        );
         let disk = disk_values(&resource.disk, &resource.peer_device);
-        self.options_block("disk", disk, &disk_values(&DiskOptions::default(), &PeerDeviceOptions::default()));
-        self.options_block("startup", resource.startup.values(), &Startup::default().values());
+        self.options_block(
+            "disk",
+            disk,
+            &disk_values(&DiskOptions::default(), &PeerDeviceOptions::default()),
+        );
+        self.options_block(
+            "startup",
+            resource.startup.values(),
+            &Startup::default().values(),
+        );
         if !resource.handlers.is_empty() {
             self.open("handlers");
             for (name, command) in &resource.handlers {
@@ -148,12 +175,21 @@ impl Writer {
         }
         match &volume.meta_disk {
             MetaDisk::Internal => self.line("meta-disk internal;"),
-            MetaDisk::External { path, index: None } => self.line(&format!("meta-disk {};", path_text(path))),
-            MetaDisk::External { path, index: Some(index) } => {
+            MetaDisk::External { path, index: None } => {
+                self.line(&format!("meta-disk {};", path_text(path)))
+            }
+            MetaDisk::External {
+                path,
+                index: Some(index),
+            } => {
                 self.line(&format!("meta-disk {} [{index}];", path_text(path)));
             }
         }
-        self.options_block("disk", volume.disk_options.values(), &resource_disk.values());
+        self.options_block(
+            "disk",
+            volume.disk_options.values(),
+            &resource_disk.values(),
+        );
         self.close();
     }
 
@@ -173,7 +209,11 @@ impl Writer {
             }
         }
         self.options_block("net", connection.net.values(), &resource.net.values());
-        self.options_block("disk", connection.peer_device.values(), &resource.peer_device.values());
+        self.options_block(
+            "disk",
+            connection.peer_device.values(),
+            &resource.peer_device.values(),
+        );
         for volume in &connection.volumes {
             let values = volume.peer_device.values();
             let baseline = connection.peer_device.values();
@@ -188,7 +228,11 @@ impl Writer {
 
     fn host_lines(&mut self, hosts: &[String; 2], addresses: &[SocketAddr; 2]) {
         for (host, address) in hosts.iter().zip(addresses) {
-            self.line(&format!("host {} address {};", word_or_quoted(host), address_text(*address)));
+            self.line(&format!(
+                "host {} address {};",
+                word_or_quoted(host),
+                address_text(*address)
+            ));
         }
     }
 }
@@ -208,7 +252,11 @@ fn option_line(spec: &OptionSpec, value: &Value) -> Option<String> {
         Value::Number(number) => number.to_string(),
         Value::Text(text) if matches!(spec.kind, Kind::Text { .. }) => quote(text),
         Value::Text(text) => word_or_quoted(text),
-        Value::Words(words) => words.iter().map(|word| word_or_quoted(word)).collect::<Vec<_>>().join(" "),
+        Value::Words(words) => words
+            .iter()
+            .map(|word| word_or_quoted(word))
+            .collect::<Vec<_>>()
+            .join(" "),
     };
     Some(format!("{} {text};", spec.name))
 }

@@ -22,7 +22,13 @@ pub struct Location {
 
 impl fmt::Display for Location {
     fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(formatter, "{}:{}:{}", self.file.display(), self.line, self.column)
+        write!(
+            formatter,
+            "{}:{}:{}",
+            self.file.display(),
+            self.line,
+            self.column
+        )
     }
 }
 
@@ -293,6 +299,9 @@ impl ConfigError {
 
     /// Shorthand for [`ConfigError::Invalid`].
     pub(crate) fn invalid(at: &Location, message: impl Into<String>) -> Self {
-        Self::Invalid { at: at.clone(), message: message.into() }
+        Self::Invalid {
+            at: at.clone(),
+            message: message.into(),
+        }
     }
 }

@@ -67,7 +67,11 @@ struct Cursor<'a> {
 
 impl Cursor<'_> {
     fn here(&self) -> Location {
-        Location { file: Arc::clone(&self.file), line: self.line, column: self.column }
+        Location {
+            file: Arc::clone(&self.file),
+            line: self.line,
+            column: self.column,
+        }
     }
 
     fn peek(&mut self) -> Option<char> {
@@ -93,7 +97,12 @@ fn is_delimiter(character: char) -> bool {
 
 /// Tokenizes `text`, attributing locations to `file`.
 pub(crate) fn tokenize(text: &str, file: &Arc<Path>) -> Result<Tokens, ConfigError> {
-    let mut cursor = Cursor { chars: text.chars().peekable(), file: Arc::clone(file), line: 1, column: 1 };
+    let mut cursor = Cursor {
+        chars: text.chars().peekable(),
+        file: Arc::clone(file),
+        line: 1,
+        column: 1,
+    };
     let mut tokens = Vec::new();
     while let Some(next) = cursor.peek() {
         let at = cursor.here();
@@ -105,20 +114,35 @@ pub(crate) fn tokenize(text: &str, file: &Arc<Path>) -> Result<Tokens, ConfigErr
         };
         if let Some(kind) = simple {
             cursor.bump();
-            tokens.push(Token { kind, text: next.to_string(), at });
+            tokens.push(Token {
+                kind,
+                text: next.to_string(),
+                at,
+            });
         } else if next.is_whitespace() {
             cursor.bump();
         } else if next == '#' {
             skip_comment(&mut cursor);
         } else if next == '"' {
             let text = read_string(&mut cursor, &at)?;
-            tokens.push(Token { kind: TokenKind::Quoted, text, at });
+            tokens.push(Token {
+                kind: TokenKind::Quoted,
+                text,
+                at,
+            });
         } else {
             let text = read_word(&mut cursor);
-            tokens.push(Token { kind: TokenKind::Word, text, at });
+            tokens.push(Token {
+                kind: TokenKind::Word,
+                text,
+                at,
+            });
         }
     }
-    Ok(Tokens { tokens, end: cursor.here() })
+    Ok(Tokens {
+        tokens,
+        end: cursor.here(),
+    })
 }
 
 fn skip_comment(cursor: &mut Cursor<'_>) {

@@ -54,11 +54,13 @@ use std::path::Path;
 pub use dump::{dump, dump_with, DumpOptions};
 pub use error::{ConfigError, Location};
 pub use model::{
-    Config, Connection, Handlers, Host, MetaDisk, PeerVolume, Resource, SectionKind, SettingRef, Volume,
+    Config, Connection, Handlers, Host, MetaDisk, PeerVolume, Resource, SectionKind, SettingRef,
+    Volume,
 };
 pub use options::enums::{
-    AfterSb0Pri, AfterSb1Pri, AfterSb2Pri, Fencing, OnCongestion, OnIoError, OnNoDataAccessible, OnNoQuorum,
-    OnSuspendedPrimaryOutdated, Protocol, Quorum, ReadBalancing, RrConflict, UsageCount,
+    AfterSb0Pri, AfterSb1Pri, AfterSb2Pri, Fencing, OnCongestion, OnIoError, OnNoDataAccessible,
+    OnNoQuorum, OnSuspendedPrimaryOutdated, Protocol, Quorum, ReadBalancing, RrConflict,
+    UsageCount,
 };
 pub use options::table::{self, CRAM_HMAC_ALGORITHMS};
 pub use options::{DiskOptions, Global, NetOptions, PeerDeviceOptions, ResourceOptions, Startup};

@@ -11,7 +11,9 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use crate::error::Location;
-use crate::options::{DiskOptions, Global, NetOptions, PeerDeviceOptions, ResourceOptions, Startup};
+use crate::options::{
+    DiskOptions, Global, NetOptions, PeerDeviceOptions, ResourceOptions, Startup,
+};
 
 /// A whole configuration: the global section and every resource, in file order.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
@@ -179,7 +181,10 @@ impl Config {
     /// once per (resource, option), with the place it was written.
     pub fn settings_not_in(&self, active: &[&str]) -> Vec<SettingRef> {
         let origins = self.origins.0.iter();
-        origins.filter(|setting| !active.contains(&setting.option.as_str())).cloned().collect()
+        origins
+            .filter(|setting| !active.contains(&setting.option.as_str()))
+            .cloned()
+            .collect()
     }
 }
 
@@ -196,7 +201,9 @@ impl Resource {
 
     /// The connections `host` takes part in.
     pub fn connections_of<'a>(&'a self, host: &'a str) -> impl Iterator<Item = &'a Connection> {
-        self.connections.iter().filter(move |connection| connection.hosts.iter().any(|name| name == host))
+        self.connections
+            .iter()
+            .filter(move |connection| connection.hosts.iter().any(|name| name == host))
     }
 }
 

@@ -37,7 +37,11 @@ pub(crate) fn add_setting(
         });
     }
     let Some(spec) = table::find(node.name()) else {
-        return Err(ConfigError::UnknownOption { at: node.at().clone(), name: node.name().to_string(), section });
+        return Err(ConfigError::UnknownOption {
+            at: node.at().clone(),
+            name: node.name().to_string(),
+            section,
+        });
     };
     if !classes.contains(&spec.class) {
         return Err(ConfigError::OptionNotAllowed {
@@ -48,5 +52,9 @@ pub(crate) fn add_setting(
         });
     }
     let value = value::parse(spec, &node.keyword, &node.args)?;
-    set.insert(Setting { spec, value, at: node.at().clone() })
+    set.insert(Setting {
+        spec,
+        value,
+        at: node.at().clone(),
+    })
 }

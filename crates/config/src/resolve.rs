@@ -49,14 +49,21 @@ pub(crate) fn resolve(nodes: &[Node]) -> Result<Config, ConfigError> {
     }
     let global_set = global.map(|(set, _)| set).unwrap_or_default();
     let common = common.map(|(sections, _)| sections).unwrap_or_default();
-    let mut config = Config { global: Global::from_set(&global_set), ..Config::default() };
+    let mut config = Config {
+        global: Global::from_set(&global_set),
+        ..Config::default()
+    };
     let mut origins = global_origins(&global_set);
     let mut names: BTreeMap<String, Location> = BTreeMap::new();
     for node in resources {
         let (resource, settings) = resource::resolve(node, &common)?;
         if let Some(first) = names.insert(resource.name.clone(), node.at().clone()) {
             let what = format!("resource '{}'", resource.name);
-            return Err(ConfigError::Duplicate { at: node.at().clone(), what, first });
+            return Err(ConfigError::Duplicate {
+                at: node.at().clone(),
+                what,
+                first,
+            });
         }
         origins.extend(settings);
         config.resources.push(resource);
@@ -97,7 +104,11 @@ fn global_origins(set: &OptionSet) -> Vec<SettingRef> {
 /// The body of section `node`, which must have exactly `arg_count` values before `{`.
 pub(crate) fn section_body(node: &Node, arg_count: usize) -> Result<&[Node], ConfigError> {
     if let Some(extra) = node.args.get(arg_count) {
-        return Err(ConfigError::Unexpected { at: extra.at.clone(), expected: "'{'", found: extra.describe() });
+        return Err(ConfigError::Unexpected {
+            at: extra.at.clone(),
+            expected: "'{'",
+            found: extra.describe(),
+        });
     }
     match &node.body {
         Some(body) if node.args.len() == arg_count => Ok(body),
@@ -118,20 +129,36 @@ pub(crate) fn unknown_keyword(node: &Node, context: &str) -> ConfigError {
             found: "'include'".to_string(),
         };
     }
-    ConfigError::UnknownKeyword { at: node.at().clone(), keyword: node.name().to_string(), context: context.to_string() }
+    ConfigError::UnknownKeyword {
+        at: node.at().clone(),
+        keyword: node.name().to_string(),
+        context: context.to_string(),
+    }
 }
 
 /// The one value of statement `node` (`keyword value;`).
-pub(crate) fn single_value<'a>(node: &'a Node, expected: &'static str) -> Result<&'a crate::lexer::Token, ConfigError> {
+pub(crate) fn single_value<'a>(
+    node: &'a Node,
+    expected: &'static str,
+) -> Result<&'a crate::lexer::Token, ConfigError> {
     match (node.args.as_slice(), &node.body) {
         ([value], None) => Ok(value),
-        _ => Err(ConfigError::WrongArity { at: node.at().clone(), name: node.name().to_string(), expected }),
+        _ => Err(ConfigError::WrongArity {
+            at: node.at().clone(),
+            name: node.name().to_string(),
+            expected,
+        }),
     }
 }
 
 /// Parses a plain decimal number (no suffix) within `range`.
-pub(crate) fn plain_number(token: &crate::lexer::Token, what: &str, range: (u64, u64)) -> Result<u64, ConfigError> {
-    let digits_only = !token.text.is_empty() && token.text.bytes().all(|byte| byte.is_ascii_digit());
+pub(crate) fn plain_number(
+    token: &crate::lexer::Token,
+    what: &str,
+    range: (u64, u64),
+) -> Result<u64, ConfigError> {
+    let digits_only =
+        !token.text.is_empty() && token.text.bytes().all(|byte| byte.is_ascii_digit());
     if !digits_only {
         return Err(ConfigError::InvalidNumber {
             at: token.at.clone(),
@@ -143,6 +170,12 @@ pub(crate) fn plain_number(token: &crate::lexer::Token, what: &str, range: (u64,
     let unit = crate::options::table::Unit::Count;
     match token.text.parse::<u64>() {
         Ok(number) if (range.0..=range.1).contains(&number) => Ok(number),
-        parsed => Err(crate::options::value::out_of_range(what, token, parsed.ok(), unit, range)),
+        parsed => Err(crate::options::value::out_of_range(
+            what,
+            token,
+            parsed.ok(),
+            unit,
+            range,
+        )),
     }
 }

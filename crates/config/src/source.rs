@@ -24,7 +24,11 @@ pub const MAX_FILES: usize = 1024;
 /// Reads `path` and everything it includes.
 pub(crate) fn load(path: &Path) -> Result<Vec<Node>, ConfigError> {
     let file: Arc<Path> = Arc::from(path);
-    let start = Location { file: Arc::clone(&file), line: 1, column: 1 };
+    let start = Location {
+        file: Arc::clone(&file),
+        line: 1,
+        column: 1,
+    };
     let text = read_bounded(path, &start)?;
     Loader { files_read: 1 }.expand(&text, &file, 0)
 }
@@ -33,20 +37,35 @@ pub(crate) fn load(path: &Path) -> Result<Vec<Node>, ConfigError> {
 pub(crate) fn parse_text(text: &str, file_name: &Path) -> Result<Vec<Node>, ConfigError> {
     let file: Arc<Path> = Arc::from(file_name);
     if u64::try_from(text.len()).map_or(true, |length| length > MAX_FILE_BYTES) {
-        let at = Location { file, line: 1, column: 1 };
-        return Err(ConfigError::FileTooLarge { at, limit_bytes: MAX_FILE_BYTES });
+        let at = Location {
+            file,
+            line: 1,
+            column: 1,
+        };
+        return Err(ConfigError::FileTooLarge {
+            at,
+            limit_bytes: MAX_FILE_BYTES,
+        });
     }
     Loader { files_read: 1 }.expand(text, &file, 0)
 }
 
 /// Reads a whole file, refusing more than [`MAX_FILE_BYTES`] and invalid UTF-8.
 fn read_bounded(path: &Path, at: &Location) -> Result<String, ConfigError> {
-    let io_error = |source| ConfigError::Io { path: path.to_path_buf(), source };
+    let io_error = |source| ConfigError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
     let file = std::fs::File::open(path).map_err(io_error)?;
     let mut bytes = Vec::new();
-    file.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes).map_err(io_error)?;
+    file.take(MAX_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(io_error)?;
     if u64::try_from(bytes.len()).map_or(true, |length| length > MAX_FILE_BYTES) {
-        return Err(ConfigError::FileTooLarge { at: at.clone(), limit_bytes: MAX_FILE_BYTES });
+        return Err(ConfigError::FileTooLarge {
+            at: at.clone(),
+            limit_bytes: MAX_FILE_BYTES,
+        });
     }
     String::from_utf8(bytes).map_err(|error| ConfigError::NotUtf8 {
         at: position_of(error.as_bytes(), error.utf8_error().valid_up_to(), &at.file),
@@ -57,9 +76,17 @@ fn read_bounded(path: &Path, at: &Location) -> Result<String, ConfigError> {
 fn position_of(bytes: &[u8], offset: usize, file: &Arc<Path>) -> Location {
     let valid = std::str::from_utf8(bytes.get(..offset).unwrap_or_default()).unwrap_or_default();
     let line = valid.matches('\n').count() + 1;
-    let column = valid.rsplit('\n').next().map_or(0, |tail| tail.chars().count()) + 1;
+    let column = valid
+        .rsplit('\n')
+        .next()
+        .map_or(0, |tail| tail.chars().count())
+        + 1;
     let to_u32 = |value: usize| u32::try_from(value).unwrap_or(u32::MAX);
-    Location { file: Arc::clone(file), line: to_u32(line), column: to_u32(column) }
+    Location {
+        file: Arc::clone(file),
+        line: to_u32(line),
+        column: to_u32(column),
+    }
 }
 
 struct Loader {
@@ -68,7 +95,12 @@ struct Loader {
 
 impl Loader {
     /// Parses one file's text and replaces its top-level includes by the included statements.
-    fn expand(&mut self, text: &str, file: &Arc<Path>, depth: usize) -> Result<Vec<Node>, ConfigError> {
+    fn expand(
+        &mut self,
+        text: &str,
+        file: &Arc<Path>,
+        depth: usize,
+    ) -> Result<Vec<Node>, ConfigError> {
         let nodes = syntax::parse(lexer::tokenize(text, file)?)?;
         let mut expanded = Vec::with_capacity(nodes.len());
         for node in nodes {
@@ -81,22 +113,37 @@ impl Loader {
         Ok(expanded)
     }
 
-    fn include(&mut self, node: &Node, file: &Path, depth: usize) -> Result<Vec<Node>, ConfigError> {
+    fn include(
+        &mut self,
+        node: &Node,
+        file: &Path,
+        depth: usize,
+    ) -> Result<Vec<Node>, ConfigError> {
         let pattern = match (node.args.as_slice(), &node.body) {
             ([pattern], None) => pattern,
             _ => {
                 let name = node.name().to_string();
-                return Err(ConfigError::WrongArity { at: node.at().clone(), name, expected: "one file pattern" });
+                return Err(ConfigError::WrongArity {
+                    at: node.at().clone(),
+                    name,
+                    expected: "one file pattern",
+                });
             }
         };
         if depth + 1 > MAX_INCLUDE_DEPTH {
-            return Err(ConfigError::IncludeTooDeep { at: node.at().clone(), limit: MAX_INCLUDE_DEPTH });
+            return Err(ConfigError::IncludeTooDeep {
+                at: node.at().clone(),
+                limit: MAX_INCLUDE_DEPTH,
+            });
         }
         let mut nodes = Vec::new();
         for path in matching_files(&pattern.text, file, &pattern.at)? {
             self.files_read += 1;
             if self.files_read > MAX_FILES {
-                return Err(ConfigError::TooManyFiles { at: node.at().clone(), limit: MAX_FILES });
+                return Err(ConfigError::TooManyFiles {
+                    at: node.at().clone(),
+                    limit: MAX_FILES,
+                });
             }
             let included: Arc<Path> = Arc::from(path.as_path());
             let text = read_bounded(&path, &pattern.at)?;
@@ -107,15 +154,29 @@ impl Loader {
 }
 
 /// The files `pattern` matches, relative to `including`'s directory, sorted.
-fn matching_files(pattern: &str, including: &Path, at: &Location) -> Result<Vec<PathBuf>, ConfigError> {
+fn matching_files(
+    pattern: &str,
+    including: &Path,
+    at: &Location,
+) -> Result<Vec<PathBuf>, ConfigError> {
     let full = if Path::new(pattern).is_absolute() {
         pattern.to_string()
     } else {
-        let directory = including.parent().filter(|parent| !parent.as_os_str().is_empty());
+        let directory = including
+            .parent()
+            .filter(|parent| !parent.as_os_str().is_empty());
         let directory = directory.unwrap_or(Path::new("."));
-        format!("{}/{}", glob::Pattern::escape(&directory.to_string_lossy()), pattern)
+        format!(
+            "{}/{}",
+            glob::Pattern::escape(&directory.to_string_lossy()),
+            pattern
+        )
     };
-    let bad = |reason: String| ConfigError::BadPattern { at: at.clone(), pattern: pattern.to_string(), reason };
+    let bad = |reason: String| ConfigError::BadPattern {
+        at: at.clone(),
+        pattern: pattern.to_string(),
+        reason,
+    };
     let paths = glob::glob(&full).map_err(|error| bad(error.to_string()))?;
     let mut files = Vec::new();
     for entry in paths {
@@ -123,13 +184,18 @@ fn matching_files(pattern: &str, including: &Path, at: &Location) -> Result<Vec<
             path: error.path().to_path_buf(),
             source: error.into(),
         })?;
-        let metadata = std::fs::metadata(&path).map_err(|source| ConfigError::Io { path: path.clone(), source })?;
+        let metadata = std::fs::metadata(&path).map_err(|source| ConfigError::Io {
+            path: path.clone(),
+            source,
+        })?;
         if !metadata.is_file() {
-            return Err(ConfigError::NotAFile { at: at.clone(), path });
+            return Err(ConfigError::NotAFile {
+                at: at.clone(),
+                path,
+            });
         }
         files.push(path);
     }
     files.sort();
     Ok(files)
 }
-

@@ -34,7 +34,10 @@ impl Node {
 
 /// Parses a whole file's tokens into top-level statements.
 pub(crate) fn parse(tokens: Tokens) -> Result<Vec<Node>, ConfigError> {
-    let mut parser = Parser { tokens: tokens.tokens.into_iter().peekable(), end: tokens.end };
+    let mut parser = Parser {
+        tokens: tokens.tokens.into_iter().peekable(),
+        end: tokens.end,
+    };
     let nodes = parser.statements(0)?;
     match parser.tokens.next() {
         None => Ok(nodes),
@@ -43,7 +46,11 @@ pub(crate) fn parse(tokens: Tokens) -> Result<Vec<Node>, ConfigError> {
 }
 
 fn unexpected(token: &Token, expected: &'static str) -> ConfigError {
-    ConfigError::Unexpected { at: token.at.clone(), expected, found: token.describe() }
+    ConfigError::Unexpected {
+        at: token.at.clone(),
+        expected,
+        found: token.describe(),
+    }
 }
 
 struct Parser {
@@ -53,7 +60,11 @@ struct Parser {
 
 impl Parser {
     fn end_of_file(&self, expected: &'static str) -> ConfigError {
-        ConfigError::Unexpected { at: self.end.clone(), expected, found: "end of file".to_string() }
+        ConfigError::Unexpected {
+            at: self.end.clone(),
+            expected,
+            found: "end of file".to_string(),
+        }
     }
 
     /// Statements until a `}` (left in place) or the end of input.
@@ -72,19 +83,35 @@ impl Parser {
     }
 
     fn statement(&mut self, depth: usize) -> Result<Node, ConfigError> {
-        let keyword = self.tokens.next().ok_or_else(|| self.end_of_file("a keyword"))?;
+        let keyword = self
+            .tokens
+            .next()
+            .ok_or_else(|| self.end_of_file("a keyword"))?;
         if keyword.kind != TokenKind::Word {
             return Err(unexpected(&keyword, "a keyword"));
         }
         let mut args = Vec::new();
         loop {
-            let next = self.tokens.next().ok_or_else(|| self.end_of_file("';' or '{'"))?;
+            let next = self
+                .tokens
+                .next()
+                .ok_or_else(|| self.end_of_file("';' or '{'"))?;
             match next.kind {
                 TokenKind::Word | TokenKind::Quoted => args.push(next),
-                TokenKind::Semicolon => return Ok(Node { keyword, args, body: None }),
+                TokenKind::Semicolon => {
+                    return Ok(Node {
+                        keyword,
+                        args,
+                        body: None,
+                    })
+                }
                 TokenKind::Open => {
                     let body = self.body(&next, depth)?;
-                    return Ok(Node { keyword, args, body: Some(body) });
+                    return Ok(Node {
+                        keyword,
+                        args,
+                        body: Some(body),
+                    });
                 }
                 TokenKind::Close => return Err(unexpected(&next, "';' or '{'")),
             }
@@ -95,7 +122,10 @@ impl Parser {
     fn body(&mut self, open: &Token, depth: usize) -> Result<Vec<Node>, ConfigError> {
         let depth = depth + 1;
         if depth > MAX_NESTING {
-            return Err(ConfigError::TooDeep { at: open.at.clone(), limit: MAX_NESTING });
+            return Err(ConfigError::TooDeep {
+                at: open.at.clone(),
+                limit: MAX_NESTING,
+            });
         }
         let nodes = self.statements(depth)?;
         match self.tokens.next() {

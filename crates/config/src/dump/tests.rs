@@ -92,33 +92,58 @@ resource r0 {
 
 #[test]
 fn show_defaults_and_selection() {
-    let text = "resource r0 { volume 0 { device minor 0; disk /x; meta-disk internal; } on a { } }\n\
+    let text =
+        "resource r0 { volume 0 { device minor 0; disk /x; meta-disk internal; } on a { } }\n\
                 resource r1 { volume 0 { device minor 1; disk /y; meta-disk internal; } on a { } }";
     let Ok(config) = parse_str(text, Path::new("t.res")) else {
         return assert!(parse_str(text, Path::new("t.res")).is_ok());
     };
-    let all = dump_with(&config, None, DumpOptions { show_defaults: true });
+    let all = dump_with(
+        &config,
+        None,
+        DumpOptions {
+            show_defaults: true,
+        },
+    );
     for option in OPTIONS.iter().filter(|spec| spec.class != Class::Global) {
         let shown = matches!(option.kind, Kind::Text { .. } | Kind::Words)
             || matches!(option.kind, Kind::Enum { default: None, .. });
-        assert_eq!(!all.contains(&format!(" {} ", option.name)), shown, "{} shown with defaults", option.name);
+        assert_eq!(
+            !all.contains(&format!(" {} ", option.name)),
+            shown,
+            "{} shown with defaults",
+            option.name
+        );
     }
-    assert_eq!(parse_str(&all, Path::new("dump.res")).ok(), Some(config.clone()));
+    assert_eq!(
+        parse_str(&all, Path::new("dump.res")).ok(),
+        Some(config.clone())
+    );
     let one = dump(&config, Some("r1"));
-    assert!(one.starts_with("resource r1 {\n") && !one.contains("r0"), "{one}");
+    assert!(
+        one.starts_with("resource r1 {\n") && !one.contains("r0"),
+        "{one}"
+    );
     assert_eq!(dump(&config, Some("nope")), "");
 }
 
 /// A drbd.conf spelling of a valid value of `spec`.
 fn value_of(spec: &'static OptionSpec) -> BoxedStrategy<String> {
     match spec.kind {
-        Kind::Bool { .. } => prop_oneof![Just("yes"), Just("no"), Just("")].prop_map(str::to_string).boxed(),
+        Kind::Bool { .. } => prop_oneof![Just("yes"), Just("no"), Just("")]
+            .prop_map(str::to_string)
+            .boxed(),
         Kind::Enum { values, .. } => proptest::sample::select(values)
             .prop_map(|value| value.replace("NAME", "b"))
             .boxed(),
         Kind::Integer { min, max, .. } => (min..=max).prop_map(|number| number.to_string()).boxed(),
-        Kind::Text { max_len } => proptest::string::string_regex(&format!("[a-z0-9 \"\\\\]{{0,{}}}", max_len.min(12)))
-            .map_or_else(|_| Just(String::new()).boxed(), |strategy| strategy.prop_map(|text| quote(&text)).boxed()),
+        Kind::Text { max_len } => {
+            proptest::string::string_regex(&format!("[a-z0-9 \"\\\\]{{0,{}}}", max_len.min(12)))
+                .map_or_else(
+                    |_| Just(String::new()).boxed(),
+                    |strategy| strategy.prop_map(|text| quote(&text)).boxed(),
+                )
+        }
         Kind::Quorum => prop_oneof![
             Just("off".to_string()),
             Just("majority".to_string()),
@@ -126,18 +151,30 @@ fn value_of(spec: &'static OptionSpec) -> BoxedStrategy<String> {
             (1u8..=32).prop_map(|nodes| nodes.to_string()),
         ]
         .boxed(),
-        Kind::Words => proptest::sample::subsequence(vec!["a", "b", "both"], 1..=2).prop_map(|words| words.join(" ")).boxed(),
+        Kind::Words => proptest::sample::subsequence(vec!["a", "b", "both"], 1..=2)
+            .prop_map(|words| words.join(" "))
+            .boxed(),
     }
 }
 
 /// Up to `count` distinct options of `classes`, each with a valid value, as statements.
 fn settings(classes: &'static [Class], count: usize) -> BoxedStrategy<Vec<(Class, String)>> {
-    let candidates: Vec<&'static OptionSpec> = OPTIONS.iter().filter(|spec| classes.contains(&spec.class)).collect();
+    let candidates: Vec<&'static OptionSpec> = OPTIONS
+        .iter()
+        .filter(|spec| classes.contains(&spec.class))
+        .collect();
     proptest::sample::subsequence(candidates, 0..=count)
         .prop_flat_map(|chosen| {
             chosen
                 .into_iter()
-                .map(|spec| value_of(spec).prop_map(move |value| (spec.class, format!("{} {value};", spec.name).replace(" ;", ";"))))
+                .map(|spec| {
+                    value_of(spec).prop_map(move |value| {
+                        (
+                            spec.class,
+                            format!("{} {value};", spec.name).replace(" ;", ";"),
+                        )
+                    })
+                })
                 .collect::<Vec<_>>()
         })
         .boxed()
@@ -146,8 +183,16 @@ fn settings(classes: &'static [Class], count: usize) -> BoxedStrategy<Vec<(Class
 /// Writes the statements of the given classes as sections (`options`, `net`, `disk`, `startup`).
 fn sections(statements: &[(Class, String)]) -> String {
     let mut out = String::new();
-    for (class, name) in [(Class::Resource, "options"), (Class::Net, "net"), (Class::Startup, "startup")] {
-        let body: Vec<&str> = statements.iter().filter(|(c, _)| *c == class).map(|(_, s)| s.as_str()).collect();
+    for (class, name) in [
+        (Class::Resource, "options"),
+        (Class::Net, "net"),
+        (Class::Startup, "startup"),
+    ] {
+        let body: Vec<&str> = statements
+            .iter()
+            .filter(|(c, _)| *c == class)
+            .map(|(_, s)| s.as_str())
+            .collect();
         out.push_str(&format!("{name} {{ {} }}\n", body.join(" ")));
     }
     let disk: Vec<&str> = statements
@@ -158,9 +203,14 @@ fn sections(statements: &[(Class, String)]) -> String {
     out + &format!("disk {{ {} }}\n", disk.join(" "))
 }
 
-const LEVEL: &[Class] = &[Class::Resource, Class::Net, Class::Disk, Class::PeerDevice, Class::Startup];
+const LEVEL: &[Class] = &[
+    Class::Resource,
+    Class::Net,
+    Class::Disk,
+    Class::PeerDevice,
+    Class::Startup,
+];
 
-#[allow(clippy::too_many_arguments)]
 fn generated_config() -> impl Strategy<Value = String> {
     (
         settings(&[Class::Global], 4),

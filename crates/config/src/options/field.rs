@@ -67,8 +67,14 @@ impl OptionField for u32 {
 /// Milliseconds in one unit of a time option.
 fn millis_per_unit(spec: &OptionSpec) -> u64 {
     match spec.kind {
-        Kind::Integer { unit: Unit::Seconds, .. } => 1000,
-        Kind::Integer { unit: Unit::Deciseconds, .. } => 100,
+        Kind::Integer {
+            unit: Unit::Seconds,
+            ..
+        } => 1000,
+        Kind::Integer {
+            unit: Unit::Deciseconds,
+            ..
+        } => 100,
         _ => 1,
     }
 }

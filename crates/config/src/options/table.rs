@@ -147,11 +147,30 @@ pub const QUORUM_NODES_MAX: u64 = 32;
 const SHARED_SECRET_MAX: usize = 64;
 
 const fn flag(name: &'static str, class: Class, default: bool) -> OptionSpec {
-    OptionSpec { name, class, kind: Kind::Bool { default } }
+    OptionSpec {
+        name,
+        class,
+        kind: Kind::Bool { default },
+    }
 }
 
-const fn number(name: &'static str, class: Class, unit: Unit, range: (u64, u64), default: u64) -> OptionSpec {
-    OptionSpec { name, class, kind: Kind::Integer { unit, min: range.0, max: range.1, default } }
+const fn number(
+    name: &'static str,
+    class: Class,
+    unit: Unit,
+    range: (u64, u64),
+    default: u64,
+) -> OptionSpec {
+    OptionSpec {
+        name,
+        class,
+        kind: Kind::Integer {
+            unit,
+            min: range.0,
+            max: range.1,
+            default,
+        },
+    }
 }
 
 const fn choice(
@@ -160,16 +179,28 @@ const fn choice(
     values: &'static [&'static str],
     default: &'static str,
 ) -> OptionSpec {
-    OptionSpec { name, class, kind: Kind::Enum { values, default: Some(default), ignore_case: false } }
+    OptionSpec {
+        name,
+        class,
+        kind: Kind::Enum {
+            values,
+            default: Some(default),
+            ignore_case: false,
+        },
+    }
 }
 
 const fn text(name: &'static str, class: Class, max_len: usize) -> OptionSpec {
-    OptionSpec { name, class, kind: Kind::Text { max_len } }
+    OptionSpec {
+        name,
+        class,
+        kind: Kind::Text { max_len },
+    }
 }
 
 use super::enums as e;
 use Class::{Disk, Global, Net, PeerDevice, Resource, Startup};
-use Unit::{Bytes, Count, Deciseconds, KibPerSecond, Milliseconds, Pages, Sectors, Seconds};
+use Unit::{Bytes, Count, Deciseconds, KibPerSecond, Milliseconds, Pages, Seconds, Sectors};
 
 /// Algorithms tandem implements for `cram-hmac-alg` (peer authentication).
 pub const CRAM_HMAC_ALGORITHMS: &[&str] = &["sha1", "sha256", "sha512"];
@@ -183,12 +214,35 @@ pub static OPTIONS: &[OptionSpec] = &[
     flag("disable-ip-verification", Global, false),
     number("dialog-refresh", Global, Seconds, (0, 600), 1),
     number("minor-count", Global, Count, (1, 255), 32),
-    number("cmd-timeout-short", Global, Seconds, (0, u32::MAX as u64), 5),
-    number("cmd-timeout-medium", Global, Seconds, (0, u32::MAX as u64), 121),
-    number("cmd-timeout-long", Global, Seconds, (0, u32::MAX as u64), 600),
+    number(
+        "cmd-timeout-short",
+        Global,
+        Seconds,
+        (0, u32::MAX as u64),
+        5,
+    ),
+    number(
+        "cmd-timeout-medium",
+        Global,
+        Seconds,
+        (0, u32::MAX as u64),
+        121,
+    ),
+    number(
+        "cmd-timeout-long",
+        Global,
+        Seconds,
+        (0, u32::MAX as u64),
+        600,
+    ),
     // options (resource options)
     text("cpu-mask", Resource, 256),
-    choice("on-no-data-accessible", Resource, e::OnNoDataAccessible::NAMES, "io-error"),
+    choice(
+        "on-no-data-accessible",
+        Resource,
+        e::OnNoDataAccessible::NAMES,
+        "io-error",
+    ),
     flag("auto-promote", Resource, true),
     number("auto-promote-timeout", Resource, Deciseconds, (0, 600), 20),
     number("peer-ack-window", Resource, Sectors, (2048, 204_800), 4096),
@@ -196,15 +250,32 @@ pub static OPTIONS: &[OptionSpec] = &[
     number("twopc-timeout", Resource, Deciseconds, (50, 600), 300),
     number("twopc-retry-timeout", Resource, Deciseconds, (1, 50), 1),
     number("max-io-depth", Resource, Count, (4, u32::MAX as u64), 8000),
-    OptionSpec { name: "quorum", class: Resource, kind: Kind::Quorum },
+    OptionSpec {
+        name: "quorum",
+        class: Resource,
+        kind: Kind::Quorum,
+    },
     choice("on-no-quorum", Resource, e::OnNoQuorum::NAMES, "suspend-io"),
-    OptionSpec { name: "quorum-minimum-redundancy", class: Resource, kind: Kind::Quorum },
-    choice("on-suspended-primary-outdated", Resource, e::OnSuspendedPrimaryOutdated::NAMES, "disconnect"),
+    OptionSpec {
+        name: "quorum-minimum-redundancy",
+        class: Resource,
+        kind: Kind::Quorum,
+    },
+    choice(
+        "on-suspended-primary-outdated",
+        Resource,
+        e::OnSuspendedPrimaryOutdated::NAMES,
+        "disconnect",
+    ),
     // net
     OptionSpec {
         name: "protocol",
         class: Net,
-        kind: Kind::Enum { values: e::Protocol::NAMES, default: Some("C"), ignore_case: true },
+        kind: Kind::Enum {
+            values: e::Protocol::NAMES,
+            default: Some("C"),
+            ignore_case: true,
+        },
     },
     number("timeout", Net, Deciseconds, (1, 600), 60),
     number("max-epoch-size", Net, Count, (1, 20_000), 2048),
@@ -219,7 +290,11 @@ pub static OPTIONS: &[OptionSpec] = &[
     OptionSpec {
         name: "cram-hmac-alg",
         class: Net,
-        kind: Kind::Enum { values: CRAM_HMAC_ALGORITHMS, default: None, ignore_case: false },
+        kind: Kind::Enum {
+            values: CRAM_HMAC_ALGORITHMS,
+            default: None,
+            ignore_case: false,
+        },
     },
     text("shared-secret", Net, SHARED_SECRET_MAX),
     choice("after-sb-0pri", Net, e::AfterSb0Pri::NAMES, "disconnect"),
@@ -252,7 +327,12 @@ pub static OPTIONS: &[OptionSpec] = &[
     flag("disk-drain", Disk, true),
     flag("md-flushes", Disk, true),
     number("disk-timeout", Disk, Deciseconds, (0, 6000), 0),
-    choice("read-balancing", Disk, e::ReadBalancing::NAMES, "prefer-local"),
+    choice(
+        "read-balancing",
+        Disk,
+        e::ReadBalancing::NAMES,
+        "prefer-local",
+    ),
     number("rs-discard-granularity", Disk, Bytes, (0, 1 << 20), 0),
     flag("discard-zeroes-if-aligned", Disk, true),
     flag("disable-write-same", Disk, false),
@@ -264,7 +344,13 @@ pub static OPTIONS: &[OptionSpec] = &[
     number("c-plan-ahead", PeerDevice, Deciseconds, (0, 300), 20),
     number("c-delay-target", PeerDevice, Deciseconds, (1, 100), 10),
     number("c-fill-target", PeerDevice, Sectors, (0, 1 << 20), 100),
-    number("c-max-rate", PeerDevice, KibPerSecond, (0, 4 << 20), 102_400),
+    number(
+        "c-max-rate",
+        PeerDevice,
+        KibPerSecond,
+        (0, 4 << 20),
+        102_400,
+    ),
     number("c-min-rate", PeerDevice, KibPerSecond, (0, 4 << 20), 250),
     flag("bitmap", PeerDevice, true),
     flag("resync-without-replication", PeerDevice, true),
@@ -275,7 +361,11 @@ pub static OPTIONS: &[OptionSpec] = &[
     number("outdated-wfc-timeout", Startup, Seconds, (0, 300_000), 0),
     flag("wait-after-sb", Startup, false),
     flag("stacked-timeouts", Startup, false),
-    OptionSpec { name: "become-primary-on", class: Startup, kind: Kind::Words },
+    OptionSpec {
+        name: "become-primary-on",
+        class: Startup,
+        kind: Kind::Words,
+    },
 ];
 
 /// The table row for `name`, if it is an option.

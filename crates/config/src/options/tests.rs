@@ -10,25 +10,72 @@ use super::value::Value;
 use super::{DiskOptions, Global, NetOptions, PeerDeviceOptions, ResourceOptions, Startup};
 use crate::{parse_str, Config};
 
-/// (option, default, min, max, unit suffix of range errors). Non-numeric options have no
-/// min/max.
-const EXPECTED: &[(&str, &str, Option<(&str, &str)>, &str)] = &[
+/// (option, default, min and max, unit suffix of range errors). Non-numeric options have no
+/// min and max.
+type Expectation = (
+    &'static str,
+    &'static str,
+    Option<(&'static str, &'static str)>,
+    &'static str,
+);
+
+const EXPECTED: &[Expectation] = &[
     ("usage-count", "ask", None, ""),
     ("udev-always-use-vnr", "no", None, ""),
     ("disable-ip-verification", "no", None, ""),
     ("dialog-refresh", "1", Some(("0", "600")), " (seconds)"),
     ("minor-count", "32", Some(("1", "255")), ""),
-    ("cmd-timeout-short", "5", Some(("0", "4294967295")), " (seconds)"),
-    ("cmd-timeout-medium", "121", Some(("0", "4294967295")), " (seconds)"),
-    ("cmd-timeout-long", "600", Some(("0", "4294967295")), " (seconds)"),
+    (
+        "cmd-timeout-short",
+        "5",
+        Some(("0", "4294967295")),
+        " (seconds)",
+    ),
+    (
+        "cmd-timeout-medium",
+        "121",
+        Some(("0", "4294967295")),
+        " (seconds)",
+    ),
+    (
+        "cmd-timeout-long",
+        "600",
+        Some(("0", "4294967295")),
+        " (seconds)",
+    ),
     ("cpu-mask", "unset", None, ""),
     ("on-no-data-accessible", "io-error", None, ""),
     ("auto-promote", "yes", None, ""),
-    ("auto-promote-timeout", "20", Some(("0", "600")), " (1/10 seconds)"),
-    ("peer-ack-window", "4096", Some(("2048", "204800")), " (sectors)"),
-    ("peer-ack-delay", "100", Some(("1", "10000")), " (milliseconds)"),
-    ("twopc-timeout", "300", Some(("50", "600")), " (1/10 seconds)"),
-    ("twopc-retry-timeout", "1", Some(("1", "50")), " (1/10 seconds)"),
+    (
+        "auto-promote-timeout",
+        "20",
+        Some(("0", "600")),
+        " (1/10 seconds)",
+    ),
+    (
+        "peer-ack-window",
+        "4096",
+        Some(("2048", "204800")),
+        " (sectors)",
+    ),
+    (
+        "peer-ack-delay",
+        "100",
+        Some(("1", "10000")),
+        " (milliseconds)",
+    ),
+    (
+        "twopc-timeout",
+        "300",
+        Some(("50", "600")),
+        " (1/10 seconds)",
+    ),
+    (
+        "twopc-retry-timeout",
+        "1",
+        Some(("1", "50")),
+        " (1/10 seconds)",
+    ),
     ("max-io-depth", "8000", Some(("4", "4294967295")), ""),
     ("quorum", "off", None, ""),
     ("on-no-quorum", "suspend-io", None, ""),
@@ -55,13 +102,23 @@ const EXPECTED: &[(&str, &str, Option<(&str, &str)>, &str)] = &[
     ("data-integrity-alg", "unset", None, ""),
     ("tcp-cork", "yes", None, ""),
     ("on-congestion", "block", None, ""),
-    ("congestion-fill", "0", Some(("0", "20971520")), " (sectors)"),
+    (
+        "congestion-fill",
+        "0",
+        Some(("0", "20971520")),
+        " (sectors)",
+    ),
     ("congestion-extents", "1237", Some(("67", "65534")), ""),
     ("csums-alg", "unset", None, ""),
     ("csums-after-crash-only", "no", None, ""),
     ("verify-alg", "unset", None, ""),
     ("use-rle", "yes", None, ""),
-    ("socket-check-timeout", "0", Some(("0", "300")), " (1/10 seconds)"),
+    (
+        "socket-check-timeout",
+        "0",
+        Some(("0", "300")),
+        " (1/10 seconds)",
+    ),
     ("fencing", "dont-care", None, ""),
     ("allow-remote-read", "yes", None, ""),
     ("tls", "no", None, ""),
@@ -77,14 +134,24 @@ const EXPECTED: &[(&str, &str, Option<(&str, &str)>, &str)] = &[
     ("md-flushes", "yes", None, ""),
     ("disk-timeout", "0", Some(("0", "6000")), " (1/10 seconds)"),
     ("read-balancing", "prefer-local", None, ""),
-    ("rs-discard-granularity", "0", Some(("0", "1048576")), " (bytes)"),
+    (
+        "rs-discard-granularity",
+        "0",
+        Some(("0", "1048576")),
+        " (bytes)",
+    ),
     ("discard-zeroes-if-aligned", "yes", None, ""),
     ("disable-write-same", "no", None, ""),
     ("block-size", "512", Some(("512", "4096")), " (bytes)"),
     ("size", "0", Some(("0", "2199023255552")), " (sectors)"),
     ("resync-rate", "250", Some(("1", "8388608")), " (KiB/s)"),
     ("c-plan-ahead", "20", Some(("0", "300")), " (1/10 seconds)"),
-    ("c-delay-target", "10", Some(("1", "100")), " (1/10 seconds)"),
+    (
+        "c-delay-target",
+        "10",
+        Some(("1", "100")),
+        " (1/10 seconds)",
+    ),
     ("c-fill-target", "100", Some(("0", "1048576")), " (sectors)"),
     ("c-max-rate", "102400", Some(("0", "4194304")), " (KiB/s)"),
     ("c-min-rate", "250", Some(("0", "4194304")), " (KiB/s)"),
@@ -93,7 +160,12 @@ const EXPECTED: &[(&str, &str, Option<(&str, &str)>, &str)] = &[
     ("peer-tiebreaker", "yes", None, ""),
     ("wfc-timeout", "0", Some(("0", "300000")), " (seconds)"),
     ("degr-wfc-timeout", "0", Some(("0", "300000")), " (seconds)"),
-    ("outdated-wfc-timeout", "0", Some(("0", "300000")), " (seconds)"),
+    (
+        "outdated-wfc-timeout",
+        "0",
+        Some(("0", "300000")),
+        " (seconds)",
+    ),
     ("wait-after-sb", "no", None, ""),
     ("stacked-timeouts", "no", None, ""),
     ("become-primary-on", "unset", None, ""),
@@ -105,7 +177,11 @@ const HOST: &str = "    on a { volume 0 { device minor 0; disk /dev/x; meta-disk
 /// column where `value` starts.
 fn config_with(name: &str, value: &str) -> (String, usize, usize) {
     let class = super::table::find(name).map_or(Class::Net, |spec| spec.class);
-    let statement = if value.is_empty() { format!("{name};") } else { format!("{name} {value};") };
+    let statement = if value.is_empty() {
+        format!("{name};")
+    } else {
+        format!("{name} {value};")
+    };
     if class == Class::Global {
         let text = format!("global {{\n    {statement}\n}}\nresource r0 {{\n{HOST}}}\n");
         return (text, 2, 6 + name.len());
@@ -130,7 +206,10 @@ fn effective(config: &Config, name: &str) -> String {
         values.extend(resource.peer_device.values());
         values.extend(resource.startup.values());
     }
-    let value = values.into_iter().find(|(spec, _)| spec.name == name).and_then(|(_, value)| value);
+    let value = values
+        .into_iter()
+        .find(|(spec, _)| spec.name == name)
+        .and_then(|(_, value)| value);
     match value {
         None => "unset".to_string(),
         Some(Value::Flag(flag)) => (if flag { "yes" } else { "no" }).to_string(),
@@ -169,16 +248,26 @@ fn min_max_and_one_beyond() {
         check(name, min, min);
         check(name, max, max);
         let above = max.parse::<u64>().map_or(0, |max| max + 1).to_string();
-        check(name, &above, &format!("{{at}}: {name} {above} is out of range {min}..={max}{unit}"));
+        check(
+            name,
+            &above,
+            &format!("{{at}}: {name} {above} is out of range {min}..={max}{unit}"),
+        );
         if let Some(below) = min.parse::<u64>().ok().and_then(|min| min.checked_sub(1)) {
-            check(name, &below.to_string(), &format!("{{at}}: {name} {below} is out of range {min}..={max}{unit}"));
+            check(
+                name,
+                &below.to_string(),
+                &format!("{{at}}: {name} {below} is out of range {min}..={max}{unit}"),
+            );
         }
     }
 }
 
 #[test]
 fn values() {
-    let not_number = |name: &str, value: &str, reason: &str| format!("{{at}}: {name}: '{value}' is not a valid number: {reason}");
+    let not_number = |name: &str, value: &str, reason: &str| {
+        format!("{{at}}: {name}: '{value}' is not a valid number: {reason}")
+    };
     let table: &[(&str, &str, &str)] = &[
         // Suffixes convert into the option's unit (drbd.conf(5): K = 1024, M = 1024 K, G = 1024 M).
         ("c-max-rate", "100M", "102400"),
@@ -298,11 +387,20 @@ fn table_is_consistent() {
     assert_eq!(names.len(), OPTIONS.len(), "option names are unique");
     let expected: Vec<&str> = EXPECTED.iter().map(|(name, ..)| *name).collect();
     let listed: Vec<&str> = OPTIONS.iter().map(|spec| spec.name).collect();
-    assert_eq!(listed, expected, "EXPECTED lists every option in table order");
+    assert_eq!(
+        listed, expected,
+        "EXPECTED lists every option in table order"
+    );
     for spec in OPTIONS {
         match spec.kind {
-            Kind::Integer { min, max, default, .. } => assert!(min <= default && default <= max, "{}", spec.name),
-            Kind::Enum { values, default: Some(default), .. } => assert!(values.contains(&default), "{}", spec.name),
+            Kind::Integer {
+                min, max, default, ..
+            } => assert!(min <= default && default <= max, "{}", spec.name),
+            Kind::Enum {
+                values,
+                default: Some(default),
+                ..
+            } => assert!(values.contains(&default), "{}", spec.name),
             _ => {}
         }
     }
@@ -314,9 +412,15 @@ fn table_is_consistent() {
         PeerDeviceOptions::OPTION_NAMES,
         Startup::OPTION_NAMES,
     ];
-    let mut in_structs: Vec<&str> = structs.iter().flat_map(|names| names.iter().copied()).collect();
+    let mut in_structs: Vec<&str> = structs
+        .iter()
+        .flat_map(|names| names.iter().copied())
+        .collect();
     in_structs.sort_unstable();
-    assert_eq!(in_structs, names, "every option is a field of exactly one struct");
+    assert_eq!(
+        in_structs, names,
+        "every option is a field of exactly one struct"
+    );
     let fits = [
         Global::field_kinds_fit(),
         ResourceOptions::field_kinds_fit(),
@@ -334,18 +438,27 @@ fn table_is_consistent() {
 #[test]
 fn typed_units() {
     use std::time::Duration;
-    let text = "resource r0 {\n    net { ping-int 3; ping-timeout 7; timeout 45; sndbuf-size 1M; }\n    \
+    let text =
+        "resource r0 {\n    net { ping-int 3; ping-timeout 7; timeout 45; sndbuf-size 1M; }\n    \
                 disk { c-max-rate 1G; c-plan-ahead 5; }\n    options { peer-ack-delay 250; }\n";
     let config = parse_str(&format!("{text}{HOST}}}\n"), Path::new("t.res")).unwrap_or_default();
     let resource = config.resource("r0").cloned();
-    let net = resource.as_ref().map(|resource| resource.net.clone()).unwrap_or_default();
+    let net = resource
+        .as_ref()
+        .map(|resource| resource.net.clone())
+        .unwrap_or_default();
     assert_eq!(net.ping_int, Duration::from_secs(3));
     assert_eq!(net.ping_timeout, Duration::from_millis(700));
     assert_eq!(net.timeout, Duration::from_millis(4500));
     assert_eq!(net.sndbuf_size_bytes, 1 << 20);
-    let peer = resource.as_ref().map(|resource| resource.peer_device.clone()).unwrap_or_default();
+    let peer = resource
+        .as_ref()
+        .map(|resource| resource.peer_device.clone())
+        .unwrap_or_default();
     assert_eq!(peer.c_max_rate_kib_per_s, 1 << 20);
     assert_eq!(peer.c_plan_ahead, Duration::from_millis(500));
-    let options = resource.map(|resource| resource.options).unwrap_or_default();
+    let options = resource
+        .map(|resource| resource.options)
+        .unwrap_or_default();
     assert_eq!(options.peer_ack_delay, Duration::from_millis(250));
 }

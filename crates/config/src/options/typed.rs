@@ -8,8 +8,9 @@
 use std::time::Duration;
 
 use super::enums::{
-    AfterSb0Pri, AfterSb1Pri, AfterSb2Pri, Fencing, OnCongestion, OnIoError, OnNoDataAccessible, OnNoQuorum,
-    OnSuspendedPrimaryOutdated, Protocol, Quorum, ReadBalancing, RrConflict, UsageCount,
+    AfterSb0Pri, AfterSb1Pri, AfterSb2Pri, Fencing, OnCongestion, OnIoError, OnNoDataAccessible,
+    OnNoQuorum, OnSuspendedPrimaryOutdated, Protocol, Quorum, ReadBalancing, RrConflict,
+    UsageCount,
 };
 use super::field::OptionField;
 use super::set::OptionSet;

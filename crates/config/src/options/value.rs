@@ -36,7 +36,11 @@ impl OptionSpec {
 }
 
 /// Parses the values of `keyword` according to `spec`.
-pub(crate) fn parse(spec: &OptionSpec, keyword: &Token, args: &[Token]) -> Result<Value, ConfigError> {
+pub(crate) fn parse(
+    spec: &OptionSpec,
+    keyword: &Token,
+    args: &[Token],
+) -> Result<Value, ConfigError> {
     if let (Kind::Bool { .. }, []) = (&spec.kind, args) {
         return Ok(Value::Flag(true));
     }
@@ -44,14 +48,20 @@ pub(crate) fn parse(spec: &OptionSpec, keyword: &Token, args: &[Token]) -> Resul
         if args.is_empty() {
             return Err(arity(spec, keyword, "one or more values"));
         }
-        return Ok(Value::Words(args.iter().map(|token| token.text.clone()).collect()));
+        return Ok(Value::Words(
+            args.iter().map(|token| token.text.clone()).collect(),
+        ));
     }
     let [token] = args else {
         return Err(arity(spec, keyword, "one value"));
     };
     match spec.kind {
         Kind::Bool { .. } => parse_bool(spec, token),
-        Kind::Enum { values, ignore_case, .. } => parse_enum(spec, token, values, ignore_case),
+        Kind::Enum {
+            values,
+            ignore_case,
+            ..
+        } => parse_enum(spec, token, values, ignore_case),
         Kind::Integer { unit, min, max, .. } => parse_integer(spec, token, unit, (min, max)),
         Kind::Text { max_len } => parse_text(spec, token, max_len),
         Kind::Quorum => parse_quorum(spec, token),
@@ -60,7 +70,11 @@ pub(crate) fn parse(spec: &OptionSpec, keyword: &Token, args: &[Token]) -> Resul
 }
 
 fn arity(spec: &OptionSpec, keyword: &Token, expected: &'static str) -> ConfigError {
-    ConfigError::WrongArity { at: keyword.at.clone(), name: spec.name.to_string(), expected }
+    ConfigError::WrongArity {
+        at: keyword.at.clone(),
+        name: spec.name.to_string(),
+        expected,
+    }
 }
 
 fn invalid_value(spec: &OptionSpec, token: &Token) -> ConfigError {
@@ -80,10 +94,17 @@ fn parse_bool(spec: &OptionSpec, token: &Token) -> Result<Value, ConfigError> {
     }
 }
 
-fn parse_enum(spec: &OptionSpec, token: &Token, values: &[&str], ignore_case: bool) -> Result<Value, ConfigError> {
+fn parse_enum(
+    spec: &OptionSpec,
+    token: &Token,
+    values: &[&str],
+    ignore_case: bool,
+) -> Result<Value, ConfigError> {
     let word = token.text.as_str();
     for value in values {
-        let pattern = value.strip_suffix("NAME").filter(|prefix| prefix.ends_with('-'));
+        let pattern = value
+            .strip_suffix("NAME")
+            .filter(|prefix| prefix.ends_with('-'));
         if let Some(prefix) = pattern {
             if word.len() > prefix.len() && word.starts_with(prefix) {
                 return Ok(Value::Text(word.to_string()));
@@ -97,7 +118,11 @@ fn parse_enum(spec: &OptionSpec, token: &Token, values: &[&str], ignore_case: bo
 
 fn parse_text(spec: &OptionSpec, token: &Token, max_len: usize) -> Result<Value, ConfigError> {
     if token.text.chars().count() > max_len {
-        return Err(ConfigError::TooLong { at: token.at.clone(), name: spec.name.to_string(), max_len });
+        return Err(ConfigError::TooLong {
+            at: token.at.clone(),
+            name: spec.name.to_string(),
+            max_len,
+        });
     }
     Ok(Value::Text(token.text.clone()))
 }
@@ -117,7 +142,12 @@ fn parse_quorum(spec: &OptionSpec, token: &Token) -> Result<Value, ConfigError> 
     }
 }
 
-fn parse_integer(spec: &OptionSpec, token: &Token, unit: Unit, range: (u64, u64)) -> Result<Value, ConfigError> {
+fn parse_integer(
+    spec: &OptionSpec,
+    token: &Token,
+    unit: Unit,
+    range: (u64, u64),
+) -> Result<Value, ConfigError> {
     let number_error = |reason: String| ConfigError::InvalidNumber {
         at: token.at.clone(),
         name: spec.name.to_string(),
@@ -148,8 +178,19 @@ pub(crate) fn out_of_range(
         _ => token.text.clone(),
     };
     let label = unit.label();
-    let unit = if label.is_empty() { String::new() } else { format!(" ({label})") };
-    ConfigError::OutOfRange { at: token.at.clone(), name: name.to_string(), value, min: range.0, max: range.1, unit }
+    let unit = if label.is_empty() {
+        String::new()
+    } else {
+        format!(" ({label})")
+    };
+    ConfigError::OutOfRange {
+        at: token.at.clone(),
+        name: name.to_string(),
+        value,
+        min: range.0,
+        max: range.1,
+        unit,
+    }
 }
 
 /// Why a number could not be scaled.
@@ -166,7 +207,9 @@ pub(crate) enum ScaleError {
 /// 102400. Time units take no suffix. A suffix whose result is not a whole number of units is
 /// refused.
 pub(crate) fn scale(text: &str, unit: Unit) -> Result<u64, ScaleError> {
-    let digits_end = text.find(|character: char| !character.is_ascii_digit()).unwrap_or(text.len());
+    let digits_end = text
+        .find(|character: char| !character.is_ascii_digit())
+        .unwrap_or(text.len());
     let (digits, suffix) = text.split_at(digits_end);
     if digits.is_empty() {
         return Err(ScaleError::Invalid("expected decimal digits".to_string()));
@@ -176,18 +219,28 @@ pub(crate) fn scale(text: &str, unit: Unit) -> Result<u64, ScaleError> {
         return Ok(number);
     }
     let Some(unit_bytes) = unit.bytes() else {
-        return Err(ScaleError::Invalid(format!("no unit suffix is allowed for {}", unit.label())));
+        return Err(ScaleError::Invalid(format!(
+            "no unit suffix is allowed for {}",
+            unit.label()
+        )));
     };
     let suffix_bytes: u64 = match suffix {
         "K" | "k" => 1 << 10,
         "M" | "m" => 1 << 20,
         "G" | "g" => 1 << 30,
         "s" | "S" if matches!(unit, Unit::Bytes | Unit::Sectors | Unit::KibPerSecond) => 512,
-        _ => return Err(ScaleError::Invalid(format!("unknown suffix '{suffix}' (use K, M, G or s)"))),
+        _ => {
+            return Err(ScaleError::Invalid(format!(
+                "unknown suffix '{suffix}' (use K, M, G or s)"
+            )))
+        }
     };
     let bytes = number.checked_mul(suffix_bytes).ok_or(ScaleError::TooBig)?;
     if bytes % unit_bytes != 0 {
-        return Err(ScaleError::Invalid(format!("not a whole number of {}", unit.label())));
+        return Err(ScaleError::Invalid(format!(
+            "not a whole number of {}",
+            unit.label()
+        )));
     }
     Ok(bytes / unit_bytes)
 }

@@ -13,7 +13,10 @@ const UNSUPPORTED_FAMILIES: &[&str] = &["ssocks", "sdp", "sci"];
 
 /// Parses `[family] ADDR:PORT` from the start of `tokens`; returns the address and how many
 /// tokens it used. `keyword` is the token before them (for "missing value" errors).
-pub(crate) fn parse_address(tokens: &[Token], keyword: &Token) -> Result<(SocketAddr, usize), ConfigError> {
+pub(crate) fn parse_address(
+    tokens: &[Token],
+    keyword: &Token,
+) -> Result<(SocketAddr, usize), ConfigError> {
     let missing = || ConfigError::WrongArity {
         at: keyword.at.clone(),
         name: keyword.text.clone(),
@@ -22,7 +25,10 @@ pub(crate) fn parse_address(tokens: &[Token], keyword: &Token) -> Result<(Socket
     let first = tokens.first().ok_or_else(missing)?;
     let family = first.text.as_str();
     if UNSUPPORTED_FAMILIES.contains(&family) {
-        return Err(ConfigError::Unsupported { at: first.at.clone(), what: format!("address family '{family}'") });
+        return Err(ConfigError::Unsupported {
+            at: first.at.clone(),
+            what: format!("address family '{family}'"),
+        });
     }
     if family == "ipv4" || family == "ipv6" {
         let address_token = tokens.get(1).ok_or_else(missing)?;
@@ -37,10 +43,12 @@ pub(crate) fn parse_address(tokens: &[Token], keyword: &Token) -> Result<(Socket
 
 /// Parses `ADDR:PORT` (IPv6 in brackets).
 fn socket_address(token: &Token) -> Result<SocketAddr, ConfigError> {
-    let address: SocketAddr = token
-        .text
-        .parse()
-        .map_err(|_| invalid(token, "expected ADDRESS:PORT, e.g. 10.0.0.1:7789 or [fd00::1]:7789".to_string()))?;
+    let address: SocketAddr = token.text.parse().map_err(|_| {
+        invalid(
+            token,
+            "expected ADDRESS:PORT, e.g. 10.0.0.1:7789 or [fd00::1]:7789".to_string(),
+        )
+    })?;
     check_port(token, address.port())?;
     Ok(address)
 }
@@ -53,7 +61,11 @@ fn check_port(token: &Token, port: u16) -> Result<(), ConfigError> {
 }
 
 fn invalid(token: &Token, reason: String) -> ConfigError {
-    ConfigError::InvalidAddress { at: token.at.clone(), value: token.text.clone(), reason }
+    ConfigError::InvalidAddress {
+        at: token.at.clone(),
+        value: token.text.clone(),
+        reason,
+    }
 }
 
 /// Parses a port number 1..=65535.

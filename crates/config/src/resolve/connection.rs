@@ -74,9 +74,16 @@ pub(crate) fn parse_connection(node: &Node) -> Result<ConnectionDecl, ConfigErro
     for statement in body {
         match (statement.name(), statement.body.is_some()) {
             ("host", false) => decl.hosts.push(parse_host_line(statement)?),
-            ("path", true) => decl.paths.push((parse_path(statement)?, statement.at().clone())),
+            ("path", true) => decl
+                .paths
+                .push((parse_path(statement)?, statement.at().clone())),
             ("net", true) => add_all(&mut decl.net, statement, &[Class::Net], "connection net")?,
-            ("disk", true) => add_all(&mut decl.disk, statement, &[Class::PeerDevice], "connection disk")?,
+            ("disk", true) => add_all(
+                &mut decl.disk,
+                statement,
+                &[Class::PeerDevice],
+                "connection disk",
+            )?,
             ("volume", true) => parse_connection_volume(&mut decl, statement)?,
             _ => return Err(unknown_keyword(statement, "connection section")),
         }
@@ -100,13 +107,25 @@ fn parse_connection_volume(decl: &mut ConnectionDecl, node: &Node) -> Result<(),
     let mut options = OptionSet::default();
     for statement in section_body(node, 1)? {
         if statement.name() != "disk" || statement.body.is_none() {
-            return Err(unknown_keyword(statement, &format!("connection volume {number}")));
+            return Err(unknown_keyword(
+                statement,
+                &format!("connection volume {number}"),
+            ));
         }
-        add_all(&mut options, statement, &[Class::PeerDevice], "connection volume disk")?;
+        add_all(
+            &mut options,
+            statement,
+            &[Class::PeerDevice],
+            "connection volume disk",
+        )?;
     }
     if let Some((_, first)) = decl.volumes.get(&number) {
         let what = format!("volume {number}");
-        return Err(ConfigError::Duplicate { at: node.at().clone(), what, first: first.clone() });
+        return Err(ConfigError::Duplicate {
+            at: node.at().clone(),
+            what,
+            first: first.clone(),
+        });
     }
     decl.volumes.insert(number, (options, node.at().clone()));
     Ok(())
@@ -116,9 +135,18 @@ fn parse_connection_volume(decl: &mut ConnectionDecl, node: &Node) -> Result<(),
 fn parse_host_line(node: &Node) -> Result<HostLine, ConfigError> {
     let Some((name, mut rest)) = node.args.split_first() else {
         let expected = "a host name, then optionally 'address ADDR:PORT' or 'port P'";
-        return Err(ConfigError::WrongArity { at: node.at().clone(), name: "host".to_string(), expected });
+        return Err(ConfigError::WrongArity {
+            at: node.at().clone(),
+            name: "host".to_string(),
+            expected,
+        });
     };
-    let mut line = HostLine { name: name.text.clone(), at: name.at.clone(), address: None, port: None };
+    let mut line = HostLine {
+        name: name.text.clone(),
+        at: name.at.clone(),
+        address: None,
+        port: None,
+    };
     while let Some((keyword, after)) = rest.split_first() {
         match keyword.text.as_str() {
             "address" if line.address.is_none() => {
@@ -135,8 +163,19 @@ fn parse_host_line(node: &Node) -> Result<HostLine, ConfigError> {
                 line.port = Some(parse_port(port)?);
                 rest = after.get(1..).unwrap_or_default();
             }
-            "via" => return Err(ConfigError::Unsupported { at: keyword.at.clone(), what: "DRBD Proxy ('via')".to_string() }),
-            _ => return Err(ConfigError::Unexpected { at: keyword.at.clone(), expected: "'address', 'port' or ';'", found: keyword.describe() }),
+            "via" => {
+                return Err(ConfigError::Unsupported {
+                    at: keyword.at.clone(),
+                    what: "DRBD Proxy ('via')".to_string(),
+                })
+            }
+            _ => {
+                return Err(ConfigError::Unexpected {
+                    at: keyword.at.clone(),
+                    expected: "'address', 'port' or ';'",
+                    found: keyword.describe(),
+                })
+            }
         }
     }
     Ok(line)
@@ -144,14 +183,26 @@ fn parse_host_line(node: &Node) -> Result<HostLine, ConfigError> {
 
 /// Parses `connection-mesh { hosts A B ...; net { } }`.
 pub(crate) fn parse_mesh(node: &Node) -> Result<MeshDecl, ConfigError> {
-    let mut decl = MeshDecl { at: node.at().clone(), hosts: Vec::new(), net: OptionSet::default() };
+    let mut decl = MeshDecl {
+        at: node.at().clone(),
+        hosts: Vec::new(),
+        net: OptionSet::default(),
+    };
     for statement in section_body(node, 0)? {
         match (statement.name(), statement.body.is_some()) {
             ("hosts", false) => {
-                let names = statement.args.iter().map(|token| (token.text.clone(), token.at.clone()));
+                let names = statement
+                    .args
+                    .iter()
+                    .map(|token| (token.text.clone(), token.at.clone()));
                 decl.hosts.extend(names);
             }
-            ("net", true) => add_all(&mut decl.net, statement, &[Class::Net], "connection-mesh net")?,
+            ("net", true) => add_all(
+                &mut decl.net,
+                statement,
+                &[Class::Net],
+                "connection-mesh net",
+            )?,
             _ => return Err(unknown_keyword(statement, "connection-mesh section")),
         }
     }
@@ -180,7 +231,10 @@ struct Layers<'a> {
 }
 
 /// Expands all link declarations (or the implicit link) into connections.
-pub(crate) fn build_links(links: &[LinkDecl], context: &LinkContext<'_>) -> Result<Vec<Connection>, ConfigError> {
+pub(crate) fn build_links(
+    links: &[LinkDecl],
+    context: &LinkContext<'_>,
+) -> Result<Vec<Connection>, ConfigError> {
     let mut connections = Vec::new();
     let mut pairs: BTreeMap<(String, String), Location> = BTreeMap::new();
     for link in links {
@@ -190,65 +244,113 @@ pub(crate) fn build_links(links: &[LinkDecl], context: &LinkContext<'_>) -> Resu
         };
         for (connection, at) in built {
             let [first, second] = connection.hosts.clone();
-            let key = if first <= second { (first, second) } else { (second, first) };
+            let key = if first <= second {
+                (first, second)
+            } else {
+                (second, first)
+            };
             if let Some(first_at) = pairs.insert(key.clone(), at.clone()) {
                 let what = format!("connection between '{}' and '{}'", key.0, key.1);
-                return Err(ConfigError::Duplicate { at, what, first: first_at });
+                return Err(ConfigError::Duplicate {
+                    at,
+                    what,
+                    first: first_at,
+                });
             }
             connections.push(connection);
         }
     }
     if let ([first, second], true) = (context.hosts, links.is_empty()) {
-        let paths = vec![[default_address(first, context.at)?, default_address(second, context.at)?]];
-        let layers = Layers { net: None, disk: None, volumes: None };
+        let paths = vec![[
+            default_address(first, context.at)?,
+            default_address(second, context.at)?,
+        ]];
+        let layers = Layers {
+            net: None,
+            disk: None,
+            volumes: None,
+        };
         connections.push(build(context, None, [first, second], paths, &layers)?);
     }
     Ok(connections)
 }
 
 fn host<'a>(context: &LinkContext<'a>, name: &str, at: &Location) -> Result<&'a Host, ConfigError> {
-    context.hosts.iter().find(|host| host.name == name).ok_or_else(|| ConfigError::UnknownHost {
-        at: at.clone(),
-        name: name.to_string(),
-        resource: context.resource.to_string(),
-    })
+    context
+        .hosts
+        .iter()
+        .find(|host| host.name == name)
+        .ok_or_else(|| ConfigError::UnknownHost {
+            at: at.clone(),
+            name: name.to_string(),
+            resource: context.resource.to_string(),
+        })
 }
 
 fn default_address(host: &Host, at: &Location) -> Result<SocketAddr, ConfigError> {
-    host.address.ok_or_else(|| ConfigError::invalid(at, format!("host '{}' has no address", host.name)))
+    host.address
+        .ok_or_else(|| ConfigError::invalid(at, format!("host '{}' has no address", host.name)))
 }
 
 fn explicit(decl: &ConnectionDecl, context: &LinkContext<'_>) -> Result<Connection, ConfigError> {
     let paths: Vec<(&[HostLine], &Location)> = if decl.paths.is_empty() {
         vec![(decl.hosts.as_slice(), &decl.at)]
     } else if decl.hosts.is_empty() {
-        decl.paths.iter().map(|(lines, at)| (lines.as_slice(), at)).collect()
+        decl.paths
+            .iter()
+            .map(|(lines, at)| (lines.as_slice(), at))
+            .collect()
     } else {
-        return Err(ConfigError::invalid(&decl.at, "a connection has either two host statements or path sections"));
+        return Err(ConfigError::invalid(
+            &decl.at,
+            "a connection has either two host statements or path sections",
+        ));
     };
     let mut pair: Option<[&Host; 2]> = None;
     let mut addresses = Vec::with_capacity(paths.len());
     for (lines, at) in paths {
         let [first, second] = lines else {
-            return Err(ConfigError::invalid(at, "a connection or path needs exactly two host statements"));
+            return Err(ConfigError::invalid(
+                at,
+                "a connection or path needs exactly two host statements",
+            ));
         };
-        let ends = [host(context, &first.name, &first.at)?, host(context, &second.name, &second.at)?];
+        let ends = [
+            host(context, &first.name, &first.at)?,
+            host(context, &second.name, &second.at)?,
+        ];
         if ends[0].name == ends[1].name {
-            return Err(ConfigError::invalid(&second.at, "a connection needs two different hosts"));
+            return Err(ConfigError::invalid(
+                &second.at,
+                "a connection needs two different hosts",
+            ));
         }
-        let mut path = [line_address(first, ends[0])?, line_address(second, ends[1])?];
+        let mut path = [
+            line_address(first, ends[0])?,
+            line_address(second, ends[1])?,
+        ];
         let expected = *pair.get_or_insert(ends);
         if expected[0].name == ends[1].name && expected[1].name == ends[0].name {
             path.swap(0, 1);
         } else if expected[0].name != ends[0].name || expected[1].name != ends[1].name {
-            return Err(ConfigError::invalid(at, "all paths of a connection must join the same two hosts"));
+            return Err(ConfigError::invalid(
+                at,
+                "all paths of a connection must join the same two hosts",
+            ));
         }
         addresses.push(path);
     }
     let Some(ends) = pair else {
-        return Err(ConfigError::invalid(&decl.at, "a connection needs two host statements"));
+        return Err(ConfigError::invalid(
+            &decl.at,
+            "a connection needs two host statements",
+        ));
     };
-    let layers = Layers { net: Some(&decl.net), disk: Some(&decl.disk), volumes: Some(&decl.volumes) };
+    let layers = Layers {
+        net: Some(&decl.net),
+        disk: Some(&decl.disk),
+        volumes: Some(&decl.volumes),
+    };
     build(context, decl.name.clone(), ends, addresses, &layers)
 }
 
@@ -257,7 +359,10 @@ fn line_address(line: &HostLine, host: &Host) -> Result<SocketAddr, ConfigError>
         return Ok(address);
     }
     let mut address = host.address.ok_or_else(|| {
-        let message = format!("no address for host '{}': give one here or in its on section", host.name);
+        let message = format!(
+            "no address for host '{}': give one here or in its on section",
+            host.name
+        );
         ConfigError::invalid(&line.at, message)
     })?;
     if let Some(port) = line.port {
@@ -266,19 +371,35 @@ fn line_address(line: &HostLine, host: &Host) -> Result<SocketAddr, ConfigError>
     Ok(address)
 }
 
-fn mesh(decl: &MeshDecl, context: &LinkContext<'_>) -> Result<Vec<(Connection, Location)>, ConfigError> {
+fn mesh(
+    decl: &MeshDecl,
+    context: &LinkContext<'_>,
+) -> Result<Vec<(Connection, Location)>, ConfigError> {
     if decl.hosts.len() < 2 {
-        return Err(ConfigError::invalid(&decl.at, "a connection-mesh needs a 'hosts' statement with two or more hosts"));
+        return Err(ConfigError::invalid(
+            &decl.at,
+            "a connection-mesh needs a 'hosts' statement with two or more hosts",
+        ));
     }
     let mut hosts = Vec::with_capacity(decl.hosts.len());
     for (name, at) in &decl.hosts {
         let found = host(context, name, at)?;
-        if hosts.iter().any(|(known, _): &(&Host, SocketAddr)| known.name == *name) {
-            return Err(ConfigError::invalid(at, format!("host '{name}' is listed twice in the mesh")));
+        if hosts
+            .iter()
+            .any(|(known, _): &(&Host, SocketAddr)| known.name == *name)
+        {
+            return Err(ConfigError::invalid(
+                at,
+                format!("host '{name}' is listed twice in the mesh"),
+            ));
         }
         hosts.push((found, default_address(found, at)?));
     }
-    let layers = Layers { net: Some(&decl.net), disk: None, volumes: None };
+    let layers = Layers {
+        net: Some(&decl.net),
+        disk: None,
+        volumes: None,
+    };
     let mut connections = Vec::new();
     for (index, (first, first_address)) in hosts.iter().enumerate() {
         for (second, second_address) in hosts.iter().skip(index + 1) {
@@ -300,11 +421,20 @@ fn build(
     let net = OptionSet::layered(&[context.net, layers.net.unwrap_or(&OptionSet::default())]);
     let connection_disk = layers.disk.cloned().unwrap_or_default();
     let peer_device = OptionSet::layered(&[context.disk, &connection_disk]);
-    let numbers: BTreeSet<u16> = ends.iter().flat_map(|host| host.volumes.iter().map(|volume| volume.number)).collect();
+    let numbers: BTreeSet<u16> = ends
+        .iter()
+        .flat_map(|host| host.volumes.iter().map(|volume| volume.number))
+        .collect();
     let empty = BTreeMap::new();
     let own_volumes = layers.volumes.unwrap_or(&empty);
-    if let Some((number, (_, at))) = own_volumes.iter().find(|(number, _)| !numbers.contains(number)) {
-        return Err(ConfigError::invalid(at, format!("volume {number} is not a volume of these hosts")));
+    if let Some((number, (_, at))) = own_volumes
+        .iter()
+        .find(|(number, _)| !numbers.contains(number))
+    {
+        return Err(ConfigError::invalid(
+            at,
+            format!("volume {number} is not a volume of these hosts"),
+        ));
     }
     let volumes = numbers
         .into_iter()
@@ -315,7 +445,10 @@ fn build(
             stack.extend(shared);
             stack.push(&connection_disk);
             stack.extend(own);
-            PeerVolume { number, peer_device: PeerDeviceOptions::from_set(&OptionSet::layered(&stack)) }
+            PeerVolume {
+                number,
+                peer_device: PeerDeviceOptions::from_set(&OptionSet::layered(&stack)),
+            }
         })
         .collect();
     Ok(Connection {

@@ -46,7 +46,11 @@ pub(crate) fn parse_host(node: &Node) -> Result<HostDecl, ConfigError> {
         expected: "one host name",
     })?;
     if name_token.text.is_empty() {
-        return Err(ConfigError::InvalidName { at: name_token.at.clone(), kind: "host", name: String::new() });
+        return Err(ConfigError::InvalidName {
+            at: name_token.at.clone(),
+            kind: "host",
+            name: String::new(),
+        });
     }
     let mut host = HostDecl {
         name: name_token.text.clone(),
@@ -100,7 +104,12 @@ impl HostDecl {
             }
             "volume" => insert_volume(&mut self.volumes, parse_volume(node, &[Class::Disk])?)?,
             "disk" => add_all(&mut self.disk, node, &[Class::Disk], "on disk")?,
-            _ => return Err(unknown_keyword(node, &format!("on section '{}'", self.name))),
+            _ => {
+                return Err(unknown_keyword(
+                    node,
+                    &format!("on section '{}'", self.name),
+                ))
+            }
         }
         Ok(())
     }
@@ -108,10 +117,17 @@ impl HostDecl {
     fn address_statement(&self, node: &Node) -> Result<SocketAddr, ConfigError> {
         let (address, used) = parse_address(&node.args, &node.keyword)?;
         if let Some(extra) = node.args.get(used) {
-            return Err(ConfigError::Unexpected { at: extra.at.clone(), expected: "';'", found: extra.describe() });
+            return Err(ConfigError::Unexpected {
+                at: extra.at.clone(),
+                expected: "';'",
+                found: extra.describe(),
+            });
         }
         if node.body.is_some() {
-            return Err(unknown_keyword(node, &format!("on section '{}'", self.name)));
+            return Err(unknown_keyword(
+                node,
+                &format!("on section '{}'", self.name),
+            ));
         }
         Ok(address)
     }
@@ -126,10 +142,22 @@ pub(crate) struct Inherited<'a> {
 }
 
 /// Builds the effective host from its declaration and node id.
-pub(crate) fn build_host(decl: &HostDecl, node_id: u8, inherited: &Inherited<'_>) -> Result<Host, ConfigError> {
-    let numbers: BTreeSet<u16> = inherited.volumes.keys().chain(decl.volumes.keys()).copied().collect();
+pub(crate) fn build_host(
+    decl: &HostDecl,
+    node_id: u8,
+    inherited: &Inherited<'_>,
+) -> Result<Host, ConfigError> {
+    let numbers: BTreeSet<u16> = inherited
+        .volumes
+        .keys()
+        .chain(decl.volumes.keys())
+        .copied()
+        .collect();
     if numbers.is_empty() {
-        return Err(ConfigError::invalid(&decl.at, format!("host '{}' has no volumes", decl.name)));
+        return Err(ConfigError::invalid(
+            &decl.at,
+            format!("host '{}' has no volumes", decl.name),
+        ));
     }
     let mut volumes = Vec::with_capacity(numbers.len());
     for number in numbers {
@@ -155,20 +183,43 @@ fn build_volume(
     layers: [Option<&VolumeDecl>; 2],
     inherited_disk: &OptionSet,
 ) -> Result<Volume, ConfigError> {
-    let at = layers.iter().flatten().last().map_or(&host.at, |decl| &decl.at);
-    let pick = |field: fn(&VolumeDecl) -> bool| layers.iter().rev().flatten().find(|decl| field(decl)).copied();
-    let device = pick(|decl| decl.device.is_some()).and_then(|decl| decl.device.as_ref()).map(|(device, _)| device);
-    let disk = pick(|decl| decl.disk.is_some()).and_then(|decl| decl.disk.as_ref()).map(|(disk, _)| disk);
-    let meta = pick(|decl| decl.meta_disk.is_some()).and_then(|decl| decl.meta_disk.as_ref()).map(|(meta, _)| meta);
+    let at = layers
+        .iter()
+        .flatten()
+        .last()
+        .map_or(&host.at, |decl| &decl.at);
+    let pick = |field: fn(&VolumeDecl) -> bool| {
+        layers
+            .iter()
+            .rev()
+            .flatten()
+            .find(|decl| field(decl))
+            .copied()
+    };
+    let device = pick(|decl| decl.device.is_some())
+        .and_then(|decl| decl.device.as_ref())
+        .map(|(device, _)| device);
+    let disk = pick(|decl| decl.disk.is_some())
+        .and_then(|decl| decl.disk.as_ref())
+        .map(|(disk, _)| disk);
+    let meta = pick(|decl| decl.meta_disk.is_some())
+        .and_then(|decl| decl.meta_disk.as_ref())
+        .map(|(meta, _)| meta);
     let Some(disk) = disk else {
-        let message = format!("volume {number} of host '{}' has no disk (write 'disk none;' for diskless)", host.name);
+        let message = format!(
+            "volume {number} of host '{}' has no disk (write 'disk none;' for diskless)",
+            host.name
+        );
         return Err(ConfigError::invalid(at, message));
     };
     let meta_disk = match (disk, meta) {
         (None, _) => MetaDisk::Internal,
         (Some(_), Some(meta)) => meta.clone(),
         (Some(_), None) => {
-            let message = format!("volume {number} of host '{}' has a disk but no meta-disk", host.name);
+            let message = format!(
+                "volume {number} of host '{}' has a disk but no meta-disk",
+                host.name
+            );
             return Err(ConfigError::invalid(at, message));
         }
     };

@@ -31,7 +31,10 @@ struct ResourceDecl {
 }
 
 /// Resolves `resource NAME { }` with `common` inherited; also returns its explicit settings.
-pub(crate) fn resolve(node: &Node, common: &Sections) -> Result<(Resource, Vec<SettingRef>), ConfigError> {
+pub(crate) fn resolve(
+    node: &Node,
+    common: &Sections,
+) -> Result<(Resource, Vec<SettingRef>), ConfigError> {
     let decl = parse(node)?;
     let net = OptionSet::layered(&[&common.net, &decl.sections.net]);
     let disk = OptionSet::layered(&[&common.disk, &decl.sections.disk]);
@@ -47,12 +50,18 @@ pub(crate) fn resolve(node: &Node, common: &Sections) -> Result<(Resource, Vec<S
     let connections = build_links(&decl.links, &context)?;
     let resource = Resource {
         name: decl.name.clone(),
-        options: ResourceOptions::from_set(&OptionSet::layered(&[&common.options, &decl.sections.options])),
+        options: ResourceOptions::from_set(&OptionSet::layered(&[
+            &common.options,
+            &decl.sections.options,
+        ])),
         net: NetOptions::from_set(&net),
         disk: DiskOptions::from_set(&disk),
         peer_device: PeerDeviceOptions::from_set(&disk),
         handlers: HandlerSet::layered(&[&common.handlers, &decl.sections.handlers]),
-        startup: Startup::from_set(&OptionSet::layered(&[&common.startup, &decl.sections.startup])),
+        startup: Startup::from_set(&OptionSet::layered(&[
+            &common.startup,
+            &decl.sections.startup,
+        ])),
         hosts,
         connections,
     };
@@ -66,10 +75,15 @@ fn parse(node: &Node) -> Result<ResourceDecl, ConfigError> {
         name: "resource".to_string(),
         expected: "a resource name",
     })?;
-    let valid = |character: char| character.is_ascii_alphanumeric() || matches!(character, '_' | '.' | '-');
+    let valid =
+        |character: char| character.is_ascii_alphanumeric() || matches!(character, '_' | '.' | '-');
     if name_token.text.is_empty() || !name_token.text.chars().all(valid) {
         let name = name_token.text.clone();
-        return Err(ConfigError::InvalidName { at: name_token.at.clone(), kind: "resource", name });
+        return Err(ConfigError::InvalidName {
+            at: name_token.at.clone(),
+            kind: "resource",
+            name,
+        });
     }
     let mut decl = ResourceDecl {
         name: name_token.text.clone(),
@@ -94,20 +108,32 @@ fn parse(node: &Node) -> Result<ResourceDecl, ConfigError> {
 impl ResourceDecl {
     fn statement(&mut self, node: &Node) -> Result<(), ConfigError> {
         match node.name() {
-            "volume" => insert_volume(&mut self.volumes, parse_volume(node, &[Class::Disk, Class::PeerDevice])?)?,
+            "volume" => insert_volume(
+                &mut self.volumes,
+                parse_volume(node, &[Class::Disk, Class::PeerDevice])?,
+            )?,
             "on" => {
                 let host = parse_host(node)?;
                 if let Some(first) = self.hosts.iter().find(|known| known.name == host.name) {
                     let what = format!("host '{}'", host.name);
-                    return Err(ConfigError::Duplicate { at: host.at.clone(), what, first: first.at.clone() });
+                    return Err(ConfigError::Duplicate {
+                        at: host.at.clone(),
+                        what,
+                        first: first.at.clone(),
+                    });
                 }
                 self.hosts.push(host);
             }
-            "connection" => self.links.push(LinkDecl::Connection(parse_connection(node)?)),
+            "connection" => self
+                .links
+                .push(LinkDecl::Connection(parse_connection(node)?)),
             "connection-mesh" => self.links.push(LinkDecl::Mesh(parse_mesh(node)?)),
             "floating" | "stacked-on-top-of" | "proxy" => {
                 let what = format!("'{}' section", node.name());
-                return Err(ConfigError::Unsupported { at: node.at().clone(), what });
+                return Err(ConfigError::Unsupported {
+                    at: node.at().clone(),
+                    what,
+                });
             }
             _ => return Err(unknown_keyword(node, &format!("resource '{}'", self.name))),
         }
@@ -117,11 +143,21 @@ impl ResourceDecl {
 
 fn build_hosts(decl: &ResourceDecl, disk: &OptionSet) -> Result<Vec<Host>, ConfigError> {
     if decl.hosts.is_empty() {
-        return Err(ConfigError::invalid(&decl.at, format!("resource '{}' has no on sections", decl.name)));
+        return Err(ConfigError::invalid(
+            &decl.at,
+            format!("resource '{}' has no on sections", decl.name),
+        ));
     }
     let ids = node_ids(decl)?;
-    let inherited = Inherited { volumes: &decl.volumes, disk };
-    decl.hosts.iter().zip(ids).map(|(host, id)| build_host(host, id, &inherited)).collect()
+    let inherited = Inherited {
+        volumes: &decl.volumes,
+        disk,
+    };
+    decl.hosts
+        .iter()
+        .zip(ids)
+        .map(|(host, id)| build_host(host, id, &inherited))
+        .collect()
 }
 
 fn node_ids(decl: &ResourceDecl) -> Result<Vec<u8>, ConfigError> {
@@ -133,11 +169,18 @@ fn node_ids(decl: &ResourceDecl) -> Result<Vec<u8>, ConfigError> {
     let mut ids = Vec::with_capacity(decl.hosts.len());
     for host in &decl.hosts {
         let Some((id, at)) = &host.node_id else {
-            return Err(ConfigError::invalid(&host.at, format!("host '{}' has no node-id", host.name)));
+            return Err(ConfigError::invalid(
+                &host.at,
+                format!("host '{}' has no node-id", host.name),
+            ));
         };
         if let Some(first) = seen.insert(*id, at) {
             let what = format!("node-id {id}");
-            return Err(ConfigError::Duplicate { at: at.clone(), what, first: first.clone() });
+            return Err(ConfigError::Duplicate {
+                at: at.clone(),
+                what,
+                first: first.clone(),
+            });
         }
         ids.push(*id);
     }
@@ -169,11 +212,20 @@ fn origins(decl: &ResourceDecl, common: &Sections) -> Vec<SettingRef> {
     let mut add = |section: SectionKind, option: &str, at: &Location| {
         if seen.insert(option.to_string()) {
             let resource = Some(decl.name.clone());
-            settings.push(SettingRef { resource, section, option: option.to_string(), at: at.clone() });
+            settings.push(SettingRef {
+                resource,
+                section,
+                option: option.to_string(),
+                at: at.clone(),
+            });
         }
     };
     for setting in sets.iter().flat_map(|set| set.settings()) {
-        add(section_kind(setting.spec.class), setting.spec.name, &setting.at);
+        add(
+            section_kind(setting.spec.class),
+            setting.spec.name,
+            &setting.at,
+        );
     }
     for (name, (_, at)) in common.handlers.0.iter().chain(&decl.sections.handlers.0) {
         add(SectionKind::Handlers, name, at);

@@ -7,9 +7,9 @@
 use std::collections::BTreeMap;
 
 use crate::error::{ConfigError, Location};
+use crate::options::add_setting;
 use crate::options::set::OptionSet;
 use crate::options::table::Class;
-use crate::options::add_setting;
 use crate::syntax::Node;
 
 use super::{section_body, unknown_keyword};
@@ -35,14 +35,25 @@ impl HandlerSet {
             ([command], None) => command,
             _ => {
                 let name = node.name().to_string();
-                return Err(ConfigError::WrongArity { at: node.at().clone(), name, expected: "one command string" });
+                return Err(ConfigError::WrongArity {
+                    at: node.at().clone(),
+                    name,
+                    expected: "one command string",
+                });
             }
         };
         if let Some((_, first)) = self.0.get(node.name()) {
             let what = format!("handler '{}'", node.name());
-            return Err(ConfigError::Duplicate { at: node.at().clone(), what, first: first.clone() });
+            return Err(ConfigError::Duplicate {
+                at: node.at().clone(),
+                what,
+                first: first.clone(),
+            });
         }
-        self.0.insert(node.name().to_string(), (command.text.clone(), node.at().clone()));
+        self.0.insert(
+            node.name().to_string(),
+            (command.text.clone(), node.at().clone()),
+        );
         Ok(())
     }
 }
@@ -76,7 +87,9 @@ impl Sections {
         let (set, classes, name): (&mut OptionSet, &[Class], &'static str) = match node.name() {
             "options" => (&mut self.options, &[Class::Resource], "options"),
             "net" => (&mut self.net, &[Class::Net], "net"),
-            "disk" if node.body.is_some() => (&mut self.disk, &[Class::Disk, Class::PeerDevice], "disk"),
+            "disk" if node.body.is_some() => {
+                (&mut self.disk, &[Class::Disk, Class::PeerDevice], "disk")
+            }
             "startup" => (&mut self.startup, &[Class::Startup], "startup"),
             "handlers" => {
                 for handler in section_body(node, 0)? {

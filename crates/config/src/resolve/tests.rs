@@ -5,45 +5,81 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use crate::model::{Config, MetaDisk};
+use crate::model::{Config, Connection, Host, MetaDisk};
 use crate::parse_str;
 
 /// A compact rendering of what the daemon sees.
 fn summary(config: &Config) -> String {
     let mut out = String::new();
     for resource in &config.resources {
-        let _ = writeln!(out, "resource {} ping-int={:?}", resource.name, resource.net.ping_int);
+        let ping_int = resource.net.ping_int;
+        let _ = writeln!(out, "resource {} ping-int={ping_int:?}", resource.name);
         for host in &resource.hosts {
-            let address = host.address.map_or("-".to_string(), |address| address.to_string());
-            let nbd = host.nbd_address.map_or("-".to_string(), |address| address.to_string());
-            let _ = write!(out, "  on {} id={} addr={address} nbd={nbd}", host.name, host.node_id);
-            for volume in &host.volumes {
-                let device = volume.device.clone().unwrap_or_else(|| "-".to_string());
-                let minor = volume.minor.map_or("-".to_string(), |minor| minor.to_string());
-                let disk = volume.disk.as_ref().map_or("none".to_string(), |disk| disk.display().to_string());
-                let meta = match &volume.meta_disk {
-                    MetaDisk::Internal => "internal".to_string(),
-                    MetaDisk::External { path, index: None } => path.display().to_string(),
-                    MetaDisk::External { path, index: Some(index) } => format!("{}[{index}]", path.display()),
-                };
-                let al = volume.disk_options.al_extents;
-                let _ = write!(out, " v{}={device}({minor}):{disk}:{meta}:al={al}", volume.number);
-            }
-            out.push('\n');
+            out.push_str(&host_line(host));
         }
         for connection in &resource.connections {
-            let name = connection.name.clone().map_or(String::new(), |name| format!(" '{name}'"));
-            let paths: Vec<String> = connection.paths.iter().map(|[a, b]| format!("{a}>{b}")).collect();
-            let _ = write!(out, "  conn{name} {}-{} {}", connection.hosts[0], connection.hosts[1], paths.join(","));
-            let _ = write!(out, " proto={} ping-int={:?}", connection.net.protocol, connection.net.ping_int);
-            let _ = write!(out, " c-max-rate={}", connection.peer_device.c_max_rate_kib_per_s);
-            for volume in &connection.volumes {
-                let _ = write!(out, " v{}:c-max-rate={}", volume.number, volume.peer_device.c_max_rate_kib_per_s);
-            }
-            out.push('\n');
+            out.push_str(&connection_line(connection));
         }
     }
     out
+}
+
+fn host_line(host: &Host) -> String {
+    let dash = || "-".to_string();
+    let address = host
+        .address
+        .map_or_else(dash, |address| address.to_string());
+    let nbd = host
+        .nbd_address
+        .map_or_else(dash, |address| address.to_string());
+    let mut out = format!(
+        "  on {} id={} addr={address} nbd={nbd}",
+        host.name, host.node_id
+    );
+    for volume in &host.volumes {
+        let device = volume.device.clone().unwrap_or_else(dash);
+        let minor = volume.minor.map_or_else(dash, |minor| minor.to_string());
+        let disk = volume.disk.as_ref();
+        let disk = disk.map_or("none".to_string(), |disk| disk.display().to_string());
+        let meta = match &volume.meta_disk {
+            MetaDisk::Internal => "internal".to_string(),
+            MetaDisk::External { path, index: None } => path.display().to_string(),
+            MetaDisk::External {
+                path,
+                index: Some(index),
+            } => {
+                format!("{}[{index}]", path.display())
+            }
+        };
+        let al = volume.disk_options.al_extents;
+        let number = volume.number;
+        let _ = write!(out, " v{number}={device}({minor}):{disk}:{meta}:al={al}");
+    }
+    out + "\n"
+}
+
+fn connection_line(connection: &Connection) -> String {
+    let name = connection.name.as_ref();
+    let name = name.map_or(String::new(), |name| format!(" '{name}'"));
+    let paths: Vec<String> = connection
+        .paths
+        .iter()
+        .map(|[a, b]| format!("{a}>{b}"))
+        .collect();
+    let [first, second] = &connection.hosts;
+    let mut out = format!("  conn{name} {first}-{second} {}", paths.join(","));
+    let net = &connection.net;
+    let _ = write!(out, " proto={} ping-int={:?}", net.protocol, net.ping_int);
+    let _ = write!(
+        out,
+        " c-max-rate={}",
+        connection.peer_device.c_max_rate_kib_per_s
+    );
+    for volume in &connection.volumes {
+        let rate = volume.peer_device.c_max_rate_kib_per_s;
+        let _ = write!(out, " v{}:c-max-rate={rate}", volume.number);
+    }
+    out + "\n"
 }
 
 /// Parses each text and compares its summary (or `error: message`) with the expectation,
@@ -62,7 +98,9 @@ fn check(table: &[(String, &str)]) {
             .map(|line| format!("{line}\n"))
             .collect();
         if actual != expected {
-            mismatches.push(format!("{text}\n  expected: {expected}  actual:   {actual}"));
+            mismatches.push(format!(
+                "{text}\n  expected: {expected}  actual:   {actual}"
+            ));
         }
     }
     assert!(mismatches.is_empty(), "{}", mismatches.join("\n"));
@@ -102,6 +140,13 @@ fn structures() {
              |  conn c-b 10.0.0.3:7000>10.0.0.2:7000 proto=A ping-int=10s c-max-rate=102400 v0:c-max-rate=102400
              |  conn a-b 10.0.0.1:7000>10.0.0.2:7000 proto=A ping-int=10s c-max-rate=102400 v0:c-max-rate=102400",
         ),
+    ];
+    check(&table);
+}
+
+#[test]
+fn structures_inheritance_and_volumes() {
+    let table: Vec<(String, &str)> = vec![
         // Inheritance: common < resource < connection < connection volume; port override.
         (
             format!(
@@ -150,7 +195,8 @@ fn structures() {
 
 #[test]
 fn errors() {
-    let two = "on a { node-id 0; address 10.0.0.1:7000; }\non b { node-id 1; address 10.0.0.2:7000; }";
+    let two =
+        "on a { node-id 0; address 10.0.0.1:7000; }\non b { node-id 1; address 10.0.0.2:7000; }";
     let table: Vec<(String, &str)> = vec![
         (format!("resource r {{\n{VOLUME}\n{two}\nconnection {{ host a; host zed; }}\n}}"), "t.res:5:27: host 'zed' is not defined in resource 'r'"),
         (format!("resource r {{\n{VOLUME}\n{two}\nconnection-mesh {{ hosts a b q; }}\n}}"), "t.res:5:29: host 'q' is not defined in resource 'r'"),
@@ -202,8 +248,14 @@ fn errors() {
         ("common { handlers { fence-peer; } }".to_string(), "t.res:1:21: fence-peer expects one command string"),
         (format!("{}x{}", "a {".repeat(17), "}".repeat(17)), "t.res:1:51: sections are nested deeper than 16 levels"),
     ];
-    let table: Vec<(String, String)> = table.into_iter().map(|(text, expected)| (text, format!("error: {expected}"))).collect();
-    let table: Vec<(String, &str)> = table.iter().map(|(text, expected)| (text.clone(), expected.as_str())).collect();
+    let table: Vec<(String, String)> = table
+        .into_iter()
+        .map(|(text, expected)| (text, format!("error: {expected}")))
+        .collect();
+    let table: Vec<(String, &str)> = table
+        .iter()
+        .map(|(text, expected)| (text.clone(), expected.as_str()))
+        .collect();
     check(&table);
 }
 
@@ -216,7 +268,12 @@ fn settings_not_in() {
         .map(|config| config.settings_not_in(&["protocol"]))
         .unwrap_or_default()
         .iter()
-        .map(|setting| format!("{:?} {:?} {} {}", setting.resource, setting.section, setting.option, setting.at))
+        .map(|setting| {
+            format!(
+                "{:?} {:?} {} {}",
+                setting.resource, setting.section, setting.option, setting.at
+            )
+        })
         .collect();
     let expected = [
         "None Global usage-count t.res:1:10",

@@ -45,7 +45,14 @@ pub(crate) struct VolumeDecl {
 
 impl VolumeDecl {
     pub fn new(number: u16, at: Location) -> VolumeDecl {
-        VolumeDecl { number, at, device: None, disk: None, meta_disk: None, options: OptionSet::default() }
+        VolumeDecl {
+            number,
+            at,
+            device: None,
+            disk: None,
+            meta_disk: None,
+            options: OptionSet::default(),
+        }
     }
 
     /// True if any of device, disk or meta-disk is set.
@@ -59,7 +66,9 @@ impl VolumeDecl {
         match node.name() {
             "device" => set_once(&mut self.device, parse_device(node)?, node),
             "disk" if node.body.is_none() => set_once(&mut self.disk, parse_disk(node)?, node),
-            "meta-disk" | "flexible-meta-disk" => set_once(&mut self.meta_disk, parse_meta_disk(node)?, node),
+            "meta-disk" | "flexible-meta-disk" => {
+                set_once(&mut self.meta_disk, parse_meta_disk(node)?, node)
+            }
             _ => return Ok(false),
         }?;
         Ok(true)
@@ -69,7 +78,11 @@ impl VolumeDecl {
 fn set_once<T>(slot: &mut Option<(T, Location)>, value: T, node: &Node) -> Result<(), ConfigError> {
     if let Some((_, first)) = slot {
         let what = format!("'{}'", node.name());
-        return Err(ConfigError::Duplicate { at: node.at().clone(), what, first: first.clone() });
+        return Err(ConfigError::Duplicate {
+            at: node.at().clone(),
+            what,
+            first: first.clone(),
+        });
     }
     *slot = Some((value, node.at().clone()));
     Ok(())
@@ -86,7 +99,10 @@ pub(crate) fn parse_volume(node: &Node, disk_classes: &[Class]) -> Result<Volume
         if statement.name() == "disk" {
             add_all(&mut decl.options, statement, disk_classes, "volume disk")?;
         } else {
-            return Err(unknown_keyword(statement, &format!("volume {}", decl.number)));
+            return Err(unknown_keyword(
+                statement,
+                &format!("volume {}", decl.number),
+            ));
         }
     }
     Ok(decl)
@@ -104,10 +120,17 @@ pub(crate) fn volume_number(node: &Node) -> Result<u16, ConfigError> {
 }
 
 /// Adds `decl` to `volumes`, refusing a second declaration of the same number.
-pub(crate) fn insert_volume(volumes: &mut BTreeMap<u16, VolumeDecl>, decl: VolumeDecl) -> Result<(), ConfigError> {
+pub(crate) fn insert_volume(
+    volumes: &mut BTreeMap<u16, VolumeDecl>,
+    decl: VolumeDecl,
+) -> Result<(), ConfigError> {
     if let Some(first) = volumes.get(&decl.number) {
         let what = format!("volume {}", decl.number);
-        return Err(ConfigError::Duplicate { at: decl.at.clone(), what, first: first.at.clone() });
+        return Err(ConfigError::Duplicate {
+            at: decl.at.clone(),
+            what,
+            first: first.at.clone(),
+        });
     }
     volumes.insert(decl.number, decl);
     Ok(())
@@ -130,7 +153,9 @@ fn parse_device(node: &Node) -> Result<DeviceDecl, ConfigError> {
         None => path.and_then(|path| minor_from_path(&path.text)),
     };
     let minor = minor.and_then(|minor| u32::try_from(minor).ok());
-    let path = path.map(|path| path.text.clone()).or_else(|| minor.map(|minor| format!("/dev/drbd{minor}")));
+    let path = path
+        .map(|path| path.text.clone())
+        .or_else(|| minor.map(|minor| format!("/dev/drbd{minor}")));
     Ok(DeviceDecl { path, minor })
 }
 
@@ -175,20 +200,31 @@ fn parse_meta_disk(node: &Node) -> Result<MetaDisk, ConfigError> {
         }
     }
     if index_text.is_empty() {
-        return Ok(MetaDisk::External { path: PathBuf::from(path), index: None });
+        return Ok(MetaDisk::External {
+            path: PathBuf::from(path),
+            index: None,
+        });
     }
     let at = rest.first().map_or(&first.at, |token| &token.at);
     let index = parse_index(&index_text, at)?;
-    Ok(MetaDisk::External { path: PathBuf::from(path), index: Some(index) })
+    Ok(MetaDisk::External {
+        path: PathBuf::from(path),
+        index: Some(index),
+    })
 }
 
 fn parse_index(text: &str, at: &Location) -> Result<u32, ConfigError> {
-    let inner = text.strip_prefix('[').and_then(|rest| rest.strip_suffix(']'));
-    let number = inner.filter(|digits| !digits.is_empty() && digits.bytes().all(|byte| byte.is_ascii_digit()));
-    number.and_then(|digits| digits.parse().ok()).ok_or_else(|| ConfigError::InvalidNumber {
-        at: at.clone(),
-        name: "meta-disk index".to_string(),
-        value: text.to_string(),
-        reason: "expected [N] with N a number".to_string(),
-    })
+    let inner = text
+        .strip_prefix('[')
+        .and_then(|rest| rest.strip_suffix(']'));
+    let number = inner
+        .filter(|digits| !digits.is_empty() && digits.bytes().all(|byte| byte.is_ascii_digit()));
+    number
+        .and_then(|digits| digits.parse().ok())
+        .ok_or_else(|| ConfigError::InvalidNumber {
+            at: at.clone(),
+            name: "meta-disk index".to_string(),
+            value: text.to_string(),
+            reason: "expected [N] with N a number".to_string(),
+        })
 }
