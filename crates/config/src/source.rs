@@ -50,7 +50,8 @@ pub(crate) fn parse_text(text: &str, file_name: &Path) -> Result<Vec<Node>, Conf
     Loader { files_read: 1 }.expand(text, &file, 0)
 }
 
-/// Reads a whole file, refusing more than [`MAX_FILE_BYTES`] and invalid UTF-8.
+/// Reads a whole file, refusing more than [`MAX_FILE_BYTES`] (reported at `at`) and invalid
+/// UTF-8 (reported at the offending byte of `path`).
 fn read_bounded(path: &Path, at: &Location) -> Result<String, ConfigError> {
     let io_error = |source| ConfigError::Io {
         path: path.to_path_buf(),
@@ -68,7 +69,11 @@ fn read_bounded(path: &Path, at: &Location) -> Result<String, ConfigError> {
         });
     }
     String::from_utf8(bytes).map_err(|error| ConfigError::NotUtf8 {
-        at: position_of(error.as_bytes(), error.utf8_error().valid_up_to(), &at.file),
+        at: position_of(
+            error.as_bytes(),
+            error.utf8_error().valid_up_to(),
+            &Arc::from(path),
+        ),
     })
 }
 
@@ -177,7 +182,12 @@ fn matching_files(
         pattern: pattern.to_string(),
         reason,
     };
-    let paths = glob::glob(&full).map_err(|error| bad(error.to_string()))?;
+    // Like glob(3) as drbdadm uses it, `*` does not match a leading dot (editor backups).
+    let options = glob::MatchOptions {
+        require_literal_leading_dot: true,
+        ..glob::MatchOptions::new()
+    };
+    let paths = glob::glob_with(&full, options).map_err(|error| bad(error.to_string()))?;
     let mut files = Vec::new();
     for entry in paths {
         let path = entry.map_err(|error| ConfigError::Io {

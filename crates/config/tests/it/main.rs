@@ -209,6 +209,15 @@ fn glob_escape(path: &Path) -> String {
         .collect()
 }
 
+/// The bytes of `text` with each `@FF@` replaced by the byte 0xFF (never valid UTF-8).
+fn with_raw_bytes(text: &str) -> Vec<u8> {
+    let marked = text.replace("@FF@", "\u{1}").into_bytes();
+    marked
+        .into_iter()
+        .map(|byte| if byte == 1 { 0xFF } else { byte })
+        .collect()
+}
+
 /// Writes `files` (relative path, contents) under a fresh directory and loads `main.conf`;
 /// the result is the resource names in order, or the error with the directory as `$D`.
 fn load_tree(files: &[(&str, String)]) -> String {
@@ -218,7 +227,10 @@ fn load_tree(files: &[(&str, String)]) -> String {
     for (path, contents) in files {
         let path = directory.path().join(path);
         let created = path.parent().map(fs::create_dir_all).unwrap_or(Ok(()));
-        if created.and_then(|()| fs::write(&path, contents)).is_err() {
+        if created
+            .and_then(|()| fs::write(&path, with_raw_bytes(contents)))
+            .is_err()
+        {
             return format!("cannot write {}", path.display());
         }
     }
@@ -255,7 +267,7 @@ fn check(actual: &str, expected: &str) {
 fn includes() {
     let table: Vec<(Vec<(&str, String)>, &str)> = vec![
         // Globs are expanded relative to the including file and read in sorted order.
-        (vec![("main.conf", "include \"d/*.res\";\n".into()), ("d/b.res", resource("b")), ("d/a.res", resource("a"))], "a b"),
+        (vec![("main.conf", "include \"d/*.res\";\n".into()), ("d/b.res", resource("b")), ("d/a.res", resource("a")), ("d/.a.res.swp", "x".into())], "a b"),
         // A pattern that matches nothing is fine, as in drbdadm.
         (vec![("main.conf", format!("include \"none/*.res\";\n{}", resource("m")))], "m"),
         // Nested includes are relative to the nested file's directory.
@@ -267,6 +279,10 @@ fn includes() {
         (vec![("main.conf", "include \"main.conf\";\n".into())], "$D/main.conf:1:1: includes are nested deeper than 8 levels"),
         (vec![("main.conf", "include \"d\";\n".into()), ("d/x", String::new())], "$D/main.conf:1:9: included path '$D/d' is not a regular file"),
         (vec![("main.conf", "include \"[\";\n".into())], "$D/main.conf:1:9: invalid include pattern '[': ..."),
+        (
+            vec![("main.conf", "include \"d/*\";\n".into()), ("d/bin", "resource r { on a {\n @FF@ } }".into())],
+            "$D/d/bin:2:2: ...",
+        ),
         (vec![("main.conf", "include;\n".into())], "$D/main.conf:1:1: include expects one file pattern"),
         (vec![("main.conf", "include \"d/*\";\n".into()), ("d/bad", "}".into())], "$D/d/bad:1:1: expected a statement, found '}'"),
         (vec![("main.conf", "include \"d/*\";\n".into()), ("d/bad", "resource r {".into())], "$D/d/bad:1:13: expected '}', found end of file"),
