@@ -19,6 +19,9 @@
 //! * Without any connection section, a two-host resource has one implicit connection; a
 //!   `connection-mesh` expands to every pair of its hosts.
 //! * Two hosts without any `node-id` get 0 and 1 in file order; otherwise each host needs one.
+//! * Cross-field rules the DRBD kernel enforces are checked on each connection's effective
+//!   net options: `allow-two-primaries` needs protocol C, and an `on-congestion` policy other
+//!   than `block` needs protocol A.
 //!
 //! # tandem-only keywords
 //! * `nbd-address [ADDR:]PORT;` inside `on HOST { }`: where that node's NBD server listens.

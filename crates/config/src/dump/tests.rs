@@ -128,7 +128,15 @@ fn show_defaults_and_selection() {
 }
 
 /// A drbd.conf spelling of a valid value of `spec`.
+///
+/// `allow-two-primaries` and `on-congestion` keep their defaults, because their other
+/// values are valid only with one particular protocol.
 fn value_of(spec: &'static OptionSpec) -> BoxedStrategy<String> {
+    match spec.name {
+        "allow-two-primaries" => return Just("no".to_string()).boxed(),
+        "on-congestion" => return Just("block".to_string()).boxed(),
+        _ => {}
+    }
     match spec.kind {
         Kind::Bool { .. } => prop_oneof![Just("yes"), Just("no"), Just("")]
             .prop_map(str::to_string)

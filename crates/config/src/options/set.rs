@@ -57,6 +57,11 @@ impl OptionSet {
         self.settings.values()
     }
 
+    /// Where option `name` is set in this set, if it is.
+    pub fn location(&self, name: &str) -> Option<&Location> {
+        self.settings.get(name).map(|setting| &setting.at)
+    }
+
     /// The typed effective value of option `name`: the setting if present, else the
     /// table default.
     pub fn field<T: OptionField>(&self, name: &str) -> T {

@@ -12,6 +12,7 @@ use std::net::SocketAddr;
 
 use crate::error::{ConfigError, Location};
 use crate::model::{Connection, Host, PeerVolume};
+use crate::options::enums::{OnCongestion, Protocol};
 use crate::options::set::OptionSet;
 use crate::options::table::Class;
 use crate::options::{NetOptions, PeerDeviceOptions};
@@ -451,12 +452,30 @@ fn build(
             }
         })
         .collect();
+    let net_options = NetOptions::from_set(&net);
+    check_net(&net, &net_options, context.at)?;
     Ok(Connection {
         name,
         hosts: [ends[0].name.clone(), ends[1].name.clone()],
         paths,
-        net: NetOptions::from_set(&net),
+        net: net_options,
         peer_device: PeerDeviceOptions::from_set(&peer_device),
         volumes,
     })
+}
+
+/// The kernel's cross-field rules on net options (drbd_nl.c: ERR_NOT_PROTO_C for two
+/// primaries, ERR_CONG_NOT_PROTO_A for a congestion policy). `set` is the merged set, so
+/// the error points at the setting that asked for the combination.
+fn check_net(set: &OptionSet, net: &NetOptions, fallback: &Location) -> Result<(), ConfigError> {
+    let at = |name: &str| set.location(name).unwrap_or(fallback);
+    if net.allow_two_primaries && net.protocol != Protocol::C {
+        let message = "allow-two-primaries requires protocol C";
+        return Err(ConfigError::invalid(at("allow-two-primaries"), message));
+    }
+    if net.on_congestion != OnCongestion::Block && net.protocol != Protocol::A {
+        let message = format!("on-congestion {} requires protocol A", net.on_congestion);
+        return Err(ConfigError::invalid(at("on-congestion"), message));
+    }
+    Ok(())
 }

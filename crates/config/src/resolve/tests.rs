@@ -235,6 +235,14 @@ fn errors() {
         (format!("resource r {{\n{VOLUME}\non a {{ }}\non b {{ }}\nconnection {{ host a; host b; }}\n}}"), "t.res:5:19: no address for host 'a': give one here or in its on section"),
         (format!("resource r {{\n{VOLUME}\non a {{ }}\non b {{ }}\n}}"), "t.res:1:1: host 'a' has no address"),
         (format!("resource r {{\n{VOLUME}\n{two}\nconnection {{ host a via proxy; host b; }}\n}}"), "t.res:5:21: DRBD Proxy ('via') is not supported by tandem"),
+        (
+            format!("resource r {{\n{VOLUME}\n{two}\nnet {{ allow-two-primaries; protocol B; }}\n}}"),
+            "t.res:5:7: allow-two-primaries requires protocol C",
+        ),
+        (
+            format!("common {{ net {{ on-congestion pull-ahead; }} }}\nresource r {{\n{VOLUME}\n{two}\n}}"),
+            "t.res:1:16: on-congestion pull-ahead requires protocol A",
+        ),
         ("global { }\nglobal { }".to_string(), "t.res:2:1: global section is defined twice (first at t.res:1:1)"),
         ("common { }\ncommon { }".to_string(), "t.res:2:1: common section is defined twice (first at t.res:1:1)"),
         ("frobnicate { }".to_string(), "t.res:1:1: unknown keyword 'frobnicate' in the top level"),
