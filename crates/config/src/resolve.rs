@@ -34,12 +34,12 @@ pub(crate) fn resolve(nodes: &[Node]) -> Result<Config, ConfigError> {
         match node.name() {
             "global" => {
                 let set = parse_global(node)?;
-                once(&global.as_ref().map(|(_, at)| at), node, "global section")?;
+                once(global.as_ref().map(|(_, at)| at), node, "global section")?;
                 global = Some((set, node.at().clone()));
             }
             "common" => {
                 let body = section_body(node, 0)?;
-                once(&common.as_ref().map(|(_, at)| at), node, "common section")?;
+                once(common.as_ref().map(|(_, at)| at), node, "common section")?;
                 common = Some((Sections::parse_common(body)?, node.at().clone()));
             }
             "resource" => resources.push(node),
@@ -72,12 +72,13 @@ pub(crate) fn resolve(nodes: &[Node]) -> Result<Config, ConfigError> {
     Ok(config)
 }
 
-fn once(first: &Option<&Location>, node: &Node, what: &str) -> Result<(), ConfigError> {
+/// Refuses a second `global` or `common` section.
+fn once(first: Option<&Location>, node: &Node, what: &str) -> Result<(), ConfigError> {
     match first {
         Some(first) => Err(ConfigError::Duplicate {
             at: node.at().clone(),
             what: what.to_string(),
-            first: (*first).clone(),
+            first: first.clone(),
         }),
         None => Ok(()),
     }
