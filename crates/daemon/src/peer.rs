@@ -124,16 +124,16 @@ async fn write_message<W: AsyncWrite + Unpin>(writer: &mut W, message: &Message)
 
 // ----- handshake ------------------------------------------------------------------------
 
-fn hello_expect(resource: &Resource, peer: u8) -> HelloExpect {
+fn hello_expect(resource: &Resource, peer: &PeerInfo) -> HelloExpect {
     let volumes: BTreeMap<u16, u64> = resource.volumes.iter().map(|(n, d)| (*n, d.size_bytes())).collect();
     HelloExpect {
         version_min: PROTOCOL_VERSION,
         version_max: PROTOCOL_VERSION,
         resource: resource.name.clone(),
         local_node: resource.node_id,
-        peer_node: peer,
+        peer_node: peer.node_id,
         volumes,
-        auth_required: resource.shared_secret.is_some(),
+        auth_required: peer.net.shared_secret.is_some(),
     }
 }
 
@@ -143,26 +143,40 @@ fn fresh_nonces(session: [u8; 16]) -> HelloNonces {
     HelloNonces { session, challenge }
 }
 
-fn mac(secret: &str, input: &[u8]) -> [u8; MAC_LEN] {
-    let mut out = [0u8; MAC_LEN];
-    // HMAC accepts keys of any length, so new_from_slice cannot fail.
-    if let Ok(mut mac) = Hmac::<sha2::Sha256>::new_from_slice(secret.as_bytes()) {
-        mac.update(input);
-        out.copy_from_slice(&mac.finalize().into_bytes()[..MAC_LEN]);
+/// HMAC of `input` with the configured `cram-hmac-alg`, cut or zero-padded to [`MAC_LEN`].
+fn mac(algorithm: &str, secret: &str, input: &[u8]) -> [u8; MAC_LEN] {
+    fn compute<M: Mac + hmac::digest::KeyInit>(secret: &str, input: &[u8]) -> Vec<u8> {
+        // HMAC accepts keys of any length, so this cannot fail.
+        match <M as hmac::digest::KeyInit>::new_from_slice(secret.as_bytes()) {
+            Ok(mut mac) => {
+                mac.update(input);
+                mac.finalize().into_bytes().to_vec()
+            }
+            Err(_) => Vec::new(),
+        }
     }
+    let full = match algorithm {
+        "sha1" => compute::<Hmac<sha1::Sha1>>(secret, input),
+        "sha512" => compute::<Hmac<sha2::Sha512>>(secret, input),
+        _ => compute::<Hmac<sha2::Sha256>>(secret, input),
+    };
+    let mut out = [0u8; MAC_LEN];
+    let n = full.len().min(MAC_LEN);
+    out[..n].copy_from_slice(&full[..n]);
     out
 }
 
 /// Both directions of the challenge-response, after the Hellos were exchanged.
-async fn authenticate(stream: &mut TcpStream, resource: &Resource, ours: &Hello, theirs: &Hello) -> Result<(), LinkError> {
-    let Some(secret) = resource.shared_secret.as_deref() else { return Ok(()) };
-    let peer_name = resource.peer_name(theirs.from_node);
-    let answer = mac(secret, &auth_mac_input(&theirs.challenge, resource.node_id, &resource.name));
+async fn authenticate(stream: &mut TcpStream, resource: &Resource, peer: &PeerInfo, ours: &Hello, theirs: &Hello) -> Result<(), LinkError> {
+    let Some(secret) = peer.net.shared_secret.as_deref() else { return Ok(()) };
+    let algorithm = peer.net.cram_hmac_alg.as_deref().unwrap_or("sha256");
+    let peer_name = &peer.name;
+    let answer = mac(algorithm, secret, &auth_mac_input(&theirs.challenge, resource.node_id, &resource.name));
     write_message(stream, &Message::AuthResponse { mac: answer }).await?;
     let Message::AuthResponse { mac: their_answer } = read_message(stream).await? else {
         return Err(LinkError::Protocol("expected AuthResponse".into()));
     };
-    let expected = mac(secret, &auth_mac_input(&ours.challenge, theirs.from_node, &resource.name));
+    let expected = mac(algorithm, secret, &auth_mac_input(&ours.challenge, peer.node_id, &resource.name));
     let ok = constant_time_eq(&expected, &their_answer);
     write_message(stream, &Message::AuthResult { ok }).await?;
     let Message::AuthResult { ok: they_accept } = read_message(stream).await? else {
@@ -194,7 +208,7 @@ async fn check_or_refuse(stream: &mut TcpStream, expect: &HelloExpect, theirs: &
 async fn initiate_socket(resource: &Resource, peer: &PeerInfo, kind: SocketKind, session: [u8; 16]) -> Result<TcpStream, LinkError> {
     let mut stream = TcpStream::connect(peer.address).await?;
     tune_socket(&stream, &peer.net);
-    let expect = hello_expect(resource, peer.node_id);
+    let expect = hello_expect(resource, peer);
     let ours = expect.to_hello(kind, fresh_nonces(session));
     write_message(&mut stream, &Message::Hello(ours.clone())).await?;
     let theirs = match read_message(&mut stream).await? {
@@ -206,7 +220,7 @@ async fn initiate_socket(resource: &Resource, peer: &PeerInfo, kind: SocketKind,
     if theirs.socket != kind || theirs.session != session {
         return Err(LinkError::Protocol("peer answered for another socket or session".into()));
     }
-    authenticate(&mut stream, resource, &ours, &theirs).await?;
+    authenticate(&mut stream, resource, peer, &ours, &theirs).await?;
     Ok(stream)
 }
 
@@ -280,11 +294,11 @@ async fn accept_socket(resource: &Arc<Resource>, acceptor: &Acceptor, mut stream
         return Err(LinkError::Refused(reason));
     };
     tune_socket(&stream, &peer.net);
-    let expect = hello_expect(resource, peer.node_id);
+    let expect = hello_expect(resource, peer);
     check_or_refuse(&mut stream, &expect, &theirs).await?;
     let ours = expect.to_hello(theirs.socket, fresh_nonces(theirs.session));
     write_message(&mut stream, &Message::Hello(ours.clone())).await?;
-    authenticate(&mut stream, resource, &ours, &theirs).await?;
+    authenticate(&mut stream, resource, peer, &ours, &theirs).await?;
     let mut pending = acceptor.pending.lock().unwrap_or_else(|p| p.into_inner());
     match theirs.socket {
         SocketKind::Data => {

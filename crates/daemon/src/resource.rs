@@ -67,6 +67,7 @@ struct Core {
 pub(crate) struct PeerInfo {
     pub(crate) node_id: u8,
     pub(crate) name: String,
+    /// Where to connect to it.
     pub(crate) address: std::net::SocketAddr,
     pub(crate) net: config::NetOptions,
 }
@@ -75,13 +76,12 @@ pub(crate) struct PeerInfo {
 pub(crate) struct Resource {
     pub(crate) name: String,
     pub(crate) node_id: u8,
-    pub(crate) node_name: String,
-    pub(crate) address: std::net::SocketAddr,
+    /// Where peers connect to us (one listener each).
+    pub(crate) listen: Vec<std::net::SocketAddr>,
     pub(crate) peers: Vec<PeerInfo>,
     /// Volume number and its disk, sorted by number.
     pub(crate) volumes: Vec<(u16, Arc<Disk>)>,
     pub(crate) pool: Arc<BufPool>,
-    pub(crate) shared_secret: Option<String>,
     core: Mutex<Core>,
     next_request: AtomicU64,
     next_generation: AtomicU64,
@@ -101,12 +101,10 @@ impl std::fmt::Debug for Resource {
 pub(crate) struct ResourceParts {
     pub(crate) name: String,
     pub(crate) node_id: u8,
-    pub(crate) node_name: String,
-    pub(crate) address: std::net::SocketAddr,
+    pub(crate) listen: Vec<std::net::SocketAddr>,
     pub(crate) peers: Vec<PeerInfo>,
     pub(crate) volumes: Vec<(u16, Arc<Disk>)>,
     pub(crate) pool: Arc<BufPool>,
-    pub(crate) shared_secret: Option<String>,
     pub(crate) engine: Engine<Payload>,
 }
 
@@ -116,12 +114,10 @@ impl Resource {
         Arc::new(Resource {
             name: parts.name,
             node_id: parts.node_id,
-            node_name: parts.node_name,
-            address: parts.address,
+            listen: parts.listen,
             peers: parts.peers,
             volumes: parts.volumes,
             pool: parts.pool,
-            shared_secret: parts.shared_secret,
             core: Mutex::new(Core { engine: parts.engine, links: HashMap::new(), completions: HashMap::new() }),
             next_request: AtomicU64::new(1),
             next_generation: AtomicU64::new(1),

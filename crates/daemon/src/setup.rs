@@ -72,48 +72,43 @@ fn host_name() -> Result<String, DaemonError> {
 }
 
 fn build_resource(resource: &config::Resource, host: &config::Host, pool: &Arc<BufPool>) -> Result<Arc<Resource>, DaemonError> {
-    let address = host.address.ok_or_else(|| DaemonError::Setup(format!("resource {}: 'on {}' has no address", resource.name, host.name)))?;
+    let setup_error = |message: String| DaemonError::Setup(format!("resource {}: {message}", resource.name));
     let mut volumes = Vec::new();
     for volume in &host.volumes {
         let Some(path) = &volume.disk else {
-            return Err(DaemonError::Setup(format!("resource {} volume {}: diskless nodes are not supported yet", resource.name, volume.number)));
+            return Err(setup_error(format!("volume {}: diskless nodes are not supported yet", volume.number)));
         };
         volumes.push((volume.number, Arc::new(Disk::open(path)?)));
     }
     let mut peers = Vec::new();
-    let mut secret = None;
+    let mut listen = Vec::new();
     for connection in resource.connections_of(&host.name) {
-        let Some(other) = connection.hosts.iter().find(|h| **h != host.name) else { continue };
-        let Some(peer) = resource.host(other) else { continue };
-        let peer_address = peer.address.ok_or_else(|| DaemonError::Setup(format!("resource {}: 'on {}' has no address", resource.name, peer.name)))?;
-        check_auth(&resource.name, &connection.net)?;
-        secret = secret.or_else(|| connection.net.shared_secret.clone());
-        peers.push(PeerInfo { node_id: peer.node_id, name: peer.name.clone(), address: peer_address, net: connection.net.clone() });
+        let Some(peer) = connection.peer_of(&host.name).and_then(|name| resource.host(name)) else { continue };
+        let (local, remote) = connection
+            .addresses_of(&host.name, 0)
+            .ok_or_else(|| setup_error(format!("no address for the connection {} - {}", host.name, peer.name)))?;
+        check_auth(&connection.net).map_err(setup_error)?;
+        if !listen.contains(&local) {
+            listen.push(local);
+        }
+        peers.push(PeerInfo { node_id: peer.node_id, name: peer.name.clone(), address: remote, net: connection.net.clone() });
+    }
+    if let (true, Some(address)) = (listen.is_empty(), host.address) {
+        listen.push(address);
     }
     let engine = Engine::new(EngineConfig {
         node_id: host.node_id,
         volumes: volumes.iter().map(|(number, disk)| VolumeConfig { number: *number, size_bytes: disk.size_bytes() }).collect(),
         peers: peers.iter().map(peer_config).collect(),
     });
-    Ok(Resource::new(ResourceParts {
-        name: resource.name.clone(),
-        node_id: host.node_id,
-        node_name: host.name.clone(),
-        address,
-        peers,
-        volumes,
-        pool: Arc::clone(pool),
-        shared_secret: secret,
-        engine,
-    }))
+    Ok(Resource::new(ResourceParts { name: resource.name.clone(), node_id: host.node_id, listen, peers, volumes, pool: Arc::clone(pool), engine }))
 }
 
-fn check_auth(resource: &str, net: &config::NetOptions) -> Result<(), DaemonError> {
-    match (net.cram_hmac_alg.as_deref(), net.shared_secret.is_some()) {
-        (None, false) | (Some("sha256"), true) => Ok(()),
-        (Some("sha256"), false) => Err(DaemonError::Setup(format!("resource {resource}: cram-hmac-alg is set but shared-secret is not"))),
-        (None, true) => Err(DaemonError::Setup(format!("resource {resource}: shared-secret is set but cram-hmac-alg is not"))),
-        (Some(other), _) => Err(DaemonError::Setup(format!("resource {resource}: cram-hmac-alg {other} is not supported by tandem; use sha256"))),
+fn check_auth(net: &config::NetOptions) -> Result<(), String> {
+    match (net.cram_hmac_alg.is_some(), net.shared_secret.is_some()) {
+        (true, false) => Err("cram-hmac-alg is set but shared-secret is not".into()),
+        (false, true) => Err("shared-secret is set but cram-hmac-alg is not".into()),
+        _ => Ok(()),
     }
 }
 
@@ -152,8 +147,12 @@ pub(crate) async fn serve(node: PreparedNode, options: NodeOptions) -> Result<()
     let nbd_listener = bind_unix(&options.run_dir.join("nbd.sock"), 0o600)?;
     let mut peer_listeners = Vec::new();
     for resource in &node.resources {
-        let listener = TcpListener::bind(resource.address).await.map_err(|source| DaemonError::Listen { what: format!("{} (resource {})", resource.address, resource.name), source })?;
-        peer_listeners.push(listener);
+        let mut listeners = Vec::new();
+        for address in &resource.listen {
+            let listener = TcpListener::bind(address).await.map_err(|source| DaemonError::Listen { what: format!("{address} (resource {})", resource.name), source })?;
+            listeners.push(listener);
+        }
+        peer_listeners.push(listeners);
     }
     let nbd_tcp = match node.nbd_address {
         Some(address) => Some(TcpListener::bind(address).await.map_err(|source| DaemonError::Listen { what: format!("NBD {address}"), source })?),
@@ -184,14 +183,17 @@ pub(crate) async fn serve(node: PreparedNode, options: NodeOptions) -> Result<()
     Ok(())
 }
 
-fn start_resource(resource: &Arc<Resource>, listener: TcpListener) {
+fn start_resource(resource: &Arc<Resource>, listeners: Vec<TcpListener>) {
     let mut handoff = HashMap::new();
     for peer in &resource.peers {
         let (tx, rx) = mpsc::channel(1);
         handoff.insert(peer.node_id, tx);
         tokio::spawn(peer::supervise(Arc::clone(resource), peer.clone(), rx));
     }
-    tokio::spawn(peer::listen(Arc::clone(resource), listener, Arc::new(Acceptor::new(handoff))));
+    let acceptor = Arc::new(Acceptor::new(handoff));
+    for listener in listeners {
+        tokio::spawn(peer::listen(Arc::clone(resource), listener, Arc::clone(&acceptor)));
+    }
     let ticker = Arc::clone(resource);
     tokio::spawn(async move {
         let mut interval = tokio::time::interval(repl::TICK_INTERVAL);
