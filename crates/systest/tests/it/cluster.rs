@@ -1,0 +1,807 @@
+//! The harness: a cluster of real `tandem node` processes on loopback, in one tempdir.
+//!
+//! A [`Cluster`] owns a tempdir holding, per node, a configuration file (DRBD syntax), a
+//! backing file, a run directory (`admin.sock`, `nbd.sock`) and a log file that receives the
+//! node's stdout and stderr. Nodes are named `alice`, `bob`, `carol` with node-ids 0, 1, 2,
+//! and serve one resource, [`RESOURCE`].
+//!
+//! Invariants:
+//! - Every process the harness starts is killed (SIGKILL) and reaped when the cluster drops,
+//!   also when the test panics; the tempdir is removed after that.
+//! - Nothing waits with a fixed sleep: every wait polls a condition every [`POLL_INTERVAL`]
+//!   against a deadline and fails with the node logs and states when the deadline passes.
+//! - A node that dies without the test asking for it (kill/stop) fails the next wait.
+//! - Ports come from binding port 0, and a process-wide set makes sure two tests running in
+//!   parallel threads never get the same one.
+
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeSet;
+use std::fs::{File, OpenOptions};
+use std::io::Read;
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use tempfile::TempDir;
+
+use crate::tools::{run_with_deadline, signal};
+
+/// The one resource every test cluster serves.
+pub const RESOURCE: &str = "r0";
+/// Node names by index; the index is also the node-id.
+pub const NODE_NAMES: [&str; 3] = ["alice", "bob", "carol"];
+/// Backing file size unless a test asks otherwise.
+pub const DISK_BYTES_DEFAULT: u64 = 64 << 20;
+/// How often waits poll their condition.
+pub const POLL_INTERVAL: Duration = Duration::from_millis(25);
+/// How long a node may take to open its admin socket after it is spawned.
+pub const NODE_READY_DEADLINE: Duration = Duration::from_secs(10);
+/// How long two started nodes may take to reach Connected (connect-int is 1 s).
+pub const CONNECT_DEADLINE: Duration = Duration::from_secs(10);
+/// How long one admin command may take.
+pub const ADMIN_DEADLINE: Duration = Duration::from_secs(10);
+/// How long a node may take to exit after SIGTERM.
+pub const STOP_DEADLINE: Duration = Duration::from_secs(10);
+/// Lines of each node log printed when a test fails.
+const LOG_TAIL_LINES_MAX: usize = 200;
+
+/// What cluster to build.
+#[derive(Debug, Clone)]
+pub struct Spec {
+    /// Number of nodes, 1 to 3.
+    pub node_count: usize,
+    /// Replication protocol: 'A', 'B' or 'C'.
+    pub protocol: char,
+    /// Size of every backing file.
+    pub disk_bytes: u64,
+    /// Extra lines for the `net { }` section, per node index (each node has its own file,
+    /// so the nodes may disagree, e.g. on the shared secret).
+    pub net_extra: Vec<Vec<String>>,
+}
+
+impl Spec {
+    /// Two nodes, the given protocol, default disks.
+    pub fn two_nodes(protocol: char) -> Spec {
+        Spec {
+            node_count: 2,
+            protocol,
+            disk_bytes: DISK_BYTES_DEFAULT,
+            net_extra: vec![Vec::new(); 2],
+        }
+    }
+
+    /// Adds a `net { }` line to one node's configuration.
+    pub fn net_line(mut self, node: usize, line: &str) -> Spec {
+        self.net_extra[node].push(line.to_string());
+        self
+    }
+}
+
+/// Files and addresses of one node.
+#[derive(Debug)]
+struct Node {
+    name: &'static str,
+    address: SocketAddr,
+    run_dir: PathBuf,
+    disk: PathBuf,
+    config: PathBuf,
+    log: PathBuf,
+}
+
+/// A set of node processes in one tempdir; see the module documentation.
+pub struct Cluster {
+    /// Dropped last (after the processes are killed): removes every file.
+    dir: TempDir,
+    spec: Spec,
+    nodes: Vec<Node>,
+    /// The running process of each node, `None` when not running.
+    processes: RefCell<Vec<Option<Child>>>,
+    /// Whether the logs were already printed by a failure message.
+    logs_printed: Cell<bool>,
+}
+
+impl Cluster {
+    /// Writes the configuration and backing files; starts nothing.
+    pub fn create(spec: Spec) -> Cluster {
+        assert!(
+            (1..=NODE_NAMES.len()).contains(&spec.node_count),
+            "node_count out of range"
+        );
+        assert_eq!(
+            spec.net_extra.len(),
+            spec.node_count,
+            "one net_extra list per node"
+        );
+        let dir = tempfile::Builder::new()
+            .prefix("tandem-systest-")
+            .tempdir()
+            .expect("cannot create the test tempdir");
+        let nodes: Vec<Node> = (0..spec.node_count)
+            .map(|index| {
+                let name = NODE_NAMES[index];
+                Node {
+                    name,
+                    address: SocketAddr::from(([127, 0, 0, 1], free_port())),
+                    run_dir: dir.path().join(format!("{name}.run")),
+                    disk: dir.path().join(format!("{name}.img")),
+                    config: dir.path().join(format!("{name}.res")),
+                    log: dir.path().join(format!("{name}.log")),
+                }
+            })
+            .collect();
+        let processes = RefCell::new((0..spec.node_count).map(|_| None).collect());
+        let cluster = Cluster {
+            dir,
+            spec,
+            nodes,
+            processes,
+            logs_printed: Cell::new(false),
+        };
+        for index in 0..cluster.nodes.len() {
+            let node = &cluster.nodes[index];
+            std::fs::create_dir_all(&node.run_dir).expect("cannot create a run dir");
+            let disk = File::create(&node.disk).expect("cannot create a backing file");
+            disk.set_len(cluster.spec.disk_bytes)
+                .expect("cannot size a backing file");
+            std::fs::write(&node.config, cluster.config_text(index))
+                .expect("cannot write a config file");
+        }
+        cluster
+    }
+
+    /// Creates the files and starts every node; waits until each answers `status`.
+    pub fn start(spec: Spec) -> Cluster {
+        let cluster = Cluster::create(spec);
+        for index in 0..cluster.nodes.len() {
+            cluster.start_node(index);
+        }
+        cluster
+    }
+
+    /// Starts every node and waits until every link is Connected on both sides.
+    pub fn connected(spec: Spec) -> Cluster {
+        let cluster = Cluster::start(spec);
+        cluster.wait_connected();
+        cluster
+    }
+
+    /// Connected, with node 0 promoted to Primary and every peer seeing it as Primary.
+    pub fn with_primary(spec: Spec) -> Cluster {
+        let cluster = Cluster::connected(spec);
+        cluster.admin_ok(0, &["primary", RESOURCE]);
+        cluster.wait_until(
+            "node 0 is Primary and every peer sees it as Primary",
+            CONNECT_DEADLINE,
+            || {
+                cluster.status(0).role() == "Primary"
+                    && (1..cluster.nodes.len())
+                        .all(|peer| cluster.status(peer).peer_role(NODE_NAMES[0]) == "Primary")
+            },
+        );
+        cluster
+    }
+
+    /// The configuration file of one node: a DRBD resource file with every node in it.
+    pub fn config_text(&self, index: usize) -> String {
+        let mut text = format!(
+            "# Written by the tandem system tests for node {}.\n",
+            self.name(index)
+        );
+        text.push_str(&format!("resource {RESOURCE} {{\n  net {{\n"));
+        text.push_str(&format!(
+            "    protocol {};\n    connect-int 1;\n",
+            self.spec.protocol
+        ));
+        for line in &self.spec.net_extra[index] {
+            text.push_str(&format!("    {line}\n"));
+        }
+        text.push_str("  }\n");
+        text.push_str("  volume 0 {\n    device /dev/drbd0;\n    meta-disk internal;\n  }\n");
+        for (node_id, node) in self.nodes.iter().enumerate() {
+            text.push_str(&format!(
+                "  on {} {{\n    node-id {node_id};\n    address {};\n    volume 0 {{\n      disk \"{}\";\n    }}\n  }}\n",
+                node.name,
+                node.address,
+                node.disk.display()
+            ));
+        }
+        if self.nodes.len() > 2 {
+            let hosts: Vec<&str> = self.nodes.iter().map(|node| node.name).collect();
+            text.push_str(&format!(
+                "  connection-mesh {{\n    hosts {};\n  }}\n",
+                hosts.join(" ")
+            ));
+        }
+        text.push_str("}\n");
+        text
+    }
+
+    /// The command line that runs one node (not spawned).
+    pub fn node_command(&self, index: usize) -> Command {
+        let node = &self.nodes[index];
+        let mut command = Command::new(tandem_bin());
+        command
+            .arg("node")
+            .arg("--config")
+            .arg(&node.config)
+            .arg("--node")
+            .arg(node.name)
+            .arg("--run-dir")
+            .arg(&node.run_dir)
+            .stdin(Stdio::null());
+        if std::env::var_os("RUST_LOG").is_none() {
+            command.env("RUST_LOG", "info");
+        }
+        command
+    }
+
+    /// Spawns one node with its output appended to its log file; does not wait.
+    pub fn spawn_node(&self, index: usize) {
+        let mut processes = self.processes.borrow_mut();
+        assert!(
+            processes[index].is_none(),
+            "{} is already running",
+            self.name(index)
+        );
+        let log = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.nodes[index].log)
+            .expect("cannot open a node log");
+        let log_for_stdout = log.try_clone().expect("cannot clone a log handle");
+        let child = self
+            .node_command(index)
+            .stdout(log_for_stdout)
+            .stderr(log)
+            .spawn()
+            .unwrap_or_else(|error| panic!("cannot spawn {}: {error}", tandem_bin().display()));
+        processes[index] = Some(child);
+    }
+
+    /// Spawns one node and waits until it answers `status --json`.
+    pub fn start_node(&self, index: usize) {
+        self.spawn_node(index);
+        let what = format!("{} answers 'status --json'", self.name(index));
+        self.wait_until(&what, NODE_READY_DEADLINE, || {
+            self.nodes[index].run_dir.join("admin.sock").exists()
+                && self.admin(index, &["status", "--json"]).status.success()
+        });
+    }
+
+    /// Runs one node that is expected to exit by itself (a start-up error); returns its output.
+    pub fn run_node_to_exit(&self, index: usize, deadline: Duration) -> Output {
+        run_with_deadline(self.node_command(index), deadline)
+    }
+
+    /// SIGKILL: the node dies at once, as in a crash.
+    pub fn kill(&self, index: usize) {
+        let mut child = self.processes.borrow_mut()[index]
+            .take()
+            .unwrap_or_else(|| panic!("kill: {} is not running", self.name(index)));
+        child.kill().expect("cannot SIGKILL a node");
+        child.wait().expect("cannot reap a killed node");
+    }
+
+    /// SIGTERM and wait: the node must exit with status 0 within [`STOP_DEADLINE`].
+    pub fn stop(&self, index: usize) {
+        let mut child = self.processes.borrow_mut()[index]
+            .take()
+            .unwrap_or_else(|| panic!("stop: {} is not running", self.name(index)));
+        signal(&child, libc::SIGTERM);
+        let start = Instant::now();
+        let status = loop {
+            if let Some(status) = child.try_wait().expect("cannot poll a node") {
+                break status;
+            }
+            if start.elapsed() > STOP_DEADLINE {
+                let _ = child.kill();
+                let _ = child.wait();
+                self.fail(&format!(
+                    "{} did not exit within {STOP_DEADLINE:?} after SIGTERM",
+                    self.name(index)
+                ));
+            }
+            std::thread::sleep(POLL_INTERVAL);
+        };
+        if !status.success() {
+            self.fail(&format!(
+                "{} exited with {status} after SIGTERM",
+                self.name(index)
+            ));
+        }
+    }
+
+    /// Stops the node if it runs, then starts it again.
+    pub fn restart(&self, index: usize) {
+        if self.processes.borrow()[index].is_some() {
+            self.stop(index);
+        }
+        self.start_node(index);
+    }
+
+    /// Whether the node's process is still alive (it was started and has not exited).
+    pub fn is_alive(&self, index: usize) -> bool {
+        let mut processes = self.processes.borrow_mut();
+        match processes[index].as_mut() {
+            Some(child) => child.try_wait().expect("cannot poll a node").is_none(),
+            None => false,
+        }
+    }
+
+    /// Runs `tandem --run-dir DIR ARGS...` against one node.
+    pub fn admin(&self, index: usize, args: &[&str]) -> Output {
+        let mut command = Command::new(tandem_bin());
+        command
+            .arg("--run-dir")
+            .arg(&self.nodes[index].run_dir)
+            .args(args)
+            .stdin(Stdio::null());
+        run_with_deadline(command, ADMIN_DEADLINE)
+    }
+
+    /// Runs an admin command that must succeed; returns its stdout.
+    pub fn admin_ok(&self, index: usize, args: &[&str]) -> String {
+        let output = self.admin(index, args);
+        if !output.status.success() {
+            self.fail(&format!(
+                "'tandem {}' on {} failed with {}:\nstdout: {}\nstderr: {}",
+                args.join(" "),
+                self.name(index),
+                output.status,
+                String::from_utf8_lossy(&output.stdout),
+                String::from_utf8_lossy(&output.stderr)
+            ));
+        }
+        String::from_utf8(output.stdout).expect("admin output is not UTF-8")
+    }
+
+    /// `status --json` of one node, parsed.
+    pub fn status_json(&self, index: usize) -> Value {
+        let text = self.admin_ok(index, &["status", "--json"]);
+        serde_json::from_str(&text)
+            .unwrap_or_else(|error| panic!("status --json is not JSON ({error}):\n{text}"))
+    }
+
+    /// `status --json` of one node, with accessors for resource [`RESOURCE`].
+    pub fn status(&self, index: usize) -> Status {
+        Status(self.status_json(index))
+    }
+
+    /// Polls `condition` every [`POLL_INTERVAL`] until it holds; fails the test with the
+    /// node states and logs when `deadline` passes or a node dies unasked.
+    pub fn wait_until(&self, what: &str, deadline: Duration, mut condition: impl FnMut() -> bool) {
+        let start = Instant::now();
+        loop {
+            self.check_alive(what);
+            if condition() {
+                return;
+            }
+            if start.elapsed() > deadline {
+                self.fail(&format!(
+                    "timed out after {deadline:?} waiting until {what}"
+                ));
+            }
+            std::thread::sleep(POLL_INTERVAL);
+        }
+    }
+
+    /// Polls `invariant` every [`POLL_INTERVAL`] for `duration`; fails the test the first time
+    /// it does not hold. For properties that must stay true, such as "never Connected".
+    pub fn hold_for(&self, what: &str, duration: Duration, mut invariant: impl FnMut() -> bool) {
+        let start = Instant::now();
+        while start.elapsed() < duration {
+            self.check_alive(what);
+            if !invariant() {
+                self.fail(&format!(
+                    "after {:?}, it no longer holds that {what}",
+                    start.elapsed()
+                ));
+            }
+            std::thread::sleep(POLL_INTERVAL);
+        }
+    }
+
+    /// Waits until every pair of running nodes shows `connection: Connected` on both sides.
+    pub fn wait_connected(&self) {
+        self.wait_until(
+            "every link is Connected on both sides",
+            CONNECT_DEADLINE,
+            || self.all_connected(),
+        );
+    }
+
+    /// Whether every pair of nodes shows `connection: Connected` on both sides right now.
+    pub fn all_connected(&self) -> bool {
+        (0..self.nodes.len()).all(|index| {
+            let status = self.status(index);
+            (0..self.nodes.len())
+                .filter(|peer| *peer != index)
+                .all(|peer| status.connection_state(self.name(peer)) == "Connected")
+        })
+    }
+
+    /// Waits until the backing files of nodes `a` and `b` are byte-identical.
+    pub fn wait_identical(&self, a: usize, b: usize, deadline: Duration) {
+        let what = format!(
+            "the backing files of {} and {} are identical",
+            self.name(a),
+            self.name(b)
+        );
+        let start = Instant::now();
+        loop {
+            let Some(last_difference) = first_difference(self.disk(a), self.disk(b)) else {
+                return;
+            };
+            if start.elapsed() > deadline {
+                self.fail(&format!(
+                    "timed out after {deadline:?} waiting until {what}: {last_difference}"
+                ));
+            }
+            self.check_alive(&what);
+            std::thread::sleep(POLL_INTERVAL);
+        }
+    }
+
+    /// `nbd+unix:///r0?socket=RUN_DIR/nbd.sock` of one node.
+    pub fn nbd_uri(&self, index: usize) -> String {
+        format!(
+            "nbd+unix:///{RESOURCE}?socket={}",
+            self.nbd_socket(index).display()
+        )
+    }
+
+    /// The NBD unix socket of one node.
+    pub fn nbd_socket(&self, index: usize) -> PathBuf {
+        self.nodes[index].run_dir.join("nbd.sock")
+    }
+
+    /// The peer address of one node, as written in the configuration.
+    pub fn address(&self, index: usize) -> SocketAddr {
+        self.nodes[index].address
+    }
+
+    /// The backing file of one node.
+    pub fn disk(&self, index: usize) -> &Path {
+        &self.nodes[index].disk
+    }
+
+    /// The configuration file of one node.
+    pub fn config_path(&self, index: usize) -> &Path {
+        &self.nodes[index].config
+    }
+
+    /// The run directory of one node.
+    pub fn run_dir(&self, index: usize) -> &Path {
+        &self.nodes[index].run_dir
+    }
+
+    /// The name of one node.
+    pub fn name(&self, index: usize) -> &'static str {
+        self.nodes[index].name
+    }
+
+    /// The size of every backing file.
+    pub fn disk_bytes(&self) -> u64 {
+        self.spec.disk_bytes
+    }
+
+    /// The tempdir, for a test's own scratch files.
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Everything one node has logged so far, without terminal colour codes.
+    pub fn log(&self, index: usize) -> String {
+        std::fs::read(&self.nodes[index].log)
+            .map(|bytes| strip_ansi(&String::from_utf8_lossy(&bytes)))
+            .unwrap_or_default()
+    }
+
+    /// Fails the test with `message`, the states of the running nodes and their logs.
+    pub fn fail(&self, message: &str) -> ! {
+        let report = self.report();
+        self.logs_printed.set(true);
+        panic!("{message}\n{report}");
+    }
+
+    fn check_alive(&self, what: &str) {
+        let mut processes = self.processes.borrow_mut();
+        let mut dead = Vec::new();
+        for (index, slot) in processes.iter_mut().enumerate() {
+            if let Some(child) = slot {
+                if let Some(status) = child.try_wait().expect("cannot poll a node") {
+                    dead.push(format!("{} exited unasked with {status}", self.name(index)));
+                    *slot = None;
+                }
+            }
+        }
+        drop(processes);
+        if !dead.is_empty() {
+            self.fail(&format!("while waiting until {what}: {}", dead.join("; ")));
+        }
+    }
+
+    /// The states (for running nodes) and log tails of every node.
+    fn report(&self) -> String {
+        let mut report = String::new();
+        for index in 0..self.nodes.len() {
+            let running = self.processes.borrow()[index].is_some();
+            let state = if running {
+                let output = self.admin(index, &["status", "--json"]);
+                compact_json(&String::from_utf8_lossy(&output.stdout))
+            } else {
+                "(not running)".to_string()
+            };
+            report.push_str(&format!("---- {} status: {state}\n", self.name(index)));
+        }
+        for index in 0..self.nodes.len() {
+            let log = self.log(index);
+            let lines: Vec<&str> = log.lines().collect();
+            let skip = lines.len().saturating_sub(LOG_TAIL_LINES_MAX);
+            report.push_str(&format!(
+                "---- {} log ({} lines, last {} shown) ----\n",
+                self.name(index),
+                lines.len(),
+                lines.len() - skip
+            ));
+            for line in &lines[skip..] {
+                report.push_str(line);
+                report.push('\n');
+            }
+        }
+        report
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let panicking = std::thread::panicking();
+        if panicking && !self.logs_printed.get() {
+            // Admin commands have a deadline, so a hung node cannot hang this report.
+            eprintln!("---- test failed; node logs follow ----\n{}", self.report());
+        }
+        self.kill_all();
+    }
+}
+
+impl Cluster {
+    fn kill_all(&self) {
+        for slot in self.processes.borrow_mut().iter_mut() {
+            if let Some(mut child) = slot.take() {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+    }
+}
+
+/// Accessors over one node's `status --json` for resource [`RESOURCE`]. Every accessor
+/// panics with the whole JSON when the field is missing, since that is a daemon bug.
+#[derive(Debug, Clone)]
+pub struct Status(pub Value);
+
+impl Status {
+    fn missing(&self, what: &str) -> ! {
+        panic!("status --json has no {what}: {}", self.0)
+    }
+
+    fn resource(&self) -> &Value {
+        let resources = self.0["resources"]
+            .as_array()
+            .unwrap_or_else(|| self.missing("resources"));
+        resources
+            .iter()
+            .find(|resource| resource["name"] == RESOURCE)
+            .unwrap_or_else(|| self.missing("resource r0"))
+    }
+
+    fn text(&self, value: &Value, what: &str) -> String {
+        value
+            .as_str()
+            .unwrap_or_else(|| self.missing(what))
+            .to_string()
+    }
+
+    /// This node's role.
+    pub fn role(&self) -> String {
+        self.text(&self.resource()["role"], "role")
+    }
+
+    /// The local disk state of volume 0.
+    pub fn disk(&self) -> String {
+        self.text(&self.device()["disk"], "devices[0].disk")
+    }
+
+    /// Whether an NBD client holds volume 0 open.
+    pub fn open(&self) -> bool {
+        self.device()["open"]
+            .as_bool()
+            .unwrap_or_else(|| self.missing("devices[0].open"))
+    }
+
+    fn device(&self) -> &Value {
+        let devices = self.resource()["devices"]
+            .as_array()
+            .unwrap_or_else(|| self.missing("devices"));
+        devices
+            .first()
+            .unwrap_or_else(|| self.missing("devices[0]"))
+    }
+
+    /// The connection to `peer`, if listed.
+    pub fn connection(&self, peer: &str) -> Option<&Value> {
+        let connections = self.resource()["connections"]
+            .as_array()
+            .unwrap_or_else(|| self.missing("connections"));
+        connections
+            .iter()
+            .find(|connection| connection["name"] == peer)
+    }
+
+    /// The connection state towards `peer` (`Connected`, `Connecting`, ...).
+    pub fn connection_state(&self, peer: &str) -> String {
+        let connection = self
+            .connection(peer)
+            .unwrap_or_else(|| self.missing(&format!("connection {peer}")));
+        self.text(&connection["connection"], "connection state")
+    }
+
+    /// The role of `peer` as this node sees it.
+    pub fn peer_role(&self, peer: &str) -> String {
+        let connection = self
+            .connection(peer)
+            .unwrap_or_else(|| self.missing(&format!("connection {peer}")));
+        self.text(&connection["role"], "peer role")
+    }
+
+    /// Volume 0 as seen over the connection to `peer`.
+    pub fn peer_device(&self, peer: &str) -> &Value {
+        let connection = self
+            .connection(peer)
+            .unwrap_or_else(|| self.missing(&format!("connection {peer}")));
+        let devices = connection["peer_devices"]
+            .as_array()
+            .unwrap_or_else(|| self.missing("peer_devices"));
+        devices
+            .first()
+            .unwrap_or_else(|| self.missing(&format!("peer_devices[0] of {peer}")))
+    }
+
+    /// The replication state of volume 0 towards `peer`.
+    pub fn replication(&self, peer: &str) -> String {
+        self.text(&self.peer_device(peer)["replication"], "replication")
+    }
+
+    /// `peer`'s disk state of volume 0.
+    pub fn peer_disk(&self, peer: &str) -> String {
+        self.text(&self.peer_device(peer)["peer_disk"], "peer_disk")
+    }
+
+    /// KiB of volume 0 known to differ from `peer`.
+    pub fn out_of_sync_kib(&self, peer: &str) -> u64 {
+        self.peer_device(peer)["out_of_sync_kib"]
+            .as_u64()
+            .unwrap_or_else(|| self.missing("out_of_sync_kib"))
+    }
+}
+
+/// The `tandem` binary: `TANDEM_BIN` if set, else built once with `cargo build -p tandem`.
+pub fn tandem_bin() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        if let Some(path) = std::env::var_os("TANDEM_BIN") {
+            return PathBuf::from(path);
+        }
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let status = Command::new(cargo)
+            .args(["build", "-p", "tandem", "--quiet"])
+            .current_dir(&root)
+            .status()
+            .expect("cannot run cargo to build tandem");
+        assert!(
+            status.success(),
+            "'cargo build -p tandem' failed with {status}"
+        );
+        let target = std::env::var_os("CARGO_TARGET_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| root.join("target"));
+        let bin = target.join("debug").join("tandem");
+        assert!(
+            bin.exists(),
+            "{} is missing after 'cargo build -p tandem'",
+            bin.display()
+        );
+        bin
+    })
+}
+
+/// A loopback port that was free a moment ago and that no other test in this process got.
+pub fn free_port() -> u16 {
+    static TAKEN: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
+    loop {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("cannot bind a loopback port");
+        let port = listener.local_addr().expect("no local address").port();
+        if TAKEN
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .insert(port)
+        {
+            return port;
+        }
+    }
+}
+
+/// `None` when the two files are byte-identical, else where they first differ.
+pub fn first_difference(a: &Path, b: &Path) -> Option<String> {
+    const CHUNK_BYTES: usize = 1 << 20;
+    let mut file_a =
+        File::open(a).unwrap_or_else(|error| panic!("cannot open {}: {error}", a.display()));
+    let mut file_b =
+        File::open(b).unwrap_or_else(|error| panic!("cannot open {}: {error}", b.display()));
+    let (mut chunk_a, mut chunk_b) = (vec![0u8; CHUNK_BYTES], vec![0u8; CHUNK_BYTES]);
+    let mut offset = 0u64;
+    loop {
+        let length_a = read_full(&mut file_a, &mut chunk_a);
+        let length_b = read_full(&mut file_b, &mut chunk_b);
+        if chunk_a[..length_a] != chunk_b[..length_b] {
+            let at = chunk_a[..length_a]
+                .iter()
+                .zip(&chunk_b[..length_b])
+                .position(|(x, y)| x != y)
+                .unwrap_or(length_a.min(length_b));
+            return Some(format!(
+                "first difference at byte {} (lengths read {length_a} and {length_b})",
+                offset + at as u64
+            ));
+        }
+        if length_a == 0 {
+            return None;
+        }
+        offset += length_a as u64;
+    }
+}
+
+fn read_full(file: &mut File, buf: &mut [u8]) -> usize {
+    let mut filled = 0;
+    while filled < buf.len() {
+        match file
+            .read(&mut buf[filled..])
+            .expect("cannot read a backing file")
+        {
+            0 => break,
+            count => filled += count,
+        }
+    }
+    filled
+}
+
+fn compact_json(text: &str) -> String {
+    match serde_json::from_str::<Value>(text) {
+        Ok(value) => value.to_string(),
+        Err(_) => text.trim().to_string(),
+    }
+}
+
+/// `text` without ANSI escape sequences (`ESC [ ... letter`).
+fn strip_ansi(text: &str) -> String {
+    let mut plain = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            if chars.next() == Some('[') {
+                for c in chars.by_ref() {
+                    if c.is_ascii_alphabetic() {
+                        break;
+                    }
+                }
+            }
+            continue;
+        }
+        plain.push(c);
+    }
+    plain
+}

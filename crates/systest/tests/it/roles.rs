@@ -1,0 +1,150 @@
+//! Role rules through the admin verbs: one Primary at a time, no demotion while the export
+//! is open, a clean switch-over, and `tandem status` in drbdsetup's text layout.
+
+use std::time::Duration;
+
+use crate::cluster::{Cluster, Spec, NODE_NAMES, RESOURCE};
+use crate::nbd_client::{self, REP_ERR_POLICY};
+
+/// How long a close or a role change may take to show in status.
+const STATE_DEADLINE: Duration = Duration::from_secs(10);
+
+/// drbd-semantics.md §1 table, `allow-two-primaries` (default no): while the peer is
+/// Primary, promotion is refused, with or without --force (--force only overrides the
+/// local disk state). Exit status 1 and a message that says the peer is Primary.
+#[test]
+fn promotion_is_refused_while_the_peer_is_primary() {
+    let cluster = Cluster::with_primary(Spec::two_nodes('C'));
+    for args in [
+        &["primary", RESOURCE][..],
+        &["primary", "--force", RESOURCE][..],
+    ] {
+        let output = cluster.admin(1, args);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(
+            output.status.code(),
+            Some(1),
+            "'tandem {}' on bob: {stderr}",
+            args.join(" ")
+        );
+        assert!(
+            stderr.contains(NODE_NAMES[0]) && stderr.contains("Primary"),
+            "'tandem {}' on bob does not say that alice is Primary: {stderr}",
+            args.join(" ")
+        );
+        assert_eq!(cluster.status(1).role(), "Secondary");
+        assert_eq!(cluster.status(0).role(), "Primary");
+    }
+}
+
+/// drbd-semantics.md §2 roles, DRBD's "Device is held open by someone": a Primary whose
+/// device is open cannot be demoted. Once the client closes, demotion works, and the other
+/// node can then be promoted and serve while the old Primary refuses and names it.
+#[test]
+fn demotion_is_refused_while_an_nbd_client_holds_the_export() {
+    let cluster = Cluster::with_primary(Spec::two_nodes('C'));
+    let client =
+        nbd_client::open(&cluster.nbd_socket(0), RESOURCE).expect("the Primary refused NBD_OPT_GO");
+    assert!(
+        cluster.status(0).open(),
+        "status does not show the export open while a client holds it"
+    );
+    let output = cluster.admin(0, &["secondary", RESOURCE]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(
+        output.status.code(),
+        Some(1),
+        "'tandem secondary' with the export open: {stderr}"
+    );
+    assert!(
+        stderr.to_lowercase().contains("open"),
+        "the refusal does not say the export is open: {stderr}"
+    );
+    assert_eq!(cluster.status(0).role(), "Primary");
+
+    client.disconnect();
+    cluster.wait_until("alice's export is closed", STATE_DEADLINE, || {
+        !cluster.status(0).open()
+    });
+    cluster.admin_ok(0, &["secondary", RESOURCE]);
+    cluster.wait_until("bob sees alice as Secondary", STATE_DEADLINE, || {
+        cluster.status(1).peer_role(NODE_NAMES[0]) == "Secondary"
+    });
+    cluster.admin_ok(1, &["primary", RESOURCE]);
+    assert_eq!(cluster.status(1).role(), "Primary");
+    cluster.wait_until("alice sees bob as Primary", STATE_DEADLINE, || {
+        cluster.status(0).peer_role(NODE_NAMES[1]) == "Primary"
+    });
+    let served = nbd_client::open(&cluster.nbd_socket(1), RESOURCE)
+        .expect("the new Primary refused NBD_OPT_GO");
+    let refusal = nbd_client::open(&cluster.nbd_socket(0), RESOURCE)
+        .expect_err("the old Primary still serves");
+    assert_eq!(refusal.reply_type, REP_ERR_POLICY, "{refusal:?}");
+    assert!(
+        refusal.message.contains(NODE_NAMES[1]),
+        "the refusal does not name the new Primary: {refusal:?}"
+    );
+    served.disconnect();
+}
+
+/// drbd-semantics.md §4: `drbdadm status` layout: the resource line with the role, the
+/// local disk indented by two, each peer by two with its role, its disk by four.
+#[test]
+fn status_text_has_the_drbd_layout() {
+    let cluster = Cluster::with_primary(Spec::two_nodes('C'));
+    let expected = [
+        (
+            0,
+            [
+                "r0 role:Primary",
+                "  disk:UpToDate",
+                "  bob role:Secondary",
+                "    peer-disk:UpToDate",
+            ],
+        ),
+        (
+            1,
+            [
+                "r0 role:Secondary",
+                "  disk:UpToDate",
+                "  alice role:Primary",
+                "    peer-disk:UpToDate",
+            ],
+        ),
+    ];
+    for (index, lines) in expected {
+        let text = cluster.admin_ok(index, &["status"]);
+        let actual: Vec<&str> = text.lines().collect();
+        assert!(
+            actual.len() >= 4,
+            "status on {} is too short:\n{text}",
+            cluster.name(index)
+        );
+        assert_eq!(
+            actual[0],
+            lines[0],
+            "resource line on {}:\n{text}",
+            cluster.name(index)
+        );
+        // drbdsetup may add ` open:no` and the like after the disk state.
+        let disk_ok = actual[1] == lines[1] || actual[1].starts_with(&format!("{} ", lines[1]));
+        assert!(disk_ok, "disk line on {}:\n{text}", cluster.name(index));
+        assert_eq!(
+            actual[2],
+            lines[2],
+            "peer line on {}:\n{text}",
+            cluster.name(index)
+        );
+        assert_eq!(
+            actual[3],
+            lines[3],
+            "peer disk line on {}:\n{text}",
+            cluster.name(index)
+        );
+        let text_for_resource = cluster.admin_ok(index, &["status", RESOURCE]);
+        assert_eq!(
+            text_for_resource, text,
+            "'status r0' differs from 'status' with one resource"
+        );
+    }
+}
