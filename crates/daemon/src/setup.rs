@@ -142,9 +142,7 @@ fn bind_unix(path: &Path, mode: u32) -> Result<UnixListener, DaemonError> {
 
 /// Bind every socket, start every task, and wait for SIGINT or SIGTERM.
 pub(crate) async fn serve(node: PreparedNode, options: NodeOptions) -> Result<(), DaemonError> {
-    std::fs::create_dir_all(&options.run_dir).map_err(|source| DaemonError::Listen { what: options.run_dir.display().to_string(), source })?;
-    let admin_listener = bind_unix(&options.run_dir.join("admin.sock"), 0o600)?;
-    let nbd_listener = bind_unix(&options.run_dir.join("nbd.sock"), 0o600)?;
+    // TCP first: a busy port must fail before any socket file exists in the run directory.
     let mut peer_listeners = Vec::new();
     for resource in &node.resources {
         let mut listeners = Vec::new();
@@ -158,6 +156,13 @@ pub(crate) async fn serve(node: PreparedNode, options: NodeOptions) -> Result<()
         Some(address) => Some(TcpListener::bind(address).await.map_err(|source| DaemonError::Listen { what: format!("NBD {address}"), source })?),
         None => None,
     };
+    std::fs::create_dir_all(&options.run_dir).map_err(|source| DaemonError::Listen { what: options.run_dir.display().to_string(), source })?;
+    let admin_path = options.run_dir.join("admin.sock");
+    let nbd_path = options.run_dir.join("nbd.sock");
+    let admin_listener = bind_unix(&admin_path, 0o600)?;
+    let nbd_listener = bind_unix(&nbd_path, 0o600).inspect_err(|_| {
+        let _ = std::fs::remove_file(&admin_path);
+    })?;
     for (resource, listener) in node.resources.iter().zip(peer_listeners) {
         start_resource(resource, listener);
     }
@@ -175,8 +180,8 @@ pub(crate) async fn serve(node: PreparedNode, options: NodeOptions) -> Result<()
     tracing::info!(node = %node.name, run_dir = %options.run_dir.display(), "node is up");
     wait_for_signal().await;
     tracing::info!("shutting down");
-    let _ = std::fs::remove_file(options.run_dir.join("admin.sock"));
-    let _ = std::fs::remove_file(options.run_dir.join("nbd.sock"));
+    let _ = std::fs::remove_file(&admin_path);
+    let _ = std::fs::remove_file(&nbd_path);
     for resource in &node.resources {
         resource.down.store(true, Ordering::Relaxed);
     }
