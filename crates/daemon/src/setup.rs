@@ -167,11 +167,9 @@ pub(crate) async fn serve(node: PreparedNode, options: NodeOptions) -> Result<()
         start_resource(resource, listener);
     }
     let registry = Arc::new(Registry { resources: node.resources.clone() });
-    let server_config = Arc::new(nbd::ServerConfig {
-        request_bytes_max: nbd::ServerConfig::REQUEST_BYTES_MAX_DEFAULT,
-        in_flight_max_per_connection: nbd::ServerConfig::IN_FLIGHT_MAX_PER_CONNECTION_DEFAULT,
-        pool: Arc::clone(&node.resources[0].pool),
-    });
+    // One payload budget for both listeners: the node's client memory is bounded however
+    // many clients connect.
+    let server_config = Arc::new(nbd::ServerConfig::new(Arc::clone(&node.resources[0].pool)));
     tokio::spawn(nbd::serve_unix(nbd_listener, registry.clone(), Arc::clone(&server_config)));
     if let Some(listener) = nbd_tcp {
         tokio::spawn(nbd::serve_tcp(listener, registry.clone(), Arc::clone(&server_config)));

@@ -23,6 +23,8 @@ pub(crate) struct Outgoing {
     pub(crate) data: Bytes,
     /// Released when the reply is dropped by the writer.
     _permit: OwnedSemaphorePermit,
+    /// Payload-budget pages, released with the reply.
+    _budget: Option<OwnedSemaphorePermit>,
 }
 
 impl Outgoing {
@@ -51,6 +53,7 @@ pub(crate) enum Expect {
 struct Route {
     replies: UnboundedSender<Outgoing>,
     permit: OwnedSemaphorePermit,
+    budget: Option<OwnedSemaphorePermit>,
 }
 
 /// Completes one request. Call exactly one of [`ok`](Completion::ok),
@@ -83,8 +86,16 @@ impl Completion {
         Completion {
             cookie,
             expect,
-            route: Some(Route { replies, permit }),
+            route: Some(Route { replies, permit, budget: None }),
         }
+    }
+
+    /// Attach payload-budget pages, released when the reply has been written.
+    pub(crate) fn with_budget(mut self, budget: Option<OwnedSemaphorePermit>) -> Completion {
+        if let Some(route) = self.route.as_mut() {
+            route.budget = budget;
+        }
+        self
     }
 
     /// The client's cookie for this request (for logs).
@@ -144,6 +155,7 @@ impl Completion {
             header,
             data,
             _permit: route.permit,
+            _budget: route.budget,
         });
     }
 }

@@ -22,6 +22,9 @@ use crate::{ExportRegistry, NbdError};
 use negotiate::{negotiate, Negotiated, BLOCK_BYTES_PREFERRED};
 
 /// Pause after a failed accept (e.g. out of file descriptors) before trying again.
+/// Unit of the payload budget.
+pub(crate) const PAGE_BYTES: usize = 4096;
+
 const ACCEPT_RETRY_DELAY: Duration = Duration::from_millis(100);
 
 /// Server settings, shared by all connections.
@@ -34,6 +37,10 @@ pub struct ServerConfig {
     pub in_flight_max_per_connection: usize,
     /// Where write payloads are read into.
     pub pool: Arc<BufPool>,
+    /// Payload bytes (writes being read or executed, reads being executed) in flight across
+    /// every connection that shares this budget, in 4 KiB pages. With the per-connection
+    /// limit this bounds the server's memory however many clients connect.
+    pub payload_budget: Arc<tokio::sync::Semaphore>,
 }
 
 impl ServerConfig {
@@ -41,6 +48,13 @@ impl ServerConfig {
     pub const REQUEST_BYTES_MAX_DEFAULT: u32 = 32 * 1024 * 1024;
     /// Default `in_flight_max_per_connection`.
     pub const IN_FLIGHT_MAX_PER_CONNECTION_DEFAULT: usize = 128;
+    /// Default payload budget: 512 MiB in 4 KiB pages.
+    pub const PAYLOAD_BUDGET_PAGES_DEFAULT: usize = 512 * 256;
+
+    /// A payload budget of `pages` 4 KiB pages.
+    pub fn budget(pages: usize) -> Arc<tokio::sync::Semaphore> {
+        Arc::new(tokio::sync::Semaphore::new(pages))
+    }
 
     /// Defaults, with payloads taken from `pool`.
     pub fn new(pool: Arc<BufPool>) -> ServerConfig {
@@ -48,6 +62,7 @@ impl ServerConfig {
             request_bytes_max: Self::REQUEST_BYTES_MAX_DEFAULT,
             in_flight_max_per_connection: Self::IN_FLIGHT_MAX_PER_CONNECTION_DEFAULT,
             pool,
+            payload_budget: Self::budget(Self::PAYLOAD_BUDGET_PAGES_DEFAULT),
         }
     }
 
@@ -62,6 +77,12 @@ impl ServerConfig {
         if request_bytes_max > BUFFER_BYTES_MAX {
             return Err(NbdError::InvalidConfig(
                 "request_bytes_max above the pool's largest",
+            ));
+        }
+        let pages_needed = request_bytes_max.div_ceil(PAGE_BYTES);
+        if self.payload_budget.available_permits() < pages_needed {
+            return Err(NbdError::InvalidConfig(
+                "payload budget smaller than one request",
             ));
         }
         if self.in_flight_max_per_connection == 0 {

@@ -5,6 +5,8 @@
 //! - A permit of the connection's semaphore is taken before each request header is read and
 //!   released when its reply is written, so at most `in_flight_max_per_connection` requests
 //!   are outstanding; when none is free the reader stops reading (backpressure).
+//! - Before a write payload is read, or a read is submitted, pages of the shared payload
+//!   budget are taken; they travel with the completion and return when the reply is written.
 //! - A write payload is read straight into a pooled buffer and frozen; a rejected write's
 //!   payload is read and dropped in bounded chunks so the next header is found where expected.
 //! - The export is dropped only after the writer task ended, i.e. after every completion of
@@ -48,6 +50,7 @@ where
         limits: session.limits,
         pool: Arc::clone(&config.pool),
         permits: Arc::new(Semaphore::new(config.in_flight_max_per_connection)),
+        payload_budget: Arc::clone(&config.payload_budget),
         replies,
         discard: Vec::new(),
     };
@@ -67,6 +70,7 @@ struct RequestReader<R> {
     limits: ExportLimits,
     pool: Arc<BufPool>,
     permits: Arc<Semaphore>,
+    payload_budget: Arc<Semaphore>,
     replies: UnboundedSender<Outgoing>,
     /// Scratch space for skipping payloads; allocated on first use.
     discard: Vec<u8>,
@@ -148,6 +152,18 @@ impl<R: AsyncRead + Unpin> RequestReader<R> {
         fua: bool,
         permit: OwnedSemaphorePermit,
     ) -> Result<(), NbdError> {
+        let pages = match command {
+            Admitted::Read { length, .. } | Admitted::Write { length, .. } => {
+                usize::try_from(length).unwrap_or(usize::MAX).div_ceil(super::PAGE_BYTES)
+            }
+            _ => 0,
+        };
+        let pages = u32::try_from(pages).unwrap_or(u32::MAX);
+        // Never closed, so acquiring only waits (backpressure across connections).
+        let budget = match Arc::clone(&self.payload_budget).acquire_many_owned(pages).await {
+            Ok(budget) => Some(budget),
+            Err(_) => None,
+        };
         let (command, expect) = match command {
             Admitted::Read { offset, length } => {
                 (Command::Read { offset, length }, Expect::Data(length))
@@ -175,7 +191,7 @@ impl<R: AsyncRead + Unpin> RequestReader<R> {
                 Expect::Status,
             ),
         };
-        let completion = self.completion(header, expect, permit);
+        let completion = self.completion(header, expect, permit).with_budget(budget);
         self.export.submit(Request { command, fua }, completion);
         Ok(())
     }

@@ -549,6 +549,35 @@ async fn in_flight_limit_applies_backpressure() {
     assert_eq!(client.reply(|_| 16).await.data, pattern(16, 1));
 }
 
+/// The payload budget is shared by every connection: a read that would exceed it waits, on
+/// another connection too, until the budget comes back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn payload_budget_applies_backpressure_across_connections() {
+    let config = ServerConfig {
+        payload_budget: ServerConfig::budget(256),
+        ..small()
+    };
+    let (server, disk) = server(config).await;
+    disk.set_behaviour(Behaviour {
+        park_reads_at: Some(0),
+        ..Behaviour::default()
+    });
+    let mut first = RawClient::open(&server.socket, "disk").await;
+    let mut second = RawClient::open(&server.socket, "disk").await;
+    first.request(READ, 0, 0, 1 << 20, &[]).await;
+    wait_until("the 1 MiB read is parked", || disk.parked() == 1).await;
+    second.request(READ, 0, 4096, 4096, &[]).await;
+    // Negative check: give the second connection time it would need to submit.
+    let observe_until = std::time::Instant::now() + std::time::Duration::from_millis(200);
+    while std::time::Instant::now() < observe_until {
+        assert_eq!(disk.submitted(), 1, "a read was submitted beyond the shared budget");
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    disk.release_parked();
+    assert_eq!(first.reply(|_| 1 << 20).await.error, None);
+    assert_eq!(second.reply(|_| 4096).await.error, None);
+}
+
 /// Many pipelined writes and reads on several connections (the export can multi-conn).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pipelined_requests_on_parallel_connections() {
