@@ -7,6 +7,9 @@
 //! Exit status: 0 when the command succeeded, 1 when it was refused or failed (the reason
 //! goes to standard error as `tandem: REASON`), 2 for a usage error (clap's own).
 //!
+//! `tandem node` logs to standard error, filtered by `RUST_LOG` (default `info`); the admin
+//! verbs do not log.
+//!
 //! Invariant: no command panics on an operating error; every failure is a [`CliError`].
 
 mod cli;
@@ -56,6 +59,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
             commands::events(run_dir, resource_filter(&target), statistics)
         }
         Command::Node { config, node } => {
+            init_logging();
             let options = daemon::NodeOptions {
                 config,
                 node,
@@ -71,4 +75,15 @@ fn run(cli: Cli) -> Result<(), CliError> {
         Command::Demo => Ok(demo::run()?),
         Command::Simple(verb) => commands::simple(run_dir, &verb.into_request()),
     }
+}
+
+/// Sends the node's log to standard error, filtered by `RUST_LOG` (default `info`).
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let subscriber = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    // try_init fails only when a subscriber is already installed; then that one is used.
+    let _ = subscriber.try_init();
 }

@@ -457,3 +457,47 @@ fn demo_is_not_written_yet() {
     assert_eq!(output.status.code(), Some(1));
     assert_eq!(text(&output.stderr), "tandem: demo: not yet\n");
 }
+
+/// A minimal two-node configuration in drbd.conf syntax.
+const TWO_NODES_CONF: &str = "resource r0 {
+  on alice { node-id 0; address 127.0.0.1:7789;
+    volume 0 { device /dev/drbd0; disk /var/tmp/alice.img; meta-disk internal; } }
+  on bob { node-id 1; address 127.0.0.1:7790;
+    volume 0 { device /dev/drbd0; disk /var/tmp/bob.img; meta-disk internal; } }
+}
+";
+
+#[test]
+fn dump_prints_the_configuration_and_refuses_unknown_resources() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("tandem.conf");
+    std::fs::write(&config, TWO_NODES_CONF).expect("write config");
+
+    let mut command = tandem(dir.path());
+    command.arg("dump").arg("--config").arg(&config).arg("r0");
+    let output = run(command);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    let stdout = text(&output.stdout);
+    assert!(stdout.starts_with("resource r0 {"), "{stdout}");
+    assert!(stdout.contains("on bob {"), "{stdout}");
+
+    let mut command = tandem(dir.path());
+    command.arg("dump").arg("-c").arg(&config).arg("r9");
+    let output = run(command);
+    assert_eq!(output.status.code(), Some(1));
+    let expected = format!("tandem: 'r9' not defined in {}\n", config.display());
+    assert_eq!(text(&output.stderr), expected);
+
+    let mut command = tandem(dir.path());
+    command
+        .arg("dump")
+        .arg("-c")
+        .arg(dir.path().join("missing.conf"));
+    let output = run(command);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        text(&output.stderr).contains("missing.conf"),
+        "{}",
+        text(&output.stderr)
+    );
+}
