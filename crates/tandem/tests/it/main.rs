@@ -448,14 +448,28 @@ fn read_line(reader: &mut impl BufRead) -> String {
     line
 }
 
+/// The README's first command: two nodes, a workload, identical replicas, nothing left behind.
 #[test]
-fn demo_is_not_written_yet() {
+fn demo_replicates_a_workload_and_cleans_up() {
     let run_dir = tempfile::tempdir().expect("tempdir");
     let mut command = tandem(run_dir.path());
     command.arg("demo");
     let output = run(command);
-    assert_eq!(output.status.code(), Some(1));
-    assert_eq!(text(&output.stderr), "tandem: demo: not yet\n");
+    let stdout = text(&output.stdout);
+    assert_eq!(output.status.code(), Some(0), "stdout:\n{stdout}\nstderr:\n{}", text(&output.stderr));
+    assert!(stdout.contains("refuses to serve the export"), "{stdout}");
+    assert!(stdout.contains("r0 role:Primary"), "{stdout}");
+    assert!(stdout.contains("the replicas are byte-identical"), "{stdout}");
+    let line = stdout.lines().find(|l| l.contains("crc32c of the whole backing files")).expect("checksum line");
+    let sums: Vec<&str> = line
+        .split_whitespace()
+        .map(|w| w.trim_end_matches(','))
+        .filter(|w| w.len() == 8 && w.chars().all(|c| c.is_ascii_hexdigit()))
+        .collect();
+    assert_eq!(sums.len(), 2, "{line}");
+    assert_eq!(sums[0], sums[1], "{line}");
+    let removed = stdout.lines().find_map(|l| l.strip_prefix("== stopping the nodes and removing ")).expect("cleanup line");
+    assert!(!std::path::Path::new(removed).exists(), "{removed} was left behind");
 }
 
 /// A minimal two-node configuration in drbd.conf syntax.
