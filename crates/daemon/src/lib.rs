@@ -13,6 +13,7 @@
 mod admin_server;
 mod disk;
 mod export;
+mod io_workers;
 mod peer;
 mod resource;
 mod setup;

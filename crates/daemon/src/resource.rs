@@ -23,6 +23,7 @@ use repl::{Action, ConnState, DiskOp, Engine, IoError, PeerMessage, RequestId, T
 use tokio::sync::{mpsc, watch, OwnedSemaphorePermit};
 
 use crate::disk::Disk;
+use crate::io_workers::IoWorkers;
 
 /// A write's data: shared bytes, plus for data received from a peer the receive-buffer
 /// permit (`max-buffers`) that is released when the last clone drops.
@@ -82,6 +83,7 @@ pub(crate) struct Resource {
     /// Volume number and its disk, sorted by number.
     pub(crate) volumes: Vec<(u16, Arc<Disk>)>,
     pub(crate) pool: Arc<BufPool>,
+    io: IoWorkers,
     core: Mutex<Core>,
     next_request: AtomicU64,
     next_generation: AtomicU64,
@@ -109,9 +111,11 @@ pub(crate) struct ResourceParts {
 }
 
 impl Resource {
-    pub(crate) fn new(parts: ResourceParts) -> Arc<Resource> {
+    pub(crate) fn new(parts: ResourceParts) -> std::io::Result<Arc<Resource>> {
         let (changed, _) = watch::channel(0);
-        Arc::new(Resource {
+        let io = IoWorkers::start(&parts.name)?;
+        Ok(Arc::new(Resource {
+            io,
             name: parts.name,
             node_id: parts.node_id,
             listen: parts.listen,
@@ -124,7 +128,7 @@ impl Resource {
             changed,
             down: AtomicBool::new(false),
             start: Instant::now(),
-        })
+        }))
     }
 
     /// Whether the administrator took the resource down.
@@ -213,7 +217,7 @@ impl Resource {
 
     fn start_local_io(self: &Arc<Self>, action: Action<Payload>) {
         let resource = Arc::clone(self);
-        tokio::task::spawn_blocking(move || {
+        self.io.run(Box::new(move || {
             let (io, result) = match action {
                 Action::LocalWrite { io, volume, op } => (io, resource.disk_op(volume, op)),
                 Action::LocalFlush { io } => (io, resource.flush_all()),
@@ -223,7 +227,7 @@ impl Resource {
                 tracing::error!(resource = %resource.name, ?io, "local I/O failed: {error}");
             }
             resource.step(|engine, now, out| engine.local_done(now, io, result, out));
-        });
+        }));
     }
 
     fn disk(&self, volume: u16) -> Option<&Arc<Disk>> {
@@ -253,7 +257,7 @@ impl Resource {
     /// Read from the local disk (client reads are served locally; the Primary is UpToDate).
     pub(crate) fn read(self: &Arc<Self>, volume: u16, offset: u64, length: u32, completion: Completion) {
         let resource = Arc::clone(self);
-        tokio::task::spawn_blocking(move || {
+        self.io.run(Box::new(move || {
             let Some(mut buf) = resource.pool.take(length as usize) else {
                 completion.error(nbd::Errno::Inval);
                 return;
@@ -263,7 +267,7 @@ impl Resource {
                 Ok(()) => completion.read_data(buf.freeze()),
                 Err(error) => completion.error(crate::export::errno_of(error)),
             }
-        });
+        }));
     }
 
     pub(crate) fn peer_name(&self, node_id: u8) -> String {

@@ -101,7 +101,8 @@ fn build_resource(resource: &config::Resource, host: &config::Host, pool: &Arc<B
         volumes: volumes.iter().map(|(number, disk)| VolumeConfig { number: *number, size_bytes: disk.size_bytes() }).collect(),
         peers: peers.iter().map(peer_config).collect(),
     });
-    Ok(Resource::new(ResourceParts { name: resource.name.clone(), node_id: host.node_id, listen, peers, volumes, pool: Arc::clone(pool), engine }))
+    let parts = ResourceParts { name: resource.name.clone(), node_id: host.node_id, listen, peers, volumes, pool: Arc::clone(pool), engine };
+    Resource::new(parts).map_err(|error| setup_error(format!("cannot start I/O threads: {error}")))
 }
 
 fn check_auth(net: &config::NetOptions) -> Result<(), String> {
