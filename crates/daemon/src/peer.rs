@@ -354,29 +354,25 @@ async fn run_link(resource: &Arc<Resource>, peer: &PeerInfo, (data, control): So
     next
 }
 
-async fn send_data(resource: Arc<Resource>, peer: PeerInfo, mut queue: mpsc::UnboundedReceiver<Outgoing>, socket: OwnedWriteHalf) -> LinkError {
+async fn send_data(resource: Arc<Resource>, peer: PeerInfo, queue: mpsc::UnboundedReceiver<Outgoing>, socket: OwnedWriteHalf) -> LinkError {
     let mut writer = BufWriter::with_capacity(STREAM_BUFFER_BYTES, socket);
     let report_sent = peer.net.protocol == config::Protocol::A;
     let mut sent = Vec::new();
     let mut header = Vec::with_capacity(64);
+    let mut queue = queue;
     loop {
-        let item = match queue.try_recv() {
-            Ok(item) => item,
-            Err(mpsc::error::TryRecvError::Empty) => {
-                if let Err(error) = writer.flush().await {
-                    return error.into();
-                }
-                if !sent.is_empty() {
-                    let seqs = std::mem::take(&mut sent);
-                    resource.step(|engine, now, out| seqs.iter().for_each(|&seq| engine.peer_sent(now, peer.node_id, seq, out)));
-                }
-                match queue.recv().await {
-                    Some(item) => item,
-                    None => return LinkError::PeerDisconnected("closed locally".into()),
-                }
+        if queue.is_empty() {
+            // Idle for a moment: push out what is buffered. Under load frames batch up.
+            if let Err(error) = writer.flush().await {
+                return error.into();
             }
-            Err(mpsc::error::TryRecvError::Disconnected) => return LinkError::PeerDisconnected("closed locally".into()),
-        };
+            if !sent.is_empty() {
+                // Protocol A completes writes once they are in the socket.
+                let seqs = std::mem::take(&mut sent);
+                resource.step(|engine, now, out| seqs.iter().for_each(|&seq| engine.peer_sent(now, peer.node_id, seq, out)));
+            }
+        }
+        let Some(item) = queue.recv().await else { return LinkError::PeerDisconnected("closed locally".into()) };
         header.clear();
         let (seq, payload) = match encode_outgoing(item, &mut header) {
             Ok(pair) => pair,
@@ -431,19 +427,12 @@ async fn send_control(mut queue: mpsc::UnboundedReceiver<Outgoing>, socket: Owne
     let mut writer = BufWriter::with_capacity(64 * 1024, socket);
     let mut bytes = Vec::with_capacity(64);
     loop {
-        let item = match queue.try_recv() {
-            Ok(item) => item,
-            Err(mpsc::error::TryRecvError::Empty) => {
-                if let Err(error) = writer.flush().await {
-                    return error.into();
-                }
-                match queue.recv().await {
-                    Some(item) => item,
-                    None => return LinkError::PeerDisconnected("closed locally".into()),
-                }
+        if queue.is_empty() {
+            if let Err(error) = writer.flush().await {
+                return error.into();
             }
-            Err(mpsc::error::TryRecvError::Disconnected) => return LinkError::PeerDisconnected("closed locally".into()),
-        };
+        }
+        let Some(item) = queue.recv().await else { return LinkError::PeerDisconnected("closed locally".into()) };
         let Outgoing::Control(message) = item else {
             return LinkError::Protocol("data frame queued on the control socket".into());
         };
