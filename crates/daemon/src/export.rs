@@ -111,8 +111,6 @@ impl Export for OpenExport {
             Command::Trim { offset, length } => Op::Trim { offset, length: u64::from(length), flags },
             Command::WriteZeroes { offset, length, .. } => Op::WriteZeroes { offset, length: u64::from(length), flags },
         };
-        let request_id = self.resource.park(completion);
-        let volume = self.volume;
-        self.resource.step(|engine, now, out| engine.submit(now, request_id, volume, op, out));
+        self.resource.submit(self.volume, op, completion);
     }
 }

@@ -463,20 +463,50 @@ fn control_to_wire(message: PeerMessage<Payload>) -> Message {
     }
 }
 
+/// Messages decoded from what is already buffered are handed to the engine together, at most
+/// this many at a time (one lock for many acks or writes under load).
+const RECEIVE_BATCH_MAX: usize = 64;
+
 async fn receive_data(resource: Arc<Resource>, peer: PeerInfo, socket: OwnedReadHalf) -> LinkError {
     let mut reader = BufReader::with_capacity(STREAM_BUFFER_BYTES, socket);
     let pages_max = peer.net.max_buffers.max(1);
     let budget = Arc::new(Semaphore::new(pages_max as usize));
+    let mut batch = Vec::with_capacity(RECEIVE_BATCH_MAX);
     loop {
-        let message = match receive_data_frame(&resource, &mut reader, &budget, pages_max).await {
+        let message = match receive_data_frame(&resource, peer.node_id, &mut reader, &budget, pages_max, &mut batch).await {
             Ok(message) => message,
             Err(error) => return error,
         };
-        resource.step(|engine, now, out| engine.peer_message(now, peer.node_id, message, out));
+        batch.push(message);
+        if !whole_frame_buffered(reader.buffer()) || batch.len() >= RECEIVE_BATCH_MAX {
+            deliver(&resource, peer.node_id, &mut batch);
+        }
     }
 }
 
-async fn receive_data_frame(resource: &Resource, reader: &mut BufReader<OwnedReadHalf>, budget: &Arc<Semaphore>, pages_max: u32) -> Result<PeerMessage<Payload>, LinkError> {
+/// Whether `buffered` starts with a whole frame, so decoding it will not wait for the network.
+fn whole_frame_buffered(buffered: &[u8]) -> bool {
+    let Some(header) = buffered.first_chunk::<FRAME_HEADER_LEN>() else { return false };
+    let Ok(header) = FrameHeader::decode(header) else { return false };
+    let body = usize::try_from(header.body_len).unwrap_or(usize::MAX);
+    buffered.len() - FRAME_HEADER_LEN >= body
+}
+
+/// Hand a batch of received messages to the engine, in order, under one lock.
+fn deliver(resource: &Arc<Resource>, peer: u8, batch: &mut Vec<PeerMessage<Payload>>) {
+    if !batch.is_empty() {
+        resource.step(|engine, now, out| batch.drain(..).for_each(|message| engine.peer_message(now, peer, message, out)));
+    }
+}
+
+async fn receive_data_frame(
+    resource: &Arc<Resource>,
+    peer: u8,
+    reader: &mut BufReader<OwnedReadHalf>,
+    budget: &Arc<Semaphore>,
+    pages_max: u32,
+    batch: &mut Vec<PeerMessage<Payload>>,
+) -> Result<PeerMessage<Payload>, LinkError> {
     let header = read_header(reader).await?;
     let kind = header.check()?;
     if !kind.allowed_on(SocketKind::Data) {
@@ -491,7 +521,15 @@ async fn receive_data_frame(resource: &Resource, reader: &mut BufReader<OwnedRea
         Message::Data(h) => {
             let length = header.payload_len();
             let pages = length.div_ceil(PAGE_BYTES).clamp(1, pages_max);
-            let permit = Arc::clone(budget).acquire_many_owned(pages).await.map_err(|_| LinkError::Closed)?;
+            let permit = match Arc::clone(budget).try_acquire_many_owned(pages) {
+                Ok(permit) => permit,
+                Err(_) => {
+                    // The budget is spent: the batch must reach the engine first, or the writes
+                    // holding the budget would never be issued and released.
+                    deliver(resource, peer, batch);
+                    Arc::clone(budget).acquire_many_owned(pages).await.map_err(|_| LinkError::Closed)?
+                }
+            };
             let mut buf = resource.pool.take(length as usize).ok_or_else(|| LinkError::Protocol("payload too large".into()))?;
             reader.read_exact(&mut buf).await?;
             let data = Payload { bytes: buf.freeze(), _permit: Some(Arc::new(permit)) };
@@ -508,12 +546,16 @@ async fn receive_data_frame(resource: &Resource, reader: &mut BufReader<OwnedRea
 
 async fn receive_control(resource: Arc<Resource>, peer: u8, socket: OwnedReadHalf) -> LinkError {
     let mut reader = BufReader::with_capacity(64 * 1024, socket);
+    let mut batch = Vec::with_capacity(RECEIVE_BATCH_MAX);
     loop {
         let message = match read_message(&mut reader).await.and_then(control_from_wire) {
             Ok(message) => message,
             Err(error) => return error,
         };
-        resource.step(|engine, now, out| engine.peer_message(now, peer, message, out));
+        batch.push(message);
+        if !whole_frame_buffered(reader.buffer()) || batch.len() >= RECEIVE_BATCH_MAX {
+            deliver(&resource, peer, &mut batch);
+        }
     }
 }
 

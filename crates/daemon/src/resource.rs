@@ -19,11 +19,27 @@ use std::time::Instant;
 
 use bufpool::BufPool;
 use bytes::Bytes;
-use repl::{Action, ConnState, DiskOp, Engine, IoError, PeerMessage, RequestId, Time};
+use repl::{Action, ConnState, DiskOp, Engine, IoError, Op, PeerMessage, RequestId, Time};
 use tokio::sync::{mpsc, watch, OwnedSemaphorePermit};
 
 use crate::disk::Disk;
 use crate::io_workers::IoWorkers;
+
+/// Writes up to this size without FUA are done on the calling thread: a page-cache copy of a
+/// few microseconds costs less than handing it to an I/O thread and waking it.
+const INLINE_WRITE_BYTES_MAX: usize = 64 * 1024;
+/// Inline writes can complete other writes that start inline writes; past this depth the
+/// rest go to the I/O threads, so the stack stays bounded.
+const INLINE_DEPTH_MAX: u32 = 4;
+
+thread_local! {
+    static INLINE_DEPTH: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// Whether a local I/O is cheap enough to run on the calling thread.
+fn runs_inline(action: &Action<Payload>) -> bool {
+    matches!(action, Action::LocalWrite { op: DiskOp::Write { data, fua: false, .. }, .. } if data.bytes.len() <= INLINE_WRITE_BYTES_MAX)
+}
 
 /// A write's data: shared bytes, plus for data received from a peer the receive-buffer
 /// permit (`max-buffers`) that is released when the last clone drops.
@@ -216,8 +232,9 @@ impl Resource {
     }
 
     fn start_local_io(self: &Arc<Self>, action: Action<Payload>) {
+        let inline = runs_inline(&action) && INLINE_DEPTH.with(|depth| depth.get() < INLINE_DEPTH_MAX);
         let resource = Arc::clone(self);
-        self.io.run(Box::new(move || {
+        let job = move || {
             let (io, result) = match action {
                 Action::LocalWrite { io, volume, op } => (io, resource.disk_op(volume, op)),
                 Action::LocalFlush { io } => (io, resource.flush_all()),
@@ -227,7 +244,14 @@ impl Resource {
                 tracing::error!(resource = %resource.name, ?io, "local I/O failed: {error}");
             }
             resource.step(|engine, now, out| engine.local_done(now, io, result, out));
-        }));
+        };
+        if inline {
+            INLINE_DEPTH.with(|depth| depth.set(depth.get() + 1));
+            job();
+            INLINE_DEPTH.with(|depth| depth.set(depth.get() - 1));
+        } else {
+            self.io.run(Box::new(job));
+        }
     }
 
     fn disk(&self, volume: u16) -> Option<&Arc<Disk>> {
@@ -247,11 +271,14 @@ impl Resource {
         self.volumes.iter().try_for_each(|(_, disk)| disk.flush())
     }
 
-    /// A fresh client request id, with its completion parked until the engine answers.
-    pub(crate) fn park(&self, completion: Completion) -> RequestId {
-        let request = self.next_request.fetch_add(1, Ordering::Relaxed);
-        self.lock().completions.insert(request, completion);
-        request
+    /// Submit a client request: its completion waits in `completions` until the engine
+    /// answers (one lock for both).
+    pub(crate) fn submit(self: &Arc<Self>, volume: u16, op: Op<Payload>, completion: Completion) {
+        let request: RequestId = self.next_request.fetch_add(1, Ordering::Relaxed);
+        self.step_core(|core, now, out| {
+            core.completions.insert(request, completion);
+            core.engine.submit(now, request, volume, op, out);
+        });
     }
 
     /// Read from the local disk (client reads are served locally; the Primary is UpToDate).
