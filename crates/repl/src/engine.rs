@@ -550,6 +550,8 @@ impl<P: Clone> Engine<P> {
         if extent.is_none() {
             return Err(format!("write beyond the end of volume {volume}: offset {offset} length {length}"));
         }
+        // Counted on receipt: a received write is always written (or NegAcked) in order.
+        self.written_bytes[vslot] += length;
         let p = &mut self.peers[slot];
         p.received_bytes[vslot] += length;
         let protocol = p.config.protocol;

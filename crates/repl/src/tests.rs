@@ -202,6 +202,16 @@ fn protocol_b_completes_on_receipt() {
     assert_eq!(pair.disks[B][0], 0, "the peer has not written yet");
 }
 
+#[test]
+fn both_nodes_count_replicated_bytes_as_written() {
+    let mut pair = Pair::new(Protocol::C);
+    pair.write(1, 0, 7, 8192);
+    pair.deliver_all();
+    assert_eq!(pair.nodes[A].status().volumes[0].written_bytes, 8192);
+    assert_eq!(pair.nodes[B].status().volumes[0].written_bytes, 8192);
+    assert_eq!(pair.nodes[B].status().peers[0].volumes[0].received_bytes, 8192);
+}
+
 /// drbd-semantics.md §1: protocol A completes once local and in the socket.
 #[test]
 fn protocol_a_completes_when_sent() {
