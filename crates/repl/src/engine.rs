@@ -210,20 +210,10 @@ impl<P: Clone> Engine<P> {
         self.role
     }
 
-    /// The peer's name, for messages.
-    pub fn peer_name(&self, peer: u8) -> Option<&str> {
-        self.peer_slot(peer).map(|slot| self.peers[slot].config.name.as_str())
-    }
-
     /// Whether the driver should try to (re)connect to `peer`.
     pub fn wants_connection(&self, peer: u8) -> bool {
         self.peer_slot(peer)
             .is_some_and(|slot| self.peers[slot].connection != ConnState::StandAlone)
-    }
-
-    /// Whether `peer` is connected.
-    pub fn is_connected(&self, peer: u8) -> bool {
-        self.peer_slot(peer).is_some_and(|slot| self.peers[slot].connection == ConnState::Connected)
     }
 
     /// The name of a connected Primary peer, if any (for refusing to open on a Secondary).
@@ -352,15 +342,13 @@ impl<P: Clone> Engine<P> {
             }
             IoId::PeerWrite { peer, seq } => {
                 if let Some(slot) = self.peer_slot(peer) {
-                    let connected = self.peers[slot].connection == ConnState::Connected;
                     let protocol = self.peers[slot].config.protocol;
-                    self.peers[slot].receiver.write_done(seq, result, connected, protocol, out);
+                    self.peers[slot].receiver.write_done(seq, result, protocol, out);
                 }
             }
             IoId::PeerFlush { peer, epoch } => {
                 if let Some(slot) = self.peer_slot(peer) {
-                    let connected = self.peers[slot].connection == ConnState::Connected;
-                    self.peers[slot].receiver.flush_done(epoch, connected, result, out);
+                    self.peers[slot].receiver.flush_done(epoch, result, out);
                 }
             }
         }

@@ -105,7 +105,7 @@ impl<P: Clone> Receiver<P> {
     }
 
     /// A write issued for `seq` finished.
-    pub(crate) fn write_done(&mut self, seq: u64, result: Result<(), IoError>, _connected: bool, protocol: Protocol, out: &mut Vec<Action<P>>) {
+    pub(crate) fn write_done(&mut self, seq: u64, result: Result<(), IoError>, protocol: Protocol, out: &mut Vec<Action<P>>) {
         let Some(front) = self.epochs.front_mut() else { return };
         assert!(front.issued > 0, "a peer write completed that was never issued");
         front.issued -= 1;
@@ -124,7 +124,7 @@ impl<P: Clone> Receiver<P> {
     }
 
     /// The flush that ends the front epoch finished.
-    pub(crate) fn flush_done(&mut self, epoch: u64, _connected: bool, result: Result<(), IoError>, out: &mut Vec<Action<P>>) {
+    pub(crate) fn flush_done(&mut self, epoch: u64, result: Result<(), IoError>, out: &mut Vec<Action<P>>) {
         let Some(front) = self.epochs.front_mut() else { return };
         assert_eq!(front.key.1, epoch, "flush completion for the front epoch");
         front.flush = FlushStage::Done;
