@@ -1,0 +1,253 @@
+"""tandem nodes on loopback for one measurement: a generated drbd.conf resource, preallocated
+backing files, one node alone (standalone) or two connected nodes, alice made Primary.
+
+Invariants: every node runs the private copy of the binary set with use_binary (other jobs may
+rebuild target/ meanwhile) and is started through the Reaper; ports are picked free at run
+time; a Cluster is used as a context manager, so its nodes are stopped and its backing files
+deleted whatever happens inside; measurements only start once alice is Primary and, for a pair,
+the peer is Connected / Established / UpToDate.
+"""
+
+import json
+import os
+import subprocess
+import time
+from dataclasses import dataclass, field
+
+from . import procs
+from .errors import SetupError
+
+CATCH_UP_DEADLINE_S = 120.0
+NODE_START_DEADLINE_S = 20.0
+CONNECT_DEADLINE_S = 30.0
+ADMIN_TIMEOUT_S = 30.0
+DEFAULT_NET = (("max-buffers", "8000"), ("max-epoch-size", "8000"))
+
+_binary = {"path": None}
+
+
+def use_binary(path):
+    """Sets the tandem binary every node and admin command runs."""
+    _binary["path"] = path
+
+
+def binary():
+    """The tandem binary in use; SetupError if use_binary was not called."""
+    if not _binary["path"]:
+        raise SetupError("no tandem binary selected (cluster.use_binary)")
+    return _binary["path"]
+
+
+@dataclass(frozen=True)
+class Setup:
+    """What to start: kind 'standalone' (alice alone, link dropped) or 'pair' (alice + bob).
+    net: extra `net { }` options as (name, value) pairs, in order."""
+
+    kind: str
+    protocol: str = "C"
+    net: tuple = DEFAULT_NET
+    size_bytes: int = 1 << 30
+    label: str = field(default="", compare=False)
+
+    def name(self):
+        """'standalone' or 'proto-C' unless a label was given."""
+        return self.label or ("standalone" if self.kind == "standalone" else f"proto-{self.protocol}")
+
+
+def resource_text(protocol, net, disks, ports):
+    """The drbd.conf text of resource r0 for alice (disks[0], ports[0]) and bob."""
+    opts = "".join(f"    {k} {v};\n" for k, v in net)
+    return f"""# written by bench/run
+resource r0 {{
+  net {{
+    protocol {protocol};
+    connect-int 1;
+{opts}  }}
+  volume 0 {{
+    device    /dev/drbd0;
+    disk      {disks[0]};
+    meta-disk internal;
+  }}
+  on alice {{
+    node-id 0;
+    address 127.0.0.1:{ports[0]};
+  }}
+  on bob {{
+    node-id 1;
+    address 127.0.0.1:{ports[1]};
+    volume 0 {{
+      disk {disks[1]};
+    }}
+  }}
+}}
+"""
+
+
+def write_res(path, protocol, disks, ports, net=DEFAULT_NET):
+    """Writes resource_text to path."""
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(resource_text(protocol, net, disks, ports))
+
+
+def make_image(path, size_bytes=1 << 30):
+    """A raw image preallocated and written full of zeros (qemu-img preallocation=full), so every
+    measurement overwrites allocated blocks."""
+    subprocess.run(["qemu-img", "create", "-q", "-f", "raw", "-o", "preallocation=full", path, str(size_bytes)],
+                   check=True)
+
+
+def tandem_admin(run_dir, *argv, check=True):
+    """Runs `tandem --run-dir run_dir ARGV`; SetupError on failure when check is set."""
+    proc = subprocess.run([binary(), "--run-dir", run_dir, *argv], capture_output=True, text=True,
+                          timeout=ADMIN_TIMEOUT_S)
+    if check and proc.returncode != 0:
+        raise SetupError(f"tandem {' '.join(argv)}: exit {proc.returncode}: {proc.stderr.strip()}")
+    return proc
+
+
+def tandem_status(run_dir):
+    """The first resource of `tandem status --json`, or None if the node does not answer."""
+    proc = tandem_admin(run_dir, "status", "r0", "--json", check=False)
+    if proc.returncode != 0:
+        return None
+    try:
+        return json.loads(proc.stdout)["resources"][0]
+    except (ValueError, KeyError, IndexError, TypeError):
+        return None
+
+
+def start_node(reaper, workdir, res, name):
+    """Starts node `name` of res; returns (Popen, run_dir) once its admin socket answers."""
+    run_dir = os.path.join(workdir, f"run-{name}")
+    os.makedirs(run_dir, exist_ok=True)
+    proc = reaper.spawn([binary(), "node", "--config", res, "--node", name, "--run-dir", run_dir],
+                        os.path.join(workdir, f"{name}.log"))
+    procs.wait_for(f"node {name} admin socket", lambda: tandem_status(run_dir) is not None,
+                   NODE_START_DEADLINE_S, procs=[proc])
+    return proc, run_dir
+
+
+def is_connected(run_dir):
+    """True when the first connection is Connected and every peer device Established/UpToDate."""
+    s = tandem_status(run_dir)
+    conns = (s or {}).get("connections") or []
+    if not conns or conns[0].get("connection") != "Connected":
+        return False
+    return all(p.get("replication") == "Established" and p.get("peer_disk") == "UpToDate"
+               for p in conns[0].get("peer_devices", []))
+
+
+def is_drained(run_dir):
+    """True when the Primary has nothing in flight, pending or unacknowledged."""
+    s = tandem_status(run_dir)
+    conns = (s or {}).get("connections") or []
+    if not conns:
+        return False
+    c = conns[0]
+    return c.get("ap_in_flight_kib") == 0 and all(
+        p.get("pending") == 0 and p.get("unacked") == 0 for p in c.get("peer_devices", []))
+
+
+class Cluster:
+    """The nodes of one Setup. `with Cluster(reaper, workdir, setup) as c:` starts them, makes
+    alice Primary and exposes c.uri (the NBD export) and c.watch ({node: pid}); leaving the block
+    stops the nodes (recording non-zero exits in c.notes) and deletes the backing files."""
+
+    def __init__(self, reaper, workdir, setup):
+        self.reaper, self.setup = reaper, setup
+        self.wd = workdir
+        self.disks = [os.path.join(workdir, "alice.img"), os.path.join(workdir, "bob.img")]
+        self.nodes = []
+        self.dirs = {}
+        self.notes = []
+        self.uri = None
+        self.watch = {}
+        self.connect_s = None
+
+    def __enter__(self):
+        try:
+            self._start()
+        except BaseException:
+            self._stop()
+            raise
+        return self
+
+    def __exit__(self, *_exc):
+        self._stop()
+        return False
+
+    def _start(self):
+        os.makedirs(self.wd, exist_ok=True)
+        pair = self.setup.kind == "pair"
+        for d in self.disks if pair else self.disks[:1]:
+            make_image(d, self.setup.size_bytes)
+        res = os.path.join(self.wd, "r0.res")
+        write_res(res, self.setup.protocol, self.disks, procs.free_ports(2), self.setup.net)
+        for name in ("alice", "bob") if pair else ("alice",):
+            proc, run_dir = start_node(self.reaper, self.wd, res, name)
+            self.nodes.append((name, proc))
+            self.dirs[name] = run_dir
+            self.watch[name] = proc.pid
+        alice = self.dirs["alice"]
+        if pair:
+            t0 = time.monotonic()
+            procs.wait_for("alice and bob Connected/Established/UpToDate", lambda: is_connected(alice),
+                           CONNECT_DEADLINE_S, procs=[p for _, p in self.nodes])
+            self.connect_s = time.monotonic() - t0
+        else:
+            tandem_admin(alice, "disconnect", "r0")
+        tandem_admin(alice, "primary", "r0")
+        st = tandem_status(alice)
+        if not st or st.get("role") != "Primary":
+            raise SetupError(f"{self.setup.name()}: alice is not Primary after 'tandem primary r0'")
+        self.uri = f"nbd+unix:///r0?socket={alice}/nbd.sock"
+
+    def _stop(self):
+        for name, proc in self.nodes:
+            rc = self.reaper.stop(proc)
+            if rc != 0:
+                self.notes.append(f"node {name} exited with status {rc} on SIGTERM (expected 0)")
+        self.nodes = []
+        for d in self.disks:
+            if os.path.exists(d):
+                os.remove(d)
+
+    def log_tails(self, lines=30):
+        """The last lines of each node's log, for an error report."""
+        return {name: procs.tail(os.path.join(self.wd, f"{name}.log"), lines) for name in self.dirs}
+
+    def link_state(self):
+        """alice's connection state and last error, or None for standalone."""
+        if self.setup.kind != "pair":
+            return None
+        conns = (tandem_status(self.dirs["alice"]) or {}).get("connections") or [{}]
+        return conns[0].get("connection"), conns[0].get("last_error")
+
+    def check_replicas(self):
+        """Waits until alice is drained, then until `cmp` finds both backing files equal (with a
+        deadline); returns a dict with result IDENTICAL or DIFFERENT and the time it took."""
+        t0 = time.monotonic()
+        result = {}
+        try:
+            procs.wait_for("primary to drain", lambda: is_drained(self.dirs["alice"]), CATCH_UP_DEADLINE_S)
+        except SetupError as exc:
+            result["drain_error"] = str(exc)
+        attempts = 0
+        while True:
+            attempts += 1
+            same = subprocess.run(["cmp", "-s", self.disks[0], self.disks[1]]).returncode == 0
+            if same or time.monotonic() - t0 > CATCH_UP_DEADLINE_S:
+                break
+            time.sleep(0.5)
+        result.update(result="IDENTICAL" if same else "DIFFERENT", seconds=round(time.monotonic() - t0, 2),
+                      cmp_attempts=attempts)
+        if not same:
+            result["first_difference"] = subprocess.run(["cmp", self.disks[0], self.disks[1]], capture_output=True,
+                                                        text=True).stdout.strip()
+        sb = tandem_status(self.dirs["bob"]) or {}
+        try:
+            result["received_kib"] = sb["connections"][0]["peer_devices"][0]["received_kib"]
+            result["written_kib"] = sb["devices"][0]["written_kib"]
+        except (KeyError, IndexError, TypeError):
+            pass
+        return result
