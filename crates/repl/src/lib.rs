@@ -29,19 +29,30 @@
 //! - Every queue is bounded by the driver's in-flight limits; the engine adds no unbounded
 //!   work of its own.
 
+mod after_split_brain;
 mod engine;
 mod extent;
 mod liveness;
 mod receiver;
 mod state;
 mod types;
+mod uuid;
 
+pub use after_split_brain::{
+    resolve, younger_primary, AfterSb0Pri, AfterSb1Pri, AfterSb2Pri, Resolution, SideFacts,
+    SplitBrainFacts, SplitBrainPolicies,
+};
 pub use engine::{Engine, EngineConfig, PeerConfig, VolumeConfig, TICK_INTERVAL};
 pub use extent::Extent;
 pub use state::{ConnState, DiskState, Protocol, ReplState, Role};
 pub use types::{
     Action, DiskOp, EngineStatus, IoError, IoId, Op, PeerMessage, PeerStatus, PeerVolumeStatus,
     RequestId, StateError, Time, VolumeStatus, WriteFlags,
+};
+pub use uuid::{
+    compare, Adoption, GenerationFlags, GenerationIds, Handshake, HandshakeLog, HandshakeNodes,
+    NewCurrent, NodeId, NodeSet, Rule, Side, SyncDecision, SyncError, Transfer,
+    HISTORY_SLOTS_MAX, NODE_SLOTS_MAX, UUID_JUST_CREATED, UUID_PRIMARY,
 };
 
 #[cfg(test)]
