@@ -1,0 +1,473 @@
+//! The superblock: the 4 KiB block that says "this is tandem metadata", records the layout it
+//! was created with, this node's identity and flags, and the generation identifiers.
+//!
+//! Byte layout (big-endian):
+//!
+//! | offset | size     | field                      | meaning                                   |
+//! |-------:|---------:|----------------------------|-------------------------------------------|
+//! | 0      | 8        | `magic`                    | [`SUPERBLOCK_MAGIC`], `"TNDMMETA"`        |
+//! | 8      | 4        | `version`                  | [`SUPERBLOCK_VERSION`]                    |
+//! | 12     | 4        | `crc`                      | crc32c of the block, this field as zero   |
+//! | 16     | 8        | `backing_bytes`            | backing device size at creation           |
+//! | 24     | 8        | `metadata_bytes`           | external area size (0 when internal)      |
+//! | 32     | 1        | `placement`                | 0 internal, 1 external                    |
+//! | 33     | 1        | `peer_slots`               | 1..=31                                    |
+//! | 34     | 1        | `node_id`                  | this node, 0..=31                         |
+//! | 35     | 1        | reserved                   | zero                                      |
+//! | 36     | 4        | `bitmap_granularity_bytes` | bytes per bitmap bit                      |
+//! | 40     | 4        | `al_ring_bytes`            | activity-log ring size                    |
+//! | 44     | 4        | `al_extents`               | cache size the ring was formatted for     |
+//! | 48     | 4        | `flags`                    | [`SuperblockFlags`] bits                  |
+//! | 52     | 4        | reserved                   | zero                                      |
+//! | 56     | 8        | `data_bytes`               | exported size                             |
+//! | 64     | 8 × 4    | offsets                    | superblock, AL ring, bitmaps; bitmap size |
+//! | 96     | 8        | `current_uuid`             | current generation identifier             |
+//! | 104    | 8 × 16   | `history_uuids`            | newest first, 0 = empty                   |
+//! | 232    | 24       | reserved                   | zero                                      |
+//! | 256    | 16 × 31  | peer slots                 | node id (0xFF unused), 3 reserved, flags u32, bitmap uuid u64 |
+//! | 752    | 3344     | reserved                   | zero                                      |
+//!
+//! Invariants: `decode(encode(s)) == s` and decode accepts only canonical blocks (reserved bytes
+//! zero, unused peer slots all zero with node id 0xFF, no unknown flag bits); the stored offsets
+//! always equal the layout recomputed from the stored parameters, so a decoded superblock carries
+//! a valid [`Layout`]; decode checks the length, the magic, the version, the checksum and then
+//! the fields, so "not tandem metadata" and "newer version" are reported before "corrupt".
+
+use crate::codec::{block_crc, store_crc, Reader, Writer};
+use crate::layout::{Layout, LayoutConfig, Placement, PEER_SLOTS_MAX, SUPERBLOCK_BYTES};
+use crate::MetaError;
+
+/// First eight bytes of the superblock.
+pub const SUPERBLOCK_MAGIC: [u8; 8] = *b"TNDMMETA";
+/// The superblock format version this build writes and reads.
+pub const SUPERBLOCK_VERSION: u32 = 1;
+/// Number of history generation identifiers kept.
+pub const HISTORY_UUIDS_LEN: usize = 16;
+/// Highest node id (DRBD 9 allows 32 nodes).
+pub const NODE_ID_MAX: u8 = 31;
+/// Current UUID of metadata that was just created (DRBD's `UUID_JUST_CREATED`).
+pub const UUID_JUST_CREATED: u64 = 4;
+/// Bit 0 of a generation identifier: set while the node that made it was Primary.
+pub const UUID_PRIMARY_BIT: u64 = 1;
+
+const SUPERBLOCK_LEN: usize = 4096;
+const CRC_OFFSET: usize = 12;
+const PEERS_OFFSET: usize = 256;
+const PEER_SLOT_BYTES: usize = 16;
+const NODE_ID_UNUSED: u8 = 0xFF;
+const WHAT: &str = "superblock";
+
+const _: () = assert!(SUPERBLOCK_LEN as u64 == SUPERBLOCK_BYTES);
+const _: () = assert!(104 + HISTORY_UUIDS_LEN * 8 <= PEERS_OFFSET);
+const _: () = assert!(PEERS_OFFSET + PEER_SLOTS_MAX as usize * PEER_SLOT_BYTES <= SUPERBLOCK_LEN);
+const _: () = assert!(UUID_JUST_CREATED & UUID_PRIMARY_BIT == 0);
+
+/// Whether `uuid` carries the primary bit.
+pub fn uuid_is_primary(uuid: u64) -> bool {
+    uuid & UUID_PRIMARY_BIT != 0
+}
+
+/// `uuid` with the primary bit set.
+pub fn uuid_set_primary(uuid: u64) -> u64 {
+    uuid | UUID_PRIMARY_BIT
+}
+
+/// `uuid` with the primary bit cleared (the form compared between nodes).
+pub fn uuid_clear_primary(uuid: u64) -> u64 {
+    uuid & !UUID_PRIMARY_BIT
+}
+
+/// `uuid` as 16 upper-case hex digits, as DRBD prints it (`E54E31513A64A2EE`).
+pub fn uuid_hex(uuid: u64) -> String {
+    format!("{uuid:016X}")
+}
+
+/// The node's flags.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct SuperblockFlags {
+    /// The data is consistent (not in the middle of a resync as target).
+    pub consistent: bool,
+    /// The data was UpToDate when last known.
+    pub was_up_to_date: bool,
+    /// Set while this node is Primary; found set on restart, it means the primary crashed.
+    pub primary_indicator: bool,
+    /// A crash of this node as Primary was detected and not yet resolved by a resync.
+    pub crashed_primary: bool,
+    /// `al-updates no`: the activity log is not maintained.
+    pub al_disabled: bool,
+}
+
+impl SuperblockFlags {
+    const BITS: [u32; 5] = [1, 2, 4, 8, 16];
+
+    fn to_bits(self) -> u32 {
+        let values = [
+            self.consistent,
+            self.was_up_to_date,
+            self.primary_indicator,
+            self.crashed_primary,
+            self.al_disabled,
+        ];
+        Self::BITS
+            .iter()
+            .zip(values)
+            .filter(|(_, on)| *on)
+            .map(|(bit, _)| bit)
+            .sum()
+    }
+
+    fn from_bits(bits: u32) -> Result<SuperblockFlags, MetaError> {
+        let known: u32 = Self::BITS.iter().sum();
+        if bits & !known != 0 {
+            return Err(invalid("flags", u64::from(bits)));
+        }
+        Ok(SuperblockFlags {
+            consistent: bits & 1 != 0,
+            was_up_to_date: bits & 2 != 0,
+            primary_indicator: bits & 4 != 0,
+            crashed_primary: bits & 8 != 0,
+            al_disabled: bits & 16 != 0,
+        })
+    }
+}
+
+/// Flags about one peer.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct PeerFlags {
+    /// The peer's disk is known to be Outdated.
+    pub outdated: bool,
+    /// The peer needs a full resync (its bitmap counts as all set).
+    pub full_sync: bool,
+}
+
+impl PeerFlags {
+    fn to_bits(self) -> u32 {
+        u32::from(self.outdated) | u32::from(self.full_sync) << 1
+    }
+
+    fn from_bits(bits: u32) -> Result<PeerFlags, MetaError> {
+        if bits & !3 != 0 {
+            return Err(invalid("peer.flags", u64::from(bits)));
+        }
+        Ok(PeerFlags {
+            outdated: bits & 1 != 0,
+            full_sync: bits & 2 != 0,
+        })
+    }
+}
+
+/// One peer slot: which node it tracks and its generation identifier.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PeerSlot {
+    /// The peer's node id, or None for an unused slot (whose other fields are zero).
+    pub node_id: Option<u8>,
+    /// The bitmap UUID: the current UUID when this peer's bitmap started recording.
+    pub bitmap_uuid: u64,
+    /// Flags about the peer.
+    pub flags: PeerFlags,
+}
+
+/// The decoded superblock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Superblock {
+    /// The layout the metadata was created with (valid by construction).
+    pub layout: Layout,
+    /// This node's id (0..=31).
+    pub node_id: u8,
+    /// This node's flags.
+    pub flags: SuperblockFlags,
+    /// The current generation identifier.
+    pub current_uuid: u64,
+    /// Earlier generation identifiers, newest first; 0 = empty.
+    pub history_uuids: [u64; HISTORY_UUIDS_LEN],
+    /// One entry per peer slot of the layout (exactly `peer_slots` entries).
+    pub peers: Vec<PeerSlot>,
+}
+
+impl Superblock {
+    /// Fresh metadata: current UUID [`UUID_JUST_CREATED`], no history, no flags, unused slots.
+    pub fn new(layout: Layout, node_id: u8) -> Result<Superblock, MetaError> {
+        let superblock = Superblock {
+            layout,
+            node_id,
+            flags: SuperblockFlags::default(),
+            current_uuid: UUID_JUST_CREATED,
+            history_uuids: [0; HISTORY_UUIDS_LEN],
+            peers: vec![PeerSlot::default(); usize::from(layout.config().peer_slots)],
+        };
+        superblock.validate()?;
+        Ok(superblock)
+    }
+
+    /// The peer slot tracking `node_id`, if any.
+    pub fn peer_slot_of(&self, node_id: u8) -> Option<u8> {
+        let index = self
+            .peers
+            .iter()
+            .position(|peer| peer.node_id == Some(node_id))?;
+        u8::try_from(index).ok()
+    }
+
+    /// The 4 KiB block image, or an error if a field breaks the format's rules.
+    pub fn encode(&self) -> Result<Vec<u8>, MetaError> {
+        self.validate()?;
+        let config = self.layout.config();
+        let mut writer = Writer::with_capacity(SUPERBLOCK_LEN);
+        writer.bytes(&SUPERBLOCK_MAGIC);
+        writer.u32(SUPERBLOCK_VERSION);
+        writer.u32(0);
+        writer.u64(config.backing_bytes);
+        let (placement, metadata_bytes) = match config.placement {
+            Placement::Internal => (0, 0),
+            Placement::External { metadata_bytes } => (1, metadata_bytes),
+        };
+        writer.u64(metadata_bytes);
+        writer.u8(placement);
+        writer.u8(config.peer_slots);
+        writer.u8(self.node_id);
+        writer.u8(0);
+        writer.u32(config.bitmap_granularity_bytes);
+        writer.u32(config.al_ring_bytes);
+        writer.u32(config.al_extents);
+        writer.u32(self.flags.to_bits());
+        writer.u32(0);
+        for value in stored_geometry(&self.layout) {
+            writer.u64(value.1);
+        }
+        writer.u64(self.current_uuid);
+        for uuid in self.history_uuids {
+            writer.u64(uuid);
+        }
+        writer.zeros(PEERS_OFFSET - writer.len());
+        for index in 0..usize::from(PEER_SLOTS_MAX) {
+            let peer = self.peers.get(index).copied().unwrap_or_default();
+            writer.u8(peer.node_id.unwrap_or(NODE_ID_UNUSED));
+            writer.zeros(3);
+            writer.u32(peer.flags.to_bits());
+            writer.u64(peer.bitmap_uuid);
+        }
+        let mut block = writer.finish_padded(SUPERBLOCK_LEN);
+        let crc = block_crc(&block, CRC_OFFSET);
+        store_crc(&mut block, CRC_OFFSET, crc);
+        Ok(block)
+    }
+
+    /// Decodes a superblock image (at least 4 KiB; bytes past 4 KiB are ignored).
+    pub fn decode(bytes: &[u8]) -> Result<Superblock, MetaError> {
+        if bytes.len() < SUPERBLOCK_LEN {
+            return Err(MetaError::Truncated {
+                what: WHAT,
+                needed: SUPERBLOCK_LEN,
+                actual: bytes.len(),
+            });
+        }
+        let block = bytes.get(..SUPERBLOCK_LEN).unwrap_or(bytes);
+        let mut reader = Reader::new(block, WHAT);
+        let magic: [u8; 8] = reader.array()?;
+        if magic != SUPERBLOCK_MAGIC {
+            return Err(MetaError::NotTandemMetadata { found: magic });
+        }
+        let version = reader.u32()?;
+        if version != SUPERBLOCK_VERSION {
+            return Err(MetaError::UnsupportedVersion {
+                version,
+                supported: SUPERBLOCK_VERSION,
+            });
+        }
+        let stored = reader.u32()?;
+        let computed = block_crc(block, CRC_OFFSET);
+        if stored != computed {
+            return Err(MetaError::ChecksumMismatch {
+                what: WHAT,
+                stored,
+                computed,
+            });
+        }
+        let (layout, node_id, flags) = decode_layout(&mut reader)?;
+        let current_uuid = reader.u64()?;
+        let mut history_uuids = [0; HISTORY_UUIDS_LEN];
+        for uuid in &mut history_uuids {
+            *uuid = reader.u64()?;
+        }
+        reader.reserved(PEERS_OFFSET - reader.position())?;
+        let peers = decode_peers(&mut reader, layout.config().peer_slots)?;
+        reader.reserved(SUPERBLOCK_LEN - reader.position())?;
+        let superblock = Superblock {
+            layout,
+            node_id,
+            flags,
+            current_uuid,
+            history_uuids,
+            peers,
+        };
+        superblock.validate()?;
+        Ok(superblock)
+    }
+
+    /// Checks the on-disk layout against the one the current configuration and device sizes
+    /// give. `al-extents` is not compared: it may change between runs (format the ring anew).
+    pub fn check_layout(&self, configured: &Layout) -> Result<(), MetaError> {
+        let (disk, now) = (self.layout.config(), configured.config());
+        let pairs = [
+            (
+                "placement",
+                placement_code(disk.placement),
+                placement_code(now.placement),
+            ),
+            (
+                "metadata size",
+                metadata_bytes(disk.placement),
+                metadata_bytes(now.placement),
+            ),
+            ("backing size", disk.backing_bytes, now.backing_bytes),
+            (
+                "peer slots",
+                u64::from(disk.peer_slots),
+                u64::from(now.peer_slots),
+            ),
+            (
+                "bitmap granularity",
+                u64::from(disk.bitmap_granularity_bytes),
+                u64::from(now.bitmap_granularity_bytes),
+            ),
+            (
+                "activity-log ring size",
+                u64::from(disk.al_ring_bytes),
+                u64::from(now.al_ring_bytes),
+            ),
+            (
+                "data size",
+                self.layout.data_bytes(),
+                configured.data_bytes(),
+            ),
+        ];
+        for (field, on_disk, configured) in pairs {
+            if on_disk != configured {
+                return Err(MetaError::LayoutMismatch {
+                    field,
+                    on_disk,
+                    configured,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    fn validate(&self) -> Result<(), MetaError> {
+        if self.node_id > NODE_ID_MAX {
+            return Err(invalid("node_id", u64::from(self.node_id)));
+        }
+        if self.peers.len() != usize::from(self.layout.config().peer_slots) {
+            return Err(invalid("peers.len", crate::codec::to_u64(self.peers.len())));
+        }
+        let mut seen = [false; NODE_ID_MAX as usize + 1];
+        for peer in &self.peers {
+            let Some(node_id) = peer.node_id else {
+                if *peer != PeerSlot::default() {
+                    return Err(invalid("unused peer slot", peer.bitmap_uuid));
+                }
+                continue;
+            };
+            let fresh = seen.get_mut(usize::from(node_id)).filter(|seen| !**seen);
+            match fresh {
+                Some(slot) if node_id != self.node_id => *slot = true,
+                _ => return Err(invalid("peer.node_id", u64::from(node_id))),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The stored offsets and sizes, in on-disk order.
+fn stored_geometry(layout: &Layout) -> [(&'static str, u64); 5] {
+    [
+        ("data_bytes", layout.data_bytes()),
+        ("superblock offset", layout.superblock().offset_bytes),
+        ("al_ring offset", layout.al_ring().offset_bytes),
+        ("bitmaps offset", layout.bitmaps().offset_bytes),
+        ("bitmap_bytes_per_peer", layout.bitmap_bytes_per_peer()),
+    ]
+}
+
+fn decode_layout(reader: &mut Reader<'_>) -> Result<(Layout, u8, SuperblockFlags), MetaError> {
+    let backing_bytes = reader.u64()?;
+    let metadata_bytes = reader.u64()?;
+    let placement = match reader.u8()? {
+        0 if metadata_bytes == 0 => Placement::Internal,
+        0 => return Err(invalid("metadata_bytes", metadata_bytes)),
+        1 => Placement::External { metadata_bytes },
+        other => return Err(invalid("placement", u64::from(other))),
+    };
+    let peer_slots = reader.u8()?;
+    let node_id = reader.u8()?;
+    reader.reserved(1)?;
+    let config = LayoutConfig {
+        placement,
+        backing_bytes,
+        peer_slots,
+        bitmap_granularity_bytes: reader.u32()?,
+        al_ring_bytes: reader.u32()?,
+        al_extents: reader.u32()?,
+    };
+    let flags = SuperblockFlags::from_bits(reader.u32()?)?;
+    reader.reserved(4)?;
+    let layout = Layout::compute(&config).map_err(MetaError::inside_superblock)?;
+    for (field, computed) in stored_geometry(&layout) {
+        let stored = reader.u64()?;
+        if stored != computed {
+            return Err(MetaError::SuperblockLayoutMismatch {
+                field,
+                stored,
+                computed,
+            });
+        }
+    }
+    Ok((layout, node_id, flags))
+}
+
+fn decode_peers(reader: &mut Reader<'_>, peer_slots: u8) -> Result<Vec<PeerSlot>, MetaError> {
+    let mut peers = Vec::with_capacity(usize::from(peer_slots));
+    for index in 0..PEER_SLOTS_MAX {
+        let node_id = reader.u8()?;
+        reader.reserved(3)?;
+        let flags = PeerFlags::from_bits(reader.u32()?)?;
+        let bitmap_uuid = reader.u64()?;
+        let node_id = (node_id != NODE_ID_UNUSED).then_some(node_id);
+        let peer = PeerSlot {
+            node_id,
+            bitmap_uuid,
+            flags,
+        };
+        if index < peer_slots {
+            peers.push(peer);
+        } else if peer != PeerSlot::default() {
+            return Err(invalid("peer slot past peer_slots", u64::from(index)));
+        }
+    }
+    Ok(peers)
+}
+
+fn placement_code(placement: Placement) -> u64 {
+    match placement {
+        Placement::Internal => 0,
+        Placement::External { .. } => 1,
+    }
+}
+
+fn metadata_bytes(placement: Placement) -> u64 {
+    match placement {
+        Placement::Internal => 0,
+        Placement::External { metadata_bytes } => metadata_bytes,
+    }
+}
+
+fn invalid(field: &'static str, value: u64) -> MetaError {
+    MetaError::FieldInvalid {
+        what: WHAT,
+        field,
+        value,
+    }
+}
+
+#[cfg(test)]
+mod tests;
