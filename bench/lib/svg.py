@@ -183,14 +183,17 @@ def _bar_series(title, groups, series):
     return clean
 
 
-def bar_chart(title, y_label, groups, series):
+def bar_chart(title, y_label, groups, series, reference=None):
     """groups: labels along x. series: [(name, [value per group], optional [(lo, hi) per group])];
-    a value of None leaves its slot empty; (lo, hi) draws a min-max whisker."""
+    a value of None leaves its slot empty; (lo, hi) draws a min-max whisker. reference: optional
+    (y value, label) drawn as a dashed horizontal line (e.g. 100% of a baseline)."""
     if not groups or not series:
         raise PlotError(f"{title}: no groups or no series")
     clean = _bar_series(title, groups, series)
     tops = [v for _, vals, _ in clean for v in vals if v is not None]
     tops += [e[1] for _, _, errs in clean for e in errs if e is not None]
+    if reference is not None:
+        tops.append(_check_number(reference[0], f"{title} reference"))
     frame = _Frame((0.0, float(len(groups))), ticks(0.0, max(tops)))
     out = _open(title) + _y_axis(frame, y_label)
     slot = (frame.right - frame.left) / len(groups)
@@ -214,4 +217,9 @@ def bar_chart(title, y_label, groups, series):
                 out.append(f'<line class="whisker" x1="{cx:.1f}" y1="{frame.px_y(e[0]):.1f}" x2="{cx:.1f}" '
                            f'y2="{frame.px_y(e[1]):.1f}" stroke="black"/>')
         out.append("</g>")
+    if reference is not None:
+        y = frame.px_y(reference[0])
+        out.append(f'<g class="reference"><line x1="{frame.left}" y1="{y:.1f}" x2="{frame.right}" y2="{y:.1f}" '
+                   f'stroke="black" stroke-dasharray="6 4"/><text x="{frame.right - 4}" y="{y - 5:.1f}" '
+                   f'text-anchor="end">{escape(str(reference[1]))}</text></g>')
     return "\n".join(out + _legend([n for n, _, _ in clean]) + ["</svg>"]) + "\n"

@@ -1,0 +1,35 @@
+"""The experiments of issue 6: the ones the landed features allow, in the order bench/run runs
+them, and the pending ones with what each needs.
+
+Invariant: an experiment is either in AVAILABLE (it measures) or in PENDING (it is listed in the
+report with what it needs, and no number); never both, and never an estimate.
+"""
+
+from .. import seeds
+from ..report import Pending
+from . import buffers, latency_matrix, peers, protocols, small_write, streaming
+from .common import Context
+
+AVAILABLE = {m.NAME: m for m in (peers, protocols, streaming, buffers, small_write)}
+
+PENDING = (
+    Pending("activity-log", "al-extents 7/127/1237/6433, connected vs disconnected", seeds.cite("001"),
+            "on-disk metadata with an activity log (issue 3)"),
+    Pending("heterogeneous-disks", "a slow primary with a fast secondary and the reverse",
+            seeds.cite("000", "section 4.3"),
+            "a throttled backing: a blkio-cgroup-limited loop device or a test-only throttle in tandem's file backend"),
+    Pending("bonnie", "bonnie++ on ext4 over tandem through the tuning guide's steps", seeds.cite("004"),
+            "the FUSE export (issue 4) and bonnie++ (not installed here)"),
+)
+
+
+def registry(linkemu_binary):
+    """(available {name: module}, pending list) given the link emulator binary path or None."""
+    available = dict(AVAILABLE)
+    pending = list(PENDING)
+    if linkemu_binary:
+        available[latency_matrix.NAME] = latency_matrix
+    else:
+        pending.insert(0, Pending(latency_matrix.NAME, latency_matrix.TITLE, latency_matrix.SEED,
+                                  "the link emulator (crate crates/linkemu, binary tandem-linkemu), not built yet"))
+    return available, pending

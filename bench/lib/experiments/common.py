@@ -125,7 +125,7 @@ def replica_lines(checks):
     if bad:
         return ["Replica check (cmp of both backing files after each case): **" + "; ".join(bad) + "**."]
     slowest = max(c["seconds"] for _, _, c in checks)
-    return [f"Replica check: after each of the {len(checks)} replicated cases, `cmp` found both backing files "
+    return [f"Replica check: after each replicated case ({len(checks)} in all), `cmp` found both backing files "
             f"IDENTICAL (at most {slowest} s after the last write)."]
 
 
