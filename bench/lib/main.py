@@ -66,8 +66,10 @@ def parse_args(argv, names):
 
 
 def find_linkemu():
-    """The link emulator binary if its crate has landed and built, else None."""
-    if not os.path.isdir(os.path.join(REPO, "crates", "linkemu")):
+    """The link emulator binary if its crate is committed and built, else None."""
+    tracked = subprocess.run(["git", "-C", REPO, "ls-files", "crates/linkemu"], capture_output=True, text=True,
+                             check=False).stdout.strip()
+    if not tracked:
         return None
     path = os.path.join(REPO, "target", "release", "tandem-linkemu")
     return path if os.access(path, os.X_OK) else None

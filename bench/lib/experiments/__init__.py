@@ -27,9 +27,10 @@ def registry(linkemu_binary):
     """(available {name: module}, pending list) given the link emulator binary path or None."""
     available = dict(AVAILABLE)
     pending = list(PENDING)
-    if linkemu_binary:
+    if linkemu_binary and latency_matrix.IMPLEMENTED:
         available[latency_matrix.NAME] = latency_matrix
     else:
         pending.insert(0, Pending(latency_matrix.NAME, latency_matrix.TITLE, latency_matrix.SEED,
-                                  "the link emulator (crate crates/linkemu, binary tandem-linkemu), not built yet"))
+                                  "the link emulator (crate crates/linkemu, binary tandem-linkemu) and its "
+                                  "driver in bench/lib/experiments/latency_matrix.py"))
     return available, pending
