@@ -1,3 +1,261 @@
-//! Unit tests.
+//! Unit tests of the superblock codec: a round trip and one test per refusal (issue 3 item 9:
+//! bad checksum, wrong magic or version, truncated, inconsistent metadata are refused).
 
 use super::*;
+use crate::codec::{block_crc, store_crc};
+
+fn layout() -> Layout {
+    let mut config = LayoutConfig::new(Placement::Internal, 1 << 30, 2);
+    config.al_extents = 127;
+    Layout::compute(&config).expect("valid layout")
+}
+
+fn sample() -> Superblock {
+    let mut superblock = Superblock::new(layout(), 0).expect("valid");
+    superblock.current_uuid = 0xE54E_3151_3A64_A2EE;
+    superblock.history_uuids[0] = 0x35BC_9714_2AF7_A8A4;
+    superblock.flags.consistent = true;
+    superblock.flags.primary_indicator = true;
+    superblock.peers[1] = PeerSlot {
+        node_id: Some(1),
+        bitmap_uuid: 0x66E6_7F43_AB59_AB30,
+        flags: PeerFlags {
+            outdated: true,
+            full_sync: false,
+        },
+    };
+    superblock
+}
+
+/// Changes `block` with `edit` and recomputes the checksum, so only the edit is wrong.
+fn edited(edit: impl Fn(&mut Vec<u8>)) -> Vec<u8> {
+    let mut block = sample().encode().expect("encodes");
+    edit(&mut block);
+    let crc = block_crc(&block, CRC_OFFSET);
+    store_crc(&mut block, CRC_OFFSET, crc);
+    block
+}
+
+#[test]
+fn round_trip_and_fresh_values() {
+    let superblock = sample();
+    let block = superblock.encode().expect("encodes");
+    assert_eq!(block.len(), 4096);
+    assert_eq!(&block[..8], b"TNDMMETA");
+    assert_eq!(Superblock::decode(&block), Ok(superblock.clone()));
+    assert_eq!(superblock.peer_slot_of(1), Some(1));
+    assert_eq!(superblock.peer_slot_of(2), None);
+    let fresh = Superblock::new(layout(), 3).expect("valid");
+    assert_eq!(fresh.current_uuid, UUID_JUST_CREATED);
+    assert_eq!(fresh.peers, vec![PeerSlot::default(); 2]);
+}
+
+#[test]
+fn refusals_each_with_its_own_error() {
+    let good = sample().encode().expect("encodes");
+    let mut bad_magic = good.clone();
+    bad_magic[0] = b'X';
+    let mut bad_crc = good.clone();
+    bad_crc[2000] ^= 1;
+    let cases: Vec<(&str, Vec<u8>, fn(&MetaError) -> bool)> = vec![
+        ("truncated", good[..4095].to_vec(), |e| {
+            matches!(
+                e,
+                MetaError::Truncated {
+                    needed: 4096,
+                    actual: 4095,
+                    ..
+                }
+            )
+        }),
+        ("zeros", vec![0; 4096], |e| {
+            matches!(e, MetaError::NotTandemMetadata { .. })
+        }),
+        ("magic", bad_magic, |e| {
+            matches!(e, MetaError::NotTandemMetadata { .. })
+        }),
+        ("version", edited(|b| b[11] = 2), |e| {
+            matches!(
+                e,
+                MetaError::UnsupportedVersion {
+                    version: 2,
+                    supported: 1
+                }
+            )
+        }),
+        ("checksum", bad_crc, |e| {
+            matches!(e, MetaError::ChecksumMismatch { .. })
+        }),
+        (
+            "granularity",
+            edited(|b| b[36..40].copy_from_slice(&12288_u32.to_be_bytes())),
+            |e| matches!(e, MetaError::SuperblockLayoutInvalid { source } if matches!(**source, MetaError::GranularityInvalid { .. })),
+        ),
+        (
+            "offset past end",
+            edited(|b| b[64..72].copy_from_slice(&(1_u64 << 40).to_be_bytes())),
+            |e| {
+                matches!(
+                    e,
+                    MetaError::SuperblockLayoutMismatch {
+                        field: "superblock offset",
+                        ..
+                    }
+                )
+            },
+        ),
+        ("data size", edited(|b| b[63] ^= 0x10), |e| {
+            matches!(
+                e,
+                MetaError::SuperblockLayoutMismatch {
+                    field: "data_bytes",
+                    ..
+                }
+            )
+        }),
+        ("placement", edited(|b| b[32] = 7), |e| {
+            matches!(
+                e,
+                MetaError::FieldInvalid {
+                    field: "placement",
+                    ..
+                }
+            )
+        }),
+        ("flags", edited(|b| b[48] = 0x80), |e| {
+            matches!(e, MetaError::FieldInvalid { field: "flags", .. })
+        }),
+        ("node id", edited(|b| b[34] = 32), |e| {
+            matches!(
+                e,
+                MetaError::FieldInvalid {
+                    field: "node_id",
+                    ..
+                }
+            )
+        }),
+        ("peer is self", edited(|b| b[256 + 16] = 0), |e| {
+            matches!(
+                e,
+                MetaError::FieldInvalid {
+                    field: "peer.node_id",
+                    ..
+                }
+            )
+        }),
+        (
+            "slot past peer_slots",
+            edited(|b| b[256 + 2 * 16] = 5),
+            |e| {
+                matches!(
+                    e,
+                    MetaError::FieldInvalid {
+                        field: "peer slot past peer_slots",
+                        ..
+                    }
+                )
+            },
+        ),
+        ("reserved", edited(|b| b[4000] = 1), |e| {
+            matches!(e, MetaError::ReservedNotZero { offset: 4000, .. })
+        }),
+    ];
+    for (name, block, check) in cases {
+        let error = Superblock::decode(&block).expect_err(name);
+        assert!(check(&error), "{name}: {error}");
+    }
+}
+
+#[test]
+fn error_messages_name_the_problem() {
+    let mut block = vec![0; 4096];
+    block[..8].copy_from_slice(b"NOTMETA!");
+    let message = Superblock::decode(&block)
+        .expect_err("wrong magic")
+        .to_string();
+    assert!(message.starts_with("not tandem metadata"), "{message}");
+    let message = Superblock::decode(&block[..10])
+        .expect_err("short")
+        .to_string();
+    assert_eq!(message, "superblock is truncated: 10 bytes, need 4096");
+}
+
+#[test]
+fn encode_refuses_invalid_values() {
+    let mut superblock = sample();
+    superblock.peers.pop();
+    assert!(matches!(
+        superblock.encode(),
+        Err(MetaError::FieldInvalid {
+            field: "peers.len",
+            ..
+        })
+    ));
+    let mut superblock = sample();
+    superblock.peers[0] = superblock.peers[1];
+    assert!(matches!(
+        superblock.encode(),
+        Err(MetaError::FieldInvalid {
+            field: "peer.node_id",
+            ..
+        })
+    ));
+    let mut superblock = sample();
+    superblock.peers[0].bitmap_uuid = 9;
+    assert!(matches!(
+        superblock.encode(),
+        Err(MetaError::FieldInvalid {
+            field: "unused peer slot",
+            ..
+        })
+    ));
+    assert!(Superblock::new(layout(), 32).is_err());
+}
+
+#[test]
+fn check_layout_names_the_changed_parameter() {
+    let superblock = sample();
+    assert_eq!(superblock.check_layout(&layout()), Ok(()));
+    let mut config = *layout().config();
+    config.al_extents = 1237;
+    assert_eq!(
+        superblock.check_layout(&Layout::compute(&config).expect("valid")),
+        Ok(()),
+        "al-extents may change"
+    );
+    config.backing_bytes += 1 << 20;
+    let grown = Layout::compute(&config).expect("valid");
+    assert!(matches!(
+        superblock.check_layout(&grown),
+        Err(MetaError::LayoutMismatch {
+            field: "backing size",
+            ..
+        })
+    ));
+    config.backing_bytes -= 1 << 20;
+    config.peer_slots = 3;
+    let more_peers = Layout::compute(&config).expect("valid");
+    assert!(matches!(
+        superblock.check_layout(&more_peers),
+        Err(MetaError::LayoutMismatch {
+            field: "peer slots",
+            on_disk: 2,
+            configured: 3
+        })
+    ));
+}
+
+#[test]
+fn uuid_helpers() {
+    let cases = [
+        (0_u64, "0000000000000000"),
+        (UUID_JUST_CREATED, "0000000000000004"),
+        (0xE54E_3151_3A64_A2EE, "E54E31513A64A2EE"),
+    ];
+    for (uuid, hex) in cases {
+        assert_eq!(uuid_hex(uuid), hex);
+    }
+    assert!(uuid_is_primary(uuid_set_primary(0x10)));
+    assert!(!uuid_is_primary(uuid_clear_primary(0x11)));
+    assert_eq!(uuid_clear_primary(uuid_set_primary(0x10)), 0x10);
+}
