@@ -39,8 +39,8 @@ def run(ctx):
     o.status = common.status_of(rows, problems, len(js) * len(cs) * ctx.mode.reps)
     o.method = [f"Each case on fresh nodes on loopback (`net {{ protocol X; max-buffers 8000; max-epoch-size 8000; }}`), "
                 f"fio nbd engine, {'; '.join(j.describe() for j in js)}. The paper ran Iozone on a 1 Gb/s LAN; here "
-                "the link is loopback with no added latency. The added-latency half of this experiment is "
-                "`latency-matrix`."]
+                "the link is loopback with no added latency. The added-latency half of this experiment "
+                "belongs to `latency-matrix`, which needs the link emulator."]
     aggs = common.aggregate(rows, ["case", "workload"], METRICS)
     reps = ctx.mode.reps
     labels = [c.label for c in cs]
