@@ -1,13 +1,13 @@
 //! Automatic split-brain recovery: the `after-sb-0pri`, `after-sb-1pri` and `after-sb-2pri`
 //! policies (drbd-semantics.md §1), and manual recovery with `--discard-my-data`.
 //!
-//! When [`compare`](crate::compare) finds a split brain, both nodes run [`resolve`] on the
+//! When [`compare`](crate::compare) finds a split brain, both nodes run [`resolve_split_brain`] on the
 //! same facts, each from its own side, and must reach complementary answers: one discards its
 //! changes (becomes sync target of a bitmap resync), the other keeps them, or both disconnect.
 //! Pure logic: no I/O.
 //!
 //! # Invariants
-//! - Mirror: [`resolve`] on mirrored facts gives the mirrored resolution. Never both sides
+//! - Mirror: [`resolve_split_brain`] on mirrored facts gives the mirrored resolution. Never both sides
 //!   discard, never both keep (checked by a property test). Every tie is broken by node id,
 //!   which both sides know and which differ.
 //! - A policy that may not decide falls back to [`Resolution::Disconnect`]: data is never
@@ -91,7 +91,7 @@ pub struct SideFacts {
     pub discard_my_data: bool,
 }
 
-/// Everything [`resolve`] needs, from this node's point of view.
+/// Everything [`resolve_split_brain`] needs, from this node's point of view.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SplitBrainFacts {
     /// This node.
@@ -171,7 +171,7 @@ pub fn younger_primary(local_bitmap: u64, peer_bitmap: u64) -> Option<Side> {
 /// In order: `--discard-my-data` on exactly one side discards that side (on both, disconnect);
 /// a split brain that is not auto-recoverable disconnects; otherwise the policy for the number
 /// of Primaries decides.
-pub fn resolve(facts: &SplitBrainFacts, policies: &SplitBrainPolicies) -> Resolution {
+pub fn resolve_split_brain(facts: &SplitBrainFacts, policies: &SplitBrainPolicies) -> Resolution {
     match (facts.local.discard_my_data, facts.peer.discard_my_data) {
         (true, false) => return Resolution::DiscardLocal,
         (false, true) => return Resolution::DiscardRemote,

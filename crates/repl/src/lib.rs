@@ -34,16 +34,20 @@ mod engine;
 mod extent;
 mod liveness;
 mod receiver;
+mod resync_rate;
 mod state;
 mod types;
 mod uuid;
 
 pub use after_split_brain::{
-    resolve, younger_primary, AfterSb0Pri, AfterSb1Pri, AfterSb2Pri, Resolution, SideFacts,
-    SplitBrainFacts, SplitBrainPolicies,
+    resolve_split_brain, younger_primary, AfterSb0Pri, AfterSb1Pri, AfterSb2Pri, Resolution,
+    SideFacts, SplitBrainFacts, SplitBrainPolicies,
 };
 pub use engine::{Engine, EngineConfig, PeerConfig, VolumeConfig, TICK_INTERVAL};
 pub use extent::Extent;
+pub use resync_rate::{
+    ResyncRateConfig, ResyncRateController, ResyncTick, PLAN_AHEAD_MAX, PLAN_STEP, PLAN_STEPS_MAX,
+};
 pub use state::{ConnState, DiskState, Protocol, ReplState, Role};
 pub use types::{
     Action, DiskOp, EngineStatus, IoError, IoId, Op, PeerMessage, PeerStatus, PeerVolumeStatus,

@@ -59,9 +59,9 @@ type Row = (&'static str, SplitBrainPolicies, SplitBrainFacts, Resolution);
 #[track_caller]
 fn check_rows(rows: &[Row]) {
     for (name, policies, facts, expected) in rows {
-        let mine = resolve(facts, policies);
+        let mine = resolve_split_brain(facts, policies);
         assert_eq!(mine, *expected, "{name}");
-        let theirs = resolve(&facts.mirrored(), policies);
+        let theirs = resolve_split_brain(&facts.mirrored(), policies);
         assert!(consistent(mine, theirs), "{name}: {mine:?} here, {theirs:?} on the peer");
     }
 }
@@ -269,8 +269,8 @@ proptest! {
     /// Both sides run `resolve`; never both discard, never both keep.
     #[test]
     fn sides_agree(facts in arbitrary_facts(), policies in arbitrary_policies()) {
-        let mine = resolve(&facts, &policies);
-        let theirs = resolve(&facts.mirrored(), &policies);
+        let mine = resolve_split_brain(&facts, &policies);
+        let theirs = resolve_split_brain(&facts.mirrored(), &policies);
         prop_assert!(consistent(mine, theirs), "{:?} here, {:?} there", mine, theirs);
     }
 
@@ -278,7 +278,7 @@ proptest! {
     /// discard-secondary never discard a Primary unless the administrator said so.
     #[test]
     fn primaries_are_protected(facts in arbitrary_facts(), policies in arbitrary_policies()) {
-        let mine = resolve(&facts, &policies);
+        let mine = resolve_split_brain(&facts, &policies);
         if mine == CallPriLostAfterSb {
             prop_assert_eq!(facts.local.role, Role::Primary);
         }
