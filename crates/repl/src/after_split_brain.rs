@@ -1,15 +1,16 @@
 //! Automatic split-brain recovery: the `after-sb-0pri`, `after-sb-1pri` and `after-sb-2pri`
 //! policies (drbd-semantics.md §1), and manual recovery with `--discard-my-data`.
 //!
-//! When [`compare`](crate::compare) finds a split brain, both nodes run [`resolve_split_brain`] on the
-//! same facts, each from its own side, and must reach complementary answers: one discards its
-//! changes (becomes sync target of a bitmap resync), the other keeps them, or both disconnect.
+//! When [`compare`](crate::compare) finds a split brain, both nodes run
+//! [`resolve_split_brain`] on the same facts, each from its own side, and must reach
+//! complementary answers: one discards its changes (becomes sync target of a bitmap resync),
+//! the other keeps them, or both disconnect.
 //! Pure logic: no I/O.
 //!
 //! # Invariants
-//! - Mirror: [`resolve_split_brain`] on mirrored facts gives the mirrored resolution. Never both sides
-//!   discard, never both keep (checked by a property test). Every tie is broken by node id,
-//!   which both sides know and which differ.
+//! - Mirror: [`resolve_split_brain`] on mirrored facts gives the mirrored resolution. Never
+//!   both sides discard, never both keep (checked by a property test). Every tie is broken by
+//!   node id, which both sides know and which differ.
 //! - A policy that may not decide falls back to [`Resolution::Disconnect`]: data is never
 //!   discarded without a rule that chose it.
 //! - A primary's data is discarded only by `violently-as0p`, `call-pri-lost-after-sb` (which

@@ -91,7 +91,8 @@ fn after_sb_0pri() {
         ("older unknown: least changes", zero(Zero::DiscardOlderPrimary),
             facts((S, 9), (S, 1)), DiscardRemote),
         ("zero changes here", zero(Zero::DiscardZeroChanges), facts((S, 0), (S, 7)), DiscardLocal),
-        ("zero changes there", zero(Zero::DiscardZeroChanges), facts((S, 7), (S, 0)), DiscardRemote),
+        ("zero changes there", zero(Zero::DiscardZeroChanges), facts((S, 7), (S, 0)),
+            DiscardRemote),
         ("changes on both", zero(Zero::DiscardZeroChanges), facts((S, 3), (S, 7)), Disconnect),
         ("no changes anywhere: lower id keeps", zero(Zero::DiscardZeroChanges),
             facts((S, 0), (S, 0)), DiscardRemote),
@@ -99,7 +100,8 @@ fn after_sb_0pri() {
             higher_id, DiscardLocal),
         ("fewer here", zero(Zero::DiscardLeastChanges), facts((S, 3), (S, 7)), DiscardLocal),
         ("fewer there", zero(Zero::DiscardLeastChanges), facts((S, 7), (S, 3)), DiscardRemote),
-        ("equal changes: tie", zero(Zero::DiscardLeastChanges), facts((S, 5), (S, 5)), DiscardRemote),
+        ("equal changes: tie", zero(Zero::DiscardLeastChanges), facts((S, 5), (S, 5)),
+            DiscardRemote),
         ("named node is us", zero(Zero::DiscardNode(node(0))), facts((S, 1), (S, 9)), DiscardLocal),
         ("named node is peer", zero(Zero::DiscardNode(node(1))), facts((S, 9), (S, 1)),
             DiscardRemote),
@@ -266,7 +268,7 @@ fn arbitrary_policies() -> impl Strategy<Value = SplitBrainPolicies> {
 }
 
 proptest! {
-    /// Both sides run `resolve`; never both discard, never both keep.
+    /// Both sides run `resolve_split_brain`; never both discard, never both keep.
     #[test]
     fn sides_agree(facts in arbitrary_facts(), policies in arbitrary_policies()) {
         let mine = resolve_split_brain(&facts, &policies);

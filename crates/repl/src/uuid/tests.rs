@@ -346,7 +346,10 @@ proptest! {
 
     /// Equal identifiers (apart from primary bits) never sync unless a crash says so.
     #[test]
-    fn same_generation_never_moves_data_without_a_crash(mut a in arbitrary_ids(), primary in any::<bool>()) {
+    fn same_generation_never_moves_data_without_a_crash(
+        mut a in arbitrary_ids(),
+        primary in any::<bool>(),
+    ) {
         a.flags.crashed_primary = false;
         let mut b = a.clone();
         b.current ^= u64::from(primary);
@@ -356,7 +359,10 @@ proptest! {
 
     /// A fresh generation is never one the node already holds, whatever the randomness.
     #[test]
-    fn new_current_is_always_fresh(a in arbitrary_ids(), random in prop_oneof![pool_uuid(), any::<u64>()]) {
+    fn new_current_is_always_fresh(
+        a in arbitrary_ids(),
+        random in prop_oneof![pool_uuid(), any::<u64>()],
+    ) {
         let mut b = a.clone();
         b.new_current(NewCurrent { random, role: Role::Primary, absent_peers: NodeSet::EMPTY });
         let bare = b.current & !UUID_PRIMARY;
