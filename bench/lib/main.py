@@ -142,7 +142,8 @@ def main(argv=None):
         if not shutil.which(tool):
             sys.exit(f"bench/run: {tool} not found (Debian package {pkg})")
     if args.list:
-        print("\n".join(names))
+        for name in names:
+            print(f"{name:22} about {probe_available[name].estimate_s(mode) / 60:4.1f} min with --{mode.name}")
         return 0
     reaper = procs.Reaper()
     atexit.register(reaper.cleanup)
@@ -169,7 +170,8 @@ def run_all(ctx, args, selected, names, run):
             "command": command_line(args, selected, names), "commit": commit, "dirty_paths": dirty,
             "started": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
             "loadavg_start": procs.loadavg(), "tandem_sha256": run["sha"]}
-    procs.log(f"{meta['command']}: results -> {ctx.out_dir}; temporary files in {ctx.tmp}")
+    guess = sum(available[n].estimate_s(ctx.mode) for n in selected) / 60
+    procs.log(f"{meta['command']}: about {guess:.0f} min; results -> {ctx.out_dir}; temporary files in {ctx.tmp}")
     outcomes = []
     for name in selected:
         procs.log(f"=== {name}")

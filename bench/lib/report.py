@@ -64,7 +64,7 @@ def table(headers, rows, align=None):
 
 
 def _header(meta):
-    dirty = (" (working tree dirty: uncommitted changes of other crates were built: "
+    dirty = (" (the working tree had uncommitted changes outside bench/: "
              + ", ".join(meta["dirty_paths"][:8]) + ")") if meta["dirty_paths"] else ""
     reps = meta["reps"]
     return [f"# tandem benchmark suite, {meta['date']} ({meta['mode']})", "",

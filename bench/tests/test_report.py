@@ -58,6 +58,21 @@ class Render(unittest.TestCase):
         self.assertEqual(list(available), ["peers", "protocols", "streaming", "buffers", "small-write-latency"])
 
 
+class Budgets(unittest.TestCase):
+    """The issue's time budgets, checked on the suite's own rough estimates (a guard against a
+    sweep or duration growing past them; the real duration depends on the machine)."""
+
+    def test_table(self):
+        from lib.modes import MODES
+        available, _ = registry(None)
+        for mode, budget_min in (("smoke", 3), ("quick", 10), ("full", 60)):
+            total = sum(m.estimate_s(MODES[mode]) for m in available.values()) / 60
+            with self.subTest(mode=mode):
+                self.assertLessEqual(total, budget_min)
+                self.assertGreater(total, 0)
+        self.assertGreaterEqual(MODES["full"].reps, 3)
+
+
 class Helpers(unittest.TestCase):
     def test_parse_dd(self):
         text = "500+0 records in\n500+0 records out\n256000 bytes (256 kB, 250 KiB) copied, 0.0455 s, 5.6 MB/s\n"

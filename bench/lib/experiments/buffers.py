@@ -32,12 +32,21 @@ def cases(mode):
     return out
 
 
+def jobs(m):
+    """seq-4k-qd16 and rand-4k-qd16, time-based."""
+    return [Job("seq-4k-qd16", "write", "4k", 16, m.image_bytes, m.runtime_s, m.ramp_s),
+            Job("rand-4k-qd16", "randwrite", "4k", 16, m.image_bytes, m.runtime_s, m.ramp_s)]
+
+
+def estimate_s(mode):
+    """Rough duration in seconds."""
+    return common.estimate_s(mode, cases(mode), jobs(mode))
+
+
 def run(ctx):
     """Measures every swept value; a table and a bar chart per sweep."""
     m = ctx.mode
-    js = [Job("seq-4k-qd16", "write", "4k", 16, m.image_bytes, m.runtime_s, m.ramp_s),
-          Job("rand-4k-qd16", "randwrite", "4k", 16, m.image_bytes, m.runtime_s, m.ramp_s)]
-    cs = cases(m)
+    js, cs = jobs(m), cases(m)
     rows, problems, checks = common.measure(ctx, NAME, cs, js)
     o = Outcome(NAME, TITLE, SEED, rows=rows, problems=problems)
     o.status = common.status_of(rows, problems, len(js) * len(cs) * m.reps)

@@ -55,6 +55,23 @@ class Case:
     params: tuple = ()
 
 
+CASE_SETUP_S = 4.0
+SEQ_MIB_PER_S = 800.0
+JOB_OVERHEAD_S = 0.5
+
+
+def job_seconds(job):
+    """A rough duration of one fio job on the development VM, for estimates only."""
+    if job.runtime_s:
+        return job.runtime_s + job.ramp_s + JOB_OVERHEAD_S
+    return job.size_bytes / (SEQ_MIB_PER_S * 2**20) + JOB_OVERHEAD_S
+
+
+def estimate_s(mode, cases, jobs):
+    """Rough duration of measure(): fresh nodes per case, every job, every repetition."""
+    return mode.reps * len(cases) * (CASE_SETUP_S + sum(job_seconds(j) for j in jobs))
+
+
 def flatten(metrics):
     """fio metrics with the nested CPU dicts turned into columns: <node>_usr_pct, <node>_sys_pct,
     <node>_cpu_us_per_io, machine_busy_pct, machine_steal_pct."""

@@ -49,6 +49,15 @@ def jobs(mode):
             Job("rand4k-qd32", "randwrite", "4k", 32, size, t)]
 
 
+def estimate_s(mode):
+    """Rough duration in seconds: four tandem configurations, nbdkit, and the QEMU script's four
+    phases (each writes 1 GiB and runs the two time-based jobs)."""
+    js = jobs(mode)
+    per_config = common.CASE_SETUP_S + sum(common.job_seconds(j) for j in js)
+    qemu = 4 * (2 + 2 * mode.peers_runtime_s) + 10 if mode.qemu_mirror else 0
+    return mode.reps * (5 * per_config + qemu)
+
+
 def qemu_script(ctx):
     """Path of the QEMU reference script, or None with the reason it cannot run."""
     if not ctx.mode.qemu_mirror:

@@ -31,6 +31,11 @@ def cases(mode):
     return out + [common.Case(f"proto-{p}", Setup("pair", protocol=p, size_bytes=mode.image_bytes)) for p in "ABC"]
 
 
+def estimate_s(mode):
+    """Rough duration in seconds."""
+    return common.estimate_s(mode, cases(mode), jobs(mode))
+
+
 def run(ctx):
     """Measures, then builds the outcome: a table per metric, two bar charts."""
     js, cs = jobs(ctx.mode), cases(ctx.mode)

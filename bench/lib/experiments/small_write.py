@@ -25,6 +25,9 @@ NAME = "small-write-latency"
 TITLE = "512-byte synchronous writes: local file vs through tandem"
 SEED = seeds.cite("000", "section 4.6 (latency optimization, dd of 512 bytes x 100,000)")
 DD_FLAGS = (("write", "direct"), ("write+flush", "dsync"))
+# Rough per-write costs on the development VM, for estimates only (µs): dd direct + dd dsync,
+# then plain write and write+flush through standalone and protocol C.
+ESTIMATE_US_PER_WRITE = 30 + 100 + 25 + 250 + 100 + 500
 DD_SECONDS = re.compile(r"copied, ([0-9.]+(?:e-?[0-9]+)?) s")
 
 
@@ -55,6 +58,12 @@ def run_dd(ctx, count, flag, rep):
     secs = parse_dd(text)
     return {"case": "local dd", "how": f"dd oflag={flag}", "rep": rep, "writes": count, "seconds": secs,
             "us_per_write": 1e6 * secs / count, "wall_s": wall}
+
+
+def estimate_s(mode):
+    """Rough duration in seconds."""
+    per_rep = mode.small_write_count * ESTIMATE_US_PER_WRITE / 1e6 + 2 * common.CASE_SETUP_S + 2
+    return mode.reps * per_rep
 
 
 def run(ctx):

@@ -22,12 +22,23 @@ METRICS = ("mib_s", "bw_stddev_mib_s", "clat_mean_us") + tuple(k for k, _ in PCT
     "alice_cpu_us_per_io", "bob_cpu_us_per_io")
 
 
-def run(ctx):
-    """Measures standalone, proto-A and proto-C; tables of throughput, latency and CPU; charts."""
-    m = ctx.mode
+def plan(m):
+    """(cases, jobs): standalone, proto-A, proto-C; one time-based 1 MiB QD1 job."""
     js = [Job("write-1m-qd1", "write", "1M", 1, m.image_bytes, m.runtime_s, m.ramp_s)]
     cs = [common.Case("standalone", Setup("standalone", size_bytes=m.image_bytes))]
     cs += [common.Case(f"proto-{p}", Setup("pair", protocol=p, size_bytes=m.image_bytes)) for p in "AC"]
+    return cs, js
+
+
+def estimate_s(mode):
+    """Rough duration in seconds."""
+    return common.estimate_s(mode, *plan(mode))
+
+
+def run(ctx):
+    """Measures standalone, proto-A and proto-C; tables of throughput, latency and CPU; charts."""
+    m = ctx.mode
+    cs, js = plan(m)
     rows, problems, checks = common.measure(ctx, NAME, cs, js)
     o = Outcome(NAME, TITLE, SEED, rows=rows, problems=problems)
     o.status = common.status_of(rows, problems, len(cs) * m.reps)
