@@ -95,7 +95,7 @@ pub fn parse_request(line: &str) -> Result<ControlRequest, LinkError> {
 }
 
 fn milliseconds(field: &str, value: f64) -> Result<Duration, LinkError> {
-    if !(value >= 0.0) {
+    if value.is_nan() || value < 0.0 {
         return Err(LinkError::Request(format!("{field} must be a number ≥ 0, not {value}")));
     }
     Duration::try_from_secs_f64(value / 1000.0).map_err(|error| LinkError::Request(format!("{field} {value}: {error}")))
@@ -163,7 +163,12 @@ impl From<&Link> for LinkView {
             rate_bytes_per_s: shape.rate_bytes_per_s,
             queue_bytes_max: shape.queue_bytes_max,
         };
-        LinkView { forward: view(&link.forward), reverse: view(&link.reverse), partition: link.partition, on_partition: link.on_partition }
+        LinkView {
+            forward: view(&link.forward),
+            reverse: view(&link.reverse),
+            partition: link.partition,
+            on_partition: link.on_partition,
+        }
     }
 }
 
@@ -265,7 +270,8 @@ async fn serve_client(stream: UnixStream, relays: Arc<Vec<RelayHandle>>) {
         } else {
             handle_line(&relays, String::from_utf8_lossy(&line).trim())
         };
-        let mut text = serde_json::to_string(&reply).unwrap_or_else(|error| format!("{{\"ok\":false,\"error\":\"{error}\"}}"));
+        let mut text =
+            serde_json::to_string(&reply).unwrap_or_else(|error| format!("{{\"ok\":false,\"error\":\"{error}\"}}"));
         text.push('\n');
         if write.write_all(text.as_bytes()).await.is_err() || too_long {
             return;

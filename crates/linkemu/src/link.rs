@@ -103,7 +103,12 @@ pub struct Shape {
 
 impl Default for Shape {
     fn default() -> Self {
-        Shape { delay: Duration::ZERO, jitter: Duration::ZERO, rate_bytes_per_s: None, queue_bytes_max: QUEUE_DEFAULT_BYTES }
+        Shape {
+            delay: Duration::ZERO,
+            jitter: Duration::ZERO,
+            rate_bytes_per_s: None,
+            queue_bytes_max: QUEUE_DEFAULT_BYTES,
+        }
     }
 }
 

@@ -14,7 +14,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
-use linkemu::{control, parse, Link, LinkError, OnPartition, Partition, Relay, RelayHandle, Shape, QUEUE_DEFAULT_BYTES};
+use linkemu::{
+    control, parse, Link, LinkError, OnPartition, Partition, Relay, RelayHandle, Shape, QUEUE_DEFAULT_BYTES,
+};
 use tokio::net::UnixListener;
 
 /// A userspace link emulator: a TCP relay adding delay, jitter, a bandwidth limit and partitions
@@ -39,7 +41,7 @@ struct Arguments {
     jitter: Duration,
     /// Bandwidth limit per direction, shared by the relay's connections (100mbit, 12MB, unlimited).
     #[arg(long, value_parser = parse_rate, default_value = "unlimited")]
-    rate: Option<u64>,
+    rate: Rate,
     /// Bytes each connection may queue per direction before backpressure (64MiB).
     #[arg(long, value_parser = parse_size)]
     queue: Option<u64>,
@@ -61,8 +63,13 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
     parse::duration(text).map_err(|error| error.to_string())
 }
 
-fn parse_rate(text: &str) -> Result<Option<u64>, String> {
-    parse::rate_bytes_per_s(text).map_err(|error| error.to_string())
+/// A bandwidth limit in bytes/s; `None` is unlimited. (A newtype, since clap reads a bare
+/// `Option` as "the flag may be absent".)
+#[derive(Debug, Clone, Copy)]
+struct Rate(Option<u64>);
+
+fn parse_rate(text: &str) -> Result<Rate, String> {
+    parse::rate_bytes_per_s(text).map(Rate).map_err(|error| error.to_string())
 }
 
 fn parse_size(text: &str) -> Result<u64, String> {
@@ -76,7 +83,9 @@ fn parse_partition(text: &str) -> Result<Partition, String> {
 
 fn parse_pair(text: &str) -> Result<(SocketAddr, SocketAddr), String> {
     let (listen, target) = text.split_once('=').ok_or_else(|| format!("bad pair {text:?}: expected LISTEN=TARGET"))?;
-    let address = |part: &str| part.trim().parse::<SocketAddr>().map_err(|error| format!("bad address {part:?} in pair {text:?}: {error}"));
+    let address = |part: &str| {
+        part.trim().parse::<SocketAddr>().map_err(|error| format!("bad address {part:?} in pair {text:?}: {error}"))
+    };
     Ok((address(listen)?, address(target)?))
 }
 
@@ -85,7 +94,7 @@ impl Arguments {
         let shape = Shape {
             delay: self.delay,
             jitter: self.jitter,
-            rate_bytes_per_s: self.rate,
+            rate_bytes_per_s: self.rate.0,
             queue_bytes_max: self.queue.unwrap_or(QUEUE_DEFAULT_BYTES),
         };
         let on_partition = if self.reset_on_partition { OnPartition::Reset } else { OnPartition::Hold };

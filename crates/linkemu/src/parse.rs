@@ -70,7 +70,8 @@ pub fn duration(input: &str) -> Result<Duration, LinkError> {
         .ok_or_else(|| parse_error("duration", input, DURATION_EXPECTED))
 }
 
-const SIZE_EXPECTED: &str = "a number of bytes, optionally with a unit: K, M, G, T (x1000) or KiB, MiB, GiB, TiB (x1024)";
+const SIZE_EXPECTED: &str =
+    "a number of bytes, optionally with a unit: K, M, G, T (x1000) or KiB, MiB, GiB, TiB (x1024)";
 
 fn size_multiplier(unit: &str) -> Option<u128> {
     Some(match unit {
@@ -95,8 +96,7 @@ pub fn size_bytes(input: &str) -> Result<u64, LinkError> {
         .ok_or_else(|| parse_error("size", input, SIZE_EXPECTED))
 }
 
-const RATE_EXPECTED: &str =
-    "a rate such as 100mbit, 1gbit (bits/s), 12MB or 12MiB/s (bytes/s), or unlimited";
+const RATE_EXPECTED: &str = "a rate such as 100mbit, 1gbit (bits/s), 12MB or 12MiB/s (bytes/s), or unlimited";
 
 /// Parses a rate into bytes per second; `Ok(None)` is `unlimited`/`none`.
 pub fn rate_bytes_per_s(input: &str) -> Result<Option<u64>, LinkError> {

@@ -142,7 +142,14 @@ async fn relay_streams(context: &Context, mut client: TcpStream, mut target: Tcp
     outcome
 }
 
-async fn pipe<R, W>(context: &Context, direction: Direction, source: R, sink: W, state: &PipeState, serial: u64) -> io::Result<()>
+async fn pipe<R, W>(
+    context: &Context,
+    direction: Direction,
+    source: R,
+    sink: W,
+    state: &PipeState,
+    serial: u64,
+) -> io::Result<()>
 where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,

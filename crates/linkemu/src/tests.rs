@@ -273,13 +273,22 @@ fn control_requests_apply() {
     let base = Link::default();
     let apply_line = |line: &str| parse_request(line).and_then(|request| apply(base, &request));
     let five = apply_line(r#"{"delay_ms":5}"#).ok();
-    assert_eq!(five.map(|l| (l.forward.delay, l.reverse.delay)), Some((Duration::from_millis(5), Duration::from_millis(5))));
+    assert_eq!(
+        five.map(|l| (l.forward.delay, l.reverse.delay)),
+        Some((Duration::from_millis(5), Duration::from_millis(5)))
+    );
     let one_way = apply_line(r#"{"delay_ms":2.5,"direction":"reverse"}"#).ok();
-    assert_eq!(one_way.map(|l| (l.forward.delay, l.reverse.delay)), Some((Duration::ZERO, Duration::from_micros(2500))));
+    assert_eq!(
+        one_way.map(|l| (l.forward.delay, l.reverse.delay)),
+        Some((Duration::ZERO, Duration::from_micros(2500)))
+    );
     let cut = apply_line(r#"{"partition":"both","on_partition":"reset"}"#).ok();
     assert_eq!(cut.map(|l| l.refuses()), Some(true));
     let limited = apply_line(r#"{"rate":"8mbit","queue":"1MiB"}"#).ok();
-    assert_eq!(limited.map(|l| (l.forward.rate_bytes_per_s, l.reverse.queue_bytes_max)), Some((Some(1_000_000), 1 << 20)));
+    assert_eq!(
+        limited.map(|l| (l.forward.rate_bytes_per_s, l.reverse.queue_bytes_max)),
+        Some((Some(1_000_000), 1 << 20))
+    );
     let unlimited = apply_line(r#"{"rate":"unlimited"}"#).ok();
     assert_eq!(unlimited.map(|l| l.forward.rate_bytes_per_s), Some(None));
     for bad in [r#"{"delay_ms":-1}"#, r#"{"delay_ms":1e12}"#, r#"{"queue":0}"#, r#"{"rate":0}"#, r#"{"rate":"fast"}"#] {
