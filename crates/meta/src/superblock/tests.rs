@@ -27,6 +27,9 @@ fn sample() -> Superblock {
     superblock
 }
 
+/// A predicate on the error a case must produce.
+type ErrorCheck = fn(&MetaError) -> bool;
+
 /// Changes `block` with `edit` and recomputes the checksum, so only the edit is wrong.
 fn edited(edit: impl Fn(&mut Vec<u8>)) -> Vec<u8> {
     let mut block = sample().encode().expect("encodes");
@@ -57,7 +60,7 @@ fn refusals_each_with_its_own_error() {
     bad_magic[0] = b'X';
     let mut bad_crc = good.clone();
     bad_crc[2000] ^= 1;
-    let cases: Vec<(&str, Vec<u8>, fn(&MetaError) -> bool)> = vec![
+    let cases: Vec<(&str, Vec<u8>, ErrorCheck)> = vec![
         ("truncated", good[..4095].to_vec(), |e| {
             matches!(
                 e,
