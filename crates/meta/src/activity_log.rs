@@ -242,6 +242,10 @@ impl ActivityLog {
                 al_extents: u32::from(al_extents),
             });
         }
+        if config.extent_count >= u64::from(AL_SLOT_EMPTY) {
+            let data_bytes = config.extent_count.saturating_mul(AL_EXTENT_BYTES);
+            return Err(MetaError::DataTooLarge { data_bytes });
+        }
         let al_ring_bytes = config.al_ring_blocks.saturating_mul(4096);
         let al_extents_max = al_extents_max(al_ring_bytes);
         if u32::from(al_extents) > al_extents_max {

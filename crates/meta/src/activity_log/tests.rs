@@ -209,6 +209,14 @@ fn range_refusals() {
         "empty range"
     );
     assert!(ActivityLog::new(config(6), 0).is_err());
+    let huge = ActivityLogConfig {
+        extent_count: u64::from(u32::MAX),
+        ..config(7)
+    };
+    assert!(matches!(
+        ActivityLog::new(huge, 0),
+        Err(MetaError::DataTooLarge { .. })
+    ));
     let too_many = ActivityLogConfig {
         al_extents: 6616,
         ..config(7)
