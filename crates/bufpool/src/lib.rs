@@ -19,6 +19,9 @@ use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 
+mod incoming;
+pub use incoming::{Aborted, Arrival, Filler, Incoming, OnArrival, Wait};
+
 /// Alignment of every buffer, in bytes.
 pub const ALIGNMENT: usize = 4096;
 /// Capacity of the smallest size class.

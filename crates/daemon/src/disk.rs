@@ -10,10 +10,13 @@ use std::os::unix::fs::{FileExt, FileTypeExt};
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 
+use bufpool::Incoming;
 use repl::IoError;
 
 /// Smallest backing device tandem accepts.
 pub const DISK_BYTES_MIN: u64 = 1024 * 1024;
+/// A payload still arriving is written in pieces of at least this much (except the last).
+const WRITE_PIECE_BYTES_MIN: usize = 128 * 1024;
 /// Usable sizes are rounded down to this.
 pub const DISK_ALIGN_BYTES: u64 = 4096;
 
@@ -82,6 +85,28 @@ impl Disk {
     pub fn write(&self, offset: u64, data: &[u8], fua: bool) -> Result<(), IoError> {
         self.check(offset, data.len() as u64)?;
         self.file.write_all_at(data, offset).map_err(map_io)?;
+        if fua {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Write a payload that may still be arriving at `offset`, piece by piece as it fills
+    /// (so the disk write overlaps the network receive); with `fua`, durably at the end.
+    /// Aborted if the payload stops arriving; the part before that may have been written.
+    pub fn write_incoming(&self, offset: u64, data: &Incoming, fua: bool) -> Result<(), IoError> {
+        if let Some(bytes) = data.as_complete() {
+            return self.write(offset, bytes, fua);
+        }
+        self.check(offset, data.len() as u64)?;
+        let mut written = 0;
+        while written < data.len() {
+            let want = written.saturating_add(WRITE_PIECE_BYTES_MIN);
+            let available = data.wait_blocking(want).map_err(|_| IoError::Aborted)?;
+            let piece = &available[written..];
+            self.file.write_all_at(piece, offset + written as u64).map_err(map_io)?;
+            written = available.len();
+        }
         if fua {
             self.flush()?;
         }

@@ -8,10 +8,16 @@
 
 use std::sync::Arc;
 
+use bufpool::Incoming;
 use nbd::{Command, Completion, Errno, Export, ExportInfo, ExportRegistry, OpenError, Request};
 use repl::{IoError, Op, Role, WriteFlags};
 
 use crate::resource::{Payload, Resource};
+
+/// Writes this long or longer are taken while they still arrive: the local write and the
+/// peer sends start on the first bytes instead of after the last (cut-through). Smaller
+/// writes are read whole first; for them the hand-off would cost more than it saves.
+const STREAM_WRITE_BYTES_MIN: usize = 128 * 1024;
 
 /// The one place errors become NBD errnos.
 pub(crate) fn errno_of(error: IoError) -> Errno {
@@ -21,6 +27,7 @@ pub(crate) fn errno_of(error: IoError) -> Errno {
         IoError::NotSupported => Errno::NotSup,
         IoError::Invalid => Errno::Inval,
         IoError::NotWritable => Errno::Perm,
+        IoError::Aborted => Errno::Io,
     }
 }
 
@@ -105,12 +112,20 @@ impl Export for OpenExport {
             }
             Command::Write { offset, data } => {
                 let length = data.len() as u64;
-                Op::Write { offset, length, data: Payload { bytes: data, _permit: None }, flags }
+                Op::Write { offset, length, data: Payload { data: Incoming::from_bytes(data), _permit: None }, flags }
+            }
+            Command::WriteStreaming { offset, data } => {
+                let length = data.len() as u64;
+                Op::Write { offset, length, data: Payload { data, _permit: None }, flags }
             }
             Command::Flush => Op::Flush,
             Command::Trim { offset, length } => Op::Trim { offset, length: u64::from(length), flags },
             Command::WriteZeroes { offset, length, .. } => Op::WriteZeroes { offset, length: u64::from(length), flags },
         };
         self.resource.submit(self.volume, op, completion);
+    }
+
+    fn streaming_write_bytes_min(&self) -> Option<usize> {
+        Some(STREAM_WRITE_BYTES_MIN)
     }
 }

@@ -13,15 +13,20 @@
 //!   does not decode, or arrives on the wrong socket, ends the link as a ProtocolError.
 //! - Received write payloads are bounded by `max-buffers` (4 KiB pages) through a semaphore
 //!   whose permits travel with the payload until its disk write is done.
+//! - Large payloads are cut through: sent while they still arrive from the NBD client, and
+//!   (protocols A and C) handed to the engine and written while they still arrive from the
+//!   peer. Under protocol B the engine acknowledges receipt on hand-over, so there the whole
+//!   payload is read first: a receipt ack always means every byte is here.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use bufpool::{Filler, Incoming};
 use hmac::{Hmac, Mac};
 use rand::RngCore;
 use repl::{ConnState, DiskOp, DiskState, PeerMessage, Protocol, Role};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch, Semaphore};
@@ -382,14 +387,46 @@ async fn send_data(resource: Arc<Resource>, peer: PeerInfo, queue: mpsc::Unbound
             return error.into();
         }
         if let Some(payload) = payload {
-            if let Err(error) = writer.write_all(&payload.bytes).await {
-                return error.into();
+            if let Err(error) = send_payload(&mut writer, &payload.data).await {
+                return error;
             }
         }
         if let (Some(seq), true) = (seq, report_sent) {
             sent.push(seq);
         }
     }
+}
+
+/// A payload still arriving is sent in pieces of at least this much (except the last).
+const SEND_PIECE_BYTES_MIN: usize = 128 * 1024;
+/// Zeroes to complete the frame of a payload that stopped arriving.
+static PADDING: [u8; 64 * 1024] = [0; 64 * 1024];
+
+/// Send a write's payload; one still arriving is passed on piece by piece as it arrives
+/// (cut-through), straight to the socket rather than through the stream buffer. If it stops
+/// arriving, the frame is completed with zeroes: the primary's failed local write then marks
+/// the blocks out of sync for this peer, so the zeroes are never taken for data.
+async fn send_payload(writer: &mut BufWriter<OwnedWriteHalf>, data: &Incoming) -> Result<(), LinkError> {
+    if let Some(bytes) = data.as_complete() {
+        writer.write_all(bytes).await?;
+        return Ok(());
+    }
+    writer.flush().await?;
+    let mut sent = 0;
+    while sent < data.len() {
+        match data.wait(sent.saturating_add(SEND_PIECE_BYTES_MIN)).await {
+            Ok(available) => {
+                writer.get_mut().write_all(&available[sent..]).await?;
+                sent = available.len();
+            }
+            Err(_) => {
+                let padding = (data.len() - sent).min(PADDING.len());
+                writer.get_mut().write_all(&PADDING[..padding]).await?;
+                sent += padding;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Encode a data-socket frame; returns its sequence number and payload, if any.
@@ -402,7 +439,7 @@ fn encode_outgoing(item: Outgoing, out: &mut Vec<u8>) -> Result<(Option<u64>, Op
         Outgoing::Data { seq, epoch, volume, op } => match op {
             DiskOp::Write { offset, data, fua, .. } => {
                 let flags = if fua { wire::DATA_FLAG_FUA } else { 0 };
-                let length = u32::try_from(data.bytes.len()).map_err(|_| LinkError::Protocol("write too long".into()))?;
+                let length = u32::try_from(data.data.len()).map_err(|_| LinkError::Protocol("write too long".into()))?;
                 Message::Data(DataHeader { seq, epoch, volume, flags, offset }).encode(length, out)?;
                 Ok((Some(seq), Some(data)))
             }
@@ -472,16 +509,46 @@ async fn receive_data(resource: Arc<Resource>, peer: PeerInfo, socket: OwnedRead
     let pages_max = peer.net.max_buffers.max(1);
     let budget = Arc::new(Semaphore::new(pages_max as usize));
     let mut batch = Vec::with_capacity(RECEIVE_BATCH_MAX);
+    // Under protocol B the engine acknowledges receipt when it is handed a write, so the
+    // payload must be all here by then; under A and C a large payload is handed over while
+    // it still arrives, and written as it does.
+    let streaming = peer.net.protocol != config::Protocol::B;
+    let frames = Frames { resource: &resource, peer: peer.node_id, budget: &budget, pages_max, streaming };
     loop {
-        let message = match receive_data_frame(&resource, peer.node_id, &mut reader, &budget, pages_max, &mut batch).await {
-            Ok(message) => message,
+        let (message, filler) = match frames.receive(&mut reader, &mut batch).await {
+            Ok(received) => received,
             Err(error) => return error,
         };
         batch.push(message);
+        if let Some(filler) = filler {
+            deliver(&resource, peer.node_id, &mut batch);
+            if let Err(error) = fill(&mut reader, filler).await {
+                return error;
+            }
+            continue;
+        }
         if !whole_frame_buffered(reader.buffer()) || batch.len() >= RECEIVE_BATCH_MAX {
             deliver(&resource, peer.node_id, &mut batch);
         }
     }
+}
+
+/// Read the rest of a payload that is being streamed: first what the reader has buffered,
+/// then straight from the socket (no copy through the stream buffer).
+async fn fill(reader: &mut BufReader<OwnedReadHalf>, mut filler: Filler) -> Result<(), LinkError> {
+    let buffered = reader.buffer();
+    let take = buffered.len().min(filler.remaining());
+    filler.spare()[..take].copy_from_slice(&buffered[..take]);
+    reader.consume(take);
+    filler.advance(take);
+    while filler.remaining() > 0 {
+        let read = reader.get_mut().read(filler.spare()).await?;
+        if read == 0 {
+            return Err(LinkError::Closed);
+        }
+        filler.advance(read);
+    }
+    Ok(())
 }
 
 /// Whether `buffered` starts with a whole frame, so decoding it will not wait for the network.
@@ -499,14 +566,23 @@ fn deliver(resource: &Arc<Resource>, peer: u8, batch: &mut Vec<PeerMessage<Paylo
     }
 }
 
-async fn receive_data_frame(
-    resource: &Arc<Resource>,
+/// Payloads this long or longer are streamed (see `receive_data`).
+const STREAM_RECEIVE_BYTES_MIN: usize = 128 * 1024;
+
+/// What the data-socket receiver needs to turn frames into engine messages.
+struct Frames<'a> {
+    resource: &'a Arc<Resource>,
     peer: u8,
-    reader: &mut BufReader<OwnedReadHalf>,
-    budget: &Arc<Semaphore>,
+    budget: &'a Arc<Semaphore>,
     pages_max: u32,
-    batch: &mut Vec<PeerMessage<Payload>>,
-) -> Result<PeerMessage<Payload>, LinkError> {
+    streaming: bool,
+}
+
+impl Frames<'_> {
+    /// The next frame as an engine message; for a streamed payload also the filler that the
+    /// caller must fill from the socket (after handing the message to the engine).
+    async fn receive(&self, reader: &mut BufReader<OwnedReadHalf>, batch: &mut Vec<PeerMessage<Payload>>) -> Result<(PeerMessage<Payload>, Option<Filler>), LinkError> {
+        let (resource, peer, budget, pages_max) = (self.resource, self.peer, self.budget, self.pages_max);
     let header = read_header(reader).await?;
     let kind = header.check()?;
     if !kind.allowed_on(SocketKind::Data) {
@@ -531,16 +607,23 @@ async fn receive_data_frame(
                 }
             };
             let mut buf = resource.pool.take(length as usize).ok_or_else(|| LinkError::Protocol("payload too large".into()))?;
-            reader.read_exact(&mut buf).await?;
-            let data = Payload { bytes: buf.freeze(), _permit: Some(Arc::new(permit)) };
+            let (data, filler) = if self.streaming && buf.len() >= STREAM_RECEIVE_BYTES_MIN {
+                let (filler, data) = Incoming::filling(buf);
+                (data, Some(filler))
+            } else {
+                reader.read_exact(&mut buf).await?;
+                (Incoming::complete(buf), None)
+            };
+            let data = Payload { data, _permit: Some(Arc::new(permit)) };
             let op = DiskOp::Write { offset: h.offset, length: u64::from(length), data, fua: h.fua() };
-            Ok(PeerMessage::Data { seq: h.seq, epoch: h.epoch, volume: h.volume, offset: h.offset, op })
+            Ok((PeerMessage::Data { seq: h.seq, epoch: h.epoch, volume: h.volume, offset: h.offset, op }, filler))
         }
-        Message::Trim(h) => Ok(range_op(h, false)),
-        Message::WriteZeroes(h) => Ok(range_op(h, true)),
-        Message::Barrier { epoch, flush } => Ok(PeerMessage::Barrier { epoch, flush }),
+        Message::Trim(h) => Ok((range_op(h, false), None)),
+        Message::WriteZeroes(h) => Ok((range_op(h, true), None)),
+        Message::Barrier { epoch, flush } => Ok((PeerMessage::Barrier { epoch, flush }, None)),
         Message::Disconnect { reason } => Err(LinkError::PeerDisconnected(reason)),
         other => Err(LinkError::Protocol(format!("unexpected {:?} on the data socket", other.kind()))),
+    }
     }
 }
 

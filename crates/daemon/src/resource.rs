@@ -13,12 +13,12 @@
 //! - Every client request id is in `completions` from submit until its `Complete` action.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
 use bufpool::BufPool;
-use bytes::Bytes;
+use bufpool::Incoming;
 use repl::{Action, ConnState, DiskOp, Engine, IoError, Op, PeerMessage, RequestId, Time};
 use tokio::sync::{mpsc, watch, OwnedSemaphorePermit};
 
@@ -32,20 +32,27 @@ const INLINE_WRITE_BYTES_MAX: usize = 64 * 1024;
 /// rest go to the I/O threads, so the stack stays bounded.
 const INLINE_DEPTH_MAX: u32 = 4;
 
+/// I/O threads that may wait for a payload still arriving; at least one is always left for
+/// everything else.
+const WRITES_ARRIVING_MAX: usize = crate::io_workers::IO_THREADS - 1;
+const _: () = assert!(WRITES_ARRIVING_MAX >= 1);
+
 thread_local! {
     static INLINE_DEPTH: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
 }
 
 /// Whether a local I/O is cheap enough to run on the calling thread.
 fn runs_inline(action: &Action<Payload>) -> bool {
-    matches!(action, Action::LocalWrite { op: DiskOp::Write { data, fua: false, .. }, .. } if data.bytes.len() <= INLINE_WRITE_BYTES_MAX)
+    matches!(action, Action::LocalWrite { op: DiskOp::Write { data, fua: false, .. }, .. }
+        if data.data.len() <= INLINE_WRITE_BYTES_MAX && data.data.as_complete().is_some())
 }
 
-/// A write's data: shared bytes, plus for data received from a peer the receive-buffer
-/// permit (`max-buffers`) that is released when the last clone drops.
+/// A write's data: shared bytes, possibly still arriving (a large write is passed on while
+/// its client or peer is still sending it), plus for data received from a peer the
+/// receive-buffer permit (`max-buffers`) that is released when the last clone drops.
 #[derive(Debug, Clone)]
 pub(crate) struct Payload {
-    pub(crate) bytes: Bytes,
+    pub(crate) data: Incoming,
     pub(crate) _permit: Option<Arc<OwnedSemaphorePermit>>,
 }
 
@@ -103,6 +110,8 @@ pub(crate) struct Resource {
     core: Mutex<Core>,
     next_request: AtomicU64,
     next_generation: AtomicU64,
+    /// I/O threads currently writing a payload that is still arriving.
+    writes_arriving: AtomicUsize,
     /// Bumped on every state change; status and events watch it.
     pub(crate) changed: watch::Sender<u64>,
     pub(crate) down: AtomicBool,
@@ -140,6 +149,7 @@ impl Resource {
             pool: parts.pool,
             core: Mutex::new(Core { engine: parts.engine, links: HashMap::new(), completions: HashMap::new() }),
             next_request: AtomicU64::new(1),
+            writes_arriving: AtomicUsize::new(0),
             next_generation: AtomicU64::new(1),
             changed,
             down: AtomicBool::new(false),
@@ -233,6 +243,10 @@ impl Resource {
 
     fn start_local_io(self: &Arc<Self>, action: Action<Payload>) {
         let inline = runs_inline(&action) && INLINE_DEPTH.with(|depth| depth.get() < INLINE_DEPTH_MAX);
+        let arriving = match &action {
+            Action::LocalWrite { op: DiskOp::Write { data, .. }, .. } if data.data.as_complete().is_none() => Some(data.data.clone()),
+            _ => None,
+        };
         let resource = Arc::clone(self);
         let job = move || {
             let (io, result) = match action {
@@ -249,8 +263,27 @@ impl Resource {
             INLINE_DEPTH.with(|depth| depth.set(depth.get() + 1));
             job();
             INLINE_DEPTH.with(|depth| depth.set(depth.get() - 1));
+        } else if let Some(arriving) = arriving {
+            self.start_arriving_write(arriving, Box::new(job));
         } else {
             self.io.run(Box::new(job));
+        }
+    }
+
+    /// A write whose payload is still arriving: written as it arrives by an I/O thread if
+    /// one may wait for it; otherwise queued once the payload is all here. So slow senders
+    /// can never hold every I/O thread.
+    fn start_arriving_write(self: &Arc<Self>, arriving: Incoming, job: crate::io_workers::Job) {
+        if self.writes_arriving.fetch_add(1, Ordering::AcqRel) < WRITES_ARRIVING_MAX {
+            let resource = Arc::clone(self);
+            self.io.run(Box::new(move || {
+                job();
+                resource.writes_arriving.fetch_sub(1, Ordering::AcqRel);
+            }));
+        } else {
+            self.writes_arriving.fetch_sub(1, Ordering::AcqRel);
+            let resource = Arc::clone(self);
+            arriving.on_arrival(Box::new(move || resource.io.run(job)));
         }
     }
 
@@ -261,7 +294,7 @@ impl Resource {
     fn disk_op(&self, volume: u16, op: DiskOp<Payload>) -> Result<(), IoError> {
         let disk = self.disk(volume).ok_or(IoError::Invalid)?;
         match op {
-            DiskOp::Write { offset, data, fua, .. } => disk.write(offset, &data.bytes, fua),
+            DiskOp::Write { offset, data, fua, .. } => disk.write_incoming(offset, &data.data, fua),
             DiskOp::Trim { offset, length, fua } => disk.zero(offset, length, true, fua),
             DiskOp::WriteZeroes { offset, length, fua } => disk.zero(offset, length, false, fua),
         }

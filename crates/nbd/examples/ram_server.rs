@@ -52,6 +52,8 @@ impl Export for Ram {
                 data[range(offset, payload.len())].copy_from_slice(&payload);
                 completion.ok();
             }
+            // This export never asks for streaming writes, so they do not arrive.
+            Command::WriteStreaming { .. } => completion.error(nbd::Errno::Inval),
             Command::Trim { offset, length } | Command::WriteZeroes { offset, length, .. } => {
                 data[range(offset, length as usize)].fill(0);
                 completion.ok();

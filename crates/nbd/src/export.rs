@@ -55,10 +55,16 @@ pub trait Export: Send + Sync + 'static {
     /// Start a request; `completion` must be completed exactly once, from any thread, possibly
     /// after this returns. This is called on the connection's reader task: it should not block.
     fn submit(&self, request: Request, completion: Completion);
+    /// Writes at least this long are submitted as [`Command::WriteStreaming`] as soon as their
+    /// header is parsed, and their payload is filled while the export already works on it
+    /// (cut-through). None (the default): every write arrives complete as [`Command::Write`].
+    fn streaming_write_bytes_min(&self) -> Option<usize> {
+        None
+    }
 }
 
 /// One checked request.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct Request {
     /// What to do.
     pub command: Command,
@@ -69,7 +75,7 @@ pub struct Request {
 
 /// A command, with its range already checked against the export size (`offset + length ≤
 /// size`) and its length non-zero.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub enum Command {
     /// Read `length` bytes; complete with [`Completion::read_data`] and exactly `length` bytes.
     Read {
@@ -84,6 +90,16 @@ pub enum Command {
         offset: u64,
         /// The payload (≤ `request_bytes_max` bytes).
         data: bytes::Bytes,
+    },
+    /// Write `data` at `offset` while it is still arriving from the client; only for exports
+    /// that ask for it ([`Export::streaming_write_bytes_min`]). If the client goes away before
+    /// the payload is complete, `data` ends [`bufpool::Arrival::Aborted`]; the request must
+    /// still be completed (the reply is then dropped).
+    WriteStreaming {
+        /// Byte offset.
+        offset: u64,
+        /// The payload, filled front to back by the connection's reader.
+        data: bufpool::Incoming,
     },
     /// Make every write completed so far durable.
     Flush,

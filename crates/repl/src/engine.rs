@@ -367,6 +367,12 @@ impl<P: Clone> Engine<P> {
         if write.epoch == self.epoch {
             self.epoch_must_close = true;
         }
+        if result.is_err() {
+            // The local disk holds an unknown part of this write while peers may hold all of
+            // it: the blocks may differ everywhere.
+            let vslot = self.volume_slot(write.volume).unwrap_or(0);
+            self.peers.iter_mut().for_each(|peer| peer.out_of_sync[vslot].set(write.extent));
+        }
         out.push(Action::Complete { request: write.request, result });
         self.start_waiting(now, out);
     }

@@ -91,12 +91,16 @@ pub enum IoError {
     /// The resource cannot accept writes (not Primary, or shutting down).
     #[error("resource is not writable here")]
     NotWritable,
+    /// The write's data stopped arriving (its client or peer connection broke) before it
+    /// was complete; part of it may have been written.
+    #[error("the write's data stopped arriving")]
+    Aborted,
 }
 
 /// A decoded message from a peer, as the engine sees it.
 #[derive(Debug, Clone)]
 pub enum PeerMessage<P> {
-    /// A replicated write (payload already received in full).
+    /// A replicated write (its payload may still be arriving: see the driver's payload type).
     Data { seq: u64, epoch: u64, volume: u16, offset: u64, op: DiskOp<P> },
     /// End of epoch `epoch`; with `flush`, make it durable before acknowledging.
     Barrier { epoch: u64, flush: bool },

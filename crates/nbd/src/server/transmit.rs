@@ -7,7 +7,8 @@
 //!   are outstanding; when none is free the reader stops reading (backpressure).
 //! - Before a write payload is read, or a read is submitted, pages of the shared payload
 //!   budget are taken; they travel with the completion and return when the reply is written.
-//! - A write payload is read straight into a pooled buffer and frozen; a rejected write's
+//! - A write payload is read straight into a pooled buffer and frozen (or, for an export that
+//!   streams large writes, submitted first and filled as it arrives); a rejected write's
 //!   payload is read and dropped in bounded chunks so the next header is found where expected.
 //! - The export is dropped only after the writer task ended, i.e. after every completion of
 //!   this connection was answered.
@@ -168,6 +169,15 @@ impl<R: AsyncRead + Unpin> RequestReader<R> {
             Admitted::Read { offset, length } => {
                 (Command::Read { offset, length }, Expect::Data(length))
             }
+            Admitted::Write { offset, length } if self.streams(length) => {
+                let Some(buffer) = self.pool.take(usize::try_from(length).unwrap_or(usize::MAX)) else {
+                    return self.reject(header, Rejection::BufferUnavailable, length, permit).await;
+                };
+                let (filler, data) = bufpool::Incoming::filling(buffer);
+                let completion = self.completion(header, Expect::Status, permit).with_budget(budget);
+                self.export.submit(Request { command: Command::WriteStreaming { offset, data }, fua }, completion);
+                return self.fill(filler).await;
+            }
             Admitted::Write { offset, length } => match self.read_payload(length).await? {
                 Some(data) => (Command::Write { offset, data }, Expect::Status),
                 None => {
@@ -193,6 +203,25 @@ impl<R: AsyncRead + Unpin> RequestReader<R> {
         };
         let completion = self.completion(header, expect, permit).with_budget(budget);
         self.export.submit(Request { command, fua }, completion);
+        Ok(())
+    }
+
+    /// Whether a write of `length` bytes is submitted before its payload is read.
+    fn streams(&self, length: u32) -> bool {
+        let length = usize::try_from(length).unwrap_or(usize::MAX);
+        self.export.streaming_write_bytes_min().is_some_and(|min| length >= min)
+    }
+
+    /// Reads a streaming write's payload as it arrives. On an error the filler is dropped,
+    /// which aborts the payload for everyone using it.
+    async fn fill(&mut self, mut filler: bufpool::Filler) -> Result<(), NbdError> {
+        while filler.remaining() > 0 {
+            let read = self.stream.read(filler.spare()).await?;
+            if read == 0 {
+                return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof).into());
+            }
+            filler.advance(read);
+        }
         Ok(())
     }
 

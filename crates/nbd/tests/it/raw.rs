@@ -634,3 +634,39 @@ async fn invalid_config_is_refused() {
     let result = nbd::serve_connection(a, registry, Arc::new(config)).await;
     assert!(matches!(result, Err(nbd::NbdError::InvalidConfig(_))));
 }
+
+/// A large write to an export that streams writes is submitted before its payload is read,
+/// and the export sees every byte; small writes still arrive whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streaming_writes_deliver_every_byte() {
+    let (server, disk) = server(small()).await;
+    disk.set_behaviour(Behaviour {
+        stream_writes_from: Some(64 * 1024),
+        ..Behaviour::default()
+    });
+    let mut client = RawClient::open(&server.socket, "disk").await;
+    let big = pattern(256 * 1024, 42);
+    assert_eq!(client.write(4096, &big).await, Ok(()));
+    assert_eq!(client.write(0, &[1, 2, 3]).await, Ok(()));
+    assert_eq!(disk.streamed(), (1, 0));
+    assert_eq!(client.read(4096, big.len() as u32).await, Ok(big));
+    assert_eq!(client.read(0, 4).await, Ok(vec![1, 2, 3, pattern(4, 1)[3]]));
+}
+
+/// A client that goes away in the middle of a streaming write's payload aborts that payload;
+/// the export is told, nothing of it is written, and other clients are served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_streaming_write_cut_short_is_aborted() {
+    let (server, disk) = server(small()).await;
+    disk.set_behaviour(Behaviour {
+        stream_writes_from: Some(64 * 1024),
+        ..Behaviour::default()
+    });
+    let mut client = RawClient::open(&server.socket, "disk").await;
+    let header_only = client.request(WRITE, 0, 0, 128 * 1024, &[]).await;
+    client.send(&[0xEE; 1000]).await;
+    drop((client, header_only));
+    wait_until("the export saw the abort", || disk.streamed() == (1, 1)).await;
+    let mut other = RawClient::open(&server.socket, "disk").await;
+    assert_eq!(other.read(0, 2000).await, Ok(pattern(2000, 1)));
+}

@@ -60,6 +60,8 @@ pub struct Behaviour {
     pub park_reads_at: Option<u64>,
     /// Reads at this offset have their completion dropped unanswered.
     pub drop_reads_at: Option<u64>,
+    /// Writes at least this long are asked for as streaming writes.
+    pub stream_writes_from: Option<usize>,
 }
 
 /// An export backed by a `Vec<u8>`.
@@ -70,6 +72,8 @@ pub struct MemExport {
     parked: Mutex<Vec<(Request, Completion)>>,
     submitted: AtomicUsize,
     fua_requests: AtomicUsize,
+    streamed: AtomicUsize,
+    aborted: Arc<AtomicUsize>,
 }
 
 impl MemExport {
@@ -83,6 +87,8 @@ impl MemExport {
             parked: Mutex::new(Vec::new()),
             submitted: AtomicUsize::new(0),
             fua_requests: AtomicUsize::new(0),
+            streamed: AtomicUsize::new(0),
+            aborted: Arc::new(AtomicUsize::new(0)),
         })
     }
 
@@ -112,6 +118,11 @@ impl MemExport {
     /// Requests submitted with FUA set.
     pub fn fua_requests(&self) -> usize {
         self.fua_requests.load(Ordering::SeqCst)
+    }
+
+    /// Streaming writes submitted, and how many of those never completed arriving.
+    pub fn streamed(&self) -> (usize, usize) {
+        (self.streamed.load(Ordering::SeqCst), self.aborted.load(Ordering::SeqCst))
     }
 
     pub fn parked(&self) -> usize {
@@ -162,6 +173,13 @@ fn execute(data: &Mutex<Vec<u8>>, request: Request, completion: Completion) {
             data[range(offset, payload.len())].copy_from_slice(&payload);
             completion.ok();
         }
+        Command::WriteStreaming { offset, data: payload } => match payload.as_complete() {
+            Some(bytes) => {
+                data[range(offset, bytes.len())].copy_from_slice(bytes);
+                completion.ok();
+            }
+            None => completion.error(Errno::Io),
+        },
         Command::Flush => completion.ok(),
         Command::Trim { offset, length } | Command::WriteZeroes { offset, length, .. } => {
             data[range(offset, length as usize)].fill(0);
@@ -191,10 +209,27 @@ impl Export for MemExport {
             return;
         }
         let data = Arc::clone(&self.data);
+        if let Command::WriteStreaming { data: payload, .. } = &request.command {
+            // Executed once the whole payload arrived; it is being read after this returns.
+            self.streamed.fetch_add(1, Ordering::SeqCst);
+            let payload = payload.clone();
+            let aborted = Arc::clone(&self.aborted);
+            tokio::spawn(async move {
+                if payload.wait(payload.len()).await.is_err() {
+                    aborted.fetch_add(1, Ordering::SeqCst);
+                }
+                execute(&data, request, completion);
+            });
+            return;
+        }
         tokio::spawn(async move {
             tokio::task::yield_now().await;
             execute(&data, request, completion);
         });
+    }
+
+    fn streaming_write_bytes_min(&self) -> Option<usize> {
+        self.behaviour.lock().unwrap().stream_writes_from
     }
 }
 

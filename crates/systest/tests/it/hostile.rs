@@ -9,7 +9,7 @@ use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::os::unix::net::UnixStream;
 use std::time::Duration;
 
-use crate::cluster::{Cluster, Spec, RESOURCE};
+use crate::cluster::{Cluster, Spec, NODE_NAMES, RESOURCE};
 use crate::nbd_client::{self, option_bytes, CLIENT_FLAGS};
 use crate::tools::{fio_verify, fresh_seed, require_fio, run_ok, Rng};
 
@@ -189,4 +189,34 @@ fn silent_stranger_on_the_peer_port_does_not_block_a_reconnect() {
         || cluster.all_connected(),
     );
     drop(strangers);
+}
+
+/// A large write is replicated while it still arrives (cut-through). A client that goes away
+/// in the middle of one never gets it acknowledged, and its blocks may now differ between
+/// the replicas (part written here, zero padding there), so the Primary must count them out
+/// of sync for the peer rather than claim the replicas agree; it keeps serving everyone else.
+#[test]
+fn a_client_gone_in_the_middle_of_a_large_write_leaves_its_blocks_out_of_sync() {
+    let cluster = Cluster::with_primary(Spec::two_nodes('C'));
+    let socket = cluster.nbd_socket(0);
+    let bob = NODE_NAMES[1];
+    let mut client = nbd_client::open(&socket, RESOURCE).expect("the Primary refused NBD_OPT_GO");
+    client.start_write(1 << 20, 1 << 20, &[0xAB; 300 * 1024]);
+    drop(client);
+    cluster.wait_until(
+        "the Primary counts the cut-short write out of sync for bob",
+        RECONNECT_DEADLINE,
+        || cluster.status(0).out_of_sync_kib(bob) > 0,
+    );
+    let status = cluster.status(0);
+    assert!(
+        status.out_of_sync_kib(bob) <= 1024,
+        "more than the 1 MiB write is out of sync: {}",
+        status.0
+    );
+    assert_eq!(status.connection_state(bob), "Connected", "the link must survive a client's abort");
+    let mut next = nbd_client::open(&socket, RESOURCE).expect("the Primary refused NBD_OPT_GO");
+    assert_eq!(next.write(0, &[7; 256 * 1024]), 0, "a later large write fails");
+    assert_eq!(next.read(0, 4096), vec![7; 4096]);
+    next.disconnect();
 }

@@ -157,6 +157,13 @@ impl NbdClient {
         data
     }
 
+    /// Sends a write request of `length` bytes but only the first `data.len()` bytes of its
+    /// payload (for the tests of a client that goes away mid-write).
+    pub fn start_write(&mut self, offset: u64, length: u32, data: &[u8]) {
+        self.send_request(1, offset, length);
+        self.stream.write_all(data).expect("cannot send write data");
+    }
+
     /// Sends raw bytes in the transmission phase (for the garbage tests).
     pub fn send_raw(&mut self, bytes: &[u8]) -> std::io::Result<()> {
         self.stream.write_all(bytes)

@@ -1,0 +1,330 @@
+//! A payload that is still arriving: one [`Filler`] fills a pooled buffer front to back while
+//! any number of [`Incoming`] handles use the part already filled.
+//!
+//! This is what lets a large write be forwarded and written while it is still coming in (cut
+//! through, rather than store and forward): the NBD reader or the peer receiver fills the
+//! buffer as bytes arrive from its socket; the local disk writer and each peer sender wait for
+//! the next filled piece, pass it on, and wait again.
+//!
+//! Invariants:
+//! - Bytes below `filled` are never written again; only the one [`Filler`] writes, and only at
+//!   or above `filled`. So readers (below `filled`) and the writer (above) never touch the same
+//!   byte, and a reader sees every byte of its prefix as written (release/acquire on `filled`).
+//! - `filled` only grows, up to `len`. The state goes Filling → Complete (exactly when
+//!   `filled == len`) or Filling → Aborted (the filler was dropped early); never back.
+//! - The buffer lives as long as the last handle, filler included.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::task::{Context, Poll, Waker};
+
+use bytes::Bytes;
+
+use crate::PoolBuf;
+
+const FILLING: u8 = 0;
+const COMPLETE: u8 = 1;
+const ABORTED: u8 = 2;
+
+/// The filler went away before the payload was complete (its source connection broke).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Aborted;
+
+impl std::fmt::Display for Aborted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the payload stopped arriving before it was complete")
+    }
+}
+
+impl std::error::Error for Aborted {}
+
+/// How far a payload has arrived.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Arrival {
+    /// This many bytes from the start are filled; more are coming.
+    Filling(usize),
+    /// Every byte is filled.
+    Complete,
+    /// It will never be complete.
+    Aborted,
+}
+
+struct Shared {
+    /// Start of the buffer; valid for `len` bytes while `_buf` lives.
+    ptr: NonNull<u8>,
+    len: usize,
+    filled: AtomicUsize,
+    state: AtomicU8,
+    /// Who waits for more bytes; the condvar below waits on the same mutex.
+    waiters: Mutex<Waiters>,
+    arrived: Condvar,
+    /// Owns the memory `ptr` points into; never accessed through a reference after creation.
+    _owner: Owner,
+}
+
+/// Tasks waiting for more bytes, and work to start once the payload stops arriving.
+#[derive(Default)]
+struct Waiters {
+    wakers: Vec<Waker>,
+    on_arrival: Vec<OnArrival>,
+}
+
+/// Work run once a payload is complete or aborted.
+pub type OnArrival = Box<dyn FnOnce() + Send>;
+
+/// What keeps an [`Incoming`]'s memory alive.
+enum Owner {
+    /// A pooled buffer, possibly still being filled.
+    Pool(#[allow(dead_code)] PoolBuf),
+    /// Bytes that were complete from the start (never written through `ptr`).
+    Bytes(#[allow(dead_code)] Bytes),
+}
+
+// SAFETY: the raw pointer is into memory owned by `_buf`, which is Send; access to the bytes
+// follows the module invariant (one writer above `filled`, readers below it), synchronised by
+// the atomics.
+unsafe impl Send for Shared {}
+// SAFETY: as above: shared access never creates overlapping mutable and shared views.
+unsafe impl Sync for Shared {}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Waiters> {
+        self.waiters.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Wake everyone waiting (after `filled` or `state` changed); once the payload stopped
+    /// arriving, also run the work waiting for that.
+    fn wake_all(&self) {
+        let (wakers, work) = {
+            let mut waiters = self.lock();
+            let done = self.state.load(Ordering::Acquire) != FILLING;
+            let work = if done { std::mem::take(&mut waiters.on_arrival) } else { Vec::new() };
+            (std::mem::take(&mut waiters.wakers), work)
+        };
+        self.arrived.notify_all();
+        wakers.into_iter().for_each(Waker::wake);
+        work.into_iter().for_each(|work| work());
+    }
+
+    /// The filled prefix, if it holds at least `at_least` bytes (clamped to `len`), or the
+    /// payload can never get there.
+    fn ready(&self, at_least: usize) -> Option<Result<&[u8], Aborted>> {
+        let target = at_least.min(self.len);
+        let filled = self.filled.load(Ordering::Acquire);
+        if filled >= target {
+            return Some(Ok(self.prefix(filled)));
+        }
+        (self.state.load(Ordering::Acquire) == ABORTED).then_some(Err(Aborted))
+    }
+
+    fn prefix(&self, filled: usize) -> &[u8] {
+        assert!(filled <= self.len);
+        // SAFETY: ptr is valid for len bytes while self lives; bytes below `filled` were
+        // written before `filled` was published (release/acquire) and are never written
+        // again, so a shared view of them is sound.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), filled) }
+    }
+}
+
+/// A shared handle on a payload that may still be arriving. Clones are cheap.
+#[derive(Clone)]
+pub struct Incoming {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for Incoming {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Incoming").field("len", &self.shared.len).field("arrival", &self.arrival()).finish()
+    }
+}
+
+/// The one writer of an [`Incoming`] payload. Dropping it before the payload is complete
+/// aborts the payload.
+pub struct Filler {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for Filler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Filler").field("len", &self.shared.len).finish()
+    }
+}
+
+impl Incoming {
+    /// An empty payload of `buf.len()` bytes to be filled through the returned [`Filler`].
+    pub fn filling(buf: PoolBuf) -> (Filler, Incoming) {
+        let shared = Incoming::share(buf, 0);
+        (Filler { shared: Arc::clone(&shared) }, Incoming { shared })
+    }
+
+    /// A payload that is already complete.
+    pub fn complete(buf: PoolBuf) -> Incoming {
+        let len = buf.len();
+        Incoming { shared: Incoming::share(buf, len) }
+    }
+
+    /// A complete payload made of existing bytes (no copy).
+    pub fn from_bytes(bytes: Bytes) -> Incoming {
+        let len = bytes.len();
+        // The pointer is only ever read through: with filled == len there is no filler.
+        let ptr = NonNull::new(bytes.as_ptr().cast_mut()).unwrap_or(NonNull::dangling());
+        Incoming { shared: Incoming::shared(ptr, len, len, Owner::Bytes(bytes)) }
+    }
+
+    fn share(mut buf: PoolBuf, filled: usize) -> Arc<Shared> {
+        let len = buf.len();
+        let ptr = NonNull::new(buf.as_mut_ptr()).unwrap_or(NonNull::dangling());
+        Incoming::shared(ptr, len, filled, Owner::Pool(buf))
+    }
+
+    fn shared(ptr: NonNull<u8>, len: usize, filled: usize, owner: Owner) -> Arc<Shared> {
+        let state = if filled == len { COMPLETE } else { FILLING };
+        Arc::new(Shared {
+            ptr,
+            len,
+            filled: AtomicUsize::new(filled),
+            state: AtomicU8::new(state),
+            waiters: Mutex::new(Waiters::default()),
+            arrived: Condvar::new(),
+            _owner: owner,
+        })
+    }
+
+    /// Total length once complete.
+    pub fn len(&self) -> usize {
+        self.shared.len
+    }
+
+    /// Whether the payload has no bytes at all.
+    pub fn is_empty(&self) -> bool {
+        self.shared.len == 0
+    }
+
+    /// How far it has arrived.
+    pub fn arrival(&self) -> Arrival {
+        match self.shared.state.load(Ordering::Acquire) {
+            COMPLETE => Arrival::Complete,
+            ABORTED => Arrival::Aborted,
+            _ => Arrival::Filling(self.shared.filled.load(Ordering::Acquire)),
+        }
+    }
+
+    /// The bytes filled so far (all of them once complete).
+    pub fn available(&self) -> &[u8] {
+        self.shared.prefix(self.shared.filled.load(Ordering::Acquire))
+    }
+
+    /// The whole payload, if it is complete.
+    pub fn as_complete(&self) -> Option<&[u8]> {
+        (self.shared.state.load(Ordering::Acquire) == COMPLETE).then(|| self.available())
+    }
+
+    /// Wait (blocking the thread) until at least `at_least` bytes (clamped to the length) are
+    /// filled; returns the filled prefix, or Aborted if they never will be.
+    pub fn wait_blocking(&self, at_least: usize) -> Result<&[u8], Aborted> {
+        let mut guard = self.shared.lock();
+        loop {
+            if let Some(result) = self.shared.ready(at_least) {
+                return result;
+            }
+            guard = self.shared.arrived.wait(guard).unwrap_or_else(|poisoned| poisoned.into_inner());
+        }
+    }
+
+    /// Run `work` once the payload is complete or aborted: now, on this thread, if it
+    /// already is; otherwise on the filler's thread when it gets there (so `work` must be
+    /// short and must not block). This waits without holding a thread or a task.
+    pub fn on_arrival(&self, work: OnArrival) {
+        {
+            let mut waiters = self.shared.lock();
+            // Checked under the lock: the filler changes the state before it takes the lock
+            // to run the waiting work, so `work` is either queued in time or run here.
+            if self.shared.state.load(Ordering::Acquire) == FILLING {
+                waiters.on_arrival.push(work);
+                return;
+            }
+        }
+        work();
+    }
+
+    /// Like [`Incoming::wait_blocking`], for async tasks.
+    pub fn wait(&self, at_least: usize) -> Wait<'_> {
+        Wait { incoming: self, at_least }
+    }
+}
+
+/// Future of [`Incoming::wait`].
+#[derive(Debug)]
+pub struct Wait<'a> {
+    incoming: &'a Incoming,
+    at_least: usize,
+}
+
+impl<'a> Future for Wait<'a> {
+    type Output = Result<&'a [u8], Aborted>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let shared: &'a Shared = &self.incoming.shared;
+        if let Some(result) = shared.ready(self.at_least) {
+            return Poll::Ready(result);
+        }
+        let mut waiters = shared.lock();
+        // Checked again under the lock: the filler publishes before it takes the lock to
+        // wake, so no wake-up is lost between the check and the registration.
+        if let Some(result) = shared.ready(self.at_least) {
+            return Poll::Ready(result);
+        }
+        if !waiters.wakers.iter().any(|waker| waker.will_wake(cx.waker())) {
+            waiters.wakers.push(cx.waker().clone());
+        }
+        Poll::Pending
+    }
+}
+
+impl Filler {
+    /// The part not yet filled; write into its start, then [`Filler::advance`].
+    pub fn spare(&mut self) -> &mut [u8] {
+        let shared = &self.shared;
+        let filled = shared.filled.load(Ordering::Relaxed);
+        assert!(filled <= shared.len);
+        // SAFETY: only this filler writes, and only at or above `filled`; readers only view
+        // bytes below `filled` (module invariant), so this mutable view overlaps no other
+        // view. The `&mut self` borrow keeps it unique among the filler's own views.
+        unsafe { std::slice::from_raw_parts_mut(shared.ptr.as_ptr().add(filled), shared.len - filled) }
+    }
+
+    /// Publish the next `count` bytes of [`Filler::spare`] as filled.
+    pub fn advance(&mut self, count: usize) {
+        let shared = &self.shared;
+        let filled = shared.filled.load(Ordering::Relaxed);
+        assert!(count <= shared.len - filled, "advance past the end of the payload");
+        if count == 0 {
+            return;
+        }
+        shared.filled.store(filled + count, Ordering::Release);
+        if filled + count == shared.len {
+            shared.state.store(COMPLETE, Ordering::Release);
+        }
+        shared.wake_all();
+    }
+
+    /// Bytes still to fill.
+    pub fn remaining(&self) -> usize {
+        self.shared.len - self.shared.filled.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for Filler {
+    fn drop(&mut self) {
+        if self.shared.state.load(Ordering::Acquire) == FILLING {
+            self.shared.state.store(ABORTED, Ordering::Release);
+            self.shared.wake_all();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
