@@ -22,10 +22,10 @@
 //! | 56     | 8        | `data_bytes`               | exported size                             |
 //! | 64     | 8 × 4    | offsets                    | superblock, AL ring, bitmaps; bitmap size |
 //! | 96     | 8        | `current_uuid`             | current generation identifier             |
-//! | 104    | 8 × 16   | `history_uuids`            | newest first, 0 = empty                   |
-//! | 232    | 24       | reserved                   | zero                                      |
-//! | 256    | 16 × 31  | peer slots                 | node id (0xFF unused), 3 reserved, flags u32, bitmap uuid u64 |
-//! | 752    | 3344     | reserved                   | zero                                      |
+//! | 104    | 8 × 32   | `history_uuids`            | newest first, 0 = empty                   |
+//! | 360    | 24       | reserved                   | zero                                      |
+//! | 384    | 16 × 31  | peer slots                 | node id (0xFF unused), 3 reserved, flags u32, bitmap uuid u64 |
+//! | 880    | 3216     | reserved                   | zero                                      |
 //!
 //! Invariants: `decode(encode(s)) == s` and decode accepts only canonical blocks (reserved bytes
 //! zero, unused peer slots all zero with node id 0xFF, no unknown flag bits); the stored offsets
@@ -42,7 +42,7 @@ pub const SUPERBLOCK_MAGIC: [u8; 8] = *b"TNDMMETA";
 /// The superblock format version this build writes and reads.
 pub const SUPERBLOCK_VERSION: u32 = 1;
 /// Number of history generation identifiers kept.
-pub const HISTORY_UUIDS_LEN: usize = 16;
+pub const HISTORY_UUIDS_LEN: usize = 32;
 /// Highest node id (DRBD 9 allows 32 nodes).
 pub const NODE_ID_MAX: u8 = 31;
 /// Current UUID of metadata that was just created (DRBD's `UUID_JUST_CREATED`).
@@ -52,7 +52,7 @@ pub const UUID_PRIMARY_BIT: u64 = 1;
 
 const SUPERBLOCK_LEN: usize = 4096;
 const CRC_OFFSET: usize = 12;
-const PEERS_OFFSET: usize = 256;
+const PEERS_OFFSET: usize = 384;
 const PEER_SLOT_BYTES: usize = 16;
 const NODE_ID_UNUSED: u8 = 0xFF;
 const WHAT: &str = "superblock";
@@ -197,6 +197,21 @@ impl Superblock {
         };
         superblock.validate()?;
         Ok(superblock)
+    }
+
+    /// Bitmap UUIDs indexed by peer node id (0 where no slot tracks that node), the shape the
+    /// generation-identifier comparison uses.
+    pub fn bitmap_uuids_by_node_id(&self) -> [u64; NODE_ID_MAX as usize + 1] {
+        let mut by_node_id = [0; NODE_ID_MAX as usize + 1];
+        for peer in &self.peers {
+            let entry = peer
+                .node_id
+                .and_then(|id| by_node_id.get_mut(usize::from(id)));
+            if let Some(entry) = entry {
+                *entry = peer.bitmap_uuid;
+            }
+        }
+        by_node_id
     }
 
     /// The peer slot tracking `node_id`, if any.

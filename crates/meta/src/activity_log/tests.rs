@@ -442,3 +442,39 @@ fn format_ring_refuses_what_the_ring_cannot_recover() {
         Err(MetaError::AlExtentsOutOfRange { .. })
     ));
 }
+
+#[test]
+fn transaction_fields_land_where_the_table_says() {
+    let transaction = Transaction {
+        seq: 0x0102_0304_0506_0708,
+        al_extents: 7,
+        updates: vec![SlotUpdate {
+            slot: 6,
+            extent: Some(0xAABB),
+        }],
+        context_start: 3,
+        context: vec![Some(9), None, None, None, None, None, Some(0xAABB)],
+    };
+    let block = transaction.encode().expect("valid");
+    assert_eq!(&block[0..4], b"TNAL");
+    assert_eq!(&block[8..16], &[1, 2, 3, 4, 5, 6, 7, 8]);
+    assert_eq!(
+        &block[16..28],
+        &[0, 1, 0, 7, 0, 1, 0, 3, 0, 7, 0, 0],
+        "version, al_extents, counts, start"
+    );
+    assert_eq!(&block[28..34], &[0, 6, 0, 0, 0xAA, 0xBB], "update 0");
+    assert!(
+        block[34..316].iter().all(|&b| b == 0),
+        "unused updates are zero"
+    );
+    assert_eq!(
+        &block[316..324],
+        &[0, 0, 0, 9, 0xFF, 0xFF, 0xFF, 0xFF],
+        "context 0 and 1"
+    );
+    assert!(
+        block[316 + 7 * 4..].iter().all(|&b| b == 0),
+        "unused context is zero"
+    );
+}

@@ -48,6 +48,11 @@ fn round_trip_and_fresh_values() {
     assert_eq!(Superblock::decode(&block), Ok(superblock.clone()));
     assert_eq!(superblock.peer_slot_of(1), Some(1));
     assert_eq!(superblock.peer_slot_of(2), None);
+    let by_node_id = superblock.bitmap_uuids_by_node_id();
+    assert_eq!(
+        (by_node_id[1], by_node_id[0], by_node_id[31]),
+        (0x66E6_7F43_AB59_AB30, 0, 0)
+    );
     let fresh = Superblock::new(layout(), 3).expect("valid");
     assert_eq!(fresh.current_uuid, UUID_JUST_CREATED);
     assert_eq!(fresh.peers, vec![PeerSlot::default(); 2]);
@@ -137,7 +142,7 @@ fn refusals_each_with_its_own_error() {
                 }
             )
         }),
-        ("peer is self", edited(|b| b[256 + 16] = 0), |e| {
+        ("peer is self", edited(|b| b[384 + 16] = 0), |e| {
             matches!(
                 e,
                 MetaError::FieldInvalid {
@@ -148,7 +153,7 @@ fn refusals_each_with_its_own_error() {
         }),
         (
             "slot past peer_slots",
-            edited(|b| b[256 + 2 * 16] = 5),
+            edited(|b| b[384 + 2 * 16] = 5),
             |e| {
                 matches!(
                     e,
@@ -261,4 +266,36 @@ fn uuid_helpers() {
     assert!(uuid_is_primary(uuid_set_primary(0x10)));
     assert!(!uuid_is_primary(uuid_clear_primary(0x11)));
     assert_eq!(uuid_clear_primary(uuid_set_primary(0x10)), 0x10);
+}
+
+#[test]
+fn fields_land_where_the_table_says() {
+    let block = sample().encode().expect("encodes");
+    let u64_at =
+        |offset: usize| u64::from_be_bytes(block[offset..offset + 8].try_into().expect("8 bytes"));
+    assert_eq!(
+        u32::from_be_bytes(block[8..12].try_into().expect("4 bytes")),
+        SUPERBLOCK_VERSION
+    );
+    assert_eq!(u64_at(16), 1 << 30, "backing_bytes");
+    assert_eq!(
+        (block[32], block[33], block[34]),
+        (0, 2, 0),
+        "placement, peer_slots, node_id"
+    );
+    assert_eq!(
+        u32::from_be_bytes(block[48..52].try_into().expect("4 bytes")),
+        0b101,
+        "flags"
+    );
+    assert_eq!(u64_at(56), layout().data_bytes());
+    assert_eq!(u64_at(96), 0xE54E_3151_3A64_A2EE, "current uuid");
+    assert_eq!(u64_at(104), 0x35BC_9714_2AF7_A8A4, "history[0]");
+    assert_eq!(block[384], 0xFF, "slot 0 unused");
+    assert_eq!(
+        (block[384 + 16], u64_at(384 + 24)),
+        (1, 0x66E6_7F43_AB59_AB30),
+        "slot 1"
+    );
+    assert_eq!(block[384 + 2 * 16], 0xFF, "slot 2 (past peer_slots) unused");
 }
