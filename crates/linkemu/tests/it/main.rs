@@ -78,6 +78,23 @@ async fn configured_delay_is_observed() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_link_is_a_fat_pipe_not_stop_and_wait() {
+    // 32 MiB over a 20 ms link: stop-and-wait with 128 KiB chunks would take 5 s.
+    let total: usize = 32 << 20;
+    let (sink, received, _gate) = sink_server(true).await;
+    let relay = Relay::start(support::any_port(), sink, Link::symmetric(shape(20, 0))).await.expect("start");
+    let started = Instant::now();
+    let mut stream = TcpStream::connect(relay.local_addr()).await.expect("connect");
+    let data = payload(4, total);
+    stream.write_all(&data).await.expect("write");
+    let total_bytes = u64::try_from(total).expect("fits");
+    eventually("all bytes delivered", || received.load(Ordering::Relaxed) == total_bytes).await;
+    let elapsed = started.elapsed();
+    assert!(elapsed >= Duration::from_millis(20), "delivered in {elapsed:?}, before the delay");
+    assert!(elapsed < Duration::from_secs(2), "32 MiB over a 20 ms link took {elapsed:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bandwidth_limit_holds_on_average_across_connections() {
     let rate_bytes_per_s: u64 = 2_000_000;
     let (sink, received, _gate) = sink_server(true).await;
@@ -173,7 +190,8 @@ async fn reset_on_partition_resets_and_refuses() {
     eventually("reset counted", || relay.stats().connections_reset == 1).await;
     // The relay accepts and resets at once; the reset may even beat connect()'s completion.
     if let Ok(mut refused) = TcpStream::connect(relay.local_addr()).await {
-        let read = tokio::time::timeout(DEADLINE, refused.read(&mut buffer)).await.expect("refusal within the deadline");
+        let read =
+            tokio::time::timeout(DEADLINE, refused.read(&mut buffer)).await.expect("refusal within the deadline");
         assert!(matches!(read, Err(_) | Ok(0)), "a connection during a resetting partition got {read:?}");
     }
     eventually("refusal counted", || relay.stats().connections_refused == 1).await;
