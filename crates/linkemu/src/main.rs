@@ -14,9 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
-use linkemu::{
-    control, parse, Link, LinkError, OnPartition, Partition, Relay, RelayHandle, Shape, QUEUE_DEFAULT_BYTES,
-};
+use linkemu::{control, parse, Link, LinkError, OnPartition, Partition, Relay, Shape, QUEUE_DEFAULT_BYTES};
 use tokio::net::UnixListener;
 
 /// A userspace link emulator: a TCP relay adding delay, jitter, a bandwidth limit and partitions
@@ -160,16 +158,10 @@ async fn run(pairs: Vec<(SocketAddr, SocketAddr)>, link: Link, control_path: Opt
     if let Some(path) = &control_path {
         let _ = std::fs::remove_file(path);
     }
-    if let Ok(relays) = Arc::try_unwrap(relays) {
-        stop_all(relays).await;
-    }
-    Ok(())
-}
-
-async fn stop_all(relays: Vec<RelayHandle>) {
-    for relay in relays {
+    for relay in relays.iter() {
         relay.shutdown().await;
     }
+    Ok(())
 }
 
 fn bind_control(path: &PathBuf) -> Result<UnixListener, LinkError> {

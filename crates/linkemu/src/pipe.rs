@@ -86,7 +86,15 @@ impl Drop for OpenGuard<'_> {
 /// Connects to the target and relays `client` until both directions end or a reset.
 pub(crate) async fn run(context: Arc<Context>, client: TcpStream, from: SocketAddr, serial: u64) {
     let _open = OpenGuard::new(&context.counters);
-    let target = match TcpStream::connect(context.target).await {
+    let mut lifecycle = context.lifecycle.clone();
+    let connected = tokio::select! {
+        connected = TcpStream::connect(context.target) => connected,
+        _ = lifecycle.wait_for(|state| *state == Lifecycle::Stopping) => {
+            reset(&client);
+            return;
+        }
+    };
+    let target = match connected {
         Ok(target) => target,
         Err(error) => {
             tracing::warn!(%from, target = %context.target, %error, "cannot reach the target; resetting the client");

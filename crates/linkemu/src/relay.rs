@@ -142,7 +142,14 @@ impl Relay {
         });
         let task = tokio::spawn(accept_loop(listener, context));
         tracing::info!(%local, %target, "relay started");
-        Ok(RelayHandle { local, target, link: link_sender, lifecycle: lifecycle_sender, counters, task: Some(task) })
+        Ok(RelayHandle {
+            local,
+            target,
+            link: link_sender,
+            lifecycle: lifecycle_sender,
+            counters,
+            task: Mutex::new(Some(task)),
+        })
     }
 }
 
@@ -154,7 +161,8 @@ pub struct RelayHandle {
     link: watch::Sender<Link>,
     lifecycle: watch::Sender<Lifecycle>,
     counters: Arc<Counters>,
-    task: Option<JoinHandle<()>>,
+    /// The accept loop, taken by the first `shutdown`.
+    task: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl RelayHandle {
@@ -187,10 +195,12 @@ impl RelayHandle {
         self.counters.snapshot()
     }
 
-    /// Stops accepting, resets every open connection and waits for all tasks to end.
-    pub async fn shutdown(mut self) {
+    /// Stops accepting, resets every open connection and waits for all tasks to end. Later
+    /// calls return at once.
+    pub async fn shutdown(&self) {
         self.lifecycle.send_replace(Lifecycle::Stopping);
-        if let Some(task) = self.task.take() {
+        let task = self.task.lock().unwrap_or_else(PoisonError::into_inner).take();
+        if let Some(task) = task {
             // A join error means the task was cancelled or panicked; either way it is over.
             let _ = task.await;
         }

@@ -7,6 +7,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
 
 use crate::support::{echo_server, round_trip, DEADLINE};
@@ -58,7 +59,7 @@ async fn control_socket_changes_the_running_link() {
         .spawn()
         .expect("spawn");
     let stdout = child.stdout.take().expect("piped stdout");
-    let _running = Running(child);
+    let mut running = Running(child);
     // The first line names the listening address, printed once everything is ready.
     let first = tokio::task::spawn_blocking(move || {
         let mut line = String::new();
@@ -97,6 +98,28 @@ async fn control_socket_changes_the_running_link() {
     .expect("stats exchange");
     assert_eq!(counted["pairs"][0]["stats"]["forward_bytes"], serde_json::json!(8), "{counted}");
     assert_eq!(counted["pairs"][0]["stats"]["connections_open"], serde_json::json!(1), "{counted}");
+
+    // SIGTERM: a clean exit that resets the open connection and removes the control socket.
+    let pid = running.0.id().to_string();
+    let killed = Command::new("kill").args(["-TERM", &pid]).status().expect("run kill");
+    assert!(killed.success());
+    let mut buffer = [0u8; 4];
+    let read = tokio::time::timeout(DEADLINE, stream.read(&mut buffer)).await.expect("reset within the deadline");
+    assert!(matches!(read, Err(ref error) if error.kind() == std::io::ErrorKind::ConnectionReset), "got {read:?}");
+    let status = tokio::task::spawn_blocking(move || {
+        let deadline = Instant::now() + DEADLINE;
+        loop {
+            if let Some(status) = running.0.try_wait().expect("poll child") {
+                return status;
+            }
+            assert!(Instant::now() < deadline, "tandem-linkemu ignored SIGTERM");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    })
+    .await
+    .expect("wait for exit");
+    assert!(status.success(), "exit status {status:?} after SIGTERM");
+    assert!(!path.exists(), "control socket left behind");
 }
 
 #[test]

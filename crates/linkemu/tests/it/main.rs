@@ -79,10 +79,11 @@ async fn configured_delay_is_observed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_long_link_is_a_fat_pipe_not_stop_and_wait() {
-    // 32 MiB over a 20 ms link: stop-and-wait with 128 KiB chunks would take 5 s.
-    let total: usize = 32 << 20;
+    // 8 MiB over a 100 ms link: stop-and-wait with chunks of at most 128 KiB would take at
+    // least 64 × 100 ms = 6.4 s; a pipe carries it in one delay plus the copying.
+    let total: usize = 8 << 20;
     let (sink, received, _gate) = sink_server(true).await;
-    let relay = Relay::start(support::any_port(), sink, Link::symmetric(shape(20, 0))).await.expect("start");
+    let relay = Relay::start(support::any_port(), sink, Link::symmetric(shape(100, 0))).await.expect("start");
     let started = Instant::now();
     let mut stream = TcpStream::connect(relay.local_addr()).await.expect("connect");
     let data = payload(4, total);
@@ -90,8 +91,8 @@ async fn a_long_link_is_a_fat_pipe_not_stop_and_wait() {
     let total_bytes = u64::try_from(total).expect("fits");
     eventually("all bytes delivered", || received.load(Ordering::Relaxed) == total_bytes).await;
     let elapsed = started.elapsed();
-    assert!(elapsed >= Duration::from_millis(20), "delivered in {elapsed:?}, before the delay");
-    assert!(elapsed < Duration::from_secs(2), "32 MiB over a 20 ms link took {elapsed:?}");
+    assert!(elapsed >= Duration::from_millis(100), "delivered in {elapsed:?}, before the delay");
+    assert!(elapsed < Duration::from_secs(3), "8 MiB over a 100 ms link took {elapsed:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
