@@ -6,6 +6,11 @@ rebuild target/ meanwhile) and is started through the Reaper; ports are picked f
 time; a Cluster is used as a context manager, so its nodes are stopped and its backing files
 deleted whatever happens inside; measurements only start once alice is Primary and, for a pair,
 the peer is Connected / Established / UpToDate.
+
+With Setup.link_rtt_ms set, the peers do not talk directly: one tandem-linkemu process relays
+alice -> bob and bob -> alice, each direction delayed by half the round trip, and each node gets
+its own drbd.conf in which the peer's address is the relay in front of it. The emulator is
+stopped with the nodes.
 """
 
 import json
@@ -23,12 +28,14 @@ CONNECT_DEADLINE_S = 30.0
 ADMIN_TIMEOUT_S = 30.0
 DEFAULT_NET = (("max-buffers", "8000"), ("max-epoch-size", "8000"))
 
-_binary = {"path": None}
+LINKEMU_START_DEADLINE_S = 20.0
+_binary = {"path": None, "linkemu": None}
 
 
-def use_binary(path):
-    """Sets the tandem binary every node and admin command runs."""
+def use_binary(path, linkemu=None):
+    """Sets the tandem binary every node and admin command runs, and the link emulator."""
     _binary["path"] = path
+    _binary["linkemu"] = linkemu
 
 
 def binary():
@@ -47,6 +54,7 @@ class Setup:
     protocol: str = "C"
     net: tuple = DEFAULT_NET
     size_bytes: int = 1 << 30
+    link_rtt_ms: float = None
     label: str = field(default="", compare=False)
 
     def name(self):
@@ -163,6 +171,7 @@ class Cluster:
         self.uri = None
         self.watch = {}
         self.connect_s = None
+        self.emulator = None
 
     def __enter__(self):
         try:
@@ -181,10 +190,9 @@ class Cluster:
         pair = self.setup.kind == "pair"
         for d in self.disks if pair else self.disks[:1]:
             make_image(d, self.setup.size_bytes)
-        res = os.path.join(self.wd, "r0.res")
-        write_res(res, self.setup.protocol, self.disks, procs.free_ports(2), self.setup.net)
+        configs = self._configs(pair)
         for name in ("alice", "bob") if pair else ("alice",):
-            proc, run_dir = start_node(self.reaper, self.wd, res, name)
+            proc, run_dir = start_node(self.reaper, self.wd, configs[name], name)
             self.nodes.append((name, proc))
             self.dirs[name] = run_dir
             self.watch[name] = proc.pid
@@ -202,12 +210,36 @@ class Cluster:
             raise SetupError(f"{self.setup.name()}: alice is not Primary after 'tandem primary r0'")
         self.uri = f"nbd+unix:///r0?socket={alice}/nbd.sock"
 
+    def _configs(self, pair):
+        """{node: drbd.conf path}: one shared file, or one per node behind the link emulator."""
+        s = self.setup
+        if not pair or s.link_rtt_ms is None:
+            res = os.path.join(self.wd, "r0.res")
+            write_res(res, s.protocol, self.disks, procs.free_ports(2), s.net)
+            return {"alice": res, "bob": res}
+        if not _binary["linkemu"]:
+            raise SetupError("link latency asked for, but no tandem-linkemu binary was selected")
+        alice, bob, to_bob, to_alice = procs.free_ports(4)
+        argv = [_binary["linkemu"], "--pair", f"127.0.0.1:{to_bob}=127.0.0.1:{bob}",
+                "--pair", f"127.0.0.1:{to_alice}=127.0.0.1:{alice}", "--delay", f"{s.link_rtt_ms / 2:g}ms"]
+        log = os.path.join(self.wd, "linkemu.log")
+        self.emulator = self.reaper.spawn(argv, log)
+        procs.wait_for("tandem-linkemu relays listening", lambda: procs.tail(log, 50).count(" -> ") >= 2,
+                       LINKEMU_START_DEADLINE_S, procs=[self.emulator])
+        out = {"alice": os.path.join(self.wd, "r0-alice.res"), "bob": os.path.join(self.wd, "r0-bob.res")}
+        write_res(out["alice"], s.protocol, self.disks, [alice, to_bob], s.net)
+        write_res(out["bob"], s.protocol, self.disks, [to_alice, bob], s.net)
+        return out
+
     def _stop(self):
         for name, proc in self.nodes:
             rc = self.reaper.stop(proc)
             if rc != 0:
                 self.notes.append(f"node {name} exited with status {rc} on SIGTERM (expected 0)")
         self.nodes = []
+        if self.emulator is not None:
+            self.reaper.stop(self.emulator)
+            self.emulator = None
         for d in self.disks:
             if os.path.exists(d):
                 os.remove(d)

@@ -9,6 +9,7 @@ experiment completed with all its cases and every replica check found identical 
 
 import argparse
 import atexit
+import dataclasses
 import datetime
 import hashlib
 import json
@@ -31,7 +32,9 @@ TOOLS = (("fio", "fio"), ("qemu-img", "qemu-utils"), ("nbdinfo", "libnbd-bin"), 
 EMULATION = [
     "- Both nodes, fio and any peer server share this one machine and talk over loopback: the network has "
     "no bandwidth limit and microseconds of latency, and the Secondary's CPU comes out of the Primary's and fio's.",
-    "- No link latency is emulated in this run (the link emulator has not landed; `latency-matrix` is pending).",
+    "- Link latency, where an experiment adds it (latency-matrix, protocols' +N ms cases), comes from "
+    "`tandem-linkemu` (crates/linkemu): a userspace TCP relay in front of each node that delays every byte by "
+    "half the added round trip in each direction; without it those cases are pending.",
     "- No disk throttling is emulated (`heterogeneous-disks` is pending).",
     "- Backing files are preallocated raw files (qemu-img preallocation=full) on the filesystem named in the "
     "machine section; tandem and the peers use buffered I/O, so most numbers measure the software path "
@@ -65,29 +68,33 @@ def parse_args(argv, names):
     return args
 
 
-def find_linkemu():
-    """The link emulator binary if its crate is committed and built, else None."""
-    tracked = subprocess.run(["git", "-C", REPO, "ls-files", "crates/linkemu"], capture_output=True, text=True,
-                             check=False).stdout.strip()
-    if not tracked:
-        return None
-    path = os.path.join(REPO, "target", "release", "tandem-linkemu")
-    return path if os.access(path, os.X_OK) else None
+def linkemu_tracked():
+    """True if the link emulator's crate is committed in this checkout."""
+    out = subprocess.run(["git", "-C", REPO, "ls-files", "crates/linkemu/Cargo.toml"], capture_output=True,
+                         text=True, check=False).stdout.strip()
+    return bool(out)
 
 
-def prepare_binary(args, reaper):
-    """Builds (unless --no-build) and copies tandem into the temporary directory; returns its sha256."""
+def prepare_binaries(args, reaper):
+    """Builds (unless --no-build) tandem and, if its crate is committed, tandem-linkemu; copies
+    them into the temporary directory (other jobs may rebuild target/ meanwhile). Returns
+    (tandem sha256, linkemu path or None)."""
+    packages = ["tandem"] + (["linkemu"] if linkemu_tracked() else [])
     if not args.no_build:
-        procs.log("cargo build --release -p tandem")
-        subprocess.run(["cargo", "build", "--release", "-p", "tandem"], cwd=REPO, check=True)
-    src = os.path.join(REPO, "target", "release", "tandem")
-    if not os.access(src, os.X_OK):
-        raise BenchError(f"{src} missing (build it, or drop --no-build)")
-    dst = os.path.join(reaper.tmp, "tandem")
-    shutil.copy2(src, dst)
-    cluster.use_binary(dst)
-    with open(dst, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()
+        for package in packages:
+            procs.log(f"cargo build --release -p {package}")
+            subprocess.run(["cargo", "build", "--release", "-p", package], cwd=REPO, check=True)
+    copies = {}
+    for name in ("tandem", "tandem-linkemu"):
+        src = os.path.join(REPO, "target", "release", name)
+        if os.access(src, os.X_OK) and (name == "tandem" or "linkemu" in packages):
+            copies[name] = os.path.join(reaper.tmp, name)
+            shutil.copy2(src, copies[name])
+    if "tandem" not in copies:
+        raise BenchError("target/release/tandem missing (build it, or drop --no-build)")
+    cluster.use_binary(copies["tandem"], copies.get("tandem-linkemu"))
+    with open(copies["tandem"], "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest(), copies.get("tandem-linkemu")
 
 
 def out_dir_for(args, selected, date, all_names):
@@ -131,12 +138,12 @@ def command_line(args, selected, all_names):
 
 
 def main(argv=None):
-    probe_available, _ = registry(find_linkemu())
+    probe_available, _ = registry(linkemu_tracked())
     names = list(probe_available)
     args = parse_args(sys.argv[1:] if argv is None else argv, names)
     mode = MODES[args.mode]
     if args.reps:
-        mode = type(mode)(**{**mode.__dict__, "reps": args.reps})
+        mode = dataclasses.replace(mode, reps=args.reps)
     selected = args.experiments or names
     for tool, pkg in TOOLS:
         if not shutil.which(tool):
@@ -151,20 +158,21 @@ def main(argv=None):
         signal.signal(sig, procs.on_signal)
     reaper.keep_tmp = args.keep_tmp
     reaper.tmp = tempfile.mkdtemp(prefix="tandem-bench-")
-    sha = prepare_binary(args, reaper)
+    sha, linkemu = prepare_binaries(args, reaper)
     date = datetime.date.today().isoformat()
     out = out_dir_for(args, selected, date, names)
     if os.path.isdir(out):
         shutil.rmtree(out)
     os.makedirs(os.path.join(out, "fio"))
     shared = os.path.join(os.path.dirname(REPO), "shared")
-    ctx = Context(mode, reaper, reaper.tmp, out, shared if os.path.isdir(shared) else None)
+    ctx = Context(mode, reaper, reaper.tmp, out, shared if os.path.isdir(shared) else None, linkemu)
     return run_all(ctx, args, selected, names, {"sha": sha, "date": date})
 
 
 def run_all(ctx, args, selected, names, run):
     """Runs the selected experiments in order and writes CSVs, report.md and results.json."""
-    available, pending = registry(find_linkemu())
+    available, pending = registry(ctx.linkemu)
+    selected = [n for n in selected if n in available]
     commit, dirty = git_meta()
     meta = {"date": run["date"], "mode": args.mode, "reps": ctx.mode.reps,
             "command": command_line(args, selected, names), "commit": commit, "dirty_paths": dirty,
@@ -185,7 +193,7 @@ def run_all(ctx, args, selected, names, run):
     with open(os.path.join(ctx.out_dir, "report.md"), "w", encoding="utf-8") as f:
         f.write(text)
     with open(os.path.join(ctx.out_dir, "results.json"), "w", encoding="utf-8") as f:
-        json.dump({"meta": meta, "machine": items, "mode": ctx.mode.__dict__,
+        json.dump({"meta": meta, "machine": items, "mode": dataclasses.asdict(ctx.mode),
                    "experiments": [{"name": o.name, "status": o.status, "problems": o.problems, "rows": o.rows}
                                    for o in outcomes],
                    "pending": [p.__dict__ for p in pending]}, f, indent=1)

@@ -64,7 +64,8 @@ class Budgets(unittest.TestCase):
 
     def test_table(self):
         from lib.modes import MODES
-        available, _ = registry(None)
+        available, _ = registry("/path/to/tandem-linkemu")
+        self.assertIn("latency-matrix", available)
         for mode, budget_min in (("smoke", 3), ("quick", 10), ("full", 60)):
             total = sum(m.estimate_s(MODES[mode]) for m in available.values()) / 60
             with self.subTest(mode=mode):

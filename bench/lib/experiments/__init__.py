@@ -11,6 +11,7 @@ from . import buffers, latency_matrix, peers, protocols, small_write, streaming
 from .common import Context
 
 AVAILABLE = {m.NAME: m for m in (peers, protocols, streaming, buffers, small_write)}
+ORDER = ("peers", "protocols", "latency-matrix", "streaming", "buffers", "small-write-latency")
 
 PENDING = (
     Pending("activity-log", "al-extents 7/127/1237/6433, connected vs disconnected", seeds.cite("001"),
@@ -29,8 +30,9 @@ def registry(linkemu_binary):
     pending = list(PENDING)
     if linkemu_binary and latency_matrix.IMPLEMENTED:
         available[latency_matrix.NAME] = latency_matrix
+        available = {n: available[n] for n in ORDER if n in available}
     else:
         pending.insert(0, Pending(latency_matrix.NAME, latency_matrix.TITLE, latency_matrix.SEED,
-                                  "the link emulator (crate crates/linkemu, binary tandem-linkemu) and its "
-                                  "driver in bench/lib/experiments/latency_matrix.py"))
+                                  "the link emulator (crate crates/linkemu, binary tandem-linkemu), "
+                                  "not committed or not built in this checkout"))
     return available, pending

@@ -24,6 +24,7 @@ class Context:
     tmp: str
     out_dir: str
     shared_dir: str = None
+    linkemu: str = None
     _counter: list = field(default_factory=lambda: [0])
 
     def workdir(self, *parts):
@@ -112,13 +113,14 @@ def run_case(ctx, experiment, case, jobs, rep):
     return rows, problems, check
 
 
-def measure(ctx, experiment, cases, jobs):
-    """Every case x every job, repeated ctx.mode.reps times round-robin. Returns (rows, problems,
-    checks) where checks lists (case label, rep, replica check) for pairs."""
+def measure(ctx, experiment, cases, jobs, reps=None):
+    """Every case x every job, repeated reps (default ctx.mode.reps) times round-robin. Returns
+    (rows, problems, checks) where checks lists (case label, rep, replica check) for pairs."""
     rows, problems, checks = [], [], []
-    for rep in range(1, ctx.mode.reps + 1):
+    reps = reps or ctx.mode.reps
+    for rep in range(1, reps + 1):
         for case in cases:
-            procs.log(f"{experiment}: {case.label} (repetition {rep}/{ctx.mode.reps})")
+            procs.log(f"{experiment}: {case.label} (repetition {rep}/{reps})")
             r, p, check = run_case(ctx, experiment, case, jobs, rep)
             rows += r
             problems += p

@@ -1,6 +1,6 @@
 """protocols: replication protocols A, B and C against the standalone export, sequential and
-random 4 KiB writes at queue depth 16 (Iozone-like) and random 4 KiB at QD1 (latency), with no
-added link latency. The added-latency half needs the link emulator (latency-matrix).
+random 4 KiB writes at queue depth 16 (Iozone-like) and random 4 KiB at QD1 (latency), on the
+bare loopback link and, when the link emulator is available, with an added round trip.
 
 Invariant: the standalone baseline is measured in the same run, with the same jobs.
 """
@@ -25,10 +25,16 @@ def jobs(mode):
             Job("rand-4k-qd1", "randwrite", "4k", 1, size, t, ramp)]
 
 
-def cases(mode):
-    """standalone, then protocol A, B and C."""
+def cases(mode, with_link=True):
+    """standalone, protocol A, B and C, then (with the link emulator) A, B and C with the mode's
+    added round trip."""
     out = [common.Case("standalone", Setup("standalone", size_bytes=mode.image_bytes))]
-    return out + [common.Case(f"proto-{p}", Setup("pair", protocol=p, size_bytes=mode.image_bytes)) for p in "ABC"]
+    out += [common.Case(f"proto-{p}", Setup("pair", protocol=p, size_bytes=mode.image_bytes)) for p in "ABC"]
+    if with_link:
+        rtt = mode.protocols_rtt_ms
+        out += [common.Case(f"proto-{p} +{rtt:g} ms", Setup("pair", protocol=p, size_bytes=mode.image_bytes,
+                                                              link_rtt_ms=rtt)) for p in "ABC"]
+    return out
 
 
 def estimate_s(mode):
@@ -38,14 +44,16 @@ def estimate_s(mode):
 
 def run(ctx):
     """Measures, then builds the outcome: a table per metric, two bar charts."""
-    js, cs = jobs(ctx.mode), cases(ctx.mode)
+    js, cs = jobs(ctx.mode), cases(ctx.mode, bool(ctx.linkemu))
     rows, problems, checks = common.measure(ctx, NAME, cs, js)
     o = Outcome(NAME, TITLE, SEED, rows=rows, problems=problems)
     o.status = common.status_of(rows, problems, len(js) * len(cs) * ctx.mode.reps)
     o.method = [f"Each case on fresh nodes on loopback (`net {{ protocol X; max-buffers 8000; max-epoch-size 8000; }}`), "
                 f"fio nbd engine, {'; '.join(j.describe() for j in js)}. The paper ran Iozone on a 1 Gb/s LAN; here "
-                "the link is loopback with no added latency. The added-latency half of this experiment "
-                "belongs to `latency-matrix`, which needs the link emulator."]
+                "the link is loopback. "
+                + (f"The `+{ctx.mode.protocols_rtt_ms:g} ms` cases put `tandem-linkemu` between the peers with that "
+                   "round trip added (half each way); the other cases connect directly." if ctx.linkemu else
+                   "The added-latency cases need the link emulator (`tandem-linkemu`), which this run did not have.")]
     aggs = common.aggregate(rows, ["case", "workload"], METRICS)
     reps = ctx.mode.reps
     labels = [c.label for c in cs]
