@@ -36,6 +36,7 @@ mod liveness;
 mod receiver;
 mod resync_rate;
 mod state;
+mod sync;
 mod types;
 mod uuid;
 
@@ -43,7 +44,10 @@ pub use after_split_brain::{
     resolve_split_brain, younger_primary, AfterSb0Pri, AfterSb1Pri, AfterSb2Pri, Resolution,
     SideFacts, SplitBrainFacts, SplitBrainPolicies,
 };
-pub use engine::{Engine, EngineConfig, PeerConfig, VolumeConfig, TICK_INTERVAL};
+pub use engine::{
+    Engine, EngineConfig, PeerBitmap, PeerConfig, VolumeConfig, BITMAP_CHUNK_BYTES_MAX,
+    BITMAP_GRANULARITY_BYTES_DEFAULT, RESYNC_REQUEST_BYTES_MAX, TICK_INTERVAL,
+};
 pub use extent::Extent;
 pub use resync_rate::{
     ResyncRateConfig, ResyncRateController, ResyncTick, PLAN_AHEAD_MAX, PLAN_STEP, PLAN_STEPS_MAX,
@@ -51,7 +55,8 @@ pub use resync_rate::{
 pub use state::{ConnState, DiskState, Protocol, ReplState, Role};
 pub use types::{
     Action, DiskOp, EngineStatus, IoError, IoId, Op, PeerMessage, PeerStatus, PeerVolumeStatus,
-    RequestId, StateError, Time, VolumeStatus, WriteFlags,
+    RequestId, ResyncProgress, StateError, Time, UuidsMessage, UuidsPurpose, VolumeMeta,
+    VolumeStatus, WriteFlags,
 };
 pub use uuid::{
     compare, Adoption, GenerationFlags, GenerationIds, Handshake, HandshakeLog, HandshakeNodes,
