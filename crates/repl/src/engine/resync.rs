@@ -203,7 +203,8 @@ impl<P: Clone> Engine<P> {
         self.issue_requests(now, slot, vslot, out);
     }
 
-    /// Requests runs of set blocks from the cursor on, while credit and `max-buffers` allow;
+    /// Requests runs of set blocks from the cursor on, while credit and `max-buffers` allow
+    /// (so the bytes requested never exceed the controller's budgets by a block or more);
     /// finishes the resync when nothing is left.
     fn issue_requests(&mut self, now: Time, slot: usize, vslot: usize, out: &mut Vec<Action<P>>) {
         let in_flight_max = self.resync_in_flight_max(slot);
@@ -219,7 +220,10 @@ impl<P: Clone> Engine<P> {
             if room < granularity.min(size_bytes - first * granularity) {
                 break;
             }
-            let blocks_max = (room.min(RESYNC_REQUEST_BYTES_MAX) / granularity).max(1);
+            // No larger than the credit left (rounded up to a block), so a request overdraws
+            // the tick's budget by less than one block.
+            let credit = u64::try_from(target.credit).unwrap_or(0);
+            let blocks_max = (room.min(RESYNC_REQUEST_BYTES_MAX).min(credit.next_multiple_of(granularity)) / granularity).max(1);
             let end = bitmap.next_clear(first).unwrap_or(bitmap.block_count()).min(first + blocks_max);
             let offset = first * granularity;
             let length = (end * granularity).min(size_bytes) - offset;
