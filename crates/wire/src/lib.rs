@@ -75,7 +75,7 @@
 //! them is big (a `BitmapChunk` is at most [`MESSAGE_LEN_MAX`] bytes), so they never hold up a
 //! write for long.
 //!
-//! `SyncUuids` body, in order: `volume: u16`, `purpose: u8` (0 handshake, 1 adopt),
+//! `SyncUuids` body, in order: `volume: u16`, `purpose: u8` (0 handshake, 1 adopt, 2 sync start),
 //! `role: u8`, `disk_state: u8`, `flags: u64` (bit 0 discard-my-data, bit 1 crashed-primary;
 //! others rejected), `bitmap_bits: u64`, `current: u64`, `bitmap: [u64; 32]`,
 //! `history: [u64; 32]`.

@@ -204,6 +204,10 @@ pub enum UuidsPurpose {
     /// `new-current-uuid --clear-bitmap`: the receiver takes these identifiers over and
     /// becomes UpToDate without a resync. Wire value 1.
     Adopt,
+    /// The sync source starts a resync: the receiver (the target) makes the sender's bitmap
+    /// identifier for it its current, and adopts these identifiers when the resync is done.
+    /// Wire value 2.
+    SyncStart,
 }
 
 impl UuidsPurpose {
@@ -212,6 +216,7 @@ impl UuidsPurpose {
         match self {
             UuidsPurpose::Handshake => 0,
             UuidsPurpose::Adopt => 1,
+            UuidsPurpose::SyncStart => 2,
         }
     }
 
@@ -220,6 +225,7 @@ impl UuidsPurpose {
         match value {
             0 => Ok(UuidsPurpose::Handshake),
             1 => Ok(UuidsPurpose::Adopt),
+            2 => Ok(UuidsPurpose::SyncStart),
             _ => Err(WireError::InvalidUuidsPurpose { value }),
         }
     }

@@ -107,7 +107,11 @@ fn arb_uuid() -> impl Strategy<Value = u64> {
 
 /// A `SyncUuids` with any field values the wire format allows.
 pub(crate) fn arb_sync_uuids() -> impl Strategy<Value = SyncUuids> {
-    let purpose = prop_oneof![Just(UuidsPurpose::Handshake), Just(UuidsPurpose::Adopt)];
+    let purpose = prop_oneof![
+        Just(UuidsPurpose::Handshake),
+        Just(UuidsPurpose::Adopt),
+        Just(UuidsPurpose::SyncStart),
+    ];
     let slots = || vec(arb_uuid(), UUID_SLOTS);
     (
         (

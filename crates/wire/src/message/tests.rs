@@ -256,8 +256,8 @@ fn resync_and_setup_decode_errors() {
     check_decode(
         uuids,
         len,
-        &body(|b| b[2] = 2),
-        Err(WireError::InvalidUuidsPurpose { value: 2 }),
+        &body(|b| b[2] = 3),
+        Err(WireError::InvalidUuidsPurpose { value: 3 }),
     );
     check_decode(
         uuids,
