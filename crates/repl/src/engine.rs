@@ -830,16 +830,18 @@ impl<P: Clone> Engine<P> {
         if self.open_count > 0 {
             return Err(StateError::DeviceInUse { count: self.open_count });
         }
-        if self.role == Role::Primary {
+        let was_primary = self.role == Role::Primary;
+        if was_primary {
             self.close_epoch(false, out);
-            self.role = Role::Secondary;
+        }
+        self.set_role(Role::Secondary, out);
+        if was_primary {
+            // The primary indicator goes; the driver writes the dirty bitmap pages with it.
             for vslot in 0..self.volumes.len() {
                 self.volumes[vslot].ids.mark_role(Role::Secondary);
                 self.meta_changed(vslot, out);
             }
-            self.role = Role::Primary;
         }
-        self.set_role(Role::Secondary, out);
         Ok(())
     }
 

@@ -105,46 +105,99 @@ impl<P: Clone> Receiver<P> {
 
     /// A replicated write of `extent` (already checked against the volume).
     #[allow(clippy::too_many_arguments)]
-    pub(crate) fn data(&mut self, seq: u64, epoch: u64, volume: u16, extent: Extent, op: DiskOp<P>, protocol: Protocol, out: &mut Vec<Action<P>>) -> Result<(), String> {
+    pub(crate) fn data(
+        &mut self,
+        seq: u64,
+        epoch: u64,
+        volume: u16,
+        extent: Extent,
+        op: DiskOp<P>,
+        protocol: Protocol,
+        out: &mut Vec<Action<P>>,
+    ) -> Result<(), String> {
         let key = (self.session, epoch);
         match self.epochs.back_mut() {
-            Some(back) if key < back.key => return Err(format!("write for epoch {epoch} after a later epoch")),
+            Some(back) if key < back.key => {
+                return Err(format!("write for epoch {epoch} after a later epoch"))
+            }
             Some(back) if key == back.key && back.closed.is_some() => {
                 return Err(format!("write for epoch {epoch} after its barrier"));
             }
             Some(back) if key == back.key => back.pending += 1,
-            _ => self.epochs.push_back(RxEpoch { key, pending: 1, closed: None, flush: FlushStage::NotStarted }),
+            _ => self.epochs.push_back(RxEpoch {
+                key,
+                pending: 1,
+                closed: None,
+                flush: FlushStage::NotStarted,
+            }),
         }
         if protocol == Protocol::B {
-            out.push(Action::SendControl { peer: self.peer, message: PeerMessage::RecvAck { seq } });
+            out.push(Action::SendControl {
+                peer: self.peer,
+                message: PeerMessage::RecvAck { seq },
+            });
         }
         self.admit(volume, extent, Origin::Replicated { seq, key }, op, out);
         Ok(())
     }
 
     /// A resync reply for our request `id`, to be written at `extent`.
-    pub(crate) fn resync(&mut self, id: u64, volume: u16, extent: Extent, op: DiskOp<P>, out: &mut Vec<Action<P>>) {
+    pub(crate) fn resync(
+        &mut self,
+        id: u64,
+        volume: u16,
+        extent: Extent,
+        op: DiskOp<P>,
+        out: &mut Vec<Action<P>>,
+    ) {
         self.admit(volume, extent, Origin::Resync { id }, op, out);
     }
 
-    fn admit(&mut self, volume: u16, extent: Extent, origin: Origin, op: DiskOp<P>, out: &mut Vec<Action<P>>) {
+    fn admit(
+        &mut self,
+        volume: u16,
+        extent: Extent,
+        origin: Origin,
+        op: DiskOp<P>,
+        out: &mut Vec<Action<P>>,
+    ) {
         let arrival = self.next_arrival;
         self.next_arrival += 1;
-        self.writes.insert(arrival, RxWrite { volume, extent, origin, op: Some(op) });
+        self.writes.insert(
+            arrival,
+            RxWrite {
+                volume,
+                extent,
+                origin,
+                op: Some(op),
+            },
+        );
         self.issue(out);
     }
 
-    pub(crate) fn barrier(&mut self, epoch: u64, flush: bool, out: &mut Vec<Action<P>>) -> Result<(), String> {
+    pub(crate) fn barrier(
+        &mut self,
+        epoch: u64,
+        flush: bool,
+        out: &mut Vec<Action<P>>,
+    ) -> Result<(), String> {
         let key = (self.session, epoch);
         match self.epochs.back_mut() {
-            Some(back) if key < back.key => return Err(format!("barrier for epoch {epoch} after a later epoch")),
+            Some(back) if key < back.key => {
+                return Err(format!("barrier for epoch {epoch} after a later epoch"))
+            }
             Some(back) if key == back.key => {
                 if back.closed.is_some() {
                     return Err(format!("second barrier for epoch {epoch}"));
                 }
                 back.closed = Some(flush);
             }
-            _ => self.epochs.push_back(RxEpoch { key, pending: 0, closed: Some(flush), flush: FlushStage::NotStarted }),
+            _ => self.epochs.push_back(RxEpoch {
+                key,
+                pending: 0,
+                closed: Some(flush),
+                flush: FlushStage::NotStarted,
+            }),
         }
         self.advance(out);
         Ok(())
@@ -156,20 +209,34 @@ impl<P: Clone> Receiver<P> {
         let front = self.epochs.front().map(|e| e.key);
         let mut earlier: Vec<(u16, Extent, bool)> = Vec::new();
         for write in self.writes.values_mut() {
-            let blocked = earlier.iter().any(|(v, e, _)| *v == write.volume && e.overlaps(&write.extent));
+            let blocked = earlier
+                .iter()
+                .any(|(v, e, _)| *v == write.volume && e.overlaps(&write.extent));
             let eligible = match write.origin {
                 Origin::Replicated { key, .. } => Some(key) == front,
                 Origin::Resync { .. } => true,
             };
             if write.op.is_some() && eligible && !blocked {
-                let running = earlier.iter().any(|(v, e, issued)| *issued && *v == write.volume && e.overlaps(&write.extent));
+                let running = earlier.iter().any(|(v, e, issued)| {
+                    *issued && *v == write.volume && e.overlaps(&write.extent)
+                });
                 assert!(!running, "two overlapping writes would run concurrently");
                 if let Some(op) = write.op.take() {
                     let io = match write.origin {
-                        Origin::Replicated { seq, .. } => IoId::PeerWrite { peer: self.peer, seq },
-                        Origin::Resync { id } => IoId::ResyncWrite { peer: self.peer, id },
+                        Origin::Replicated { seq, .. } => IoId::PeerWrite {
+                            peer: self.peer,
+                            seq,
+                        },
+                        Origin::Resync { id } => IoId::ResyncWrite {
+                            peer: self.peer,
+                            id,
+                        },
                     };
-                    out.push(Action::LocalWrite { io, volume: write.volume, op });
+                    out.push(Action::LocalWrite {
+                        io,
+                        volume: write.volume,
+                        op,
+                    });
                 }
             }
             earlier.push((write.volume, write.extent, write.op.is_none()));
@@ -178,14 +245,29 @@ impl<P: Clone> Receiver<P> {
 
     /// Removes the issued write with this origin; returns it.
     fn finish(&mut self, matches: impl Fn(Origin) -> bool) -> Option<RxWrite<P>> {
-        let arrival = self.writes.iter().find(|(_, w)| w.op.is_none() && matches(w.origin)).map(|(&a, _)| a)?;
+        let arrival = self
+            .writes
+            .iter()
+            .find(|(_, w)| w.op.is_none() && matches(w.origin))
+            .map(|(&a, _)| a)?;
         self.writes.remove(&arrival)
     }
 
     /// A replicated write issued for `seq` finished.
-    pub(crate) fn write_done(&mut self, seq: u64, result: Result<(), IoError>, protocol: Protocol, out: &mut Vec<Action<P>>) {
-        let finished = self.finish(|origin| matches!(origin, Origin::Replicated { seq: s, .. } if s == seq));
-        let Some(RxWrite { origin: Origin::Replicated { key, .. }, .. }) = finished else {
+    pub(crate) fn write_done(
+        &mut self,
+        seq: u64,
+        result: Result<(), IoError>,
+        protocol: Protocol,
+        out: &mut Vec<Action<P>>,
+    ) {
+        let finished =
+            self.finish(|origin| matches!(origin, Origin::Replicated { seq: s, .. } if s == seq));
+        let Some(RxWrite {
+            origin: Origin::Replicated { key, .. },
+            ..
+        }) = finished
+        else {
             panic!("a peer write completed that was never issued");
         };
         if let Some(epoch) = self.epochs.iter_mut().find(|e| e.key == key) {
@@ -198,7 +280,10 @@ impl<P: Clone> Receiver<P> {
                 Ok(()) => None,
             };
             if let Some(message) = message {
-                out.push(Action::SendControl { peer: self.peer, message });
+                out.push(Action::SendControl {
+                    peer: self.peer,
+                    message,
+                });
             }
         }
         self.advance(out);
@@ -206,15 +291,26 @@ impl<P: Clone> Receiver<P> {
     }
 
     /// A resync write issued for request `id` finished; returns its volume and range.
-    pub(crate) fn resync_done(&mut self, id: u64, out: &mut Vec<Action<P>>) -> Option<(u16, Extent)> {
+    pub(crate) fn resync_done(
+        &mut self,
+        id: u64,
+        out: &mut Vec<Action<P>>,
+    ) -> Option<(u16, Extent)> {
         let finished = self.finish(|origin| origin == Origin::Resync { id })?;
         self.issue(out);
         Some((finished.volume, finished.extent))
     }
 
     /// The flush that ends the front epoch finished.
-    pub(crate) fn flush_done(&mut self, epoch: u64, result: Result<(), IoError>, out: &mut Vec<Action<P>>) {
-        let Some(front) = self.epochs.front_mut() else { return };
+    pub(crate) fn flush_done(
+        &mut self,
+        epoch: u64,
+        result: Result<(), IoError>,
+        out: &mut Vec<Action<P>>,
+    ) {
+        let Some(front) = self.epochs.front_mut() else {
+            return;
+        };
         assert_eq!(front.key.1, epoch, "flush completion for the front epoch");
         front.flush = FlushStage::Done;
         let key = front.key;
@@ -222,7 +318,11 @@ impl<P: Clone> Receiver<P> {
             // Never acknowledge an epoch that is not durable: drop the connection instead, so
             // the primary marks everything unacknowledged out of sync.
             let reason = format!("local flush for epoch {epoch} failed");
-            out.push(Action::Disconnect { peer: self.peer, state: ConnState::NetworkFailure, reason });
+            out.push(Action::Disconnect {
+                peer: self.peer,
+                state: ConnState::NetworkFailure,
+                reason,
+            });
             self.connected = false;
         }
         self.advance(out);
@@ -240,7 +340,9 @@ impl<P: Clone> Receiver<P> {
     /// Retire finished epochs from the front and start the next one's writes.
     fn advance(&mut self, out: &mut Vec<Action<P>>) {
         loop {
-            let Some(front) = self.epochs.front_mut() else { return };
+            let Some(front) = self.epochs.front_mut() else {
+                return;
+            };
             let Some(flush) = front.closed else { return };
             if front.pending > 0 {
                 return;
@@ -248,14 +350,22 @@ impl<P: Clone> Receiver<P> {
             if flush && front.flush != FlushStage::Done {
                 if front.flush == FlushStage::NotStarted {
                     front.flush = FlushStage::Running;
-                    out.push(Action::LocalFlush { io: IoId::PeerFlush { peer: self.peer, epoch: front.key.1 } });
+                    out.push(Action::LocalFlush {
+                        io: IoId::PeerFlush {
+                            peer: self.peer,
+                            epoch: front.key.1,
+                        },
+                    });
                 }
                 return;
             }
             let key = front.key;
             self.epochs.pop_front();
             if self.acks_allowed(key) {
-                out.push(Action::SendControl { peer: self.peer, message: PeerMessage::BarrierAck { epoch: key.1 } });
+                out.push(Action::SendControl {
+                    peer: self.peer,
+                    message: PeerMessage::BarrierAck { epoch: key.1 },
+                });
             }
             self.issue(out);
         }

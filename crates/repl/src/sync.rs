@@ -141,13 +141,20 @@ impl SourceSync {
     /// Whether a read or an unacknowledged reply covers part of `extent`: a client write to
     /// it must wait.
     pub(crate) fn is_busy(&self, extent: &Extent) -> bool {
-        self.reading.values().chain(self.awaiting.values()).any(|r| r.extent.overlaps(extent))
+        self.reading
+            .values()
+            .chain(self.awaiting.values())
+            .any(|r| r.extent.overlaps(extent))
     }
 
     /// Bytes requested and not yet acknowledged.
     pub(crate) fn busy_bytes(&self) -> u64 {
         let queued = self.queued.iter().map(|(_, r)| r.extent.length);
-        let busy = self.reading.values().chain(self.awaiting.values()).map(|r| r.extent.length);
+        let busy = self
+            .reading
+            .values()
+            .chain(self.awaiting.values())
+            .map(|r| r.extent.length);
         queued.chain(busy).sum()
     }
 
@@ -186,7 +193,11 @@ pub(crate) struct TargetSync {
 impl TargetSync {
     /// Bytes requested and not yet written.
     pub(crate) fn in_flight_bytes(&self) -> u64 {
-        self.requests.values().chain(self.writing.values()).map(|r| r.extent.length).sum()
+        self.requests
+            .values()
+            .chain(self.writing.values())
+            .map(|r| r.extent.length)
+            .sum()
     }
 }
 

@@ -64,12 +64,18 @@ impl<P: Clone> Engine<P> {
         let version = self.volumes[vslot].meta.version;
         self.volumes[vslot].meta.in_flight = Some((seq, version));
         let volume = self.volumes[vslot].number;
-        out.push(Action::PersistMeta { io: IoId::Meta { seq }, volume, meta: Box::new(self.volume_meta(vslot)) });
+        out.push(Action::PersistMeta {
+            io: IoId::Meta { seq },
+            volume,
+            meta: Box::new(self.volume_meta(vslot)),
+        });
     }
 
     /// Whether `version` of volume `vslot`'s metadata is durable (0 always is).
     pub(super) fn is_persisted(&self, vslot: usize, version: u64) -> bool {
-        self.volumes.get(vslot).is_none_or(|v| v.meta.persisted >= version)
+        self.volumes
+            .get(vslot)
+            .is_none_or(|v| v.meta.persisted >= version)
     }
 
     /// The latest version of volume `vslot` not yet durable, or 0.
@@ -83,12 +89,24 @@ impl<P: Clone> Engine<P> {
     }
 
     /// A `PersistMeta` finished.
-    pub(super) fn persist_done(&mut self, now: Time, seq: u64, result: Result<(), IoError>, out: &mut Vec<Action<P>>) {
-        let Some(vslot) = self.volumes.iter().position(|v| v.meta.in_flight.is_some_and(|(s, _)| s == seq)) else {
+    pub(super) fn persist_done(
+        &mut self,
+        now: Time,
+        seq: u64,
+        result: Result<(), IoError>,
+        out: &mut Vec<Action<P>>,
+    ) {
+        let Some(vslot) = self
+            .volumes
+            .iter()
+            .position(|v| v.meta.in_flight.is_some_and(|(s, _)| s == seq))
+        else {
             return;
         };
         let volume = &mut self.volumes[vslot];
-        let Some((_, version)) = volume.meta.in_flight.take() else { return };
+        let Some((_, version)) = volume.meta.in_flight.take() else {
+            return;
+        };
         // A failed metadata write still releases what waited for it (writes complete with an
         // error), so nothing hangs; the disk is Failed from here on.
         volume.meta.persisted = version;
@@ -101,7 +119,12 @@ impl<P: Clone> Engine<P> {
             self.issue_persist(vslot, out);
         }
         let number = self.volumes[vslot].number;
-        let waiting: Vec<u64> = self.in_flight.iter().filter(|(_, w)| w.volume == number).map(|(&s, _)| s).collect();
+        let waiting: Vec<u64> = self
+            .in_flight
+            .iter()
+            .filter(|(_, w)| w.volume == number)
+            .map(|(&s, _)| s)
+            .collect();
         for seq in waiting {
             self.try_complete_write(now, seq, out);
         }
@@ -112,7 +135,11 @@ impl<P: Clone> Engine<P> {
 
     fn volume_meta(&self, vslot: usize) -> VolumeMeta {
         let volume = &self.volumes[vslot];
-        VolumeMeta { ids: volume.ids.clone(), disk: volume.disk, primary: self.role == Role::Primary }
+        VolumeMeta {
+            ids: volume.ids.clone(),
+            disk: volume.disk,
+            primary: self.role == Role::Primary,
+        }
     }
 
     /// What the metadata of `volume` says now (what the last `PersistMeta` wrote, or will).
@@ -132,17 +159,27 @@ impl<P: Clone> Engine<P> {
         let (Some(vslot), Some(slot)) = (self.volume_slot(volume), self.peer_slot(peer)) else {
             return Vec::new();
         };
-        self.peers[slot].bitmaps[vslot].take_dirty_pages().map(|(page, image)| (page, image.to_vec())).collect()
+        self.peers[slot].bitmaps[vslot]
+            .take_dirty_pages()
+            .map(|(page, image)| (page, image.to_vec()))
+            .collect()
     }
 
     /// Peers a write would leave behind now.
     fn absent_peers(&self) -> NodeSet {
-        self.peers.iter().filter(|p| !replicates_to(p)).fold(NodeSet::EMPTY, |set, p| set.with(p.node))
+        self.peers
+            .iter()
+            .filter(|p| !replicates_to(p))
+            .fold(NodeSet::EMPTY, |set, p| set.with(p.node))
     }
 
     /// Before a write as Primary: a new generation if an absent peer has no bitmap identifier
     /// yet. Returns the metadata version the write must wait for (0: none).
-    pub(super) fn new_generation_if_needed(&mut self, vslot: usize, out: &mut Vec<Action<P>>) -> u64 {
+    pub(super) fn new_generation_if_needed(
+        &mut self,
+        vslot: usize,
+        out: &mut Vec<Action<P>>,
+    ) -> u64 {
         let absent = self.absent_peers();
         let ids = &self.volumes[vslot].ids;
         if absent.iter().any(|peer| ids.bitmap_uuid(peer) == 0) {
@@ -151,9 +188,18 @@ impl<P: Clone> Engine<P> {
         self.unpersisted_version(vslot)
     }
 
-    fn new_generation(&mut self, vslot: usize, absent_peers: NodeSet, out: &mut Vec<Action<P>>) -> u64 {
+    fn new_generation(
+        &mut self,
+        vslot: usize,
+        absent_peers: NodeSet,
+        out: &mut Vec<Action<P>>,
+    ) -> u64 {
         let random = self.next_random();
-        let change = NewCurrent { random, role: self.role, absent_peers };
+        let change = NewCurrent {
+            random,
+            role: self.role,
+            absent_peers,
+        };
         self.volumes[vslot].ids.new_current(change);
         self.meta_changed(vslot, out)
     }
@@ -161,7 +207,12 @@ impl<P: Clone> Engine<P> {
     /// The peer in `slot` was lost while writes to it were unconfirmed (`drained` per volume):
     /// as Primary, start a new generation now so the bits carry a bitmap identifier, and hold
     /// the writes being settled until it is durable.
-    pub(super) fn generation_after_loss(&mut self, slot: usize, drained: &[bool], out: &mut Vec<Action<P>>) {
+    pub(super) fn generation_after_loss(
+        &mut self,
+        slot: usize,
+        drained: &[bool],
+        out: &mut Vec<Action<P>>,
+    ) {
         if self.role != Role::Primary {
             return;
         }
@@ -200,7 +251,9 @@ impl<P: Clone> Engine<P> {
     fn rehandshake(&mut self, vslot: usize, out: &mut Vec<Action<P>>) {
         for slot in 0..self.peers.len() {
             let p = &self.peers[slot];
-            if p.connection == ConnState::Connected && matches!(p.syncs[vslot], SyncState::Established) {
+            if p.connection == ConnState::Connected
+                && matches!(p.syncs[vslot], SyncState::Established)
+            {
                 self.send_handshake(slot, vslot, out);
             }
         }
@@ -211,12 +264,19 @@ impl<P: Clone> Engine<P> {
     /// bitmaps of connected peers are cleared, the disk becomes UpToDate, and connected peers
     /// adopt the identifiers and become UpToDate too. Without it, connected peers get a new
     /// handshake (a full resync from here). Refused while a handshake or resync runs.
-    pub fn new_current_uuid(&mut self, clear_bitmap: bool, out: &mut Vec<Action<P>>) -> Result<(), StateError> {
+    pub fn new_current_uuid(
+        &mut self,
+        clear_bitmap: bool,
+        out: &mut Vec<Action<P>>,
+    ) -> Result<(), StateError> {
         let busy = self.peers.iter().find(|p| {
-            p.connection == ConnState::Connected && p.syncs.iter().any(|s| !matches!(s, SyncState::Established))
+            p.connection == ConnState::Connected
+                && p.syncs.iter().any(|s| !matches!(s, SyncState::Established))
         });
         if let Some(peer) = busy {
-            return Err(StateError::SyncInProgress { peer: peer.config.name.clone() });
+            return Err(StateError::SyncInProgress {
+                peer: peer.config.name.clone(),
+            });
         }
         for vslot in 0..self.volumes.len() {
             let absent = self.absent_peers();
@@ -226,7 +286,11 @@ impl<P: Clone> Engine<P> {
                 continue;
             }
             let random = self.next_random();
-            self.volumes[vslot].ids.new_current(NewCurrent { random, role: self.role, absent_peers: absent });
+            self.volumes[vslot].ids.new_current(NewCurrent {
+                random,
+                role: self.role,
+                absent_peers: absent,
+            });
             self.volumes[vslot].disk = DiskState::UpToDate;
             for slot in 0..self.peers.len() {
                 if self.peers[slot].connection == ConnState::Connected {

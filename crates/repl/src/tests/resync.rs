@@ -38,7 +38,10 @@ impl Pair {
 
     /// In sync, connected, A Primary, then disconnected.
     fn split(rate_kib_per_s: u32) -> Pair {
-        let mut pair = Pair::build([synced_volume(), synced_volume()], with_rate(rate_kib_per_s));
+        let mut pair = Pair::build(
+            [synced_volume(), synced_volume()],
+            with_rate(rate_kib_per_s),
+        );
         pair.connect();
         pair.promote(A, false);
         pair.disconnect();
@@ -60,7 +63,12 @@ impl Pair {
     }
 
     fn write_on(&mut self, node: usize, request: RequestId, offset: u64, byte: u8, length: u64) {
-        let op = Op::Write { offset, length, data: vec![byte; length as usize], flags: WriteFlags::default() };
+        let op = Op::Write {
+            offset,
+            length,
+            data: vec![byte; length as usize],
+            flags: WriteFlags::default(),
+        };
         let mut out = Vec::new();
         self.nodes[node].submit(self.now, request, 0, op, &mut out);
         self.route(node, out);
@@ -90,7 +98,9 @@ impl Pair {
     }
 
     fn syncing(&self) -> bool {
-        [A, B].iter().any(|&n| !matches!(self.replication(n), ReplState::Established | ReplState::Off))
+        [A, B]
+            .iter()
+            .any(|&n| !matches!(self.replication(n), ReplState::Established | ReplState::Off))
     }
 
     /// Delivers everything and ticks both nodes until no resync runs (at most `ticks_max`).
@@ -102,7 +112,11 @@ impl Pair {
             }
             self.tick_both();
         }
-        panic!("still syncing after {ticks_max} ticks: {:?} / {:?}", self.replication(A), self.replication(B));
+        panic!(
+            "still syncing after {ticks_max} ticks: {:?} / {:?}",
+            self.replication(A),
+            self.replication(B)
+        );
     }
 
     fn tick_both(&mut self) {
@@ -113,14 +127,20 @@ impl Pair {
     }
 
     fn assert_identical(&self) {
-        let differing = (0..VOLUME_BYTES as usize).filter(|&i| self.disks[A][i] != self.disks[B][i]).count();
+        let differing = (0..VOLUME_BYTES as usize)
+            .filter(|&i| self.disks[A][i] != self.disks[B][i])
+            .count();
         assert_eq!(differing, 0, "the replicas differ in {differing} bytes");
     }
 
     fn assert_in_sync(&self) {
         self.assert_identical();
         for node in [A, B] {
-            assert_eq!(self.replication(node), ReplState::Established, "node {node}");
+            assert_eq!(
+                self.replication(node),
+                ReplState::Established,
+                "node {node}"
+            );
             assert_eq!(self.disk(node), DiskState::UpToDate, "node {node}");
             assert_eq!(self.oos(node), 0, "node {node} still has out-of-sync bits");
         }
@@ -138,11 +158,22 @@ fn reconnect_resyncs_only_the_blocks_written_while_disconnected() {
     assert_eq!(pair.oos(A), 4 * BLOCK);
     pair.connect();
     pair.sync_until_quiet(50);
-    assert_eq!(pair.resync_sent_bytes, [4 * BLOCK, 0], "only the dirty blocks, from A");
+    assert_eq!(
+        pair.resync_sent_bytes,
+        [4 * BLOCK, 0],
+        "only the dirty blocks, from A"
+    );
     assert_eq!(pair.disks[B][10 * BLOCK as usize], 2);
     pair.assert_in_sync();
-    let (a, b) = (pair.persisted[A].clone().expect("A persisted"), pair.persisted[B].clone().expect("B persisted"));
-    assert_eq!(a.ids.current & !UUID_PRIMARY, b.ids.current & !UUID_PRIMARY, "B adopted A's generation");
+    let (a, b) = (
+        pair.persisted[A].clone().expect("A persisted"),
+        pair.persisted[B].clone().expect("B persisted"),
+    );
+    assert_eq!(
+        a.ids.current & !UUID_PRIMARY,
+        b.ids.current & !UUID_PRIMARY,
+        "B adopted A's generation"
+    );
     assert_eq!(b.disk, DiskState::UpToDate);
     assert_eq!(a.ids.bitmap[1], 0, "A forgot B's bitmap identifier");
 }
@@ -166,17 +197,37 @@ fn the_promoted_secondary_is_the_source() {
 /// connect without a sync; `primary --force` on one makes it the source of a full sync.
 #[test]
 fn primary_force_on_fresh_disks_starts_a_full_sync() {
-    let mut pair = Pair::build([VolumeConfig::fresh(0, VOLUME_BYTES), VolumeConfig::fresh(0, VOLUME_BYTES)], with_rate(1 << 20));
-    pair.disks[A].iter_mut().enumerate().for_each(|(i, byte)| *byte = (i % 251) as u8);
+    let mut pair = Pair::build(
+        [
+            VolumeConfig::fresh(0, VOLUME_BYTES),
+            VolumeConfig::fresh(0, VOLUME_BYTES),
+        ],
+        with_rate(1 << 20),
+    );
+    pair.disks[A]
+        .iter_mut()
+        .enumerate()
+        .for_each(|(i, byte)| *byte = (i % 251) as u8);
     pair.connect();
     assert_eq!([pair.disk(A), pair.disk(B)], [DiskState::Inconsistent; 2]);
-    assert_eq!(pair.replication(A), ReplState::Established, "both just created: no sync");
+    assert_eq!(
+        pair.replication(A),
+        ReplState::Established,
+        "both just created: no sync"
+    );
     let mut out = Vec::new();
-    assert!(matches!(pair.nodes[A].promote(false, &mut out), Err(StateError::NotUpToDate(DiskState::Inconsistent))));
+    assert!(matches!(
+        pair.nodes[A].promote(false, &mut out),
+        Err(StateError::NotUpToDate(DiskState::Inconsistent))
+    ));
     pair.promote(A, true);
     assert_eq!(pair.disk(A), DiskState::UpToDate);
     pair.sync_until_quiet(100);
-    assert_eq!(pair.resync_sent_bytes, [VOLUME_BYTES, 0], "everything moves");
+    assert_eq!(
+        pair.resync_sent_bytes,
+        [VOLUME_BYTES, 0],
+        "everything moves"
+    );
     pair.assert_in_sync();
 }
 
@@ -184,15 +235,26 @@ fn primary_force_on_fresh_disks_starts_a_full_sync() {
 /// initial sync; both become UpToDate, and a later reconnect needs no sync either.
 #[test]
 fn new_current_uuid_clear_bitmap_skips_the_initial_sync() {
-    let mut pair = Pair::build([VolumeConfig::fresh(0, VOLUME_BYTES), VolumeConfig::fresh(0, VOLUME_BYTES)], with_rate(1 << 20));
+    let mut pair = Pair::build(
+        [
+            VolumeConfig::fresh(0, VOLUME_BYTES),
+            VolumeConfig::fresh(0, VOLUME_BYTES),
+        ],
+        with_rate(1 << 20),
+    );
     pair.connect();
     let mut out = Vec::new();
-    pair.nodes[A].new_current_uuid(true, &mut out).expect("new-current-uuid");
+    pair.nodes[A]
+        .new_current_uuid(true, &mut out)
+        .expect("new-current-uuid");
     pair.route(A, out);
     pair.deliver_all();
     pair.assert_in_sync();
     assert_eq!(pair.resync_sent_bytes, [0, 0]);
-    let (a, b) = (pair.persisted[A].clone().expect("A"), pair.persisted[B].clone().expect("B"));
+    let (a, b) = (
+        pair.persisted[A].clone().expect("A"),
+        pair.persisted[B].clone().expect("B"),
+    );
     assert_eq!(a.ids.current, b.ids.current);
     assert_ne!(a.ids.current, UUID_JUST_CREATED);
     pair.disconnect();
@@ -222,16 +284,29 @@ fn split_brain_pair(configure: impl Fn(&mut PeerConfig)) -> Pair {
 fn split_brain_is_detected_and_nothing_moves() {
     let mut pair = split_brain_pair(with_rate(1 << 20));
     pair.connect();
-    assert_eq!(pair.split_brains, vec![(A, Resolution::Disconnect), (B, Resolution::Disconnect)]);
+    assert_eq!(
+        pair.split_brains,
+        vec![(A, Resolution::Disconnect), (B, Resolution::Disconnect)]
+    );
     assert_eq!(pair.resync_sent_bytes, [0, 0]);
     assert_eq!(pair.resync_requested_bytes, [0, 0]);
     for node in [A, B] {
         assert_eq!(pair.connection(node), ConnState::StandAlone);
-        assert!(!pair.nodes[node].wants_connection(1 - node as u8), "no reconnect until the administrator says so");
-        let error = pair.nodes[node].status().peers[0].last_error.clone().unwrap_or_default();
+        assert!(
+            !pair.nodes[node].wants_connection(1 - node as u8),
+            "no reconnect until the administrator says so"
+        );
+        let error = pair.nodes[node].status().peers[0]
+            .last_error
+            .clone()
+            .unwrap_or_default();
         assert!(error.contains("split brain"), "{error}");
     }
-    assert_eq!((pair.disks[A][0], pair.disks[B][8 * BLOCK as usize]), (0xA, 0xB), "both versions kept");
+    assert_eq!(
+        (pair.disks[A][0], pair.disks[B][8 * BLOCK as usize]),
+        (0xA, 0xB),
+        "both versions kept"
+    );
 }
 
 /// drbd-semantics.md §2 (manual recovery): the victim connects with `--discard-my-data`; the
@@ -242,15 +317,33 @@ fn discard_my_data_makes_the_victim_the_target() {
     pair.connect();
     for node in [A, B] {
         let mut out = Vec::new();
-        pair.nodes[node].set_connect(pair.now, 1 - node as u8, true, &mut out).expect("connect");
+        pair.nodes[node]
+            .set_connect(pair.now, 1 - node as u8, true, &mut out)
+            .expect("connect");
     }
-    pair.nodes[B].set_discard_my_data(0).expect("discard-my-data");
+    pair.nodes[B]
+        .set_discard_my_data(0)
+        .expect("discard-my-data");
     pair.connect();
-    assert_eq!(pair.split_brains[2..], [(A, Resolution::DiscardRemote), (B, Resolution::DiscardLocal)]);
+    assert_eq!(
+        pair.split_brains[2..],
+        [
+            (A, Resolution::DiscardRemote),
+            (B, Resolution::DiscardLocal)
+        ]
+    );
     pair.sync_until_quiet(50);
-    assert_eq!(pair.resync_sent_bytes, [4 * BLOCK, 0], "A's one block and B's three, from A");
+    assert_eq!(
+        pair.resync_sent_bytes,
+        [4 * BLOCK, 0],
+        "A's one block and B's three, from A"
+    );
     assert_eq!(pair.disks[B][0], 0xA);
-    assert_eq!(pair.disks[B][8 * BLOCK as usize], 0, "B's changes are rolled back");
+    assert_eq!(
+        pair.disks[B][8 * BLOCK as usize],
+        0,
+        "B's changes are rolled back"
+    );
     pair.assert_in_sync();
 }
 
@@ -263,10 +356,19 @@ fn after_sb_0pri_discard_least_changes_picks_the_victim() {
         config.split_brain.zero_primaries = AfterSb0Pri::DiscardLeastChanges;
     });
     pair.connect();
-    assert_eq!(pair.split_brains, vec![(A, Resolution::DiscardLocal), (B, Resolution::DiscardRemote)]);
+    assert_eq!(
+        pair.split_brains,
+        vec![
+            (A, Resolution::DiscardLocal),
+            (B, Resolution::DiscardRemote)
+        ]
+    );
     pair.sync_until_quiet(50);
     assert_eq!(pair.resync_sent_bytes, [0, 4 * BLOCK]);
-    assert_eq!((pair.disks[A][0], pair.disks[A][8 * BLOCK as usize]), (0, 0xB));
+    assert_eq!(
+        (pair.disks[A][0], pair.disks[A][8 * BLOCK as usize]),
+        (0, 0xB)
+    );
     pair.assert_in_sync();
 }
 
@@ -279,7 +381,10 @@ fn unrelated_data_is_refused() {
     pair.connect();
     for node in [A, B] {
         assert_eq!(pair.connection(node), ConnState::StandAlone);
-        let error = pair.nodes[node].status().peers[0].last_error.clone().unwrap_or_default();
+        let error = pair.nodes[node].status().peers[0]
+            .last_error
+            .clone()
+            .unwrap_or_default();
         assert!(error.contains("unrelated data"), "{error}");
     }
     assert!(pair.split_brains.is_empty());
@@ -298,7 +403,10 @@ fn a_primary_is_never_made_a_sync_target() {
     pair.promote(A, false);
     // A is Primary but behind (bitmap-peer): refused on both sides.
     pair.connect();
-    assert_eq!([pair.connection(A), pair.connection(B)], [ConnState::StandAlone; 2]);
+    assert_eq!(
+        [pair.connection(A), pair.connection(B)],
+        [ConnState::StandAlone; 2]
+    );
     assert_eq!(pair.resync_requested_bytes, [0, 0]);
 }
 
@@ -333,18 +441,34 @@ fn a_resync_interrupted_by_a_disconnect_resumes_on_reconnect() {
     pair.deliver_all();
     assert_eq!(pair.replication(B), ReplState::SyncTarget);
     assert_eq!(pair.disk(B), DiskState::Inconsistent);
-    assert_eq!(pair.persisted[B].as_ref().map(|m| m.disk), Some(DiskState::Inconsistent), "persisted before any resync write");
-    let progress = pair.nodes[B].status().peers[0].volumes[0].resync.expect("progress");
-    assert!(progress.done_bytes > 0 && progress.done_bytes < 64 * BLOCK, "{progress:?}");
+    assert_eq!(
+        pair.persisted[B].as_ref().map(|m| m.disk),
+        Some(DiskState::Inconsistent),
+        "persisted before any resync write"
+    );
+    let progress = pair.nodes[B].status().peers[0].volumes[0]
+        .resync
+        .expect("progress");
+    assert!(
+        progress.done_bytes > 0 && progress.done_bytes < 64 * BLOCK,
+        "{progress:?}"
+    );
     assert!(progress.percent_done() > 0.0 && progress.percent_done() < 100.0);
     let moved = pair.resync_sent_bytes[A];
     pair.disconnect();
     assert_eq!(pair.disk(B), DiskState::Inconsistent);
     assert!(pair.oos(A) > 0 && pair.oos(A) <= 64 * BLOCK - progress.done_bytes);
     pair.connect();
-    assert_eq!(pair.replication(A), ReplState::SyncSource, "resumes with A as source");
+    assert_eq!(
+        pair.replication(A),
+        ReplState::SyncSource,
+        "resumes with A as source"
+    );
     pair.sync_until_quiet(400);
-    assert!(pair.resync_sent_bytes[A] < 64 * BLOCK + moved, "resumed, not restarted");
+    assert!(
+        pair.resync_sent_bytes[A] < 64 * BLOCK + moved,
+        "resumed, not restarted"
+    );
     pair.assert_in_sync();
 }
 
@@ -362,7 +486,11 @@ fn the_rate_controller_bounds_the_bytes_requested_per_tick() {
         pair.tick_both();
         let elapsed_ms = u64::try_from(pair.now.since(start).as_millis()).expect("short") + 100;
         let allowed = u64::from(rate_kib_per_s) * 1024 * elapsed_ms / 1000 + BLOCK;
-        assert!(pair.resync_requested_bytes[B] <= allowed, "{} requested, {allowed} allowed", pair.resync_requested_bytes[B]);
+        assert!(
+            pair.resync_requested_bytes[B] <= allowed,
+            "{} requested, {allowed} allowed",
+            pair.resync_requested_bytes[B]
+        );
     }
     // 2 s at 400 KiB/s is 800 KiB: the whole 512 KiB was requested.
     pair.deliver_all();
@@ -381,7 +509,13 @@ fn application_writes_racing_a_resync_end_identical() {
         let mut pair = Pair::split([100, 400, 1600][usize::try_from(seed % 3).expect("small")]);
         for request in 0..40 {
             let offset = rng.below(VOLUME_BYTES / BLOCK - 4) * BLOCK;
-            pair.write_alone(A, request, offset, rng.below(250) as u8 + 1, BLOCK * (1 + rng.below(4)));
+            pair.write_alone(
+                A,
+                request,
+                offset,
+                rng.below(250) as u8 + 1,
+                BLOCK * (1 + rng.below(4)),
+            );
         }
         pair.connect();
         let mut request = 100;
@@ -396,7 +530,13 @@ fn application_writes_racing_a_resync_end_identical() {
                 1 | 2 if request < 400 => {
                     racing += u64::from(pair.replication(B) == ReplState::SyncTarget);
                     let offset = rng.below(VOLUME_BYTES / BLOCK - 2) * BLOCK + rng.below(2) * 512;
-                    pair.write_on(A, request, offset, rng.below(250) as u8 + 1, BLOCK * (1 + rng.below(2)));
+                    pair.write_on(
+                        A,
+                        request,
+                        offset,
+                        rng.below(250) as u8 + 1,
+                        BLOCK * (1 + rng.below(2)),
+                    );
                     request += 1;
                 }
                 3 | 4 => {
@@ -416,11 +556,22 @@ fn application_writes_racing_a_resync_end_identical() {
             }
         }
         pair.sync_until_quiet(2000);
-        assert!(pair.disconnects.is_empty(), "seed {seed}: {:?}", pair.disconnects);
-        assert_eq!(pair.completed.len(), usize::try_from(request - 60).expect("small"), "seed {seed}: every write completed");
+        assert!(
+            pair.disconnects.is_empty(),
+            "seed {seed}: {:?}",
+            pair.disconnects
+        );
+        assert_eq!(
+            pair.completed.len(),
+            usize::try_from(request - 60).expect("small"),
+            "seed {seed}: every write completed"
+        );
         pair.assert_in_sync();
     }
-    assert!(racing > 60 * 40, "too few writes raced the resync ({racing})");
+    assert!(
+        racing > 60 * 40,
+        "too few writes raced the resync ({racing})"
+    );
 }
 
 /// The bitmap chunks the engine sends fit a wire `BitmapChunk` and the meta encoder accepts
@@ -442,7 +593,13 @@ fn a_resync_write_waits_for_an_older_write_to_the_same_block() {
     pair.write_on(A, 1, 0, 0x11, BLOCK);
     assert!(pair.deliver(B), "the write reaches B");
     let old = pair.local[B].pop_back().expect("B issued its write");
-    assert!(matches!(old, Action::LocalWrite { io: IoId::PeerWrite { .. }, .. }));
+    assert!(matches!(
+        old,
+        Action::LocalWrite {
+            io: IoId::PeerWrite { .. },
+            ..
+        }
+    ));
     pair.disconnect();
     while pair.run_local(A) {}
     pair.write_alone(A, 2, 0, 0x22, BLOCK);
@@ -452,9 +609,24 @@ fn a_resync_write_waits_for_an_older_write_to_the_same_block() {
         pair.tick_both();
     }
     pair.deliver_all();
-    assert_eq!(pair.replication(B), ReplState::SyncTarget, "the resync waits for B's old write");
-    let resync_issued = pair.local[B].iter().any(|a| matches!(a, Action::LocalWrite { io: IoId::ResyncWrite { .. }, .. }));
-    assert!(!resync_issued, "the reply is held while the older write runs");
+    assert_eq!(
+        pair.replication(B),
+        ReplState::SyncTarget,
+        "the resync waits for B's old write"
+    );
+    let resync_issued = pair.local[B].iter().any(|a| {
+        matches!(
+            a,
+            Action::LocalWrite {
+                io: IoId::ResyncWrite { .. },
+                ..
+            }
+        )
+    });
+    assert!(
+        !resync_issued,
+        "the reply is held while the older write runs"
+    );
     pair.perform(B, old);
     pair.sync_until_quiet(20);
     assert_eq!(pair.disks[B][0], 0x22);
