@@ -632,3 +632,53 @@ fn a_resync_write_waits_for_an_older_write_to_the_same_block() {
     assert_eq!(pair.disks[B][0], 0x22);
     pair.assert_in_sync();
 }
+
+/// Metadata that does not fit the configuration is refused at construction, never guessed.
+#[test]
+fn engine_refuses_bitmaps_that_do_not_fit() {
+    let bitmap = |bytes: u64| meta::Bitmap::new(bytes, 4096).expect("bitmap");
+    let cases = [
+        (
+            PeerBitmap {
+                peer: 1,
+                bitmap: bitmap(VOLUME_BYTES / 2),
+            },
+            SyncError::BitmapSizeMismatch {
+                volume: 0,
+                peer: 1,
+                bitmap_bytes: VOLUME_BYTES / 2,
+                volume_bytes: VOLUME_BYTES,
+            },
+        ),
+        (
+            PeerBitmap {
+                peer: 7,
+                bitmap: bitmap(VOLUME_BYTES),
+            },
+            SyncError::BitmapPeerUnknown { volume: 0, peer: 7 },
+        ),
+    ];
+    for (given, expected) in cases {
+        let volume = VolumeConfig {
+            bitmaps: vec![given],
+            ..synced_volume()
+        };
+        let config = EngineConfig {
+            node_id: 0,
+            volumes: vec![volume],
+            peers: vec![peer_config(1, Protocol::C)],
+            random_seed: 1,
+        };
+        assert_eq!(Engine::<Vec<u8>>::new(config).err(), Some(expected));
+    }
+    let config = EngineConfig {
+        node_id: 1,
+        volumes: vec![synced_volume()],
+        peers: vec![peer_config(1, Protocol::C)],
+        random_seed: 1,
+    };
+    assert_eq!(
+        Engine::<Vec<u8>>::new(config).err(),
+        Some(SyncError::SameNodeId { node_id: 1 })
+    );
+}
