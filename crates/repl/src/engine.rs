@@ -10,29 +10,87 @@
 //!   epoch contains two writes where one was submitted after the other completed.
 //! - Each peer's transfer log holds exactly the writes sent to it whose disk write the peer has
 //!   not yet confirmed (by write ack or barrier ack); on disconnect they become out of sync.
+//! - A write that needs a metadata change (a new current generation identifier, the primary
+//!   indicator) is completed only after that change is persisted (`InFlight::meta_version`).
+//! - Bits of a peer's bitmap are cleared only by a confirmed resync (or an administrative
+//!   `new-current-uuid --clear-bitmap`), never as a side effect.
+//!
+//! The handshake and bitmap exchange are in `handshake.rs`, the resync in `resync.rs`, the
+//! metadata (generation identifiers, persistence) in `persist.rs`.
+
+mod handshake;
+mod persist;
+mod resync;
+
+pub use handshake::BITMAP_CHUNK_BYTES_MAX;
+pub use resync::RESYNC_REQUEST_BYTES_MAX;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
-use crate::extent::{Extent, OosBitmap};
+use meta::Bitmap;
+
+use crate::after_split_brain::SplitBrainPolicies;
+use crate::extent::Extent;
 use crate::liveness::Liveness;
 use crate::receiver::Receiver;
-use crate::state::{ConnState, DiskState, Protocol, ReplState, Role};
+use crate::resync_rate::{ResyncRateConfig, ResyncRateController};
+use crate::state::{ConnState, DiskState, Protocol, Role};
+use crate::sync::SyncState;
 use crate::types::{
     Action, DiskOp, EngineStatus, IoError, IoId, Op, PeerMessage, PeerStatus, PeerVolumeStatus,
     RequestId, StateError, Time, VolumeStatus, WriteFlags,
 };
+use crate::uuid::{GenerationIds, HandshakeNodes, NodeId, SyncError};
 
 /// Period of the housekeeping in [`Engine::tick`] the driver should keep to.
 pub const TICK_INTERVAL: Duration = Duration::from_millis(100);
 
-/// Static description of one volume.
+/// Default bitmap granularity when the driver gives no bitmap for a peer.
+pub const BITMAP_GRANULARITY_BYTES_DEFAULT: u32 = 4096;
+
+/// One volume as the driver found it on attach (its metadata).
 #[derive(Debug, Clone)]
 pub struct VolumeConfig {
     /// Volume number.
     pub number: u16,
     /// Usable size in bytes.
     pub size_bytes: u64,
+    /// The generation identifiers from the superblock.
+    pub ids: GenerationIds,
+    /// The disk state from the superblock flags ([`crate::VolumeMeta::attach_disk_state`]).
+    pub disk: DiskState,
+    /// One bitmap per peer, loaded from disk; a peer without one gets an all-clear bitmap at
+    /// [`BITMAP_GRANULARITY_BYTES_DEFAULT`]. All must cover `size_bytes` at the same
+    /// granularity as the peer's.
+    pub bitmaps: Vec<PeerBitmap>,
+    /// The superblock's primary indicator was set: this node crashed while Primary. Without
+    /// an activity log every block may differ, so every bitmap is set (a full resync
+    /// towards every peer) and the handshake flag `crashed_primary` is raised.
+    pub crashed_primary: bool,
+}
+
+impl VolumeConfig {
+    /// A freshly created volume: identifiers just created, Inconsistent, clear bitmaps.
+    pub fn fresh(number: u16, size_bytes: u64) -> VolumeConfig {
+        VolumeConfig {
+            number,
+            size_bytes,
+            ids: GenerationIds::just_created(),
+            disk: DiskState::Inconsistent,
+            bitmaps: Vec::new(),
+            crashed_primary: false,
+        }
+    }
+}
+
+/// The bitmap of one volume for one peer.
+#[derive(Debug, Clone)]
+pub struct PeerBitmap {
+    /// The peer's node id.
+    pub peer: u8,
+    /// Its out-of-sync bits.
+    pub bitmap: Bitmap,
 }
 
 /// Static description of one peer and its connection's settings.
@@ -54,6 +112,12 @@ pub struct PeerConfig {
     pub timeout: Duration,
     /// Missed timeouts on one write before the peer is dropped (`ko-count`; 0 = never).
     pub ko_count: u32,
+    /// `max-buffers` in 4 KiB pages: also the bound of resync data in flight.
+    pub max_buffers_pages: u32,
+    /// `resync-rate` and the `c-*` options.
+    pub resync: ResyncRateConfig,
+    /// `after-sb-0pri`, `after-sb-1pri`, `after-sb-2pri`.
+    pub split_brain: SplitBrainPolicies,
 }
 
 /// Configuration of an engine.
@@ -65,6 +129,9 @@ pub struct EngineConfig {
     pub volumes: Vec<VolumeConfig>,
     /// Our peers.
     pub peers: Vec<PeerConfig>,
+    /// Fresh randomness from the driver (a new value on every start): generation identifiers
+    /// are derived from it deterministically.
+    pub random_seed: u64,
 }
 
 /// A client write in flight.
@@ -77,6 +144,8 @@ struct InFlight {
     local: Stage,
     /// One per peer slot: how far the write got on that peer.
     peers: Vec<PeerStage>,
+    /// The metadata version that must be persisted before the write completes (0: none).
+    meta_version: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -130,6 +199,9 @@ struct Sent {
 #[derive(Debug)]
 struct Peer<P> {
     config: PeerConfig,
+    node: NodeId,
+    /// This node and the peer (distinct).
+    nodes: HandshakeNodes,
     connection: ConnState,
     role: Role,
     disks: Vec<DiskState>,
@@ -137,21 +209,37 @@ struct Peer<P> {
     liveness: Liveness,
     transfer_log: VecDeque<Sent>,
     receiver: Receiver<P>,
-    /// Per volume slot.
-    out_of_sync: Vec<OosBitmap>,
+    /// Per volume slot: which blocks may differ on the peer.
+    bitmaps: Vec<Bitmap>,
+    /// Per volume slot: handshake and resync state.
+    syncs: Vec<SyncState>,
     sent_bytes: Vec<u64>,
     received_bytes: Vec<u64>,
+    /// `connect --discard-my-data`: used by the next handshake, then cleared.
+    discard_my_data: bool,
+    /// A validated controller, cloned for each resync.
+    rate: ResyncRateController,
+}
+
+/// Local state of one volume.
+#[derive(Debug)]
+struct Volume {
+    number: u16,
+    size_bytes: u64,
+    disk: DiskState,
+    ids: GenerationIds,
+    written_bytes: u64,
+    meta: persist::MetaIo,
 }
 
 /// The replication engine of one resource. See the crate documentation for the call protocol.
 #[derive(Debug)]
 pub struct Engine<P> {
     node_id: u8,
+    node: NodeId,
     role: Role,
     open_count: u32,
-    volumes: Vec<VolumeConfig>,
-    disks: Vec<DiskState>,
-    written_bytes: Vec<u64>,
+    volumes: Vec<Volume>,
     peers: Vec<Peer<P>>,
     next_seq: u64,
     epoch: u64,
@@ -162,37 +250,29 @@ pub struct Engine<P> {
     flushes: BTreeMap<u64, FlushInFlight>,
     waiting: VecDeque<Waiting<P>>,
     lower_pending: u64,
+    /// splitmix64 state for new generation identifiers.
+    random: u64,
+    /// Our next resync request id (as a sync target).
+    next_request_id: u64,
 }
 
 impl<P: Clone> Engine<P> {
-    /// A Secondary engine with every peer disconnected and every disk UpToDate (tandem has no
-    /// persistent metadata yet; see docs/ARCHITECTURE.md).
-    pub fn new(config: EngineConfig) -> Engine<P> {
-        let volume_count = config.volumes.len();
-        let peers = config
-            .peers
-            .into_iter()
-            .map(|peer| Peer {
-                liveness: Liveness::default(),
-                receiver: Receiver::new(peer.node_id),
-                connection: ConnState::Connecting,
-                role: Role::Unknown,
-                disks: vec![DiskState::DUnknown; volume_count],
-                last_error: None,
-                transfer_log: VecDeque::new(),
-                out_of_sync: config.volumes.iter().map(|v| OosBitmap::new(v.size_bytes)).collect(),
-                sent_bytes: vec![0; volume_count],
-                received_bytes: vec![0; volume_count],
-                config: peer,
-            })
-            .collect();
-        Engine {
+    /// A Secondary engine with every peer disconnected, each volume as its metadata says.
+    /// Refuses invalid node ids, resync settings, and bitmaps that do not fit their volume or
+    /// name no peer.
+    pub fn new(config: EngineConfig) -> Result<Engine<P>, SyncError> {
+        let node = NodeId::new(config.node_id)?;
+        let mut peers = Vec::with_capacity(config.peers.len());
+        for peer in &config.peers {
+            peers.push(new_peer(node, peer, &config.volumes)?);
+        }
+        let volumes = config.volumes.into_iter().enumerate().map(|(vslot, v)| attach_volume(vslot, v, &mut peers)).collect::<Result<_, _>>()?;
+        Ok(Engine {
             node_id: config.node_id,
+            node,
             role: Role::Secondary,
             open_count: 0,
-            disks: vec![DiskState::UpToDate; volume_count],
-            written_bytes: vec![0; volume_count],
-            volumes: config.volumes,
+            volumes,
             peers,
             next_seq: 1,
             epoch: 1,
@@ -202,7 +282,9 @@ impl<P: Clone> Engine<P> {
             flushes: BTreeMap::new(),
             waiting: VecDeque::new(),
             lower_pending: 0,
-        }
+            random: config.random_seed,
+            next_request_id: 1,
+        })
     }
 
     /// Our role.
@@ -262,6 +344,7 @@ impl<P: Clone> Engine<P> {
     fn conflicts(&self, volume: u16, extent: Extent, waiting_before: usize) -> bool {
         let in_flight = self.in_flight.values().any(|w| w.volume == volume && w.extent.overlaps(&extent));
         in_flight
+            || self.resync_busy(volume, &extent)
             || self.waiting.iter().take(waiting_before).any(|w| {
                 w.volume == volume && op_extent(&w.op).is_some_and(|e| e.overlaps(&extent))
             })
@@ -279,16 +362,18 @@ impl<P: Clone> Engine<P> {
         if self.epoch_must_close || epoch_full {
             self.close_epoch(false, out);
         }
+        let vslot = self.volume_slot(volume).unwrap_or(0);
+        let meta_version = self.new_generation_if_needed(vslot, out);
+        assert!(!self.resync_busy(volume, &extent), "a client write overlaps a resync read or its unconfirmed reply");
         let seq = self.next_seq;
         self.next_seq += 1;
         self.epoch_writes += 1;
-        let vslot = self.volume_slot(volume).unwrap_or(0);
-        self.written_bytes[vslot] += extent.length;
+        self.volumes[vslot].written_bytes += extent.length;
         let mut stages = Vec::with_capacity(self.peers.len());
         for peer in &mut self.peers {
             stages.push(send_to_peer(peer, now, Sent { seq, epoch: self.epoch, volume, extent }, vslot, &disk_op, out));
         }
-        let write = InFlight { request, epoch: self.epoch, volume, extent, local: Stage::Pending, peers: stages };
+        let write = InFlight { request, epoch: self.epoch, volume, extent, local: Stage::Pending, peers: stages, meta_version };
         assert!(self.in_flight.insert(seq, write).is_none(), "sequence numbers are unique");
         self.lower_pending += 1;
         out.push(Action::LocalWrite { io: IoId::Write { seq }, volume, op: disk_op });
@@ -322,8 +407,14 @@ impl<P: Clone> Engine<P> {
 
     // ----- completions ------------------------------------------------------------------
 
-    /// A local I/O requested by a `LocalWrite` or `LocalFlush` action finished.
+    /// A local I/O requested by a `LocalWrite`, `LocalFlush` or `PersistMeta` action
+    /// finished. (A `LocalRead` is answered by [`Engine::local_read_done`].)
     pub fn local_done(&mut self, now: Time, io: IoId, result: Result<(), IoError>, out: &mut Vec<Action<P>>) {
+        self.local_done_inner(now, io, result, out);
+        self.start_resync_reads(out);
+    }
+
+    fn local_done_inner(&mut self, now: Time, io: IoId, result: Result<(), IoError>, out: &mut Vec<Action<P>>) {
         match io {
             IoId::Write { seq } => {
                 self.lower_pending = self.lower_pending.saturating_sub(1);
@@ -351,6 +442,11 @@ impl<P: Clone> Engine<P> {
                     self.peers[slot].receiver.flush_done(epoch, result, out);
                 }
             }
+            IoId::Meta { seq } => self.persist_done(now, seq, result, out),
+            IoId::ResyncWrite { peer, id } => self.resync_write_done(now, peer, id, result, out),
+            // Answered through `local_read_done`; a driver that sends it here has nothing to
+            // complete.
+            IoId::ResyncRead { .. } => {}
         }
     }
 
@@ -364,14 +460,15 @@ impl<P: Clone> Engine<P> {
             Stage::Done(result) => result,
             Stage::Pending => unreachable!("write_is_done requires the local write"),
         };
+        let vslot = self.volume_slot(write.volume).unwrap_or(0);
+        let result = if write.meta_version > 0 && self.volumes[vslot].meta.failed { Err(IoError::Io) } else { result };
         if write.epoch == self.epoch {
             self.epoch_must_close = true;
         }
         if result.is_err() {
             // The local disk holds an unknown part of this write while peers may hold all of
             // it: the blocks may differ everywhere.
-            let vslot = self.volume_slot(write.volume).unwrap_or(0);
-            self.peers.iter_mut().for_each(|peer| peer.out_of_sync[vslot].set(write.extent));
+            self.peers.iter_mut().for_each(|peer| mark(&mut peer.bitmaps[vslot], write.extent));
         }
         out.push(Action::Complete { request: write.request, result });
         self.start_waiting(now, out);
@@ -381,11 +478,17 @@ impl<P: Clone> Engine<P> {
         if write.local == Stage::Pending {
             return false;
         }
-        write.peers.iter().zip(&self.peers).all(|(stage, peer)| match (stage, peer.config.protocol) {
-            (PeerStage::Skipped | PeerStage::Settled, _) => true,
-            (PeerStage::Received { .. }, Protocol::A | Protocol::B) => true,
-            (PeerStage::Sent { .. }, Protocol::A) => true,
-            _ => false,
+        let vslot = self.volume_slot(write.volume).unwrap_or(0);
+        if !self.is_persisted(vslot, write.meta_version) {
+            return false;
+        }
+        write.peers.iter().zip(&self.peers).all(|(stage, peer)| {
+            matches!(
+                (stage, peer.config.protocol),
+                (PeerStage::Skipped | PeerStage::Settled, _)
+                    | (PeerStage::Received { .. }, Protocol::A | Protocol::B)
+                    | (PeerStage::Sent { .. }, Protocol::A)
+            )
         })
     }
 
@@ -428,11 +531,14 @@ impl<P: Clone> Engine<P> {
         p.receiver.new_session();
         let message = PeerMessage::State { role: self.role, disks: self.disk_list() };
         out.push(Action::SendControl { peer, message });
+        for vslot in 0..self.volumes.len() {
+            self.send_handshake(slot, vslot, out);
+        }
         out.push(Action::StateChanged);
     }
 
     fn disk_list(&self) -> Vec<(u16, DiskState)> {
-        self.volumes.iter().zip(&self.disks).map(|(v, d)| (v.number, *d)).collect()
+        self.volumes.iter().map(|v| (v.number, v.disk)).collect()
     }
 
     /// The connection to `peer` ended (`state` says how: NetworkFailure, ProtocolError, ...).
@@ -444,15 +550,22 @@ impl<P: Clone> Engine<P> {
         if p.connection != ConnState::StandAlone {
             p.connection = if state == ConnState::StandAlone { state } else { ConnState::Connecting };
         }
-        p.last_error = (state != ConnState::StandAlone).then_some(format!("{state}: {reason}"));
+        p.last_error = Some(format!("{state}: {reason}"));
         p.role = Role::Unknown;
         p.disks.fill(DiskState::DUnknown);
+        // The bitmaps keep every block whose resync was not confirmed: the next connect
+        // resumes from them.
+        p.syncs.iter_mut().for_each(|sync| *sync = SyncState::Off);
+        let mut drained = vec![false; volumes.len()];
         for sent in p.transfer_log.drain(..) {
             let vslot = volumes.iter().position(|&v| v == sent.volume).unwrap_or(0);
-            p.out_of_sync[vslot].set(sent.extent);
+            mark(&mut p.bitmaps[vslot], sent.extent);
+            drained[vslot] = true;
         }
         p.receiver.connection_lost(out);
+        self.generation_after_loss(slot, &drained, out);
         self.settle_peer_in_flight(now, slot, out);
+        self.start_waiting(now, out);
         if was_connected {
             out.push(Action::StateChanged);
         }
@@ -502,6 +615,15 @@ impl<P: Clone> Engine<P> {
             out.push(Action::Disconnect { peer, state: ConnState::ProtocolError, reason: reason.clone() });
             self.peer_disconnected(now, peer, ConnState::ProtocolError, reason, out);
         }
+        self.start_resync_reads(out);
+    }
+
+    /// Drops the connection to the peer in `slot` with `state` (StandAlone: no reconnect until
+    /// the administrator connects again).
+    fn drop_peer(&mut self, now: Time, slot: usize, state: ConnState, reason: String, out: &mut Vec<Action<P>>) {
+        let peer = self.peers[slot].config.node_id;
+        out.push(Action::Disconnect { peer, state, reason: reason.clone() });
+        self.peer_disconnected(now, peer, state, reason, out);
     }
 
     fn dispatch(&mut self, now: Time, slot: usize, message: PeerMessage<P>, out: &mut Vec<Action<P>>) -> Result<(), String> {
@@ -530,6 +652,19 @@ impl<P: Clone> Engine<P> {
             }
             PeerMessage::BarrierAck { epoch } => self.barrier_acked(slot, epoch, out),
             PeerMessage::State { role, disks } => self.peer_state(slot, role, disks, out),
+            PeerMessage::SyncUuids(message) => self.receive_uuids(now, slot, *message, out),
+            PeerMessage::BitmapChunk { volume, chunk } => self.receive_bitmap_chunk(now, slot, volume, &chunk, out),
+            PeerMessage::ResyncRequest { id, volume, offset, length } => {
+                self.receive_resync_request(now, slot, id, volume, Extent { offset, length })
+            }
+            PeerMessage::ResyncReply { id, volume, offset, length, data } => {
+                self.receive_resync_reply(now, slot, id, volume, Extent { offset, length }, data, out)
+            }
+            PeerMessage::ResyncNegReply { id, volume, offset, length } => {
+                self.receive_resync_neg_reply(now, slot, id, volume, Extent { offset, length }, out)
+            }
+            PeerMessage::ResyncAck { id, volume, ok } => self.receive_resync_ack(now, slot, id, volume, ok, out),
+            PeerMessage::ResyncDone { volume, failed_bytes } => self.receive_resync_done(slot, volume, failed_bytes, out),
         }
     }
 
@@ -544,12 +679,16 @@ impl<P: Clone> Engine<P> {
         if extent.is_none() {
             return Err(format!("write beyond the end of volume {volume}: offset {offset} length {length}"));
         }
+        let Some(extent) = extent else { return Ok(()) };
         // Counted on receipt: a received write is always written (or NegAcked) in order.
-        self.written_bytes[vslot] += length;
+        self.volumes[vslot].written_bytes += length;
         let p = &mut self.peers[slot];
         p.received_bytes[vslot] += length;
+        if let SyncState::Target(target) = &mut p.syncs[vslot] {
+            target.application_active = true;
+        }
         let protocol = p.config.protocol;
-        p.receiver.data(seq, epoch, volume, op, protocol, out)
+        p.receiver.data(seq, epoch, volume, extent, op, protocol, out)
     }
 
     fn acked(&mut self, now: Time, slot: usize, seq: u64, stage: PeerStage, out: &mut Vec<Action<P>>) -> Result<(), String> {
@@ -580,7 +719,7 @@ impl<P: Clone> Engine<P> {
         });
         if let Some((volume, extent)) = found {
             let vslot = self.volume_slot(volume).unwrap_or(0);
-            self.peers[slot].out_of_sync[vslot].set(extent);
+            mark(&mut self.peers[slot].bitmaps[vslot], extent);
         }
     }
 
@@ -627,6 +766,7 @@ impl<P: Clone> Engine<P> {
             if self.peers[slot].connection != ConnState::Connected {
                 continue;
             }
+            self.resync_tick(now, slot, out);
             let oldest = self.oldest_unacked(slot);
             let peer = &mut self.peers[slot];
             let verdict = peer.liveness.check(now, &peer.config, oldest);
@@ -640,6 +780,7 @@ impl<P: Clone> Engine<P> {
                 }
             }
         }
+        self.start_resync_reads(out);
     }
 
     /// When the oldest write still waiting for this peer was sent.
@@ -653,16 +794,34 @@ impl<P: Clone> Engine<P> {
     // ----- roles and administration ----------------------------------------------------
 
     /// Become Primary. Refused while a connected peer is Primary.
+    ///
+    /// With `force` (`primary --force`), a disk that is not UpToDate (a just-created or
+    /// Outdated one, not a sync target mid-resync) becomes UpToDate with a new current
+    /// generation identifier, so it is the source of a full sync; connected peers get a new
+    /// handshake at once. Every volume's primary indicator is persisted before the first
+    /// write as Primary completes.
     pub fn promote(&mut self, force: bool, out: &mut Vec<Action<P>>) -> Result<(), StateError> {
         if let Some(peer) = self.primary_peer() {
             return Err(StateError::PeerIsPrimary { peer: peer.to_string() });
         }
-        if let Some(disk) = self.disks.iter().find(|d| **d != DiskState::UpToDate) {
-            if !force {
-                return Err(StateError::NotUpToDate(*disk));
+        for (vslot, volume) in self.volumes.iter().enumerate() {
+            match volume.disk {
+                DiskState::UpToDate => {}
+                disk if !force => return Err(StateError::NotUpToDate(disk)),
+                DiskState::Inconsistent | DiskState::Outdated | DiskState::Consistent if !self.is_sync_target(vslot) => {}
+                disk => return Err(StateError::CannotForce(disk)),
             }
         }
+        let was_primary = self.role == Role::Primary;
         self.set_role(Role::Primary, out);
+        for vslot in 0..self.volumes.len() {
+            if self.volumes[vslot].disk != DiskState::UpToDate {
+                self.force_up_to_date(vslot, out);
+            } else if !was_primary {
+                self.mark_role_if_all_present(vslot);
+                self.meta_changed(vslot, out);
+            }
+        }
         Ok(())
     }
 
@@ -671,10 +830,18 @@ impl<P: Clone> Engine<P> {
         if self.open_count > 0 {
             return Err(StateError::DeviceInUse { count: self.open_count });
         }
-        if self.role == Role::Primary {
+        let was_primary = self.role == Role::Primary;
+        if was_primary {
             self.close_epoch(false, out);
         }
         self.set_role(Role::Secondary, out);
+        if was_primary {
+            // The primary indicator goes; the driver writes the dirty bitmap pages with it.
+            for vslot in 0..self.volumes.len() {
+                self.volumes[vslot].ids.mark_role(Role::Secondary);
+                self.meta_changed(vslot, out);
+            }
+        }
         Ok(())
     }
 
@@ -724,16 +891,15 @@ impl<P: Clone> Engine<P> {
 
     /// Everything status shows.
     pub fn status(&self) -> EngineStatus {
-        let in_flight = self.in_flight.len() as u64;
+        let in_flight = u64::try_from(self.in_flight.len()).unwrap_or(u64::MAX);
         let volumes = self
             .volumes
             .iter()
-            .enumerate()
-            .map(|(slot, v)| VolumeStatus {
+            .map(|v| VolumeStatus {
                 volume: v.number,
-                disk: self.disks[slot],
+                disk: v.disk,
                 size_bytes: v.size_bytes,
-                written_bytes: self.written_bytes[slot],
+                written_bytes: v.written_bytes,
                 upper_pending: in_flight,
                 lower_pending: self.lower_pending,
             })
@@ -751,17 +917,23 @@ impl<P: Clone> Engine<P> {
             .iter()
             .enumerate()
             .map(|(vslot, v)| {
-                let out_of_sync_bytes = p.out_of_sync[vslot].out_of_sync_bytes();
+                let out_of_sync_bytes = p.bitmaps[vslot].count_set_bytes();
                 let known = p.disks[vslot];
-                let peer_disk = if connected && out_of_sync_bytes > 0 && known == DiskState::UpToDate { DiskState::Outdated } else { known };
+                let sync = &p.syncs[vslot];
+                let peer_disk = match sync {
+                    SyncState::StartingSource(_) | SyncState::Source(_) => DiskState::Inconsistent,
+                    SyncState::Established if out_of_sync_bytes > 0 && known == DiskState::UpToDate => DiskState::Outdated,
+                    _ => known,
+                };
                 PeerVolumeStatus {
                     volume: v.number,
-                    replication: if connected { ReplState::Established } else { ReplState::Off },
+                    replication: sync.repl_state(),
                     peer_disk,
                     sent_bytes: p.sent_bytes[vslot],
                     received_bytes: p.received_bytes[vslot],
                     out_of_sync_bytes,
                     pending: p.receiver.pending(),
+                    resync: sync.progress(),
                 }
             })
             .collect();
@@ -777,10 +949,93 @@ impl<P: Clone> Engine<P> {
     }
 }
 
+/// Whether a write goes to this peer now: connected (its handshake identifiers precede the
+/// write on the data socket) and not Primary itself.
+fn replicates_to<P>(peer: &Peer<P>) -> bool {
+    peer.connection == ConnState::Connected && peer.role != Role::Primary
+}
+
+/// Marks `extent` out of sync in `bitmap`. The extent was checked against the volume, whose
+/// size the bitmap covers, so the range error cannot happen.
+fn mark(bitmap: &mut Bitmap, extent: Extent) {
+    let marked = bitmap.set(extent.offset, extent.length);
+    assert!(marked.is_ok(), "a checked extent lies within its bitmap");
+}
+
+/// A peer as configured: disconnected, with all-clear bitmaps (replaced by the driver's).
+fn new_peer<P: Clone>(local: NodeId, config: &PeerConfig, volumes: &[VolumeConfig]) -> Result<Peer<P>, SyncError> {
+    let node = NodeId::new(config.node_id)?;
+    let nodes = HandshakeNodes::new(local, node)?;
+    if config.max_buffers_pages == 0 {
+        return Err(SyncError::ZeroMaxBuffers);
+    }
+    let rate = ResyncRateController::new(config.resync)?;
+    let mut bitmaps = Vec::with_capacity(volumes.len());
+    for volume in volumes {
+        let given = volume.bitmaps.iter().find(|b| b.peer == config.node_id).map(|b| b.bitmap.clone());
+        let bitmap = match given {
+            Some(bitmap) => bitmap,
+            None => Bitmap::new(volume.size_bytes, BITMAP_GRANULARITY_BYTES_DEFAULT).map_err(|_| SyncError::BitmapSizeMismatch {
+                volume: volume.number,
+                peer: config.node_id,
+                bitmap_bytes: 0,
+                volume_bytes: volume.size_bytes,
+            })?,
+        };
+        if bitmap.data_bytes() != volume.size_bytes {
+            let (volume, peer, bitmap_bytes, volume_bytes) = (volume.number, config.node_id, bitmap.data_bytes(), volume.size_bytes);
+            return Err(SyncError::BitmapSizeMismatch { volume, peer, bitmap_bytes, volume_bytes });
+        }
+        bitmaps.push(bitmap);
+    }
+    let count = volumes.len();
+    Ok(Peer {
+        config: config.clone(),
+        node,
+        nodes,
+        liveness: Liveness::default(),
+        receiver: Receiver::new(config.node_id),
+        connection: ConnState::Connecting,
+        role: Role::Unknown,
+        disks: vec![DiskState::DUnknown; count],
+        last_error: None,
+        transfer_log: VecDeque::new(),
+        bitmaps,
+        syncs: (0..count).map(|_| SyncState::Off).collect(),
+        sent_bytes: vec![0; count],
+        received_bytes: vec![0; count],
+        discard_my_data: false,
+        rate,
+    })
+}
+
+/// The volume as attached; a crashed Primary marks every block out of sync for every peer.
+fn attach_volume<P>(vslot: usize, config: VolumeConfig, peers: &mut [Peer<P>]) -> Result<Volume, SyncError> {
+    for given in &config.bitmaps {
+        let known = peers.iter().any(|p| p.config.node_id == given.peer);
+        let twice = config.bitmaps.iter().filter(|b| b.peer == given.peer).count() > 1;
+        if !known || twice {
+            return Err(SyncError::BitmapPeerUnknown { volume: config.number, peer: given.peer });
+        }
+    }
+    let mut ids = config.ids;
+    if config.crashed_primary {
+        ids.flags.crashed_primary = true;
+    }
+    if ids.flags.crashed_primary {
+        for peer in peers.iter_mut() {
+            if let Some(bitmap) = peer.bitmaps.get_mut(vslot) {
+                bitmap.set_all();
+            }
+        }
+    }
+    Ok(Volume { number: config.number, size_bytes: config.size_bytes, disk: config.disk, ids, written_bytes: 0, meta: persist::MetaIo::default() })
+}
+
 /// Send one write to one peer if it is connected; otherwise mark its blocks out of sync.
 fn send_to_peer<P: Clone>(peer: &mut Peer<P>, now: Time, sent: Sent, vslot: usize, op: &DiskOp<P>, out: &mut Vec<Action<P>>) -> PeerStage {
-    if peer.connection != ConnState::Connected || peer.role == Role::Primary {
-        peer.out_of_sync[vslot].set(sent.extent);
+    if !replicates_to(peer) {
+        mark(&mut peer.bitmaps[vslot], sent.extent);
         return PeerStage::Skipped;
     }
     peer.sent_bytes[vslot] += sent.extent.length;

@@ -1,4 +1,6 @@
-//! The secondary's side of one peer connection: applies received writes epoch by epoch.
+//! The receiving side of one peer connection: applies replicated writes epoch by epoch, and
+//! resync writes (a sync target's replies from its source), each in arrival order with the
+//! writes it overlaps.
 //!
 //! Writes of one epoch are issued to the local disk concurrently as they arrive; writes of a
 //! later epoch are held until the earlier epoch is closed by its barrier and every one of its
@@ -6,22 +8,33 @@
 //! shows a state the primary's disk went through.
 //!
 //! Invariants:
-//! - Only the front epoch has writes in flight (`issued`); later epochs only hold writes.
+//! - **Arrival order for overlapping writes:** a write (replicated or resync) is issued only
+//!   when no write that arrived before it and overlaps it is still pending (asserted when it
+//!   is issued). So two overlapping writes never run concurrently, and the one that arrived
+//!   later lands last. Together with the source's rule (a resync read never runs while a write
+//!   to the same blocks is unconfirmed, and a write waits while a read or its reply is
+//!   unconfirmed) this means older resync data never overwrites a newer write.
+//! - Only writes of the front epoch (and resync writes) are issued; later epochs only hold.
 //! - Epoch keys `(session, epoch)` strictly increase from front to back.
 //! - Acknowledgements are sent only for the current session while connected: a write received
 //!   on an old connection is still applied (protocol B promised the primary it would be), but
 //!   its ack would name a sequence number of a connection that no longer exists.
+//! - Every write held here was admitted by the driver's receive budget (`max-buffers`), so
+//!   the map is bounded by it.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 
+use crate::extent::Extent;
 use crate::state::{ConnState, Protocol};
 use crate::types::{Action, DiskOp, IoError, IoId, PeerMessage};
 
+type EpochKey = (u64, u64);
+
 #[derive(Debug)]
-struct RxEpoch<P> {
-    key: (u64, u64),
-    issued: u32,
-    held: Vec<(u64, u16, DiskOp<P>)>,
+struct RxEpoch {
+    key: EpochKey,
+    /// Writes of this epoch received and not finished.
+    pending: u32,
     /// Some(flush) once the barrier arrived.
     closed: Option<bool>,
     flush: FlushStage,
@@ -34,18 +47,45 @@ enum FlushStage {
     Done,
 }
 
-/// Applies one peer's replicated writes. See the module documentation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Origin {
+    /// A replicated write of epoch `key`.
+    Replicated { seq: u64, key: EpochKey },
+    /// A resync reply for our request `id`.
+    Resync { id: u64 },
+}
+
+#[derive(Debug)]
+struct RxWrite<P> {
+    volume: u16,
+    extent: Extent,
+    origin: Origin,
+    /// Some until the write is issued.
+    op: Option<DiskOp<P>>,
+}
+
+/// Applies one peer's writes. See the module documentation.
 #[derive(Debug)]
 pub(crate) struct Receiver<P> {
     peer: u8,
     session: u64,
     connected: bool,
-    epochs: VecDeque<RxEpoch<P>>,
+    epochs: VecDeque<RxEpoch>,
+    /// Every write received and not finished, by arrival number.
+    writes: BTreeMap<u64, RxWrite<P>>,
+    next_arrival: u64,
 }
 
 impl<P: Clone> Receiver<P> {
     pub(crate) fn new(peer: u8) -> Receiver<P> {
-        Receiver { peer, session: 0, connected: false, epochs: VecDeque::new() }
+        Receiver {
+            peer,
+            session: 0,
+            connected: false,
+            epochs: VecDeque::new(),
+            writes: BTreeMap::new(),
+            next_arrival: 0,
+        }
     }
 
     /// A new connection starts: its epochs come after everything still queued.
@@ -56,60 +96,183 @@ impl<P: Clone> Receiver<P> {
 
     /// Writes received and not yet written.
     pub(crate) fn pending(&self) -> u64 {
-        self.epochs.iter().map(|e| u64::from(e.issued) + e.held.len() as u64).sum()
+        u64::try_from(self.writes.len()).unwrap_or(u64::MAX)
     }
 
-    fn acks_allowed(&self, key: (u64, u64)) -> bool {
+    fn acks_allowed(&self, key: EpochKey) -> bool {
         self.connected && key.0 == self.session
     }
 
-    pub(crate) fn data(&mut self, seq: u64, epoch: u64, volume: u16, op: DiskOp<P>, protocol: Protocol, out: &mut Vec<Action<P>>) -> Result<(), String> {
+    /// A replicated write of `extent` (already checked against the volume).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn data(
+        &mut self,
+        seq: u64,
+        epoch: u64,
+        volume: u16,
+        extent: Extent,
+        op: DiskOp<P>,
+        protocol: Protocol,
+        out: &mut Vec<Action<P>>,
+    ) -> Result<(), String> {
         let key = (self.session, epoch);
-        match self.epochs.back() {
-            Some(back) if key < back.key => return Err(format!("write for epoch {epoch} after a later epoch")),
+        match self.epochs.back_mut() {
+            Some(back) if key < back.key => {
+                return Err(format!("write for epoch {epoch} after a later epoch"))
+            }
             Some(back) if key == back.key && back.closed.is_some() => {
                 return Err(format!("write for epoch {epoch} after its barrier"));
             }
-            Some(back) if key == back.key => {}
-            _ => self.epochs.push_back(RxEpoch { key, issued: 0, held: Vec::new(), closed: None, flush: FlushStage::NotStarted }),
+            Some(back) if key == back.key => back.pending += 1,
+            _ => self.epochs.push_back(RxEpoch {
+                key,
+                pending: 1,
+                closed: None,
+                flush: FlushStage::NotStarted,
+            }),
         }
         if protocol == Protocol::B {
-            out.push(Action::SendControl { peer: self.peer, message: PeerMessage::RecvAck { seq } });
+            out.push(Action::SendControl {
+                peer: self.peer,
+                message: PeerMessage::RecvAck { seq },
+            });
         }
-        let is_front = self.epochs.len() == 1;
-        let peer = self.peer;
-        let Some(back) = self.epochs.back_mut() else { return Ok(()) };
-        if is_front {
-            back.issued += 1;
-            out.push(Action::LocalWrite { io: IoId::PeerWrite { peer, seq }, volume, op });
-        } else {
-            back.held.push((seq, volume, op));
-        }
+        self.admit(volume, extent, Origin::Replicated { seq, key }, op, out);
         Ok(())
     }
 
-    pub(crate) fn barrier(&mut self, epoch: u64, flush: bool, out: &mut Vec<Action<P>>) -> Result<(), String> {
+    /// A resync reply for our request `id`, to be written at `extent`.
+    pub(crate) fn resync(
+        &mut self,
+        id: u64,
+        volume: u16,
+        extent: Extent,
+        op: DiskOp<P>,
+        out: &mut Vec<Action<P>>,
+    ) {
+        self.admit(volume, extent, Origin::Resync { id }, op, out);
+    }
+
+    fn admit(
+        &mut self,
+        volume: u16,
+        extent: Extent,
+        origin: Origin,
+        op: DiskOp<P>,
+        out: &mut Vec<Action<P>>,
+    ) {
+        let arrival = self.next_arrival;
+        self.next_arrival += 1;
+        self.writes.insert(
+            arrival,
+            RxWrite {
+                volume,
+                extent,
+                origin,
+                op: Some(op),
+            },
+        );
+        self.issue(out);
+    }
+
+    pub(crate) fn barrier(
+        &mut self,
+        epoch: u64,
+        flush: bool,
+        out: &mut Vec<Action<P>>,
+    ) -> Result<(), String> {
         let key = (self.session, epoch);
         match self.epochs.back_mut() {
-            Some(back) if key < back.key => return Err(format!("barrier for epoch {epoch} after a later epoch")),
+            Some(back) if key < back.key => {
+                return Err(format!("barrier for epoch {epoch} after a later epoch"))
+            }
             Some(back) if key == back.key => {
                 if back.closed.is_some() {
                     return Err(format!("second barrier for epoch {epoch}"));
                 }
                 back.closed = Some(flush);
             }
-            _ => self.epochs.push_back(RxEpoch { key, issued: 0, held: Vec::new(), closed: Some(flush), flush: FlushStage::NotStarted }),
+            _ => self.epochs.push_back(RxEpoch {
+                key,
+                pending: 0,
+                closed: Some(flush),
+                flush: FlushStage::NotStarted,
+            }),
         }
         self.advance(out);
         Ok(())
     }
 
-    /// A write issued for `seq` finished.
-    pub(crate) fn write_done(&mut self, seq: u64, result: Result<(), IoError>, protocol: Protocol, out: &mut Vec<Action<P>>) {
-        let Some(front) = self.epochs.front_mut() else { return };
-        assert!(front.issued > 0, "a peer write completed that was never issued");
-        front.issued -= 1;
-        let key = front.key;
+    /// Issues every write that may run now: its epoch is the front one (or it is a resync
+    /// write), and no earlier write overlapping it is pending.
+    fn issue(&mut self, out: &mut Vec<Action<P>>) {
+        let front = self.epochs.front().map(|e| e.key);
+        let mut earlier: Vec<(u16, Extent, bool)> = Vec::new();
+        for write in self.writes.values_mut() {
+            let blocked = earlier
+                .iter()
+                .any(|(v, e, _)| *v == write.volume && e.overlaps(&write.extent));
+            let eligible = match write.origin {
+                Origin::Replicated { key, .. } => Some(key) == front,
+                Origin::Resync { .. } => true,
+            };
+            if write.op.is_some() && eligible && !blocked {
+                let running = earlier.iter().any(|(v, e, issued)| {
+                    *issued && *v == write.volume && e.overlaps(&write.extent)
+                });
+                assert!(!running, "two overlapping writes would run concurrently");
+                if let Some(op) = write.op.take() {
+                    let io = match write.origin {
+                        Origin::Replicated { seq, .. } => IoId::PeerWrite {
+                            peer: self.peer,
+                            seq,
+                        },
+                        Origin::Resync { id } => IoId::ResyncWrite {
+                            peer: self.peer,
+                            id,
+                        },
+                    };
+                    out.push(Action::LocalWrite {
+                        io,
+                        volume: write.volume,
+                        op,
+                    });
+                }
+            }
+            earlier.push((write.volume, write.extent, write.op.is_none()));
+        }
+    }
+
+    /// Removes the issued write with this origin; returns it.
+    fn finish(&mut self, matches: impl Fn(Origin) -> bool) -> Option<RxWrite<P>> {
+        let arrival = self
+            .writes
+            .iter()
+            .find(|(_, w)| w.op.is_none() && matches(w.origin))
+            .map(|(&a, _)| a)?;
+        self.writes.remove(&arrival)
+    }
+
+    /// A replicated write issued for `seq` finished.
+    pub(crate) fn write_done(
+        &mut self,
+        seq: u64,
+        result: Result<(), IoError>,
+        protocol: Protocol,
+        out: &mut Vec<Action<P>>,
+    ) {
+        let finished =
+            self.finish(|origin| matches!(origin, Origin::Replicated { seq: s, .. } if s == seq));
+        let Some(RxWrite {
+            origin: Origin::Replicated { key, .. },
+            ..
+        }) = finished
+        else {
+            panic!("a peer write completed that was never issued");
+        };
+        if let Some(epoch) = self.epochs.iter_mut().find(|e| e.key == key) {
+            epoch.pending -= 1;
+        }
         if self.acks_allowed(key) {
             let message = match result {
                 Err(_) => Some(PeerMessage::NegAck { seq }),
@@ -117,15 +280,37 @@ impl<P: Clone> Receiver<P> {
                 Ok(()) => None,
             };
             if let Some(message) = message {
-                out.push(Action::SendControl { peer: self.peer, message });
+                out.push(Action::SendControl {
+                    peer: self.peer,
+                    message,
+                });
             }
         }
         self.advance(out);
+        self.issue(out);
+    }
+
+    /// A resync write issued for request `id` finished; returns its volume and range.
+    pub(crate) fn resync_done(
+        &mut self,
+        id: u64,
+        out: &mut Vec<Action<P>>,
+    ) -> Option<(u16, Extent)> {
+        let finished = self.finish(|origin| origin == Origin::Resync { id })?;
+        self.issue(out);
+        Some((finished.volume, finished.extent))
     }
 
     /// The flush that ends the front epoch finished.
-    pub(crate) fn flush_done(&mut self, epoch: u64, result: Result<(), IoError>, out: &mut Vec<Action<P>>) {
-        let Some(front) = self.epochs.front_mut() else { return };
+    pub(crate) fn flush_done(
+        &mut self,
+        epoch: u64,
+        result: Result<(), IoError>,
+        out: &mut Vec<Action<P>>,
+    ) {
+        let Some(front) = self.epochs.front_mut() else {
+            return;
+        };
         assert_eq!(front.key.1, epoch, "flush completion for the front epoch");
         front.flush = FlushStage::Done;
         let key = front.key;
@@ -133,7 +318,11 @@ impl<P: Clone> Receiver<P> {
             // Never acknowledge an epoch that is not durable: drop the connection instead, so
             // the primary marks everything unacknowledged out of sync.
             let reason = format!("local flush for epoch {epoch} failed");
-            out.push(Action::Disconnect { peer: self.peer, state: ConnState::NetworkFailure, reason });
+            out.push(Action::Disconnect {
+                peer: self.peer,
+                state: ConnState::NetworkFailure,
+                reason,
+            });
             self.connected = false;
         }
         self.advance(out);
@@ -151,33 +340,34 @@ impl<P: Clone> Receiver<P> {
     /// Retire finished epochs from the front and start the next one's writes.
     fn advance(&mut self, out: &mut Vec<Action<P>>) {
         loop {
-            let Some(front) = self.epochs.front_mut() else { return };
+            let Some(front) = self.epochs.front_mut() else {
+                return;
+            };
             let Some(flush) = front.closed else { return };
-            if front.issued > 0 || !front.held.is_empty() {
+            if front.pending > 0 {
                 return;
             }
             if flush && front.flush != FlushStage::Done {
                 if front.flush == FlushStage::NotStarted {
                     front.flush = FlushStage::Running;
-                    out.push(Action::LocalFlush { io: IoId::PeerFlush { peer: self.peer, epoch: front.key.1 } });
+                    out.push(Action::LocalFlush {
+                        io: IoId::PeerFlush {
+                            peer: self.peer,
+                            epoch: front.key.1,
+                        },
+                    });
                 }
                 return;
             }
             let key = front.key;
             self.epochs.pop_front();
             if self.acks_allowed(key) {
-                out.push(Action::SendControl { peer: self.peer, message: PeerMessage::BarrierAck { epoch: key.1 } });
+                out.push(Action::SendControl {
+                    peer: self.peer,
+                    message: PeerMessage::BarrierAck { epoch: key.1 },
+                });
             }
-            self.issue_front(out);
-        }
-    }
-
-    fn issue_front(&mut self, out: &mut Vec<Action<P>>) {
-        let peer = self.peer;
-        let Some(front) = self.epochs.front_mut() else { return };
-        for (seq, volume, op) in front.held.drain(..) {
-            front.issued += 1;
-            out.push(Action::LocalWrite { io: IoId::PeerWrite { peer, seq }, volume, op });
+            self.issue(out);
         }
     }
 }

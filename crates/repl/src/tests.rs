@@ -11,6 +11,11 @@ const VOLUME_BYTES: u64 = 1 << 20;
 const A: usize = 0;
 const B: usize = 1;
 
+mod resync;
+
+/// The current generation both test disks start with (equal: in sync).
+const SYNCED_UUID: u64 = 0x1000;
+
 fn peer_config(node_id: u8, protocol: Protocol) -> PeerConfig {
     PeerConfig {
         node_id,
@@ -21,15 +26,27 @@ fn peer_config(node_id: u8, protocol: Protocol) -> PeerConfig {
         ping_timeout: Duration::from_millis(500),
         timeout: Duration::from_secs(6),
         ko_count: 7,
+        max_buffers_pages: 2048,
+        // Fast enough that the resync tests finish in a few ticks.
+        resync: ResyncRateConfig { resync_rate_kib_per_s: 1 << 20, c_plan_ahead: Duration::ZERO, ..ResyncRateConfig::default() },
+        split_brain: SplitBrainPolicies::default(),
     }
 }
 
+/// A volume in sync with its peer's (same current generation, UpToDate).
+fn synced_volume() -> VolumeConfig {
+    let mut ids = GenerationIds::just_created();
+    ids.current = SYNCED_UUID;
+    VolumeConfig { ids, disk: DiskState::UpToDate, ..VolumeConfig::fresh(0, VOLUME_BYTES) }
+}
+
+fn engine_with(node_id: u8, peer: PeerConfig, volume: VolumeConfig) -> Engine<Vec<u8>> {
+    let config = EngineConfig { node_id, volumes: vec![volume], peers: vec![peer], random_seed: 0x5eed + u64::from(node_id) };
+    Engine::new(config).expect("valid test configuration")
+}
+
 fn engine(node_id: u8, peer: u8, protocol: Protocol) -> Engine<Vec<u8>> {
-    Engine::new(EngineConfig {
-        node_id,
-        volumes: vec![VolumeConfig { number: 0, size_bytes: VOLUME_BYTES }],
-        peers: vec![peer_config(peer, protocol)],
-    })
+    engine_with(node_id, peer_config(peer, protocol), synced_volume())
 }
 
 /// Two engines, their disks, and the messages and I/O in flight between them.
@@ -43,6 +60,14 @@ struct Pair {
     local: [VecDeque<Action<Vec<u8>>>; 2],
     completed: Vec<(RequestId, Result<(), IoError>)>,
     disconnects: Vec<(usize, ConnState)>,
+    /// The last metadata each node persisted.
+    persisted: [Option<VolumeMeta>; 2],
+    /// Split brains each node reported.
+    split_brains: Vec<(usize, Resolution)>,
+    /// Resync payload bytes each node sent (replies).
+    resync_sent_bytes: [u64; 2],
+    /// Resync request bytes each node sent.
+    resync_requested_bytes: [u64; 2],
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -52,16 +77,26 @@ enum Kind {
 }
 
 impl Pair {
-    fn new(protocol: Protocol) -> Pair {
-        let mut pair = Pair {
-            nodes: [engine(0, 1, protocol), engine(1, 0, protocol)],
+    /// Two engines, not connected.
+    fn unconnected(nodes: [Engine<Vec<u8>>; 2]) -> Pair {
+        Pair {
+            nodes,
             disks: [vec![0; VOLUME_BYTES as usize], vec![0; VOLUME_BYTES as usize]],
             now: Time(1),
             links: [VecDeque::new(), VecDeque::new()],
             local: [VecDeque::new(), VecDeque::new()],
             completed: Vec::new(),
             disconnects: Vec::new(),
-        };
+            persisted: [None, None],
+            split_brains: Vec::new(),
+            resync_sent_bytes: [0, 0],
+            resync_requested_bytes: [0, 0],
+        }
+    }
+
+    /// Connected, in sync, A Primary.
+    fn new(protocol: Protocol) -> Pair {
+        let mut pair = Pair::unconnected([engine(0, 1, protocol), engine(1, 0, protocol)]);
         pair.connect();
         let mut out = Vec::new();
         pair.nodes[A].promote(false, &mut out).expect("promote");
@@ -83,7 +118,18 @@ impl Pair {
         let to = 1 - from;
         for action in actions {
             match action {
-                Action::LocalWrite { .. } | Action::LocalFlush { .. } => self.local[from].push_back(action),
+                Action::LocalWrite { .. } | Action::LocalFlush { .. } | Action::LocalRead { .. } | Action::PersistMeta { .. } => {
+                    self.local[from].push_back(action)
+                }
+                Action::SendOnData { message, .. } => {
+                    match &message {
+                        PeerMessage::ResyncReply { length, .. } => self.resync_sent_bytes[from] += length,
+                        PeerMessage::ResyncRequest { length, .. } => self.resync_requested_bytes[from] += length,
+                        _ => {}
+                    }
+                    self.links[to].push_back((Kind::Data, message));
+                }
+                Action::SplitBrain { resolution, .. } => self.split_brains.push((from, resolution)),
                 Action::SendData { seq, epoch, volume, op, .. } => {
                     let offset = match &op {
                         DiskOp::Write { offset, .. } | DiskOp::Trim { offset, .. } | DiskOp::WriteZeroes { offset, .. } => *offset,
@@ -117,19 +163,34 @@ impl Pair {
     /// Perform one local I/O of `node`; false if none was waiting.
     fn run_local(&mut self, node: usize) -> bool {
         let Some(action) = self.local[node].pop_front() else { return false };
+        self.perform(node, action);
+        true
+    }
+
+    /// Performs one local I/O action of `node` and answers it.
+    fn perform(&mut self, node: usize, action: Action<Vec<u8>>) {
+        let mut out = Vec::new();
         let io = match action {
             Action::LocalWrite { io, op: DiskOp::Write { offset, data, .. }, .. } => {
                 let start = offset as usize;
                 self.disks[node][start..start + data.len()].copy_from_slice(&data);
                 io
             }
+            Action::LocalRead { io, offset, length, .. } => {
+                let data = self.disks[node][offset as usize..(offset + length) as usize].to_vec();
+                self.nodes[node].local_read_done(self.now, io, Ok(data), &mut out);
+                self.route(node, out);
+                return;
+            }
+            Action::PersistMeta { io, meta, .. } => {
+                self.persisted[node] = Some(*meta);
+                io
+            }
             Action::LocalWrite { io, .. } | Action::LocalFlush { io } => io,
             _ => unreachable!("only local I/O is queued"),
         };
-        let mut out = Vec::new();
         self.nodes[node].local_done(self.now, io, Ok(()), &mut out);
         self.route(node, out);
-        true
     }
 
     fn deliver_all(&mut self) {
@@ -236,7 +297,9 @@ fn disconnected_peer_does_not_block_writes_and_is_marked_out_of_sync() {
     let mut pair = Pair::new(Protocol::C);
     pair.disconnect();
     pair.write(1, 8192, 7, 8192);
-    pair.run_local(A);
+    // drbd-semantics.md §2: the first write with the peer away starts a new generation, which
+    // is persisted before the write completes.
+    while pair.run_local(A) {}
     assert!(pair.is_complete(1));
     assert_eq!(pair.out_of_sync(), 8192);
 }
@@ -248,6 +311,10 @@ fn peer_lost_mid_write_completes_the_write_and_marks_it() {
     pair.run_local(A);
     assert!(!pair.is_complete(1));
     pair.disconnect();
+    // drbd-semantics.md §2: losing the peer with the write unconfirmed starts a new
+    // generation at once; the write completes when it is persisted.
+    assert!(!pair.is_complete(1), "waits for the new generation to be persisted");
+    while pair.run_local(A) {}
     assert!(pair.is_complete(1), "the write no longer waits for the lost peer");
     assert_eq!(pair.out_of_sync(), 4096);
 }
@@ -335,6 +402,7 @@ fn a_peer_that_never_answers_a_write_is_dropped_after_ko_count_timeouts() {
     assert!(pair.disconnects.is_empty(), "41 s < 7 x 6 s");
     pair.tick(A, Duration::from_secs(2));
     assert_eq!(pair.disconnects, vec![(A, ConnState::Timeout)]);
+    while pair.run_local(A) {}
     assert!(pair.is_complete(1), "the write completes once the peer is dropped");
 }
 

@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::after_split_brain::Resolution;
 use crate::state::{ConnState, DiskState, Protocol, ReplState, Role};
+use crate::uuid::GenerationIds;
 
 /// Monotonic time in nanoseconds since an arbitrary origin chosen by the driver.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
@@ -71,6 +73,12 @@ pub enum IoId {
     PeerWrite { peer: u8, seq: u64 },
     /// The flush that ends a peer's epoch.
     PeerFlush { peer: u8, epoch: u64 },
+    /// A [`Action::PersistMeta`] (metadata write, made durable before it is answered).
+    Meta { seq: u64 },
+    /// A sync source's read of the range a sync target requested (`id` is the target's).
+    ResyncRead { peer: u8, id: u64 },
+    /// A sync target's write of a range received from its source (`id` is its request's).
+    ResyncWrite { peer: u8, id: u64 },
 }
 
 /// Why a local I/O failed.
@@ -118,6 +126,94 @@ pub enum PeerMessage<P> {
     BarrierAck { epoch: u64 },
     /// The peer's role and disk states changed.
     State { role: Role, disks: Vec<(u16, DiskState)> },
+    /// The peer's generation identifiers for one volume (data socket).
+    SyncUuids(Box<UuidsMessage>),
+    /// One RLE chunk (`meta::RleEncoder` format) of the peer's bitmap for us (data socket).
+    BitmapChunk { volume: u16, chunk: Vec<u8> },
+    /// The sync target asks for `length` bytes at `offset` (data socket).
+    ResyncRequest { id: u64, volume: u16, offset: u64, length: u64 },
+    /// The sync source's data for request `id` (data socket; wire: header plus payload).
+    ResyncReply { id: u64, volume: u16, offset: u64, length: u64, data: P },
+    /// The sync source could not read the range of request `id` (data socket).
+    ResyncNegReply { id: u64, volume: u16, offset: u64, length: u64 },
+    /// The sync target wrote (`ok`) or failed to write the range of reply `id` (data socket).
+    ResyncAck { id: u64, volume: u16, ok: bool },
+    /// The sync target has every block it lacked, except `failed_bytes` (data socket).
+    ResyncDone { volume: u16, failed_bytes: u64 },
+}
+
+/// Why generation identifiers are sent ([`PeerMessage::SyncUuids`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum UuidsPurpose {
+    /// The sync handshake: after a connect, or again after a local change such as
+    /// `primary --force`. The receiver answers with its own (if it has not sent them for this
+    /// round) and both sides decide with [`crate::compare`]. Wire value 0.
+    Handshake,
+    /// `new-current-uuid --clear-bitmap`: the receiver takes these identifiers over and
+    /// becomes UpToDate without a resync. Wire value 1.
+    Adopt,
+    /// The sync source starts the resync: `ids.bitmap[target]` is the new sync identifier,
+    /// which the target makes its current, and `ids` are what the target adopts when the
+    /// resync finishes. Wire value 2.
+    SyncStart,
+}
+
+/// The body of [`PeerMessage::SyncUuids`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UuidsMessage {
+    /// Volume number.
+    pub volume: u16,
+    /// Why they were sent.
+    pub purpose: UuidsPurpose,
+    /// The sender's role.
+    pub role: Role,
+    /// The sender's disk state.
+    pub disk: DiskState,
+    /// The sender's identifiers, with the handshake flags (`discard-my-data`,
+    /// crashed-primary).
+    pub ids: GenerationIds,
+    /// Bits set in the sender's bitmap for the receiver.
+    pub bitmap_bits: u64,
+}
+
+/// What the driver persists for one volume ([`Action::PersistMeta`]): the superblock fields
+/// that the engine changes.
+///
+/// Mapping to `meta::Superblock`: `current_uuid`/`history_uuids` = `ids.current`/
+/// `ids.history`; each peer slot's `bitmap_uuid` = `ids.bitmap[node id]`;
+/// `flags.consistent` = [`VolumeMeta::consistent`]; `flags.was_up_to_date` =
+/// [`VolumeMeta::was_up_to_date`]; `flags.primary_indicator` = `primary`;
+/// `flags.crashed_primary` = `ids.flags.crashed_primary`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VolumeMeta {
+    /// The generation identifiers (flags included).
+    pub ids: GenerationIds,
+    /// The disk state.
+    pub disk: DiskState,
+    /// Whether this node is Primary (found set on restart: the Primary crashed).
+    pub primary: bool,
+}
+
+impl VolumeMeta {
+    /// Whether the data is consistent (not a resync target, never synced or failed).
+    pub fn consistent(&self) -> bool {
+        matches!(self.disk, DiskState::UpToDate | DiskState::Outdated | DiskState::Consistent)
+    }
+
+    /// Whether the data was UpToDate.
+    pub fn was_up_to_date(&self) -> bool {
+        self.disk == DiskState::UpToDate
+    }
+
+    /// The disk state to attach with, from the superblock flags: consistent and UpToDate →
+    /// UpToDate; consistent only → Outdated; otherwise Inconsistent.
+    pub fn attach_disk_state(consistent: bool, was_up_to_date: bool) -> DiskState {
+        match (consistent, was_up_to_date) {
+            (true, true) => DiskState::UpToDate,
+            (true, false) => DiskState::Outdated,
+            (false, _) => DiskState::Inconsistent,
+        }
+    }
 }
 
 /// What the engine asks the driver to do.
@@ -133,6 +229,19 @@ pub enum Action<P> {
     SendBarrier { peer: u8, epoch: u64, flush: bool },
     /// Send a control message (acks, pings, state) on the control socket.
     SendControl { peer: u8, message: PeerMessage<P> },
+    /// Send a handshake, bitmap or resync message on the **data** socket, in order with
+    /// `SendData` and `SendBarrier` for the same peer.
+    SendOnData { peer: u8, message: PeerMessage<P> },
+    /// Read `length` bytes at `offset`; answer with `local_read_done(io)`.
+    LocalRead { io: IoId, volume: u16, offset: u64, length: u64 },
+    /// Write `meta` to the volume's superblock and make it durable (after writing the dirty
+    /// bitmap pages: [`crate::Engine::take_dirty_bitmap_pages`]); answer with
+    /// `local_done(io)`. At most one is in flight per volume, so they never race.
+    PersistMeta { io: IoId, volume: u16, meta: Box<VolumeMeta> },
+    /// A split brain was detected with `peer` on `volume`. Run the `initial-split-brain`
+    /// handler; if `resolution` is [`Resolution::Disconnect`] (the peer is now StandAlone)
+    /// also the `split-brain` handler.
+    SplitBrain { peer: u8, volume: u16, resolution: Resolution, detail: String },
     /// Close the connection to a peer (the driver reconnects unless it is StandAlone).
     Disconnect { peer: u8, state: ConnState, reason: String },
     /// Answer a client request.
@@ -156,6 +265,13 @@ pub enum StateError {
     /// The local disk is not UpToDate and promotion was not forced.
     #[error("local disk is {0}; refusing to become Primary without --force")]
     NotUpToDate(DiskState),
+    /// The local disk cannot be made UpToDate by force (a sync target mid-resync, or no
+    /// disk).
+    #[error("local disk is {0}; it cannot be forced UpToDate")]
+    CannotForce(DiskState),
+    /// A handshake or resync with a peer is running; the request must wait for it.
+    #[error("a handshake or resync with peer {peer} is in progress")]
+    SyncInProgress { peer: String },
 }
 
 /// A snapshot of everything `status` shows for one resource.
@@ -224,4 +340,35 @@ pub struct PeerVolumeStatus {
     pub out_of_sync_bytes: u64,
     /// Writes received from the peer not yet written.
     pub pending: u64,
+    /// The running resync (SyncSource / SyncTarget), if any.
+    pub resync: Option<ResyncProgress>,
+}
+
+/// Progress of a resync, for `done:NN.NN` and the rate.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ResyncProgress {
+    /// Bytes to move when the resync started (`rs-total`).
+    pub total_bytes: u64,
+    /// Bytes moved and confirmed so far.
+    pub done_bytes: u64,
+    /// Bytes that could not be read or written (they stay out of sync).
+    pub failed_bytes: u64,
+    /// Resync requests in flight, in bytes (`rs-in-flight`).
+    pub in_flight_bytes: u64,
+    /// Bytes per second moved over the last few seconds.
+    pub rate_bytes_per_s: u64,
+}
+
+impl ResyncProgress {
+    /// Percent done, as `drbdsetup status` prints it (`done:37.50`): 100 when nothing was to
+    /// be moved.
+    pub fn percent_done(&self) -> f64 {
+        if self.total_bytes == 0 {
+            return 100.0;
+        }
+        let done = self.done_bytes.saturating_add(self.failed_bytes).min(self.total_bytes);
+        // In hundredths of a percent, which is all `done:NN.NN` shows: at most 10000.
+        let hundredths = u128::from(done) * 10_000 / u128::from(self.total_bytes);
+        f64::from(u32::try_from(hundredths).unwrap_or(10_000)) / 100.0
+    }
 }

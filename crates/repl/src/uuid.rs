@@ -69,6 +69,29 @@ pub enum SyncError {
     /// The dynamic controller in delay-target mode with a delay target of zero.
     #[error("c-delay-target must be positive when c-fill-target is 0")]
     ZeroDelayTarget,
+    /// A bitmap given for a node that is not a peer of this resource (or given twice).
+    #[error("volume {volume}: bitmap for node-id {peer}, which is not a peer (or is listed twice)")]
+    BitmapPeerUnknown {
+        /// The volume.
+        volume: u16,
+        /// The node id the bitmap claims.
+        peer: u8,
+    },
+    /// A bitmap that does not cover the volume exactly.
+    #[error("volume {volume}: the bitmap for node-id {peer} covers {bitmap_bytes} bytes, the volume has {volume_bytes}")]
+    BitmapSizeMismatch {
+        /// The volume.
+        volume: u16,
+        /// The peer the bitmap is for.
+        peer: u8,
+        /// Bytes the bitmap covers.
+        bitmap_bytes: u64,
+        /// Bytes of the volume.
+        volume_bytes: u64,
+    },
+    /// `max-buffers` of zero pages: a resync could never request anything.
+    #[error("max-buffers must be at least 1 page")]
+    ZeroMaxBuffers,
 }
 
 /// A validated node id (`< NODE_SLOTS_MAX`), usable as a bitmap slot index.
@@ -295,6 +318,20 @@ impl GenerationIds {
     pub fn clear_bitmap_uuid(&mut self, peer: NodeId) {
         let old = std::mem::take(&mut self.bitmap[peer.slot()]);
         self.push_history(old);
+    }
+
+    /// Starts a resync as its source: `peer`'s bitmap identifier becomes a fresh identifier
+    /// (returned), which the target makes its current (DRBD's sync UUID). The previous bitmap
+    /// identifier moves into the history.
+    ///
+    /// So an interrupted resync resumes on the next connect by the bitmap rules (the target's
+    /// current is our bitmap identifier for it), whatever rule started it (full sync, split
+    /// brain resolution, crashed primary), instead of being decided again.
+    pub fn new_sync_uuid(&mut self, peer: NodeId, random: u64) -> u64 {
+        let sync = self.fresh_uuid(random);
+        let old = std::mem::replace(&mut self.bitmap[peer.slot()], sync);
+        self.push_history(old);
+        sync
     }
 
     /// Takes over the sync source's identifiers when a resync as target finished.

@@ -106,6 +106,12 @@ impl<'a> Reader<'a> {
         Ok(count)
     }
 
+    /// Takes every byte left (for a field that runs to the end of the body, whose length the
+    /// frame header has already bounded).
+    pub(crate) fn rest(&mut self) -> &'a [u8] {
+        std::mem::take(&mut self.rest)
+    }
+
     /// Ends the read: leftover bytes are an error, so each message has one encoding.
     pub(crate) fn finish(self, kind: u16) -> Result<(), WireError> {
         if self.rest.is_empty() {

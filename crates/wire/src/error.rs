@@ -140,4 +140,24 @@ pub enum WireError {
         /// The requested payload length.
         payload_len: u32,
     },
+    /// The purpose byte of a `SyncUuids` is not one this version defines.
+    #[error("invalid purpose {value} in sync_uuids")]
+    InvalidUuidsPurpose {
+        /// The byte found.
+        value: u8,
+    },
+    /// A `SyncUuids` carries flag bits this version does not define.
+    #[error("sync_uuids has unknown flags {flags:#x}")]
+    UnknownUuidFlags {
+        /// The flags found or given.
+        flags: u64,
+    },
+    /// The encoder was given a bitmap chunk that is empty or longer than a frame allows.
+    #[error("bitmap chunk of {len} bytes (must be 1..={max})")]
+    BitmapChunkLength {
+        /// The chunk's length.
+        len: usize,
+        /// The longest chunk allowed.
+        max: usize,
+    },
 }

@@ -12,7 +12,6 @@
 #[cfg(test)]
 mod tests;
 
-use crate::kind::DATA_HEADER_LEN_U32;
 use crate::{widen, Kind, Message, WireError};
 
 /// Length of the frame header.
@@ -108,13 +107,15 @@ impl FrameHeader {
         Ok(kind)
     }
 
-    /// Payload bytes that follow the message part: `body_len - DATA_HEADER_LEN` for `Data`,
-    /// 0 for every other kind (and for a header too short to hold a data header).
+    /// Payload bytes that follow the message part: `body_len` minus the fixed header for
+    /// `Data` and `ResyncReply`, 0 for every other kind (and for an unknown kind, or a header
+    /// too short to hold the fixed header).
     pub fn payload_len(&self) -> u32 {
-        if self.kind == Kind::Data.to_wire() {
-            self.body_len.saturating_sub(DATA_HEADER_LEN_U32)
-        } else {
-            0
+        match Kind::from_wire(self.kind) {
+            Ok(kind) if kind.has_payload() => {
+                self.body_len.saturating_sub(kind.payload_header_len())
+            }
+            _ => 0,
         }
     }
 

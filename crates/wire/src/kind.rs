@@ -3,7 +3,9 @@
 //! Invariants (checked at compile time below):
 //! - every kind number is nonzero and appears once in [`Kind::ALL`];
 //! - every kind's `body_len_min <= body_len_max <= BODY_LEN_MAX`;
-//! - every kind's message part (the body minus any data payload) fits in [`MESSAGE_LEN_MAX`].
+//! - every kind's message part (the body minus any data payload) fits in [`MESSAGE_LEN_MAX`];
+//! - exactly the payload kinds (`Data`, `ResyncReply`) have a fixed message part, so the
+//!   payload length is `body_len` minus that part.
 
 use crate::{widen, SocketKind, WireError, BODY_LEN_MAX};
 
@@ -19,9 +21,29 @@ pub(crate) const DATA_HEADER_LEN_U32: u32 = 28;
 pub const DATA_PAYLOAD_LEN_MAX: u32 = 64 * 1024 * 1024;
 /// Length of the body of `Trim` and `WriteZeroes`.
 pub const RANGE_HEADER_LEN: usize = 8 + 8 + 8 + 4 + 2;
-/// Upper bound of the message part of any frame: the whole body for every kind but `Data`,
-/// and the data header for `Data`.
-pub const MESSAGE_LEN_MAX: usize = 1024;
+/// Upper bound of the message part of any frame: the whole body for every kind without a
+/// payload, and the fixed header for `Data` and `ResyncReply`.
+pub const MESSAGE_LEN_MAX: usize = 4096;
+/// Length of the body of a `ResyncRequest`: id, volume, offset, length.
+pub const RESYNC_REQUEST_LEN: usize = 8 + 2 + 8 + 4;
+/// Length of the fixed header at the start of a `ResyncReply` body: id, volume, offset.
+pub const RESYNC_REPLY_HEADER_LEN: usize = 8 + 2 + 8;
+/// `RESYNC_REPLY_HEADER_LEN` in the type of `FrameHeader::body_len`.
+pub(crate) const RESYNC_REPLY_HEADER_LEN_U32: u32 = 18;
+/// Length of the body of a `ResyncNegReply`: id, volume, offset, length, errno.
+pub const RESYNC_NEG_REPLY_LEN: usize = 8 + 2 + 8 + 4 + 4;
+/// Length of the body of a `ResyncAck`: id, volume, ok.
+pub const RESYNC_ACK_LEN: usize = 8 + 2 + 1;
+/// Length of the body of a `ResyncDone`: volume, failed bytes.
+pub const RESYNC_DONE_LEN: usize = 2 + 8;
+/// Slots of bitmap identifiers and of history identifiers in a `SyncUuids` (one per node id,
+/// and DRBD's history depth).
+pub const UUID_SLOTS: usize = 32;
+/// Length of the body of a `SyncUuids`: volume, purpose, role, disk state, flags, bitmap
+/// bits, current, bitmap identifiers, history identifiers.
+pub const SYNC_UUIDS_LEN: usize = 2 + 1 + 1 + 1 + 8 + 8 + 8 + 8 * UUID_SLOTS + 8 * UUID_SLOTS;
+/// Most RLE bytes one `BitmapChunk` carries (its body is the volume number, then these bytes).
+pub const BITMAP_CHUNK_LEN_MAX: usize = MESSAGE_LEN_MAX - 2;
 
 /// Length of a string's length prefix.
 pub(crate) const STRING_PREFIX_LEN: usize = 2;
@@ -78,11 +100,25 @@ pub enum Kind {
     PeerState = 0x0206,
     /// Control socket: graceful disconnect.
     Disconnect = 0x0207,
+    /// Data socket (target to source): send me this range of your disk.
+    ResyncRequest = 0x0300,
+    /// Data socket (source to target): the range asked for, followed by its payload.
+    ResyncReply = 0x0301,
+    /// Data socket (source to target): the range asked for could not be read.
+    ResyncNegReply = 0x0302,
+    /// Data socket (target to source): the range of a reply is on the target's disk (or not).
+    ResyncAck = 0x0303,
+    /// Data socket (target to source): every block of the resync was requested and answered.
+    ResyncDone = 0x0304,
+    /// Data socket: the sender's generation identifiers for one volume (the sync handshake).
+    SyncUuids = 0x0400,
+    /// Data socket: one RLE chunk of the sender's out-of-sync bitmap for one volume.
+    BitmapChunk = 0x0401,
 }
 
 impl Kind {
     /// Every kind, in kind-number order.
-    pub const ALL: [Kind; 16] = [
+    pub const ALL: [Kind; 23] = [
         Kind::Hello,
         Kind::AuthResponse,
         Kind::AuthResult,
@@ -99,6 +135,13 @@ impl Kind {
         Kind::BarrierAck,
         Kind::PeerState,
         Kind::Disconnect,
+        Kind::ResyncRequest,
+        Kind::ResyncReply,
+        Kind::ResyncNegReply,
+        Kind::ResyncAck,
+        Kind::ResyncDone,
+        Kind::SyncUuids,
+        Kind::BitmapChunk,
     ];
 
     /// The kind number carried in the frame header.
@@ -120,12 +163,25 @@ impl Kind {
     }
 
     /// Whether this kind may be sent on the given socket. Handshake kinds go on both.
+    ///
+    /// Every resync, generation-identifier and bitmap kind goes on the data socket, so that it
+    /// is ordered with the writes: the identifiers precede the first write after a connect,
+    /// the bitmap precedes the first resync request, and a resync reply is ordered with the
+    /// writes of the same blocks.
     pub const fn allowed_on(self, socket: SocketKind) -> bool {
         match self {
             Kind::Hello | Kind::AuthResponse | Kind::AuthResult | Kind::Refuse => true,
-            Kind::Data | Kind::Trim | Kind::WriteZeroes | Kind::Barrier => {
-                matches!(socket, SocketKind::Data)
-            }
+            Kind::Data
+            | Kind::Trim
+            | Kind::WriteZeroes
+            | Kind::Barrier
+            | Kind::ResyncRequest
+            | Kind::ResyncReply
+            | Kind::ResyncNegReply
+            | Kind::ResyncAck
+            | Kind::ResyncDone
+            | Kind::SyncUuids
+            | Kind::BitmapChunk => matches!(socket, SocketKind::Data),
             Kind::Ping
             | Kind::PingAck
             | Kind::RecvAck
@@ -139,7 +195,16 @@ impl Kind {
 
     /// Whether frames of this kind carry a payload after the message part.
     pub const fn has_payload(self) -> bool {
-        matches!(self, Kind::Data)
+        matches!(self, Kind::Data | Kind::ResyncReply)
+    }
+
+    /// The fixed message part of a payload kind (in the type of `body_len`); 0 for the others.
+    pub(crate) const fn payload_header_len(self) -> u32 {
+        match self {
+            Kind::Data => DATA_HEADER_LEN_U32,
+            Kind::ResyncReply => RESYNC_REPLY_HEADER_LEN_U32,
+            _ => 0,
+        }
     }
 
     /// The smallest `body_len` a frame of this kind can have.
@@ -148,6 +213,7 @@ impl Kind {
             Kind::Hello => HELLO_LEN_MIN,
             Kind::PeerState => PEER_STATE_LEN_MIN,
             Kind::Refuse | Kind::Disconnect => STRING_PREFIX_LEN,
+            Kind::BitmapChunk => 2 + 1,
             _ => self.body_len_fixed(),
         }
     }
@@ -159,6 +225,8 @@ impl Kind {
             Kind::PeerState => PEER_STATE_LEN_MAX,
             Kind::Refuse | Kind::Disconnect => REASON_LEN_MAX,
             Kind::Data => DATA_HEADER_LEN + widen(DATA_PAYLOAD_LEN_MAX),
+            Kind::ResyncReply => RESYNC_REPLY_HEADER_LEN + widen(DATA_PAYLOAD_LEN_MAX),
+            Kind::BitmapChunk => 2 + BITMAP_CHUNK_LEN_MAX,
             _ => self.body_len_fixed(),
         }
     }
@@ -166,7 +234,7 @@ impl Kind {
     /// The largest message part (body without payload) of this kind.
     pub const fn message_len_max(self) -> usize {
         if self.has_payload() {
-            DATA_HEADER_LEN
+            widen(self.payload_header_len())
         } else {
             self.body_len_max()
         }
@@ -186,6 +254,13 @@ impl Kind {
             Kind::Hello => HELLO_LEN_MIN,
             Kind::PeerState => PEER_STATE_LEN_MIN,
             Kind::Refuse | Kind::Disconnect => STRING_PREFIX_LEN,
+            Kind::ResyncRequest => RESYNC_REQUEST_LEN,
+            Kind::ResyncReply => RESYNC_REPLY_HEADER_LEN,
+            Kind::ResyncNegReply => RESYNC_NEG_REPLY_LEN,
+            Kind::ResyncAck => RESYNC_ACK_LEN,
+            Kind::ResyncDone => RESYNC_DONE_LEN,
+            Kind::SyncUuids => SYNC_UUIDS_LEN,
+            Kind::BitmapChunk => 2 + 1,
         }
     }
 }
@@ -199,6 +274,10 @@ const fn kinds_are_consistent() -> bool {
         assert!(kind.body_len_min() <= kind.body_len_max());
         assert!(kind.body_len_max() <= widen(BODY_LEN_MAX));
         assert!(kind.message_len_max() <= MESSAGE_LEN_MAX);
+        assert!(kind.has_payload() == (kind.payload_header_len() != 0));
+        if kind.has_payload() {
+            assert!(widen(kind.payload_header_len()) == kind.body_len_min());
+        }
         // Kind numbers are unique because `ALL` is strictly ascending.
         if let Some(previous) = previous {
             assert!(previous.to_wire() < kind.to_wire());
@@ -213,6 +292,9 @@ const _: () = assert!(kinds_are_consistent());
 const _: () = assert!(DATA_HEADER_LEN == 28);
 const _: () = assert!(widen(DATA_HEADER_LEN_U32) == DATA_HEADER_LEN);
 const _: () = assert!(RANGE_HEADER_LEN == 30);
+const _: () = assert!(widen(RESYNC_REPLY_HEADER_LEN_U32) == RESYNC_REPLY_HEADER_LEN);
+const _: () = assert!(SYNC_UUIDS_LEN == 541);
+const _: () = assert!(SYNC_UUIDS_LEN <= MESSAGE_LEN_MAX);
 const _: () = assert!(HELLO_LEN_MIN == 60);
 const _: () = assert!(HELLO_LEN_MAX == 955);
 // A full data frame body (header plus the largest payload) stays within the global bound,

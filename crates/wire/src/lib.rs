@@ -27,9 +27,11 @@
 //! | 12     | 4    | `header_crc` | CRC-32C of bytes 0..12                               |
 //!
 //! A `Data` frame's body is a fixed [`DATA_HEADER_LEN`]-byte [`DataHeader`] followed by the
-//! write payload. The payload is not part of the decoded [`Message`]: the receiver reads it
-//! straight into its own aligned buffer ([`FrameHeader::payload_len`] says how long it is), and
-//! the sender writes it after the bytes produced by [`Message::encode`].
+//! write payload; a `ResyncReply` frame's body is a fixed [`RESYNC_REPLY_HEADER_LEN`]-byte
+//! [`ResyncReplyHeader`] followed by the data read. The payload is not part of the decoded
+//! [`Message`]: the receiver reads it straight into its own aligned buffer
+//! ([`FrameHeader::payload_len`] says how long it is), and the sender writes it after the bytes
+//! produced by [`Message::encode`].
 //!
 //! Strings are a `u16` byte length followed by UTF-8 bytes, at most [`STRING_LEN_MAX`] bytes.
 //! Lists are a `u16` count followed by the entries, at most [`VOLUMES_MAX`] entries.
@@ -58,8 +60,25 @@
 //! | `0x0205` | `BarrierAck`   | control | `epoch: u64`                                              |
 //! | `0x0206` | `PeerState`    | control | `role: u8`, list of `(volume: u16, disk_state: u8)`       |
 //! | `0x0207` | `Disconnect`   | control | `reason: string`                                          |
-//! | `0x03xx` | reserved       | data    | resync requests and replies (later)                       |
-//! | `0x04xx` | reserved       | control | bitmap exchange (later)                                   |
+//! | `0x0300` | `ResyncRequest`| data    | `id: u64, volume: u16, offset: u64, length: u32`          |
+//! | `0x0301` | `ResyncReply`  | data    | `id: u64, volume: u16, offset: u64`, then the payload     |
+//! | `0x0302` | `ResyncNegReply`| data   | `id: u64, volume: u16, offset: u64, length: u32, errno: u32` |
+//! | `0x0303` | `ResyncAck`    | data    | `id: u64, volume: u16, ok: bool`                          |
+//! | `0x0304` | `ResyncDone`   | data    | `volume: u16, failed_bytes: u64`                          |
+//! | `0x0400` | `SyncUuids`    | data    | [`SyncUuids`] ([`SYNC_UUIDS_LEN`] bytes)                  |
+//! | `0x0401` | `BitmapChunk`  | data    | `volume: u16`, then 1..=[`BITMAP_CHUNK_LEN_MAX`] RLE bytes |
+//!
+//! `0x03xx` is the resync, `0x04xx` the connection set-up (generation identifiers, bitmap
+//! exchange). Both travel on the **data** socket, in both directions: the identifiers must
+//! precede the first write after a connect, the bitmap the first resync request, and a resync
+//! reply must be ordered with the writes to the same blocks ([`Kind::allowed_on`]). None of
+//! them is big (a `BitmapChunk` is at most [`MESSAGE_LEN_MAX`] bytes), so they never hold up a
+//! write for long.
+//!
+//! `SyncUuids` body, in order: `volume: u16`, `purpose: u8` (0 handshake, 1 adopt, 2 sync start),
+//! `role: u8`, `disk_state: u8`, `flags: u64` (bit 0 discard-my-data, bit 1 crashed-primary;
+//! others rejected), `bitmap_bits: u64`, `current: u64`, `bitmap: [u64; 32]`,
+//! `history: [u64; 32]`.
 //!
 //! To add a kind: add a [`Kind`] variant with its number and body bounds, a [`Message`]
 //! variant, one arm in each of the encode and decode dispatchers, and a case in the round-trip
@@ -95,12 +114,16 @@ pub use handshake::{
     NegotiatedVersion, AUTH_DOMAIN,
 };
 pub use kind::{
-    Kind, DATA_HEADER_LEN, DATA_PAYLOAD_LEN_MAX, MESSAGE_LEN_MAX, RANGE_HEADER_LEN, STRING_LEN_MAX,
+    Kind, BITMAP_CHUNK_LEN_MAX, DATA_HEADER_LEN, DATA_PAYLOAD_LEN_MAX, MESSAGE_LEN_MAX,
+    RANGE_HEADER_LEN, RESYNC_ACK_LEN, RESYNC_DONE_LEN, RESYNC_NEG_REPLY_LEN,
+    RESYNC_REPLY_HEADER_LEN, RESYNC_REQUEST_LEN, STRING_LEN_MAX, SYNC_UUIDS_LEN, UUID_SLOTS,
     VOLUMES_MAX,
 };
 pub use message::{
-    DataHeader, Hello, Message, PeerState, RangeHeader, SocketKind, VolumeDiskState, VolumeInfo,
-    CHALLENGE_LEN, DATA_FLAGS_KNOWN, DATA_FLAG_FUA, MAC_LEN, SESSION_LEN,
+    DataHeader, Hello, Message, PeerState, RangeHeader, ResyncNegReply, ResyncReplyHeader,
+    ResyncRequest, SocketKind, SyncUuids, UuidsPurpose, VolumeDiskState, VolumeInfo, CHALLENGE_LEN,
+    DATA_FLAGS_KNOWN, DATA_FLAG_FUA, MAC_LEN, SESSION_LEN, UUID_FLAGS_KNOWN,
+    UUID_FLAG_CRASHED_PRIMARY, UUID_FLAG_DISCARD_MY_DATA,
 };
 
 /// The protocol version this build speaks. Peers negotiate the highest version both support.

@@ -6,15 +6,19 @@
 //!   successful decode re-encodes to the same bytes.
 //! - `Message::encode` refuses (with a [`WireError`], leaving `out` untouched) any message
 //!   `decode` would refuse, and asserts that the frame it wrote passes the header checks.
-//! - A `Data` message is only the fixed data header; its payload travels after it, outside
-//!   this type, so the caller can move it without a copy.
+//! - A `Data` message is only the fixed data header, and a `ResyncReply` only its fixed
+//!   header; the payload travels after it, outside this type, so the caller can move it
+//!   without a copy.
 
 #[cfg(test)]
 mod tests;
 
 use crate::codec::{Reader, Writer};
 use crate::kind::{VOLUME_DISK_STATE_LEN, VOLUME_INFO_LEN};
-use crate::{FrameHeader, Kind, WireError, DATA_PAYLOAD_LEN_MAX, FRAME_HEADER_LEN, VOLUMES_MAX};
+use crate::{
+    FrameHeader, Kind, WireError, BITMAP_CHUNK_LEN_MAX, DATA_PAYLOAD_LEN_MAX, FRAME_HEADER_LEN,
+    UUID_SLOTS, VOLUMES_MAX,
+};
 
 /// Length of the session id in a `Hello`.
 pub const SESSION_LEN: usize = 16;
@@ -26,6 +30,12 @@ pub const MAC_LEN: usize = 32;
 pub const DATA_FLAG_FUA: u16 = 1 << 0;
 /// Every `DataHeader::flags` bit this version defines; others are rejected.
 pub const DATA_FLAGS_KNOWN: u16 = DATA_FLAG_FUA;
+/// `SyncUuids::flags` bit: the sender was connected with `--discard-my-data`.
+pub const UUID_FLAG_DISCARD_MY_DATA: u64 = 1 << 0;
+/// `SyncUuids::flags` bit: the sender crashed while Primary.
+pub const UUID_FLAG_CRASHED_PRIMARY: u64 = 1 << 1;
+/// Every `SyncUuids::flags` bit this version defines; others are rejected.
+pub const UUID_FLAGS_KNOWN: u64 = UUID_FLAG_DISCARD_MY_DATA | UUID_FLAG_CRASHED_PRIMARY;
 
 /// Which of the two connections of a peer pair a socket is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -145,6 +155,106 @@ pub struct PeerState {
     pub volumes: Vec<VolumeDiskState>,
 }
 
+/// Body of `ResyncRequest`: the sync target asks for a range of the source's disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ResyncRequest {
+    /// The target's name for the request, echoed in the reply and the ack.
+    pub id: u64,
+    /// Volume number.
+    pub volume: u16,
+    /// Byte offset of the range within the volume.
+    pub offset: u64,
+    /// Length of the range in bytes.
+    pub length: u32,
+}
+
+/// The fixed header of a `ResyncReply`; `FrameHeader::payload_len` bytes of data follow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ResyncReplyHeader {
+    /// The request's id.
+    pub id: u64,
+    /// Volume number.
+    pub volume: u16,
+    /// Byte offset of the range within the volume (the payload length is its length).
+    pub offset: u64,
+}
+
+/// Body of `ResyncNegReply`: the source could not read the range asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ResyncNegReply {
+    /// The request's id.
+    pub id: u64,
+    /// Volume number.
+    pub volume: u16,
+    /// Byte offset of the range within the volume.
+    pub offset: u64,
+    /// Length of the range in bytes.
+    pub length: u32,
+    /// The source's errno for the failure.
+    pub errno: u32,
+}
+
+/// Why a `SyncUuids` was sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum UuidsPurpose {
+    /// The sync handshake after a connect, or a new one after a state change such as
+    /// `primary --force`: the receiver answers with its own identifiers and both decide.
+    /// Wire value 0.
+    Handshake,
+    /// `new-current-uuid --clear-bitmap`: the receiver takes these identifiers over and
+    /// becomes UpToDate without a resync. Wire value 1.
+    Adopt,
+    /// The sync source starts a resync: the receiver (the target) makes the sender's bitmap
+    /// identifier for it its current, and adopts these identifiers when the resync is done.
+    /// Wire value 2.
+    SyncStart,
+}
+
+impl UuidsPurpose {
+    /// The byte carried in a `SyncUuids`.
+    pub const fn to_wire(self) -> u8 {
+        match self {
+            UuidsPurpose::Handshake => 0,
+            UuidsPurpose::Adopt => 1,
+            UuidsPurpose::SyncStart => 2,
+        }
+    }
+
+    /// The purpose for a byte, or [`WireError::InvalidUuidsPurpose`].
+    pub const fn from_wire(value: u8) -> Result<UuidsPurpose, WireError> {
+        match value {
+            0 => Ok(UuidsPurpose::Handshake),
+            1 => Ok(UuidsPurpose::Adopt),
+            2 => Ok(UuidsPurpose::SyncStart),
+            _ => Err(WireError::InvalidUuidsPurpose { value }),
+        }
+    }
+}
+
+/// Body of `SyncUuids`: one volume's generation identifiers and what the handshake needs
+/// besides them.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct SyncUuids {
+    /// Volume number.
+    pub volume: u16,
+    /// Why it was sent.
+    pub purpose: UuidsPurpose,
+    /// The sender's role code; opaque to this crate.
+    pub role: u8,
+    /// The sender's disk state code; opaque to this crate.
+    pub disk_state: u8,
+    /// [`UUID_FLAG_DISCARD_MY_DATA`] and [`UUID_FLAG_CRASHED_PRIMARY`]; others are rejected.
+    pub flags: u64,
+    /// Bits set in the sender's bitmap for the receiver (its changes, for `after-sb-*`).
+    pub bitmap_bits: u64,
+    /// The current identifier.
+    pub current: u64,
+    /// Bitmap identifiers, one per node id.
+    pub bitmap: [u64; UUID_SLOTS],
+    /// History identifiers, newest first.
+    pub history: [u64; UUID_SLOTS],
+}
+
 /// One protocol message. See the kind table in the crate documentation.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Message {
@@ -211,6 +321,39 @@ pub enum Message {
         /// Human-readable reason, at most [`crate::STRING_LEN_MAX`] bytes.
         reason: String,
     },
+    /// The sync target asks for a range.
+    ResyncRequest(ResyncRequest),
+    /// The range asked for; `FrameHeader::payload_len` bytes of data follow on the wire.
+    ResyncReply(ResyncReplyHeader),
+    /// The range asked for could not be read.
+    ResyncNegReply(ResyncNegReply),
+    /// The target wrote the range of reply `id` (`ok`), or failed to.
+    ResyncAck {
+        /// The request's id.
+        id: u64,
+        /// Volume number.
+        volume: u16,
+        /// Whether the target's write succeeded.
+        ok: bool,
+    },
+    /// The target requested and received every block it was missing.
+    ResyncDone {
+        /// Volume number.
+        volume: u16,
+        /// Bytes the source could not read or the target could not write; they stay out of
+        /// sync.
+        failed_bytes: u64,
+    },
+    /// The sender's generation identifiers for one volume (boxed: it is by far the largest
+    /// message).
+    SyncUuids(Box<SyncUuids>),
+    /// One RLE chunk of the sender's bitmap for the receiver (format: `meta::RleEncoder`).
+    BitmapChunk {
+        /// Volume number.
+        volume: u16,
+        /// The chunk, 1..=[`BITMAP_CHUNK_LEN_MAX`] bytes; opaque to this crate.
+        chunk: Vec<u8>,
+    },
 }
 
 impl Message {
@@ -233,13 +376,20 @@ impl Message {
             Message::BarrierAck { .. } => Kind::BarrierAck,
             Message::PeerState(_) => Kind::PeerState,
             Message::Disconnect { .. } => Kind::Disconnect,
+            Message::ResyncRequest(_) => Kind::ResyncRequest,
+            Message::ResyncReply(_) => Kind::ResyncReply,
+            Message::ResyncNegReply(_) => Kind::ResyncNegReply,
+            Message::ResyncAck { .. } => Kind::ResyncAck,
+            Message::ResyncDone { .. } => Kind::ResyncDone,
+            Message::SyncUuids(_) => Kind::SyncUuids,
+            Message::BitmapChunk { .. } => Kind::BitmapChunk,
         }
     }
 
     /// Decodes the message part of a frame.
     ///
     /// `body` must be exactly `header.message_len()` bytes: the whole body for every kind but
-    /// `Data`, and only the [`crate::DATA_HEADER_LEN`]-byte data header for `Data`, whose
+    /// `Data` and `ResyncReply`, and only the fixed header for those two, whose
     /// `header.payload_len()` payload bytes the caller reads separately.
     pub fn decode(header: &FrameHeader, body: &[u8]) -> Result<Message, WireError> {
         let kind = header.check()?;
@@ -259,8 +409,8 @@ impl Message {
 
     /// Appends the frame header and the message part to `out`.
     ///
-    /// For `Data`, the header's `body_len` includes `payload_len`, and the caller sends exactly
-    /// that many payload bytes after the bytes appended here. For every other kind
+    /// For `Data` and `ResyncReply`, the header's `body_len` includes `payload_len`, and the
+    /// caller sends exactly that many payload bytes after the bytes appended here. For every other kind
     /// `payload_len` must be 0. On error `out` is left as it was.
     pub fn encode(&self, payload_len: u32, out: &mut Vec<u8>) -> Result<(), WireError> {
         let start = out.len();
@@ -342,6 +492,51 @@ impl Message {
             Kind::Disconnect => Message::Disconnect {
                 reason: reader.string("disconnect.reason")?,
             },
+            _ => Message::decode_sync_fields(kind, reader)?,
+        };
+        Ok(message)
+    }
+
+    /// Reads the fields of a resync, generation-identifier or bitmap message.
+    fn decode_sync_fields(kind: Kind, reader: &mut Reader<'_>) -> Result<Message, WireError> {
+        let message = match kind {
+            Kind::ResyncRequest => Message::ResyncRequest(ResyncRequest {
+                id: reader.u64("resync_request.id")?,
+                volume: reader.u16("resync_request.volume")?,
+                offset: reader.u64("resync_request.offset")?,
+                length: reader.u32("resync_request.length")?,
+            }),
+            Kind::ResyncReply => Message::ResyncReply(ResyncReplyHeader {
+                id: reader.u64("resync_reply.id")?,
+                volume: reader.u16("resync_reply.volume")?,
+                offset: reader.u64("resync_reply.offset")?,
+            }),
+            Kind::ResyncNegReply => Message::ResyncNegReply(ResyncNegReply {
+                id: reader.u64("resync_neg_reply.id")?,
+                volume: reader.u16("resync_neg_reply.volume")?,
+                offset: reader.u64("resync_neg_reply.offset")?,
+                length: reader.u32("resync_neg_reply.length")?,
+                errno: reader.u32("resync_neg_reply.errno")?,
+            }),
+            Kind::ResyncAck => Message::ResyncAck {
+                id: reader.u64("resync_ack.id")?,
+                volume: reader.u16("resync_ack.volume")?,
+                ok: reader.bool("resync_ack.ok")?,
+            },
+            Kind::ResyncDone => Message::ResyncDone {
+                volume: reader.u16("resync_done.volume")?,
+                failed_bytes: reader.u64("resync_done.failed_bytes")?,
+            },
+            Kind::SyncUuids => Message::SyncUuids(Box::new(SyncUuids::decode(reader)?)),
+            Kind::BitmapChunk => Message::BitmapChunk {
+                volume: reader.u16("bitmap_chunk.volume")?,
+                chunk: reader.rest().to_vec(),
+            },
+            other => {
+                return Err(WireError::UnknownKind {
+                    kind: other.to_wire(),
+                })
+            }
         };
         Ok(message)
     }
@@ -368,12 +563,64 @@ impl Message {
             Message::BarrierAck { epoch } => writer.u64(*epoch),
             Message::PeerState(state) => state.encode(writer)?,
             Message::Disconnect { reason } => writer.string("disconnect.reason", reason)?,
+            _ => self.encode_sync_fields(writer)?,
+        }
+        Ok(())
+    }
+
+    /// Writes the fields of a resync, generation-identifier or bitmap message, in the order
+    /// `decode_sync_fields` reads them.
+    fn encode_sync_fields(&self, writer: &mut Writer<'_>) -> Result<(), WireError> {
+        match self {
+            Message::ResyncRequest(request) => {
+                writer.u64(request.id);
+                writer.u16(request.volume);
+                writer.u64(request.offset);
+                writer.u32(request.length);
+            }
+            Message::ResyncReply(reply) => {
+                writer.u64(reply.id);
+                writer.u16(reply.volume);
+                writer.u64(reply.offset);
+            }
+            Message::ResyncNegReply(reply) => {
+                writer.u64(reply.id);
+                writer.u16(reply.volume);
+                writer.u64(reply.offset);
+                writer.u32(reply.length);
+                writer.u32(reply.errno);
+            }
+            Message::ResyncAck { id, volume, ok } => {
+                writer.u64(*id);
+                writer.u16(*volume);
+                writer.bool(*ok);
+            }
+            Message::ResyncDone {
+                volume,
+                failed_bytes,
+            } => {
+                writer.u16(*volume);
+                writer.u64(*failed_bytes);
+            }
+            Message::SyncUuids(uuids) => uuids.encode(writer)?,
+            Message::BitmapChunk { volume, chunk } => {
+                if chunk.is_empty() || chunk.len() > BITMAP_CHUNK_LEN_MAX {
+                    return Err(WireError::BitmapChunkLength {
+                        len: chunk.len(),
+                        max: BITMAP_CHUNK_LEN_MAX,
+                    });
+                }
+                writer.u16(*volume);
+                writer.bytes(chunk);
+            }
+            // The other kinds are written by `encode_fields`, which never calls this for them.
+            _ => unreachable!("encode_sync_fields called for {:?}", self.kind()),
         }
         Ok(())
     }
 }
 
-/// Refuses a payload on a kind without one, and an over-long data payload.
+/// Refuses a payload on a kind without one, and an over-long payload.
 fn check_payload_len(kind: Kind, payload_len: u32) -> Result<(), WireError> {
     if kind.has_payload() {
         if payload_len > DATA_PAYLOAD_LEN_MAX {
@@ -524,6 +771,59 @@ impl PeerState {
         for volume in &self.volumes {
             writer.u16(volume.volume);
             writer.u8(volume.disk_state);
+        }
+        Ok(())
+    }
+}
+
+impl SyncUuids {
+    /// Reads a `SyncUuids` body; unknown purposes and flag bits are errors.
+    fn decode(reader: &mut Reader<'_>) -> Result<SyncUuids, WireError> {
+        let volume = reader.u16("sync_uuids.volume")?;
+        let purpose = UuidsPurpose::from_wire(reader.u8("sync_uuids.purpose")?)?;
+        let role = reader.u8("sync_uuids.role")?;
+        let disk_state = reader.u8("sync_uuids.disk_state")?;
+        let flags = reader.u64("sync_uuids.flags")?;
+        if flags & !UUID_FLAGS_KNOWN != 0 {
+            return Err(WireError::UnknownUuidFlags { flags });
+        }
+        let bitmap_bits = reader.u64("sync_uuids.bitmap_bits")?;
+        let current = reader.u64("sync_uuids.current")?;
+        let mut bitmap = [0; UUID_SLOTS];
+        for slot in &mut bitmap {
+            *slot = reader.u64("sync_uuids.bitmap")?;
+        }
+        let mut history = [0; UUID_SLOTS];
+        for slot in &mut history {
+            *slot = reader.u64("sync_uuids.history")?;
+        }
+        Ok(SyncUuids {
+            volume,
+            purpose,
+            role,
+            disk_state,
+            flags,
+            bitmap_bits,
+            current,
+            bitmap,
+            history,
+        })
+    }
+
+    /// Writes a `SyncUuids` body in the order `decode` reads it.
+    fn encode(&self, writer: &mut Writer<'_>) -> Result<(), WireError> {
+        if self.flags & !UUID_FLAGS_KNOWN != 0 {
+            return Err(WireError::UnknownUuidFlags { flags: self.flags });
+        }
+        writer.u16(self.volume);
+        writer.u8(self.purpose.to_wire());
+        writer.u8(self.role);
+        writer.u8(self.disk_state);
+        writer.u64(self.flags);
+        writer.u64(self.bitmap_bits);
+        writer.u64(self.current);
+        for uuid in self.bitmap.iter().chain(&self.history) {
+            writer.u64(*uuid);
         }
         Ok(())
     }

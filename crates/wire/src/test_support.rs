@@ -6,9 +6,10 @@ use proptest::collection::vec;
 use proptest::prelude::*;
 
 use crate::{
-    truncate_text, DataHeader, Hello, Kind, Message, PeerState, RangeHeader, SocketKind,
-    VolumeDiskState, VolumeInfo, DATA_FLAGS_KNOWN, DATA_PAYLOAD_LEN_MAX, STRING_LEN_MAX,
-    VOLUMES_MAX,
+    truncate_text, DataHeader, Hello, Kind, Message, PeerState, RangeHeader, ResyncNegReply,
+    ResyncReplyHeader, ResyncRequest, SocketKind, SyncUuids, UuidsPurpose, VolumeDiskState,
+    VolumeInfo, BITMAP_CHUNK_LEN_MAX, DATA_FLAGS_KNOWN, DATA_PAYLOAD_LEN_MAX, STRING_LEN_MAX,
+    UUID_FLAGS_KNOWN, UUID_SLOTS, VOLUMES_MAX,
 };
 
 /// A string of at most `STRING_LEN_MAX` bytes: short, multi-byte, or exactly at the limit.
@@ -99,25 +100,105 @@ pub(crate) fn arb_peer_state() -> impl Strategy<Value = PeerState> {
         .prop_map(|(role, volumes)| PeerState { role, volumes })
 }
 
+/// Identifiers: mostly small (so collisions and zeros occur), sometimes anything.
+fn arb_uuid() -> impl Strategy<Value = u64> {
+    prop_oneof![0..8_u64, any::<u64>()]
+}
+
+/// A `SyncUuids` with any field values the wire format allows.
+pub(crate) fn arb_sync_uuids() -> impl Strategy<Value = SyncUuids> {
+    let purpose = prop_oneof![
+        Just(UuidsPurpose::Handshake),
+        Just(UuidsPurpose::Adopt),
+        Just(UuidsPurpose::SyncStart),
+    ];
+    let slots = || vec(arb_uuid(), UUID_SLOTS);
+    (
+        (
+            any::<u16>(),
+            purpose,
+            any::<u8>(),
+            any::<u8>(),
+            any::<u64>(),
+        ),
+        (any::<u64>(), arb_uuid(), slots(), slots()),
+    )
+        .prop_map(
+            |((volume, purpose, role, disk_state, flags), (bits, current, bitmap, history))| {
+                let mut uuids = SyncUuids {
+                    volume,
+                    purpose,
+                    role,
+                    disk_state,
+                    flags: flags & UUID_FLAGS_KNOWN,
+                    bitmap_bits: bits,
+                    current,
+                    bitmap: [0; UUID_SLOTS],
+                    history: [0; UUID_SLOTS],
+                };
+                uuids.bitmap.copy_from_slice(&bitmap);
+                uuids.history.copy_from_slice(&history);
+                uuids
+            },
+        )
+}
+
+/// Any valid resync message.
+pub(crate) fn arb_resync_message() -> impl Strategy<Value = Message> {
+    let ids = (any::<u64>(), any::<u16>(), any::<u64>());
+    prop_oneof![
+        (ids, any::<u32>()).prop_map(|((id, volume, offset), length)| {
+            Message::ResyncRequest(ResyncRequest {
+                id,
+                volume,
+                offset,
+                length,
+            })
+        }),
+        ids.prop_map(|(id, volume, offset)| {
+            Message::ResyncReply(ResyncReplyHeader { id, volume, offset })
+        }),
+        (ids, any::<u32>(), any::<u32>()).prop_map(|((id, volume, offset), length, errno)| {
+            Message::ResyncNegReply(ResyncNegReply {
+                id,
+                volume,
+                offset,
+                length,
+                errno,
+            })
+        }),
+        (any::<u64>(), any::<u16>(), any::<bool>())
+            .prop_map(|(id, volume, ok)| Message::ResyncAck { id, volume, ok }),
+        (any::<u16>(), any::<u64>()).prop_map(|(volume, failed_bytes)| Message::ResyncDone {
+            volume,
+            failed_bytes
+        }),
+        arb_sync_uuids().prop_map(|uuids| Message::SyncUuids(Box::new(uuids))),
+        (any::<u16>(), vec(any::<u8>(), 1..=BITMAP_CHUNK_LEN_MAX))
+            .prop_map(|(volume, chunk)| Message::BitmapChunk { volume, chunk }),
+    ]
+}
+
 /// Any valid message of any kind; `kinds_covered` in the tests checks every kind appears.
 pub(crate) fn arb_message() -> impl Strategy<Value = Message> {
     prop_oneof![
-        arb_hello().prop_map(Message::Hello),
-        any::<[u8; 32]>().prop_map(|mac| Message::AuthResponse { mac }),
-        any::<bool>().prop_map(|ok| Message::AuthResult { ok }),
-        arb_text().prop_map(|reason| Message::Refuse { reason }),
-        arb_data_header().prop_map(Message::Data),
-        arb_range_header().prop_map(Message::Trim),
-        arb_range_header().prop_map(Message::WriteZeroes),
-        (any::<u64>(), any::<bool>()).prop_map(|(epoch, flush)| Message::Barrier { epoch, flush }),
-        Just(Message::Ping),
-        Just(Message::PingAck),
-        any::<u64>().prop_map(|seq| Message::RecvAck { seq }),
-        any::<u64>().prop_map(|seq| Message::WriteAck { seq }),
-        (any::<u64>(), any::<u32>()).prop_map(|(seq, errno)| Message::NegAck { seq, errno }),
-        any::<u64>().prop_map(|epoch| Message::BarrierAck { epoch }),
-        arb_peer_state().prop_map(Message::PeerState),
-        arb_text().prop_map(|reason| Message::Disconnect { reason }),
+        4 => arb_resync_message(),
+        1 => arb_hello().prop_map(Message::Hello),
+        1 => any::<[u8; 32]>().prop_map(|mac| Message::AuthResponse { mac }),
+        1 => any::<bool>().prop_map(|ok| Message::AuthResult { ok }),
+        1 => arb_text().prop_map(|reason| Message::Refuse { reason }),
+        1 => arb_data_header().prop_map(Message::Data),
+        1 => arb_range_header().prop_map(Message::Trim),
+        1 => arb_range_header().prop_map(Message::WriteZeroes),
+        1 => (any::<u64>(), any::<bool>()).prop_map(|(epoch, flush)| Message::Barrier { epoch, flush }),
+        1 => Just(Message::Ping),
+        1 => Just(Message::PingAck),
+        1 => any::<u64>().prop_map(|seq| Message::RecvAck { seq }),
+        1 => any::<u64>().prop_map(|seq| Message::WriteAck { seq }),
+        1 => (any::<u64>(), any::<u32>()).prop_map(|(seq, errno)| Message::NegAck { seq, errno }),
+        1 => any::<u64>().prop_map(|epoch| Message::BarrierAck { epoch }),
+        1 => arb_peer_state().prop_map(Message::PeerState),
+        1 => arb_text().prop_map(|reason| Message::Disconnect { reason }),
     ]
 }
 
@@ -131,7 +212,7 @@ pub(crate) fn arb_message_with_payload() -> impl Strategy<Value = (Message, u32)
         Just(DATA_PAYLOAD_LEN_MAX),
     ];
     (arb_message(), payload_len).prop_map(|(message, payload_len)| {
-        let payload_len = if message.kind() == Kind::Data {
+        let payload_len = if message.kind().has_payload() {
             payload_len
         } else {
             0

@@ -6,7 +6,7 @@ use proptest::prelude::*;
 use crate::test_support::{arb_kind_number, arb_message_with_payload};
 use crate::{
     decode_frame, widen, FrameHeader, Kind, Message, WireError, BODY_LEN_MAX, DATA_HEADER_LEN,
-    FRAME_HEADER_LEN, FRAME_MAGIC, MESSAGE_LEN_MAX,
+    FRAME_HEADER_LEN, FRAME_MAGIC, MESSAGE_LEN_MAX, RESYNC_REPLY_HEADER_LEN,
 };
 
 /// A header that passes every check: a known kind with a body length within its bounds.
@@ -109,8 +109,12 @@ fn header_field_errors() {
     );
     check(sealed(0, 0, 0), Err(WireError::UnknownKind { kind: 0 }));
     check(
-        sealed(0x0300, 0, 0),
-        Err(WireError::UnknownKind { kind: 0x0300 }),
+        sealed(0x0305, 0, 0),
+        Err(WireError::UnknownKind { kind: 0x0305 }),
+    );
+    check(
+        sealed(0x0500, 0, 0),
+        Err(WireError::UnknownKind { kind: 0x0500 }),
     );
     check(
         sealed(data, 0, BODY_LEN_MAX + 1),
@@ -158,6 +162,17 @@ fn payload_and_message_lengths_split_the_body() {
         (data, 3, 0, 3),
         (Kind::Hello.to_wire(), 100, 0, 100),
         (Kind::Ping.to_wire(), 0, 0, 0),
+        (
+            Kind::ResyncReply.to_wire(),
+            18 + 4096,
+            4096,
+            RESYNC_REPLY_HEADER_LEN,
+        ),
+        (Kind::ResyncReply.to_wire(), 18, 0, RESYNC_REPLY_HEADER_LEN),
+        (Kind::ResyncReply.to_wire(), 2, 0, 2),
+        (Kind::BitmapChunk.to_wire(), 4000, 0, 4000),
+        // An unknown kind has no payload.
+        (0x0500, 4000, 0, 4000),
     ];
     for (kind, body_len, payload_len, message_len) in cases {
         let header = FrameHeader {

@@ -8,8 +8,10 @@ use proptest::prelude::*;
 use crate::test_support::{arb_kind_number, arb_message, arb_message_with_payload};
 use crate::{
     decode_frame, DataHeader, FrameHeader, Hello, Kind, Message, PeerState, RangeHeader,
-    SocketKind, VolumeDiskState, VolumeInfo, WireError, DATA_FLAG_FUA, DATA_HEADER_LEN,
-    DATA_PAYLOAD_LEN_MAX, FRAME_HEADER_LEN, MESSAGE_LEN_MAX, STRING_LEN_MAX, VOLUMES_MAX,
+    ResyncNegReply, ResyncReplyHeader, ResyncRequest, SocketKind, SyncUuids, UuidsPurpose,
+    VolumeDiskState, VolumeInfo, WireError, BITMAP_CHUNK_LEN_MAX, DATA_FLAG_FUA, DATA_HEADER_LEN,
+    DATA_PAYLOAD_LEN_MAX, FRAME_HEADER_LEN, MESSAGE_LEN_MAX, RESYNC_REPLY_HEADER_LEN,
+    STRING_LEN_MAX, SYNC_UUIDS_LEN, UUID_FLAG_CRASHED_PRIMARY, UUID_SLOTS, VOLUMES_MAX,
 };
 
 /// Encodes a message that must encode.
@@ -77,7 +79,56 @@ fn one_of_each_kind() -> Vec<Message> {
         Message::Disconnect {
             reason: "bye".to_owned(),
         },
+        Message::ResyncRequest(ResyncRequest {
+            id: 1,
+            volume: 0,
+            offset: 8192,
+            length: 4096,
+        }),
+        Message::ResyncReply(ResyncReplyHeader {
+            id: 1,
+            volume: 0,
+            offset: 8192,
+        }),
+        Message::ResyncNegReply(ResyncNegReply {
+            id: 2,
+            volume: 0,
+            offset: 0,
+            length: 4096,
+            errno: 5,
+        }),
+        Message::ResyncAck {
+            id: 1,
+            volume: 0,
+            ok: true,
+        },
+        Message::ResyncDone {
+            volume: 0,
+            failed_bytes: 0,
+        },
+        Message::SyncUuids(Box::new(uuids_sample())),
+        Message::BitmapChunk {
+            volume: 0,
+            chunk: vec![1, 2, 3],
+        },
     ]
+}
+
+fn uuids_sample() -> SyncUuids {
+    let mut uuids = SyncUuids {
+        volume: 1,
+        purpose: UuidsPurpose::Handshake,
+        role: 2,
+        disk_state: 9,
+        flags: UUID_FLAG_CRASHED_PRIMARY,
+        bitmap_bits: 17,
+        current: 0xABCD,
+        bitmap: [0; UUID_SLOTS],
+        history: [0; UUID_SLOTS],
+    };
+    uuids.bitmap[1] = 0x10;
+    uuids.history[0] = 0x20;
+    uuids
 }
 
 fn hello_sample() -> Hello {
@@ -135,6 +186,205 @@ fn data_frame_layout_is_pinned() {
 }
 
 #[test]
+fn resync_reply_layout_is_pinned() {
+    let message = Message::ResyncReply(ResyncReplyHeader {
+        id: 0x0102,
+        volume: 7,
+        offset: 0x3000,
+    });
+    let frame = encode(&message, 4096);
+    let (header, body) = split(&frame);
+    assert_eq!(header.kind, 0x0301);
+    assert_eq!(header.body_len, 18 + 4096);
+    assert_eq!(header.payload_len(), 4096);
+    let mut expected = 0x0102_u64.to_be_bytes().to_vec();
+    expected.extend_from_slice(&7_u16.to_be_bytes());
+    expected.extend_from_slice(&0x3000_u64.to_be_bytes());
+    assert_eq!(body, expected.as_slice());
+    assert_eq!(body.len(), RESYNC_REPLY_HEADER_LEN);
+}
+
+#[test]
+fn sync_uuids_layout_is_pinned() {
+    let frame = encode(&Message::SyncUuids(Box::new(uuids_sample())), 0);
+    let (header, body) = split(&frame);
+    assert_eq!(header.kind, 0x0400);
+    assert_eq!(body.len(), SYNC_UUIDS_LEN);
+    let mut expected = vec![0, 1, 0, 2, 9];
+    expected.extend_from_slice(&2_u64.to_be_bytes()); // flags
+    expected.extend_from_slice(&17_u64.to_be_bytes()); // bitmap bits
+    expected.extend_from_slice(&0xABCD_u64.to_be_bytes()); // current
+    for slot in 0..UUID_SLOTS {
+        expected.extend_from_slice(&(if slot == 1 { 0x10_u64 } else { 0 }).to_be_bytes());
+    }
+    for slot in 0..UUID_SLOTS {
+        expected.extend_from_slice(&(if slot == 0 { 0x20_u64 } else { 0 }).to_be_bytes());
+    }
+    assert_eq!(body, expected.as_slice());
+}
+
+/// Which socket each kind may use: the resync and set-up kinds only on the data socket.
+#[test]
+fn sockets_of_the_resync_and_setup_kinds() {
+    let data_only = [
+        Kind::ResyncRequest,
+        Kind::ResyncReply,
+        Kind::ResyncNegReply,
+        Kind::ResyncAck,
+        Kind::ResyncDone,
+        Kind::SyncUuids,
+        Kind::BitmapChunk,
+    ];
+    for kind in data_only {
+        assert!(kind.allowed_on(SocketKind::Data), "{kind:?}");
+        assert!(!kind.allowed_on(SocketKind::Control), "{kind:?}");
+    }
+    let with_payload: Vec<Kind> = Kind::ALL.into_iter().filter(|k| k.has_payload()).collect();
+    assert_eq!(with_payload, vec![Kind::Data, Kind::ResyncReply]);
+}
+
+#[test]
+fn resync_and_setup_decode_errors() {
+    let uuids = Kind::SyncUuids.to_wire();
+    let body = |edit: fn(&mut Vec<u8>)| {
+        let frame = encode(&Message::SyncUuids(Box::new(uuids_sample())), 0);
+        let mut body = frame[FRAME_HEADER_LEN..].to_vec();
+        edit(&mut body);
+        body
+    };
+    let len = u32::try_from(SYNC_UUIDS_LEN).expect("small");
+    check_decode(
+        uuids,
+        len,
+        &body(|b| b[2] = 3),
+        Err(WireError::InvalidUuidsPurpose { value: 3 }),
+    );
+    check_decode(
+        uuids,
+        len,
+        &body(|b| b[5] = 0x80),
+        Err(WireError::UnknownUuidFlags {
+            flags: 0x8000_0000_0000_0002,
+        }),
+    );
+    check_decode(
+        uuids,
+        len,
+        &body(|b| b[12] = 4),
+        Err(WireError::UnknownUuidFlags { flags: 4 }),
+    );
+    check_decode(
+        uuids,
+        len - 1,
+        &body(|b| {
+            b.pop();
+        }),
+        Err(WireError::BodyTooShort {
+            kind: uuids,
+            body_len: len - 1,
+            min: SYNC_UUIDS_LEN,
+        }),
+    );
+    check_decode(
+        Kind::ResyncAck.to_wire(),
+        11,
+        &[0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 3],
+        Err(WireError::InvalidBool {
+            field: "resync_ack.ok",
+            value: 3,
+        }),
+    );
+    let chunk = Kind::BitmapChunk.to_wire();
+    check_decode(
+        chunk,
+        2,
+        &[0, 1],
+        Err(WireError::BodyTooShort {
+            kind: chunk,
+            body_len: 2,
+            min: 3,
+        }),
+    );
+    check_decode(
+        chunk,
+        4,
+        &[0, 1, 9, 8],
+        Ok(Message::BitmapChunk {
+            volume: 1,
+            chunk: vec![9, 8],
+        }),
+    );
+    let too_long = u32::try_from(MESSAGE_LEN_MAX + 1).expect("small");
+    check_decode(
+        chunk,
+        too_long,
+        &vec![0; MESSAGE_LEN_MAX + 1],
+        Err(WireError::BodyTooLong {
+            kind: chunk,
+            body_len: u64::from(too_long),
+            max: MESSAGE_LEN_MAX,
+        }),
+    );
+    // For ResyncReply the slice is the fixed header only, never the payload.
+    check_decode(
+        Kind::ResyncReply.to_wire(),
+        18 + 4,
+        &[0; 22],
+        Err(WireError::BodySliceMismatch {
+            kind: Kind::ResyncReply.to_wire(),
+            expected: 18,
+            actual: 22,
+        }),
+    );
+}
+
+#[test]
+fn encode_refuses_bad_resync_and_setup_messages() {
+    for chunk in [Vec::new(), vec![0; BITMAP_CHUNK_LEN_MAX + 1]] {
+        let len = chunk.len();
+        check_encode_error(
+            Message::BitmapChunk { volume: 0, chunk },
+            0,
+            WireError::BitmapChunkLength {
+                len,
+                max: BITMAP_CHUNK_LEN_MAX,
+            },
+        );
+    }
+    check_encode_error(
+        Message::SyncUuids(Box::new(SyncUuids {
+            flags: 4,
+            ..uuids_sample()
+        })),
+        0,
+        WireError::UnknownUuidFlags { flags: 4 },
+    );
+    check_encode_error(
+        Message::ResyncReply(ResyncReplyHeader {
+            id: 0,
+            volume: 0,
+            offset: 0,
+        }),
+        DATA_PAYLOAD_LEN_MAX + 1,
+        WireError::PayloadTooLong {
+            payload_len: DATA_PAYLOAD_LEN_MAX + 1,
+            max: DATA_PAYLOAD_LEN_MAX,
+        },
+    );
+    check_encode_error(
+        Message::ResyncDone {
+            volume: 0,
+            failed_bytes: 0,
+        },
+        1,
+        WireError::PayloadNotAllowed {
+            kind: Kind::ResyncDone.to_wire(),
+            payload_len: 1,
+        },
+    );
+}
+
+#[test]
 fn hello_layout_is_pinned() {
     let frame = encode(&Message::Hello(hello_sample()), 0);
     let (_, body) = split(&frame);
@@ -187,6 +437,21 @@ fn largest_messages_hit_the_kind_maxima_exactly() {
                 epoch: 0,
                 volume: 0,
                 flags: 0,
+                offset: 0,
+            }),
+            DATA_PAYLOAD_LEN_MAX,
+        ),
+        (
+            Message::BitmapChunk {
+                volume: 0,
+                chunk: vec![0xFF; BITMAP_CHUNK_LEN_MAX],
+            },
+            0,
+        ),
+        (
+            Message::ResyncReply(ResyncReplyHeader {
+                id: 0,
+                volume: 0,
                 offset: 0,
             }),
             DATA_PAYLOAD_LEN_MAX,
@@ -385,7 +650,7 @@ fn fixed_kind_decode_errors() {
         }),
     );
     check_decode(0, 0, &[], Err(WireError::UnknownKind { kind: 0 }));
-    check_decode(0x0300, 0, &[], Err(WireError::UnknownKind { kind: 0x0300 }));
+    check_decode(0x0305, 0, &[], Err(WireError::UnknownKind { kind: 0x0305 }));
     check_decode(
         Kind::NegAck.to_wire(),
         12,

@@ -5,7 +5,9 @@
 
 use proptest::collection::vec;
 use proptest::prelude::*;
-use wire::{decode_frame, DataHeader, Message, RangeHeader, WireError, DATA_FLAG_FUA};
+use wire::{
+    decode_frame, DataHeader, Message, RangeHeader, ResyncReplyHeader, WireError, DATA_FLAG_FUA,
+};
 
 /// One item the sender puts on the wire: a message and, for data, its payload.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,6 +49,11 @@ fn arb_sent() -> impl Strategy<Value = Sent> {
                     offset,
                 })
             }),
+        (any::<u64>(), any::<u16>(), any::<u64>()).prop_map(|(id, volume, offset)| {
+            Message::ResyncReply(ResyncReplyHeader { id, volume, offset })
+        }),
+        (any::<u64>(), any::<u16>(), any::<bool>())
+            .prop_map(|(id, volume, ok)| Message::ResyncAck { id, volume, ok }),
         range.clone().prop_map(Message::Trim),
         range.prop_map(Message::WriteZeroes),
         (any::<u64>(), any::<bool>()).prop_map(|(epoch, flush)| Message::Barrier { epoch, flush }),
@@ -55,7 +62,7 @@ fn arb_sent() -> impl Strategy<Value = Sent> {
         "\\PC{0,40}".prop_map(|reason| Message::Disconnect { reason }),
     ];
     (message, vec(any::<u8>(), 0..600)).prop_map(|(message, payload)| {
-        let payload = if matches!(message, Message::Data(_)) {
+        let payload = if message.kind().has_payload() {
             payload
         } else {
             Vec::new()

@@ -1,0 +1,538 @@
+//! The sync handshake after a connect and the bitmap exchange (drbd-semantics.md §2, §3).
+//!
+//! Both sides send their generation identifiers for every volume on the data socket
+//! ([`UuidsPurpose::Handshake`]), so they precede every write sent after the connect. When a
+//! side holds both its own (as sent) and the peer's, it decides with [`compare`]; both sides
+//! decide on the same two sets of identifiers, so their decisions mirror each other, and so do
+//! the checks that refuse a decision (they only read values both sides exchanged):
+//! - **split brain:** [`resolve_split_brain`] with this connection's `after-sb-*` policies and
+//!   the `--discard-my-data` flags picks a victim, which becomes the target of a bitmap resync
+//!   of the union of both bitmaps (the blocks either side changed since they split); or both
+//!   go StandAlone. Either way the driver gets [`Action::SplitBrain`].
+//! - **unrelated data:** both go StandAlone.
+//! - **rr-conflict:** a decision that makes a Primary the sync target, or an Inconsistent disk
+//!   the sync source, is refused: both go StandAlone.
+//! - **equal current with bits:** DRBD's rules call equal current generations "no sync"; if a
+//!   bitmap still has bits (a write the peer failed), that side is the source of a bitmap
+//!   resync (both having bits: the lower node id), so replicas never stay different silently.
+//!
+//! A resync starts with both bitmaps exchanged (RLE chunks, OR-ed into the receiver's bitmap):
+//! the target sends its bitmap at once; the source first persists a new sync identifier as its
+//! bitmap identifier for the target ([`GenerationIds::new_sync_uuid`]), then sends
+//! [`UuidsPurpose::SyncStart`] and its bitmap. The target makes the sync identifier its current
+//! and persists itself Inconsistent before it requests anything, so an interrupted resync
+//! resumes by the bitmap rules on the next connect.
+
+use meta::RleDecoder;
+
+use crate::after_split_brain::{
+    resolve_split_brain, younger_primary, Resolution, SideFacts, SplitBrainFacts,
+};
+use crate::engine::Engine;
+use crate::state::{ConnState, DiskState, Role};
+use crate::sync::{SentUuids, SourceSync, StartingSource, StartingTarget, SyncState, TargetSync};
+use crate::types::{Action, PeerMessage, Time, UuidsMessage, UuidsPurpose};
+use crate::uuid::{
+    compare, Adoption, GenerationIds, Handshake, HandshakeNodes, Rule, SyncDecision, Transfer,
+};
+
+/// Most RLE bytes per bitmap chunk: what one wire `BitmapChunk` carries
+/// (`wire::BITMAP_CHUNK_LEN_MAX`).
+pub const BITMAP_CHUNK_BYTES_MAX: usize = 4094;
+
+/// The outcome of a handshake for one volume.
+enum Outcome {
+    /// No resync; replicate.
+    Established,
+    /// Resync in this direction.
+    Source(Transfer),
+    Target(Transfer),
+    /// Refuse: StandAlone with this reason.
+    StandAlone(String),
+}
+
+impl<P: Clone> Engine<P> {
+    /// Sends our identifiers for a handshake round and waits for the peer's.
+    pub(super) fn send_handshake(&mut self, slot: usize, vslot: usize, out: &mut Vec<Action<P>>) {
+        let sent = self.send_uuids(slot, vslot, UuidsPurpose::Handshake, out);
+        self.peers[slot].syncs[vslot] = SyncState::WaitUuids {
+            sent: Box::new(sent),
+        };
+    }
+
+    /// Sends our identifiers for `vslot` to the peer in `slot`; returns what was sent.
+    pub(super) fn send_uuids(
+        &mut self,
+        slot: usize,
+        vslot: usize,
+        purpose: UuidsPurpose,
+        out: &mut Vec<Action<P>>,
+    ) -> SentUuids {
+        let p = &self.peers[slot];
+        let volume = &self.volumes[vslot];
+        let mut ids = volume.ids.clone();
+        ids.flags.discard_my_data = p.discard_my_data;
+        let bitmap_bits = p.bitmaps[vslot].count_set_blocks();
+        let message = UuidsMessage {
+            volume: volume.number,
+            purpose,
+            role: self.role,
+            disk: volume.disk,
+            ids: ids.clone(),
+            bitmap_bits,
+        };
+        out.push(Action::SendOnData {
+            peer: p.config.node_id,
+            message: PeerMessage::SyncUuids(Box::new(message)),
+        });
+        SentUuids {
+            ids,
+            bitmap_bits,
+            role: self.role,
+            disk: volume.disk,
+        }
+    }
+
+    pub(super) fn receive_uuids(
+        &mut self,
+        now: Time,
+        slot: usize,
+        message: UuidsMessage,
+        out: &mut Vec<Action<P>>,
+    ) -> Result<(), String> {
+        let vslot = self
+            .volume_slot(message.volume)
+            .ok_or_else(|| format!("identifiers for unknown volume {}", message.volume))?;
+        self.peers[slot].disks[vslot] = message.disk;
+        match message.purpose {
+            UuidsPurpose::Handshake => {
+                if matches!(self.peers[slot].syncs[vslot], SyncState::Established) {
+                    // The peer started a new round (e.g. after `primary --force`): answer it.
+                    self.send_handshake(slot, vslot, out);
+                }
+                let state = std::mem::replace(&mut self.peers[slot].syncs[vslot], SyncState::Off);
+                let SyncState::WaitUuids { sent } = state else {
+                    self.peers[slot].syncs[vslot] = state;
+                    return Err(format!(
+                        "handshake for volume {} during a resync",
+                        message.volume
+                    ));
+                };
+                self.decide(now, slot, vslot, &sent, &message, out);
+                Ok(())
+            }
+            UuidsPurpose::Adopt => self.adopt_uuids(slot, vslot, &message, out),
+            UuidsPurpose::SyncStart => self.sync_start(now, slot, vslot, &message, out),
+        }
+    }
+
+    fn nodes(&self, slot: usize) -> HandshakeNodes {
+        self.peers[slot].nodes
+    }
+
+    fn decide(
+        &mut self,
+        now: Time,
+        slot: usize,
+        vslot: usize,
+        sent: &SentUuids,
+        peer: &UuidsMessage,
+        out: &mut Vec<Action<P>>,
+    ) {
+        let nodes = self.nodes(slot);
+        let handshake = settle_equal_current(
+            compare(&sent.ids, &peer.ids, nodes),
+            sent.bitmap_bits,
+            peer.bitmap_bits,
+            nodes,
+        );
+        self.peers[slot].discard_my_data = false;
+        let outcome = match handshake.decision {
+            SyncDecision::NoSync => Outcome::Established,
+            SyncDecision::Source(transfer) => Outcome::Source(transfer),
+            SyncDecision::Target(transfer) => Outcome::Target(transfer),
+            SyncDecision::Unrelated => {
+                Outcome::StandAlone(format!("unrelated data, refusing to connect ({handshake})"))
+            }
+            SyncDecision::SplitBrain { auto_recoverable } => {
+                self.split_brain(slot, vslot, sent, peer, auto_recoverable, out)
+            }
+        };
+        match refuse_conflicts(outcome, sent, peer) {
+            Outcome::Established => self.establish(vslot, slot, peer, out),
+            Outcome::Source(transfer) => self.start_source(now, slot, vslot, transfer, out),
+            Outcome::Target(transfer) => self.start_target(slot, vslot, transfer, out),
+            Outcome::StandAlone(reason) => {
+                self.drop_peer(now, slot, ConnState::StandAlone, reason, out)
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn split_brain(
+        &mut self,
+        slot: usize,
+        vslot: usize,
+        sent: &SentUuids,
+        peer: &UuidsMessage,
+        auto_recoverable: bool,
+        out: &mut Vec<Action<P>>,
+    ) -> Outcome {
+        let nodes = self.nodes(slot);
+        let local_bitmap = sent.ids.bitmap_uuid(nodes.peer());
+        let peer_bitmap = peer.ids.bitmap_uuid(nodes.local());
+        let facts = SplitBrainFacts {
+            local: SideFacts {
+                node_id: nodes.local(),
+                role: sent.role,
+                changed_blocks: sent.bitmap_bits,
+                discard_my_data: sent.ids.flags.discard_my_data,
+            },
+            peer: SideFacts {
+                node_id: nodes.peer(),
+                role: peer.role,
+                changed_blocks: peer.bitmap_bits,
+                discard_my_data: peer.ids.flags.discard_my_data,
+            },
+            younger_primary: younger_primary(local_bitmap, peer_bitmap),
+            auto_recoverable,
+        };
+        let resolution = resolve_split_brain(&facts, &self.peers[slot].config.split_brain);
+        let detail = format!(
+            "split brain detected (local bits {}, peer bits {}): {resolution:?}",
+            sent.bitmap_bits, peer.bitmap_bits
+        );
+        out.push(Action::SplitBrain {
+            peer: self.peers[slot].config.node_id,
+            volume: self.volumes[vslot].number,
+            resolution,
+            detail: detail.clone(),
+        });
+        match resolution {
+            Resolution::Disconnect => Outcome::StandAlone(format!(
+                "{detail}; the after-sb policies leave it to the administrator"
+            )),
+            Resolution::DiscardLocal => Outcome::Target(Transfer::Bitmap),
+            Resolution::DiscardRemote => Outcome::Source(Transfer::Bitmap),
+            Resolution::CallPriLostAfterSb => Outcome::StandAlone(format!(
+                "{detail}; this Primary must demote (pri-lost-after-sb)"
+            )),
+        }
+    }
+
+    /// No resync: an Outdated or Consistent disk facing an UpToDate one with the same data is
+    /// UpToDate too.
+    fn establish(
+        &mut self,
+        vslot: usize,
+        slot: usize,
+        peer: &UuidsMessage,
+        out: &mut Vec<Action<P>>,
+    ) {
+        self.peers[slot].syncs[vslot] = SyncState::Established;
+        let disk = self.volumes[vslot].disk;
+        if peer.disk == DiskState::UpToDate
+            && matches!(disk, DiskState::Outdated | DiskState::Consistent)
+        {
+            self.volumes[vslot].disk = DiskState::UpToDate;
+            self.meta_changed(vslot, out);
+        }
+        out.push(Action::StateChanged);
+    }
+
+    fn start_source(
+        &mut self,
+        now: Time,
+        slot: usize,
+        vslot: usize,
+        transfer: Transfer,
+        out: &mut Vec<Action<P>>,
+    ) {
+        let peer = self.peers[slot].node;
+        if transfer == Transfer::Full {
+            self.peers[slot].bitmaps[vslot].set_all();
+        }
+        let random = self.next_random();
+        self.volumes[vslot].ids.new_sync_uuid(peer, random);
+        let meta_version = self.meta_changed(vslot, out);
+        let decoder = RleDecoder::new(&self.peers[slot].bitmaps[vslot]);
+        self.peers[slot].syncs[vslot] = SyncState::StartingSource(Box::new(StartingSource {
+            decoder,
+            meta_version,
+            announced: false,
+        }));
+        self.advance_starting(now, slot, vslot, out);
+    }
+
+    fn start_target(
+        &mut self,
+        slot: usize,
+        vslot: usize,
+        transfer: Transfer,
+        out: &mut Vec<Action<P>>,
+    ) {
+        if transfer == Transfer::Full {
+            self.peers[slot].bitmaps[vslot].set_all();
+        }
+        self.send_bitmap(slot, vslot, out);
+        let decoder = RleDecoder::new(&self.peers[slot].bitmaps[vslot]);
+        self.peers[slot].syncs[vslot] = SyncState::StartingTarget(Box::new(StartingTarget {
+            decoder,
+            source_ids: None,
+            meta_version: None,
+        }));
+        out.push(Action::StateChanged);
+    }
+
+    /// Sends our bitmap for the peer in `slot`, in chunks.
+    fn send_bitmap(&mut self, slot: usize, vslot: usize, out: &mut Vec<Action<P>>) {
+        let p = &self.peers[slot];
+        let (peer, volume) = (p.config.node_id, self.volumes[vslot].number);
+        // BITMAP_CHUNK_BYTES_MAX lies within the encoder's accepted range (checked in tests).
+        let Ok(chunks) = p.bitmaps[vslot].rle_chunks(BITMAP_CHUNK_BYTES_MAX) else {
+            return;
+        };
+        for chunk in chunks {
+            out.push(Action::SendOnData {
+                peer,
+                message: PeerMessage::BitmapChunk { volume, chunk },
+            });
+        }
+    }
+
+    /// The source's `SyncStart`: make its sync identifier our current and persist ourselves
+    /// Inconsistent before any resync write.
+    fn sync_start(
+        &mut self,
+        now: Time,
+        slot: usize,
+        vslot: usize,
+        message: &UuidsMessage,
+        out: &mut Vec<Action<P>>,
+    ) -> Result<(), String> {
+        let sync_uuid = message.ids.bitmap_uuid(self.node);
+        if sync_uuid == 0 {
+            return Err("sync start without a sync identifier".into());
+        }
+        let SyncState::StartingTarget(starting) = &self.peers[slot].syncs[vslot] else {
+            return Err(format!(
+                "sync start for volume {} while not a sync target",
+                message.volume
+            ));
+        };
+        if starting.source_ids.is_some() {
+            return Err(format!("second sync start for volume {}", message.volume));
+        }
+        let volume = &mut self.volumes[vslot];
+        volume.ids.current = sync_uuid;
+        volume.ids.mark_role(self.role);
+        volume.disk = DiskState::Inconsistent;
+        let version = self.meta_changed(vslot, out);
+        if let SyncState::StartingTarget(starting) = &mut self.peers[slot].syncs[vslot] {
+            starting.source_ids = Some(Box::new(message.ids.clone()));
+            starting.meta_version = Some(version);
+        }
+        self.advance_starting(now, slot, vslot, out);
+        Ok(())
+    }
+
+    /// `new-current-uuid --clear-bitmap` on the peer: take its identifiers, UpToDate.
+    fn adopt_uuids(
+        &mut self,
+        slot: usize,
+        vslot: usize,
+        message: &UuidsMessage,
+        out: &mut Vec<Action<P>>,
+    ) -> Result<(), String> {
+        if !matches!(self.peers[slot].syncs[vslot], SyncState::Established) {
+            return Err(format!(
+                "identifiers to adopt for volume {} during a handshake or resync",
+                message.volume
+            ));
+        }
+        let adoption = Adoption {
+            local: self.node,
+            source: self.peers[slot].node,
+            role: self.role,
+        };
+        self.volumes[vslot].ids.adopt_source(&message.ids, adoption);
+        self.volumes[vslot].disk = DiskState::UpToDate;
+        self.peers[slot].bitmaps[vslot].clear_all();
+        self.meta_changed(vslot, out);
+        Ok(())
+    }
+
+    pub(super) fn receive_bitmap_chunk(
+        &mut self,
+        now: Time,
+        slot: usize,
+        volume: u16,
+        chunk: &[u8],
+        out: &mut Vec<Action<P>>,
+    ) -> Result<(), String> {
+        let vslot = self
+            .volume_slot(volume)
+            .ok_or_else(|| format!("bitmap for unknown volume {volume}"))?;
+        let p = &mut self.peers[slot];
+        let decoder = match &mut p.syncs[vslot] {
+            SyncState::StartingSource(starting) => &mut starting.decoder,
+            SyncState::StartingTarget(starting) => &mut starting.decoder,
+            _ => {
+                return Err(format!(
+                    "bitmap chunk for volume {volume} outside a bitmap exchange"
+                ))
+            }
+        };
+        if decoder.is_complete() {
+            return Err(format!(
+                "bitmap chunk for volume {volume} after the whole bitmap"
+            ));
+        }
+        decoder
+            .apply(chunk, &mut p.bitmaps[vslot])
+            .map_err(|error| format!("bad bitmap chunk for volume {volume}: {error}"))?;
+        self.advance_starting(now, slot, vslot, out);
+        Ok(())
+    }
+
+    /// Moves WFBitMapS / WFBitMapT on once what they wait for is there.
+    pub(super) fn advance_starting(
+        &mut self,
+        now: Time,
+        slot: usize,
+        vslot: usize,
+        out: &mut Vec<Action<P>>,
+    ) {
+        match &self.peers[slot].syncs[vslot] {
+            SyncState::StartingSource(starting) => {
+                let (version, announced, complete) = (
+                    starting.meta_version,
+                    starting.announced,
+                    starting.decoder.is_complete(),
+                );
+                if !announced && self.is_persisted(vslot, version) {
+                    self.send_uuids(slot, vslot, UuidsPurpose::SyncStart, out);
+                    self.send_bitmap(slot, vslot, out);
+                    if let SyncState::StartingSource(starting) = &mut self.peers[slot].syncs[vslot]
+                    {
+                        starting.announced = true;
+                    }
+                }
+                if (announced || self.is_persisted(vslot, version)) && complete {
+                    let total = self.peers[slot].bitmaps[vslot].count_set_bytes();
+                    self.peers[slot].syncs[vslot] =
+                        SyncState::Source(Box::new(SourceSync::new(total, now)));
+                    out.push(Action::StateChanged);
+                }
+            }
+            SyncState::StartingTarget(starting) => {
+                let persisted = starting
+                    .meta_version
+                    .is_some_and(|v| self.is_persisted(vslot, v));
+                if !(persisted && starting.decoder.is_complete()) {
+                    return;
+                }
+                let state = std::mem::replace(&mut self.peers[slot].syncs[vslot], SyncState::Off);
+                let SyncState::StartingTarget(starting) = state else {
+                    return;
+                };
+                let Some(source_ids) = starting.source_ids else {
+                    return;
+                };
+                self.begin_target(now, slot, vslot, source_ids, out);
+            }
+            _ => {}
+        }
+    }
+
+    fn begin_target(
+        &mut self,
+        now: Time,
+        slot: usize,
+        vslot: usize,
+        source_ids: Box<GenerationIds>,
+        out: &mut Vec<Action<P>>,
+    ) {
+        let p = &mut self.peers[slot];
+        let total = p.bitmaps[vslot].count_set_bytes();
+        let mut controller = p.rate.clone();
+        controller.restart();
+        p.syncs[vslot] = SyncState::Target(Box::new(TargetSync {
+            source_ids,
+            cursor: 0,
+            requests: Default::default(),
+            writing: Default::default(),
+            controller,
+            credit: 0,
+            answered_since_tick: 0,
+            round_trip: None,
+            application_active: false,
+            progress: crate::sync::Progress::new(total, now),
+        }));
+        out.push(Action::StateChanged);
+        self.target_tick(now, slot, vslot, out);
+    }
+
+    /// Whether volume `vslot` is (becoming) a sync target of some peer.
+    pub(super) fn is_sync_target(&self, vslot: usize) -> bool {
+        self.peers.iter().any(|p| {
+            matches!(
+                p.syncs[vslot],
+                SyncState::StartingTarget(_) | SyncState::Target(_)
+            )
+        })
+    }
+}
+
+/// DRBD's "no sync" for equal current generations, unless a bitmap still has bits: then
+/// that side is the source (both: the lower node id).
+fn settle_equal_current(
+    handshake: Handshake,
+    local_bits: u64,
+    peer_bits: u64,
+    nodes: HandshakeNodes,
+) -> Handshake {
+    if handshake.rule != Rule::EqualCurrent {
+        return handshake;
+    }
+    let source = match (local_bits > 0, peer_bits > 0) {
+        (false, false) => return handshake,
+        (true, false) => true,
+        (false, true) => false,
+        (true, true) => nodes.local() < nodes.peer(),
+    };
+    let decision = if source {
+        SyncDecision::Source(Transfer::Bitmap)
+    } else {
+        SyncDecision::Target(Transfer::Bitmap)
+    };
+    Handshake {
+        decision,
+        rule: Rule::EqualCurrent,
+    }
+}
+
+/// Refuses a resync whose target is Primary (rr-conflict) or whose source is Inconsistent.
+/// Reads only exchanged values, so both sides refuse together.
+fn refuse_conflicts(outcome: Outcome, sent: &SentUuids, peer: &UuidsMessage) -> Outcome {
+    let (source, target) = match outcome {
+        Outcome::Source(_) => ((sent.disk, sent.role), (peer.disk, peer.role)),
+        Outcome::Target(_) => ((peer.disk, peer.role), (sent.disk, sent.role)),
+        other => return other,
+    };
+    if target.1 == Role::Primary {
+        return Outcome::StandAlone(
+            "rr-conflict: the resync would overwrite a Primary's data".into(),
+        );
+    }
+    if !matches!(
+        source.0,
+        DiskState::UpToDate | DiskState::Outdated | DiskState::Consistent
+    ) {
+        return Outcome::StandAlone(format!(
+            "the sync source's disk is {}: no copy to resync from",
+            source.0
+        ));
+    }
+    outcome
+}

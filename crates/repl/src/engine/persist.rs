@@ -1,0 +1,314 @@
+//! The engine's metadata: generation identifiers, disk state and primary indicator of each
+//! volume, and how changes to them reach the disk.
+//!
+//! Invariants:
+//! - Every change that must survive a crash bumps the volume's `MetaIo::version` and is
+//!   written by an [`Action::PersistMeta`] carrying the whole [`VolumeMeta`]; at most one is
+//!   in flight per volume, and a change made meanwhile is written by the next one, so the
+//!   superblock is never overwritten by an older image.
+//! - Nothing that relies on a change happens before `persisted >= version`: a client write
+//!   that needed a new generation is not completed, a resync does not start.
+//! - The Primary creates a new current generation before a write leaves a peer behind: on the
+//!   first write while a peer with no bitmap identifier is absent, and at once when a peer is
+//!   lost with writes it never confirmed (drbd-semantics.md §2).
+
+use crate::engine::{replicates_to, Engine};
+use crate::state::{ConnState, DiskState, Role};
+use crate::sync::SyncState;
+use crate::types::{Action, IoError, IoId, StateError, Time, UuidsPurpose, VolumeMeta};
+use crate::uuid::{NewCurrent, NodeSet};
+
+/// Persistence bookkeeping of one volume's metadata.
+#[derive(Debug, Default)]
+pub(super) struct MetaIo {
+    /// Bumped by every change.
+    version: u64,
+    /// The newest version known durable.
+    persisted: u64,
+    /// The `PersistMeta` in flight: its sequence number and the version it carries.
+    in_flight: Option<(u64, u64)>,
+    /// A metadata write failed: the metadata can no longer be trusted.
+    pub(super) failed: bool,
+}
+
+/// splitmix64: a full-period sequence of well-mixed values from a seed.
+fn splitmix64(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+impl<P: Clone> Engine<P> {
+    pub(super) fn next_random(&mut self) -> u64 {
+        splitmix64(&mut self.random)
+    }
+
+    /// Records a change of volume `vslot`'s metadata and makes sure a write of it follows;
+    /// returns the version that holds the change.
+    pub(super) fn meta_changed(&mut self, vslot: usize, out: &mut Vec<Action<P>>) -> u64 {
+        let meta = &mut self.volumes[vslot].meta;
+        meta.version += 1;
+        let version = meta.version;
+        if meta.in_flight.is_none() {
+            self.issue_persist(vslot, out);
+        }
+        out.push(Action::StateChanged);
+        version
+    }
+
+    fn issue_persist(&mut self, vslot: usize, out: &mut Vec<Action<P>>) {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        let version = self.volumes[vslot].meta.version;
+        self.volumes[vslot].meta.in_flight = Some((seq, version));
+        let volume = self.volumes[vslot].number;
+        out.push(Action::PersistMeta {
+            io: IoId::Meta { seq },
+            volume,
+            meta: Box::new(self.volume_meta(vslot)),
+        });
+    }
+
+    /// Whether `version` of volume `vslot`'s metadata is durable (0 always is).
+    pub(super) fn is_persisted(&self, vslot: usize, version: u64) -> bool {
+        self.volumes
+            .get(vslot)
+            .is_none_or(|v| v.meta.persisted >= version)
+    }
+
+    /// The latest version of volume `vslot` not yet durable, or 0.
+    fn unpersisted_version(&self, vslot: usize) -> u64 {
+        let meta = &self.volumes[vslot].meta;
+        if meta.version > meta.persisted {
+            meta.version
+        } else {
+            0
+        }
+    }
+
+    /// A `PersistMeta` finished.
+    pub(super) fn persist_done(
+        &mut self,
+        now: Time,
+        seq: u64,
+        result: Result<(), IoError>,
+        out: &mut Vec<Action<P>>,
+    ) {
+        let Some(vslot) = self
+            .volumes
+            .iter()
+            .position(|v| v.meta.in_flight.is_some_and(|(s, _)| s == seq))
+        else {
+            return;
+        };
+        let volume = &mut self.volumes[vslot];
+        let Some((_, version)) = volume.meta.in_flight.take() else {
+            return;
+        };
+        // A failed metadata write still releases what waited for it (writes complete with an
+        // error), so nothing hangs; the disk is Failed from here on.
+        volume.meta.persisted = version;
+        if result.is_err() {
+            volume.meta.failed = true;
+            volume.disk = DiskState::Failed;
+            out.push(Action::StateChanged);
+        }
+        if volume.meta.version > version {
+            self.issue_persist(vslot, out);
+        }
+        let number = self.volumes[vslot].number;
+        let waiting: Vec<u64> = self
+            .in_flight
+            .iter()
+            .filter(|(_, w)| w.volume == number)
+            .map(|(&s, _)| s)
+            .collect();
+        for seq in waiting {
+            self.try_complete_write(now, seq, out);
+        }
+        for slot in 0..self.peers.len() {
+            self.advance_starting(now, slot, vslot, out);
+        }
+    }
+
+    fn volume_meta(&self, vslot: usize) -> VolumeMeta {
+        let volume = &self.volumes[vslot];
+        VolumeMeta {
+            ids: volume.ids.clone(),
+            disk: volume.disk,
+            primary: self.role == Role::Primary,
+        }
+    }
+
+    /// What the metadata of `volume` says now (what the last `PersistMeta` wrote, or will).
+    pub fn meta(&self, volume: u16) -> Option<VolumeMeta> {
+        Some(self.volume_meta(self.volume_slot(volume)?))
+    }
+
+    /// Takes the bitmap pages of `volume` for `peer` changed since they were last taken:
+    /// `(page index, 4 KiB image)`, ascending.
+    ///
+    /// The driver writes them (at the bitmap's offset in the metadata area) before every
+    /// `PersistMeta`, on disconnect and on demotion (`StateChanged`), on clean shutdown, and
+    /// periodically (every few seconds) while writes run with a peer away. Without an activity
+    /// log, bits not yet written when the node crashes are covered by `crashed_primary` (a
+    /// Primary resyncs everything after a crash).
+    pub fn take_dirty_bitmap_pages(&mut self, volume: u16, peer: u8) -> Vec<(u64, Vec<u8>)> {
+        let (Some(vslot), Some(slot)) = (self.volume_slot(volume), self.peer_slot(peer)) else {
+            return Vec::new();
+        };
+        self.peers[slot].bitmaps[vslot]
+            .take_dirty_pages()
+            .map(|(page, image)| (page, image.to_vec()))
+            .collect()
+    }
+
+    /// Peers a write would leave behind now.
+    fn absent_peers(&self) -> NodeSet {
+        self.peers
+            .iter()
+            .filter(|p| !replicates_to(p))
+            .fold(NodeSet::EMPTY, |set, p| set.with(p.node))
+    }
+
+    /// Before a write as Primary: a new generation if an absent peer has no bitmap identifier
+    /// yet. Returns the metadata version the write must wait for (0: none).
+    pub(super) fn new_generation_if_needed(
+        &mut self,
+        vslot: usize,
+        out: &mut Vec<Action<P>>,
+    ) -> u64 {
+        let absent = self.absent_peers();
+        let ids = &self.volumes[vslot].ids;
+        if absent.iter().any(|peer| ids.bitmap_uuid(peer) == 0) {
+            self.new_generation(vslot, absent, out);
+        }
+        self.unpersisted_version(vslot)
+    }
+
+    fn new_generation(
+        &mut self,
+        vslot: usize,
+        absent_peers: NodeSet,
+        out: &mut Vec<Action<P>>,
+    ) -> u64 {
+        let random = self.next_random();
+        let change = NewCurrent {
+            random,
+            role: self.role,
+            absent_peers,
+        };
+        self.volumes[vslot].ids.new_current(change);
+        self.meta_changed(vslot, out)
+    }
+
+    /// The peer in `slot` was lost while writes to it were unconfirmed (`drained` per volume):
+    /// as Primary, start a new generation now so the bits carry a bitmap identifier, and hold
+    /// the writes being settled until it is durable.
+    pub(super) fn generation_after_loss(
+        &mut self,
+        slot: usize,
+        drained: &[bool],
+        out: &mut Vec<Action<P>>,
+    ) {
+        if self.role != Role::Primary {
+            return;
+        }
+        let peer = self.peers[slot].node;
+        for (vslot, _) in drained.iter().enumerate().filter(|(_, d)| **d) {
+            if self.volumes[vslot].ids.bitmap_uuid(peer) != 0 {
+                continue;
+            }
+            let absent = self.absent_peers();
+            let version = self.new_generation(vslot, absent, out);
+            let number = self.volumes[vslot].number;
+            for write in self.in_flight.values_mut().filter(|w| w.volume == number) {
+                write.meta_version = write.meta_version.max(version);
+            }
+        }
+    }
+
+    /// On promotion: mark the current generation as made by a Primary, but only if no peer is
+    /// away (otherwise the first write's new generation carries the mark).
+    pub(super) fn mark_role_if_all_present(&mut self, vslot: usize) {
+        if self.absent_peers() == NodeSet::EMPTY {
+            self.volumes[vslot].ids.mark_role(Role::Primary);
+        }
+    }
+
+    /// `primary --force` on a disk that is not UpToDate: it becomes UpToDate with a new
+    /// generation, and connected peers get a new handshake (which makes us their source).
+    pub(super) fn force_up_to_date(&mut self, vslot: usize, out: &mut Vec<Action<P>>) {
+        self.volumes[vslot].disk = DiskState::UpToDate;
+        let absent = self.absent_peers();
+        self.new_generation(vslot, absent, out);
+        self.rehandshake(vslot, out);
+    }
+
+    /// Sends a new handshake for `vslot` to every connected peer that is Established.
+    fn rehandshake(&mut self, vslot: usize, out: &mut Vec<Action<P>>) {
+        for slot in 0..self.peers.len() {
+            let p = &self.peers[slot];
+            if p.connection == ConnState::Connected
+                && matches!(p.syncs[vslot], SyncState::Established)
+            {
+                self.send_handshake(slot, vslot, out);
+            }
+        }
+    }
+
+    /// `new-current-uuid [--clear-bitmap]` (drbd-semantics.md §3): a new current generation
+    /// on every volume. With `clear_bitmap` (the initial sync of empty disks skipped), the
+    /// bitmaps of connected peers are cleared, the disk becomes UpToDate, and connected peers
+    /// adopt the identifiers and become UpToDate too. Without it, connected peers get a new
+    /// handshake (a full resync from here). Refused while a handshake or resync runs.
+    pub fn new_current_uuid(
+        &mut self,
+        clear_bitmap: bool,
+        out: &mut Vec<Action<P>>,
+    ) -> Result<(), StateError> {
+        let busy = self.peers.iter().find(|p| {
+            p.connection == ConnState::Connected
+                && p.syncs.iter().any(|s| !matches!(s, SyncState::Established))
+        });
+        if let Some(peer) = busy {
+            return Err(StateError::SyncInProgress {
+                peer: peer.config.name.clone(),
+            });
+        }
+        for vslot in 0..self.volumes.len() {
+            let absent = self.absent_peers();
+            if !clear_bitmap {
+                self.new_generation(vslot, absent, out);
+                self.rehandshake(vslot, out);
+                continue;
+            }
+            let random = self.next_random();
+            self.volumes[vslot].ids.new_current(NewCurrent {
+                random,
+                role: self.role,
+                absent_peers: absent,
+            });
+            self.volumes[vslot].disk = DiskState::UpToDate;
+            for slot in 0..self.peers.len() {
+                if self.peers[slot].connection == ConnState::Connected {
+                    self.peers[slot].bitmaps[vslot].clear_all();
+                    self.peers[slot].disks[vslot] = DiskState::UpToDate;
+                    self.send_uuids(slot, vslot, UuidsPurpose::Adopt, out);
+                }
+            }
+            self.meta_changed(vslot, out);
+        }
+        Ok(())
+    }
+
+    /// `connect --discard-my-data`: this node loses the next split-brain resolution with
+    /// `peer` (the flag is sent with the next handshake, then cleared).
+    pub fn set_discard_my_data(&mut self, peer: u8) -> Result<(), StateError> {
+        let slot = self.peer_slot(peer).ok_or(StateError::NoSuchPeer(peer))?;
+        self.peers[slot].discard_my_data = true;
+        Ok(())
+    }
+}

@@ -1,0 +1,551 @@
+//! The resync itself, once the bitmaps are exchanged: the target requests the blocks set in
+//! its bitmap, paced by the rate controller and bounded by `max-buffers`; the source reads and
+//! sends them; the target writes them and clears its bits, the source clears its bits when the
+//! target confirms.
+//!
+//! **Invariant (application writes during a resync; asserted in `start_write`,
+//! `start_resync_reads` and the receiver):** a block a client wrote is never overwritten by
+//! older resync data.
+//! - On the source, a resync read starts only when no client write to its blocks is in flight
+//!   and no write to them sent to this peer is unconfirmed (its transfer-log entry is gone:
+//!   written on the target). A client write to blocks being read, or whose reply the target
+//!   has not confirmed, waits until the target's ack. So the two never run concurrently, and
+//!   whichever started first reaches the data socket first.
+//! - On the target, writes arrive on that one ordered socket and the receiver applies
+//!   overlapping ones in arrival order, never concurrently. So a resync reply read before a
+//!   write lands before it, and one read after it carries its data.
+//! - Writes from an earlier connection that are still being applied are ordered the same way
+//!   (they arrived earlier), and their blocks stay out of sync on the source until confirmed.
+
+use crate::engine::Engine;
+use crate::extent::Extent;
+use crate::resync_rate::ResyncTick;
+use crate::state::{DiskState, Role};
+use crate::sync::{Requested, SyncState};
+use crate::types::{Action, DiskOp, IoError, IoId, PeerMessage, Time};
+
+/// Largest single resync request.
+pub const RESYNC_REQUEST_BYTES_MAX: u64 = 128 * 1024;
+/// Bytes of a `max-buffers` page.
+const PAGE_BYTES: u64 = 4096;
+/// DRBD's largest `max-buffers`, in pages: a source accepts requests up to this much in
+/// flight, so a target configured with more buffers than the source still works.
+const MAX_BUFFERS_PAGES_LIMIT: u64 = 131_072;
+
+impl<P: Clone> Engine<P> {
+    /// Bytes of resync data one peer may have in flight.
+    fn resync_in_flight_max(&self, slot: usize) -> u64 {
+        u64::from(self.peers[slot].config.max_buffers_pages) * PAGE_BYTES
+    }
+
+    /// Whether a resync read, or a reply the target has not confirmed, covers part of `extent`
+    /// on `volume` (a client write to it must wait).
+    pub(super) fn resync_busy(&self, volume: u16, extent: &Extent) -> bool {
+        let Some(vslot) = self.volume_slot(volume) else {
+            return false;
+        };
+        self.peers
+            .iter()
+            .any(|p| matches!(&p.syncs[vslot], SyncState::Source(source) if source.is_busy(extent)))
+    }
+
+    // ----- source ---------------------------------------------------------------------------
+
+    pub(super) fn receive_resync_request(
+        &mut self,
+        now: Time,
+        slot: usize,
+        id: u64,
+        volume: u16,
+        extent: Extent,
+    ) -> Result<(), String> {
+        let vslot = self
+            .volume_slot(volume)
+            .ok_or_else(|| format!("resync request for unknown volume {volume}"))?;
+        let granularity = u64::from(self.peers[slot].bitmaps[vslot].granularity_bytes());
+        let valid = Extent::new(extent.offset, extent.length)
+            .filter(|e| {
+                e.length > 0
+                    && e.length <= RESYNC_REQUEST_BYTES_MAX
+                    && e.end() <= self.volumes[vslot].size_bytes
+            })
+            .filter(|e| e.offset % granularity == 0);
+        if valid.is_none() {
+            return Err(format!(
+                "bad resync request {id}: offset {} length {}",
+                extent.offset, extent.length
+            ));
+        }
+        let limit = MAX_BUFFERS_PAGES_LIMIT * PAGE_BYTES + RESYNC_REQUEST_BYTES_MAX;
+        let SyncState::Source(source) = &mut self.peers[slot].syncs[vslot] else {
+            return Err(format!(
+                "resync request for volume {volume} while not its sync source"
+            ));
+        };
+        if source.knows(id) {
+            return Err(format!("resync request {id} twice"));
+        }
+        if source.busy_bytes() + extent.length > limit {
+            return Err(format!(
+                "resync requests beyond max-buffers ({limit} bytes in flight)"
+            ));
+        }
+        source
+            .queued
+            .push_back((id, Requested { extent, since: now }));
+        Ok(())
+    }
+
+    /// Starts every queued resync read whose blocks no client write holds (see the module
+    /// invariant).
+    pub(super) fn start_resync_reads(&mut self, out: &mut Vec<Action<P>>) {
+        for slot in 0..self.peers.len() {
+            for vslot in 0..self.volumes.len() {
+                if matches!(self.peers[slot].syncs[vslot], SyncState::Source(_)) {
+                    self.start_reads_for(slot, vslot, out);
+                }
+            }
+        }
+    }
+
+    fn start_reads_for(&mut self, slot: usize, vslot: usize, out: &mut Vec<Action<P>>) {
+        let volume = self.volumes[vslot].number;
+        let peer = self.peers[slot].config.node_id;
+        let in_flight: Vec<Extent> = self
+            .in_flight
+            .values()
+            .filter(|w| w.volume == volume)
+            .map(|w| w.extent)
+            .collect();
+        let p = &mut self.peers[slot];
+        let unconfirmed: Vec<Extent> = p
+            .transfer_log
+            .iter()
+            .filter(|s| s.volume == volume)
+            .map(|s| s.extent)
+            .collect();
+        let SyncState::Source(source) = &mut p.syncs[vslot] else {
+            return;
+        };
+        let mut index = 0;
+        while index < source.queued.len() {
+            let (_, request) = source.queued[index];
+            let held = in_flight
+                .iter()
+                .chain(&unconfirmed)
+                .any(|e| e.overlaps(&request.extent));
+            if held {
+                index += 1;
+                continue;
+            }
+            let Some((id, request)) = source.queued.remove(index) else {
+                break;
+            };
+            assert!(
+                !in_flight.iter().any(|e| e.overlaps(&request.extent)),
+                "a resync read would run with a client write"
+            );
+            source.reading.insert(id, request);
+            let Extent { offset, length } = request.extent;
+            out.push(Action::LocalRead {
+                io: IoId::ResyncRead { peer, id },
+                volume,
+                offset,
+                length,
+            });
+        }
+    }
+
+    /// A `LocalRead` finished: `data` is the `length` bytes read (or why not).
+    pub fn local_read_done(
+        &mut self,
+        now: Time,
+        io: IoId,
+        result: Result<P, IoError>,
+        out: &mut Vec<Action<P>>,
+    ) {
+        let IoId::ResyncRead { peer, id } = io else {
+            return;
+        };
+        let Some(slot) = self.peer_slot(peer) else {
+            return;
+        };
+        let found = self.peers[slot].syncs.iter().position(
+            |s| matches!(s, SyncState::Source(source) if source.reading.contains_key(&id)),
+        );
+        // Not found: the connection ended since; the blocks stay out of sync.
+        let Some(vslot) = found else { return };
+        let volume = self.volumes[vslot].number;
+        let p = &mut self.peers[slot];
+        let SyncState::Source(source) = &mut p.syncs[vslot] else {
+            return;
+        };
+        let Some(request) = source.reading.remove(&id) else {
+            return;
+        };
+        let Extent { offset, length } = request.extent;
+        match result {
+            Ok(data) => {
+                source.awaiting.insert(id, request);
+                p.sent_bytes[vslot] += length;
+                out.push(Action::SendOnData {
+                    peer,
+                    message: PeerMessage::ResyncReply {
+                        id,
+                        volume,
+                        offset,
+                        length,
+                        data,
+                    },
+                });
+            }
+            Err(_) => {
+                source.progress.failed_bytes += length;
+                out.push(Action::SendOnData {
+                    peer,
+                    message: PeerMessage::ResyncNegReply {
+                        id,
+                        volume,
+                        offset,
+                        length,
+                    },
+                });
+                self.start_waiting(now, out);
+            }
+        }
+    }
+
+    pub(super) fn receive_resync_ack(
+        &mut self,
+        now: Time,
+        slot: usize,
+        id: u64,
+        volume: u16,
+        ok: bool,
+        out: &mut Vec<Action<P>>,
+    ) -> Result<(), String> {
+        let vslot = self
+            .volume_slot(volume)
+            .ok_or_else(|| format!("resync ack for unknown volume {volume}"))?;
+        let p = &mut self.peers[slot];
+        let SyncState::Source(source) = &mut p.syncs[vslot] else {
+            return Err(format!(
+                "resync ack for volume {volume} while not its sync source"
+            ));
+        };
+        let request = source
+            .awaiting
+            .remove(&id)
+            .ok_or_else(|| format!("resync ack for unknown reply {id}"))?;
+        let Extent { offset, length } = request.extent;
+        if ok {
+            // Checked against the volume when the request came in.
+            let cleared = p.bitmaps[vslot].clear(offset, length);
+            assert!(
+                cleared.is_ok(),
+                "a checked resync range lies within its bitmap"
+            );
+            source.progress.done_bytes += length;
+        } else {
+            source.progress.failed_bytes += length;
+        }
+        self.start_waiting(now, out);
+        Ok(())
+    }
+
+    pub(super) fn receive_resync_done(
+        &mut self,
+        slot: usize,
+        volume: u16,
+        failed_bytes: u64,
+        out: &mut Vec<Action<P>>,
+    ) -> Result<(), String> {
+        let vslot = self
+            .volume_slot(volume)
+            .ok_or_else(|| format!("resync done for unknown volume {volume}"))?;
+        let SyncState::Source(source) = &self.peers[slot].syncs[vslot] else {
+            return Err(format!(
+                "resync done for volume {volume} while not its sync source"
+            ));
+        };
+        if source.busy_bytes() != 0 {
+            return Err(format!(
+                "resync done for volume {volume} with requests outstanding"
+            ));
+        }
+        self.peers[slot].syncs[vslot] = SyncState::Established;
+        if failed_bytes == 0 {
+            let peer = self.peers[slot].node;
+            let ids = &mut self.volumes[vslot].ids;
+            ids.clear_bitmap_uuid(peer);
+            ids.flags.crashed_primary = false;
+            self.peers[slot].disks[vslot] = DiskState::UpToDate;
+        }
+        self.meta_changed(vslot, out);
+        Ok(())
+    }
+
+    // ----- target ---------------------------------------------------------------------------
+
+    /// Once per tick for a connected peer: the resync's pacing and progress samples.
+    pub(super) fn resync_tick(&mut self, now: Time, slot: usize, out: &mut Vec<Action<P>>) {
+        for vslot in 0..self.volumes.len() {
+            match &mut self.peers[slot].syncs[vslot] {
+                SyncState::Source(source) => source.progress.sample(now),
+                SyncState::Target(_) => self.target_tick(now, slot, vslot, out),
+                _ => {}
+            }
+        }
+    }
+
+    /// Asks the rate controller for this tick's budget and issues requests within it.
+    pub(super) fn target_tick(
+        &mut self,
+        now: Time,
+        slot: usize,
+        vslot: usize,
+        out: &mut Vec<Action<P>>,
+    ) {
+        let p = &mut self.peers[slot];
+        let SyncState::Target(target) = &mut p.syncs[vslot] else {
+            return;
+        };
+        target.progress.sample(now);
+        let in_flight_bytes = target.in_flight_bytes();
+        let set_bytes = p.bitmaps[vslot].count_set_bytes();
+        let pending_bytes = set_bytes
+            .saturating_sub(in_flight_bytes)
+            .saturating_sub(target.progress.failed_bytes);
+        let tick = ResyncTick {
+            now,
+            in_flight_bytes,
+            answered_bytes: std::mem::take(&mut target.answered_since_tick),
+            round_trip: target.round_trip,
+            application_active: std::mem::take(&mut target.application_active),
+            pending_bytes,
+        };
+        let budget = i64::try_from(target.controller.tick(&tick)).unwrap_or(i64::MAX);
+        // A budget not used in its tick is not saved up; an overdraft is repaid.
+        target.credit = target.credit.min(0).saturating_add(budget);
+        self.issue_requests(now, slot, vslot, out);
+    }
+
+    /// Requests runs of set blocks from the cursor on, while credit and `max-buffers` allow
+    /// (so the bytes requested never exceed the controller's budgets by a block or more);
+    /// finishes the resync when nothing is left.
+    fn issue_requests(&mut self, now: Time, slot: usize, vslot: usize, out: &mut Vec<Action<P>>) {
+        let in_flight_max = self.resync_in_flight_max(slot);
+        let (volume, size_bytes) = (self.volumes[vslot].number, self.volumes[vslot].size_bytes);
+        let p = &mut self.peers[slot];
+        let peer = p.config.node_id;
+        let bitmap = &p.bitmaps[vslot];
+        let SyncState::Target(target) = &mut p.syncs[vslot] else {
+            return;
+        };
+        let granularity = u64::from(bitmap.granularity_bytes());
+        while target.credit > 0 {
+            let room = in_flight_max.saturating_sub(target.in_flight_bytes());
+            let Some(first) = bitmap.next_set(target.cursor) else {
+                break;
+            };
+            if room < granularity.min(size_bytes - first * granularity) {
+                break;
+            }
+            // No larger than the credit left (rounded up to a block), so a request overdraws
+            // the tick's budget by less than one block.
+            let credit = u64::try_from(target.credit).unwrap_or(0);
+            let blocks_max = (room
+                .min(RESYNC_REQUEST_BYTES_MAX)
+                .min(credit.next_multiple_of(granularity))
+                / granularity)
+                .max(1);
+            let end = bitmap
+                .next_clear(first)
+                .unwrap_or(bitmap.block_count())
+                .min(first + blocks_max);
+            let offset = first * granularity;
+            let length = (end * granularity).min(size_bytes) - offset;
+            let id = self.next_request_id;
+            self.next_request_id += 1;
+            target.requests.insert(
+                id,
+                Requested {
+                    extent: Extent { offset, length },
+                    since: now,
+                },
+            );
+            target.cursor = end;
+            target.credit = target
+                .credit
+                .saturating_sub(i64::try_from(length).unwrap_or(i64::MAX));
+            out.push(Action::SendOnData {
+                peer,
+                message: PeerMessage::ResyncRequest {
+                    id,
+                    volume,
+                    offset,
+                    length,
+                },
+            });
+        }
+        self.finish_target_if_done(slot, vslot, out);
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn receive_resync_reply(
+        &mut self,
+        now: Time,
+        slot: usize,
+        id: u64,
+        volume: u16,
+        extent: Extent,
+        data: P,
+        out: &mut Vec<Action<P>>,
+    ) -> Result<(), String> {
+        let vslot = self
+            .volume_slot(volume)
+            .ok_or_else(|| format!("resync reply for unknown volume {volume}"))?;
+        let p = &mut self.peers[slot];
+        let SyncState::Target(target) = &mut p.syncs[vslot] else {
+            return Err(format!(
+                "resync reply for volume {volume} while not its sync target"
+            ));
+        };
+        let request = target
+            .requests
+            .remove(&id)
+            .ok_or_else(|| format!("resync reply for unknown request {id}"))?;
+        if request.extent != extent {
+            return Err(format!(
+                "resync reply {id} for a range that was not requested"
+            ));
+        }
+        target.round_trip = Some(now.since(request.since));
+        target.answered_since_tick += extent.length;
+        target.writing.insert(id, request);
+        p.received_bytes[vslot] += extent.length;
+        let op = DiskOp::Write {
+            offset: extent.offset,
+            length: extent.length,
+            data,
+            fua: false,
+        };
+        p.receiver.resync(id, volume, extent, op, out);
+        Ok(())
+    }
+
+    pub(super) fn receive_resync_neg_reply(
+        &mut self,
+        now: Time,
+        slot: usize,
+        id: u64,
+        volume: u16,
+        extent: Extent,
+        out: &mut Vec<Action<P>>,
+    ) -> Result<(), String> {
+        let vslot = self
+            .volume_slot(volume)
+            .ok_or_else(|| format!("resync negative reply for unknown volume {volume}"))?;
+        let SyncState::Target(target) = &mut self.peers[slot].syncs[vslot] else {
+            return Err(format!(
+                "resync negative reply for volume {volume} while not its sync target"
+            ));
+        };
+        let request = target
+            .requests
+            .remove(&id)
+            .ok_or_else(|| format!("resync negative reply for unknown request {id}"))?;
+        if request.extent != extent {
+            return Err(format!(
+                "resync negative reply {id} for a range that was not requested"
+            ));
+        }
+        // The blocks stay out of sync; the resync goes on without them.
+        target.progress.failed_bytes += extent.length;
+        self.issue_requests(now, slot, vslot, out);
+        Ok(())
+    }
+
+    /// A resync write finished: clear its bits (on success) and tell the source.
+    pub(super) fn resync_write_done(
+        &mut self,
+        now: Time,
+        peer: u8,
+        id: u64,
+        result: Result<(), IoError>,
+        out: &mut Vec<Action<P>>,
+    ) {
+        let Some(slot) = self.peer_slot(peer) else {
+            return;
+        };
+        let Some((volume, extent)) = self.peers[slot].receiver.resync_done(id, out) else {
+            return;
+        };
+        let Some(vslot) = self.volume_slot(volume) else {
+            return;
+        };
+        let p = &mut self.peers[slot];
+        // A write of an earlier connection's resync: its bits stay set (the source did not
+        // see it confirmed either).
+        let SyncState::Target(target) = &mut p.syncs[vslot] else {
+            return;
+        };
+        if target.writing.remove(&id).is_none() {
+            return;
+        }
+        let ok = result.is_ok();
+        if ok {
+            let cleared = p.bitmaps[vslot].clear(extent.offset, extent.length);
+            assert!(cleared.is_ok(), "a requested range lies within its bitmap");
+            target.progress.done_bytes += extent.length;
+        } else {
+            target.progress.failed_bytes += extent.length;
+        }
+        out.push(Action::SendOnData {
+            peer,
+            message: PeerMessage::ResyncAck { id, volume, ok },
+        });
+        self.issue_requests(now, slot, vslot, out);
+    }
+
+    /// Nothing requested, being written or left to request: the resync is over. On success
+    /// adopt the source's identifiers and become UpToDate; either way tell the source.
+    fn finish_target_if_done(&mut self, slot: usize, vslot: usize, out: &mut Vec<Action<P>>) {
+        let p = &self.peers[slot];
+        let SyncState::Target(target) = &p.syncs[vslot] else {
+            return;
+        };
+        let left = p.bitmaps[vslot].next_set(target.cursor).is_some();
+        if left || !target.requests.is_empty() || !target.writing.is_empty() {
+            return;
+        }
+        let state = std::mem::replace(&mut self.peers[slot].syncs[vslot], SyncState::Established);
+        let SyncState::Target(target) = state else {
+            return;
+        };
+        let failed_bytes = target.progress.failed_bytes;
+        if failed_bytes == 0 {
+            let adoption = crate::uuid::Adoption {
+                local: self.node,
+                source: self.peers[slot].node,
+                role: self.role,
+            };
+            self.volumes[vslot]
+                .ids
+                .adopt_source(&target.source_ids, adoption);
+            if self.role == Role::Primary {
+                self.volumes[vslot].ids.mark_role(Role::Primary);
+            }
+            self.volumes[vslot].disk = DiskState::UpToDate;
+        }
+        let (peer, volume) = (self.peers[slot].config.node_id, self.volumes[vslot].number);
+        out.push(Action::SendOnData {
+            peer,
+            message: PeerMessage::ResyncDone {
+                volume,
+                failed_bytes,
+            },
+        });
+        self.meta_changed(vslot, out);
+    }
+}
