@@ -170,7 +170,7 @@ fn map_io(error: std::io::Error) -> IoError {
 }
 
 /// Size of a regular file, or of a block device by BLKGETSIZE64.
-fn device_size(file: &File) -> std::io::Result<u64> {
+pub(crate) fn device_size(file: &File) -> std::io::Result<u64> {
     let metadata = file.metadata()?;
     if !metadata.file_type().is_block_device() {
         return Ok(metadata.len());
