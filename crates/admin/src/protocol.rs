@@ -52,6 +52,19 @@ pub enum Request {
         resource: Option<String>,
         /// Which peer (connection name); `None` = all peers.
         peer: Option<String>,
+        /// Lose the next split-brain resolution with these peers (`--discard-my-data`).
+        #[serde(default)]
+        discard_my_data: bool,
+    },
+    /// Start a new generation of the data (`tandem new-current-uuid [--clear-bitmap]`);
+    /// with `clear_bitmap`, connected peers take it over without a resync (the initial sync
+    /// of empty disks skipped).
+    NewCurrentUuid {
+        /// Which resource; `None` = all.
+        resource: Option<String>,
+        /// Clear the bitmaps of connected peers and mark everyone UpToDate.
+        #[serde(default)]
+        clear_bitmap: bool,
     },
     /// Drop connections to peers (`tandem disconnect [--peer NAME]`).
     Disconnect {

@@ -92,7 +92,8 @@ fn handle(request: Request, resources: &[Arc<Resource>]) -> Reply {
         }
         Request::Primary { resource, force } => (resource, Box::new(move |r| promote(r, force))),
         Request::Secondary { resource } => (resource, Box::new(demote)),
-        Request::Connect { resource, peer } => (resource, Box::new(move |r| set_connect(r, peer.as_deref(), true))),
+        Request::Connect { resource, peer, discard_my_data } => (resource, Box::new(move |r| connect(r, peer.as_deref(), discard_my_data))),
+        Request::NewCurrentUuid { resource, clear_bitmap } => (resource, Box::new(move |r| new_current_uuid(r, clear_bitmap))),
         Request::Disconnect { resource, peer } => (resource, Box::new(move |r| set_connect(r, peer.as_deref(), false))),
         Request::Up { resource } => (resource, Box::new(up)),
         Request::Down { resource } => (resource, Box::new(down)),
@@ -121,12 +122,30 @@ fn demote(resource: &Arc<Resource>) -> Result<(), String> {
     resource.step(|engine, _, out| engine.demote(out)).map_err(|e| format!("State change failed: {e}"))
 }
 
-fn set_connect(resource: &Arc<Resource>, peer: Option<&str>, connect: bool) -> Result<(), String> {
+/// The node ids of the peers a request names (`None`: all).
+fn peer_ids(resource: &Resource, peer: Option<&str>) -> Result<Vec<u8>, String> {
     let peers: Vec<u8> = resource.peers.iter().filter(|p| peer.is_none_or(|name| p.name == name)).map(|p| p.node_id).collect();
     if peers.is_empty() {
         return Err(format!("no peer named '{}'", peer.unwrap_or_default()));
     }
-    for node_id in peers {
+    Ok(peers)
+}
+
+fn connect(resource: &Arc<Resource>, peer: Option<&str>, discard_my_data: bool) -> Result<(), String> {
+    if discard_my_data {
+        for node_id in peer_ids(resource, peer)? {
+            resource.step(|engine, _, _| engine.set_discard_my_data(node_id)).map_err(|e| e.to_string())?;
+        }
+    }
+    set_connect(resource, peer, true)
+}
+
+fn new_current_uuid(resource: &Arc<Resource>, clear_bitmap: bool) -> Result<(), String> {
+    resource.step(|engine, _, out| engine.new_current_uuid(clear_bitmap, out)).map_err(|e| format!("State change failed: {e}"))
+}
+
+fn set_connect(resource: &Arc<Resource>, peer: Option<&str>, connect: bool) -> Result<(), String> {
+    for node_id in peer_ids(resource, peer)? {
         resource.step(|engine, now, out| engine.set_connect(now, node_id, connect, out)).map_err(|e| e.to_string())?;
     }
     Ok(())

@@ -58,6 +58,18 @@ impl Disk {
         Ok(Disk { file, path: path.to_path_buf(), size_bytes })
     }
 
+    /// Open `path` with its usable size cut to `data_bytes` (the part before internal
+    /// metadata); the metadata region is then out of every client's and peer's reach.
+    pub fn open_limited(path: &Path, data_bytes: u64) -> Result<Disk, DiskError> {
+        let mut disk = Disk::open(path)?;
+        let limited = data_bytes / DISK_ALIGN_BYTES * DISK_ALIGN_BYTES;
+        if limited > disk.size_bytes {
+            return Err(DiskError::TooSmall { path: path.to_path_buf(), size_bytes: disk.size_bytes });
+        }
+        disk.size_bytes = limited;
+        Ok(disk)
+    }
+
     /// Usable size in bytes.
     pub fn size_bytes(&self) -> u64 {
         self.size_bytes

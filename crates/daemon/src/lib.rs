@@ -14,10 +14,13 @@ mod admin_server;
 mod disk;
 mod export;
 mod io_workers;
+mod meta_store;
+mod metadata;
 mod peer;
 mod resource;
 mod setup;
 mod status;
+mod wire_map;
 
 use std::path::PathBuf;
 

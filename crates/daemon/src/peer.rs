@@ -25,11 +25,11 @@ use std::time::Duration;
 use bufpool::{Filler, Incoming};
 use hmac::{Hmac, Mac};
 use rand::RngCore;
-use repl::{ConnState, DiskOp, DiskState, PeerMessage, Protocol, Role};
+use repl::{ConnState, DiskOp, PeerMessage, Protocol};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, watch, Semaphore};
+use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 use wire::{
     check_hello, auth_mac_input, DataHeader, FrameHeader, Hello, HelloExpect, HelloNonces, Message,
@@ -37,6 +37,7 @@ use wire::{
 };
 
 use crate::resource::{Outgoing, Payload, PeerInfo, Resource};
+use crate::wire_map::{control_from_wire, control_to_wire, sync_from_wire, sync_to_wire};
 
 /// How long a handshake may take before the attempt is abandoned.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -456,6 +457,18 @@ fn encode_outgoing(item: Outgoing, out: &mut Vec<u8>) -> Result<(Option<u64>, Op
             Message::Barrier { epoch, flush }.encode(0, out)?;
             Ok((None, None))
         }
+        Outgoing::OnData(PeerMessage::ResyncReply { id, volume, offset, data, .. }) => {
+            let length = u32::try_from(data.data.len()).map_err(|_| LinkError::Protocol("resync reply too long".into()))?;
+            Message::ResyncReply(wire::ResyncReplyHeader { id, volume, offset }).encode(length, out)?;
+            Ok((None, Some(data)))
+        }
+        Outgoing::OnData(message) => match sync_to_wire(message)? {
+            Some(message) => {
+                message.encode(0, out)?;
+                Ok((None, None))
+            }
+            None => Err(LinkError::Protocol("control message queued on the data socket".into())),
+        },
         Outgoing::Control(_) => Err(LinkError::Protocol("control message queued on the data socket".into())),
     }
 }
@@ -474,29 +487,15 @@ async fn send_control(mut queue: mpsc::UnboundedReceiver<Outgoing>, socket: Owne
             return LinkError::Protocol("data frame queued on the control socket".into());
         };
         bytes.clear();
-        if let Err(error) = control_to_wire(message).encode(0, &mut bytes) {
+        let Some(message) = control_to_wire(message) else {
+            return LinkError::Protocol("data-socket message queued on the control socket".into());
+        };
+        if let Err(error) = message.encode(0, &mut bytes) {
             return error.into();
         }
         if let Err(error) = writer.write_all(&bytes).await {
             return error.into();
         }
-    }
-}
-
-fn control_to_wire(message: PeerMessage<Payload>) -> Message {
-    match message {
-        PeerMessage::Ping => Message::Ping,
-        PeerMessage::PingAck => Message::PingAck,
-        PeerMessage::RecvAck { seq } => Message::RecvAck { seq },
-        PeerMessage::WriteAck { seq } => Message::WriteAck { seq },
-        PeerMessage::NegAck { seq } => Message::NegAck { seq, errno: 5 },
-        PeerMessage::BarrierAck { epoch } => Message::BarrierAck { epoch },
-        PeerMessage::State { role, disks } => Message::PeerState(wire::PeerState {
-            role: role.code(),
-            volumes: disks.into_iter().map(|(volume, d)| wire::VolumeDiskState { volume, disk_state: d.code() }).collect(),
-        }),
-        // Data and barriers travel on the data socket; the engine never queues them here.
-        PeerMessage::Data { .. } | PeerMessage::Barrier { .. } => Message::Ping,
     }
 }
 
@@ -579,10 +578,25 @@ struct Frames<'a> {
 }
 
 impl Frames<'_> {
+    /// Receive-buffer pages (`max-buffers`) for a payload of `length` bytes, waiting for
+    /// earlier payloads to be written if the budget is spent.
+    async fn permit(&self, length: u32, batch: &mut Vec<PeerMessage<Payload>>) -> Result<OwnedSemaphorePermit, LinkError> {
+        let pages = length.div_ceil(PAGE_BYTES).clamp(1, self.pages_max);
+        match Arc::clone(self.budget).try_acquire_many_owned(pages) {
+            Ok(permit) => Ok(permit),
+            Err(_) => {
+                // The budget is spent: the batch must reach the engine first, or the writes
+                // holding the budget would never be issued and released.
+                deliver(self.resource, self.peer, batch);
+                Arc::clone(self.budget).acquire_many_owned(pages).await.map_err(|_| LinkError::Closed)
+            }
+        }
+    }
+
     /// The next frame as an engine message; for a streamed payload also the filler that the
     /// caller must fill from the socket (after handing the message to the engine).
     async fn receive(&self, reader: &mut BufReader<OwnedReadHalf>, batch: &mut Vec<PeerMessage<Payload>>) -> Result<(PeerMessage<Payload>, Option<Filler>), LinkError> {
-        let (resource, peer, budget, pages_max) = (self.resource, self.peer, self.budget, self.pages_max);
+        let resource = self.resource;
     let header = read_header(reader).await?;
     let kind = header.check()?;
     if !kind.allowed_on(SocketKind::Data) {
@@ -596,16 +610,7 @@ impl Frames<'_> {
     match read_body(reader, &header).await? {
         Message::Data(h) => {
             let length = header.payload_len();
-            let pages = length.div_ceil(PAGE_BYTES).clamp(1, pages_max);
-            let permit = match Arc::clone(budget).try_acquire_many_owned(pages) {
-                Ok(permit) => permit,
-                Err(_) => {
-                    // The budget is spent: the batch must reach the engine first, or the writes
-                    // holding the budget would never be issued and released.
-                    deliver(resource, peer, batch);
-                    Arc::clone(budget).acquire_many_owned(pages).await.map_err(|_| LinkError::Closed)?
-                }
-            };
+            let permit = self.permit(length, batch).await?;
             let mut buf = resource.pool.take(length as usize).ok_or_else(|| LinkError::Protocol("payload too large".into()))?;
             let (data, filler) = if self.streaming && buf.len() >= STREAM_RECEIVE_BYTES_MIN {
                 let (filler, data) = Incoming::filling(buf);
@@ -618,11 +623,22 @@ impl Frames<'_> {
             let op = DiskOp::Write { offset: h.offset, length: u64::from(length), data, fua: h.fua() };
             Ok((PeerMessage::Data { seq: h.seq, epoch: h.epoch, volume: h.volume, offset: h.offset, op }, filler))
         }
+        Message::ResyncReply(h) => {
+            let length = header.payload_len();
+            let permit = self.permit(length, batch).await?;
+            let mut buf = resource.pool.take(length as usize).ok_or_else(|| LinkError::Protocol("payload too large".into()))?;
+            reader.read_exact(&mut buf).await?;
+            let data = Payload { data: Incoming::complete(buf), _permit: Some(Arc::new(permit)) };
+            Ok((PeerMessage::ResyncReply { id: h.id, volume: h.volume, offset: h.offset, length: u64::from(length), data }, None))
+        }
         Message::Trim(h) => Ok((range_op(h, false), None)),
         Message::WriteZeroes(h) => Ok((range_op(h, true), None)),
         Message::Barrier { epoch, flush } => Ok((PeerMessage::Barrier { epoch, flush }, None)),
         Message::Disconnect { reason } => Err(LinkError::PeerDisconnected(reason)),
-        other => Err(LinkError::Protocol(format!("unexpected {:?} on the data socket", other.kind()))),
+        other => match sync_from_wire(&other)? {
+            Some(message) => Ok((message, None)),
+            None => Err(LinkError::Protocol(format!("unexpected {:?} on the data socket", other.kind()))),
+        },
     }
     }
 }
@@ -640,28 +656,6 @@ async fn receive_control(resource: Arc<Resource>, peer: u8, socket: OwnedReadHal
             deliver(&resource, peer, &mut batch);
         }
     }
-}
-
-fn control_from_wire(message: Message) -> Result<PeerMessage<Payload>, LinkError> {
-    Ok(match message {
-        Message::Ping => PeerMessage::Ping,
-        Message::PingAck => PeerMessage::PingAck,
-        Message::RecvAck { seq } => PeerMessage::RecvAck { seq },
-        Message::WriteAck { seq } => PeerMessage::WriteAck { seq },
-        Message::NegAck { seq, .. } => PeerMessage::NegAck { seq },
-        Message::BarrierAck { epoch } => PeerMessage::BarrierAck { epoch },
-        Message::PeerState(state) => {
-            let role = Role::from_code(state.role).ok_or_else(|| LinkError::Protocol(format!("unknown role code {}", state.role)))?;
-            let mut disks = Vec::with_capacity(state.volumes.len());
-            for v in state.volumes {
-                let disk = DiskState::from_code(v.disk_state).ok_or_else(|| LinkError::Protocol(format!("unknown disk state code {}", v.disk_state)))?;
-                disks.push((v.volume, disk));
-            }
-            PeerMessage::State { role, disks }
-        }
-        Message::Disconnect { reason } => return Err(LinkError::PeerDisconnected(reason)),
-        other => return Err(LinkError::Protocol(format!("unexpected {:?} on the control socket", other.kind()))),
-    })
 }
 
 // ----- supervisor -----------------------------------------------------------------------

@@ -19,11 +19,12 @@ use std::time::Instant;
 
 use bufpool::BufPool;
 use bufpool::Incoming;
-use repl::{Action, ConnState, DiskOp, Engine, IoError, Op, PeerMessage, RequestId, Time};
+use repl::{Action, ConnState, DiskOp, Engine, IoError, Op, PeerMessage, RequestId, Time, VolumeMeta};
 use tokio::sync::{mpsc, watch, OwnedSemaphorePermit};
 
 use crate::disk::Disk;
 use crate::io_workers::IoWorkers;
+use crate::meta_store::MetaStore;
 
 /// Writes up to this size without FUA are done on the calling thread: a page-cache copy of a
 /// few microseconds costs less than handing it to an I/O thread and waking it.
@@ -65,6 +66,8 @@ pub(crate) enum Outgoing {
     Barrier { epoch: u64, flush: bool },
     /// Acks, pings, state (control socket).
     Control(PeerMessage<Payload>),
+    /// Handshake, bitmap and resync messages (data socket, in order with the writes).
+    OnData(PeerMessage<Payload>),
 }
 
 /// The sending side of an established link, installed while the peer is Connected.
@@ -94,6 +97,10 @@ pub(crate) struct PeerInfo {
     /// Where to connect to it.
     pub(crate) address: std::net::SocketAddr,
     pub(crate) net: config::NetOptions,
+    /// Resync options of the connection.
+    pub(crate) peer_device: config::PeerDeviceOptions,
+    /// The `after-sb-*` policies, resolved to node ids.
+    pub(crate) split_brain: repl::SplitBrainPolicies,
 }
 
 /// A resource of this node.
@@ -105,6 +112,8 @@ pub(crate) struct Resource {
     pub(crate) peers: Vec<PeerInfo>,
     /// Volume number and its disk, sorted by number.
     pub(crate) volumes: Vec<(u16, Arc<Disk>)>,
+    /// Volume number and its metadata, sorted by number.
+    metas: Vec<(u16, Arc<MetaStore>)>,
     pub(crate) pool: Arc<BufPool>,
     io: IoWorkers,
     core: Mutex<Core>,
@@ -131,6 +140,7 @@ pub(crate) struct ResourceParts {
     pub(crate) listen: Vec<std::net::SocketAddr>,
     pub(crate) peers: Vec<PeerInfo>,
     pub(crate) volumes: Vec<(u16, Arc<Disk>)>,
+    pub(crate) metas: Vec<(u16, Arc<MetaStore>)>,
     pub(crate) pool: Arc<BufPool>,
     pub(crate) engine: Engine<Payload>,
 }
@@ -146,6 +156,7 @@ impl Resource {
             listen: parts.listen,
             peers: parts.peers,
             volumes: parts.volumes,
+            metas: parts.metas,
             pool: parts.pool,
             core: Mutex::new(Core { engine: parts.engine, links: HashMap::new(), completions: HashMap::new() }),
             next_request: AtomicU64::new(1),
@@ -206,7 +217,15 @@ impl Resource {
     /// Carry out an action that needs no I/O (under the lock); hand back local I/O.
     fn route(&self, core: &mut Core, action: Action<Payload>) -> Option<Action<Payload>> {
         match action {
-            Action::LocalWrite { .. } | Action::LocalFlush { .. } => return Some(action),
+            Action::LocalWrite { .. } | Action::LocalFlush { .. } | Action::LocalRead { .. } | Action::PersistMeta { .. } => return Some(action),
+            Action::SendOnData { peer, message } => {
+                if let Some(link) = core.links.get(&peer) {
+                    let _ = link.data.send(Outgoing::OnData(message));
+                }
+            }
+            Action::SplitBrain { peer, volume, resolution, detail } => {
+                tracing::error!(resource = %self.name, peer = %self.peer_name(peer), volume, ?resolution, "split brain detected: {detail}");
+            }
             Action::SendData { peer, seq, epoch, volume, op } => {
                 if let Some(link) = core.links.get(&peer) {
                     let _ = link.data.send(Outgoing::Data { seq, epoch, volume, op });
@@ -252,6 +271,12 @@ impl Resource {
             let (io, result) = match action {
                 Action::LocalWrite { io, volume, op } => (io, resource.disk_op(volume, op)),
                 Action::LocalFlush { io } => (io, resource.flush_all()),
+                Action::PersistMeta { io, volume, meta } => (io, resource.persist_meta(volume, Some(&meta))),
+                Action::LocalRead { io, volume, offset, length } => {
+                    let result = resource.read_payload(volume, offset, length);
+                    resource.step(|engine, now, out| engine.local_read_done(now, io, result, out));
+                    return;
+                }
                 _ => return,
             };
             if let Err(error) = result {
@@ -298,6 +323,39 @@ impl Resource {
             DiskOp::Trim { offset, length, fua } => disk.zero(offset, length, true, fua),
             DiskOp::WriteZeroes { offset, length, fua } => disk.zero(offset, length, false, fua),
         }
+    }
+
+    /// Read a range for a resync reply.
+    fn read_payload(&self, volume: u16, offset: u64, length: u64) -> Result<Payload, IoError> {
+        let length = usize::try_from(length).map_err(|_| IoError::Invalid)?;
+        let mut buf = self.pool.take(length).ok_or(IoError::Invalid)?;
+        self.disk(volume).ok_or(IoError::Invalid)?.read(offset, &mut buf)?;
+        Ok(Payload { data: Incoming::complete(buf), _permit: None })
+    }
+
+    /// Write the volume's dirty bitmap pages and, if given, its superblock fields; durably.
+    fn persist_meta(&self, volume: u16, meta: Option<&VolumeMeta>) -> Result<(), IoError> {
+        let store = self.metas.iter().find(|(number, _)| *number == volume).map(|(_, store)| store).ok_or(IoError::Invalid)?;
+        let take_pages = || {
+            let mut core = self.lock();
+            self.peers.iter().map(|peer| (peer.node_id, core.engine.take_dirty_bitmap_pages(volume, peer.node_id))).collect()
+        };
+        store.write(take_pages, meta)
+    }
+
+    /// Write every volume's dirty bitmap pages (periodically, and on shutdown).
+    pub(crate) fn write_bitmaps(&self) {
+        for (volume, _) in &self.metas {
+            if let Err(error) = self.persist_meta(*volume, None) {
+                tracing::error!(resource = %self.name, volume, "cannot write the bitmap: {error}");
+            }
+        }
+    }
+
+    /// [`Resource::write_bitmaps`] on an I/O thread.
+    pub(crate) fn write_bitmaps_in_background(self: &Arc<Self>) {
+        let resource = Arc::clone(self);
+        self.io.run(Box::new(move || resource.write_bitmaps()));
     }
 
     fn flush_all(&self) -> Result<(), IoError> {

@@ -10,12 +10,14 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use bufpool::{BufPool, PoolConfig};
-use repl::{Engine, EngineConfig, PeerConfig, VolumeConfig};
+use repl::{AfterSb0Pri, AfterSb1Pri, AfterSb2Pri, Engine, EngineConfig, NodeId, PeerConfig, ResyncRateConfig, SplitBrainPolicies};
 use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::mpsc;
 
 use crate::disk::Disk;
 use crate::export::Registry;
+use crate::meta_store::MetaStore;
+use crate::metadata::{MetaFile, MetaSpec, MetadataError};
 use crate::peer::{self, Acceptor};
 use crate::resource::{PeerInfo, Resource, ResourceParts};
 use crate::{admin_server, DaemonError, NodeOptions};
@@ -26,6 +28,10 @@ pub(crate) const ACTIVE_OPTIONS: &[&str] = &[
     "protocol", "max-buffers", "max-epoch-size", "sndbuf-size", "rcvbuf-size", "ping-int",
     "ping-timeout", "timeout", "ko-count", "connect-int", "cram-hmac-alg", "shared-secret",
 ];
+
+/// Dirty bitmap pages are written every this many engine ticks (1 s), besides on every
+/// metadata change and at shutdown.
+const BITMAP_WRITE_TICKS: u32 = 10;
 
 /// A node ready to serve: resources built, nothing listening yet.
 pub(crate) struct PreparedNode {
@@ -73,13 +79,6 @@ fn host_name() -> Result<String, DaemonError> {
 
 fn build_resource(resource: &config::Resource, host: &config::Host, pool: &Arc<BufPool>) -> Result<Arc<Resource>, DaemonError> {
     let setup_error = |message: String| DaemonError::Setup(format!("resource {}: {message}", resource.name));
-    let mut volumes = Vec::new();
-    for volume in &host.volumes {
-        let Some(path) = &volume.disk else {
-            return Err(setup_error(format!("volume {}: diskless nodes are not supported yet", volume.number)));
-        };
-        volumes.push((volume.number, Arc::new(Disk::open(path)?)));
-    }
     let mut peers = Vec::new();
     let mut listen = Vec::new();
     for connection in resource.connections_of(&host.name) {
@@ -91,17 +90,44 @@ fn build_resource(resource: &config::Resource, host: &config::Host, pool: &Arc<B
         if !listen.contains(&local) {
             listen.push(local);
         }
-        peers.push(PeerInfo { node_id: peer.node_id, name: peer.name.clone(), address: remote, net: connection.net.clone() });
+        let split_brain = split_brain_policies(resource, &connection.net).map_err(setup_error)?;
+        peers.push(PeerInfo {
+            node_id: peer.node_id,
+            name: peer.name.clone(),
+            address: remote,
+            net: connection.net.clone(),
+            peer_device: connection.peer_device.clone(),
+            split_brain,
+        });
+    }
+    let peer_ids: Vec<u8> = peers.iter().map(|p| p.node_id).collect();
+    let mut volumes = Vec::new();
+    let mut metas = Vec::new();
+    let mut volume_configs = Vec::new();
+    for volume in &host.volumes {
+        let Some(path) = &volume.disk else {
+            return Err(setup_error(format!("volume {}: diskless nodes are not supported yet", volume.number)));
+        };
+        let volume_error = |error: MetadataError| setup_error(format!("volume {}: {error}", volume.number));
+        let spec = MetaSpec { disk: path.clone(), meta_disk: volume.meta_disk.clone(), node_id: host.node_id, peers: peer_ids.clone(), al_extents: volume.disk_options.al_extents };
+        let (file, superblock) = MetaFile::open(&spec).map_err(volume_error)?;
+        let store = Arc::new(MetaStore::new(file, superblock));
+        let disk = Disk::open_limited(path, store.data_bytes())?;
+        volume_configs.push(store.volume_config(volume.number, &peer_ids).map_err(volume_error)?);
+        volumes.push((volume.number, Arc::new(disk)));
+        metas.push((volume.number, store));
     }
     if let (true, Some(address)) = (listen.is_empty(), host.address) {
         listen.push(address);
     }
     let engine = Engine::new(EngineConfig {
         node_id: host.node_id,
-        volumes: volumes.iter().map(|(number, disk)| VolumeConfig { number: *number, size_bytes: disk.size_bytes() }).collect(),
+        volumes: volume_configs,
         peers: peers.iter().map(peer_config).collect(),
-    });
-    let parts = ResourceParts { name: resource.name.clone(), node_id: host.node_id, listen, peers, volumes, pool: Arc::clone(pool), engine };
+        random_seed: rand::random(),
+    })
+    .map_err(|error| setup_error(format!("the metadata does not fit the configuration: {error}")))?;
+    let parts = ResourceParts { name: resource.name.clone(), node_id: host.node_id, listen, peers, volumes, metas, pool: Arc::clone(pool), engine };
     Resource::new(parts).map_err(|error| setup_error(format!("cannot start I/O threads: {error}")))
 }
 
@@ -123,7 +149,52 @@ fn peer_config(peer: &PeerInfo) -> PeerConfig {
         ping_timeout: peer.net.ping_timeout,
         timeout: peer.net.timeout,
         ko_count: peer.net.ko_count,
+        max_buffers_pages: peer.net.max_buffers,
+        resync: resync_rate_config(&peer.peer_device),
+        split_brain: peer.split_brain,
     }
+}
+
+fn resync_rate_config(options: &config::PeerDeviceOptions) -> ResyncRateConfig {
+    ResyncRateConfig {
+        resync_rate_kib_per_s: options.resync_rate_kib_per_s,
+        c_plan_ahead: options.c_plan_ahead,
+        c_delay_target: options.c_delay_target,
+        c_fill_target_sectors: options.c_fill_target_sectors,
+        c_max_rate_kib_per_s: options.c_max_rate_kib_per_s,
+        c_min_rate_kib_per_s: options.c_min_rate_kib_per_s,
+    }
+}
+
+/// The `after-sb-*` policies of a connection; `discard-node-NAME` must name a host of the
+/// resource.
+fn split_brain_policies(resource: &config::Resource, net: &config::NetOptions) -> Result<SplitBrainPolicies, String> {
+    use config::{AfterSb0Pri as C0, AfterSb1Pri as C1, AfterSb2Pri as C2};
+    let zero_primaries = match &net.after_sb_0pri {
+        C0::Disconnect => AfterSb0Pri::Disconnect,
+        C0::DiscardYoungerPrimary => AfterSb0Pri::DiscardYoungerPrimary,
+        C0::DiscardOlderPrimary => AfterSb0Pri::DiscardOlderPrimary,
+        C0::DiscardZeroChanges => AfterSb0Pri::DiscardZeroChanges,
+        C0::DiscardLeastChanges => AfterSb0Pri::DiscardLeastChanges,
+        C0::DiscardNode(name) => {
+            let host = resource.host(name).ok_or_else(|| format!("after-sb-0pri discard-node-{name}: no host named '{name}' in the resource"))?;
+            let node = NodeId::new(host.node_id).map_err(|error| format!("after-sb-0pri discard-node-{name}: {error}"))?;
+            AfterSb0Pri::DiscardNode(node)
+        }
+    };
+    let one_primary = match net.after_sb_1pri {
+        C1::Disconnect => AfterSb1Pri::Disconnect,
+        C1::Consensus => AfterSb1Pri::Consensus,
+        C1::ViolentlyAs0p => AfterSb1Pri::ViolentlyAs0p,
+        C1::DiscardSecondary => AfterSb1Pri::DiscardSecondary,
+        C1::CallPriLostAfterSb => AfterSb1Pri::CallPriLostAfterSb,
+    };
+    let two_primaries = match net.after_sb_2pri {
+        C2::Disconnect => AfterSb2Pri::Disconnect,
+        C2::ViolentlyAs0p => AfterSb2Pri::ViolentlyAs0p,
+        C2::CallPriLostAfterSb => AfterSb2Pri::CallPriLostAfterSb,
+    };
+    Ok(SplitBrainPolicies { zero_primaries, one_primary, two_primaries })
 }
 
 fn bind_unix(path: &Path, mode: u32) -> Result<UnixListener, DaemonError> {
@@ -183,6 +254,7 @@ pub(crate) async fn serve(node: PreparedNode, options: NodeOptions) -> Result<()
     let _ = std::fs::remove_file(&nbd_path);
     for resource in &node.resources {
         resource.down.store(true, Ordering::Relaxed);
+        resource.write_bitmaps();
     }
     Ok(())
 }
@@ -201,9 +273,14 @@ fn start_resource(resource: &Arc<Resource>, listeners: Vec<TcpListener>) {
     let ticker = Arc::clone(resource);
     tokio::spawn(async move {
         let mut interval = tokio::time::interval(repl::TICK_INTERVAL);
+        let mut ticks: u32 = 0;
         loop {
             interval.tick().await;
             ticker.step(|engine, now, out| engine.tick(now, out));
+            ticks = ticks.wrapping_add(1);
+            if ticks % BITMAP_WRITE_TICKS == 0 {
+                ticker.write_bitmaps_in_background();
+            }
         }
     });
 }

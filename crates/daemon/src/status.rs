@@ -42,7 +42,7 @@ pub(crate) fn resource_status(resource: &Resource) -> ResourceStatus {
             role: p.role.to_string(),
             congested: false,
             ap_in_flight_kib: 0,
-            rs_in_flight_kib: 0,
+            rs_in_flight_kib: p.volumes.iter().filter_map(|pv| pv.resync).map(|r| r.in_flight_bytes / KIB).sum(),
             protocol: p.protocol.to_string(),
             last_error: p.last_error.clone(),
             peer_devices: p
@@ -58,7 +58,7 @@ pub(crate) fn resource_status(resource: &Resource) -> ResourceStatus {
                     out_of_sync_kib: pv.out_of_sync_bytes / KIB,
                     pending: pv.pending,
                     unacked: p.unacked,
-                    done_percent: None,
+                    done_percent: pv.resync.map(|r| r.percent_done()),
                 })
                 .collect(),
         })

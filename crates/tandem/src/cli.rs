@@ -98,7 +98,24 @@ pub enum SimpleVerb {
     /// Demote this node to Secondary.
     Secondary(Target),
     /// Start connecting to peers.
-    Connect(PeerTarget),
+    Connect {
+        /// Lose the next split-brain resolution with these peers: their data replaces ours.
+        #[arg(long)]
+        discard_my_data: bool,
+        /// Which resource and peer.
+        #[command(flatten)]
+        target: PeerTarget,
+    },
+    /// Start a new generation of the data; with --clear-bitmap, connected peers take it
+    /// over without a resync (skip the initial sync of empty disks).
+    NewCurrentUuid {
+        /// Clear the bitmaps of connected peers and mark every disk UpToDate.
+        #[arg(long)]
+        clear_bitmap: bool,
+        /// Which resource.
+        #[command(flatten)]
+        target: Target,
+    },
     /// Drop connections to peers.
     Disconnect(PeerTarget),
 }
@@ -120,9 +137,14 @@ impl SimpleVerb {
             Self::Secondary(target) => Request::Secondary {
                 resource: resource_filter(&target),
             },
-            Self::Connect(PeerTarget { peer, target }) => Request::Connect {
+            Self::Connect { discard_my_data, target: PeerTarget { peer, target } } => Request::Connect {
                 resource: resource_filter(&target),
                 peer,
+                discard_my_data,
+            },
+            Self::NewCurrentUuid { clear_bitmap, target } => Request::NewCurrentUuid {
+                resource: resource_filter(&target),
+                clear_bitmap,
             },
             Self::Disconnect(PeerTarget { peer, target }) => Request::Disconnect {
                 resource: resource_filter(&target),

@@ -99,6 +99,7 @@ fn request_kind(request: &Request) -> &'static str {
         Request::Primary { .. } => "primary",
         Request::Secondary { .. } => "secondary",
         Request::Connect { .. } => "connect",
+        Request::NewCurrentUuid { .. } => "new-current-uuid",
         Request::Disconnect { .. } => "disconnect",
         Request::Events { .. } => "events",
     }

@@ -40,6 +40,21 @@ fn requests_are_tagged_by_cmd() {
         r#"{"cmd":"disconnect","resource":null,"peer":"bob"}"#,
     );
     check_request(
+        Request::NewCurrentUuid {
+            resource: Some("r0".to_string()),
+            clear_bitmap: true,
+        },
+        r#"{"cmd":"new-current-uuid","resource":"r0","clear_bitmap":true}"#,
+    );
+    check_request(
+        Request::Connect {
+            resource: None,
+            peer: None,
+            discard_my_data: true,
+        },
+        r#"{"cmd":"connect","resource":null,"peer":null,"discard_my_data":true}"#,
+    );
+    check_request(
         Request::Events {
             resource: None,
             statistics: false,
@@ -121,4 +136,10 @@ fn lines_longer_than_the_bound_are_refused_unparsed() {
     });
     assert_eq!(line.len(), LINE_BYTES_MAX);
     assert!(decode_line::<Reply>(&line).is_ok());
+}
+
+#[test]
+fn connect_from_an_older_client_does_not_discard_data() {
+    let request = crate::decode_line(br#"{"cmd":"connect","resource":"r0","peer":null}"#);
+    assert!(matches!(request, Ok(Request::Connect { discard_my_data: false, .. })), "{request:?}");
 }

@@ -326,13 +326,29 @@ fn a_refused_request_prints_the_reason_and_exits_1() {
 
 #[test]
 fn simple_verbs_send_their_request_and_print_the_ok_message() {
-    let cases: [(&[&str], Request); 3] = [
+    let cases: [(&[&str], Request); 5] = [
         (&["secondary", "all"], Request::Secondary { resource: None }),
         (
             &["connect", "--peer", "bob", "r0"],
             Request::Connect {
                 resource: Some("r0".to_string()),
                 peer: Some("bob".to_string()),
+                discard_my_data: false,
+            },
+        ),
+        (
+            &["connect", "--discard-my-data", "r0"],
+            Request::Connect {
+                resource: Some("r0".to_string()),
+                peer: None,
+                discard_my_data: true,
+            },
+        ),
+        (
+            &["new-current-uuid", "--clear-bitmap"],
+            Request::NewCurrentUuid {
+                resource: None,
+                clear_bitmap: true,
             },
         ),
         (

@@ -1,0 +1,128 @@
+//! Translation between the engine's [`PeerMessage`]s and `wire` [`Message`]s, for the
+//! messages without a write payload (the payload-carrying ones are framed in `peer.rs`,
+//! which streams their bytes).
+//!
+//! Invariant: a code the engine does not know (role, disk state, flags) is a protocol error
+//! that ends the link; it is never mapped to a guess.
+
+use repl::{DiskState, GenerationFlags, GenerationIds, PeerMessage, Role, UuidsMessage, UuidsPurpose};
+use wire::Message;
+
+use crate::peer::LinkError;
+use crate::resource::Payload;
+
+/// errno sent with a negative acknowledgement or reply (EIO).
+const ERRNO_IO: u32 = 5;
+
+/// A control-socket message as a wire message; `None` for one that belongs on the data socket.
+pub(crate) fn control_to_wire(message: PeerMessage<Payload>) -> Option<Message> {
+    Some(match message {
+        PeerMessage::Ping => Message::Ping,
+        PeerMessage::PingAck => Message::PingAck,
+        PeerMessage::RecvAck { seq } => Message::RecvAck { seq },
+        PeerMessage::WriteAck { seq } => Message::WriteAck { seq },
+        PeerMessage::NegAck { seq } => Message::NegAck { seq, errno: ERRNO_IO },
+        PeerMessage::BarrierAck { epoch } => Message::BarrierAck { epoch },
+        PeerMessage::State { role, disks } => Message::PeerState(wire::PeerState {
+            role: role.code(),
+            volumes: disks.into_iter().map(|(volume, d)| wire::VolumeDiskState { volume, disk_state: d.code() }).collect(),
+        }),
+        _ => return None,
+    })
+}
+
+/// A control-socket wire message as an engine message.
+pub(crate) fn control_from_wire(message: Message) -> Result<PeerMessage<Payload>, LinkError> {
+    Ok(match message {
+        Message::Ping => PeerMessage::Ping,
+        Message::PingAck => PeerMessage::PingAck,
+        Message::RecvAck { seq } => PeerMessage::RecvAck { seq },
+        Message::WriteAck { seq } => PeerMessage::WriteAck { seq },
+        Message::NegAck { seq, .. } => PeerMessage::NegAck { seq },
+        Message::BarrierAck { epoch } => PeerMessage::BarrierAck { epoch },
+        Message::PeerState(state) => {
+            let role = role_of(state.role)?;
+            let disks = state.volumes.into_iter().map(|v| Ok((v.volume, disk_of(v.disk_state)?))).collect::<Result<_, LinkError>>()?;
+            PeerMessage::State { role, disks }
+        }
+        Message::Disconnect { reason } => return Err(LinkError::PeerDisconnected(reason)),
+        other => return Err(LinkError::Protocol(format!("unexpected {:?} on the control socket", other.kind()))),
+    })
+}
+
+/// A data-socket sync message without payload (handshake, bitmap, resync control) as a wire
+/// message; `None` for anything else.
+pub(crate) fn sync_to_wire(message: PeerMessage<Payload>) -> Result<Option<Message>, LinkError> {
+    let length32 = |length: u64| u32::try_from(length).map_err(|_| LinkError::Protocol(format!("resync range of {length} bytes is too long")));
+    Ok(Some(match message {
+        PeerMessage::SyncUuids(uuids) => Message::SyncUuids(Box::new(uuids_to_wire(&uuids))),
+        PeerMessage::BitmapChunk { volume, chunk } => Message::BitmapChunk { volume, chunk },
+        PeerMessage::ResyncRequest { id, volume, offset, length } => {
+            Message::ResyncRequest(wire::ResyncRequest { id, volume, offset, length: length32(length)? })
+        }
+        PeerMessage::ResyncNegReply { id, volume, offset, length } => {
+            Message::ResyncNegReply(wire::ResyncNegReply { id, volume, offset, length: length32(length)?, errno: ERRNO_IO })
+        }
+        PeerMessage::ResyncAck { id, volume, ok } => Message::ResyncAck { id, volume, ok },
+        PeerMessage::ResyncDone { volume, failed_bytes } => Message::ResyncDone { volume, failed_bytes },
+        _ => return Ok(None),
+    }))
+}
+
+/// A data-socket sync wire message without payload as an engine message; `None` for a kind
+/// that is not one.
+pub(crate) fn sync_from_wire(message: &Message) -> Result<Option<PeerMessage<Payload>>, LinkError> {
+    Ok(Some(match message {
+        Message::SyncUuids(uuids) => PeerMessage::SyncUuids(Box::new(uuids_from_wire(uuids)?)),
+        Message::BitmapChunk { volume, chunk } => PeerMessage::BitmapChunk { volume: *volume, chunk: chunk.clone() },
+        Message::ResyncRequest(r) => PeerMessage::ResyncRequest { id: r.id, volume: r.volume, offset: r.offset, length: u64::from(r.length) },
+        Message::ResyncNegReply(r) => PeerMessage::ResyncNegReply { id: r.id, volume: r.volume, offset: r.offset, length: u64::from(r.length) },
+        Message::ResyncAck { id, volume, ok } => PeerMessage::ResyncAck { id: *id, volume: *volume, ok: *ok },
+        Message::ResyncDone { volume, failed_bytes } => PeerMessage::ResyncDone { volume: *volume, failed_bytes: *failed_bytes },
+        _ => return Ok(None),
+    }))
+}
+
+fn uuids_to_wire(uuids: &UuidsMessage) -> wire::SyncUuids {
+    let purpose = match uuids.purpose {
+        UuidsPurpose::Handshake => wire::UuidsPurpose::Handshake,
+        UuidsPurpose::Adopt => wire::UuidsPurpose::Adopt,
+        UuidsPurpose::SyncStart => wire::UuidsPurpose::SyncStart,
+    };
+    wire::SyncUuids {
+        volume: uuids.volume,
+        purpose,
+        role: uuids.role.code(),
+        disk_state: uuids.disk.code(),
+        flags: uuids.ids.flags.bits(),
+        bitmap_bits: uuids.bitmap_bits,
+        current: uuids.ids.current,
+        bitmap: uuids.ids.bitmap,
+        history: uuids.ids.history,
+    }
+}
+
+fn uuids_from_wire(uuids: &wire::SyncUuids) -> Result<UuidsMessage, LinkError> {
+    let purpose = match uuids.purpose {
+        wire::UuidsPurpose::Handshake => UuidsPurpose::Handshake,
+        wire::UuidsPurpose::Adopt => UuidsPurpose::Adopt,
+        wire::UuidsPurpose::SyncStart => UuidsPurpose::SyncStart,
+    };
+    let ids = GenerationIds { current: uuids.current, bitmap: uuids.bitmap, history: uuids.history, flags: GenerationFlags::from_bits(uuids.flags) };
+    Ok(UuidsMessage {
+        volume: uuids.volume,
+        purpose,
+        role: role_of(uuids.role)?,
+        disk: disk_of(uuids.disk_state)?,
+        ids,
+        bitmap_bits: uuids.bitmap_bits,
+    })
+}
+
+fn role_of(code: u8) -> Result<Role, LinkError> {
+    Role::from_code(code).ok_or_else(|| LinkError::Protocol(format!("unknown role code {code}")))
+}
+
+fn disk_of(code: u8) -> Result<DiskState, LinkError> {
+    DiskState::from_code(code).ok_or_else(|| LinkError::Protocol(format!("unknown disk state code {code}")))
+}
