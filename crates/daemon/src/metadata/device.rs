@@ -1,0 +1,209 @@
+//! Finding and holding one volume's metadata area: which file, at which offset, under which
+//! lock, and reading its superblock.
+//!
+//! Invariants:
+//! - An [`Area`] holds an open-file-description lock (`F_OFD_SETLK`) on its metadata bytes for
+//!   as long as it lives: exclusive for [`Access::Write`], shared for [`Access::Read`]. A second
+//!   opener (another node, `create-md` or `dump-md` while a node runs) is refused at once with
+//!   [`MetadataError::Locked`]. The lock is on the area's own descriptor only, so the daemon's
+//!   separate descriptor for the data disk is unaffected, and two volumes using different
+//!   `meta-disk PATH [IDX]` slots of one device do not conflict.
+//! - Every offset handed to [`Area::read_at`]/[`Area::write_at`] is relative to the area's
+//!   start (`base_bytes`), i.e. a [`meta::Layout`] offset; I/O is positioned, never seeking.
+
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::FileExt;
+use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
+
+use meta::layout::SUPERBLOCK_BYTES;
+use meta::{MetaError, Placement, Superblock};
+
+use super::MetadataError;
+use crate::disk::device_size;
+
+/// Size of one `meta-disk PATH [IDX]` slot (DRBD's fixed 128 MiB external areas).
+pub(super) const INDEXED_AREA_BYTES: u64 = 128 << 20;
+
+/// How an area is opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Access {
+    /// Read and write, under an exclusive lock.
+    Write,
+    /// Read only, under a shared lock.
+    Read,
+}
+
+/// An open, locked metadata area.
+#[derive(Debug)]
+pub(super) struct Area {
+    file: File,
+    path: PathBuf,
+    /// Where the area starts in `file` (non-zero only for `meta-disk PATH [IDX]`).
+    base_bytes: u64,
+    /// Internal or external, with the external area's size.
+    pub(super) placement: Placement,
+    /// Size of the backing (data) device now.
+    pub(super) backing_bytes: u64,
+    /// The `[IDX]` of an indexed external area.
+    index: Option<u32>,
+}
+
+impl Area {
+    /// Open and lock the metadata area of a volume with backing disk `disk`.
+    pub(super) fn open(disk: &Path, meta_disk: &config::MetaDisk, access: Access) -> Result<Area, MetadataError> {
+        match meta_disk {
+            config::MetaDisk::Internal => {
+                let file = open_file(disk, access)?;
+                let backing_bytes = size_of(&file, disk)?;
+                lock(&file, disk, 0, 0, access)?;
+                Ok(Area { file, path: disk.to_path_buf(), base_bytes: 0, placement: Placement::Internal, backing_bytes, index: None })
+            }
+            config::MetaDisk::External { path, index } => Area::open_external(disk, path, *index, access),
+        }
+    }
+
+    fn open_external(disk: &Path, path: &Path, index: Option<u32>, access: Access) -> Result<Area, MetadataError> {
+        let backing = open_file(disk, Access::Read)?;
+        let backing_bytes = size_of(&backing, disk)?;
+        drop(backing);
+        let file = open_file(path, access)?;
+        let size_bytes = size_of(&file, path)?;
+        let (base_bytes, metadata_bytes) = match index {
+            None => (0, size_bytes),
+            Some(index) => {
+                let base_bytes = u64::from(index) * INDEXED_AREA_BYTES;
+                let needed_bytes = base_bytes + INDEXED_AREA_BYTES;
+                if size_bytes < needed_bytes {
+                    return Err(MetadataError::IndexOutOfRange { path: display(path), index, needed_bytes, size_bytes });
+                }
+                (base_bytes, INDEXED_AREA_BYTES)
+            }
+        };
+        let lock_bytes = if index.is_some() { metadata_bytes } else { 0 };
+        lock(&file, path, base_bytes, lock_bytes, access)?;
+        let placement = Placement::External { metadata_bytes };
+        Ok(Area { file, path: path.to_path_buf(), base_bytes, placement, backing_bytes, index })
+    }
+
+    /// The metadata device's path.
+    pub(super) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The path as text, for messages.
+    pub(super) fn path_text(&self) -> String {
+        display(&self.path)
+    }
+
+    /// Where on the device the metadata is, for messages: "at the end of /dev/x", "at the
+    /// start of /dev/y", "in slot 2 (offset 256 MiB) of /dev/y".
+    pub(super) fn describe(&self) -> String {
+        let path = self.path_text();
+        match (self.placement, self.index) {
+            (Placement::Internal, _) => format!("at the end of {path}"),
+            (Placement::External { .. }, None) => format!("at the start of {path}"),
+            (Placement::External { .. }, Some(index)) => {
+                format!("in slot {index} (offset {} MiB) of {path}", self.base_bytes >> 20)
+            }
+        }
+    }
+
+    /// The superblock's offset within the area, as placement and device size give it.
+    fn superblock_offset(&self) -> Option<u64> {
+        match self.placement {
+            Placement::Internal => (self.backing_bytes / SUPERBLOCK_BYTES * SUPERBLOCK_BYTES).checked_sub(SUPERBLOCK_BYTES),
+            Placement::External { .. } => Some(0),
+        }
+    }
+
+    /// The raw superblock block, or None if the device is too small to hold one.
+    pub(super) fn read_superblock_block(&self) -> Result<Option<Vec<u8>>, MetadataError> {
+        let Some(offset) = self.superblock_offset() else { return Ok(None) };
+        let mut block = vec![0; super::BLOCK_LEN];
+        match self.file.read_exact_at(&mut block, self.base_bytes + offset) {
+            Ok(()) => Ok(Some(block)),
+            Err(error) if error.kind() == std::io::ErrorKind::UnexpectedEof => Ok(None),
+            Err(source) => Err(MetadataError::Io { what: format!("cannot read the superblock {}", self.describe()), source }),
+        }
+    }
+
+    /// Read and decode the superblock: [`MetadataError::Missing`] when there is no tandem
+    /// metadata, [`MetadataError::Corrupt`] when there is but it cannot be used.
+    pub(super) fn read_superblock(&self) -> Result<Superblock, MetadataError> {
+        let Some(block) = self.read_superblock_block()? else { return Err(self.missing()) };
+        match Superblock::decode(&block) {
+            Ok(superblock) => Ok(superblock),
+            Err(MetaError::NotTandemMetadata { .. }) => Err(self.missing()),
+            Err(source) => Err(MetadataError::Corrupt { place: format!("the superblock {}", self.describe()), source }),
+        }
+    }
+
+    fn missing(&self) -> MetadataError {
+        let hint = match self.placement {
+            Placement::Internal => " (if the backing device was resized, its metadata is no longer at its end: resizing is not supported)",
+            Placement::External { .. } => "",
+        };
+        MetadataError::Missing { place: self.describe(), hint }
+    }
+
+    /// Read exactly `buf.len()` bytes at area offset `offset`.
+    pub(super) fn read_at(&self, offset: u64, buf: &mut [u8], what: &str) -> Result<(), MetadataError> {
+        self.file
+            .read_exact_at(buf, self.base_bytes + offset)
+            .map_err(|source| MetadataError::Io { what: format!("cannot read the {what} {}", self.describe()), source })
+    }
+
+    /// Write all of `bytes` at area offset `offset`.
+    pub(super) fn write_at(&self, offset: u64, bytes: &[u8]) -> std::io::Result<()> {
+        self.file.write_all_at(bytes, self.base_bytes + offset)
+    }
+
+    /// `fdatasync` of the metadata device.
+    pub(super) fn sync(&self) -> std::io::Result<()> {
+        self.file.sync_data()
+    }
+}
+
+fn display(path: &Path) -> String {
+    path.display().to_string()
+}
+
+fn open_file(path: &Path, access: Access) -> Result<File, MetadataError> {
+    OpenOptions::new()
+        .read(true)
+        .write(access == Access::Write)
+        .open(path)
+        .map_err(|source| MetadataError::Io { what: format!("cannot open {}", display(path)), source })
+}
+
+fn size_of(file: &File, path: &Path) -> Result<u64, MetadataError> {
+    device_size(file).map_err(|source| MetadataError::Io { what: format!("cannot determine the size of {}", display(path)), source })
+}
+
+/// Take an open-file-description lock on `length_bytes` at `start_bytes` (0 = to the end).
+fn lock(file: &File, path: &Path, start_bytes: u64, length_bytes: u64, access: Access) -> Result<(), MetadataError> {
+    let io = |source| MetadataError::Io { what: format!("cannot lock {}", display(path)), source };
+    let invalid = || io(std::io::Error::from(std::io::ErrorKind::InvalidInput));
+    let kind = match access {
+        Access::Write => libc::F_WRLCK,
+        Access::Read => libc::F_RDLCK,
+    };
+    // SAFETY: `flock` is a plain C struct of integers; all-zero is a valid value (and l_pid
+    // must be 0 for OFD locks).
+    let mut request: libc::flock = unsafe { std::mem::zeroed() };
+    request.l_type = i16::try_from(kind).map_err(|_| invalid())?;
+    request.l_whence = i16::try_from(libc::SEEK_SET).map_err(|_| invalid())?;
+    request.l_start = libc::off_t::try_from(start_bytes).map_err(|_| invalid())?;
+    request.l_len = libc::off_t::try_from(length_bytes).map_err(|_| invalid())?;
+    // SAFETY: fcntl(F_OFD_SETLK) on an open descriptor with a pointer to a live flock struct.
+    let rc = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_OFD_SETLK, &request as *const libc::flock) };
+    if rc == 0 {
+        return Ok(());
+    }
+    let error = std::io::Error::last_os_error();
+    match error.raw_os_error() {
+        Some(libc::EAGAIN | libc::EACCES) => Err(MetadataError::Locked { path: display(path) }),
+        _ => Err(io(error)),
+    }
+}

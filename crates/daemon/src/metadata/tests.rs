@@ -1,0 +1,1 @@
+//! Tests of the metadata I/O layer against temporary files.
