@@ -62,8 +62,15 @@ class Setup:
         return self.label or ("standalone" if self.kind == "standalone" else f"proto-{self.protocol}")
 
 
+def meta_path(disk):
+    """The external metadata file of a backing file (beside it, `.md`): external metadata keeps
+    the backing files pure data, so replicas compare with `cmp`."""
+    return os.path.splitext(disk)[0] + ".md"
+
+
 def resource_text(protocol, net, disks, ports):
-    """The drbd.conf text of resource r0 for alice (disks[0], ports[0]) and bob."""
+    """The drbd.conf text of resource r0 for alice (disks[0], ports[0]) and bob, with external
+    metadata beside each backing file (meta_path)."""
     opts = "".join(f"    {k} {v};\n" for k, v in net)
     return f"""# written by bench/run
 resource r0 {{
@@ -74,7 +81,7 @@ resource r0 {{
   volume 0 {{
     device    /dev/drbd0;
     disk      {disks[0]};
-    meta-disk internal;
+    meta-disk {meta_path(disks[0])};
   }}
   on alice {{
     node-id 0;
@@ -85,6 +92,7 @@ resource r0 {{
     address 127.0.0.1:{ports[1]};
     volume 0 {{
       disk {disks[1]};
+      meta-disk {meta_path(disks[1])};
     }}
   }}
 }}
@@ -102,6 +110,19 @@ def make_image(path, size_bytes=1 << 30):
     measurement overwrites allocated blocks."""
     subprocess.run(["qemu-img", "create", "-q", "-f", "raw", "-o", "preallocation=full", path, str(size_bytes)],
                    check=True)
+
+
+METADATA_FILE_BYTES = 4 << 20
+
+
+def create_md(res, name, disk):
+    """Creates the external metadata file of `disk` and runs `tandem create-md` for node `name`."""
+    with open(meta_path(disk), "wb") as f:
+        f.truncate(METADATA_FILE_BYTES)
+    argv = [binary(), "create-md", "--config", res, "--node", name, "r0"]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=ADMIN_TIMEOUT_S)
+    if proc.returncode != 0:
+        raise SetupError(f"tandem create-md for {name}: exit {proc.returncode}: {proc.stderr.strip()}")
 
 
 def tandem_admin(run_dir, *argv, check=True):
@@ -133,6 +154,12 @@ def start_node(reaper, workdir, res, name):
     procs.wait_for(f"node {name} admin socket", lambda: tandem_status(run_dir) is not None,
                    NODE_START_DEADLINE_S, procs=[proc])
     return proc, run_dir
+
+
+def is_linked(run_dir):
+    """True when the first connection is Connected (whatever the disks)."""
+    conns = (tandem_status(run_dir) or {}).get("connections") or []
+    return bool(conns) and conns[0].get("connection") == "Connected"
 
 
 def is_connected(run_dir):
@@ -191,7 +218,10 @@ class Cluster:
         for d in self.disks if pair else self.disks[:1]:
             make_image(d, self.setup.size_bytes)
         configs = self._configs(pair)
-        for name in ("alice", "bob") if pair else ("alice",):
+        names = ("alice", "bob") if pair else ("alice",)
+        for name, disk in zip(names, self.disks):
+            create_md(configs[name], name, disk)
+        for name in names:
             proc, run_dir = start_node(self.reaper, self.wd, configs[name], name)
             self.nodes.append((name, proc))
             self.dirs[name] = run_dir
@@ -199,12 +229,17 @@ class Cluster:
         alice = self.dirs["alice"]
         if pair:
             t0 = time.monotonic()
+            live = [p for _, p in self.nodes]
+            procs.wait_for("alice and bob Connected", lambda: is_linked(alice), CONNECT_DEADLINE_S, procs=live)
+            # Fresh (zeroed) disks: skip the initial sync, as DRBD's users do.
+            tandem_admin(alice, "new-current-uuid", "--clear-bitmap", "r0")
             procs.wait_for("alice and bob Connected/Established/UpToDate", lambda: is_connected(alice),
-                           CONNECT_DEADLINE_S, procs=[p for _, p in self.nodes])
+                           CONNECT_DEADLINE_S, procs=live)
             self.connect_s = time.monotonic() - t0
+            tandem_admin(alice, "primary", "r0")
         else:
             tandem_admin(alice, "disconnect", "r0")
-        tandem_admin(alice, "primary", "r0")
+            tandem_admin(alice, "primary", "--force", "r0")
         st = tandem_status(alice)
         if not st or st.get("role") != "Primary":
             raise SetupError(f"{self.setup.name()}: alice is not Primary after 'tandem primary r0'")
@@ -241,8 +276,9 @@ class Cluster:
             self.reaper.stop(self.emulator)
             self.emulator = None
         for d in self.disks:
-            if os.path.exists(d):
-                os.remove(d)
+            for path in (d, meta_path(d)):
+                if os.path.exists(path):
+                    os.remove(path)
 
     def log_tails(self, lines=30):
         """The last lines of each node's log, for an error report."""

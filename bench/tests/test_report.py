@@ -110,7 +110,8 @@ class Helpers(unittest.TestCase):
         text = cluster.resource_text("A", (("max-buffers", "2048"), ("sndbuf-size", "128k")),
                                      ["/t/a.img", "/t/b.img"], [7001, 7002])
         for needle in ("protocol A;", "max-buffers 2048;", "sndbuf-size 128k;", "disk      /t/a.img;",
-                       "disk /t/b.img;", "address 127.0.0.1:7001;", "address 127.0.0.1:7002;"):
+                       "disk /t/b.img;", "address 127.0.0.1:7001;", "address 127.0.0.1:7002;",
+                       "meta-disk /t/a.md;", "meta-disk /t/b.md;"):
             self.assertIn(needle, text)
         self.assertEqual(text.count("{"), text.count("}"))
 

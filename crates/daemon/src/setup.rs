@@ -27,6 +27,8 @@ use crate::{admin_server, DaemonError, NodeOptions};
 pub(crate) const ACTIVE_OPTIONS: &[&str] = &[
     "protocol", "max-buffers", "max-epoch-size", "sndbuf-size", "rcvbuf-size", "ping-int",
     "ping-timeout", "timeout", "ko-count", "connect-int", "cram-hmac-alg", "shared-secret",
+    "resync-rate", "c-plan-ahead", "c-delay-target", "c-fill-target", "c-max-rate", "c-min-rate",
+    "after-sb-0pri", "after-sb-1pri", "after-sb-2pri",
 ];
 
 /// Dirty bitmap pages are written every this many engine ticks (1 s), besides on every

@@ -1,9 +1,12 @@
 //! `tandem demo`: a two-node cluster on this machine, a workload, and proof that it replicated.
 //!
 //! Steps: create a temporary directory with two backing files and a DRBD-syntax config on free
-//! loopback ports; start two `tandem node` processes; wait for them to connect; promote one;
-//! write a workload through its NBD export with a progress bar; show `tandem status`; compare
-//! the two backing files by checksum; stop the nodes and remove everything.
+//! loopback ports; `create-md` on both; start two `tandem node` processes; wait for them to
+//! connect; skip the initial sync of the empty disks (`new-current-uuid --clear-bitmap`);
+//! promote one; write a workload through its NBD export with a progress bar; disconnect the
+//! peer, write more, and show the resync of only the changed blocks when it reconnects; show
+//! `tandem status`; compare the two replicas (the exported part of the backing files) by
+//! checksum; stop the nodes and remove everything.
 //!
 //! Invariant: every process the demo starts is stopped and the directory removed on every
 //! path out of `run`, success or failure (the guards' `Drop`).
@@ -30,7 +33,12 @@ const WRITE_COUNT: u64 = 192;
 const WRITE_BYTES: usize = 1024 * 1024;
 /// Requests in flight during the workload.
 const QUEUE_DEPTH: usize = 8;
-/// How long the nodes may take to start and connect.
+/// While bob is disconnected: this many 1 MiB writes, every `AWAY_STRIDE_BLOCKS`-th block.
+const AWAY_WRITE_COUNT: u64 = 24;
+const AWAY_STRIDE_BLOCKS: u64 = 8;
+/// The blocks rewritten while bob is away were all written before, so the samples check both.
+const _: () = assert!((AWAY_WRITE_COUNT - 1) * AWAY_STRIDE_BLOCKS < WRITE_COUNT);
+/// How long the nodes may take to start and connect, or a resync to finish.
 const CONNECT_DEADLINE: Duration = Duration::from_secs(20);
 const NODES: [&str; 2] = ["alice", "bob"];
 
@@ -108,15 +116,24 @@ pub fn run() -> Result<(), DemoError> {
     println!("== tandem demo: two nodes on this machine ({})", cluster.dir.path().display());
     println!("{}", std::fs::read_to_string(&config).map_err(io_error("read the config back"))?);
     for node in NODES {
+        create_md(&config, node)?;
+    }
+    for node in NODES {
         let child = start_node(&cluster, &config, node)?;
         cluster.children.push(child);
     }
     wait_for(&cluster, "the two nodes connecting", |report| connection_of(report) == Some("Connected"))?;
-    println!("== both nodes are up and connected; making alice Primary");
+    println!("== both nodes are up and connected, their fresh disks Inconsistent");
+    println!("== the disks are empty, so skip the initial sync: tandem new-current-uuid --clear-bitmap r0");
+    admin(&cluster.run_dir("alice"), &Request::NewCurrentUuid { resource: Some("r0".into()), clear_bitmap: true })?;
+    wait_for(&cluster, "bob's disk becoming UpToDate", |report| local_disk(report) == Some("UpToDate"))?;
+    println!("== making alice Primary");
     admin(&cluster.run_dir("alice"), &Request::Primary { resource: Some("r0".into()), force: false })?;
     wait_for(&cluster, "bob seeing alice as Primary", |report| peer_role(report) == Some("Primary"))?;
     show_refusal(&cluster);
-    write_workload(&cluster)?;
+    let uri = write_workload(&cluster, WRITE_COUNT, |index| index * WRITE_BYTES as u64, fill_block)?;
+    println!("== wrote {WRITE_COUNT} MiB to {uri}");
+    resync_after_absence(&cluster)?;
     println!("== tandem status (on alice)");
     print!("{}", admin::format_status(&status(&cluster.run_dir("alice"))?, &StatusOptions { verbose: false, statistics: true, width: 80 }));
     prove_identical(&cluster)?;
@@ -146,6 +163,18 @@ fn write_config(cluster: &Cluster) -> Result<PathBuf, DemoError> {
     let path = cluster.dir.path().join("r0.res");
     std::fs::write(&path, text).map_err(io_error("write the config"))?;
     Ok(path)
+}
+
+/// `tandem create-md` for one node, its output shown.
+fn create_md(config: &Path, node: &str) -> Result<(), DemoError> {
+    let exe = std::env::current_exe().map_err(io_error("find the tandem binary"))?;
+    println!("== tandem create-md --node {node} r0");
+    let output = Command::new(exe).args(["create-md", "--node", node, "--config"]).arg(config).arg("r0").output().map_err(io_error("run create-md"))?;
+    print!("{}", String::from_utf8_lossy(&output.stdout));
+    if !output.status.success() {
+        return Err(DemoError::Admin(format!("create-md for {node} failed: {}", String::from_utf8_lossy(&output.stderr).trim())));
+    }
+    Ok(())
 }
 
 fn start_node(cluster: &Cluster, config: &Path, node: &str) -> Result<Child, DemoError> {
@@ -187,6 +216,58 @@ fn peer_role(report: &StatusReport) -> Option<&str> {
     Some(report.resources.first()?.connections.first()?.role.as_str())
 }
 
+fn local_disk(report: &StatusReport) -> Option<&str> {
+    Some(report.resources.first()?.devices.first()?.disk.as_str())
+}
+
+fn peer_device(report: &StatusReport) -> Option<&admin::PeerDeviceStatus> {
+    report.resources.first()?.connections.first()?.peer_devices.first()
+}
+
+/// Disconnect bob, write while he is away, reconnect: only the changed blocks move, with a
+/// progress bar from the resync's `done:` percentage.
+fn resync_after_absence(cluster: &Cluster) -> Result<(), DemoError> {
+    let alice = cluster.run_dir("alice");
+    println!("== disconnecting bob (tandem disconnect r0 on alice) and writing while he is away");
+    admin(&alice, &Request::Disconnect { resource: Some("r0".into()), peer: None })?;
+    write_workload(cluster, AWAY_WRITE_COUNT, |index| index * AWAY_STRIDE_BLOCKS * WRITE_BYTES as u64, fill_away_block)?;
+    let away = status(&alice)?;
+    let out_of_sync_kib = peer_device(&away).map_or(0, |d| d.out_of_sync_kib);
+    println!("== alice tracks {} MiB out of sync for bob in her bitmap; reconnecting", out_of_sync_kib / 1024);
+    admin(&alice, &Request::Connect { resource: Some("r0".into()), peer: None, discard_my_data: false })?;
+    let bar = ProgressBar::new(10_000);
+    let style = ProgressStyle::with_template("   resync [{bar:40}] {msg}").map(|s| s.progress_chars("=> "));
+    if let Ok(style) = style {
+        bar.set_style(style);
+    }
+    let deadline = Instant::now() + CONNECT_DEADLINE;
+    loop {
+        let report = status(&alice)?;
+        let device = peer_device(&report);
+        if let Some(done) = device.and_then(|d| d.done_percent) {
+            bar.set_position((done * 100.0) as u64);
+            bar.set_message(format!("done:{done:.2}"));
+        }
+        let in_sync = connection_of(&report) == Some("Connected") && device.is_some_and(|d| d.replication == "Established" && d.out_of_sync_kib == 0);
+        if in_sync {
+            break;
+        }
+        if Instant::now() > deadline {
+            return Err(DemoError::Timeout("the resync after reconnecting", CONNECT_DEADLINE, cluster.logs()));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    bar.set_position(10_000);
+    bar.finish_with_message("done:100.00");
+    println!("== bob is in sync again: {} MiB moved, not the whole {} MiB disk", out_of_sync_kib / 1024, DISK_BYTES >> 20);
+    Ok(())
+}
+
+/// What the writes made while bob was away put in block `index` (different from before).
+fn fill_away_block(index: u64, buffer: &mut [u8]) {
+    fill_block(index.wrapping_add(1 << 32), buffer);
+}
+
 /// Poll both nodes' status until `condition` holds on bob's (and alice answers), or time out.
 fn wait_for(cluster: &Cluster, what: &'static str, condition: impl Fn(&StatusReport) -> bool) -> Result<(), DemoError> {
     let deadline = Instant::now() + CONNECT_DEADLINE;
@@ -224,21 +305,23 @@ fn fill_block(index: u64, buffer: &mut [u8]) {
     }
 }
 
-fn write_workload(cluster: &Cluster) -> Result<(), DemoError> {
+/// Write `count` 1 MiB blocks through alice's export; returns its URI.
+fn write_workload(cluster: &Cluster, count: u64, offset_of: impl Fn(u64) -> u64 + Send, fill: impl Fn(u64, &mut [u8]) + Send) -> Result<String, DemoError> {
     let socket = cluster.run_dir("alice").join("nbd.sock");
     let uri = format!("nbd+unix:///r0?socket={}", socket.display());
     let mut client = Client::open(&socket, "r0").map_err(io_error(format!("open {uri}")))?;
-    if client.size < WRITE_COUNT * WRITE_BYTES as u64 {
+    let end = (0..count).map(&offset_of).max().unwrap_or(0) + WRITE_BYTES as u64;
+    if client.size < end {
         return Err(DemoError::Admin(format!("the export is only {} bytes", client.size)));
     }
-    println!("== writing {WRITE_COUNT} MiB to the {} MiB export {uri}", client.size >> 20);
-    println!("   (protocol C: each write completes only once it is on both disks)");
-    let bar = ProgressBar::new(WRITE_COUNT * WRITE_BYTES as u64);
+    println!("== writing {count} MiB to the {} MiB export {uri}", client.size >> 20);
+    println!("   (protocol C: each write completes only once it is on every connected disk)");
+    let bar = ProgressBar::new(count * WRITE_BYTES as u64);
     let style = ProgressStyle::with_template("   [{bar:40}] {bytes}/{total_bytes} {bytes_per_sec}").map(|s| s.progress_chars("=> "));
     if let Ok(style) = style {
         bar.set_style(style);
     }
-    client.write_all_blocks(WRITE_COUNT, WRITE_BYTES, QUEUE_DEPTH, fill_block, |bytes| bar.inc(bytes)).map_err(io_error("write the workload"))?;
+    client.write_all_blocks(count, WRITE_BYTES, QUEUE_DEPTH, offset_of, fill, |bytes| bar.inc(bytes)).map_err(io_error("write the workload"))?;
     bar.finish();
     client.disconnect().map_err(io_error("disconnect"))?;
     let closed = |report: &StatusReport| report.resources.first().and_then(|r| r.devices.first()).is_some_and(|d| !d.open);
@@ -249,11 +332,13 @@ fn write_workload(cluster: &Cluster) -> Result<(), DemoError> {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    Ok(())
+    Ok(uri)
 }
 
-fn checksum(path: &Path) -> Result<u32, DemoError> {
-    let mut file = File::open(path).map_err(io_error(format!("open {}", path.display())))?;
+/// crc32c of the first `length` bytes of `path`.
+fn checksum(path: &Path, length: u64) -> Result<u32, DemoError> {
+    let file = File::open(path).map_err(io_error(format!("open {}", path.display())))?;
+    let mut file = file.take(length);
     let mut buffer = vec![0u8; 1 << 20];
     let mut crc = 0;
     loop {
@@ -266,17 +351,25 @@ fn checksum(path: &Path) -> Result<u32, DemoError> {
 }
 
 fn prove_identical(cluster: &Cluster) -> Result<(), DemoError> {
-    let alice = checksum(&cluster.disk("alice"))?;
-    let bob = checksum(&cluster.disk("bob"))?;
-    println!("== crc32c of the whole backing files: alice {alice:08x}, bob {bob:08x}");
+    let report = status(&cluster.run_dir("alice"))?;
+    let size_bytes = report.resources.first().and_then(|r| r.devices.first()).map_or(0, |d| d.size_kib * 1024);
+    let alice = checksum(&cluster.disk("alice"), size_bytes)?;
+    let bob = checksum(&cluster.disk("bob"), size_bytes)?;
+    println!("== crc32c of the {} MiB of data on each backing file (the metadata after it differs): alice {alice:08x}, bob {bob:08x}", size_bytes >> 20);
     if alice != bob {
         return Err(DemoError::Differ { alice, bob });
     }
     let mut expected = vec![0u8; WRITE_BYTES];
     let mut actual = vec![0u8; WRITE_BYTES];
     let mut file = File::open(cluster.disk("bob")).map_err(io_error("open bob's disk"))?;
-    for index in [0, WRITE_COUNT / 2, WRITE_COUNT - 1] {
-        fill_block(index, &mut expected);
+    let samples: [(u64, fn(u64, &mut [u8]), u64); 4] = [
+        (0, fill_away_block, 0),
+        (5 * AWAY_STRIDE_BLOCKS, fill_away_block, 5),
+        (1, fill_block, 1),
+        (WRITE_COUNT - 1, fill_block, WRITE_COUNT - 1),
+    ];
+    for (index, fill, key) in samples {
+        fill(key, &mut expected);
         std::io::Seek::seek(&mut file, std::io::SeekFrom::Start(index * WRITE_BYTES as u64)).map_err(io_error("seek"))?;
         file.read_exact(&mut actual).map_err(io_error("read bob's disk"))?;
         if actual != expected {

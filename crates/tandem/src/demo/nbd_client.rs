@@ -110,13 +110,15 @@ impl Client {
         }
     }
 
-    /// Write `count` blocks of `block` bytes from `fill(index, buffer)` starting at offset 0,
-    /// keeping `depth` requests in flight; `progress(bytes)` after each reply. Then flush.
+    /// Write `count` blocks of `block` bytes from `fill(index, buffer)`, block `index` at
+    /// `offset_of(index)`, keeping `depth` requests in flight; `progress(bytes)` after each
+    /// reply. Then flush.
     pub(crate) fn write_all_blocks(
         &mut self,
         count: u64,
         block: usize,
         depth: usize,
+        offset_of: impl Fn(u64) -> u64 + Send,
         fill: impl Fn(u64, &mut [u8]) + Send,
         progress: impl Fn(u64),
     ) -> io::Result<()> {
@@ -130,7 +132,7 @@ impl Client {
                     fill(index, &mut buffer);
                     // Blocks while `depth` requests are outstanding.
                     slots.send(index).map_err(|_| io::Error::from(io::ErrorKind::BrokenPipe))?;
-                    send_request(&mut writer, CMD_WRITE, index, index * block as u64, &buffer)?;
+                    send_request(&mut writer, CMD_WRITE, index, offset_of(index), &buffer)?;
                     writer.flush()?;
                 }
                 Ok(())
