@@ -25,6 +25,7 @@ mod wire_map;
 use std::path::PathBuf;
 
 pub use disk::{DiskError, DISK_BYTES_MIN};
+pub use metadata::{create_md, dump_md, CreateOptions, MdTarget, MetadataError, VolumeDump};
 
 /// How `tandem node` was invoked.
 #[derive(Debug, Clone)]

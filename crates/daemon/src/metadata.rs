@@ -15,8 +15,11 @@
 //! - All I/O is positioned at layout offsets, in whole 4 KiB pages.
 
 mod device;
+mod offline;
 
-use std::path::{Path, PathBuf};
+pub use offline::{create_md, dump_md, CreateOptions, MdTarget, VolumeDump};
+
+use std::path::PathBuf;
 
 use meta::layout::BLOCK_BYTES;
 use meta::{Bitmap, Layout, LayoutConfig, MetaError, Region, Superblock};
@@ -118,11 +121,6 @@ impl MetaFile {
     /// The geometry; `data_bytes()` is the size the volume exports.
     pub(crate) fn layout(&self) -> &Layout {
         &self.layout
-    }
-
-    /// The metadata device's path.
-    pub(crate) fn path(&self) -> &Path {
-        self.area.path()
     }
 
     /// Give every configured peer without a slot a free one; write the superblock if any.

@@ -86,11 +86,6 @@ impl Area {
         Ok(Area { file, path: path.to_path_buf(), base_bytes, placement, backing_bytes, index })
     }
 
-    /// The metadata device's path.
-    pub(super) fn path(&self) -> &Path {
-        &self.path
-    }
-
     /// The path as text, for messages.
     pub(super) fn path_text(&self) -> String {
         display(&self.path)
