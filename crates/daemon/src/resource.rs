@@ -352,6 +352,20 @@ impl Resource {
         }
     }
 
+    /// Clean shutdown: demote if no client holds the export (so the next start is not taken
+    /// for a crash of the Primary), then write the bitmaps and the superblock as they are now.
+    pub(crate) fn shut_down(self: &Arc<Self>) {
+        if let Err(error) = self.step(|engine, _, out| engine.demote(out)) {
+            tracing::warn!(resource = %self.name, "stopping as Primary ({error}): the next start resyncs as after a crash");
+        }
+        for (volume, _) in &self.metas {
+            let meta = self.with_engine(|engine| engine.meta(*volume));
+            if let Err(error) = self.persist_meta(*volume, meta.as_ref()) {
+                tracing::error!(resource = %self.name, volume, "cannot write the metadata at shutdown: {error}");
+            }
+        }
+    }
+
     /// [`Resource::write_bitmaps`] on an I/O thread.
     pub(crate) fn write_bitmaps_in_background(self: &Arc<Self>) {
         let resource = Arc::clone(self);

@@ -256,7 +256,7 @@ pub(crate) async fn serve(node: PreparedNode, options: NodeOptions) -> Result<()
     let _ = std::fs::remove_file(&nbd_path);
     for resource in &node.resources {
         resource.down.store(true, Ordering::Relaxed);
-        resource.write_bitmaps();
+        resource.shut_down();
     }
     Ok(())
 }
