@@ -11,7 +11,7 @@
 
 use std::sync::Mutex;
 
-use meta::Superblock;
+use meta::{ActivityLog, ActivityLogConfig, AlUpdates, Recovery, Superblock};
 use repl::{GenerationFlags, GenerationIds, IoError, PeerBitmap, VolumeConfig, VolumeMeta};
 
 use crate::metadata::{MetaFile, MetadataError};
@@ -68,24 +68,43 @@ impl MetaStore {
         Ok(())
     }
 
-    /// The engine's start-up view of the volume: identifiers, disk state and every peer's
-    /// bitmap. A primary indicator found set means this node crashed as Primary: the
-    /// superblock is rewritten with the indicator cleared and `crashed_primary` set before
-    /// anything runs.
-    pub(crate) fn volume_config(&self, number: u16, peers: &[u8]) -> Result<VolumeConfig, MetadataError> {
+    /// The engine's start-up view of the volume: identifiers, disk state, every peer's
+    /// bitmap, and a fresh activity log.
+    ///
+    /// A primary indicator found set means this node crashed as Primary (meta crate, rule 4):
+    /// the extents the activity log calls hot (everything, with `al-updates no` or a ring that
+    /// cannot be read back) are marked in every peer's bitmap and those pages made durable;
+    /// then the superblock is rewritten with the indicator cleared and `crashed_primary` set;
+    /// then the ring is formatted empty. Each step is durable before the next, so a crash in
+    /// between repeats the recovery rather than losing it.
+    pub(crate) fn volume_config(&self, number: u16, peers: &[u8], al_updates: bool) -> Result<(VolumeConfig, ActivityLog), MetadataError> {
         let mut superblock = self.written.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        let crashed_primary = superblock.flags.primary_indicator || superblock.flags.crashed_primary;
-        if superblock.flags.primary_indicator {
-            superblock.flags.primary_indicator = false;
-            superblock.flags.crashed_primary = true;
-            self.file.write_superblock(&superblock)?;
-            self.file.sync().map_err(|source| MetadataError::Io { what: "sync after crash recovery".into(), source })?;
-        }
+        let crashed_now = superblock.flags.primary_indicator;
+        let crashed_primary = crashed_now || superblock.flags.crashed_primary;
         let mut bitmaps = Vec::new();
         for &peer in peers {
             let Some(slot) = superblock.peer_slot_of(peer) else { continue };
             bitmaps.push(PeerBitmap { peer, bitmap: self.file.read_bitmap(slot)? });
         }
+        let updates = if al_updates { AlUpdates::Enabled } else { AlUpdates::Disabled };
+        let place = || format!("the activity log of volume {number}");
+        let recovery = meta::recover(&self.file.read_al_ring()?, updates).map_err(|source| MetadataError::Corrupt { place: place(), source })?;
+        if crashed_now {
+            self.mark_hot_extents(&superblock, &recovery, &mut bitmaps).map_err(|error| match error {
+                MetadataError::Corrupt { source, .. } => MetadataError::Corrupt { place: place(), source },
+                other => other,
+            })?;
+            superblock.flags.primary_indicator = false;
+            superblock.flags.crashed_primary = true;
+            self.file.write_superblock(&superblock)?;
+            self.file.sync().map_err(|source| MetadataError::Io { what: "sync after crash recovery".into(), source })?;
+        }
+        let config = ActivityLogConfig::from_layout(self.file.layout(), updates);
+        let first_seq = recovery.next_seq;
+        let ring = meta::format_ring(config.al_ring_blocks, config.al_extents, first_seq).map_err(|source| MetadataError::Corrupt { place: place(), source })?;
+        self.file.write_al_ring(&ring).map_err(|source| MetadataError::Io { what: "format the activity log".into(), source })?;
+        self.file.sync().map_err(|source| MetadataError::Io { what: "sync the activity log".into(), source })?;
+        let activity_log = ActivityLog::new(config, first_seq.saturating_add(u64::from(config.al_ring_blocks))).map_err(|source| MetadataError::Corrupt { place: place(), source })?;
         let ids = GenerationIds {
             current: superblock.current_uuid,
             bitmap: superblock.bitmap_uuids_by_node_id(),
@@ -93,7 +112,23 @@ impl MetaStore {
             flags: GenerationFlags { crashed_primary, discard_my_data: false },
         };
         let disk = VolumeMeta::attach_disk_state(superblock.flags.consistent, superblock.flags.was_up_to_date);
-        Ok(VolumeConfig { number, size_bytes: self.data_bytes(), ids, disk, bitmaps, crashed_primary })
+        Ok((VolumeConfig { number, size_bytes: self.data_bytes(), ids, disk, bitmaps, crashed_primary }, activity_log))
+    }
+
+    /// After a crash as Primary: what the activity log says may differ, set in every peer's
+    /// bitmap and written back durably.
+    fn mark_hot_extents(&self, superblock: &Superblock, recovery: &Recovery, bitmaps: &mut [PeerBitmap]) -> Result<(), MetadataError> {
+        match recovery.full_resync {
+            Some(reason) => tracing::warn!("this node crashed as Primary; the activity log cannot say what changed ({reason:?}): every block will be resynced"),
+            None => tracing::warn!("this node crashed as Primary; {} hot activity-log extents (4 MiB each) will be resynced", recovery.hot_extents.len()),
+        }
+        for entry in bitmaps.iter_mut() {
+            recovery.mark_out_of_sync(&mut entry.bitmap).map_err(|source| MetadataError::Corrupt { place: String::new(), source })?;
+            let Some(slot) = superblock.peer_slot_of(entry.peer) else { continue };
+            let pages: Pages = entry.bitmap.take_dirty_pages().map(|(page, image)| (page, image.to_vec())).collect();
+            self.file.write_bitmap_pages(slot, &pages).map_err(|source| MetadataError::Io { what: "write the recovered bitmap".into(), source })?;
+        }
+        self.file.sync().map_err(|source| MetadataError::Io { what: "sync the recovered bitmap".into(), source })
     }
 }
 

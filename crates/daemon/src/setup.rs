@@ -115,7 +115,8 @@ fn build_resource(resource: &config::Resource, host: &config::Host, pool: &Arc<B
         let (file, superblock) = MetaFile::open(&spec).map_err(volume_error)?;
         let store = Arc::new(MetaStore::new(file, superblock));
         let disk = Disk::open_limited(path, store.data_bytes())?;
-        volume_configs.push(store.volume_config(volume.number, &peer_ids).map_err(volume_error)?);
+        let (volume_config, _activity_log) = store.volume_config(volume.number, &peer_ids, volume.disk_options.al_updates).map_err(volume_error)?;
+        volume_configs.push(volume_config);
         volumes.push((volume.number, Arc::new(disk)));
         metas.push((volume.number, store));
     }
