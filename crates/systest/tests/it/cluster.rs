@@ -1,9 +1,17 @@
 //! The harness: a cluster of real `tandem node` processes on loopback, in one tempdir.
 //!
 //! A [`Cluster`] owns a tempdir holding, per node, a configuration file (DRBD syntax), a
-//! backing file, a run directory (`admin.sock`, `nbd.sock`) and a log file that receives the
-//! node's stdout and stderr. Nodes are named `alice`, `bob`, `carol` with node-ids 0, 1, 2,
-//! and serve one resource, [`RESOURCE`].
+//! backing file, a metadata file, a run directory (`admin.sock`, `nbd.sock`) and a log file
+//! that receives the node's stdout and stderr. Nodes are named `alice`, `bob`, `carol` with
+//! node-ids 0, 1, 2, and serve one resource, [`RESOURCE`].
+//!
+//! Metadata (drbd-semantics.md §3): by default every node has EXTERNAL metadata in
+//! `DIR/NAME.md` (4 MiB), so the backing files hold nothing but the exported data and two
+//! replicas compare byte for byte; [`Spec::internal_metadata`] puts it at the end of the
+//! backing file instead, and the comparisons then stop at the exported size. `Cluster::create`
+//! runs `tandem create-md` for every node (unless [`Spec::without_metadata`]), so nodes start
+//! `Inconsistent`; [`Cluster::connected`] then skips the initial sync with
+//! `new-current-uuid --clear-bitmap` (empty disks), [`Cluster::connected_fresh`] does not.
 //!
 //! Invariants:
 //! - Every process the harness starts is killed (SIGKILL) and reaped when the cluster drops,
@@ -45,6 +53,16 @@ pub const CONNECT_DEADLINE: Duration = Duration::from_secs(10);
 pub const ADMIN_DEADLINE: Duration = Duration::from_secs(10);
 /// How long a node may take to exit after SIGTERM.
 pub const STOP_DEADLINE: Duration = Duration::from_secs(10);
+/// How long `tandem create-md` may take.
+pub const CREATE_MD_DEADLINE: Duration = Duration::from_secs(20);
+/// How long connected fresh nodes may take to become UpToDate after
+/// `new-current-uuid --clear-bitmap` (no data moves).
+pub const INITIAL_SYNC_DEADLINE: Duration = Duration::from_secs(10);
+/// Size of every external metadata file: room for the superblock, the activity log and the
+/// bitmaps of every peer of the largest test disk.
+pub const META_FILE_BYTES: u64 = 4 << 20;
+/// The metadata block unit (and superblock size): 4 KiB.
+pub const META_BLOCK_BYTES: u64 = 4096;
 /// Lines of each node log printed when a test fails.
 const LOG_TAIL_LINES_MAX: usize = 200;
 
@@ -60,22 +78,76 @@ pub struct Spec {
     /// Extra lines for the `net { }` section, per node index (each node has its own file,
     /// so the nodes may disagree, e.g. on the shared secret).
     pub net_extra: Vec<Vec<String>>,
+    /// Lines for the resource's `disk { }` section (peer-device options such as
+    /// `resync-rate`), the same on every node; no section when empty.
+    pub disk_extra: Vec<String>,
+    /// Where the metadata lives.
+    pub metadata: Metadata,
+    /// Whether `Cluster::create` runs `tandem create-md` for every node.
+    pub create_md: bool,
+}
+
+/// Where a node's metadata lives (the `meta-disk` of its volume).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Metadata {
+    /// `meta-disk "DIR/NAME.md";`: a file of [`META_FILE_BYTES`] beside the backing file,
+    /// superblock at offset 0. The whole backing file is exported.
+    External,
+    /// `meta-disk internal;`: at the end of the backing file, superblock in its last 4 KiB
+    /// block. The export is smaller than the backing file.
+    Internal,
 }
 
 impl Spec {
-    /// Two nodes, the given protocol, default disks.
+    /// Two nodes, the given protocol, default disks, external metadata created.
     pub fn two_nodes(protocol: char) -> Spec {
         Spec {
             node_count: 2,
             protocol,
             disk_bytes: DISK_BYTES_DEFAULT,
             net_extra: vec![Vec::new(); 2],
+            disk_extra: Vec::new(),
+            metadata: Metadata::External,
+            create_md: true,
         }
     }
 
     /// Adds a `net { }` line to one node's configuration.
     pub fn net_line(mut self, node: usize, line: &str) -> Spec {
         self.net_extra[node].push(line.to_string());
+        self
+    }
+
+    /// Adds a `net { }` line to every node's configuration.
+    pub fn net_line_all(mut self, line: &str) -> Spec {
+        for lines in &mut self.net_extra {
+            lines.push(line.to_string());
+        }
+        self
+    }
+
+    /// Adds a line to the resource's `disk { }` section.
+    pub fn disk_line(mut self, line: &str) -> Spec {
+        self.disk_extra.push(line.to_string());
+        self
+    }
+
+    /// Backing files of `bytes` bytes.
+    pub fn disk_bytes(mut self, bytes: u64) -> Spec {
+        self.disk_bytes = bytes;
+        self
+    }
+
+    /// `meta-disk internal;` instead of external metadata files.
+    pub fn internal_metadata(mut self) -> Spec {
+        self.metadata = Metadata::Internal;
+        self
+    }
+
+    /// No `tandem create-md` in `Cluster::create`: the disks have no metadata (and an
+    /// invalid configuration, which create-md would refuse, can be written).
+    pub fn without_metadata(mut self) -> Spec {
+        self.create_md = false;
         self
     }
 }
@@ -87,6 +159,8 @@ struct Node {
     address: SocketAddr,
     run_dir: PathBuf,
     disk: PathBuf,
+    /// The metadata file (external) or the backing file (internal).
+    meta: PathBuf,
     config: PathBuf,
     log: PathBuf,
 }
@@ -101,10 +175,13 @@ pub struct Cluster {
     processes: RefCell<Vec<Option<Child>>>,
     /// Whether the logs were already printed by a failure message.
     logs_printed: Cell<bool>,
+    /// Bytes every node exports, once a node told (internal metadata only).
+    export_bytes: Cell<Option<u64>>,
 }
 
 impl Cluster {
-    /// Writes the configuration and backing files; starts nothing.
+    /// Writes the configuration, backing and metadata files and, unless the spec says
+    /// otherwise, runs `tandem create-md` for every node; starts nothing.
     pub fn create(spec: Spec) -> Cluster {
         assert!(
             (1..=NODE_NAMES.len()).contains(&spec.node_count),
@@ -122,11 +199,17 @@ impl Cluster {
         let nodes: Vec<Node> = (0..spec.node_count)
             .map(|index| {
                 let name = NODE_NAMES[index];
+                let disk = dir.path().join(format!("{name}.img"));
+                let meta = match spec.metadata {
+                    Metadata::External => dir.path().join(format!("{name}.md")),
+                    Metadata::Internal => disk.clone(),
+                };
                 Node {
                     name,
                     address: SocketAddr::from(([127, 0, 0, 1], free_port())),
                     run_dir: dir.path().join(format!("{name}.run")),
-                    disk: dir.path().join(format!("{name}.img")),
+                    disk,
+                    meta,
                     config: dir.path().join(format!("{name}.res")),
                     log: dir.path().join(format!("{name}.log")),
                 }
@@ -139,49 +222,151 @@ impl Cluster {
             nodes,
             processes,
             logs_printed: Cell::new(false),
+            export_bytes: Cell::new(None),
         };
         for index in 0..cluster.nodes.len() {
-            let node = &cluster.nodes[index];
-            std::fs::create_dir_all(&node.run_dir).expect("cannot create a run dir");
-            let disk = File::create(&node.disk).expect("cannot create a backing file");
-            disk.set_len(cluster.spec.disk_bytes)
-                .expect("cannot size a backing file");
-            std::fs::write(&node.config, cluster.config_text(index))
-                .expect("cannot write a config file");
+            cluster.write_node_files(index);
+        }
+        if cluster.spec.create_md {
+            for index in 0..cluster.nodes.len() {
+                cluster.create_md(index);
+            }
         }
         cluster
     }
 
-    /// Creates the files and starts every node; waits until each answers `status`.
+    fn write_node_files(&self, index: usize) {
+        let node = &self.nodes[index];
+        std::fs::create_dir_all(&node.run_dir).expect("cannot create a run dir");
+        let disk = File::create(&node.disk).expect("cannot create a backing file");
+        disk.set_len(self.spec.disk_bytes)
+            .expect("cannot size a backing file");
+        if self.spec.metadata == Metadata::External {
+            let meta = File::create(&node.meta).expect("cannot create a metadata file");
+            meta.set_len(META_FILE_BYTES)
+                .expect("cannot size a metadata file");
+        }
+        std::fs::write(&node.config, self.config_text(index)).expect("cannot write a config file");
+    }
+
+    /// The command line of `tandem create-md` for one node (not run).
+    pub fn create_md_command(&self, index: usize) -> Command {
+        let node = &self.nodes[index];
+        let mut command = Command::new(tandem_bin());
+        command
+            .arg("create-md")
+            .arg("--config")
+            .arg(&node.config)
+            .arg("--node")
+            .arg(node.name)
+            .arg(RESOURCE)
+            .stdin(Stdio::null());
+        command
+    }
+
+    /// Runs `tandem create-md` for one node; a failure fails the test with its output.
+    pub fn create_md(&self, index: usize) {
+        let output = run_with_deadline(self.create_md_command(index), CREATE_MD_DEADLINE);
+        assert!(
+            output.status.success(),
+            "'tandem create-md' for {} failed with {}:\nstdout: {}\nstderr: {}",
+            self.name(index),
+            output.status,
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+
+    /// Creates the files and starts every node; waits until each answers `status`. The
+    /// nodes are fresh: `Inconsistent`, whether they connect or not.
     pub fn start(spec: Spec) -> Cluster {
         let cluster = Cluster::create(spec);
-        for index in 0..cluster.nodes.len() {
-            cluster.start_node(index);
-        }
+        cluster.start_all();
         cluster
     }
 
-    /// Starts every node and waits until every link is Connected on both sides.
+    /// Starts every node that is not running; waits until each answers `status`.
+    pub fn start_all(&self) {
+        for index in 0..self.nodes.len() {
+            if self.processes.borrow()[index].is_none() {
+                self.start_node(index);
+            }
+        }
+    }
+
+    /// Starts every node, waits until every link is Connected on both sides, then skips the
+    /// initial sync ([`Cluster::initial_sync`]): every disk is UpToDate.
     pub fn connected(spec: Spec) -> Cluster {
+        let cluster = Cluster::connected_fresh(spec);
+        cluster.initial_sync();
+        cluster
+    }
+
+    /// Starts every node and waits until every link is Connected on both sides; the disks
+    /// stay `Inconsistent` (no initial sync).
+    pub fn connected_fresh(spec: Spec) -> Cluster {
         let cluster = Cluster::start(spec);
         cluster.wait_connected();
         cluster
     }
 
-    /// Connected, with node 0 promoted to Primary and every peer seeing it as Primary.
+    /// drbd-semantics.md §3 "Skipping it (only for empty disks)": `new-current-uuid
+    /// --clear-bitmap` on node 0 while every node is connected; waits until every node is
+    /// UpToDate and sees every peer UpToDate and Established.
+    pub fn initial_sync(&self) {
+        self.admin_ok(0, &["new-current-uuid", "--clear-bitmap", RESOURCE]);
+        self.wait_until(
+            "every disk and every peer disk is UpToDate and Established",
+            INITIAL_SYNC_DEADLINE,
+            || self.all_up_to_date(),
+        );
+    }
+
+    /// Whether every node is UpToDate and sees every peer Connected, Established and
+    /// UpToDate with nothing out of sync.
+    pub fn all_up_to_date(&self) -> bool {
+        (0..self.nodes.len()).all(|index| {
+            let status = self.status(index);
+            status.disk() == "UpToDate"
+                && self.peers_of(index).all(|peer| {
+                    let name = self.name(peer);
+                    status.connection_state(name) == "Connected"
+                        && status.replication(name) == "Established"
+                        && status.peer_disk(name) == "UpToDate"
+                        && status.out_of_sync_kib(name) == 0
+                })
+        })
+    }
+
+    /// The indexes of every node but `index`.
+    pub fn peers_of(&self, index: usize) -> impl Iterator<Item = usize> {
+        (0..self.nodes.len()).filter(move |peer| *peer != index)
+    }
+
+    /// Connected and UpToDate, with node 0 promoted to Primary and every peer seeing it as
+    /// Primary.
     pub fn with_primary(spec: Spec) -> Cluster {
         let cluster = Cluster::connected(spec);
-        cluster.admin_ok(0, &["primary", RESOURCE]);
-        cluster.wait_until(
-            "node 0 is Primary and every peer sees it as Primary",
+        cluster.promote_and_wait(0);
+        cluster
+    }
+
+    /// `primary` on one node; waits until every connected peer sees it as Primary.
+    pub fn promote_and_wait(&self, index: usize) {
+        self.admin_ok(index, &["primary", RESOURCE]);
+        let name = self.name(index);
+        self.wait_until(
+            &format!("{name} is Primary and every connected peer sees it as Primary"),
             CONNECT_DEADLINE,
             || {
-                cluster.status(0).role() == "Primary"
-                    && (1..cluster.nodes.len())
-                        .all(|peer| cluster.status(peer).peer_role(NODE_NAMES[0]) == "Primary")
+                self.status(index).role() == "Primary"
+                    && self.peers_of(index).all(|peer| {
+                        let status = self.status(peer);
+                        status.connection_state(name) != "Connected"
+                            || status.peer_role(name) == "Primary"
+                    })
             },
         );
-        cluster
     }
 
     /// The configuration file of one node: a DRBD resource file with every node in it.
@@ -199,14 +384,29 @@ impl Cluster {
             text.push_str(&format!("    {line}\n"));
         }
         text.push_str("  }\n");
-        text.push_str("  volume 0 {\n    device /dev/drbd0;\n    meta-disk internal;\n  }\n");
+        if !self.spec.disk_extra.is_empty() {
+            text.push_str("  disk {\n");
+            for line in &self.spec.disk_extra {
+                text.push_str(&format!("    {line}\n"));
+            }
+            text.push_str("  }\n");
+        }
+        text.push_str("  volume 0 {\n    device /dev/drbd0;\n");
+        if self.spec.metadata == Metadata::Internal {
+            text.push_str("    meta-disk internal;\n");
+        }
+        text.push_str("  }\n");
         for (node_id, node) in self.nodes.iter().enumerate() {
             text.push_str(&format!(
-                "  on {} {{\n    node-id {node_id};\n    address {};\n    volume 0 {{\n      disk \"{}\";\n    }}\n  }}\n",
+                "  on {} {{\n    node-id {node_id};\n    address {};\n    volume 0 {{\n      disk \"{}\";\n",
                 node.name,
                 node.address,
                 node.disk.display()
             ));
+            if self.spec.metadata == Metadata::External {
+                text.push_str(&format!("      meta-disk \"{}\";\n", node.meta.display()));
+            }
+            text.push_str("    }\n  }\n");
         }
         if self.nodes.len() > 2 {
             let hosts: Vec<&str> = self.nodes.iter().map(|node| node.name).collect();
@@ -423,16 +623,19 @@ impl Cluster {
         })
     }
 
-    /// Waits until the backing files of nodes `a` and `b` are byte-identical.
+    /// Waits until the backing files of nodes `a` and `b` are byte-identical over the
+    /// exported bytes ([`Cluster::export_bytes`]: the whole files with external metadata).
     pub fn wait_identical(&self, a: usize, b: usize, deadline: Duration) {
         let what = format!(
             "the backing files of {} and {} are identical",
             self.name(a),
             self.name(b)
         );
+        let length = self.export_bytes();
         let start = Instant::now();
         loop {
-            let Some(last_difference) = first_difference(self.disk(a), self.disk(b)) else {
+            let Some(last_difference) = first_difference_within(self.disk(a), self.disk(b), length)
+            else {
                 return;
             };
             if start.elapsed() > deadline {
@@ -442,6 +645,70 @@ impl Cluster {
             }
             self.check_alive(&what);
             std::thread::sleep(POLL_INTERVAL);
+        }
+    }
+
+    /// Bytes each node exports: the backing file size with external metadata; with internal
+    /// metadata what a running node reports (`size_kib`), remembered for later calls.
+    pub fn export_bytes(&self) -> u64 {
+        if self.spec.metadata == Metadata::External {
+            return self.spec.disk_bytes;
+        }
+        if let Some(bytes) = self.export_bytes.get() {
+            return bytes;
+        }
+        let running = (0..self.nodes.len()).find(|index| self.processes.borrow()[*index].is_some());
+        let Some(index) = running else {
+            self.fail("export_bytes: no node runs to report the exported size");
+        };
+        let bytes = self.status(index).size_kib() * 1024;
+        assert!(
+            bytes > 0 && bytes < self.spec.disk_bytes,
+            "internal metadata, yet the export is {bytes} bytes of a {} byte backing file",
+            self.spec.disk_bytes
+        );
+        self.export_bytes.set(Some(bytes));
+        bytes
+    }
+
+    /// Waits until `node` reports replication state `state` towards `peer`.
+    pub fn wait_replication(&self, node: usize, peer: usize, state: &str, deadline: Duration) {
+        let peer_name = self.name(peer);
+        let what = format!(
+            "{} reports replication {state} towards {peer_name}",
+            self.name(node)
+        );
+        self.wait_until(&what, deadline, || {
+            let status = self.status(node);
+            status.connection_state(peer_name) == "Connected"
+                && status.replication(peer_name) == state
+        });
+    }
+
+    /// Waits until `node`'s local disk state is `state`.
+    pub fn wait_disk(&self, node: usize, state: &str, deadline: Duration) {
+        let what = format!("{}'s disk is {state}", self.name(node));
+        self.wait_until(&what, deadline, || self.status(node).disk() == state);
+    }
+
+    /// KiB `node` counts out of sync towards `peer`.
+    pub fn out_of_sync_kib(&self, node: usize, peer: usize) -> u64 {
+        self.status(node).out_of_sync_kib(self.name(peer))
+    }
+
+    /// The file holding one node's metadata: its `.md` file, or its backing file with
+    /// internal metadata.
+    pub fn meta_path(&self, index: usize) -> &Path {
+        &self.nodes[index].meta
+    }
+
+    /// Where the superblock sits in [`Cluster::meta_path`]: offset 0 of an external file,
+    /// the last 4 KiB-aligned block of the backing file with internal metadata
+    /// (drbd-semantics.md §3 "Layout").
+    pub fn superblock_offset(&self) -> u64 {
+        match self.spec.metadata {
+            Metadata::External => 0,
+            Metadata::Internal => (self.spec.disk_bytes / META_BLOCK_BYTES - 1) * META_BLOCK_BYTES,
         }
     }
 
@@ -686,6 +953,49 @@ impl Status {
             .as_u64()
             .unwrap_or_else(|| self.missing("out_of_sync_kib"))
     }
+
+    /// KiB of volume 0 sent to `peer` since this node started (replicated writes and
+    /// resync data).
+    pub fn sent_kib(&self, peer: &str) -> u64 {
+        self.peer_device(peer)["sent_kib"]
+            .as_u64()
+            .unwrap_or_else(|| self.missing("sent_kib"))
+    }
+
+    /// KiB of volume 0 received from `peer` since this node started.
+    pub fn received_kib(&self, peer: &str) -> u64 {
+        self.peer_device(peer)["received_kib"]
+            .as_u64()
+            .unwrap_or_else(|| self.missing("received_kib"))
+    }
+
+    /// Resync progress towards `peer` in percent, while a resync runs (`done:NN.NN`).
+    pub fn done_percent(&self, peer: &str) -> Option<f64> {
+        let value = &self.peer_device(peer)["done_percent"];
+        if value.is_null() {
+            return None;
+        }
+        Some(
+            value
+                .as_f64()
+                .unwrap_or_else(|| self.missing("done_percent")),
+        )
+    }
+
+    /// Why the connection to `peer` last failed, if it did.
+    pub fn last_error(&self, peer: &str) -> Option<String> {
+        let connection = self
+            .connection(peer)
+            .unwrap_or_else(|| self.missing(&format!("connection {peer}")));
+        connection["last_error"].as_str().map(str::to_string)
+    }
+
+    /// The exported size of volume 0 in KiB.
+    pub fn size_kib(&self) -> u64 {
+        self.device()["size_kib"]
+            .as_u64()
+            .unwrap_or_else(|| self.missing("devices[0].size_kib"))
+    }
 }
 
 /// The `tandem` binary: `TANDEM_BIN` if set, else built once with `cargo build -p tandem`.
@@ -737,6 +1047,12 @@ pub fn free_port() -> u16 {
 
 /// `None` when the two files are byte-identical, else where they first differ.
 pub fn first_difference(a: &Path, b: &Path) -> Option<String> {
+    first_difference_within(a, b, u64::MAX)
+}
+
+/// `None` when the first `length` bytes of the two files (or all of them, if shorter) are
+/// identical, else where they first differ.
+pub fn first_difference_within(a: &Path, b: &Path, length: u64) -> Option<String> {
     const CHUNK_BYTES: usize = 1 << 20;
     let mut file_a =
         File::open(a).unwrap_or_else(|error| panic!("cannot open {}: {error}", a.display()));
@@ -745,8 +1061,11 @@ pub fn first_difference(a: &Path, b: &Path) -> Option<String> {
     let (mut chunk_a, mut chunk_b) = (vec![0u8; CHUNK_BYTES], vec![0u8; CHUNK_BYTES]);
     let mut offset = 0u64;
     loop {
-        let length_a = read_full(&mut file_a, &mut chunk_a);
-        let length_b = read_full(&mut file_b, &mut chunk_b);
+        let wanted = usize::try_from(length.saturating_sub(offset))
+            .unwrap_or(CHUNK_BYTES)
+            .min(CHUNK_BYTES);
+        let length_a = read_full(&mut file_a, &mut chunk_a[..wanted]);
+        let length_b = read_full(&mut file_b, &mut chunk_b[..wanted]);
         if chunk_a[..length_a] != chunk_b[..length_b] {
             let at = chunk_a[..length_a]
                 .iter()

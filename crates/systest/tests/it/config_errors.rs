@@ -35,7 +35,12 @@ fn assert_nothing_listens(cluster: &Cluster) {
 /// is too big"). tandem must refuse to start and point at the value: `file:line:col:`.
 #[test]
 fn out_of_range_option_names_file_line_and_column() {
-    let cluster = Cluster::create(Spec::two_nodes('C').net_line(0, "ping-int 500;"));
+    // create-md reads the same configuration and would refuse it too, so no metadata: the
+    // node must fail on the configuration before it looks at any disk.
+    let spec = Spec::two_nodes('C')
+        .net_line(0, "ping-int 500;")
+        .without_metadata();
+    let cluster = Cluster::create(spec);
     let text = cluster.config_text(0);
     let (line_index, line) = text
         .lines()

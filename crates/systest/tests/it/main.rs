@@ -11,10 +11,15 @@
 //! - `auth`: cram-hmac-alg / shared-secret.
 //! - `roles`: promotion and demotion rules, `status` text layout.
 //! - `config_errors`: start-up errors for bad configurations.
+//! - `resync`: persistent metadata and resync: bitmap resync of exactly the missed blocks,
+//!   a killed Secondary or Primary catching up, a clean restart with no resync, the initial
+//!   full sync by `primary --force`, split brain (manual recovery, `after-sb-0pri`), and the
+//!   refusal of a disk without valid metadata.
 //!
-//! The harness is in `cluster` (processes, configs, waits), `tools` (external programs with
-//! deadlines, test data) and `nbd_client` (a byte-level NBD client). Each test builds its own
-//! cluster in its own tempdir with its own ports, so tests run in parallel threads.
+//! The harness is in `cluster` (processes, configs, metadata, waits), `tools` (external
+//! programs with deadlines, test data) and `nbd_client` (a byte-level NBD client). Each test
+//! builds its own cluster in its own tempdir with its own ports, so tests run in parallel
+//! threads.
 //!
 //! Needs the Debian packages fio, libnbd-bin and qemu-utils; a test whose client program is
 //! missing fails and names the package. The `tandem` binary is `TANDEM_BIN`, or built once
@@ -27,5 +32,6 @@ mod hostile;
 mod interop;
 mod nbd_client;
 mod replication;
+mod resync;
 mod roles;
 mod tools;
