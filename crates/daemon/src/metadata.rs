@@ -65,7 +65,7 @@ pub enum MetadataError {
     #[error("{path}: meta-disk index {index} needs a device of at least {needed_bytes} bytes, it has {size_bytes}")]
     IndexOutOfRange { path: String, index: u32, needed_bytes: u64, size_bytes: u64 },
     /// `create-md` found metadata and was not told to overwrite it.
-    #[error("{place} already holds tandem metadata ({found}); pass --force to overwrite it (its generation identifiers and bitmaps are lost)")]
+    #[error("there is tandem metadata {place} already ({found}); pass --force to overwrite it (its generation identifiers and bitmaps are lost)")]
     Exists { place: String, found: String },
     /// The configuration file is invalid.
     #[error("{0}")]

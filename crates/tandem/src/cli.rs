@@ -1,4 +1,5 @@
-//! The command line: drbdadm's verbs plus `node`, `dump` and `demo`, parsed with clap.
+//! The command line: drbdadm's verbs (`create-md` and `dump-md` included) plus `node`, `dump`
+//! and `demo`, parsed with clap.
 //!
 //! Invariants:
 //! - Parsing never touches the system; a usage error exits with clap's status 2 before any
@@ -74,6 +75,39 @@ pub enum Command {
         /// Which resource.
         #[command(flatten)]
         target: Target,
+    },
+    /// Write fresh metadata for this node's volumes, like `drbdadm create-md`.
+    CreateMd {
+        /// The drbd.conf-style configuration file.
+        #[arg(short, long, default_value = CONFIG_PATH_DEFAULT)]
+        config: PathBuf,
+        /// Which `on NAME` section is this node (default: the host name).
+        #[arg(long)]
+        node: Option<String>,
+        /// Overwrite existing tandem metadata (its generation identifiers and bitmaps are lost).
+        #[arg(long)]
+        force: bool,
+        /// Peer bitmap slots to reserve, for peers added later (default: the configured peers).
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8).range(1..=31))]
+        max_peers: Option<u8>,
+        /// Resource name, or `all`.
+        #[arg(value_name = "RES")]
+        resource: String,
+    },
+    /// Print the metadata of this node's volumes, like `drbdadm dump-md`.
+    DumpMd {
+        /// The drbd.conf-style configuration file.
+        #[arg(short, long, default_value = CONFIG_PATH_DEFAULT)]
+        config: PathBuf,
+        /// Which `on NAME` section is this node (default: the host name).
+        #[arg(long)]
+        node: Option<String>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+        /// Resource name, or `all`.
+        #[arg(value_name = "RES")]
+        resource: String,
     },
     /// Run a self-contained demonstration on this machine.
     Demo,

@@ -1,5 +1,5 @@
 //! `tandem`: the one binary of the project, with drbdadm's admin verbs, `node` (run a node),
-//! `dump` (print a configuration) and `demo`.
+//! `dump` (print a configuration), `create-md`/`dump-md` (offline metadata) and `demo`.
 //!
 //! Admin verbs talk to a running node over `RUN_DIR/admin.sock` (see the `admin` crate for
 //! the protocol); they never start or stop a node themselves.
@@ -18,6 +18,7 @@ mod commands;
 mod demo;
 mod dump;
 mod error;
+mod md;
 mod terminal;
 
 use std::process::ExitCode;
@@ -72,6 +73,11 @@ fn run(cli: Cli) -> Result<(), CliError> {
             terminal::print(&text)?;
             Ok(())
         }
+        Command::CreateMd { config, node, force, max_peers, resource } => {
+            let options = daemon::CreateOptions { force, max_peers };
+            md::create(md::MdArgs { config, node, resource }, options)
+        }
+        Command::DumpMd { config, node, json, resource } => md::dump(md::MdArgs { config, node, resource }, json),
         Command::Demo => Ok(demo::run()?),
         Command::Simple(verb) => commands::simple(run_dir, &verb.into_request()),
     }

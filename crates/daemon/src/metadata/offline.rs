@@ -102,7 +102,7 @@ fn prepare_create(volume: &Selected, options: CreateOptions) -> Result<(MetaFile
     let area = Area::open(&volume.spec.disk, &volume.spec.meta_disk, Access::Write)?;
     if !options.force {
         if let Some(found) = existing(&area)? {
-            return Err(MetadataError::Exists { place: capitalized(&area.describe()), found });
+            return Err(MetadataError::Exists { place: area.describe(), found });
         }
     }
     let peers = u8::try_from(volume.spec.peers.len()).unwrap_or(u8::MAX);
@@ -234,11 +234,6 @@ fn select(target: &MdTarget, report: &mut dyn FnMut(&str)) -> Result<Vec<Selecte
         return Err(MetadataError::Select(format!("{file}: {which} has no 'on {node}' section; pick the node with --node NAME")));
     }
     Ok(selected)
-}
-
-fn capitalized(text: &str) -> String {
-    let mut chars = text.chars();
-    chars.next().map_or_else(String::new, |first| first.to_uppercase().chain(chars).collect())
 }
 
 /// `bytes` in the largest binary unit it reaches, with one decimal (rounded down) unless whole:

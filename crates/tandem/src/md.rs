@@ -1,0 +1,77 @@
+//! `tandem create-md` and `tandem dump-md`: the offline metadata commands, like drbdadm's.
+//! They work on the metadata devices directly (no node involved) and are refused while a
+//! node holds a volume's metadata.
+//!
+//! Invariants: the resource argument is required; `all` means every resource with a section
+//! for this node. The node defaults to the host name, as `tandem node` does.
+
+use std::path::PathBuf;
+
+use daemon::{CreateOptions, MdTarget, MetadataError};
+
+use crate::error::CliError;
+use crate::terminal::{self, Written};
+
+/// The configuration, node and resource an offline metadata command acts on.
+#[derive(Debug, Clone)]
+pub struct MdArgs {
+    /// The drbd.conf-style configuration file.
+    pub config: PathBuf,
+    /// This node's `on NAME` section (default: the host name).
+    pub node: Option<String>,
+    /// A resource name, or `all`.
+    pub resource: String,
+}
+
+/// `tandem create-md`: format the metadata of this node's volumes; one line per volume.
+pub fn create(args: MdArgs, options: CreateOptions) -> Result<(), CliError> {
+    let target = target(args)?;
+    let mut printed = Ok(Written::Done);
+    let result = daemon::create_md(&target, options, &mut |line| {
+        if matches!(printed, Ok(Written::Done)) {
+            printed = terminal::print(&format!("{line}\n"));
+        }
+    });
+    result.map_err(refused)?;
+    printed.map(|_| ())
+}
+
+/// `tandem dump-md`: print the metadata of this node's volumes, as text or JSON.
+pub fn dump(args: MdArgs, json: bool) -> Result<(), CliError> {
+    let target = target(args)?;
+    let dumps = daemon::dump_md(&target).map_err(refused)?;
+    let text = if json {
+        let mut text = serde_json::to_string_pretty(&dumps).map_err(|error| CliError::Refused(format!("cannot encode the dump as JSON: {error}")))?;
+        text.push('\n');
+        text
+    } else {
+        dumps.iter().map(daemon::VolumeDump::render_text).collect::<Vec<_>>().join("\n")
+    };
+    terminal::print(&text).map(|_| ())
+}
+
+fn target(args: MdArgs) -> Result<MdTarget, CliError> {
+    let node = match args.node {
+        Some(node) => node,
+        None => host_name()?,
+    };
+    let resource = Some(args.resource).filter(|resource| resource != "all");
+    Ok(MdTarget { config: args.config, node, resource })
+}
+
+fn refused(error: MetadataError) -> CliError {
+    CliError::Refused(error.to_string())
+}
+
+/// The host name, the default `on NAME` section.
+fn host_name() -> Result<String, CliError> {
+    let mut buf = [0u8; 256];
+    // SAFETY: gethostname writes at most buf.len() bytes into buf, which lives for the call.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    if rc != 0 {
+        return Err(CliError::Refused("cannot read the host name; pass --node NAME".into()));
+    }
+    let end = buf.iter().position(|&byte| byte == 0).unwrap_or(buf.len());
+    let name = buf.get(..end).unwrap_or_default();
+    Ok(String::from_utf8_lossy(name).into_owned())
+}
