@@ -39,7 +39,10 @@ const _: () = assert!(BLOCK_LEN == meta::bitmap::BITMAP_PAGE_BYTES);
 pub enum MetadataError {
     /// An I/O call on a metadata or backing device failed.
     #[error("{what}: {source}")]
-    Io { what: String, source: std::io::Error },
+    Io {
+        what: String,
+        source: std::io::Error,
+    },
     /// Another process (a running tandem node, or `create-md`/`dump-md`) holds the device.
     #[error("{path} is in use by a running tandem node (stop it first)")]
     Locked { path: String },
@@ -51,7 +54,11 @@ pub enum MetadataError {
     Corrupt { place: String, source: MetaError },
     /// The metadata was created for another node id.
     #[error("the metadata on {path} belongs to node-id {on_disk}, but this node has node-id {configured} in the configuration; recreate it with `tandem create-md --force` (this loses its sync state)")]
-    NodeIdMismatch { path: String, on_disk: u8, configured: u8 },
+    NodeIdMismatch {
+        path: String,
+        on_disk: u8,
+        configured: u8,
+    },
     /// The metadata was created for another device size or placement.
     #[error("the metadata on {path} does not match the device any more: {source}; resizing is not supported: `tandem create-md --force` recreates the metadata (and loses its sync state)")]
     LayoutMismatch { path: String, source: MetaError },
@@ -63,16 +70,27 @@ pub enum MetadataError {
     NoPeerSlot { path: String, peer: u8, slots: u8 },
     /// `meta-disk PATH [IDX]`: the slot lies past the end of the device.
     #[error("{path}: meta-disk index {index} needs a device of at least {needed_bytes} bytes, it has {size_bytes}")]
-    IndexOutOfRange { path: String, index: u32, needed_bytes: u64, size_bytes: u64 },
+    IndexOutOfRange {
+        path: String,
+        index: u32,
+        needed_bytes: u64,
+        size_bytes: u64,
+    },
     /// `create-md` found metadata and was not told to overwrite it.
     #[error("there is tandem metadata {place} already ({found}); pass --force to overwrite it (its generation identifiers and bitmaps are lost)")]
     Exists { place: String, found: String },
     /// The configuration file is invalid.
     #[error("{0}")]
     Config(#[from] config::ConfigError),
-    /// The command names a resource, node or volume the configuration cannot serve.
+    /// The command names a resource or node the configuration cannot serve.
     #[error("{0}")]
     Select(String),
+    /// An offline command failed on one volume (`RES/VOL`).
+    #[error("{volume}: {source}")]
+    Volume {
+        volume: String,
+        source: Box<MetadataError>,
+    },
 }
 
 /// What the configuration says about one volume's metadata.
@@ -105,7 +123,11 @@ impl MetaFile {
         let area = Area::open(&spec.disk, &spec.meta_disk, Access::Write)?;
         let mut superblock = area.read_superblock()?;
         if superblock.node_id != spec.node_id {
-            return Err(MetadataError::NodeIdMismatch { path: area.path_text(), on_disk: superblock.node_id, configured: spec.node_id });
+            return Err(MetadataError::NodeIdMismatch {
+                path: area.path_text(),
+                on_disk: superblock.node_id,
+                configured: spec.node_id,
+            });
         }
         let layout = configured_layout(&area, &superblock, spec.al_extents)?;
         let file = MetaFile { area, layout };
@@ -124,7 +146,11 @@ impl MetaFile {
     }
 
     /// Give every configured peer without a slot a free one; write the superblock if any.
-    fn assign_peer_slots(&self, superblock: &mut Superblock, peers: &[u8]) -> Result<(), MetadataError> {
+    fn assign_peer_slots(
+        &self,
+        superblock: &mut Superblock,
+        peers: &[u8],
+    ) -> Result<(), MetadataError> {
         let mut sorted = peers.to_vec();
         sorted.sort_unstable();
         sorted.dedup();
@@ -134,38 +160,67 @@ impl MetaFile {
                 continue;
             }
             let slots = self.layout.config().peer_slots;
-            let free = superblock.peers.iter().position(|slot| slot.node_id.is_none());
-            let Some((index, slot)) = free.and_then(|index| Some((index, superblock.peers.get_mut(index)?))) else {
-                return Err(MetadataError::NoPeerSlot { path: self.area.path_text(), peer, slots });
+            let free = superblock
+                .peers
+                .iter()
+                .position(|slot| slot.node_id.is_none());
+            let Some((index, slot)) =
+                free.and_then(|index| Some((index, superblock.peers.get_mut(index)?)))
+            else {
+                return Err(MetadataError::NoPeerSlot {
+                    path: self.area.path_text(),
+                    peer,
+                    slots,
+                });
             };
             slot.node_id = Some(peer);
-            let index = u8::try_from(index).map_err(|_| MetadataError::NoPeerSlot { path: self.area.path_text(), peer, slots })?;
-            let region = self.layout.bitmap(index).map_err(|source| self.layout_error(source))?;
-            self.zero(region).map_err(|source| self.io("cannot clear a bitmap", source))?;
+            let index = u8::try_from(index).map_err(|_| MetadataError::NoPeerSlot {
+                path: self.area.path_text(),
+                peer,
+                slots,
+            })?;
+            let region = self
+                .layout
+                .bitmap(index)
+                .map_err(|source| self.layout_error(source))?;
+            self.zero(region)
+                .map_err(|source| self.io("cannot clear a bitmap", source))?;
             assigned = true;
         }
         if assigned {
-            self.sync().map_err(|source| self.io("cannot sync", source))?;
+            self.sync()
+                .map_err(|source| self.io("cannot sync", source))?;
             self.write_superblock(superblock)?;
-            self.sync().map_err(|source| self.io("cannot sync", source))?;
+            self.sync()
+                .map_err(|source| self.io("cannot sync", source))?;
         }
         Ok(())
     }
 
     /// Read peer slot `slot`'s bitmap.
     pub(crate) fn read_bitmap(&self, slot: u8) -> Result<Bitmap, MetadataError> {
-        let region = self.layout.bitmap(slot).map_err(|source| self.layout_error(source))?;
-        let mut bitmap = Bitmap::for_layout(&self.layout).map_err(|source| self.layout_error(source))?;
+        let region = self
+            .layout
+            .bitmap(slot)
+            .map_err(|source| self.layout_error(source))?;
+        let mut bitmap =
+            Bitmap::for_layout(&self.layout).map_err(|source| self.layout_error(source))?;
         let what = format!("bitmap of peer slot {slot}");
         let pages = bitmap.page_count();
         let mut first = 0;
         while first < pages {
             let count = IO_CHUNK_PAGES.min(pages - first);
             let mut chunk = vec![0; chunk_len(count)];
-            self.area.read_at(region.offset_bytes + first * BLOCK_BYTES, &mut chunk, &what)?;
+            self.area
+                .read_at(region.offset_bytes + first * BLOCK_BYTES, &mut chunk, &what)?;
             for (page, image) in (first..).zip(chunk.chunks_exact(BLOCK_LEN)) {
                 let place = || format!("the {what} {}", self.area.describe());
-                bitmap.load_page(page, image).map_err(|source| MetadataError::Corrupt { place: place(), source })?;
+                bitmap
+                    .load_page(page, image)
+                    .map_err(|source| MetadataError::Corrupt {
+                        place: place(),
+                        source,
+                    })?;
             }
             first += count;
         }
@@ -173,23 +228,41 @@ impl MetaFile {
     }
 
     /// Write bitmap pages `(page index, 4 KiB image)` of peer slot `slot` (not synced).
-    pub(crate) fn write_bitmap_pages(&self, slot: u8, pages: &[(u64, Vec<u8>)]) -> std::io::Result<()> {
+    pub(crate) fn write_bitmap_pages(
+        &self,
+        slot: u8,
+        pages: &[(u64, Vec<u8>)],
+    ) -> std::io::Result<()> {
         let region = self.layout.bitmap(slot).map_err(invalid_input)?;
         let page_count = region.length_bytes / BLOCK_BYTES;
         for (page, image) in pages {
             if *page >= page_count || image.len() != BLOCK_LEN {
                 let message = format!("bitmap page {page} of {} bytes (slot {slot} has {page_count} pages of {BLOCK_LEN})", image.len());
-                return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, message));
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    message,
+                ));
             }
-            self.area.write_at(region.offset_bytes + page * BLOCK_BYTES, image)?;
+            self.area
+                .write_at(region.offset_bytes + page * BLOCK_BYTES, image)?;
         }
         Ok(())
     }
 
     /// Encode and write the superblock (not synced); it must describe this file's geometry.
     pub(crate) fn write_superblock(&self, superblock: &Superblock) -> Result<(), MetadataError> {
-        superblock.check_layout(&self.layout).map_err(|source| MetadataError::LayoutMismatch { path: self.area.path_text(), source })?;
-        let block = superblock.encode().map_err(|source| MetadataError::Corrupt { place: format!("the superblock to write {}", self.area.describe()), source })?;
+        superblock
+            .check_layout(&self.layout)
+            .map_err(|source| MetadataError::LayoutMismatch {
+                path: self.area.path_text(),
+                source,
+            })?;
+        let block = superblock
+            .encode()
+            .map_err(|source| MetadataError::Corrupt {
+                place: format!("the superblock to write {}", self.area.describe()),
+                source,
+            })?;
         self.area
             .write_at(self.layout.superblock().offset_bytes, &block)
             .map_err(|source| self.io("cannot write the superblock", source))
@@ -203,8 +276,16 @@ impl MetaFile {
     /// The activity-log ring's bytes.
     pub(crate) fn read_al_ring(&self) -> Result<Vec<u8>, MetadataError> {
         let region = self.layout.al_ring();
-        let mut ring = vec![0; usize::try_from(region.length_bytes).map_err(|_| self.layout_error(MetaError::AlRingImageInvalid { ring_bytes: usize::MAX }))?];
-        self.area.read_at(region.offset_bytes, &mut ring, "activity-log ring")?;
+        let mut ring = vec![
+            0;
+            usize::try_from(region.length_bytes).map_err(|_| self.layout_error(
+                MetaError::AlRingImageInvalid {
+                    ring_bytes: usize::MAX
+                }
+            ))?
+        ];
+        self.area
+            .read_at(region.offset_bytes, &mut ring, "activity-log ring")?;
         Ok(ring)
     }
 
@@ -212,8 +293,15 @@ impl MetaFile {
     pub(crate) fn write_al_ring(&self, image: &[u8]) -> std::io::Result<()> {
         let region = self.layout.al_ring();
         if u64::try_from(image.len()).ok() != Some(region.length_bytes) {
-            let message = format!("activity-log ring image of {} bytes; the ring has {}", image.len(), region.length_bytes);
-            return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, message));
+            let message = format!(
+                "activity-log ring image of {} bytes; the ring has {}",
+                image.len(),
+                region.length_bytes
+            );
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                message,
+            ));
         }
         self.area.write_at(region.offset_bytes, image)
     }
@@ -235,29 +323,49 @@ impl MetaFile {
     }
 
     fn io(&self, what: &str, source: std::io::Error) -> MetadataError {
-        MetadataError::Io { what: format!("{what} {}", self.area.describe()), source }
+        MetadataError::Io {
+            what: format!("{what} {}", self.area.describe()),
+            source,
+        }
     }
 
     fn layout_error(&self, source: MetaError) -> MetadataError {
-        MetadataError::Layout { path: self.area.path_text(), source }
+        MetadataError::Layout {
+            path: self.area.path_text(),
+            source,
+        }
     }
 }
 
 /// The layout the device sizes and configuration give now, checked against the on-disk one.
 /// `al-extents` comes from the configuration (it may change between runs; the ring is
 /// formatted anew for it), the other parameters from the superblock.
-fn configured_layout(area: &Area, superblock: &Superblock, al_extents: u32) -> Result<Layout, MetadataError> {
+fn configured_layout(
+    area: &Area,
+    superblock: &Superblock,
+    al_extents: u32,
+) -> Result<Layout, MetadataError> {
     let on_disk = superblock.layout.config();
-    let config = LayoutConfig { placement: area.placement, backing_bytes: area.backing_bytes, al_extents, ..*on_disk };
+    let config = LayoutConfig {
+        placement: area.placement,
+        backing_bytes: area.backing_bytes,
+        al_extents,
+        ..*on_disk
+    };
     let path = area.path_text();
     let layout = match Layout::compute(&config) {
         Ok(layout) => layout,
-        Err(source @ (MetaError::AlExtentsOutOfRange { .. } | MetaError::AlExtentsExceedRing { .. })) => {
+        Err(
+            source
+            @ (MetaError::AlExtentsOutOfRange { .. } | MetaError::AlExtentsExceedRing { .. }),
+        ) => {
             return Err(MetadataError::Layout { path, source });
         }
         Err(source) => return Err(MetadataError::LayoutMismatch { path, source }),
     };
-    superblock.check_layout(&layout).map_err(|source| MetadataError::LayoutMismatch { path, source })?;
+    superblock
+        .check_layout(&layout)
+        .map_err(|source| MetadataError::LayoutMismatch { path, source })?;
     Ok(layout)
 }
 

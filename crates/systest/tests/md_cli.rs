@@ -26,10 +26,18 @@ fn tandem_bin() -> &'static Path {
             .current_dir(&root)
             .status()
             .expect("cannot run cargo to build tandem");
-        assert!(status.success(), "'cargo build -p tandem' failed with {status}");
-        let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from);
+        assert!(
+            status.success(),
+            "'cargo build -p tandem' failed with {status}"
+        );
+        let target =
+            std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from);
         let bin = target.join("debug").join("tandem");
-        assert!(bin.exists(), "{} is missing after 'cargo build -p tandem'", bin.display());
+        assert!(
+            bin.exists(),
+            "{} is missing after 'cargo build -p tandem'",
+            bin.display()
+        );
         bin
     })
 }
@@ -43,7 +51,9 @@ impl Setup {
     fn new() -> Setup {
         let dir = tempfile::tempdir().expect("cannot create a tempdir");
         let disk = dir.path().join("alice.img");
-        std::fs::File::create(&disk).and_then(|file| file.set_len(BACKING_BYTES)).expect("cannot create the backing file");
+        std::fs::File::create(&disk)
+            .and_then(|file| file.set_len(BACKING_BYTES))
+            .expect("cannot create the backing file");
         let config = format!(
             "resource r0 {{\n  volume 0 {{\n    device /dev/drbd0;\n    disk {};\n    meta-disk internal;\n  }}\n  on alice {{\n    node-id 0;\n    address 127.0.0.1:7789;\n  }}\n  on bob {{\n    node-id 1;\n    address 127.0.0.1:7790;\n  }}\n}}\n",
             disk.display()
@@ -73,7 +83,11 @@ impl Setup {
     fn run_ok(&self, verb: &str, args: &[&str]) -> String {
         let output = self.run(verb, args);
         let stderr = String::from_utf8_lossy(&output.stderr);
-        assert!(output.status.success(), "tandem {verb} {args:?} failed ({}): {stderr}", output.status);
+        assert!(
+            output.status.success(),
+            "tandem {verb} {args:?} failed ({}): {stderr}",
+            output.status
+        );
         String::from_utf8(output.stdout).expect("stdout is not UTF-8")
     }
 
@@ -81,7 +95,11 @@ impl Setup {
     fn run_refused(&self, verb: &str, args: &[&str]) -> String {
         let output = self.run(verb, args);
         let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
-        assert_eq!(output.status.code(), Some(1), "tandem {verb} {args:?} must be refused: {stderr}");
+        assert_eq!(
+            output.status.code(),
+            Some(1),
+            "tandem {verb} {args:?} must be refused: {stderr}"
+        );
         assert!(stderr.starts_with("tandem: "), "{stderr}");
         stderr
     }
@@ -91,17 +109,34 @@ impl Setup {
 fn create_md_then_dump_md_as_text_and_json() {
     let setup = Setup::new();
     let created = setup.run_ok("create-md", &["r0"]);
-    let expected = format!("r0/0: metadata created (internal, 68 KiB at the end of {}; 1023.9 MiB of data)\n", setup.disk().display());
+    let expected = format!(
+        "r0/0: metadata created (internal, 68 KiB at the end of {}; 1023.9 MiB of data)\n",
+        setup.disk().display()
+    );
     assert_eq!(created, expected);
 
     let text = setup.run_ok("dump-md", &["r0"]);
-    assert!(text.starts_with(&format!("# r0/0: metadata at the end of {}\n", setup.disk().display())), "{text}");
-    for line in ["node-id 0", "current uuid:   0000000000000004", "peer slot 0:    node-id 1"] {
+    assert!(
+        text.starts_with(&format!(
+            "# r0/0: metadata at the end of {}\n",
+            setup.disk().display()
+        )),
+        "{text}"
+    );
+    for line in [
+        "node-id 0",
+        "current uuid:   0000000000000004",
+        "peer slot 0:    node-id 1",
+    ] {
         assert!(text.contains(line), "dump-md text lacks '{line}':\n{text}");
     }
 
-    let json: serde_json::Value = serde_json::from_str(&setup.run_ok("dump-md", &["--json", "all"])).expect("dump-md --json is not JSON");
-    let volumes = json.as_array().expect("dump-md --json is an array of volumes");
+    let json: serde_json::Value =
+        serde_json::from_str(&setup.run_ok("dump-md", &["--json", "all"]))
+            .expect("dump-md --json is not JSON");
+    let volumes = json
+        .as_array()
+        .expect("dump-md --json is an array of volumes");
     assert_eq!(volumes.len(), 1);
     let metadata = &volumes[0]["metadata"];
     assert_eq!(volumes[0]["resource"], "r0");
@@ -119,12 +154,22 @@ fn create_md_twice_refuses_and_force_overwrites() {
     setup.run_ok("create-md", &["r0"]);
     let stderr = setup.run_refused("create-md", &["r0"]);
     for words in ["already", "current UUID 0000000000000004", "--force"] {
-        assert!(stderr.contains(words), "the refusal lacks '{words}': {stderr}");
+        assert!(
+            stderr.contains(words),
+            "the refusal lacks '{words}': {stderr}"
+        );
     }
     let forced = setup.run_ok("create-md", &["--force", "--max-peers", "3", "r0"]);
-    assert!(forced.starts_with("r0/0: metadata created (internal, "), "{forced}");
-    let json: serde_json::Value = serde_json::from_str(&setup.run_ok("dump-md", &["--json", "r0"])).expect("not JSON");
-    assert_eq!(json[0]["metadata"]["layout"]["peer_slots"], 3, "--force --max-peers 3 recreated the metadata");
+    assert!(
+        forced.starts_with("r0/0: metadata created (internal, "),
+        "{forced}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&setup.run_ok("dump-md", &["--json", "r0"])).expect("not JSON");
+    assert_eq!(
+        json[0]["metadata"]["layout"]["peer_slots"], 3,
+        "--force --max-peers 3 recreated the metadata"
+    );
 }
 
 #[test]
@@ -135,9 +180,16 @@ fn bad_resource_names_and_missing_metadata_are_clear_errors() {
         assert!(stderr.contains("'nope' not defined in"), "{verb}: {stderr}");
     }
     let stderr = setup.run_refused("dump-md", &["r0"]);
-    assert!(stderr.contains("no tandem metadata") && stderr.contains("tandem create-md"), "{stderr}");
+    assert!(
+        stderr.contains("no tandem metadata") && stderr.contains("tandem create-md"),
+        "{stderr}"
+    );
     let output = setup.run("create-md", &[]);
-    assert_eq!(output.status.code(), Some(2), "a missing resource argument is a usage error");
+    assert_eq!(
+        output.status.code(),
+        Some(2),
+        "a missing resource argument is a usage error"
+    );
 }
 
 /// A running node holds its metadata: create-md and dump-md are refused until it stops.
@@ -162,16 +214,25 @@ fn metadata_commands_are_refused_while_a_node_runs() {
         if let Some(status) = node.try_wait().expect("cannot poll the node") {
             panic!("tandem node exited with {status} before it was up");
         }
-        assert!(std::time::Instant::now() < deadline, "tandem node did not come up within 20 s");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "tandem node did not come up within 20 s"
+        );
         std::thread::sleep(std::time::Duration::from_millis(20)); // poll interval, not a wait for an event
     }
-    let refusals = [setup.run("create-md", &["--force", "r0"]), setup.run("dump-md", &["r0"])];
+    let refusals = [
+        setup.run("create-md", &["--force", "r0"]),
+        setup.run("dump-md", &["r0"]),
+    ];
     let _ = node.kill();
     let _ = node.wait();
     for output in refusals {
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert_eq!(output.status.code(), Some(1), "{stderr}");
-        assert!(stderr.contains("in use by a running tandem node"), "{stderr}");
+        assert!(
+            stderr.contains("in use by a running tandem node"),
+            "{stderr}"
+        );
     }
     setup.run_ok("dump-md", &["r0"]);
 }

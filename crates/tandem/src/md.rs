@@ -41,11 +41,17 @@ pub fn dump(args: MdArgs, json: bool) -> Result<(), CliError> {
     let target = target(args)?;
     let dumps = daemon::dump_md(&target).map_err(refused)?;
     let text = if json {
-        let mut text = serde_json::to_string_pretty(&dumps).map_err(|error| CliError::Refused(format!("cannot encode the dump as JSON: {error}")))?;
+        let mut text = serde_json::to_string_pretty(&dumps).map_err(|error| {
+            CliError::Refused(format!("cannot encode the dump as JSON: {error}"))
+        })?;
         text.push('\n');
         text
     } else {
-        dumps.iter().map(daemon::VolumeDump::render_text).collect::<Vec<_>>().join("\n")
+        dumps
+            .iter()
+            .map(daemon::VolumeDump::render_text)
+            .collect::<Vec<_>>()
+            .join("\n")
     };
     terminal::print(&text).map(|_| ())
 }
@@ -56,7 +62,11 @@ fn target(args: MdArgs) -> Result<MdTarget, CliError> {
         None => host_name()?,
     };
     let resource = Some(args.resource).filter(|resource| resource != "all");
-    Ok(MdTarget { config: args.config, node, resource })
+    Ok(MdTarget {
+        config: args.config,
+        node,
+        resource,
+    })
 }
 
 fn refused(error: MetadataError) -> CliError {
@@ -69,7 +79,9 @@ fn host_name() -> Result<String, CliError> {
     // SAFETY: gethostname writes at most buf.len() bytes into buf, which lives for the call.
     let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
     if rc != 0 {
-        return Err(CliError::Refused("cannot read the host name; pass --node NAME".into()));
+        return Err(CliError::Refused(
+            "cannot read the host name; pass --node NAME".into(),
+        ));
     }
     let end = buf.iter().position(|&byte| byte == 0).unwrap_or(buf.len());
     let name = buf.get(..end).unwrap_or_default();

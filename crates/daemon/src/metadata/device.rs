@@ -51,19 +51,37 @@ pub(super) struct Area {
 
 impl Area {
     /// Open and lock the metadata area of a volume with backing disk `disk`.
-    pub(super) fn open(disk: &Path, meta_disk: &config::MetaDisk, access: Access) -> Result<Area, MetadataError> {
+    pub(super) fn open(
+        disk: &Path,
+        meta_disk: &config::MetaDisk,
+        access: Access,
+    ) -> Result<Area, MetadataError> {
         match meta_disk {
             config::MetaDisk::Internal => {
                 let file = open_file(disk, access)?;
                 let backing_bytes = size_of(&file, disk)?;
                 lock(&file, disk, 0, 0, access)?;
-                Ok(Area { file, path: disk.to_path_buf(), base_bytes: 0, placement: Placement::Internal, backing_bytes, index: None })
+                Ok(Area {
+                    file,
+                    path: disk.to_path_buf(),
+                    base_bytes: 0,
+                    placement: Placement::Internal,
+                    backing_bytes,
+                    index: None,
+                })
             }
-            config::MetaDisk::External { path, index } => Area::open_external(disk, path, *index, access),
+            config::MetaDisk::External { path, index } => {
+                Area::open_external(disk, path, *index, access)
+            }
         }
     }
 
-    fn open_external(disk: &Path, path: &Path, index: Option<u32>, access: Access) -> Result<Area, MetadataError> {
+    fn open_external(
+        disk: &Path,
+        path: &Path,
+        index: Option<u32>,
+        access: Access,
+    ) -> Result<Area, MetadataError> {
         let backing = open_file(disk, Access::Read)?;
         let backing_bytes = size_of(&backing, disk)?;
         drop(backing);
@@ -75,7 +93,12 @@ impl Area {
                 let base_bytes = u64::from(index) * INDEXED_AREA_BYTES;
                 let needed_bytes = base_bytes + INDEXED_AREA_BYTES;
                 if size_bytes < needed_bytes {
-                    return Err(MetadataError::IndexOutOfRange { path: display(path), index, needed_bytes, size_bytes });
+                    return Err(MetadataError::IndexOutOfRange {
+                        path: display(path),
+                        index,
+                        needed_bytes,
+                        size_bytes,
+                    });
                 }
                 (base_bytes, INDEXED_AREA_BYTES)
             }
@@ -83,7 +106,14 @@ impl Area {
         let lock_bytes = if index.is_some() { metadata_bytes } else { 0 };
         lock(&file, path, base_bytes, lock_bytes, access)?;
         let placement = Placement::External { metadata_bytes };
-        Ok(Area { file, path: path.to_path_buf(), base_bytes, placement, backing_bytes, index })
+        Ok(Area {
+            file,
+            path: path.to_path_buf(),
+            base_bytes,
+            placement,
+            backing_bytes,
+            index,
+        })
     }
 
     /// The path as text, for messages.
@@ -99,7 +129,10 @@ impl Area {
             (Placement::Internal, _) => format!("at the end of {path}"),
             (Placement::External { .. }, None) => format!("at the start of {path}"),
             (Placement::External { .. }, Some(index)) => {
-                format!("in slot {index} (offset {} MiB) of {path}", self.base_bytes >> 20)
+                format!(
+                    "in slot {index} (offset {} MiB) of {path}",
+                    self.base_bytes >> 20
+                )
             }
         }
     }
@@ -107,30 +140,44 @@ impl Area {
     /// The superblock's offset within the area, as placement and device size give it.
     fn superblock_offset(&self) -> Option<u64> {
         match self.placement {
-            Placement::Internal => (self.backing_bytes / SUPERBLOCK_BYTES * SUPERBLOCK_BYTES).checked_sub(SUPERBLOCK_BYTES),
+            Placement::Internal => (self.backing_bytes / SUPERBLOCK_BYTES * SUPERBLOCK_BYTES)
+                .checked_sub(SUPERBLOCK_BYTES),
             Placement::External { .. } => Some(0),
         }
     }
 
     /// The raw superblock block, or None if the device is too small to hold one.
     pub(super) fn read_superblock_block(&self) -> Result<Option<Vec<u8>>, MetadataError> {
-        let Some(offset) = self.superblock_offset() else { return Ok(None) };
+        let Some(offset) = self.superblock_offset() else {
+            return Ok(None);
+        };
         let mut block = vec![0; super::BLOCK_LEN];
-        match self.file.read_exact_at(&mut block, self.base_bytes + offset) {
+        match self
+            .file
+            .read_exact_at(&mut block, self.base_bytes + offset)
+        {
             Ok(()) => Ok(Some(block)),
             Err(error) if error.kind() == std::io::ErrorKind::UnexpectedEof => Ok(None),
-            Err(source) => Err(MetadataError::Io { what: format!("cannot read the superblock {}", self.describe()), source }),
+            Err(source) => Err(MetadataError::Io {
+                what: format!("cannot read the superblock {}", self.describe()),
+                source,
+            }),
         }
     }
 
     /// Read and decode the superblock: [`MetadataError::Missing`] when there is no tandem
     /// metadata, [`MetadataError::Corrupt`] when there is but it cannot be used.
     pub(super) fn read_superblock(&self) -> Result<Superblock, MetadataError> {
-        let Some(block) = self.read_superblock_block()? else { return Err(self.missing()) };
+        let Some(block) = self.read_superblock_block()? else {
+            return Err(self.missing());
+        };
         match Superblock::decode(&block) {
             Ok(superblock) => Ok(superblock),
             Err(MetaError::NotTandemMetadata { .. }) => Err(self.missing()),
-            Err(source) => Err(MetadataError::Corrupt { place: format!("the superblock {}", self.describe()), source }),
+            Err(source) => Err(MetadataError::Corrupt {
+                place: format!("the superblock {}", self.describe()),
+                source,
+            }),
         }
     }
 
@@ -139,14 +186,25 @@ impl Area {
             Placement::Internal => " (if the backing device was resized, its metadata is no longer at its end: resizing is not supported)",
             Placement::External { .. } => "",
         };
-        MetadataError::Missing { place: self.describe(), hint }
+        MetadataError::Missing {
+            place: self.describe(),
+            hint,
+        }
     }
 
     /// Read exactly `buf.len()` bytes at area offset `offset`.
-    pub(super) fn read_at(&self, offset: u64, buf: &mut [u8], what: &str) -> Result<(), MetadataError> {
+    pub(super) fn read_at(
+        &self,
+        offset: u64,
+        buf: &mut [u8],
+        what: &str,
+    ) -> Result<(), MetadataError> {
         self.file
             .read_exact_at(buf, self.base_bytes + offset)
-            .map_err(|source| MetadataError::Io { what: format!("cannot read the {what} {}", self.describe()), source })
+            .map_err(|source| MetadataError::Io {
+                what: format!("cannot read the {what} {}", self.describe()),
+                source,
+            })
     }
 
     /// Write all of `bytes` at area offset `offset`.
@@ -169,16 +227,31 @@ fn open_file(path: &Path, access: Access) -> Result<File, MetadataError> {
         .read(true)
         .write(access == Access::Write)
         .open(path)
-        .map_err(|source| MetadataError::Io { what: format!("cannot open {}", display(path)), source })
+        .map_err(|source| MetadataError::Io {
+            what: format!("cannot open {}", display(path)),
+            source,
+        })
 }
 
 fn size_of(file: &File, path: &Path) -> Result<u64, MetadataError> {
-    device_size(file).map_err(|source| MetadataError::Io { what: format!("cannot determine the size of {}", display(path)), source })
+    device_size(file).map_err(|source| MetadataError::Io {
+        what: format!("cannot determine the size of {}", display(path)),
+        source,
+    })
 }
 
 /// Take an open-file-description lock on `length_bytes` at `start_bytes` (0 = to the end).
-fn lock(file: &File, path: &Path, start_bytes: u64, length_bytes: u64, access: Access) -> Result<(), MetadataError> {
-    let io = |source| MetadataError::Io { what: format!("cannot lock {}", display(path)), source };
+fn lock(
+    file: &File,
+    path: &Path,
+    start_bytes: u64,
+    length_bytes: u64,
+    access: Access,
+) -> Result<(), MetadataError> {
+    let io = |source| MetadataError::Io {
+        what: format!("cannot lock {}", display(path)),
+        source,
+    };
     let invalid = || io(std::io::Error::from(std::io::ErrorKind::InvalidInput));
     let kind = match access {
         Access::Write => libc::F_WRLCK,
@@ -192,13 +265,21 @@ fn lock(file: &File, path: &Path, start_bytes: u64, length_bytes: u64, access: A
     request.l_start = libc::off_t::try_from(start_bytes).map_err(|_| invalid())?;
     request.l_len = libc::off_t::try_from(length_bytes).map_err(|_| invalid())?;
     // SAFETY: fcntl(F_OFD_SETLK) on an open descriptor with a pointer to a live flock struct.
-    let rc = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_OFD_SETLK, &request as *const libc::flock) };
+    let rc = unsafe {
+        libc::fcntl(
+            file.as_raw_fd(),
+            libc::F_OFD_SETLK,
+            &request as *const libc::flock,
+        )
+    };
     if rc == 0 {
         return Ok(());
     }
     let error = std::io::Error::last_os_error();
     match error.raw_os_error() {
-        Some(libc::EAGAIN | libc::EACCES) => Err(MetadataError::Locked { path: display(path) }),
+        Some(libc::EAGAIN | libc::EACCES) => Err(MetadataError::Locked {
+            path: display(path),
+        }),
         _ => Err(io(error)),
     }
 }

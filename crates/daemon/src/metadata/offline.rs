@@ -53,7 +53,13 @@ pub struct VolumeDump {
 impl VolumeDump {
     /// A `RES/VOL: ...` header line, then the dump's text.
     pub fn render_text(&self) -> String {
-        format!("# {}/{}: metadata {}\n{}", self.resource, self.volume, self.location, self.metadata.render_text())
+        format!(
+            "# {}/{}: metadata {}\n{}",
+            self.resource,
+            self.volume,
+            self.location,
+            self.metadata.render_text()
+        )
     }
 }
 
@@ -69,18 +75,28 @@ impl Selected {
     fn name(&self) -> String {
         format!("{}/{}", self.resource, self.volume)
     }
+
+    fn error(&self, source: MetadataError) -> MetadataError {
+        MetadataError::Volume {
+            volume: self.name(),
+            source: Box::new(source),
+        }
+    }
 }
 
 /// Format the metadata of every volume `target` selects; `report` gets one line per volume.
-pub fn create_md(target: &MdTarget, options: CreateOptions, report: &mut dyn FnMut(&str)) -> Result<(), MetadataError> {
+pub fn create_md(
+    target: &MdTarget,
+    options: CreateOptions,
+    report: &mut dyn FnMut(&str),
+) -> Result<(), MetadataError> {
     let selected = select(target, report)?;
     let mut prepared = Vec::with_capacity(selected.len());
     for volume in &selected {
-        let prefix = |error: MetadataError| MetadataError::Select(format!("{}: {error}", volume.name()));
-        prepared.push(prepare_create(volume, options).map_err(prefix)?);
+        prepared.push(prepare_create(volume, options).map_err(|error| volume.error(error))?);
     }
     for (volume, (file, superblock)) in selected.iter().zip(prepared) {
-        format(&file, &superblock).map_err(|error| MetadataError::Select(format!("{}: {error}", volume.name())))?;
+        format(&file, &superblock).map_err(|error| volume.error(error))?;
         let layout = file.layout();
         let placement = match layout.config().placement {
             meta::Placement::Internal => "internal",
@@ -98,19 +114,37 @@ pub fn create_md(target: &MdTarget, options: CreateOptions, report: &mut dyn FnM
 }
 
 /// Lock, refuse existing metadata without `force`, and compute the new superblock.
-fn prepare_create(volume: &Selected, options: CreateOptions) -> Result<(MetaFile, Superblock), MetadataError> {
+fn prepare_create(
+    volume: &Selected,
+    options: CreateOptions,
+) -> Result<(MetaFile, Superblock), MetadataError> {
     let area = Area::open(&volume.spec.disk, &volume.spec.meta_disk, Access::Write)?;
     if !options.force {
         if let Some(found) = existing(&area)? {
-            return Err(MetadataError::Exists { place: area.describe(), found });
+            return Err(MetadataError::Exists {
+                place: area.describe(),
+                found,
+            });
         }
     }
     let peers = u8::try_from(volume.spec.peers.len()).unwrap_or(u8::MAX);
-    let peer_slots = peers.max(options.max_peers.unwrap_or(0)).max(meta::layout::PEER_SLOTS_MIN);
-    let config = LayoutConfig { al_extents: volume.spec.al_extents, ..LayoutConfig::new(area.placement, area.backing_bytes, peer_slots) };
+    let peer_slots = peers
+        .max(options.max_peers.unwrap_or(0))
+        .max(meta::layout::PEER_SLOTS_MIN);
+    let config = LayoutConfig {
+        al_extents: volume.spec.al_extents,
+        ..LayoutConfig::new(area.placement, area.backing_bytes, peer_slots)
+    };
     let path = area.path_text();
-    let layout = Layout::compute(&config).map_err(|source| MetadataError::Layout { path: path.clone(), source })?;
-    let mut superblock = Superblock::new(layout, volume.spec.node_id).map_err(|source| MetadataError::Layout { path: path.clone(), source })?;
+    let layout = Layout::compute(&config).map_err(|source| MetadataError::Layout {
+        path: path.clone(),
+        source,
+    })?;
+    let mut superblock =
+        Superblock::new(layout, volume.spec.node_id).map_err(|source| MetadataError::Layout {
+            path: path.clone(),
+            source,
+        })?;
     let mut peer_ids = volume.spec.peers.clone();
     peer_ids.sort_unstable();
     for (slot, peer) in superblock.peers.iter_mut().zip(peer_ids) {
@@ -122,7 +156,9 @@ fn prepare_create(volume: &Selected, options: CreateOptions) -> Result<(MetaFile
 
 /// What tandem metadata `area` holds already, in words, or None.
 fn existing(area: &Area) -> Result<Option<String>, MetadataError> {
-    let Some(block) = area.read_superblock_block()? else { return Ok(None) };
+    let Some(block) = area.read_superblock_block()? else {
+        return Ok(None);
+    };
     if block.get(..SUPERBLOCK_MAGIC.len()) != Some(&SUPERBLOCK_MAGIC[..]) {
         return Ok(None);
     }
@@ -145,7 +181,11 @@ fn flag_words(flags: SuperblockFlags) -> String {
         (flags.crashed_primary, "crashed-primary"),
         (flags.al_disabled, "al-disabled"),
     ];
-    let set: Vec<&str> = words.iter().filter(|(on, _)| *on).map(|(_, word)| *word).collect();
+    let set: Vec<&str> = words
+        .iter()
+        .filter(|(on, _)| *on)
+        .map(|(_, word)| *word)
+        .collect();
     if set.is_empty() {
         "none".into()
     } else {
@@ -158,12 +198,17 @@ fn flag_words(flags: SuperblockFlags) -> String {
 fn format(file: &MetaFile, superblock: &Superblock) -> Result<(), MetadataError> {
     let io = |what: &str, source| file.io(what, source);
     let layout = file.layout();
-    file.area.write_at(layout.superblock().offset_bytes, &[0; BLOCK_LEN]).map_err(|source| io("cannot clear the superblock", source))?;
+    file.area
+        .write_at(layout.superblock().offset_bytes, &[0; BLOCK_LEN])
+        .map_err(|source| io("cannot clear the superblock", source))?;
     file.sync().map_err(|source| io("cannot sync", source))?;
-    file.zero(layout.bitmaps()).map_err(|source| io("cannot clear the bitmaps", source))?;
+    file.zero(layout.bitmaps())
+        .map_err(|source| io("cannot clear the bitmaps", source))?;
     let al_extents = u16::try_from(layout.config().al_extents).unwrap_or(u16::MAX);
-    let ring = meta::format_ring(layout.al_ring_blocks(), al_extents, 0).map_err(|source| file.layout_error(source))?;
-    file.write_al_ring(&ring).map_err(|source| io("cannot write the activity log", source))?;
+    let ring = meta::format_ring(layout.al_ring_blocks(), al_extents, 0)
+        .map_err(|source| file.layout_error(source))?;
+    file.write_al_ring(&ring)
+        .map_err(|source| io("cannot write the activity log", source))?;
     file.sync().map_err(|source| io("cannot sync", source))?;
     file.write_superblock(superblock)?;
     file.sync().map_err(|source| io("cannot sync", source))
@@ -174,7 +219,7 @@ pub fn dump_md(target: &MdTarget) -> Result<Vec<VolumeDump>, MetadataError> {
     let selected = select(target, &mut |_| {})?;
     let mut dumps = Vec::with_capacity(selected.len());
     for volume in &selected {
-        let dump = dump_volume(volume).map_err(|error| MetadataError::Select(format!("{}: {error}", volume.name())))?;
+        let dump = dump_volume(volume).map_err(|error| volume.error(error))?;
         dumps.push(dump);
     }
     Ok(dumps)
@@ -190,10 +235,26 @@ fn dump_volume(volume: &Selected) -> Result<VolumeDump, MetadataError> {
         bitmaps.push(file.read_bitmap(slot)?);
     }
     let ring = file.read_al_ring()?;
-    let updates = if superblock.flags.al_disabled { AlUpdates::Disabled } else { AlUpdates::Enabled };
-    let recovery = meta::recover(&ring, updates).map_err(|source| MetadataError::Corrupt { place: format!("the activity log {location}"), source })?;
-    let metadata = MetaDump::new(DumpSources { superblock: &superblock, activity_log: Some(&recovery), bitmaps: &bitmaps });
-    Ok(VolumeDump { resource: volume.resource.clone(), volume: volume.volume, location, metadata })
+    let updates = if superblock.flags.al_disabled {
+        AlUpdates::Disabled
+    } else {
+        AlUpdates::Enabled
+    };
+    let recovery = meta::recover(&ring, updates).map_err(|source| MetadataError::Corrupt {
+        place: format!("the activity log {location}"),
+        source,
+    })?;
+    let metadata = MetaDump::new(DumpSources {
+        superblock: &superblock,
+        activity_log: Some(&recovery),
+        bitmaps: &bitmaps,
+    });
+    Ok(VolumeDump {
+        resource: volume.resource.clone(),
+        volume: volume.volume,
+        location,
+        metadata,
+    })
 }
 
 /// The volumes of `target.node` in the selected resources; diskless ones are reported and
@@ -203,17 +264,29 @@ fn select(target: &MdTarget, report: &mut dyn FnMut(&str)) -> Result<Vec<Selecte
     let file = target.config.display();
     let node = &target.node;
     if let Some(name) = &target.resource {
-        if !config.resources.iter().any(|resource| &resource.name == name) {
-            return Err(MetadataError::Select(format!("'{name}' not defined in {file}")));
+        if !config
+            .resources
+            .iter()
+            .any(|resource| &resource.name == name)
+        {
+            return Err(MetadataError::Select(format!(
+                "'{name}' not defined in {file}"
+            )));
         }
     }
     let mut selected = Vec::new();
     let mut any_host = false;
     for resource in &config.resources {
-        if target.resource.as_ref().is_some_and(|name| name != &resource.name) {
+        if target
+            .resource
+            .as_ref()
+            .is_some_and(|name| name != &resource.name)
+        {
             continue;
         }
-        let Some(host) = resource.host(node) else { continue };
+        let Some(host) = resource.host(node) else {
+            continue;
+        };
         any_host = true;
         let peers: Vec<u8> = resource
             .connections_of(&host.name)
@@ -222,16 +295,35 @@ fn select(target: &MdTarget, report: &mut dyn FnMut(&str)) -> Result<Vec<Selecte
             .collect();
         for volume in &host.volumes {
             let Some(disk) = &volume.disk else {
-                report(&format!("{}/{}: diskless, no metadata", resource.name, volume.number));
+                report(&format!(
+                    "{}/{}: diskless, no metadata",
+                    resource.name, volume.number
+                ));
                 continue;
             };
-            let spec = MetaSpec { disk: disk.clone(), meta_disk: volume.meta_disk.clone(), node_id: host.node_id, peers: peers.clone(), al_extents: volume.disk_options.al_extents };
-            selected.push(Selected { resource: resource.name.clone(), volume: volume.number, spec, al_updates: volume.disk_options.al_updates });
+            let spec = MetaSpec {
+                disk: disk.clone(),
+                meta_disk: volume.meta_disk.clone(),
+                node_id: host.node_id,
+                peers: peers.clone(),
+                al_extents: volume.disk_options.al_extents,
+            };
+            selected.push(Selected {
+                resource: resource.name.clone(),
+                volume: volume.number,
+                spec,
+                al_updates: volume.disk_options.al_updates,
+            });
         }
     }
     if !any_host {
-        let which = target.resource.as_deref().map_or_else(|| "no resource".to_string(), |name| format!("resource {name}"));
-        return Err(MetadataError::Select(format!("{file}: {which} has no 'on {node}' section; pick the node with --node NAME")));
+        let which = target.resource.as_deref().map_or_else(
+            || "no resource".to_string(),
+            |name| format!("resource {name}"),
+        );
+        return Err(MetadataError::Select(format!(
+            "{file}: {which} has no 'on {node}' section; pick the node with --node NAME"
+        )));
     }
     Ok(selected)
 }

@@ -43,14 +43,25 @@ impl Fixture {
             }
             let disk = dir.path().join(format!("{name}.img"));
             let meta_path = dir.path().join("alice.meta");
-            let meta_line = if *name == "alice" { meta.replace("META", &meta_path.display().to_string()) } else { "meta-disk internal;".into() };
+            let meta_line = if *name == "alice" {
+                meta.replace("META", &meta_path.display().to_string())
+            } else {
+                "meta-disk internal;".into()
+            };
             hosts += &format!(
                 "  on {name} {{\n    node-id {id};\n    address 127.0.0.1:{};\n    volume 0 {{\n      device /dev/drbd0;\n      disk {};\n      {meta_line}\n    }}\n  }}\n",
                 7789 + id,
                 disk.display()
             );
         }
-        let mesh = if names.len() > 2 { format!("  connection-mesh {{\n    hosts {};\n  }}\n", names.join(" ")) } else { String::new() };
+        let mesh = if names.len() > 2 {
+            format!(
+                "  connection-mesh {{\n    hosts {};\n  }}\n",
+                names.join(" ")
+            )
+        } else {
+            String::new()
+        };
         let text = format!("resource r0 {{\n{hosts}{mesh}}}\n");
         let config = dir.path().join("tandem.conf");
         std::fs::write(&config, text).expect("write config");
@@ -68,22 +79,39 @@ impl Fixture {
     }
 
     fn set_size(&self, path: &Path, bytes: u64) {
-        let file = OpenOptions::new().create(true).truncate(false).write(true).open(path).expect("open for size");
+        let file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(path)
+            .expect("open for size");
         file.set_len(bytes).expect("set_len");
     }
 
     fn target(&self) -> MdTarget {
-        MdTarget { config: self.config.clone(), node: "alice".into(), resource: Some("r0".into()) }
+        MdTarget {
+            config: self.config.clone(),
+            node: "alice".into(),
+            resource: Some("r0".into()),
+        }
     }
 
     fn create(&self, options: CreateOptions) -> Result<Vec<String>, MetadataError> {
         let mut lines = Vec::new();
-        create_md(&self.target(), options, &mut |line| lines.push(line.to_string()))?;
+        create_md(&self.target(), options, &mut |line| {
+            lines.push(line.to_string())
+        })?;
         Ok(lines)
     }
 
     fn spec(&self, meta_disk: config::MetaDisk) -> MetaSpec {
-        MetaSpec { disk: self.disk(), meta_disk, node_id: 0, peers: vec![1, 2], al_extents: 1237 }
+        MetaSpec {
+            disk: self.disk(),
+            meta_disk,
+            node_id: 0,
+            peers: vec![1, 2],
+            al_extents: 1237,
+        }
     }
 
     fn internal(&self) -> MetaSpec {
@@ -106,7 +134,9 @@ fn open_error(spec: &MetaSpec) -> MetadataError {
 }
 
 fn created(fixture: &Fixture) -> Vec<String> {
-    fixture.create(CreateOptions::default()).unwrap_or_else(|error| panic!("create-md failed: {error}"))
+    fixture
+        .create(CreateOptions::default())
+        .unwrap_or_else(|error| panic!("create-md failed: {error}"))
 }
 
 #[test]
@@ -134,8 +164,15 @@ fn create_then_open_round_trips() {
         assert_eq!(bitmap.count_set_blocks(), 0);
         assert_eq!(bitmap.data_bytes(), layout.data_bytes());
     }
-    let recovery = meta::recover(&file.read_al_ring().expect("ring"), meta::AlUpdates::Enabled).expect("recover");
-    assert_eq!(recovery.full_resync, None, "a formatted ring recovers with no hot extent");
+    let recovery = meta::recover(
+        &file.read_al_ring().expect("ring"),
+        meta::AlUpdates::Enabled,
+    )
+    .expect("recover");
+    assert_eq!(
+        recovery.full_resync, None,
+        "a formatted ring recovers with no hot extent"
+    );
     assert!(recovery.hot_extents.is_empty());
 }
 
@@ -152,7 +189,10 @@ fn bitmap_pages_round_trip_across_io_chunks() {
     for (offset, length) in [(0, 4096), (5 << 30, 3 * MIB), (data_bytes - 8192, 8192)] {
         bitmap.set(offset, length).expect("set");
     }
-    let pages: Vec<(u64, Vec<u8>)> = bitmap.take_dirty_pages().map(|(page, image)| (page, image.to_vec())).collect();
+    let pages: Vec<(u64, Vec<u8>)> = bitmap
+        .take_dirty_pages()
+        .map(|(page, image)| (page, image.to_vec()))
+        .collect();
     assert_eq!(pages.len(), 3);
     file.write_bitmap_pages(1, &pages).expect("write pages");
     file.sync().expect("sync");
@@ -160,8 +200,15 @@ fn bitmap_pages_round_trip_across_io_chunks() {
     let (file, _) = open(&fixture.internal());
     let read = file.read_bitmap(1).expect("read again");
     assert_eq!(read.count_set_blocks(), 1 + 768 + 2);
-    assert_eq!(read.runs().collect::<Vec<_>>(), bitmap.runs().collect::<Vec<_>>());
-    assert_eq!(file.read_bitmap(0).expect("slot 0").count_set_blocks(), 0, "another slot is untouched");
+    assert_eq!(
+        read.runs().collect::<Vec<_>>(),
+        bitmap.runs().collect::<Vec<_>>()
+    );
+    assert_eq!(
+        file.read_bitmap(0).expect("slot 0").count_set_blocks(),
+        0,
+        "another slot is untouched"
+    );
 }
 
 #[test]
@@ -172,8 +219,14 @@ fn bad_bitmap_page_writes_are_refused() {
     let pages_per_slot = file.layout().bitmap_bytes_per_peer() / 4096;
     let cases: [(u8, u64, usize); 3] = [(0, pages_per_slot, 4096), (0, 0, 100), (2, 0, 4096)];
     for (slot, page, length) in cases {
-        let error = file.write_bitmap_pages(slot, &[(page, vec![0; length])]).expect_err("must be refused");
-        assert_eq!(error.kind(), std::io::ErrorKind::InvalidInput, "slot {slot} page {page} length {length}");
+        let error = file
+            .write_bitmap_pages(slot, &[(page, vec![0; length])])
+            .expect_err("must be refused");
+        assert_eq!(
+            error.kind(),
+            std::io::ErrorKind::InvalidInput,
+            "slot {slot} page {page} length {length}"
+        );
     }
 }
 
@@ -203,17 +256,33 @@ fn missing_metadata_says_to_run_create_md() {
     assert!(matches!(error, MetadataError::Missing { .. }), "{error:?}");
     let message = error.to_string();
     assert!(message.contains("tandem create-md"), "{message}");
-    assert!(message.contains(&fixture.disk().display().to_string()), "{message}");
+    assert!(
+        message.contains(&fixture.disk().display().to_string()),
+        "{message}"
+    );
 }
 
 #[test]
 fn a_damaged_superblock_is_corrupt_not_missing() {
     let fixture = Fixture::new("meta-disk internal;");
     created(&fixture);
-    let file = OpenOptions::new().write(true).open(fixture.disk()).expect("open");
-    file.write_all_at(&[0xAA], BACKING_BYTES - 4096 + 200).expect("flip a byte");
+    let file = OpenOptions::new()
+        .write(true)
+        .open(fixture.disk())
+        .expect("open");
+    file.write_all_at(&[0xAA], BACKING_BYTES - 4096 + 200)
+        .expect("flip a byte");
     let error = open_error(&fixture.internal());
-    assert!(matches!(error, MetadataError::Corrupt { source: meta::MetaError::ChecksumMismatch { .. }, .. }), "{error:?}");
+    assert!(
+        matches!(
+            error,
+            MetadataError::Corrupt {
+                source: meta::MetaError::ChecksumMismatch { .. },
+                ..
+            }
+        ),
+        "{error:?}"
+    );
     assert!(error.to_string().contains("checksum"), "{error}");
 }
 
@@ -240,9 +309,22 @@ proptest! {
 fn another_node_id_is_refused() {
     let fixture = Fixture::new("meta-disk internal;");
     created(&fixture);
-    let spec = MetaSpec { node_id: 3, ..fixture.internal() };
+    let spec = MetaSpec {
+        node_id: 3,
+        ..fixture.internal()
+    };
     let error = open_error(&spec);
-    assert!(matches!(error, MetadataError::NodeIdMismatch { on_disk: 0, configured: 3, .. }), "{error:?}");
+    assert!(
+        matches!(
+            error,
+            MetadataError::NodeIdMismatch {
+                on_disk: 0,
+                configured: 3,
+                ..
+            }
+        ),
+        "{error:?}"
+    );
 }
 
 #[test]
@@ -261,12 +343,30 @@ fn a_resized_backing_file_with_external_metadata_is_refused() {
     let meta_path = fixture.path("alice.meta");
     fixture.set_size(&meta_path, MIB);
     created(&fixture);
-    let spec = fixture.spec(config::MetaDisk::External { path: meta_path, index: None });
+    let spec = fixture.spec(config::MetaDisk::External {
+        path: meta_path,
+        index: None,
+    });
     open(&spec);
     fixture.set_size(&fixture.disk(), BACKING_BYTES * 2);
     let error = open_error(&spec);
-    assert!(matches!(error, MetadataError::LayoutMismatch { source: meta::MetaError::LayoutMismatch { field: "backing size", .. }, .. }), "{error:?}");
-    assert!(error.to_string().contains("resizing is not supported"), "{error}");
+    assert!(
+        matches!(
+            error,
+            MetadataError::LayoutMismatch {
+                source: meta::MetaError::LayoutMismatch {
+                    field: "backing size",
+                    ..
+                },
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+    assert!(
+        error.to_string().contains("resizing is not supported"),
+        "{error}"
+    );
 }
 
 #[test]
@@ -276,9 +376,27 @@ fn a_second_opener_is_told_a_node_runs() {
     let (_held, _) = open(&fixture.internal());
     let error = open_error(&fixture.internal());
     assert!(matches!(error, MetadataError::Locked { .. }), "{error:?}");
-    for refused in [fixture.create(CreateOptions { force: true, max_peers: None }).map(|_| ()), dump_md(&fixture.target()).map(|_| ())] {
-        let message = refused.expect_err("must be refused while the node holds the metadata").to_string();
-        assert!(message.contains("in use by a running tandem node"), "{message}");
+    for refused in [
+        fixture
+            .create(CreateOptions {
+                force: true,
+                max_peers: None,
+            })
+            .map(|_| ()),
+        dump_md(&fixture.target()).map(|_| ()),
+    ] {
+        let error = refused.expect_err("must be refused while the node holds the metadata");
+        assert!(
+            matches!(&error, MetadataError::Volume { volume, source } if volume == "r0/0" && matches!(**source, MetadataError::Locked { .. })),
+            "{error:?}"
+        );
+        assert!(
+            error.to_string().starts_with("r0/0: ")
+                && error
+                    .to_string()
+                    .contains("in use by a running tandem node"),
+            "{error}"
+        );
     }
 }
 
@@ -286,10 +404,18 @@ fn a_second_opener_is_told_a_node_runs() {
 fn dump_md_readers_share_the_lock() {
     let fixture = Fixture::new("meta-disk internal;");
     created(&fixture);
-    let area = device::Area::open(&fixture.disk(), &config::MetaDisk::Internal, device::Access::Read).expect("read lock");
+    let area = device::Area::open(
+        &fixture.disk(),
+        &config::MetaDisk::Internal,
+        device::Access::Read,
+    )
+    .expect("read lock");
     assert!(dump_md(&fixture.target()).is_ok(), "two readers at once");
     let error = open_error(&fixture.internal());
-    assert!(matches!(error, MetadataError::Locked { .. }), "a writer waits for readers: {error:?}");
+    assert!(
+        matches!(error, MetadataError::Locked { .. }),
+        "a writer waits for readers: {error:?}"
+    );
     drop(area);
     open(&fixture.internal());
 }
@@ -297,20 +423,55 @@ fn dump_md_readers_share_the_lock() {
 #[test]
 fn a_new_peer_gets_a_free_slot_and_no_free_slot_is_refused() {
     let fixture = Fixture::with_hosts("meta-disk internal;", &["bob"]);
-    fixture.create(CreateOptions { force: false, max_peers: Some(2) }).expect("create");
-    let spec = MetaSpec { peers: vec![1], ..fixture.internal() };
+    fixture
+        .create(CreateOptions {
+            force: false,
+            max_peers: Some(2),
+        })
+        .expect("create");
+    let spec = MetaSpec {
+        peers: vec![1],
+        ..fixture.internal()
+    };
     let (_, superblock) = open(&spec);
-    assert_eq!(superblock.peers.iter().filter(|slot| slot.node_id.is_some()).count(), 1);
-    let spec = MetaSpec { peers: vec![3, 1], ..fixture.internal() };
+    assert_eq!(
+        superblock
+            .peers
+            .iter()
+            .filter(|slot| slot.node_id.is_some())
+            .count(),
+        1
+    );
+    let spec = MetaSpec {
+        peers: vec![3, 1],
+        ..fixture.internal()
+    };
     let (file, superblock) = open(&spec);
     assert_eq!(superblock.peer_slot_of(3), Some(1));
     assert_eq!(file.read_bitmap(1).expect("new slot").count_set_blocks(), 0);
     drop(file);
     let (_, reread) = open(&spec);
-    assert_eq!(reread.peer_slot_of(3), Some(1), "the assignment is persistent");
-    let spec = MetaSpec { peers: vec![1, 2, 3], ..fixture.internal() };
+    assert_eq!(
+        reread.peer_slot_of(3),
+        Some(1),
+        "the assignment is persistent"
+    );
+    let spec = MetaSpec {
+        peers: vec![1, 2, 3],
+        ..fixture.internal()
+    };
     let error = open_error(&spec);
-    assert!(matches!(error, MetadataError::NoPeerSlot { peer: 2, slots: 2, .. }), "{error:?}");
+    assert!(
+        matches!(
+            error,
+            MetadataError::NoPeerSlot {
+                peer: 2,
+                slots: 2,
+                ..
+            }
+        ),
+        "{error:?}"
+    );
     assert!(error.to_string().contains("--max-peers"), "{error}");
 }
 
@@ -318,32 +479,82 @@ fn a_new_peer_gets_a_free_slot_and_no_free_slot_is_refused() {
 fn an_al_extents_the_ring_cannot_hold_is_refused() {
     let fixture = Fixture::new("meta-disk internal;");
     created(&fixture);
-    let spec = MetaSpec { al_extents: 65534, ..fixture.internal() };
+    let spec = MetaSpec {
+        al_extents: 65534,
+        ..fixture.internal()
+    };
     let error = open_error(&spec);
-    assert!(matches!(error, MetadataError::Layout { source: meta::MetaError::AlExtentsExceedRing { .. }, .. }), "{error:?}");
-    let spec = MetaSpec { al_extents: 257, ..fixture.internal() };
+    assert!(
+        matches!(
+            error,
+            MetadataError::Layout {
+                source: meta::MetaError::AlExtentsExceedRing { .. },
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+    let spec = MetaSpec {
+        al_extents: 257,
+        ..fixture.internal()
+    };
     let (file, _) = open(&spec);
-    assert_eq!(file.layout().config().al_extents, 257, "a changed al-extents is taken from the configuration");
+    assert_eq!(
+        file.layout().config().al_extents,
+        257,
+        "a changed al-extents is taken from the configuration"
+    );
 }
 
 #[test]
 fn external_metadata_with_and_without_index() {
-    let cases = [("meta-disk META;", None, 0, "at the start of"), ("meta-disk META [2];", Some(2), 256 * MIB, "in slot 2 (offset 256 MiB) of")];
+    let cases = [
+        ("meta-disk META;", None, 0, "at the start of"),
+        (
+            "meta-disk META [2];",
+            Some(2),
+            256 * MIB,
+            "in slot 2 (offset 256 MiB) of",
+        ),
+    ];
     for (line, index, base, words) in cases {
         let fixture = Fixture::new(line);
         let meta_path = fixture.path("alice.meta");
         fixture.set_size(&meta_path, 3 * 128 * MIB);
         let lines = created(&fixture);
-        assert!(lines[0].contains(&format!("(external, 44 KiB {words} {};", meta_path.display())), "{lines:?}");
-        let spec = fixture.spec(config::MetaDisk::External { path: meta_path.clone(), index });
+        assert!(
+            lines[0].contains(&format!(
+                "(external, 44 KiB {words} {};",
+                meta_path.display()
+            )),
+            "{lines:?}"
+        );
+        let spec = fixture.spec(config::MetaDisk::External {
+            path: meta_path.clone(),
+            index,
+        });
         let (file, superblock) = open(&spec);
-        assert_eq!(file.layout().data_bytes(), BACKING_BYTES, "all of the backing file is data");
+        assert_eq!(
+            file.layout().data_bytes(),
+            BACKING_BYTES,
+            "all of the backing file is data"
+        );
         assert_eq!(superblock.layout.superblock().offset_bytes, 0);
         let mut magic = [0; 8];
-        std::fs::File::open(&meta_path).expect("open").read_exact_at(&mut magic, base).expect("read");
-        assert_eq!(magic, meta::superblock::SUPERBLOCK_MAGIC, "superblock at {base}");
+        std::fs::File::open(&meta_path)
+            .expect("open")
+            .read_exact_at(&mut magic, base)
+            .expect("read");
+        assert_eq!(
+            magic,
+            meta::superblock::SUPERBLOCK_MAGIC,
+            "superblock at {base}"
+        );
         let backing = std::fs::read(fixture.disk()).expect("read backing");
-        assert!(backing.iter().all(|&byte| byte == 0), "external metadata leaves the backing file alone");
+        assert!(
+            backing.iter().all(|&byte| byte == 0),
+            "external metadata leaves the backing file alone"
+        );
     }
 }
 
@@ -352,13 +563,25 @@ fn indexed_slots_of_one_device_lock_independently() {
     let fixture = Fixture::new("meta-disk internal;");
     let meta_path = fixture.path("shared.meta");
     fixture.set_size(&meta_path, 2 * 128 * MIB);
-    let slot = |index| device::Area::open(&fixture.disk(), &config::MetaDisk::External { path: meta_path.clone(), index: Some(index) }, device::Access::Write);
+    let slot = |index| {
+        device::Area::open(
+            &fixture.disk(),
+            &config::MetaDisk::External {
+                path: meta_path.clone(),
+                index: Some(index),
+            },
+            device::Access::Write,
+        )
+    };
     let first = slot(0).expect("slot 0");
     let second = slot(1).expect("slot 1 of the same device while slot 0 is held");
     assert!(matches!(slot(1), Err(MetadataError::Locked { .. })));
     drop((first, second));
     let error = slot(2).expect_err("slot 2 is past the end");
-    assert!(matches!(error, MetadataError::IndexOutOfRange { index: 2, needed_bytes, .. } if needed_bytes == 3 * 128 * MIB), "{error:?}");
+    assert!(
+        matches!(error, MetadataError::IndexOutOfRange { index: 2, needed_bytes, .. } if needed_bytes == 3 * 128 * MIB),
+        "{error:?}"
+    );
 }
 
 #[test]
@@ -370,13 +593,28 @@ fn create_md_refuses_existing_metadata_unless_forced() {
     superblock.flags.consistent = true;
     file.write_superblock(&superblock).expect("write");
     drop(file);
-    let error = fixture.create(CreateOptions::default()).expect_err("must refuse");
+    let error = fixture
+        .create(CreateOptions::default())
+        .expect_err("must refuse");
     let message = error.to_string();
-    assert!(message.contains("000000000000ABCD") && message.contains("consistent") && message.contains("--force"), "{message}");
+    assert!(
+        message.contains("000000000000ABCD")
+            && message.contains("consistent")
+            && message.contains("--force"),
+        "{message}"
+    );
     let (_, unchanged) = open(&fixture.internal());
-    assert_eq!(unchanged.current_uuid, 0xABCD, "a refused create-md writes nothing");
+    assert_eq!(
+        unchanged.current_uuid, 0xABCD,
+        "a refused create-md writes nothing"
+    );
     drop(unchanged);
-    fixture.create(CreateOptions { force: true, max_peers: Some(4) }).expect("forced");
+    fixture
+        .create(CreateOptions {
+            force: true,
+            max_peers: Some(4),
+        })
+        .expect("forced");
     let (file, fresh) = open(&fixture.internal());
     assert_eq!(fresh.current_uuid, UUID_JUST_CREATED);
     assert_eq!(file.layout().config().peer_slots, 4);
@@ -386,9 +624,28 @@ fn create_md_refuses_existing_metadata_unless_forced() {
 fn selection_errors_are_clear() {
     let fixture = Fixture::new("meta-disk internal;");
     let cases = [
-        (MdTarget { resource: Some("nope".into()), ..fixture.target() }, "'nope' not defined in"),
-        (MdTarget { node: "zed".into(), ..fixture.target() }, "has no 'on zed' section"),
-        (MdTarget { node: "zed".into(), resource: None, ..fixture.target() }, "no resource has no 'on zed'"),
+        (
+            MdTarget {
+                resource: Some("nope".into()),
+                ..fixture.target()
+            },
+            "'nope' not defined in",
+        ),
+        (
+            MdTarget {
+                node: "zed".into(),
+                ..fixture.target()
+            },
+            "has no 'on zed' section",
+        ),
+        (
+            MdTarget {
+                node: "zed".into(),
+                resource: None,
+                ..fixture.target()
+            },
+            "no resource has no 'on zed'",
+        ),
     ];
     for (target, expected) in cases {
         let message = dump_md(&target).expect_err("must fail").to_string();
@@ -403,10 +660,17 @@ fn dump_md_shows_the_superblock_bitmaps_and_activity_log() {
     let (file, _) = open(&fixture.internal());
     let mut bitmap = file.read_bitmap(0).expect("read");
     bitmap.set(0, 8 * MIB).expect("set");
-    let pages: Vec<(u64, Vec<u8>)> = bitmap.take_dirty_pages().map(|(page, image)| (page, image.to_vec())).collect();
+    let pages: Vec<(u64, Vec<u8>)> = bitmap
+        .take_dirty_pages()
+        .map(|(page, image)| (page, image.to_vec()))
+        .collect();
     file.write_bitmap_pages(0, &pages).expect("write");
     drop(file);
-    let dumps = dump_md(&MdTarget { resource: None, ..fixture.target() }).expect("dump");
+    let dumps = dump_md(&MdTarget {
+        resource: None,
+        ..fixture.target()
+    })
+    .expect("dump");
     assert_eq!(dumps.len(), 1);
     let dump = &dumps[0];
     assert_eq!((dump.resource.as_str(), dump.volume), ("r0", 0));
@@ -415,14 +679,30 @@ fn dump_md_shows_the_superblock_bitmaps_and_activity_log() {
     assert_eq!(dump.metadata.peers[1].out_of_sync_bytes, Some(0));
     assert!(dump.metadata.activity_log.is_some());
     let text = dump.render_text();
-    assert!(text.starts_with(&format!("# r0/0: metadata at the end of {}\n", fixture.disk().display())), "{text}");
+    assert!(
+        text.starts_with(&format!(
+            "# r0/0: metadata at the end of {}\n",
+            fixture.disk().display()
+        )),
+        "{text}"
+    );
     let json = serde_json::to_value(&dumps).expect("json");
     assert_eq!(json[0]["metadata"]["node_id"], 0);
 }
 
 #[test]
 fn human_bytes_picks_the_unit_and_rounds_down() {
-    let cases = [(0, "0 B"), (1023, "1023 B"), (1024, "1 KiB"), (36 * 1024, "36 KiB"), (1536, "1.5 KiB"), (MIB - 1, "1023.9 KiB"), (1024 * MIB - 68 * 1024, "1023.9 MiB"), (3 << 30, "3 GiB"), (u64::MAX, "15.9 EiB")];
+    let cases = [
+        (0, "0 B"),
+        (1023, "1023 B"),
+        (1024, "1 KiB"),
+        (36 * 1024, "36 KiB"),
+        (1536, "1.5 KiB"),
+        (MIB - 1, "1023.9 KiB"),
+        (1024 * MIB - 68 * 1024, "1023.9 MiB"),
+        (3 << 30, "3 GiB"),
+        (u64::MAX, "15.9 EiB"),
+    ];
     for (bytes, expected) in cases {
         assert_eq!(human_bytes(bytes), expected, "{bytes}");
     }
