@@ -318,11 +318,11 @@ fn select(target: &MdTarget, report: &mut dyn FnMut(&str)) -> Result<Vec<Selecte
     }
     if !any_host {
         let which = target.resource.as_deref().map_or_else(
-            || "no resource".to_string(),
-            |name| format!("resource {name}"),
+            || "no resource has an".to_string(),
+            |name| format!("resource {name} has no"),
         );
         return Err(MetadataError::Select(format!(
-            "{file}: {which} has no 'on {node}' section; pick the node with --node NAME"
+            "{file}: {which} 'on {node}' section; pick the node with --node NAME"
         )));
     }
     Ok(selected)

@@ -644,7 +644,7 @@ fn selection_errors_are_clear() {
                 resource: None,
                 ..fixture.target()
             },
-            "no resource has no 'on zed'",
+            "no resource has an 'on zed' section",
         ),
     ];
     for (target, expected) in cases {
