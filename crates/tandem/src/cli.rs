@@ -109,6 +109,16 @@ pub enum Command {
         #[arg(value_name = "RES")]
         resource: String,
     },
+    /// Wait until the resource is UpToDate on every node, with a progress bar, rate and ETA.
+    /// Fails at once when it cannot get there without you (StandAlone, no UpToDate data).
+    WaitSync {
+        /// Give up after this many seconds (default: wait as long as it progresses).
+        #[arg(long, value_name = "SECONDS")]
+        timeout: Option<u64>,
+        /// Which resource.
+        #[command(flatten)]
+        target: Target,
+    },
     /// Run a self-contained demonstration on this machine.
     Demo,
 }
