@@ -19,10 +19,11 @@ use std::time::Instant;
 
 use bufpool::BufPool;
 use bufpool::Incoming;
-use repl::{Action, ConnState, DiskOp, Engine, IoError, Op, PeerMessage, RequestId, Time, VolumeMeta};
+use repl::{Action, ConnState, DiskOp, Engine, IoError, Op, PeerMessage, RequestId, Resolution, Time, VolumeMeta};
 use tokio::sync::{mpsc, watch, OwnedSemaphorePermit};
 
 use crate::disk::Disk;
+use crate::handlers::{self, HandlerEvent};
 use crate::io_workers::IoWorkers;
 use crate::meta_store::MetaStore;
 
@@ -115,6 +116,8 @@ pub(crate) struct Resource {
     /// Volume number and its metadata, sorted by number.
     metas: Vec<(u16, Arc<MetaStore>)>,
     pub(crate) pool: Arc<BufPool>,
+    /// `handlers { }` of the resource.
+    handlers: config::Handlers,
     io: IoWorkers,
     core: Mutex<Core>,
     next_request: AtomicU64,
@@ -142,6 +145,7 @@ pub(crate) struct ResourceParts {
     pub(crate) volumes: Vec<(u16, Arc<Disk>)>,
     pub(crate) metas: Vec<(u16, Arc<MetaStore>)>,
     pub(crate) pool: Arc<BufPool>,
+    pub(crate) handlers: config::Handlers,
     pub(crate) engine: Engine<Payload>,
 }
 
@@ -158,6 +162,7 @@ impl Resource {
             volumes: parts.volumes,
             metas: parts.metas,
             pool: parts.pool,
+            handlers: parts.handlers,
             core: Mutex::new(Core { engine: parts.engine, links: HashMap::new(), completions: HashMap::new() }),
             next_request: AtomicU64::new(1),
             writes_arriving: AtomicUsize::new(0),
@@ -224,7 +229,15 @@ impl Resource {
                 }
             }
             Action::SplitBrain { peer, volume, resolution, detail } => {
-                tracing::error!(resource = %self.name, peer = %self.peer_name(peer), volume, ?resolution, "split brain detected: {detail}");
+                let peer_name = self.peer_name(peer);
+                tracing::error!(resource = %self.name, peer = %peer_name, volume, ?resolution, "split brain detected: {detail}");
+                let event = HandlerEvent { resource: &self.name, volume: Some(volume), peer_node_id: Some(peer), peer_name: Some(&peer_name) };
+                handlers::run(&self.handlers, "initial-split-brain", &event);
+                match resolution {
+                    Resolution::Disconnect => handlers::run(&self.handlers, "split-brain", &event),
+                    Resolution::CallPriLostAfterSb => handlers::run(&self.handlers, "pri-lost-after-sb", &event),
+                    Resolution::DiscardLocal | Resolution::DiscardRemote => {}
+                }
             }
             Action::SendData { peer, seq, epoch, volume, op } => {
                 if let Some(link) = core.links.get(&peer) {

@@ -28,7 +28,8 @@ pub(crate) const ACTIVE_OPTIONS: &[&str] = &[
     "protocol", "max-buffers", "max-epoch-size", "sndbuf-size", "rcvbuf-size", "ping-int",
     "ping-timeout", "timeout", "ko-count", "connect-int", "cram-hmac-alg", "shared-secret",
     "resync-rate", "c-plan-ahead", "c-delay-target", "c-fill-target", "c-max-rate", "c-min-rate",
-    "after-sb-0pri", "after-sb-1pri", "after-sb-2pri",
+    "after-sb-0pri", "after-sb-1pri", "after-sb-2pri", "split-brain", "initial-split-brain",
+    "pri-lost-after-sb",
 ];
 
 /// Dirty bitmap pages are written every this many engine ticks (1 s), besides on every
@@ -130,7 +131,7 @@ fn build_resource(resource: &config::Resource, host: &config::Host, pool: &Arc<B
         random_seed: rand::random(),
     })
     .map_err(|error| setup_error(format!("the metadata does not fit the configuration: {error}")))?;
-    let parts = ResourceParts { name: resource.name.clone(), node_id: host.node_id, listen, peers, volumes, metas, pool: Arc::clone(pool), engine };
+    let parts = ResourceParts { name: resource.name.clone(), node_id: host.node_id, listen, peers, volumes, metas, pool: Arc::clone(pool), handlers: resource.handlers.clone(), engine };
     Resource::new(parts).map_err(|error| setup_error(format!("cannot start I/O threads: {error}")))
 }
 
