@@ -94,6 +94,8 @@ fn handle(request: Request, resources: &[Arc<Resource>]) -> Reply {
         Request::Secondary { resource } => (resource, Box::new(demote)),
         Request::Connect { resource, peer, discard_my_data } => (resource, Box::new(move |r| connect(r, peer.as_deref(), discard_my_data))),
         Request::NewCurrentUuid { resource, clear_bitmap } => (resource, Box::new(move |r| new_current_uuid(r, clear_bitmap))),
+        Request::Invalidate { resource } => (resource, Box::new(|r| r.step(|engine, _, out| engine.invalidate(out)).map_err(|e| format!("State change failed: {e}")))),
+        Request::InvalidateRemote { resource, peer } => (resource, Box::new(move |r| invalidate_remote(r, peer.as_deref()))),
         Request::Disconnect { resource, peer } => (resource, Box::new(move |r| set_connect(r, peer.as_deref(), false))),
         Request::Up { resource } => (resource, Box::new(up)),
         Request::Down { resource } => (resource, Box::new(down)),
@@ -138,6 +140,13 @@ fn connect(resource: &Arc<Resource>, peer: Option<&str>, discard_my_data: bool) 
         }
     }
     set_connect(resource, peer, true)
+}
+
+fn invalidate_remote(resource: &Arc<Resource>, peer: Option<&str>) -> Result<(), String> {
+    for node_id in peer_ids(resource, peer)? {
+        resource.step(|engine, _, out| engine.invalidate_remote(node_id, out)).map_err(|e| format!("State change failed: {e}"))?;
+    }
+    Ok(())
 }
 
 fn new_current_uuid(resource: &Arc<Resource>, clear_bitmap: bool) -> Result<(), String> {

@@ -269,6 +269,15 @@ pub enum StateError {
     /// disk).
     #[error("local disk is {0}; it cannot be forced UpToDate")]
     CannotForce(DiskState),
+    /// The request needs a Secondary.
+    #[error("this node is Primary; demote it first")]
+    IsPrimary,
+    /// `invalidate` needs a connected peer with UpToDate data.
+    #[error("no connected peer has UpToDate data to resync from")]
+    NoSyncSource,
+    /// The request needs the peer connected.
+    #[error("peer {peer} is not connected")]
+    PeerNotConnected { peer: String },
     /// A handshake or resync with a peer is running; the request must wait for it.
     #[error("a handshake or resync with peer {peer} is in progress")]
     SyncInProgress { peer: String },

@@ -150,6 +150,10 @@ pub enum SimpleVerb {
         #[command(flatten)]
         target: PeerTarget,
     },
+    /// Discard this node's data: a full resync from a peer with UpToDate data replaces it.
+    Invalidate(Target),
+    /// Discard a peer's data: a full resync from this node replaces it.
+    InvalidateRemote(PeerTarget),
     /// Start a new generation of the data; with --clear-bitmap, connected peers take it
     /// over without a resync (skip the initial sync of empty disks).
     NewCurrentUuid {
@@ -185,6 +189,13 @@ impl SimpleVerb {
                 resource: resource_filter(&target),
                 peer,
                 discard_my_data,
+            },
+            Self::Invalidate(target) => Request::Invalidate {
+                resource: resource_filter(&target),
+            },
+            Self::InvalidateRemote(PeerTarget { peer, target }) => Request::InvalidateRemote {
+                resource: resource_filter(&target),
+                peer,
             },
             Self::NewCurrentUuid { clear_bitmap, target } => Request::NewCurrentUuid {
                 resource: resource_filter(&target),
