@@ -82,8 +82,11 @@ fn report(resources: &[&Arc<Resource>]) -> StatusReport {
     StatusReport { resources: resources.iter().map(|r| resource_status(r)).collect() }
 }
 
+/// What a state-changing request does to one selected resource.
+type ResourceAction = dyn Fn(&Arc<Resource>) -> Result<(), String>;
+
 fn handle(request: Request, resources: &[Arc<Resource>]) -> Reply {
-    let (name, action): (Option<String>, Box<dyn Fn(&Arc<Resource>) -> Result<(), String>>) = match request {
+    let (name, action): (Option<String>, Box<ResourceAction>) = match request {
         Request::Status { resource } => {
             return match select(resources, resource.as_deref()) {
                 Ok(selected) => Reply::Status(report(&selected)),

@@ -282,7 +282,7 @@ fn start_resource(resource: &Arc<Resource>, listeners: Vec<TcpListener>) {
             interval.tick().await;
             ticker.step(|engine, now, out| engine.tick(now, out));
             ticks = ticks.wrapping_add(1);
-            if ticks % BITMAP_WRITE_TICKS == 0 {
+            if ticks.is_multiple_of(BITMAP_WRITE_TICKS) {
                 ticker.write_bitmaps_in_background();
             }
         }

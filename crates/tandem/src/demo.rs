@@ -340,7 +340,8 @@ fn prove_identical(cluster: &Cluster) -> Result<(), DemoError> {
     let mut expected = vec![0u8; WRITE_BYTES];
     let mut actual = vec![0u8; WRITE_BYTES];
     let mut file = File::open(cluster.disk("bob")).map_err(io_error("open bob's disk"))?;
-    let samples: [(u64, fn(u64, &mut [u8]), u64); 4] = [
+    type Fill = fn(u64, &mut [u8]);
+    let samples: [(u64, Fill, u64); 4] = [
         (0, fill_away_block, 0),
         (5 * AWAY_STRIDE_BLOCKS, fill_away_block, 5),
         (1, fill_block, 1),
