@@ -305,13 +305,16 @@ fn a_secondary_killed_during_writes_catches_up() {
     );
 }
 
-/// drbd-semantics.md §2 rule 2 (crashed primary) and issue 3's note: without an activity
-/// log, a node killed as Primary resyncs every block to its peer when it comes back. It
-/// restarts UpToDate (as Secondary), and the replicas end identical.
+/// drbd-semantics.md §2 rule 2 (crashed primary) and §3 "Activity log": a node killed as
+/// Primary resyncs to its peer, when it comes back, every block it may have written without
+/// the peer (everything without an activity log, the hot extents with one). It restarts
+/// UpToDate (as Secondary), it is the source, and the replicas end identical.
 #[test]
 fn a_primary_killed_during_writes_resyncs_everything_when_it_returns() {
     require_fio();
-    let cluster = Cluster::with_primary(Spec::two_nodes('C'));
+    // A fixed rate: the default c-plan-ahead controller moves about 0.5 MiB/s on loopback
+    // here, too slow for a whole 64 MiB disk within the deadline.
+    let cluster = Cluster::with_primary(fixed_rate(Spec::two_nodes('C'), "32M"));
     let (alice, bob) = (NODE_NAMES[ALICE], NODE_NAMES[BOB]);
     let mut fio = fio_verify(
         &cluster.nbd_uri(ALICE),
@@ -340,11 +343,14 @@ fn a_primary_killed_during_writes_resyncs_everything_when_it_returns() {
     assert_eq!(status.disk(), "UpToDate", "{}", status.0);
     let observed = watch_until_in_sync(&cluster, SYNC_DEADLINE);
     cluster.wait_identical(ALICE, BOB, STATE_DEADLINE);
+    // Everything without an activity log; with one, at least the 4 MiB extents fio wrote
+    // in (all four of the first 16 MiB), which were hot when alice died.
     let sent = cluster.status(ALICE).sent_kib(bob);
-    assert_eq!(
-        sent,
-        cluster.export_bytes() / 1024,
-        "the restarted crashed Primary must send every block to bob (seen: {observed:?})"
+    eprintln!("the crashed Primary resynced {sent} KiB (seen: {observed:?})");
+    assert!(
+        sent >= 16 * 1024 && sent <= cluster.export_bytes() / 1024,
+        "the restarted crashed Primary sent {sent} KiB to bob, not at least the 16 MiB fio \
+         wrote in (seen: {observed:?})"
     );
     assert!(
         !observed.saw(BOB, ALICE, "SyncSource") && !observed.saw(ALICE, BOB, "SyncTarget"),
