@@ -152,17 +152,26 @@ impl<P: Clone> Engine<P> {
     ///
     /// The driver writes them (at the bitmap's offset in the metadata area) before every
     /// `PersistMeta`, on disconnect and on demotion (`StateChanged`), on clean shutdown, and
-    /// periodically (every few seconds) while writes run with a peer away. Without an activity
-    /// log, bits not yet written when the node crashes are covered by `crashed_primary` (a
-    /// Primary resyncs everything after a crash).
+    /// periodically (every few seconds) while writes run with a peer away. Bits set by client
+    /// writes and not yet written when the node crashes are covered by the activity log (their
+    /// extents are hot until [`crate::Action::WriteActivityLog`] carries their pages) or,
+    /// without one, by `crashed_primary` (a Primary resyncs everything after a crash).
+    ///
+    /// Pages must reach the disk in the order they are handed out (here and in
+    /// `WriteActivityLog`): a page handed out earlier must be durable before a later
+    /// activity-log block is written, and must never overwrite a later image of itself.
     pub fn take_dirty_bitmap_pages(&mut self, volume: u16, peer: u8) -> Vec<(u64, Vec<u8>)> {
         let (Some(vslot), Some(slot)) = (self.volume_slot(volume), self.peer_slot(peer)) else {
             return Vec::new();
         };
-        self.peers[slot].bitmaps[vslot]
+        let pages: Vec<(u64, Vec<u8>)> = self.peers[slot].bitmaps[vslot]
             .take_dirty_pages()
             .map(|(page, image)| (page, image.to_vec()))
-            .collect()
+            .collect();
+        let count = u64::try_from(pages.len()).unwrap_or(u64::MAX);
+        let volume = &mut self.volumes[vslot];
+        volume.bm_writes = volume.bm_writes.saturating_add(count);
+        pages
     }
 
     /// Peers a write would leave behind now.
