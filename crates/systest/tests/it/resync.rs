@@ -311,7 +311,7 @@ fn a_secondary_killed_during_writes_catches_up() {
 /// the peer (everything without an activity log, the hot extents with one). It restarts
 /// UpToDate (as Secondary), it is the source, and the replicas end identical.
 #[test]
-fn a_primary_killed_during_writes_resyncs_everything_when_it_returns() {
+fn a_primary_killed_during_writes_resyncs_its_hot_blocks_when_it_returns() {
     require_fio();
     // A fixed rate: the default c-plan-ahead controller moves about 0.5 MiB/s on loopback
     // here, too slow for a whole 64 MiB disk within the deadline.
