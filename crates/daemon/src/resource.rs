@@ -86,6 +86,8 @@ pub(crate) enum Outgoing {
     Control(PeerMessage<Payload>),
     /// Handshake, bitmap and resync messages (data socket, in order with the writes).
     OnData(PeerMessage<Payload>),
+    /// The engine dropped the peer: send a goodbye after everything queued, then stop.
+    Close { reason: String },
 }
 
 /// The sending side of an established link, installed while the peer is Connected.
@@ -95,7 +97,7 @@ pub(crate) struct LinkTx {
     pub(crate) data: mpsc::UnboundedSender<Outgoing>,
     pub(crate) control: mpsc::UnboundedSender<Outgoing>,
     /// Dropping or sending on this ends the link's tasks.
-    pub(crate) kill: watch::Sender<bool>,
+    pub(crate) kill: watch::Sender<crate::peer::Stop>,
 }
 
 /// What one NBD client request waits for.
@@ -297,7 +299,9 @@ impl Resource {
             Action::Disconnect { peer, state, reason } => {
                 if let Some(link) = core.links.remove(&peer) {
                     tracing::warn!(resource = %self.name, peer = %self.peer_name(peer), "dropping connection ({state}): {reason}");
-                    let _ = link.kill.send(true);
+                    let _ = link.data.send(Outgoing::Close { reason: reason.clone() });
+                    let _ = link.control.send(Outgoing::Close { reason });
+                    let _ = link.kill.send(crate::peer::Stop::Drain);
                 }
             }
             Action::Complete { request, result } => {
@@ -511,11 +515,11 @@ impl Resource {
     }
 
     /// Install a freshly handshaken link and tell the engine; returns its generation.
-    pub(crate) fn link_up(self: &Arc<Self>, peer: u8, data: mpsc::UnboundedSender<Outgoing>, control: mpsc::UnboundedSender<Outgoing>, kill: watch::Sender<bool>) -> u64 {
+    pub(crate) fn link_up(self: &Arc<Self>, peer: u8, data: mpsc::UnboundedSender<Outgoing>, control: mpsc::UnboundedSender<Outgoing>, kill: watch::Sender<crate::peer::Stop>) -> u64 {
         let generation = self.next_generation.fetch_add(1, Ordering::Relaxed);
         self.step_core(|core, now, out| {
             if let Some(old) = core.links.insert(peer, LinkTx { generation, data, control, kill }) {
-                let _ = old.kill.send(true);
+                let _ = old.kill.send(crate::peer::Stop::Now);
             }
             core.engine.peer_connected(now, peer, out);
         });
