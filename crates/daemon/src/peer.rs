@@ -359,10 +359,26 @@ async fn run_link(resource: &Arc<Resource>, peer: &PeerInfo, (data, control): So
         tasks.spawn(receive_data(Arc::clone(resource), peer.clone(), data_read)),
         tasks.spawn(receive_control(Arc::clone(resource), peer.node_id, control_read)),
     ];
+    let data_receiver = receivers[0].id();
     let mut next = None;
     let error = tokio::select! {
-        Some(result) = tasks.join_next() => match result {
-            Ok(error) => error,
+        Some(result) = tasks.join_next_with_id() => match result {
+            Ok((id, error)) => {
+                if id != data_receiver && matches!(error, LinkError::Closed | LinkError::PeerDisconnected(_)) {
+                    // The peer is closing (its control socket ended first): what it sent on
+                    // the data socket before (its last handshake, say) still reaches the
+                    // engine, within a bound.
+                    let data_ended = async {
+                        while let Some(done) = tasks.join_next_with_id().await {
+                            if done.map_or_else(|join| join.id(), |(id, _)| id) == data_receiver {
+                                break;
+                            }
+                        }
+                    };
+                    let _ = tokio::time::timeout(DRAIN_TIMEOUT, data_ended).await;
+                }
+                error
+            }
             Err(join) => LinkError::Protocol(format!("link task failed: {join}")),
         },
         _ = kill_rx.changed() => {

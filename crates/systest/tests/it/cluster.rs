@@ -81,6 +81,9 @@ pub struct Spec {
     /// Lines for the resource's `disk { }` section (peer-device options such as
     /// `resync-rate`), the same on every node; no section when empty.
     pub disk_extra: Vec<String>,
+    /// `handlers { NAME "COMMAND"; }` entries; `{dir}` in a command becomes the cluster's
+    /// directory.
+    pub handlers: Vec<(String, String)>,
     /// Where the metadata lives.
     pub metadata: Metadata,
     /// Whether `Cluster::create` runs `tandem create-md` for every node.
@@ -107,6 +110,7 @@ impl Spec {
             disk_bytes: DISK_BYTES_DEFAULT,
             net_extra: vec![Vec::new(); 2],
             disk_extra: Vec::new(),
+            handlers: Vec::new(),
             metadata: Metadata::External,
             create_md: true,
         }
@@ -129,6 +133,12 @@ impl Spec {
     /// Adds a line to the resource's `disk { }` section.
     pub fn disk_line(mut self, line: &str) -> Spec {
         self.disk_extra.push(line.to_string());
+        self
+    }
+
+    /// Adds a handler; `{dir}` in `command` becomes the cluster's directory.
+    pub fn handler(mut self, name: &str, command: &str) -> Spec {
+        self.handlers.push((name.to_string(), command.to_string()));
         self
     }
 
@@ -388,6 +398,14 @@ impl Cluster {
             text.push_str("  disk {\n");
             for line in &self.spec.disk_extra {
                 text.push_str(&format!("    {line}\n"));
+            }
+            text.push_str("  }\n");
+        }
+        if !self.spec.handlers.is_empty() {
+            text.push_str("  handlers {\n");
+            for (name, command) in &self.spec.handlers {
+                let command = command.replace("{dir}", &self.dir.path().display().to_string());
+                text.push_str(&format!("    {name} \"{command}\";\n"));
             }
             text.push_str("  }\n");
         }

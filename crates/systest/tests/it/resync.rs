@@ -489,7 +489,9 @@ fn split_brain(cluster: &Cluster) -> Divergence {
 /// only the blocks either side changed move.
 #[test]
 fn split_brain_is_detected_and_recovered_with_discard_my_data() {
-    let cluster = Cluster::with_primary(fixed_rate(Spec::two_nodes('C'), "4M"));
+    let spec = fixed_rate(Spec::two_nodes('C'), "4M")
+        .handler("split-brain", "echo \\\"$DRBD_RESOURCE $DRBD_PEER $DRBD_VOLUME\\\" >> {dir}/split-brain.out");
+    let cluster = Cluster::with_primary(spec);
     let (alice, bob) = (NODE_NAMES[ALICE], NODE_NAMES[BOB]);
     let (alice_writes, bob_writes) = split_brain(&cluster);
     for index in [ALICE, BOB] {
@@ -522,6 +524,14 @@ fn split_brain_is_detected_and_recovered_with_discard_my_data() {
             cluster.name(index)
         );
     }
+    let handler_out = cluster.dir().join("split-brain.out");
+    cluster.wait_until("both split-brain handlers ran", CONNECT_DEADLINE, || {
+        std::fs::read_to_string(&handler_out).is_ok_and(|text| {
+            let mut lines: Vec<&str> = text.lines().collect();
+            lines.sort_unstable();
+            lines == [format!("{RESOURCE} {alice} 0"), format!("{RESOURCE} {bob} 0")]
+        })
+    });
     assert_holds(&cluster, ALICE, &alice_writes, "its own writes");
     assert_holds(&cluster, BOB, &bob_writes, "its own writes");
     assert_zero(
