@@ -12,6 +12,7 @@ const A: usize = 0;
 const B: usize = 1;
 
 mod resync;
+mod resync_pace;
 
 /// The current generation both test disks start with (equal: in sync).
 const SYNCED_UUID: u64 = 0x1000;
