@@ -66,6 +66,19 @@ pub enum Request {
         #[serde(default)]
         clear_bitmap: bool,
     },
+    /// Discard this node's data and resync all of it from a peer (`tandem invalidate`).
+    Invalidate {
+        /// Which resource; `None` = all.
+        resource: Option<String>,
+    },
+    /// Discard a peer's data and resync all of it from this node (`tandem
+    /// invalidate-remote [--peer NAME]`).
+    InvalidateRemote {
+        /// Which resource; `None` = all.
+        resource: Option<String>,
+        /// Which peer (connection name); `None` = all peers.
+        peer: Option<String>,
+    },
     /// Drop connections to peers (`tandem disconnect [--peer NAME]`).
     Disconnect {
         /// Which resource; `None` = all.

@@ -32,7 +32,7 @@ pub const CLASS_COUNT: usize = 15;
 pub const BUFFER_BYTES_MAX: usize = CLASS_MIN_BYTES << (CLASS_COUNT - 1);
 
 const _: () = assert!(BUFFER_BYTES_MAX == 64 * 1024 * 1024);
-const _: () = assert!(CLASS_MIN_BYTES % ALIGNMENT == 0);
+const _: () = assert!(CLASS_MIN_BYTES.is_multiple_of(ALIGNMENT));
 
 /// Settings of a pool.
 #[derive(Debug, Clone, Copy)]

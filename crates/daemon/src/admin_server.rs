@@ -82,8 +82,11 @@ fn report(resources: &[&Arc<Resource>]) -> StatusReport {
     StatusReport { resources: resources.iter().map(|r| resource_status(r)).collect() }
 }
 
+/// What a state-changing request does to one selected resource.
+type ResourceAction = dyn Fn(&Arc<Resource>) -> Result<(), String>;
+
 fn handle(request: Request, resources: &[Arc<Resource>]) -> Reply {
-    let (name, action): (Option<String>, Box<dyn Fn(&Arc<Resource>) -> Result<(), String>>) = match request {
+    let (name, action): (Option<String>, Box<ResourceAction>) = match request {
         Request::Status { resource } => {
             return match select(resources, resource.as_deref()) {
                 Ok(selected) => Reply::Status(report(&selected)),
@@ -94,6 +97,8 @@ fn handle(request: Request, resources: &[Arc<Resource>]) -> Reply {
         Request::Secondary { resource } => (resource, Box::new(demote)),
         Request::Connect { resource, peer, discard_my_data } => (resource, Box::new(move |r| connect(r, peer.as_deref(), discard_my_data))),
         Request::NewCurrentUuid { resource, clear_bitmap } => (resource, Box::new(move |r| new_current_uuid(r, clear_bitmap))),
+        Request::Invalidate { resource } => (resource, Box::new(|r| r.step(|engine, _, out| engine.invalidate(out)).map_err(|e| format!("State change failed: {e}")))),
+        Request::InvalidateRemote { resource, peer } => (resource, Box::new(move |r| invalidate_remote(r, peer.as_deref()))),
         Request::Disconnect { resource, peer } => (resource, Box::new(move |r| set_connect(r, peer.as_deref(), false))),
         Request::Up { resource } => (resource, Box::new(up)),
         Request::Down { resource } => (resource, Box::new(down)),
@@ -138,6 +143,13 @@ fn connect(resource: &Arc<Resource>, peer: Option<&str>, discard_my_data: bool) 
         }
     }
     set_connect(resource, peer, true)
+}
+
+fn invalidate_remote(resource: &Arc<Resource>, peer: Option<&str>) -> Result<(), String> {
+    for node_id in peer_ids(resource, peer)? {
+        resource.step(|engine, _, out| engine.invalidate_remote(node_id, out)).map_err(|e| format!("State change failed: {e}"))?;
+    }
+    Ok(())
 }
 
 fn new_current_uuid(resource: &Arc<Resource>, clear_bitmap: bool) -> Result<(), String> {

@@ -13,6 +13,7 @@
 mod admin_server;
 mod disk;
 mod export;
+mod handlers;
 mod io_workers;
 mod meta_store;
 mod metadata;

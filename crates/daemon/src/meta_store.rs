@@ -3,11 +3,14 @@
 //! bitmaps found at start-up into the engine's [`VolumeConfig`].
 //!
 //! Invariants:
-//! - Every metadata write of a volume happens under one mutex, and the dirty bitmap pages are
-//!   taken from the engine inside it: an older image of a page never overwrites a newer one.
-//! - A superblock is written after the bitmap pages taken with it, and both are durable
-//!   (`fdatasync`) before [`MetaStore::write`] returns; the engine completes what depends on
-//!   them only after that (meta crate, write-ordering rules 2 and 3).
+//! - Every metadata write of a volume is a [`MetaJob`] whose bitmap page images were taken
+//!   from the engine under the engine's lock, and jobs are executed one at a time in the order
+//!   they were taken (one writer thread per volume, fed under that lock): an older image of a
+//!   page never overwrites a newer one.
+//! - Within a job, bitmap pages are written and made durable first, then the superblock or
+//!   the activity-log transaction, then made durable (`fdatasync`) before the job is reported
+//!   done; the engine completes what depends on it only after that (meta crate, write-ordering
+//!   rules 1-3).
 
 use std::sync::Mutex;
 
@@ -18,6 +21,24 @@ use crate::metadata::{MetaFile, MetadataError};
 
 /// Bitmap pages of one peer: `(page index, 4 KiB image)`.
 pub(crate) type Pages = Vec<(u64, Vec<u8>)>;
+
+/// One metadata write of a volume, taken from the engine under its lock.
+#[derive(Debug)]
+pub(crate) enum MetaJob {
+    /// Bitmap pages per peer, then (if given) the superblock fields: `PersistMeta`, the
+    /// periodic bitmap write-back, shutdown.
+    Persist { pages: Vec<(u8, Pages)>, meta: Option<Box<VolumeMeta>> },
+    /// An activity-log transaction (`block` at `offset_bytes` within the ring), after the
+    /// bitmap pages `(peer, page, image)` of the extents it evicts.
+    ActivityLog { pages: Vec<(u8, u64, Vec<u8>)>, offset_bytes: u64, block: Vec<u8> },
+}
+
+impl MetaJob {
+    /// Whether the job writes nothing.
+    pub(crate) fn is_empty(&self) -> bool {
+        matches!(self, MetaJob::Persist { pages, meta: None } if pages.iter().all(|(_, p)| p.is_empty()))
+    }
+}
 
 /// The open metadata of one volume.
 pub(crate) struct MetaStore {
@@ -42,28 +63,40 @@ impl MetaStore {
         self.file.layout().data_bytes()
     }
 
-    /// Write the bitmap pages `take_pages` returns (called under the write lock), then, if
-    /// given, the superblock fields of `meta`; make them durable.
-    pub(crate) fn write(&self, take_pages: impl FnOnce() -> Vec<(u8, Pages)>, meta: Option<&VolumeMeta>) -> Result<(), IoError> {
+    /// Carry out one job durably (see the module invariants). Called by the volume's one
+    /// writer thread, in the order the jobs were taken.
+    pub(crate) fn execute(&self, job: &MetaJob) -> Result<(), IoError> {
         let mut superblock = self.written.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        let mut wrote = false;
-        for (peer, pages) in take_pages() {
-            if pages.is_empty() {
-                continue;
+        match job {
+            MetaJob::Persist { pages, meta } => {
+                let mut wrote = false;
+                for (peer, pages) in pages.iter().filter(|(_, pages)| !pages.is_empty()) {
+                    let Some(slot) = superblock.peer_slot_of(*peer) else { continue };
+                    self.file.write_bitmap_pages(slot, pages).map_err(io_error)?;
+                    wrote = true;
+                }
+                if let Some(meta) = meta {
+                    let mut updated = superblock.clone();
+                    apply(meta, &mut updated);
+                    self.file.write_superblock(&updated).map_err(meta_error)?;
+                    *superblock = updated;
+                    wrote = true;
+                }
+                if wrote {
+                    self.file.sync().map_err(io_error)?;
+                }
             }
-            let Some(slot) = superblock.peer_slot_of(peer) else { continue };
-            self.file.write_bitmap_pages(slot, &pages).map_err(io_error)?;
-            wrote = true;
-        }
-        if let Some(meta) = meta {
-            let mut updated = superblock.clone();
-            apply(meta, &mut updated);
-            self.file.write_superblock(&updated).map_err(meta_error)?;
-            *superblock = updated;
-            wrote = true;
-        }
-        if wrote {
-            self.file.sync().map_err(io_error)?;
+            MetaJob::ActivityLog { pages, offset_bytes, block } => {
+                for (peer, page, image) in pages {
+                    let Some(slot) = superblock.peer_slot_of(*peer) else { continue };
+                    self.file.write_bitmap_pages(slot, &[(*page, image.clone())]).map_err(io_error)?;
+                }
+                if !pages.is_empty() {
+                    self.file.sync().map_err(io_error)?;
+                }
+                self.file.write_al_block(*offset_bytes, block).map_err(io_error)?;
+                self.file.sync().map_err(io_error)?;
+            }
         }
         Ok(())
     }
@@ -77,7 +110,7 @@ impl MetaStore {
     /// then the superblock is rewritten with the indicator cleared and `crashed_primary` set;
     /// then the ring is formatted empty. Each step is durable before the next, so a crash in
     /// between repeats the recovery rather than losing it.
-    pub(crate) fn volume_config(&self, number: u16, peers: &[u8], al_updates: bool) -> Result<(VolumeConfig, ActivityLog), MetadataError> {
+    pub(crate) fn volume_config(&self, number: u16, peers: &[u8], al_updates: bool) -> Result<VolumeConfig, MetadataError> {
         let mut superblock = self.written.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let crashed_now = superblock.flags.primary_indicator;
         let crashed_primary = crashed_now || superblock.flags.crashed_primary;
@@ -112,7 +145,8 @@ impl MetaStore {
             flags: GenerationFlags { crashed_primary, discard_my_data: false },
         };
         let disk = VolumeMeta::attach_disk_state(superblock.flags.consistent, superblock.flags.was_up_to_date);
-        Ok((VolumeConfig { number, size_bytes: self.data_bytes(), ids, disk, bitmaps, crashed_primary }, activity_log))
+        let activity_log = al_updates.then_some(activity_log);
+        Ok(VolumeConfig { number, size_bytes: self.data_bytes(), ids, disk, bitmaps, crashed_primary, activity_log })
     }
 
     /// After a crash as Primary: what the activity log says may differ, set in every peer's

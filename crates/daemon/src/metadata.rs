@@ -290,6 +290,20 @@ impl MetaFile {
     }
 
     /// Write a whole activity-log ring image (not synced).
+    /// Writes one 4 KiB activity-log transaction at `offset_in_ring` (a multiple of 4 KiB
+    /// within the ring).
+    pub(crate) fn write_al_block(&self, offset_in_ring: u64, block: &[u8]) -> std::io::Result<()> {
+        let region = self.layout.al_ring();
+        let fits = block.len() == BLOCK_LEN
+            && offset_in_ring.is_multiple_of(BLOCK_BYTES)
+            && offset_in_ring.checked_add(BLOCK_BYTES).is_some_and(|end| end <= region.length_bytes);
+        if !fits {
+            let message = format!("activity-log block of {} bytes at {offset_in_ring} of a {}-byte ring", block.len(), region.length_bytes);
+            return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, message));
+        }
+        self.area.write_at(region.offset_bytes + offset_in_ring, block)
+    }
+
     pub(crate) fn write_al_ring(&self, image: &[u8]) -> std::io::Result<()> {
         let region = self.layout.al_ring();
         if u64::try_from(image.len()).ok() != Some(region.length_bytes) {

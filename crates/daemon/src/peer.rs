@@ -39,6 +39,20 @@ use wire::{
 use crate::resource::{Outgoing, Payload, PeerInfo, Resource};
 use crate::wire_map::{control_from_wire, control_to_wire, sync_from_wire, sync_to_wire};
 
+/// How long a link dropped by the engine may take to send what was queued before the drop.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// How a link is told to stop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Stop {
+    /// Not told.
+    Running,
+    /// Send what is queued up to the `Close` marker, then stop (the engine dropped the peer).
+    Drain,
+    /// Stop at once (replaced by a new link, or shutting down).
+    Now,
+}
+
 /// How long a handshake may take before the attempt is abandoned.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Accepted data sockets waiting for their control socket, at most.
@@ -335,21 +349,32 @@ async fn run_link(resource: &Arc<Resource>, peer: &PeerInfo, (data, control): So
     let (control_read, control_write) = control.into_split();
     let (data_tx, data_rx) = mpsc::unbounded_channel();
     let (control_tx, control_rx) = mpsc::unbounded_channel();
-    let (kill_tx, mut kill_rx) = watch::channel(false);
+    let (kill_tx, mut kill_rx) = watch::channel(Stop::Running);
     let generation = resource.link_up(peer.node_id, data_tx, control_tx, kill_tx);
     tracing::info!(resource = %resource.name, peer = %peer.name, "connected");
     let mut tasks = JoinSet::new();
     tasks.spawn(send_data(Arc::clone(resource), peer.clone(), data_rx, data_write));
     tasks.spawn(send_control(control_rx, control_write));
-    tasks.spawn(receive_data(Arc::clone(resource), peer.clone(), data_read));
-    tasks.spawn(receive_control(Arc::clone(resource), peer.node_id, control_read));
+    let receivers = [
+        tasks.spawn(receive_data(Arc::clone(resource), peer.clone(), data_read)),
+        tasks.spawn(receive_control(Arc::clone(resource), peer.node_id, control_read)),
+    ];
     let mut next = None;
     let error = tokio::select! {
         Some(result) = tasks.join_next() => match result {
             Ok(error) => error,
             Err(join) => LinkError::Protocol(format!("link task failed: {join}")),
         },
-        _ = kill_rx.changed() => LinkError::PeerDisconnected("closed locally".into()),
+        _ = kill_rx.changed() => {
+            if *kill_rx.borrow() == Stop::Drain {
+                // The engine dropped the peer: nothing more is received, but what it queued
+                // before (its last handshake message, say) is sent, within a bound.
+                receivers.iter().for_each(tokio::task::AbortHandle::abort);
+                let drained = async { while tasks.join_next().await.is_some() {} };
+                let _ = tokio::time::timeout(DRAIN_TIMEOUT, drained).await;
+            }
+            LinkError::PeerDisconnected("closed locally".into())
+        }
         Some(pair) = async { match replaced.as_mut() { Some(rx) => rx.recv().await, None => std::future::pending().await } } => {
             next = Some(pair);
             LinkError::PeerDisconnected("peer reconnected".into())
@@ -379,6 +404,9 @@ async fn send_data(resource: Arc<Resource>, peer: PeerInfo, queue: mpsc::Unbound
             }
         }
         let Some(item) = queue.recv().await else { return LinkError::PeerDisconnected("closed locally".into()) };
+        if let Outgoing::Close { reason } = item {
+            return close(&mut writer, reason).await;
+        }
         header.clear();
         let (seq, payload) = match encode_outgoing(item, &mut header) {
             Ok(pair) => pair,
@@ -396,6 +424,17 @@ async fn send_data(resource: Arc<Resource>, peer: PeerInfo, queue: mpsc::Unbound
             sent.push(seq);
         }
     }
+}
+
+/// The end of a link the engine dropped: tell the peer why, after everything queued before.
+async fn close(writer: &mut BufWriter<OwnedWriteHalf>, reason: String) -> LinkError {
+    let mut bytes = Vec::new();
+    let goodbye = Message::Disconnect { reason: wire::truncate_text(&reason) };
+    if goodbye.encode(0, &mut bytes).is_ok() {
+        let _ = writer.write_all(&bytes).await;
+    }
+    let _ = writer.flush().await;
+    LinkError::PeerDisconnected("closed locally".into())
 }
 
 /// A payload still arriving is sent in pieces of at least this much (except the last).
@@ -469,7 +508,7 @@ fn encode_outgoing(item: Outgoing, out: &mut Vec<u8>) -> Result<(Option<u64>, Op
             }
             None => Err(LinkError::Protocol("control message queued on the data socket".into())),
         },
-        Outgoing::Control(_) => Err(LinkError::Protocol("control message queued on the data socket".into())),
+        Outgoing::Control(_) | Outgoing::Close { .. } => Err(LinkError::Protocol("control message queued on the data socket".into())),
     }
 }
 
@@ -483,6 +522,9 @@ async fn send_control(mut queue: mpsc::UnboundedReceiver<Outgoing>, socket: Owne
             }
         }
         let Some(item) = queue.recv().await else { return LinkError::PeerDisconnected("closed locally".into()) };
+        if let Outgoing::Close { reason } = item {
+            return close(&mut writer, reason).await;
+        }
         let Outgoing::Control(message) = item else {
             return LinkError::Protocol("data frame queued on the control socket".into());
         };
@@ -516,7 +558,11 @@ async fn receive_data(resource: Arc<Resource>, peer: PeerInfo, socket: OwnedRead
     loop {
         let (message, filler) = match frames.receive(&mut reader, &mut batch).await {
             Ok(received) => received,
-            Err(error) => return error,
+            Err(error) => {
+                // What arrived before the end still counts (the peer's last handshake, say).
+                deliver(&resource, peer.node_id, &mut batch);
+                return error;
+            }
         };
         batch.push(message);
         if let Some(filler) = filler {
@@ -649,7 +695,10 @@ async fn receive_control(resource: Arc<Resource>, peer: u8, socket: OwnedReadHal
     loop {
         let message = match read_message(&mut reader).await.and_then(control_from_wire) {
             Ok(message) => message,
-            Err(error) => return error,
+            Err(error) => {
+                deliver(&resource, peer, &mut batch);
+                return error;
+            }
         };
         batch.push(message);
         if !whole_frame_buffered(reader.buffer()) || batch.len() >= RECEIVE_BATCH_MAX {

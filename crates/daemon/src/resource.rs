@@ -19,12 +19,30 @@ use std::time::Instant;
 
 use bufpool::BufPool;
 use bufpool::Incoming;
-use repl::{Action, ConnState, DiskOp, Engine, IoError, Op, PeerMessage, RequestId, Time, VolumeMeta};
+use repl::{Action, ConnState, DiskOp, Engine, IoError, Op, PeerMessage, RequestId, Resolution, Time};
 use tokio::sync::{mpsc, watch, OwnedSemaphorePermit};
 
 use crate::disk::Disk;
+use crate::handlers::{self, HandlerEvent};
 use crate::io_workers::IoWorkers;
-use crate::meta_store::MetaStore;
+use crate::meta_store::{MetaJob, MetaStore};
+
+/// Who is told when a metadata job is durable.
+enum MetaDone {
+    /// The engine (`local_done`).
+    Engine(repl::IoId),
+    /// A caller waiting for it (shutdown).
+    Notify(std::sync::mpsc::SyncSender<Result<(), IoError>>),
+    /// Nobody; a failure is logged (periodic write-back). The counter of such jobs still
+    /// queued is decremented.
+    Log(Arc<AtomicUsize>),
+}
+
+/// The queue of a volume's metadata writer. Unbounded as a channel, bounded in content: the
+/// engine has at most one `PersistMeta` and one activity-log transaction in flight per volume,
+/// and the periodic write-back queues nothing while one of its jobs is still queued.
+type MetaSender = std::sync::mpsc::Sender<(MetaJob, MetaDone)>;
+type MetaReceiver = std::sync::mpsc::Receiver<(MetaJob, MetaDone)>;
 
 /// Writes up to this size without FUA are done on the calling thread: a page-cache copy of a
 /// few microseconds costs less than handing it to an I/O thread and waking it.
@@ -68,6 +86,8 @@ pub(crate) enum Outgoing {
     Control(PeerMessage<Payload>),
     /// Handshake, bitmap and resync messages (data socket, in order with the writes).
     OnData(PeerMessage<Payload>),
+    /// The engine dropped the peer: send a goodbye after everything queued, then stop.
+    Close { reason: String },
 }
 
 /// The sending side of an established link, installed while the peer is Connected.
@@ -77,7 +97,7 @@ pub(crate) struct LinkTx {
     pub(crate) data: mpsc::UnboundedSender<Outgoing>,
     pub(crate) control: mpsc::UnboundedSender<Outgoing>,
     /// Dropping or sending on this ends the link's tasks.
-    pub(crate) kill: watch::Sender<bool>,
+    pub(crate) kill: watch::Sender<crate::peer::Stop>,
 }
 
 /// What one NBD client request waits for.
@@ -114,7 +134,13 @@ pub(crate) struct Resource {
     pub(crate) volumes: Vec<(u16, Arc<Disk>)>,
     /// Volume number and its metadata, sorted by number.
     metas: Vec<(u16, Arc<MetaStore>)>,
+    /// Volume number and the queue of its metadata writer.
+    meta_queues: Vec<(u16, MetaSender)>,
+    /// Periodic bitmap write-back jobs still queued.
+    writebacks_queued: Arc<AtomicUsize>,
     pub(crate) pool: Arc<BufPool>,
+    /// `handlers { }` of the resource.
+    handlers: config::Handlers,
     io: IoWorkers,
     core: Mutex<Core>,
     next_request: AtomicU64,
@@ -142,6 +168,7 @@ pub(crate) struct ResourceParts {
     pub(crate) volumes: Vec<(u16, Arc<Disk>)>,
     pub(crate) metas: Vec<(u16, Arc<MetaStore>)>,
     pub(crate) pool: Arc<BufPool>,
+    pub(crate) handlers: config::Handlers,
     pub(crate) engine: Engine<Payload>,
 }
 
@@ -149,7 +176,17 @@ impl Resource {
     pub(crate) fn new(parts: ResourceParts) -> std::io::Result<Arc<Resource>> {
         let (changed, _) = watch::channel(0);
         let io = IoWorkers::start(&parts.name)?;
-        Ok(Arc::new(Resource {
+        let (meta_queues, receivers): (Vec<_>, Vec<_>) = parts
+            .metas
+            .iter()
+            .map(|(volume, _)| {
+                let (tx, rx) = std::sync::mpsc::channel();
+                ((*volume, tx), (*volume, rx))
+            })
+            .unzip();
+        let resource = Arc::new(Resource {
+            meta_queues,
+            writebacks_queued: Arc::new(AtomicUsize::new(0)),
             io,
             name: parts.name,
             node_id: parts.node_id,
@@ -158,6 +195,7 @@ impl Resource {
             volumes: parts.volumes,
             metas: parts.metas,
             pool: parts.pool,
+            handlers: parts.handlers,
             core: Mutex::new(Core { engine: parts.engine, links: HashMap::new(), completions: HashMap::new() }),
             next_request: AtomicU64::new(1),
             writes_arriving: AtomicUsize::new(0),
@@ -165,7 +203,9 @@ impl Resource {
             changed,
             down: AtomicBool::new(false),
             start: Instant::now(),
-        }))
+        });
+        resource.start_meta_writers(receivers)?;
+        Ok(resource)
     }
 
     /// Whether the administrator took the resource down.
@@ -217,14 +257,29 @@ impl Resource {
     /// Carry out an action that needs no I/O (under the lock); hand back local I/O.
     fn route(&self, core: &mut Core, action: Action<Payload>) -> Option<Action<Payload>> {
         match action {
-            Action::LocalWrite { .. } | Action::LocalFlush { .. } | Action::LocalRead { .. } | Action::PersistMeta { .. } => return Some(action),
+            Action::LocalWrite { .. } | Action::LocalFlush { .. } | Action::LocalRead { .. } => return Some(action),
+            Action::PersistMeta { io, volume, meta } => {
+                let pages = self.peers.iter().map(|peer| (peer.node_id, core.engine.take_dirty_bitmap_pages(volume, peer.node_id))).collect();
+                self.queue_meta(volume, MetaJob::Persist { pages, meta: Some(meta) }, MetaDone::Engine(io));
+            }
+            Action::WriteActivityLog { io, volume, offset_bytes, block, bitmap_pages } => {
+                self.queue_meta(volume, MetaJob::ActivityLog { pages: bitmap_pages, offset_bytes, block }, MetaDone::Engine(io));
+            }
             Action::SendOnData { peer, message } => {
                 if let Some(link) = core.links.get(&peer) {
                     let _ = link.data.send(Outgoing::OnData(message));
                 }
             }
             Action::SplitBrain { peer, volume, resolution, detail } => {
-                tracing::error!(resource = %self.name, peer = %self.peer_name(peer), volume, ?resolution, "split brain detected: {detail}");
+                let peer_name = self.peer_name(peer);
+                tracing::error!(resource = %self.name, peer = %peer_name, volume, ?resolution, "split brain detected: {detail}");
+                let event = HandlerEvent { resource: &self.name, volume: Some(volume), peer_node_id: Some(peer), peer_name: Some(&peer_name) };
+                handlers::run(&self.handlers, "initial-split-brain", &event);
+                match resolution {
+                    Resolution::Disconnect => handlers::run(&self.handlers, "split-brain", &event),
+                    Resolution::CallPriLostAfterSb => handlers::run(&self.handlers, "pri-lost-after-sb", &event),
+                    Resolution::DiscardLocal | Resolution::DiscardRemote => {}
+                }
             }
             Action::SendData { peer, seq, epoch, volume, op } => {
                 if let Some(link) = core.links.get(&peer) {
@@ -244,7 +299,9 @@ impl Resource {
             Action::Disconnect { peer, state, reason } => {
                 if let Some(link) = core.links.remove(&peer) {
                     tracing::warn!(resource = %self.name, peer = %self.peer_name(peer), "dropping connection ({state}): {reason}");
-                    let _ = link.kill.send(true);
+                    let _ = link.data.send(Outgoing::Close { reason: reason.clone() });
+                    let _ = link.control.send(Outgoing::Close { reason });
+                    let _ = link.kill.send(crate::peer::Stop::Drain);
                 }
             }
             Action::Complete { request, result } => {
@@ -271,7 +328,6 @@ impl Resource {
             let (io, result) = match action {
                 Action::LocalWrite { io, volume, op } => (io, resource.disk_op(volume, op)),
                 Action::LocalFlush { io } => (io, resource.flush_all()),
-                Action::PersistMeta { io, volume, meta } => (io, resource.persist_meta(volume, Some(&meta))),
                 Action::LocalRead { io, volume, offset, length } => {
                     let result = resource.read_payload(volume, offset, length);
                     resource.step(|engine, now, out| engine.local_read_done(now, io, result, out));
@@ -333,43 +389,95 @@ impl Resource {
         Ok(Payload { data: Incoming::complete(buf), _permit: None })
     }
 
-    /// Write the volume's dirty bitmap pages and, if given, its superblock fields; durably.
-    fn persist_meta(&self, volume: u16, meta: Option<&VolumeMeta>) -> Result<(), IoError> {
-        let store = self.metas.iter().find(|(number, _)| *number == volume).map(|(_, store)| store).ok_or(IoError::Invalid)?;
-        let take_pages = || {
-            let mut core = self.lock();
-            self.peers.iter().map(|peer| (peer.node_id, core.engine.take_dirty_bitmap_pages(volume, peer.node_id))).collect()
+    /// Hand a metadata job to the volume's writer (called under the engine's lock, so jobs
+    /// are written in the order their page images were taken).
+    fn queue_meta(&self, volume: u16, job: MetaJob, done: MetaDone) {
+        let Some((_, queue)) = self.meta_queues.iter().find(|(number, _)| *number == volume) else {
+            tracing::error!(resource = %self.name, volume, "no metadata writer for this volume");
+            return;
         };
-        store.write(take_pages, meta)
+        if queue.send((job, done)).is_err() {
+            tracing::error!(resource = %self.name, volume, "the metadata writer is gone");
+        }
     }
 
-    /// Write every volume's dirty bitmap pages (periodically, and on shutdown).
-    pub(crate) fn write_bitmaps(&self) {
-        for (volume, _) in &self.metas {
-            if let Err(error) = self.persist_meta(*volume, None) {
-                tracing::error!(resource = %self.name, volume, "cannot write the bitmap: {error}");
+    /// Queue every volume's dirty bitmap pages (and, with `with_meta`, the superblock as it is
+    /// now) for writing; with `wait`, block until they are durable.
+    fn write_metadata(self: &Arc<Self>, with_meta: bool, wait: bool) {
+        let mut waits = Vec::new();
+        self.step_core(|core, _, _| {
+            for (volume, _) in &self.metas {
+                let pages = self.peers.iter().map(|peer| (peer.node_id, core.engine.take_dirty_bitmap_pages(*volume, peer.node_id))).collect();
+                let meta = if with_meta { core.engine.meta(*volume).map(Box::new) } else { None };
+                let job = MetaJob::Persist { pages, meta };
+                if job.is_empty() {
+                    continue;
+                }
+                let done = if wait {
+                    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+                    waits.push((*volume, rx));
+                    MetaDone::Notify(tx)
+                } else {
+                    self.writebacks_queued.fetch_add(1, Ordering::AcqRel);
+                    MetaDone::Log(Arc::clone(&self.writebacks_queued))
+                };
+                self.queue_meta(*volume, job, done);
             }
+        });
+        for (volume, rx) in waits {
+            match rx.recv() {
+                Ok(Ok(())) => {}
+                Ok(Err(error)) => tracing::error!(resource = %self.name, volume, "cannot write the metadata: {error}"),
+                Err(_) => tracing::error!(resource = %self.name, volume, "the metadata writer is gone"),
+            }
+        }
+    }
+
+    /// The periodic write-back of dirty bitmap pages (skipped while the previous one is
+    /// still queued: a stalled metadata device does not make the queue grow).
+    pub(crate) fn write_bitmaps_in_background(self: &Arc<Self>) {
+        if self.writebacks_queued.load(Ordering::Acquire) == 0 {
+            self.write_metadata(false, false);
         }
     }
 
     /// Clean shutdown: demote if no client holds the export (so the next start is not taken
-    /// for a crash of the Primary), then write the bitmaps and the superblock as they are now.
+    /// for a crash of the Primary), then write the bitmaps and the superblock as they are now
+    /// and wait until they are durable.
     pub(crate) fn shut_down(self: &Arc<Self>) {
         if let Err(error) = self.step(|engine, _, out| engine.demote(out)) {
             tracing::warn!(resource = %self.name, "stopping as Primary ({error}): the next start resyncs as after a crash");
         }
-        for (volume, _) in &self.metas {
-            let meta = self.with_engine(|engine| engine.meta(*volume));
-            if let Err(error) = self.persist_meta(*volume, meta.as_ref()) {
-                tracing::error!(resource = %self.name, volume, "cannot write the metadata at shutdown: {error}");
-            }
-        }
+        self.write_metadata(true, true);
     }
 
-    /// [`Resource::write_bitmaps`] on an I/O thread.
-    pub(crate) fn write_bitmaps_in_background(self: &Arc<Self>) {
-        let resource = Arc::clone(self);
-        self.io.run(Box::new(move || resource.write_bitmaps()));
+    /// Start one metadata writer thread per volume (see [`MetaJob`]).
+    fn start_meta_writers(self: &Arc<Self>, receivers: Vec<(u16, MetaReceiver)>) -> std::io::Result<()> {
+        for (volume, receiver) in receivers {
+            let Some(store) = self.metas.iter().find(|(number, _)| *number == volume).map(|(_, store)| Arc::clone(store)) else { continue };
+            let resource = Arc::downgrade(self);
+            std::thread::Builder::new().name(format!("tandem-meta-{}", self.name)).spawn(move || {
+                while let Ok((job, done)) = receiver.recv() {
+                    let result = store.execute(&job);
+                    match done {
+                        MetaDone::Engine(io) => {
+                            let Some(resource) = resource.upgrade() else { return };
+                            resource.step(|engine, now, out| engine.local_done(now, io, result, out));
+                        }
+                        MetaDone::Notify(tx) => {
+                            let _ = tx.send(result);
+                        }
+                        MetaDone::Log(queued) => {
+                            queued.fetch_sub(1, Ordering::AcqRel);
+                            if let Err(error) = result {
+                                tracing::error!(volume, "cannot write the bitmap: {error}");
+                            }
+                        }
+                    }
+                }
+            })?;
+        }
+        Ok(())
     }
 
     fn flush_all(&self) -> Result<(), IoError> {
@@ -407,11 +515,11 @@ impl Resource {
     }
 
     /// Install a freshly handshaken link and tell the engine; returns its generation.
-    pub(crate) fn link_up(self: &Arc<Self>, peer: u8, data: mpsc::UnboundedSender<Outgoing>, control: mpsc::UnboundedSender<Outgoing>, kill: watch::Sender<bool>) -> u64 {
+    pub(crate) fn link_up(self: &Arc<Self>, peer: u8, data: mpsc::UnboundedSender<Outgoing>, control: mpsc::UnboundedSender<Outgoing>, kill: watch::Sender<crate::peer::Stop>) -> u64 {
         let generation = self.next_generation.fetch_add(1, Ordering::Relaxed);
         self.step_core(|core, now, out| {
             if let Some(old) = core.links.insert(peer, LinkTx { generation, data, control, kill }) {
-                let _ = old.kill.send(true);
+                let _ = old.kill.send(crate::peer::Stop::Now);
             }
             core.engine.peer_connected(now, peer, out);
         });

@@ -28,7 +28,8 @@ pub(crate) const ACTIVE_OPTIONS: &[&str] = &[
     "protocol", "max-buffers", "max-epoch-size", "sndbuf-size", "rcvbuf-size", "ping-int",
     "ping-timeout", "timeout", "ko-count", "connect-int", "cram-hmac-alg", "shared-secret",
     "resync-rate", "c-plan-ahead", "c-delay-target", "c-fill-target", "c-max-rate", "c-min-rate",
-    "after-sb-0pri", "after-sb-1pri", "after-sb-2pri",
+    "after-sb-0pri", "after-sb-1pri", "after-sb-2pri", "split-brain", "initial-split-brain",
+    "pri-lost-after-sb",
 ];
 
 /// Dirty bitmap pages are written every this many engine ticks (1 s), besides on every
@@ -40,6 +41,17 @@ pub(crate) struct PreparedNode {
     pub(crate) name: String,
     pub(crate) resources: Vec<Arc<Resource>>,
     pub(crate) nbd_address: Option<std::net::SocketAddr>,
+    /// The largest NBD request: a write may touch at most as many activity-log extents as one
+    /// transaction can activate, so small `al-extents` lower it.
+    pub(crate) request_bytes_max: u32,
+}
+
+/// The largest request whose extents (4 MiB each, plus one for an unaligned start) fit one
+/// activity-log transaction of a cache of `al_extents`.
+fn request_bytes_max_for(al_extents: u32) -> u32 {
+    let per_transaction = u64::from(al_extents).min(meta::activity_log::AL_UPDATES_PER_TRANSACTION_MAX as u64);
+    let bytes = per_transaction.saturating_sub(1).saturating_mul(meta::AL_EXTENT_BYTES);
+    u32::try_from(bytes).unwrap_or(u32::MAX).min(nbd::ServerConfig::REQUEST_BYTES_MAX_DEFAULT)
 }
 
 /// Load and check everything; open the disks.
@@ -56,16 +68,20 @@ pub(crate) fn prepare(options: &NodeOptions) -> Result<PreparedNode, DaemonError
     let pool = BufPool::new(PoolConfig::default());
     let mut resources = Vec::new();
     let mut nbd_address = None;
+    let mut request_bytes_max = nbd::ServerConfig::REQUEST_BYTES_MAX_DEFAULT;
     for resource in &config.resources {
         let Some(host) = resource.host(&name) else { continue };
         nbd_address = nbd_address.or(host.nbd_address);
+        for volume in &host.volumes {
+            request_bytes_max = request_bytes_max.min(request_bytes_max_for(volume.disk_options.al_extents));
+        }
         resources.push(build_resource(resource, host, &pool)?);
     }
     if resources.is_empty() {
         let file = options.config.display();
         return Err(DaemonError::Setup(format!("{file}: no resource has an 'on {name}' section; pick the node with --node NAME")));
     }
-    Ok(PreparedNode { name, resources, nbd_address })
+    Ok(PreparedNode { name, resources, nbd_address, request_bytes_max })
 }
 
 fn host_name() -> Result<String, DaemonError> {
@@ -115,8 +131,7 @@ fn build_resource(resource: &config::Resource, host: &config::Host, pool: &Arc<B
         let (file, superblock) = MetaFile::open(&spec).map_err(volume_error)?;
         let store = Arc::new(MetaStore::new(file, superblock));
         let disk = Disk::open_limited(path, store.data_bytes())?;
-        let (volume_config, _activity_log) = store.volume_config(volume.number, &peer_ids, volume.disk_options.al_updates).map_err(volume_error)?;
-        volume_configs.push(volume_config);
+        volume_configs.push(store.volume_config(volume.number, &peer_ids, volume.disk_options.al_updates).map_err(volume_error)?);
         volumes.push((volume.number, Arc::new(disk)));
         metas.push((volume.number, store));
     }
@@ -130,7 +145,7 @@ fn build_resource(resource: &config::Resource, host: &config::Host, pool: &Arc<B
         random_seed: rand::random(),
     })
     .map_err(|error| setup_error(format!("the metadata does not fit the configuration: {error}")))?;
-    let parts = ResourceParts { name: resource.name.clone(), node_id: host.node_id, listen, peers, volumes, metas, pool: Arc::clone(pool), engine };
+    let parts = ResourceParts { name: resource.name.clone(), node_id: host.node_id, listen, peers, volumes, metas, pool: Arc::clone(pool), handlers: resource.handlers.clone(), engine };
     Resource::new(parts).map_err(|error| setup_error(format!("cannot start I/O threads: {error}")))
 }
 
@@ -244,7 +259,9 @@ pub(crate) async fn serve(node: PreparedNode, options: NodeOptions) -> Result<()
     let registry = Arc::new(Registry { resources: node.resources.clone() });
     // One payload budget for both listeners: the node's client memory is bounded however
     // many clients connect.
-    let server_config = Arc::new(nbd::ServerConfig::new(Arc::clone(&node.resources[0].pool)));
+    let mut server_config = nbd::ServerConfig::new(Arc::clone(&node.resources[0].pool));
+    server_config.request_bytes_max = node.request_bytes_max;
+    let server_config = Arc::new(server_config);
     tokio::spawn(nbd::serve_unix(nbd_listener, registry.clone(), Arc::clone(&server_config)));
     if let Some(listener) = nbd_tcp {
         tokio::spawn(nbd::serve_tcp(listener, registry.clone(), Arc::clone(&server_config)));
@@ -281,7 +298,7 @@ fn start_resource(resource: &Arc<Resource>, listeners: Vec<TcpListener>) {
             interval.tick().await;
             ticker.step(|engine, now, out| engine.tick(now, out));
             ticks = ticks.wrapping_add(1);
-            if ticks % BITMAP_WRITE_TICKS == 0 {
+            if ticks.is_multiple_of(BITMAP_WRITE_TICKS) {
                 ticker.write_bitmaps_in_background();
             }
         }
@@ -297,5 +314,17 @@ async fn wait_for_signal() {
     tokio::select! {
         _ = term.recv() => {}
         _ = int.recv() => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::request_bytes_max_for;
+
+    #[test]
+    fn small_activity_logs_lower_the_largest_request() {
+        assert_eq!(request_bytes_max_for(7), 24 << 20, "6 extents of 4 MiB");
+        assert_eq!(request_bytes_max_for(9), 32 << 20);
+        assert_eq!(request_bytes_max_for(1237), 32 << 20, "never above NBD's 32 MiB");
     }
 }

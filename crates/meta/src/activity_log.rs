@@ -15,6 +15,9 @@
 //!   `cold_extents` (see the rule below), then its transaction block at its ring offset, make
 //!   both durable, call [`ActivityLog::transaction_written`], then issue the data write.
 //! - [`Begin::AfterTransaction`]: issue the data write after `transaction_written(seq)`.
+//! - If the transaction cannot be written, call [`ActivityLog::end_write`] for every write
+//!   waiting for it (none was issued), then [`ActivityLog::transaction_failed`]: the extents it
+//!   was activating go back to cold.
 //! - [`Begin::Busy`]: nothing was reserved; retry after the next `transaction_written` or
 //!   `end_write` (this is the backpressure: one transaction at a time, and an extent with writes
 //!   in flight is never evicted).
@@ -323,6 +326,44 @@ impl ActivityLog {
                 assert!(slot.activating, "in-flight slot not marked activating");
                 slot.activating = false;
             }
+        }
+        Ok(())
+    }
+
+    /// Records that transaction `seq` could not be written: the extents it was activating leave
+    /// the cache again (their slots are free). The extents it evicted stay evicted: the ring on
+    /// disk may still call them hot, which is safe, and their bitmap pages, which may not have
+    /// reached the disk, must go with the next transaction (the caller's part). Refused, with
+    /// nothing changed, while a write still holds one of the activated extents.
+    pub fn transaction_failed(&mut self, seq: u64) -> Result<(), MetaError> {
+        let in_flight_seq = self.transaction_in_flight();
+        let Some(in_flight) = self.in_flight.as_ref().filter(|f| f.seq == seq) else {
+            return Err(MetaError::AlTransactionNotInFlight {
+                seq,
+                in_flight: in_flight_seq,
+            });
+        };
+        for &index in &in_flight.slots {
+            let used = self
+                .slots
+                .get(usize::from(index))
+                .filter(|s| s.writes_in_flight > 0);
+            if let Some(extent) = used.and_then(|slot| slot.extent) {
+                return Err(MetaError::AlTransactionStillUsed { seq, extent });
+            }
+        }
+        let slots = self.in_flight.take().map(|f| f.slots).unwrap_or_default();
+        for index in slots {
+            let Some(slot) = self.slots.get_mut(usize::from(index)) else {
+                continue;
+            };
+            assert!(slot.activating, "in-flight slot not marked activating");
+            if let Some(extent) = slot.extent.take() {
+                self.slot_of.remove(&extent);
+            }
+            self.lru.remove(&slot.last_use);
+            *slot = Slot::default();
+            self.free.insert(index);
         }
         Ok(())
     }

@@ -31,13 +31,14 @@ impl<'a> Reader<'a> {
 
     /// Reads `N` raw bytes.
     pub(crate) fn array<const N: usize>(&mut self) -> Result<[u8; N], MetaError> {
-        let truncated = MetaError::Truncated {
+        // Built only on failure: decoding reads every byte of a 4 KiB block through here.
+        let truncated = || MetaError::Truncated {
             what: self.what,
             needed: self.position.saturating_add(N),
             actual: self.bytes.len(),
         };
-        let rest = self.bytes.get(self.position..).ok_or(truncated.clone())?;
-        let (head, _) = rest.split_first_chunk::<N>().ok_or(truncated)?;
+        let rest = self.bytes.get(self.position..).ok_or_else(truncated)?;
+        let (head, _) = rest.split_first_chunk::<N>().ok_or_else(truncated)?;
         self.position += N;
         Ok(*head)
     }

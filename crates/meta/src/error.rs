@@ -252,6 +252,17 @@ pub enum MetaError {
         /// The transaction in flight, if any.
         in_flight: Option<u64>,
     },
+    /// `transaction_failed` while a write still holds an extent the transaction was
+    /// activating (every write waiting for it must be ended first).
+    #[error(
+        "activity-log transaction {seq} failed while extent {extent} still has writes in flight"
+    )]
+    AlTransactionStillUsed {
+        /// The failed transaction.
+        seq: u64,
+        /// An extent it was activating that still has a write in flight.
+        extent: u32,
+    },
     /// `end_write` for an extent that has no write in flight.
     #[error("end_write for activity-log extent {extent}, which has no write in flight")]
     AlEndWithoutBegin {

@@ -14,10 +14,16 @@
 //!   indicator) is completed only after that change is persisted (`InFlight::meta_version`).
 //! - Bits of a peer's bitmap are cleared only by a confirmed resync (or an administrative
 //!   `new-current-uuid --clear-bitmap`), never as a side effect.
+//! - With an activity log, a client write is issued only once its extents are hot in a durable
+//!   transaction, and keeps them until it is complete and confirmed by every peer
+//!   (`activity_log.rs`). Writes held for the log (`held`) count as in flight for the overlap
+//!   rules.
 //!
 //! The handshake and bitmap exchange are in `handshake.rs`, the resync in `resync.rs`, the
-//! metadata (generation identifiers, persistence) in `persist.rs`.
+//! metadata (generation identifiers, persistence) in `persist.rs`, the activity log in
+//! `activity_log.rs`.
 
+mod activity_log;
 mod handshake;
 mod persist;
 mod resync;
@@ -28,7 +34,7 @@ pub use resync::RESYNC_REQUEST_BYTES_MAX;
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
-use meta::Bitmap;
+use meta::{ActivityLog, Bitmap};
 
 use crate::after_split_brain::SplitBrainPolicies;
 use crate::extent::Extent;
@@ -64,10 +70,15 @@ pub struct VolumeConfig {
     /// [`BITMAP_GRANULARITY_BYTES_DEFAULT`]. All must cover `size_bytes` at the same
     /// granularity as the peer's.
     pub bitmaps: Vec<PeerBitmap>,
-    /// The superblock's primary indicator was set: this node crashed while Primary. Without
-    /// an activity log every block may differ, so every bitmap is set (a full resync
-    /// towards every peer) and the handshake flag `crashed_primary` is raised.
+    /// The superblock's primary indicator was set: this node crashed while Primary. The
+    /// handshake flag `crashed_primary` is raised (it decides the resync direction). Without
+    /// an activity log every block may differ, so every bitmap is set (a full resync towards
+    /// every peer); with one, the driver has already marked the recovered hot extents.
     pub crashed_primary: bool,
+    /// The volume's activity log (`al-updates yes`), new: nothing in flight, starting at the
+    /// sequence number after the ring the driver formatted, and covering the whole volume.
+    /// None (or a log with `AlUpdates::Disabled`): no log, `al-updates no`.
+    pub activity_log: Option<ActivityLog>,
 }
 
 impl VolumeConfig {
@@ -80,6 +91,7 @@ impl VolumeConfig {
             disk: DiskState::Inconsistent,
             bitmaps: Vec::new(),
             crashed_primary: false,
+            activity_log: None,
         }
     }
 }
@@ -230,6 +242,10 @@ struct Volume {
     ids: GenerationIds,
     written_bytes: u64,
     meta: persist::MetaIo,
+    /// The activity log (None: `al-updates no`).
+    log: Option<activity_log::VolumeLog>,
+    /// Bitmap pages handed to the driver to write.
+    bm_writes: u64,
 }
 
 /// The replication engine of one resource. See the crate documentation for the call protocol.
@@ -249,6 +265,10 @@ pub struct Engine<P> {
     in_flight: BTreeMap<u64, InFlight>,
     flushes: BTreeMap<u64, FlushInFlight>,
     waiting: VecDeque<Waiting<P>>,
+    /// Admitted client writes waiting for the activity log, in admission order.
+    held: VecDeque<activity_log::Held<P>>,
+    /// Started client writes holding activity-log extents.
+    reservations: activity_log::Reservations,
     lower_pending: u64,
     /// splitmix64 state for new generation identifiers.
     random: u64,
@@ -281,6 +301,8 @@ impl<P: Clone> Engine<P> {
             in_flight: BTreeMap::new(),
             flushes: BTreeMap::new(),
             waiting: VecDeque::new(),
+            held: VecDeque::new(),
+            reservations: BTreeMap::new(),
             lower_pending: 0,
             random: config.random_seed,
             next_request_id: 1,
@@ -336,26 +358,28 @@ impl<P: Clone> Engine<P> {
             self.waiting.push_back(Waiting { request, volume, op });
             return;
         }
-        self.start_write(now, request, volume, op, out);
+        self.admit_write(now, request, volume, op, out);
     }
 
-    /// Whether `extent` overlaps a write in flight or one of the first `waiting_before`
-    /// waiting writes (which must go first).
+    /// Whether `extent` overlaps a write in flight, one held for the activity log, or one of
+    /// the first `waiting_before` waiting writes (which must go first).
     fn conflicts(&self, volume: u16, extent: Extent, waiting_before: usize) -> bool {
         let in_flight = self.in_flight.values().any(|w| w.volume == volume && w.extent.overlaps(&extent));
         in_flight
+            || self.held.iter().any(|h| h.overlaps(volume, &extent))
             || self.resync_busy(volume, &extent)
             || self.waiting.iter().take(waiting_before).any(|w| {
                 w.volume == volume && op_extent(&w.op).is_some_and(|e| e.overlaps(&extent))
             })
     }
 
-    fn start_write(&mut self, now: Time, request: RequestId, volume: u16, op: Op<P>, out: &mut Vec<Action<P>>) {
+    /// Issues a write locally and to the peers; returns its sequence number (None: refused).
+    fn start_write(&mut self, now: Time, request: RequestId, volume: u16, op: Op<P>, out: &mut Vec<Action<P>>) -> Option<u64> {
         let (disk_op, extent) = match to_disk_op(op) {
             Some(pair) => pair,
             None => {
                 out.push(Action::Complete { request, result: Err(IoError::Invalid) });
-                return;
+                return None;
             }
         };
         let epoch_full = self.peers.iter().any(|p| self.epoch_writes >= p.config.max_epoch_size);
@@ -377,6 +401,7 @@ impl<P: Clone> Engine<P> {
         assert!(self.in_flight.insert(seq, write).is_none(), "sequence numbers are unique");
         self.lower_pending += 1;
         out.push(Action::LocalWrite { io: IoId::Write { seq }, volume, op: disk_op });
+        Some(seq)
     }
 
     /// End the current epoch: every connected peer gets a barrier for it.
@@ -407,8 +432,8 @@ impl<P: Clone> Engine<P> {
 
     // ----- completions ------------------------------------------------------------------
 
-    /// A local I/O requested by a `LocalWrite`, `LocalFlush` or `PersistMeta` action
-    /// finished. (A `LocalRead` is answered by [`Engine::local_read_done`].)
+    /// A local I/O requested by a `LocalWrite`, `LocalFlush`, `PersistMeta` or
+    /// `WriteActivityLog` action finished. (A `LocalRead` is answered by [`Engine::local_read_done`].)
     pub fn local_done(&mut self, now: Time, io: IoId, result: Result<(), IoError>, out: &mut Vec<Action<P>>) {
         self.local_done_inner(now, io, result, out);
         self.start_resync_reads(out);
@@ -444,6 +469,7 @@ impl<P: Clone> Engine<P> {
             }
             IoId::Meta { seq } => self.persist_done(now, seq, result, out),
             IoId::ResyncWrite { peer, id } => self.resync_write_done(now, peer, id, result, out),
+            IoId::ActivityLog { volume, seq } => self.transaction_done(now, volume, seq, result, out),
             // Answered through `local_read_done`; a driver that sends it here has nothing to
             // complete.
             IoId::ResyncRead { .. } => {}
@@ -471,6 +497,7 @@ impl<P: Clone> Engine<P> {
             self.peers.iter_mut().for_each(|peer| mark(&mut peer.bitmaps[vslot], write.extent));
         }
         out.push(Action::Complete { request: write.request, result });
+        self.release_if_done(now, seq, out);
         self.start_waiting(now, out);
     }
 
@@ -503,7 +530,7 @@ impl<P: Clone> Engine<P> {
                 continue;
             }
             if let Some(waiting) = self.waiting.remove(index) {
-                self.start_write(now, waiting.request, waiting.volume, waiting.op, out);
+                self.admit_write(now, waiting.request, waiting.volume, waiting.op, out);
             }
         }
     }
@@ -557,14 +584,19 @@ impl<P: Clone> Engine<P> {
         // resumes from them.
         p.syncs.iter_mut().for_each(|sync| *sync = SyncState::Off);
         let mut drained = vec![false; volumes.len()];
+        let mut drained_seqs = Vec::with_capacity(p.transfer_log.len());
         for sent in p.transfer_log.drain(..) {
             let vslot = volumes.iter().position(|&v| v == sent.volume).unwrap_or(0);
             mark(&mut p.bitmaps[vslot], sent.extent);
             drained[vslot] = true;
+            drained_seqs.push(sent.seq);
         }
         p.receiver.connection_lost(out);
         self.generation_after_loss(slot, &drained, out);
         self.settle_peer_in_flight(now, slot, out);
+        for seq in drained_seqs {
+            self.release_if_done(now, seq, out);
+        }
         self.start_waiting(now, out);
         if was_connected {
             out.push(Action::StateChanged);
@@ -650,7 +682,7 @@ impl<P: Clone> Engine<P> {
                 self.mark_out_of_sync(slot, seq);
                 self.acked(now, slot, seq, PeerStage::Settled, out)
             }
-            PeerMessage::BarrierAck { epoch } => self.barrier_acked(slot, epoch, out),
+            PeerMessage::BarrierAck { epoch } => self.barrier_acked(now, slot, epoch, out),
             PeerMessage::State { role, disks } => self.peer_state(slot, role, disks, out),
             PeerMessage::SyncUuids(message) => self.receive_uuids(now, slot, *message, out),
             PeerMessage::BitmapChunk { volume, chunk } => self.receive_bitmap_chunk(now, slot, volume, &chunk, out),
@@ -698,6 +730,7 @@ impl<P: Clone> Engine<P> {
         let Some(write) = self.in_flight.get_mut(&seq) else {
             // Acks for writes already completed (protocol A/B) are normal; acks for sequence
             // numbers never sent are not.
+            self.release_if_done(now, seq, out);
             return if seq < self.next_seq { Ok(()) } else { Err(format!("ack for unknown write {seq}")) };
         };
         match (write.peers[slot], stage) {
@@ -723,11 +756,12 @@ impl<P: Clone> Engine<P> {
         }
     }
 
-    fn barrier_acked(&mut self, slot: usize, epoch: u64, out: &mut Vec<Action<P>>) -> Result<(), String> {
+    fn barrier_acked(&mut self, now: Time, slot: usize, epoch: u64, out: &mut Vec<Action<P>>) -> Result<(), String> {
         if epoch >= self.epoch {
             return Err(format!("barrier ack for epoch {epoch}, which is not closed yet"));
         }
         let peer = self.peers[slot].config.node_id;
+        let confirmed: Vec<u64> = self.peers[slot].transfer_log.iter().filter(|s| s.epoch <= epoch).map(|s| s.seq).collect();
         self.peers[slot].transfer_log.retain(|s| s.epoch > epoch);
         let ready: Vec<u64> = self.flushes.iter().filter(|(_, f)| f.epoch <= epoch).map(|(&s, _)| s).collect();
         for seq in ready {
@@ -735,6 +769,9 @@ impl<P: Clone> Engine<P> {
                 flush.waiting_for.retain(|&p| p != peer);
             }
             self.try_complete_flush(seq, out);
+        }
+        for seq in confirmed {
+            self.release_if_done(now, seq, out);
         }
         Ok(())
     }
@@ -891,7 +928,7 @@ impl<P: Clone> Engine<P> {
 
     /// Everything status shows.
     pub fn status(&self) -> EngineStatus {
-        let in_flight = u64::try_from(self.in_flight.len()).unwrap_or(u64::MAX);
+        let in_flight = u64::try_from(self.in_flight.len() + self.held_count()).unwrap_or(u64::MAX);
         let volumes = self
             .volumes
             .iter()
@@ -902,6 +939,8 @@ impl<P: Clone> Engine<P> {
                 written_bytes: v.written_bytes,
                 upper_pending: in_flight,
                 lower_pending: self.lower_pending,
+                al_writes: v.log.as_ref().map_or(0, |log| log.written),
+                bm_writes: v.bm_writes,
             })
             .collect();
         let peers = (0..self.peers.len()).map(|slot| self.peer_status(slot)).collect();
@@ -1009,7 +1048,8 @@ fn new_peer<P: Clone>(local: NodeId, config: &PeerConfig, volumes: &[VolumeConfi
     })
 }
 
-/// The volume as attached; a crashed Primary marks every block out of sync for every peer.
+/// The volume as attached; a crashed Primary without an activity log marks every block out of
+/// sync for every peer (with one, the driver marked the recovered hot extents).
 fn attach_volume<P>(vslot: usize, config: VolumeConfig, peers: &mut [Peer<P>]) -> Result<Volume, SyncError> {
     for given in &config.bitmaps {
         let known = peers.iter().any(|p| p.config.node_id == given.peer);
@@ -1018,18 +1058,19 @@ fn attach_volume<P>(vslot: usize, config: VolumeConfig, peers: &mut [Peer<P>]) -
             return Err(SyncError::BitmapPeerUnknown { volume: config.number, peer: given.peer });
         }
     }
+    let log = activity_log::VolumeLog::attach(config.number, config.size_bytes, config.activity_log)?;
     let mut ids = config.ids;
     if config.crashed_primary {
         ids.flags.crashed_primary = true;
     }
-    if ids.flags.crashed_primary {
+    if ids.flags.crashed_primary && log.is_none() {
         for peer in peers.iter_mut() {
             if let Some(bitmap) = peer.bitmaps.get_mut(vslot) {
                 bitmap.set_all();
             }
         }
     }
-    Ok(Volume { number: config.number, size_bytes: config.size_bytes, disk: config.disk, ids, written_bytes: 0, meta: persist::MetaIo::default() })
+    Ok(Volume { number: config.number, size_bytes: config.size_bytes, disk: config.disk, ids, written_bytes: 0, meta: persist::MetaIo::default(), log, bm_writes: 0 })
 }
 
 /// Send one write to one peer if it is connected; otherwise mark its blocks out of sync.
@@ -1039,6 +1080,7 @@ fn send_to_peer<P: Clone>(peer: &mut Peer<P>, now: Time, sent: Sent, vslot: usiz
         return PeerStage::Skipped;
     }
     peer.sent_bytes[vslot] += sent.extent.length;
+    assert!(peer.transfer_log.back().is_none_or(|last| last.seq < sent.seq), "a transfer log is ordered by sequence number");
     peer.transfer_log.push_back(sent);
     out.push(Action::SendData { peer: peer.config.node_id, seq: sent.seq, epoch: sent.epoch, volume: sent.volume, op: op.clone() });
     PeerStage::Queued { since: now }

@@ -12,8 +12,8 @@
 //! - The driver must execute `Send*` actions for one peer in the order they were produced, on
 //!   the peer's socket of the right kind (data or control). It may execute local I/O actions
 //!   concurrently and in any order: the engine only issues I/O that may run concurrently.
-//! - Every `LocalWrite`/`LocalFlush`/`PersistMeta` must be answered by exactly one
-//!   [`Engine::local_done`] with the same [`IoId`], every `LocalRead` by exactly one
+//! - Every `LocalWrite`/`LocalFlush`/`PersistMeta`/`WriteActivityLog` must be answered by
+//!   exactly one [`Engine::local_done`] with the same [`IoId`], every `LocalRead` by exactly one
 //!   [`Engine::local_read_done`]; every [`Action::Complete`] is the one answer to a submitted
 //!   request.
 //! - `P` is the payload type: the daemon uses a reference-counted buffer, tests use anything
@@ -23,8 +23,26 @@
 //! - **Attach:** build each [`VolumeConfig`] from the superblock (identifiers, disk state by
 //!   [`VolumeMeta::attach_disk_state`]) and the on-disk bitmaps. If the primary indicator was
 //!   set, pass `crashed_primary: true` and write the superblock with the indicator cleared and
-//!   `crashed_primary` set before starting. There is no activity log yet: a crashed Primary
-//!   resyncs every block to its peers.
+//!   `crashed_primary` set before starting.
+//! - **Attach with an activity log** (`al-updates yes`): read the ring, `meta::recover` it,
+//!   mark what it names (`Recovery::mark_out_of_sync`: the hot extents, or everything when it
+//!   cannot tell) in every peer's bitmap, write those bitmap pages and a `meta::format_ring`
+//!   image starting at `next_seq`, make them durable, and pass
+//!   `VolumeConfig::activity_log: Some(ActivityLog::new(config, next_seq + ring blocks))`. The
+//!   engine then does not set every bit for a crashed Primary: only the marked extents resync.
+//!   Without a log (`None`, `al-updates no`), a crashed Primary sets every bit at attach: take
+//!   those pages ([`Engine::take_dirty_bitmap_pages`]) and write them before anything else, so a
+//!   later start with a log does not depend on them.
+//! - **`WriteActivityLog`:** write its bitmap pages and make them durable, then its block at
+//!   the AL ring region's base + `offset_bytes`, make it durable, and answer; stop at the first
+//!   failure and answer the error (the writes waiting for it fail with [`IoError::Io`]).
+//!   Metadata writes must reach the disk in the order they were handed out (bitmap pages from
+//!   any source, blocks, superblocks): a page handed out earlier is durable before a later
+//!   activity-log block is written, and an earlier image never lands over a later one. One
+//!   metadata queue per volume executed in order satisfies both.
+//! - **Request size with a log:** a client request may span at most `min(al-extents, 48)`
+//!   extents of 4 MiB, or it is refused with [`IoError::Invalid`]: keep the largest request at
+//!   most `(min(al-extents, 48) − 1) × 4 MiB` (NBD's 32 MiB needs `al-extents` ≥ 9).
 //! - **`PersistMeta`:** write the bitmap pages from [`Engine::take_dirty_bitmap_pages`] for
 //!   every peer of the volume, then the superblock image of `meta`, make both durable, then
 //!   answer. Writes that depend on it (the first write after a peer was lost, the first write
@@ -57,6 +75,12 @@
 //!   RLE chunks take about one byte per run of bits (at worst one byte per bit, for an
 //!   alternating pattern; typically a few bytes in all).
 //! - A block a client wrote is never overwritten by older resync data (`engine/resync.rs`).
+//! - With an activity log, a client write reaches a disk (local or a peer's) only once its
+//!   4 MiB extents are hot in a durable transaction, and they stay hot until the write is
+//!   complete and every peer wrote it or has its blocks marked out of sync; an extent leaves
+//!   the log only after the bitmap pages covering it are durable (`engine/activity_log.rs`).
+//!   Writes waiting for the log are client requests, bounded like the others, and at most one
+//!   transaction per volume is in flight.
 
 mod after_split_brain;
 mod engine;

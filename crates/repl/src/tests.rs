@@ -11,6 +11,7 @@ const VOLUME_BYTES: u64 = 1 << 20;
 const A: usize = 0;
 const B: usize = 1;
 
+mod activity_log;
 mod resync;
 mod resync_pace;
 
@@ -69,6 +70,16 @@ struct Pair {
     resync_sent_bytes: [u64; 2],
     /// Resync request bytes each node sent.
     resync_requested_bytes: [u64; 2],
+    /// Activity-log transactions each node wrote (answered Ok), in order.
+    al_written: Vec<(usize, AlRecord)>,
+}
+
+/// An [`Action::WriteActivityLog`] as the test driver performed it.
+#[derive(Debug, Clone)]
+struct AlRecord {
+    offset_bytes: u64,
+    block: Vec<u8>,
+    bitmap_pages: Vec<(u8, u64, Vec<u8>)>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -80,9 +91,10 @@ enum Kind {
 impl Pair {
     /// Two engines, not connected.
     fn unconnected(nodes: [Engine<Vec<u8>>; 2]) -> Pair {
+        let disk_bytes = |node: &Engine<Vec<u8>>| node.status().volumes[0].size_bytes as usize;
         Pair {
+            disks: [vec![0; disk_bytes(&nodes[A])], vec![0; disk_bytes(&nodes[B])]],
             nodes,
-            disks: [vec![0; VOLUME_BYTES as usize], vec![0; VOLUME_BYTES as usize]],
             now: Time(1),
             links: [VecDeque::new(), VecDeque::new()],
             local: [VecDeque::new(), VecDeque::new()],
@@ -92,6 +104,7 @@ impl Pair {
             split_brains: Vec::new(),
             resync_sent_bytes: [0, 0],
             resync_requested_bytes: [0, 0],
+            al_written: Vec::new(),
         }
     }
 
@@ -119,9 +132,11 @@ impl Pair {
         let to = 1 - from;
         for action in actions {
             match action {
-                Action::LocalWrite { .. } | Action::LocalFlush { .. } | Action::LocalRead { .. } | Action::PersistMeta { .. } => {
-                    self.local[from].push_back(action)
-                }
+                Action::LocalWrite { .. }
+                | Action::LocalFlush { .. }
+                | Action::LocalRead { .. }
+                | Action::PersistMeta { .. }
+                | Action::WriteActivityLog { .. } => self.local[from].push_back(action),
                 Action::SendOnData { message, .. } => {
                     match &message {
                         PeerMessage::ResyncReply { length, .. } => self.resync_sent_bytes[from] += length,
@@ -185,6 +200,10 @@ impl Pair {
             }
             Action::PersistMeta { io, meta, .. } => {
                 self.persisted[node] = Some(*meta);
+                io
+            }
+            Action::WriteActivityLog { io, offset_bytes, block, bitmap_pages, .. } => {
+                self.al_written.push((node, AlRecord { offset_bytes, block, bitmap_pages }));
                 io
             }
             Action::LocalWrite { io, .. } | Action::LocalFlush { io } => io,

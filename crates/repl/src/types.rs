@@ -79,6 +79,8 @@ pub enum IoId {
     ResyncRead { peer: u8, id: u64 },
     /// A sync target's write of a range received from its source (`id` is its request's).
     ResyncWrite { peer: u8, id: u64 },
+    /// An [`Action::WriteActivityLog`]: activity-log transaction `seq` of `volume`.
+    ActivityLog { volume: u16, seq: u64 },
 }
 
 /// Why a local I/O failed.
@@ -238,6 +240,20 @@ pub enum Action<P> {
     /// bitmap pages: [`crate::Engine::take_dirty_bitmap_pages`]); answer with
     /// `local_done(io)`. At most one is in flight per volume, so they never race.
     PersistMeta { io: IoId, volume: u16, meta: Box<VolumeMeta> },
+    /// Write an activity-log transaction of `volume` (`io` is [`IoId::ActivityLog`]), in this
+    /// order: every `bitmap_pages` entry `(peer node id, page index, 4 KiB image)` at that
+    /// page of the peer's bitmap in the metadata area, made durable; then `block` (4 KiB) at
+    /// `offset_bytes` **within the activity-log ring region** (the driver adds the region's
+    /// base, `meta::Layout::al_ring`), made durable. Stop at the first failure. Answer with
+    /// `local_done(io)`. The client writes waiting for it are issued only after the answer
+    /// (and fail with [`IoError::Io`] if it is an error). At most one is in flight per volume.
+    WriteActivityLog {
+        io: IoId,
+        volume: u16,
+        offset_bytes: u64,
+        block: Vec<u8>,
+        bitmap_pages: Vec<(u8, u64, Vec<u8>)>,
+    },
     /// A split brain was detected with `peer` on `volume`. Run the `initial-split-brain`
     /// handler; if `resolution` is [`Resolution::Disconnect`] (the peer is now StandAlone)
     /// also the `split-brain` handler.
@@ -269,6 +285,15 @@ pub enum StateError {
     /// disk).
     #[error("local disk is {0}; it cannot be forced UpToDate")]
     CannotForce(DiskState),
+    /// The request needs a Secondary.
+    #[error("this node is Primary; demote it first")]
+    IsPrimary,
+    /// `invalidate` needs a connected peer with UpToDate data.
+    #[error("no connected peer has UpToDate data to resync from")]
+    NoSyncSource,
+    /// The request needs the peer connected.
+    #[error("peer {peer} is not connected")]
+    PeerNotConnected { peer: String },
     /// A handshake or resync with a peer is running; the request must wait for it.
     #[error("a handshake or resync with peer {peer} is in progress")]
     SyncInProgress { peer: String },
@@ -302,6 +327,13 @@ pub struct VolumeStatus {
     pub upper_pending: u64,
     /// Local disk operations in flight.
     pub lower_pending: u64,
+    /// Activity-log transactions written (`al-writes`).
+    #[serde(default)]
+    pub al_writes: u64,
+    /// Bitmap pages handed to the driver to write (`bm-writes`): with activity-log
+    /// transactions and through [`crate::Engine::take_dirty_bitmap_pages`].
+    #[serde(default)]
+    pub bm_writes: u64,
 }
 
 /// State of one peer connection.

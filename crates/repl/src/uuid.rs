@@ -92,6 +92,22 @@ pub enum SyncError {
     /// `max-buffers` of zero pages: a resync could never request anything.
     #[error("max-buffers must be at least 1 page")]
     ZeroMaxBuffers,
+    /// An activity log whose extents do not cover the whole volume.
+    #[error("volume {volume}: the activity log covers {extent_count} extents of 4 MiB, the volume has {volume_bytes} bytes")]
+    ActivityLogTooSmall {
+        /// The volume.
+        volume: u16,
+        /// Extents the activity log covers.
+        extent_count: u64,
+        /// Bytes of the volume.
+        volume_bytes: u64,
+    },
+    /// An activity log handed over with a transaction or writes in flight (it must be new).
+    #[error("volume {volume}: the activity log has a transaction or writes in flight")]
+    ActivityLogInUse {
+        /// The volume.
+        volume: u16,
+    },
 }
 
 /// A validated node id (`< NODE_SLOTS_MAX`), usable as a bitmap slot index.

@@ -109,6 +109,16 @@ pub enum Command {
         #[arg(value_name = "RES")]
         resource: String,
     },
+    /// Wait until the resource is UpToDate on every node, with a progress bar, rate and ETA.
+    /// Fails at once when it cannot get there without you (StandAlone, no UpToDate data).
+    WaitSync {
+        /// Give up after this many seconds (default: wait as long as it progresses).
+        #[arg(long, value_name = "SECONDS")]
+        timeout: Option<u64>,
+        /// Which resource.
+        #[command(flatten)]
+        target: Target,
+    },
     /// Run a self-contained demonstration on this machine.
     Demo,
 }
@@ -140,6 +150,10 @@ pub enum SimpleVerb {
         #[command(flatten)]
         target: PeerTarget,
     },
+    /// Discard this node's data: a full resync from a peer with UpToDate data replaces it.
+    Invalidate(Target),
+    /// Discard a peer's data: a full resync from this node replaces it.
+    InvalidateRemote(PeerTarget),
     /// Start a new generation of the data; with --clear-bitmap, connected peers take it
     /// over without a resync (skip the initial sync of empty disks).
     NewCurrentUuid {
@@ -175,6 +189,13 @@ impl SimpleVerb {
                 resource: resource_filter(&target),
                 peer,
                 discard_my_data,
+            },
+            Self::Invalidate(target) => Request::Invalidate {
+                resource: resource_filter(&target),
+            },
+            Self::InvalidateRemote(PeerTarget { peer, target }) => Request::InvalidateRemote {
+                resource: resource_filter(&target),
+                peer,
             },
             Self::NewCurrentUuid { clear_bitmap, target } => Request::NewCurrentUuid {
                 resource: resource_filter(&target),

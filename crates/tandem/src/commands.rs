@@ -100,6 +100,8 @@ fn request_kind(request: &Request) -> &'static str {
         Request::Secondary { .. } => "secondary",
         Request::Connect { .. } => "connect",
         Request::NewCurrentUuid { .. } => "new-current-uuid",
+        Request::Invalidate { .. } => "invalidate",
+        Request::InvalidateRemote { .. } => "invalidate-remote",
         Request::Disconnect { .. } => "disconnect",
         Request::Events { .. } => "events",
     }

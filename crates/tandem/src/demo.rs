@@ -159,7 +159,7 @@ fn write_config(cluster: &Cluster) -> Result<PathBuf, DemoError> {
             disk.display()
         ));
     }
-    let text = format!("resource r0 {{\n  net {{\n    protocol C;\n    connect-int 1;\n  }}\n{hosts}}}\n");
+    let text = format!("resource r0 {{\n  net {{\n    protocol C;\n    connect-int 1;\n  }}\n  disk {{\n    c-fill-target 4M;   # resync: aim at 4 MiB in flight (DRBD's default, 50 KiB, crawls)\n  }}\n{hosts}}}\n");
     let path = cluster.dir.path().join("r0.res");
     std::fs::write(&path, text).map_err(io_error("write the config"))?;
     Ok(path)
@@ -235,30 +235,8 @@ fn resync_after_absence(cluster: &Cluster) -> Result<(), DemoError> {
     let out_of_sync_kib = peer_device(&away).map_or(0, |d| d.out_of_sync_kib);
     println!("== alice tracks {} MiB out of sync for bob in her bitmap; reconnecting", out_of_sync_kib / 1024);
     admin(&alice, &Request::Connect { resource: Some("r0".into()), peer: None, discard_my_data: false })?;
-    let bar = ProgressBar::new(10_000);
-    let style = ProgressStyle::with_template("   resync [{bar:40}] {msg}").map(|s| s.progress_chars("=> "));
-    if let Ok(style) = style {
-        bar.set_style(style);
-    }
-    let deadline = Instant::now() + CONNECT_DEADLINE;
-    loop {
-        let report = status(&alice)?;
-        let device = peer_device(&report);
-        if let Some(done) = device.and_then(|d| d.done_percent) {
-            bar.set_position((done * 100.0) as u64);
-            bar.set_message(format!("done:{done:.2}"));
-        }
-        let in_sync = connection_of(&report) == Some("Connected") && device.is_some_and(|d| d.replication == "Established" && d.out_of_sync_kib == 0);
-        if in_sync {
-            break;
-        }
-        if Instant::now() > deadline {
-            return Err(DemoError::Timeout("the resync after reconnecting", CONNECT_DEADLINE, cluster.logs()));
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    bar.set_position(10_000);
-    bar.finish_with_message("done:100.00");
+    println!("== tandem wait-sync r0");
+    crate::wait_sync::run(&alice, Some("r0".into()), Some(CONNECT_DEADLINE)).map_err(|error| DemoError::Admin(format!("wait-sync: {error}; node logs are in {}", cluster.logs())))?;
     println!("== bob is in sync again: {} MiB moved, not the whole {} MiB disk", out_of_sync_kib / 1024, DISK_BYTES >> 20);
     Ok(())
 }
@@ -362,7 +340,8 @@ fn prove_identical(cluster: &Cluster) -> Result<(), DemoError> {
     let mut expected = vec![0u8; WRITE_BYTES];
     let mut actual = vec![0u8; WRITE_BYTES];
     let mut file = File::open(cluster.disk("bob")).map_err(io_error("open bob's disk"))?;
-    let samples: [(u64, fn(u64, &mut [u8]), u64); 4] = [
+    type Fill = fn(u64, &mut [u8]);
+    let samples: [(u64, Fill, u64); 4] = [
         (0, fill_away_block, 0),
         (5 * AWAY_STRIDE_BLOCKS, fill_away_block, 5),
         (1, fill_block, 1),

@@ -20,6 +20,7 @@ mod dump;
 mod error;
 mod md;
 mod terminal;
+mod wait_sync;
 
 use std::process::ExitCode;
 
@@ -78,6 +79,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
             md::create(md::MdArgs { config, node, resource }, options)
         }
         Command::DumpMd { config, node, json, resource } => md::dump(md::MdArgs { config, node, resource }, json),
+        Command::WaitSync { timeout, target } => wait_sync::run(run_dir, resource_filter(&target), timeout.map(std::time::Duration::from_secs)),
         Command::Demo => Ok(demo::run()?),
         Command::Simple(verb) => commands::simple(run_dir, &verb.into_request()),
     }

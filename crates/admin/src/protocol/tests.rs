@@ -55,6 +55,13 @@ fn requests_are_tagged_by_cmd() {
         r#"{"cmd":"connect","resource":null,"peer":null,"discard_my_data":true}"#,
     );
     check_request(
+        Request::InvalidateRemote {
+            resource: None,
+            peer: Some("bob".to_string()),
+        },
+        r#"{"cmd":"invalidate-remote","resource":null,"peer":"bob"}"#,
+    );
+    check_request(
         Request::Events {
             resource: None,
             statistics: false,

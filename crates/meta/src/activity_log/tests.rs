@@ -181,6 +181,62 @@ fn eviction_is_lru_and_never_touches_busy_extents() {
     assert_eq!(log.active_extents(), vec![1, 100, 200, 201, 202, 300, 301]);
 }
 
+/// A transaction that could not be written gives its extents back: they are cold again, the
+/// evicted extent stays evicted, and the next transaction (a new number) activates them anew.
+#[test]
+fn a_failed_transaction_makes_its_extents_cold_again() {
+    let (mut log, mut ring) = fresh(7);
+    for extent in 0..7 {
+        activate(&mut log, &mut ring, one(extent));
+        log.end_write(one(extent)).expect("begun");
+    }
+    let Ok(Begin::NeedsTransaction(write)) = log.begin_write(ExtentRange { first: 20, end: 22 })
+    else {
+        panic!("cold")
+    };
+    let seq = write.transaction.seq;
+    assert_eq!(write.cold_extents, vec![0, 1]);
+    assert_eq!(
+        log.begin_write(one(21)),
+        Ok(Begin::AfterTransaction { seq })
+    );
+    assert_eq!(
+        log.transaction_failed(seq + 1),
+        Err(MetaError::AlTransactionNotInFlight {
+            seq: seq + 1,
+            in_flight: Some(seq)
+        })
+    );
+    assert_eq!(
+        log.transaction_failed(seq),
+        Err(MetaError::AlTransactionStillUsed { seq, extent: 20 }),
+        "the writes waiting for it are ended first"
+    );
+    assert_eq!(
+        log.transaction_in_flight(),
+        Some(seq),
+        "a refusal changes nothing"
+    );
+    log.end_write(ExtentRange { first: 20, end: 22 })
+        .expect("begun");
+    log.end_write(one(21)).expect("begun");
+    log.transaction_failed(seq).expect("in flight, unused");
+    assert_eq!(log.transaction_in_flight(), None);
+    assert_eq!(log.active_extents(), vec![2, 3, 4, 5, 6]);
+    assert_eq!(
+        log.end_write(one(20)),
+        Err(MetaError::AlEndWithoutBegin { extent: 20 })
+    );
+    let retry = activate(&mut log, &mut ring, one(21));
+    assert_eq!(retry.transaction.seq, seq + 1, "numbers are never reused");
+    assert!(retry.cold_extents.is_empty(), "a freed slot is used first");
+    let next = activate(&mut log, &mut ring, one(22));
+    assert_eq!(next.cold_extents, Vec::<u32>::new());
+    assert_eq!(log.active_extents(), vec![2, 3, 4, 5, 6, 21, 22]);
+    let recovery = recover(&ring, AlUpdates::Enabled).expect("reads");
+    assert_eq!(recovery.hot_extents, vec![2, 3, 4, 5, 6, 21, 22]);
+}
+
 #[test]
 fn range_refusals() {
     let (mut log, _) = fresh(7);

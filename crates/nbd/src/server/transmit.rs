@@ -161,10 +161,7 @@ impl<R: AsyncRead + Unpin> RequestReader<R> {
         };
         let pages = u32::try_from(pages).unwrap_or(u32::MAX);
         // Never closed, so acquiring only waits (backpressure across connections).
-        let budget = match Arc::clone(&self.payload_budget).acquire_many_owned(pages).await {
-            Ok(budget) => Some(budget),
-            Err(_) => None,
-        };
+        let budget = Arc::clone(&self.payload_budget).acquire_many_owned(pages).await.ok();
         let (command, expect) = match command {
             Admitted::Read { offset, length } => {
                 (Command::Read { offset, length }, Expect::Data(length))

@@ -152,17 +152,26 @@ impl<P: Clone> Engine<P> {
     ///
     /// The driver writes them (at the bitmap's offset in the metadata area) before every
     /// `PersistMeta`, on disconnect and on demotion (`StateChanged`), on clean shutdown, and
-    /// periodically (every few seconds) while writes run with a peer away. Without an activity
-    /// log, bits not yet written when the node crashes are covered by `crashed_primary` (a
-    /// Primary resyncs everything after a crash).
+    /// periodically (every few seconds) while writes run with a peer away. Bits set by client
+    /// writes and not yet written when the node crashes are covered by the activity log (their
+    /// extents are hot until [`crate::Action::WriteActivityLog`] carries their pages) or,
+    /// without one, by `crashed_primary` (a Primary resyncs everything after a crash).
+    ///
+    /// Pages must reach the disk in the order they are handed out (here and in
+    /// `WriteActivityLog`): a page handed out earlier must be durable before a later
+    /// activity-log block is written, and must never overwrite a later image of itself.
     pub fn take_dirty_bitmap_pages(&mut self, volume: u16, peer: u8) -> Vec<(u64, Vec<u8>)> {
         let (Some(vslot), Some(slot)) = (self.volume_slot(volume), self.peer_slot(peer)) else {
             return Vec::new();
         };
-        self.peers[slot].bitmaps[vslot]
+        let pages: Vec<(u64, Vec<u8>)> = self.peers[slot].bitmaps[vslot]
             .take_dirty_pages()
             .map(|(page, image)| (page, image.to_vec()))
-            .collect()
+            .collect();
+        let count = u64::try_from(pages.len()).unwrap_or(u64::MAX);
+        let volume = &mut self.volumes[vslot];
+        volume.bm_writes = volume.bm_writes.saturating_add(count);
+        pages
     }
 
     /// Peers a write would leave behind now.
@@ -269,15 +278,7 @@ impl<P: Clone> Engine<P> {
         clear_bitmap: bool,
         out: &mut Vec<Action<P>>,
     ) -> Result<(), StateError> {
-        let busy = self.peers.iter().find(|p| {
-            p.connection == ConnState::Connected
-                && p.syncs.iter().any(|s| !matches!(s, SyncState::Established))
-        });
-        if let Some(peer) = busy {
-            return Err(StateError::SyncInProgress {
-                peer: peer.config.name.clone(),
-            });
-        }
+        self.refuse_if_syncing()?;
         for vslot in 0..self.volumes.len() {
             let absent = self.absent_peers();
             if !clear_bitmap {
@@ -302,6 +303,67 @@ impl<P: Clone> Engine<P> {
             self.meta_changed(vslot, out);
         }
         Ok(())
+    }
+
+    /// `invalidate`: this node's data is discarded and fully resynced from a connected peer
+    /// with UpToDate data. The disk becomes Inconsistent at once and the current identifier
+    /// becomes "just created", so the next handshake (sent now) makes this node the target of
+    /// a full sync. Refused on a Primary, while a handshake or resync runs, and without a
+    /// connected UpToDate peer (there would be nothing to resync from).
+    pub fn invalidate(&mut self, out: &mut Vec<Action<P>>) -> Result<(), StateError> {
+        if self.role == Role::Primary {
+            return Err(StateError::IsPrimary);
+        }
+        self.refuse_if_syncing()?;
+        for vslot in 0..self.volumes.len() {
+            let source = self.peers.iter().any(|p| p.connection == ConnState::Connected && p.disks[vslot] == DiskState::UpToDate);
+            if !source {
+                return Err(StateError::NoSyncSource);
+            }
+        }
+        for vslot in 0..self.volumes.len() {
+            let volume = &mut self.volumes[vslot];
+            volume.disk = DiskState::Inconsistent;
+            volume.ids.current = crate::uuid::UUID_JUST_CREATED;
+            self.meta_changed(vslot, out);
+            self.rehandshake(vslot, out);
+        }
+        Ok(())
+    }
+
+    /// `invalidate-remote`: `peer`'s data is discarded and fully resynced from this node.
+    /// Every block is marked out of sync for it (made durable with the next metadata write,
+    /// before the resync starts), and a new handshake makes this node its sync source. Refused
+    /// unless this disk is UpToDate and the peer is connected and not Primary, and while a
+    /// handshake or resync runs.
+    pub fn invalidate_remote(&mut self, peer: u8, out: &mut Vec<Action<P>>) -> Result<(), StateError> {
+        let slot = self.peer_slot(peer).ok_or(StateError::NoSuchPeer(peer))?;
+        if let Some(disk) = self.volumes.iter().map(|v| v.disk).find(|d| *d != DiskState::UpToDate) {
+            return Err(StateError::NotUpToDate(disk));
+        }
+        let p = &self.peers[slot];
+        if p.connection != ConnState::Connected {
+            return Err(StateError::PeerNotConnected { peer: p.config.name.clone() });
+        }
+        if p.role == Role::Primary {
+            return Err(StateError::PeerIsPrimary { peer: p.config.name.clone() });
+        }
+        self.refuse_if_syncing()?;
+        for vslot in 0..self.volumes.len() {
+            self.peers[slot].bitmaps[vslot].set_all();
+            self.meta_changed(vslot, out);
+            self.send_handshake(slot, vslot, out);
+        }
+        Ok(())
+    }
+
+    /// Refuses an administrative change while a handshake or resync runs with any peer.
+    fn refuse_if_syncing(&self) -> Result<(), StateError> {
+        let busy = self.peers.iter().find(|p| p.connection == ConnState::Connected && p.syncs.iter().any(|s| !matches!(s, SyncState::Established)));
+        match busy {
+            Some(peer) => Err(StateError::SyncInProgress { peer: peer.config.name.clone() }),
+            None => Ok(()),
+        }
     }
 
     /// `connect --discard-my-data`: this node loses the next split-brain resolution with

@@ -121,11 +121,13 @@ impl<P: Clone> Engine<P> {
     fn start_reads_for(&mut self, slot: usize, vslot: usize, out: &mut Vec<Action<P>>) {
         let volume = self.volumes[vslot].number;
         let peer = self.peers[slot].config.node_id;
+        // Client writes held for the activity log count: they go before the read.
         let in_flight: Vec<Extent> = self
             .in_flight
             .values()
             .filter(|w| w.volume == volume)
             .map(|w| w.extent)
+            .chain(self.held.iter().filter_map(|h| h.extent_on(volume)))
             .collect();
         let p = &mut self.peers[slot];
         let unconfirmed: Vec<Extent> = p

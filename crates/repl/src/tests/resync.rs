@@ -682,3 +682,60 @@ fn engine_refuses_bitmaps_that_do_not_fit() {
         Some(SyncError::SameNodeId { node_id: 1 })
     );
 }
+
+impl Pair {
+    /// In sync and connected, both Secondary, A's disk holding distinct data everywhere.
+    fn synced_with_data() -> Pair {
+        let mut pair = Pair::build([synced_volume(), synced_volume()], with_rate(1 << 20));
+        for (i, byte) in pair.disks[A].iter_mut().enumerate() {
+            *byte = (i % 251) as u8;
+        }
+        pair.disks[B] = pair.disks[A].clone();
+        pair.connect();
+        pair
+    }
+}
+
+/// `invalidate` on B: B's (corrupted) data is replaced by a full sync from A.
+#[test]
+fn invalidate_replaces_the_local_data_by_a_full_sync() {
+    let mut pair = Pair::synced_with_data();
+    pair.disks[B][7 * BLOCK as usize] ^= 0xff;
+    let mut out = Vec::new();
+    pair.nodes[B].invalidate(&mut out).expect("invalidate");
+    assert_eq!(pair.disk(B), DiskState::Inconsistent);
+    pair.route(B, out);
+    pair.sync_until_quiet(200);
+    assert_eq!(pair.resync_sent_bytes, [VOLUME_BYTES, 0], "every block, from A");
+    pair.assert_in_sync();
+    assert_eq!(pair.persisted[B].clone().expect("B persisted").disk, DiskState::UpToDate);
+}
+
+/// `invalidate-remote` on A: B's data is replaced by a full sync from A.
+#[test]
+fn invalidate_remote_makes_the_peer_a_full_sync_target() {
+    let mut pair = Pair::synced_with_data();
+    pair.disks[B][3 * BLOCK as usize] ^= 0xff;
+    let mut out = Vec::new();
+    pair.nodes[A].invalidate_remote(1, &mut out).expect("invalidate-remote");
+    pair.route(A, out);
+    pair.sync_until_quiet(200);
+    assert_eq!(pair.resync_sent_bytes, [VOLUME_BYTES, 0], "every block, from A");
+    pair.assert_in_sync();
+}
+
+/// Refusals: nothing to resync from, a Primary, a disconnected peer, an unknown peer.
+#[test]
+fn invalidate_and_invalidate_remote_refuse_what_would_lose_data() {
+    let mut pair = Pair::synced_with_data();
+    let mut out = Vec::new();
+    pair.promote(A, false);
+    assert_eq!(pair.nodes[A].invalidate(&mut out), Err(StateError::IsPrimary));
+    assert!(matches!(pair.nodes[B].invalidate_remote(0, &mut out), Err(StateError::PeerIsPrimary { .. })));
+    assert_eq!(pair.nodes[A].invalidate_remote(9, &mut out), Err(StateError::NoSuchPeer(9)));
+    pair.disconnect();
+    assert_eq!(pair.nodes[B].invalidate(&mut out), Err(StateError::NoSyncSource));
+    assert!(matches!(pair.nodes[A].invalidate_remote(1, &mut out), Err(StateError::PeerNotConnected { .. })));
+    assert!(out.is_empty(), "a refused request does nothing: {out:?}");
+    assert_eq!(pair.disk(B), DiskState::UpToDate);
+}

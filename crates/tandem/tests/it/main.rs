@@ -476,7 +476,9 @@ fn demo_replicates_a_workload_and_cleans_up() {
     assert!(stdout.contains("refuses to serve the export"), "{stdout}");
     assert!(stdout.contains("r0 role:Primary"), "{stdout}");
     assert!(stdout.contains("the replicas are byte-identical"), "{stdout}");
-    let line = stdout.lines().find(|l| l.contains("crc32c of the whole backing files")).expect("checksum line");
+    assert!(stdout.contains("metadata created (internal"), "{stdout}");
+    assert!(stdout.contains("bob is in sync again: 24 MiB moved"), "{stdout}");
+    let line = stdout.lines().find(|l| l.contains("crc32c of the ")).expect("checksum line");
     let sums: Vec<&str> = line
         .split_whitespace()
         .map(|w| w.trim_end_matches(','))
