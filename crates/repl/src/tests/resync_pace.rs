@@ -100,7 +100,8 @@ impl Rig {
                 Action::LocalWrite { .. }
                 | Action::LocalFlush { .. }
                 | Action::LocalRead { .. }
-                | Action::PersistMeta { .. } => self.local[from].push_back(action),
+                | Action::PersistMeta { .. }
+                | Action::WriteActivityLog { .. } => self.local[from].push_back(action),
                 Action::SendOnData { message, .. } | Action::SendControl { message, .. } => {
                     if from == B {
                         self.count(&message);
@@ -190,7 +191,8 @@ impl Rig {
             }
             Action::LocalWrite { io, .. }
             | Action::LocalFlush { io }
-            | Action::PersistMeta { io, .. } => {
+            | Action::PersistMeta { io, .. }
+            | Action::WriteActivityLog { io, .. } => {
                 self.nodes[node].local_done(self.now, io, Ok(()), &mut out)
             }
             _ => unreachable!("only local I/O is queued"),
