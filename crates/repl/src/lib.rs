@@ -103,7 +103,8 @@ pub use engine::{
 };
 pub use extent::Extent;
 pub use resync_rate::{
-    ResyncRateConfig, ResyncRateController, ResyncTick, PLAN_AHEAD_MAX, PLAN_STEP, PLAN_STEPS_MAX,
+    Allowance, ResyncLoad, ResyncRateConfig, ResyncRateController, ResyncTick, PLAN_AHEAD_MAX,
+    PLAN_STEP, PLAN_STEPS_MAX,
 };
 pub use state::{ConnState, DiskState, Protocol, ReplState, Role};
 pub use types::{

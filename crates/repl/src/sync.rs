@@ -177,10 +177,8 @@ pub(crate) struct TargetSync {
     pub(crate) requests: BTreeMap<u64, Requested>,
     /// Replies received whose local write has not finished.
     pub(crate) writing: BTreeMap<u64, Requested>,
+    /// Paces the requests: the tick's budget, and refills of its window between ticks.
     pub(crate) controller: ResyncRateController,
-    /// Bytes that may still be requested in this tick; negative: overdrawn by the last
-    /// request, repaid from the next ticks.
-    pub(crate) credit: i64,
     /// Reply bytes received since the last tick (for the controller).
     pub(crate) answered_since_tick: u64,
     /// The latest request round trip.

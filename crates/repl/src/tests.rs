@@ -13,6 +13,7 @@ const B: usize = 1;
 
 mod activity_log;
 mod resync;
+mod resync_pace;
 
 /// The current generation both test disks start with (equal: in sync).
 const SYNCED_UUID: u64 = 0x1000;

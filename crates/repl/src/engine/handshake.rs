@@ -463,7 +463,6 @@ impl<P: Clone> Engine<P> {
             requests: Default::default(),
             writing: Default::default(),
             controller,
-            credit: 0,
             answered_since_tick: 0,
             round_trip: None,
             application_active: false,

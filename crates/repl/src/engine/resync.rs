@@ -3,6 +3,16 @@
 //! sends them; the target writes them and clears its bits, the source clears its bits when the
 //! target confirms.
 //!
+//! **Pacing (target):** at each tick the controller (`resync_rate.rs`) sets the tick's
+//! budget and, in dynamic mode, a window (the data in flight it aims at); `issue_requests`
+//! runs at the tick and again whenever in-flight space is freed (a reply written, a negative
+//! reply), asking the controller each time. So once the budget is spent the window is
+//! refilled as soon as replies come back, within the tick's `c-max-rate` (and, while
+//! application I/O arrives, `c-min-rate`) cap, instead of waiting for the next tick. In fixed
+//! mode only the budget is issued. **Invariant (asserted in `issue_requests`):** data in
+//! flight (requested, not yet written) never exceeds `max-buffers`, whatever the controller
+//! allows.
+//!
 //! **Invariant (application writes during a resync; asserted in `start_write`,
 //! `start_resync_reads` and the receiver):** a block a client wrote is never overwritten by
 //! older resync data.
@@ -19,7 +29,7 @@
 
 use crate::engine::Engine;
 use crate::extent::Extent;
-use crate::resync_rate::ResyncTick;
+use crate::resync_rate::{Allowance, ResyncLoad, ResyncTick};
 use crate::state::{DiskState, Role};
 use crate::sync::{Requested, SyncState};
 use crate::types::{Action, DiskOp, IoError, IoId, PeerMessage, Time};
@@ -326,15 +336,14 @@ impl<P: Clone> Engine<P> {
             application_active: std::mem::take(&mut target.application_active),
             pending_bytes,
         };
-        let budget = i64::try_from(target.controller.tick(&tick)).unwrap_or(i64::MAX);
-        // A budget not used in its tick is not saved up; an overdraft is repaid.
-        target.credit = target.credit.min(0).saturating_add(budget);
+        target.controller.tick(&tick);
         self.issue_requests(now, slot, vslot, out);
     }
 
-    /// Requests runs of set blocks from the cursor on, while credit and `max-buffers` allow
-    /// (so the bytes requested never exceed the controller's budgets by a block or more);
-    /// finishes the resync when nothing is left.
+    /// Requests runs of set blocks from the cursor on, while the controller's allowance and
+    /// `max-buffers` allow; finishes the resync when nothing is left. Called at each tick and
+    /// whenever in-flight space is freed (a reply written, a negative reply), so in dynamic
+    /// mode the window is refilled as soon as replies come back.
     fn issue_requests(&mut self, now: Time, slot: usize, vslot: usize, out: &mut Vec<Action<P>>) {
         let in_flight_max = self.resync_in_flight_max(slot);
         let (volume, size_bytes) = (self.volumes[vslot].number, self.volumes[vslot].size_bytes);
@@ -345,41 +354,43 @@ impl<P: Clone> Engine<P> {
             return;
         };
         let granularity = u64::from(bitmap.granularity_bytes());
-        while target.credit > 0 {
-            let room = in_flight_max.saturating_sub(target.in_flight_bytes());
+        loop {
+            let in_flight_bytes = target.in_flight_bytes();
+            assert!(
+                in_flight_bytes <= in_flight_max,
+                "resync in flight beyond max-buffers"
+            );
             let Some(first) = bitmap.next_set(target.cursor) else {
                 break;
             };
-            if room < granularity.min(size_bytes - first * granularity) {
+            // The first block may be the volume's last, shorter one.
+            let smallest = granularity.min(size_bytes - first * granularity);
+            let room = in_flight_max - in_flight_bytes;
+            let load = ResyncLoad {
+                in_flight_bytes,
+                application_active: target.application_active,
+            };
+            let allowance = target.controller.allowance(&load);
+            let Some(limit) = request_limit(allowance, granularity, smallest) else {
+                break;
+            };
+            if room < smallest {
                 break;
             }
-            // No larger than the credit left (rounded up to a block), so a request overdraws
-            // the tick's budget by less than one block.
-            let credit = u64::try_from(target.credit).unwrap_or(0);
-            let blocks_max = (room
-                .min(RESYNC_REQUEST_BYTES_MAX)
-                .min(credit.next_multiple_of(granularity))
-                / granularity)
-                .max(1);
+            let blocks_max = (room.min(RESYNC_REQUEST_BYTES_MAX).min(limit) / granularity).max(1);
             let end = bitmap
                 .next_clear(first)
                 .unwrap_or(bitmap.block_count())
                 .min(first + blocks_max);
             let offset = first * granularity;
             let length = (end * granularity).min(size_bytes) - offset;
+            assert!(length <= room, "a resync request beyond max-buffers");
             let id = self.next_request_id;
             self.next_request_id += 1;
-            target.requests.insert(
-                id,
-                Requested {
-                    extent: Extent { offset, length },
-                    since: now,
-                },
-            );
+            let extent = Extent { offset, length };
+            target.requests.insert(id, Requested { extent, since: now });
             target.cursor = end;
-            target.credit = target
-                .credit
-                .saturating_sub(i64::try_from(length).unwrap_or(i64::MAX));
+            target.controller.issued(length);
             out.push(Action::SendOnData {
                 peer,
                 message: PeerMessage::ResyncRequest {
@@ -549,5 +560,19 @@ impl<P: Clone> Engine<P> {
             },
         });
         self.meta_changed(vslot, out);
+    }
+}
+
+/// The most bytes the next request may cover under `allowance`, or `None` if no request fits
+/// (`smallest` is the length of the first block to request: a whole block, or the volume's
+/// shorter last one).
+fn request_limit(allowance: Allowance, granularity: u64, smallest: u64) -> Option<u64> {
+    match allowance {
+        Allowance::Wait => None,
+        // Rounded up to a block: a request overdraws the tick's budget by less than a block.
+        Allowance::Budget { bytes } => Some(bytes.next_multiple_of(granularity)),
+        // Whole blocks within the room: a refill never passes the window or the cap.
+        Allowance::Refill { bytes } if bytes >= smallest => Some(bytes),
+        Allowance::Refill { .. } => None,
     }
 }
