@@ -159,7 +159,7 @@ fn write_config(cluster: &Cluster) -> Result<PathBuf, DemoError> {
             disk.display()
         ));
     }
-    let text = format!("resource r0 {{\n  net {{\n    protocol C;\n    connect-int 1;\n  }}\n  disk {{\n    c-fill-target 4M;   # resync: aim at 4 MiB in flight (DRBD's default, 50 KiB, crawls)\n  }}\n{hosts}}}\n");
+    let text = format!("resource r0 {{\n  net {{\n    protocol C;\n    connect-int 1;\n  }}\n{hosts}}}\n");
     let path = cluster.dir.path().join("r0.res");
     std::fs::write(&path, text).map_err(io_error("write the config"))?;
     Ok(path)
