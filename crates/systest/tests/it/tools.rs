@@ -29,6 +29,9 @@ impl Background {
     /// Spawns `command` with stdout and stderr captured.
     pub fn spawn(mut command: Command) -> Background {
         let description = format!("{command:?}");
+        // Its own process group, so a program that forks (fio's job processes hold our pipes)
+        // is killed whole and the pipe readers end.
+        std::os::unix::process::CommandExt::process_group(&mut command, 0);
         command.stdout(Stdio::piped()).stderr(Stdio::piped());
         let mut child = command
             .spawn()
@@ -66,8 +69,7 @@ impl Background {
                 break status;
             }
             if start.elapsed() > deadline {
-                let _ = child.kill();
-                let _ = child.wait();
+                kill_group(&mut child);
                 let (stdout, stderr) = self.collect();
                 panic!(
                     "{} did not finish within {deadline:?}\nstdout: {}\nstderr: {}",
@@ -96,11 +98,21 @@ impl Background {
     }
 }
 
+/// SIGKILL to the child's whole process group, then reap the child.
+fn kill_group(child: &mut Child) {
+    if let Ok(pid) = i32::try_from(child.id()) {
+        // SAFETY: kill has no memory-safety preconditions; a negative pid names the group the
+        // child leads (process_group(0) at spawn).
+        unsafe { libc::kill(-pid, libc::SIGKILL) };
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
 impl Drop for Background {
     fn drop(&mut self) {
         if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
+            kill_group(&mut child);
         }
     }
 }
