@@ -48,7 +48,8 @@ def binary():
 @dataclass(frozen=True)
 class Setup:
     """What to start: kind 'standalone' (alice alone, link dropped) or 'pair' (alice + bob).
-    net: extra `net { }` options as (name, value) pairs, in order."""
+    net: extra `net { }` options as (name, value) pairs, in order; disk: `disk { }` options
+    (resync and activity-log options) likewise, none by default."""
 
     kind: str
     protocol: str = "C"
@@ -56,6 +57,7 @@ class Setup:
     size_bytes: int = 1 << 30
     link_rtt_ms: float = None
     label: str = field(default="", compare=False)
+    disk: tuple = ()
 
     def name(self):
         """'standalone' or 'proto-C' unless a label was given."""
@@ -68,17 +70,19 @@ def meta_path(disk):
     return os.path.splitext(disk)[0] + ".md"
 
 
-def resource_text(protocol, net, disks, ports):
+def resource_text(protocol, net, disks, ports, disk_options=()):
     """The drbd.conf text of resource r0 for alice (disks[0], ports[0]) and bob, with external
-    metadata beside each backing file (meta_path)."""
+    metadata beside each backing file (meta_path); a `disk { }` section only if disk_options."""
     opts = "".join(f"    {k} {v};\n" for k, v in net)
+    disk = "".join(f"    {k} {v};\n" for k, v in disk_options)
+    disk = f"  disk {{\n{disk}  }}\n" if disk_options else ""
     return f"""# written by bench/run
 resource r0 {{
   net {{
     protocol {protocol};
     connect-int 1;
 {opts}  }}
-  volume 0 {{
+{disk}  volume 0 {{
     device    /dev/drbd0;
     disk      {disks[0]};
     meta-disk {meta_path(disks[0])};
@@ -99,10 +103,10 @@ resource r0 {{
 """
 
 
-def write_res(path, protocol, disks, ports, net=DEFAULT_NET):
+def write_res(path, protocol, disks, ports, net=DEFAULT_NET, disk_options=()):
     """Writes resource_text to path."""
     with open(path, "w", encoding="utf-8") as f:
-        f.write(resource_text(protocol, net, disks, ports))
+        f.write(resource_text(protocol, net, disks, ports, disk_options))
 
 
 def make_image(path, size_bytes=1 << 30):
@@ -250,7 +254,7 @@ class Cluster:
         s = self.setup
         if not pair or s.link_rtt_ms is None:
             res = os.path.join(self.wd, "r0.res")
-            write_res(res, s.protocol, self.disks, procs.free_ports(2), s.net)
+            write_res(res, s.protocol, self.disks, procs.free_ports(2), s.net, s.disk)
             return {"alice": res, "bob": res}
         if not _binary["linkemu"]:
             raise SetupError("link latency asked for, but no tandem-linkemu binary was selected")
@@ -262,8 +266,8 @@ class Cluster:
         procs.wait_for("tandem-linkemu relays listening", lambda: procs.tail(log, 50).count(" -> ") >= 2,
                        LINKEMU_START_DEADLINE_S, procs=[self.emulator])
         out = {"alice": os.path.join(self.wd, "r0-alice.res"), "bob": os.path.join(self.wd, "r0-bob.res")}
-        write_res(out["alice"], s.protocol, self.disks, [alice, to_bob], s.net)
-        write_res(out["bob"], s.protocol, self.disks, [to_alice, bob], s.net)
+        write_res(out["alice"], s.protocol, self.disks, [alice, to_bob], s.net, s.disk)
+        write_res(out["bob"], s.protocol, self.disks, [to_alice, bob], s.net, s.disk)
         return out
 
     def _stop(self):

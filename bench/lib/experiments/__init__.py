@@ -7,11 +7,11 @@ report with what it needs, and no number); never both, and never an estimate.
 
 from .. import seeds
 from ..report import Pending
-from . import buffers, latency_matrix, peers, protocols, small_write, streaming
+from . import buffers, latency_matrix, peers, protocols, resync, small_write, streaming
 from .common import Context
 
-AVAILABLE = {m.NAME: m for m in (peers, protocols, streaming, buffers, small_write)}
-ORDER = ("peers", "protocols", "latency-matrix", "streaming", "buffers", "small-write-latency")
+AVAILABLE = {m.NAME: m for m in (peers, protocols, streaming, buffers, small_write, resync)}
+ORDER = ("peers", "protocols", "latency-matrix", "streaming", "buffers", "small-write-latency", "resync")
 
 PENDING = (
     Pending("activity-log", "al-extents 7/127/1237/6433, connected vs disconnected", seeds.cite("001"),
