@@ -55,7 +55,7 @@ class Render(unittest.TestCase):
         self.assertNotIn("latency-matrix", available)
         self.assertEqual(pending[0].name, "latency-matrix")
         self.assertFalse(set(available) & {p.name for p in pending})
-        self.assertEqual(list(available), ["peers", "protocols", "streaming", "buffers", "small-write-latency"])
+        self.assertEqual(list(available), ["peers", "protocols", "streaming", "buffers", "small-write-latency", "resync"])
 
 
 class Budgets(unittest.TestCase):
