@@ -7,9 +7,10 @@ use proptest::prelude::*;
 
 use crate::{
     truncate_text, DataHeader, Hello, Kind, Message, PeerState, RangeHeader, ResyncNegReply,
-    ResyncReplyHeader, ResyncRequest, SocketKind, SyncUuids, UuidsPurpose, VolumeDiskState,
-    VolumeInfo, BITMAP_CHUNK_LEN_MAX, DATA_FLAGS_KNOWN, DATA_PAYLOAD_LEN_MAX, STRING_LEN_MAX,
-    UUID_FLAGS_KNOWN, UUID_SLOTS, VOLUMES_MAX,
+    ResyncReplyHeader, ResyncRequest, SocketKind, SyncUuids, UuidsPurpose, VerifyOutcome,
+    VerifyReply, VerifyRequest, VolumeDiskState, VolumeInfo, BITMAP_CHUNK_LEN_MAX,
+    DATA_FLAGS_KNOWN, DATA_PAYLOAD_LEN_MAX, STRING_LEN_MAX, UUID_FLAGS_KNOWN, UUID_SLOTS,
+    VERIFY_DIGESTS_LEN_MAX, VOLUMES_MAX,
 };
 
 /// A string of at most `STRING_LEN_MAX` bytes: short, multi-byte, or exactly at the limit.
@@ -179,10 +180,47 @@ pub(crate) fn arb_resync_message() -> impl Strategy<Value = Message> {
     ]
 }
 
+/// A verify outcome: digests of any allowed length (often the exact maximum), or a status.
+pub(crate) fn arb_verify_outcome() -> impl Strategy<Value = VerifyOutcome> {
+    prop_oneof![
+        vec(any::<u8>(), 1..=VERIFY_DIGESTS_LEN_MAX).prop_map(VerifyOutcome::Digests),
+        Just(VerifyOutcome::Digests(vec![0xA5; VERIFY_DIGESTS_LEN_MAX])),
+        Just(VerifyOutcome::Skipped),
+        Just(VerifyOutcome::ReadFailed),
+    ]
+}
+
+/// Any valid online-verify message.
+pub(crate) fn arb_verify_message() -> impl Strategy<Value = Message> {
+    let range = (any::<u64>(), any::<u16>(), any::<u64>(), any::<u32>());
+    prop_oneof![
+        range.prop_map(|(id, volume, offset, length)| {
+            Message::VerifyRequest(VerifyRequest {
+                id,
+                volume,
+                offset,
+                length,
+            })
+        }),
+        (range, arb_verify_outcome()).prop_map(|((id, volume, offset, length), outcome)| {
+            Message::VerifyReply(VerifyReply {
+                id,
+                volume,
+                offset,
+                length,
+                outcome,
+            })
+        }),
+        (any::<u16>(), any::<u64>())
+            .prop_map(|(volume, oos_bytes)| Message::VerifyDone { volume, oos_bytes }),
+    ]
+}
+
 /// Any valid message of any kind; `kinds_covered` in the tests checks every kind appears.
 pub(crate) fn arb_message() -> impl Strategy<Value = Message> {
     prop_oneof![
         4 => arb_resync_message(),
+        2 => arb_verify_message(),
         1 => arb_hello().prop_map(Message::Hello),
         1 => any::<[u8; 32]>().prop_map(|mac| Message::AuthResponse { mac }),
         1 => any::<bool>().prop_map(|ok| Message::AuthResult { ok }),

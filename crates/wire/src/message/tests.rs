@@ -13,6 +13,7 @@ use crate::{
     DATA_PAYLOAD_LEN_MAX, FRAME_HEADER_LEN, MESSAGE_LEN_MAX, RESYNC_REPLY_HEADER_LEN,
     STRING_LEN_MAX, SYNC_UUIDS_LEN, UUID_FLAG_CRASHED_PRIMARY, UUID_SLOTS, VOLUMES_MAX,
 };
+use crate::{VerifyOutcome, VerifyReply, VerifyRequest, VERIFY_DIGESTS_LEN_MAX};
 
 /// Encodes a message that must encode.
 fn encode(message: &Message, payload_len: u32) -> Vec<u8> {
@@ -105,6 +106,23 @@ fn one_of_each_kind() -> Vec<Message> {
         Message::ResyncDone {
             volume: 0,
             failed_bytes: 0,
+        },
+        Message::VerifyRequest(VerifyRequest {
+            id: 3,
+            volume: 0,
+            offset: 0,
+            length: 131_072,
+        }),
+        Message::VerifyReply(VerifyReply {
+            id: 3,
+            volume: 0,
+            offset: 0,
+            length: 131_072,
+            outcome: VerifyOutcome::Digests(vec![7; 32 * 8]),
+        }),
+        Message::VerifyDone {
+            volume: 0,
+            oos_bytes: 12_288,
         },
         Message::SyncUuids(Box::new(uuids_sample())),
         Message::BitmapChunk {
@@ -232,6 +250,9 @@ fn sockets_of_the_resync_and_setup_kinds() {
         Kind::ResyncNegReply,
         Kind::ResyncAck,
         Kind::ResyncDone,
+        Kind::VerifyRequest,
+        Kind::VerifyReply,
+        Kind::VerifyDone,
         Kind::SyncUuids,
         Kind::BitmapChunk,
     ];
@@ -455,6 +476,16 @@ fn largest_messages_hit_the_kind_maxima_exactly() {
                 offset: 0,
             }),
             DATA_PAYLOAD_LEN_MAX,
+        ),
+        (
+            Message::VerifyReply(VerifyReply {
+                id: u64::MAX,
+                volume: u16::MAX,
+                offset: u64::MAX,
+                length: u32::MAX,
+                outcome: VerifyOutcome::Digests(vec![0xFF; VERIFY_DIGESTS_LEN_MAX]),
+            }),
+            0,
         ),
     ];
     for (message, payload_len) in cases {
