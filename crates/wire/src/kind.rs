@@ -39,7 +39,7 @@ pub const RESYNC_DONE_LEN: usize = 2 + 8;
 /// Length of the body of a `VerifyRequest`: id, volume, offset, length.
 pub const VERIFY_REQUEST_LEN: usize = 8 + 2 + 8 + 4;
 /// Length of the fixed part of a `VerifyReply` body: id, volume, offset, length, status (the
-/// digests, if any, follow).
+/// written-block mask and the digests, if any, follow).
 pub const VERIFY_REPLY_HEADER_LEN: usize = 8 + 2 + 8 + 4 + 1;
 /// Length of the body of a `VerifyDone`: volume, out-of-sync bytes found.
 pub const VERIFY_DONE_LEN: usize = 2 + 8;

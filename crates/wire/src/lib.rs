@@ -83,9 +83,9 @@
 //! others rejected), `bitmap_bits: u64`, `current: u64`, `bitmap: [u64; 32]`,
 //! `history: [u64; 32]`.
 //!
-//! `VerifyReply` status: 0 digests (1..=[`VERIFY_DIGESTS_LEN_MAX`] bytes follow: one digest
-//! per bitmap block of the range, concatenated), 1 skipped (the range was being written while
-//! it was read), 2 read failed; statuses 1 and 2 carry nothing after the status byte.
+//! `VerifyReply` status: 0 digests (then `written_blocks: u32`, bit `i` set if block `i` of
+//! the range was being written while it was read, then 1..=[`VERIFY_DIGESTS_LEN_MAX`] bytes:
+//! one digest per bitmap block of the range, concatenated), 1 read failed (nothing follows).
 //!
 //! To add a kind: add a [`Kind`] variant with its number and body bounds, a [`Message`]
 //! variant, one arm in each of the encode and decode dispatchers, and a case in the round-trip

@@ -180,13 +180,17 @@ pub(crate) fn arb_resync_message() -> impl Strategy<Value = Message> {
     ]
 }
 
-/// A verify outcome: digests of any allowed length (often the exact maximum), or a status.
+/// A verify outcome: digests of any allowed length (often the exact maximum), or a failure.
 pub(crate) fn arb_verify_outcome() -> impl Strategy<Value = VerifyOutcome> {
+    let lengths = prop_oneof![1..=VERIFY_DIGESTS_LEN_MAX, Just(VERIFY_DIGESTS_LEN_MAX)];
     prop_oneof![
-        vec(any::<u8>(), 1..=VERIFY_DIGESTS_LEN_MAX).prop_map(VerifyOutcome::Digests),
-        Just(VerifyOutcome::Digests(vec![0xA5; VERIFY_DIGESTS_LEN_MAX])),
-        Just(VerifyOutcome::Skipped),
-        Just(VerifyOutcome::ReadFailed),
+        3 => (any::<u32>(), lengths.prop_flat_map(|len| vec(any::<u8>(), len))).prop_map(
+            |(written_blocks, digests)| VerifyOutcome::Digests {
+                written_blocks,
+                digests
+            }
+        ),
+        1 => Just(VerifyOutcome::ReadFailed),
     ]
 }
 

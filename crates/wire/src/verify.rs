@@ -3,10 +3,10 @@
 //! per bitmap block, and the source ends the walk with what it found.
 //!
 //! Invariants:
-//! - A `VerifyReply` carries digests exactly when its status is [`VerifyOutcome::Digests`],
-//!   and then 1..=[`VERIFY_DIGESTS_LEN_MAX`] bytes of them, so the whole body fits in
-//!   [`crate::MESSAGE_LEN_MAX`]; the other statuses carry no bytes after the status, so each
-//!   reply has exactly one encoding.
+//! - A `VerifyReply` carries a written-block mask and digests exactly when its status is
+//!   [`VerifyOutcome::Digests`], and then 1..=[`VERIFY_DIGESTS_LEN_MAX`] bytes of digests, so
+//!   the whole body fits in [`crate::MESSAGE_LEN_MAX`]; a read failure carries nothing after
+//!   the status, so each reply has exactly one encoding.
 //! - The digests are opaque here: their algorithm (`verify-alg`) and block size are the
 //!   caller's, and the bytes are the per-block digests concatenated.
 
@@ -17,9 +17,12 @@ use crate::codec::{Reader, Writer};
 use crate::kind::VERIFY_REPLY_HEADER_LEN;
 use crate::{WireError, MESSAGE_LEN_MAX};
 
+/// Length of the written-block mask in front of the digests.
+const WRITTEN_BLOCKS_LEN: usize = 4;
 /// Most digest bytes one `VerifyReply` carries: what is left of [`MESSAGE_LEN_MAX`] after its
-/// fixed header.
-pub const VERIFY_DIGESTS_LEN_MAX: usize = MESSAGE_LEN_MAX - VERIFY_REPLY_HEADER_LEN;
+/// fixed header and the written-block mask.
+pub const VERIFY_DIGESTS_LEN_MAX: usize =
+    MESSAGE_LEN_MAX - VERIFY_REPLY_HEADER_LEN - WRITTEN_BLOCKS_LEN;
 
 /// Bytes of a SHA-512 digest, the longest `verify-alg` tandem expects.
 const SHA512_LEN: usize = 64;
@@ -46,13 +49,16 @@ pub struct VerifyRequest {
 /// What the verify target has to say about a range.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum VerifyOutcome {
-    /// One digest per bitmap block of the range, concatenated (1..=[`VERIFY_DIGESTS_LEN_MAX`]
-    /// bytes). Status byte 0.
-    Digests(Vec<u8>),
-    /// The range was being written while the target read it: it cannot be judged. Status
-    /// byte 1.
-    Skipped,
-    /// The target could not read the range. Status byte 2.
+    /// Status byte 0, then `written_blocks: u32`, then the digests.
+    Digests {
+        /// Bit `i`: block `i` of the range was being written on the target while it was
+        /// read, so its digest proves nothing.
+        written_blocks: u32,
+        /// One digest per bitmap block of the range, concatenated
+        /// (1..=[`VERIFY_DIGESTS_LEN_MAX`] bytes).
+        digests: Vec<u8>,
+    },
+    /// The target could not read the range. Status byte 1, nothing after it.
     ReadFailed,
 }
 
@@ -60,9 +66,8 @@ impl VerifyOutcome {
     /// The status byte carried in a `VerifyReply`.
     pub const fn status(&self) -> u8 {
         match self {
-            VerifyOutcome::Digests(_) => 0,
-            VerifyOutcome::Skipped => 1,
-            VerifyOutcome::ReadFailed => 2,
+            VerifyOutcome::Digests { .. } => 0,
+            VerifyOutcome::ReadFailed => 1,
         }
     }
 }
@@ -103,8 +108,8 @@ impl VerifyRequest {
 }
 
 impl VerifyReply {
-    /// Reads a `VerifyReply` body: unknown statuses, and digests that are empty or beside a
-    /// status that carries none, are errors.
+    /// Reads a `VerifyReply` body: unknown statuses, empty digests, and bytes after a read
+    /// failure are errors.
     pub(crate) fn decode(reader: &mut Reader<'_>) -> Result<VerifyReply, WireError> {
         let id = reader.u64("verify_reply.id")?;
         let volume = reader.u16("verify_reply.volume")?;
@@ -112,13 +117,16 @@ impl VerifyReply {
         let length = reader.u32("verify_reply.length")?;
         let outcome = match reader.u8("verify_reply.status")? {
             0 => {
+                let written_blocks = reader.u32("verify_reply.written_blocks")?;
                 let digests = reader.rest();
                 check_digests_len(digests.len())?;
-                VerifyOutcome::Digests(digests.to_vec())
+                VerifyOutcome::Digests {
+                    written_blocks,
+                    digests: digests.to_vec(),
+                }
             }
-            // Any byte after these statuses is left for `Reader::finish` to refuse.
-            1 => VerifyOutcome::Skipped,
-            2 => VerifyOutcome::ReadFailed,
+            // Any byte after this status is left for `Reader::finish` to refuse.
+            1 => VerifyOutcome::ReadFailed,
             value => return Err(WireError::InvalidVerifyStatus { value }),
         };
         Ok(VerifyReply {
@@ -132,7 +140,7 @@ impl VerifyReply {
 
     /// Writes a `VerifyReply` body in the order `decode` reads it; refuses what it refuses.
     pub(crate) fn encode(&self, writer: &mut Writer<'_>) -> Result<(), WireError> {
-        if let VerifyOutcome::Digests(digests) = &self.outcome {
+        if let VerifyOutcome::Digests { digests, .. } = &self.outcome {
             check_digests_len(digests.len())?;
         }
         writer.u64(self.id);
@@ -140,7 +148,12 @@ impl VerifyReply {
         writer.u64(self.offset);
         writer.u32(self.length);
         writer.u8(self.outcome.status());
-        if let VerifyOutcome::Digests(digests) = &self.outcome {
+        if let VerifyOutcome::Digests {
+            written_blocks,
+            digests,
+        } = &self.outcome
+        {
+            writer.u32(*written_blocks);
             writer.bytes(digests);
         }
         Ok(())

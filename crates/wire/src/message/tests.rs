@@ -118,7 +118,10 @@ fn one_of_each_kind() -> Vec<Message> {
             volume: 0,
             offset: 0,
             length: 131_072,
-            outcome: VerifyOutcome::Digests(vec![7; 32 * 8]),
+            outcome: VerifyOutcome::Digests {
+                written_blocks: 1 << 31,
+                digests: vec![7; 32 * 8],
+            },
         }),
         Message::VerifyDone {
             volume: 0,
@@ -483,7 +486,10 @@ fn largest_messages_hit_the_kind_maxima_exactly() {
                 volume: u16::MAX,
                 offset: u64::MAX,
                 length: u32::MAX,
-                outcome: VerifyOutcome::Digests(vec![0xFF; VERIFY_DIGESTS_LEN_MAX]),
+                outcome: VerifyOutcome::Digests {
+                    written_blocks: u32::MAX,
+                    digests: vec![0xFF; VERIFY_DIGESTS_LEN_MAX],
+                },
             }),
             0,
         ),

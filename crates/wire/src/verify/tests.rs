@@ -1,5 +1,5 @@
 //! Tests of the online-verify bodies: the exact byte layout of each kind, every decode and
-//! encode error, and round trips of every status with digests up to the exact maximum.
+//! encode error, and round trips of both statuses with digests up to the exact maximum.
 
 use proptest::prelude::*;
 
@@ -14,6 +14,13 @@ fn encode(message: &Message) -> Vec<u8> {
     let mut out = Vec::new();
     message.encode(0, &mut out).expect("valid message encodes");
     out
+}
+
+fn digests(digests: Vec<u8>) -> VerifyOutcome {
+    VerifyOutcome::Digests {
+        written_blocks: 0,
+        digests,
+    }
 }
 
 fn reply(outcome: VerifyOutcome) -> Message {
@@ -61,11 +68,13 @@ fn layouts_are_pinned() {
 
     let cases = [
         (
-            VerifyOutcome::Digests(vec![0xAA, 0xBB]),
-            vec![0, 0xAA, 0xBB],
+            VerifyOutcome::Digests {
+                written_blocks: 0x8000_0005,
+                digests: vec![0xAA, 0xBB],
+            },
+            vec![0, 0x80, 0, 0, 5, 0xAA, 0xBB],
         ),
-        (VerifyOutcome::Skipped, vec![1]),
-        (VerifyOutcome::ReadFailed, vec![2]),
+        (VerifyOutcome::ReadFailed, vec![1]),
     ];
     for (outcome, tail) in cases {
         let frame = encode(&reply(outcome.clone()));
@@ -99,14 +108,14 @@ fn verify_kinds_use_the_data_socket_and_fit_a_message() {
     }
     assert_eq!(Kind::VerifyReply.body_len_max(), MESSAGE_LEN_MAX);
     assert_eq!(
-        VERIFY_REPLY_HEADER_LEN + VERIFY_DIGESTS_LEN_MAX,
+        VERIFY_REPLY_HEADER_LEN + 4 + VERIFY_DIGESTS_LEN_MAX,
         MESSAGE_LEN_MAX
     );
     // 32 blocks of SHA-512 digests: a 128 KiB request of 4 KiB blocks.
-    let frame = encode(&reply(VerifyOutcome::Digests(vec![1; 32 * 64])));
+    let frame = encode(&reply(digests(vec![1; 32 * 64])));
     assert_eq!(
         frame.len(),
-        FRAME_HEADER_LEN + VERIFY_REPLY_HEADER_LEN + 2048
+        FRAME_HEADER_LEN + VERIFY_REPLY_HEADER_LEN + 4 + 2048
     );
 }
 
@@ -118,18 +127,24 @@ fn decode_errors() {
         body
     };
     let kind = Kind::VerifyReply.to_wire();
-    let cases: [(Vec<u8>, WireError); 5] = [
-        (with(&[3]), WireError::InvalidVerifyStatus { value: 3 }),
+    let cases: [(Vec<u8>, WireError); 6] = [
+        (with(&[2]), WireError::InvalidVerifyStatus { value: 2 }),
         (
-            with(&[0]),
+            with(&[0, 0, 0, 0, 0]),
             WireError::VerifyDigestsLength {
                 len: 0,
                 max: VERIFY_DIGESTS_LEN_MAX,
             },
         ),
+        (
+            with(&[0, 0, 0]),
+            WireError::Truncated {
+                field: "verify_reply.written_blocks",
+            },
+        ),
         (with(&[1, 9]), WireError::TrailingBytes { kind, count: 1 }),
         (
-            with(&[2, 9, 9]),
+            with(&[1, 9, 9]),
             WireError::TrailingBytes { kind, count: 2 },
         ),
         (
@@ -144,7 +159,7 @@ fn decode_errors() {
     for (body, error) in cases {
         check_decode(Kind::VerifyReply, &body, Err(error));
     }
-    let too_long = with(&vec![0; VERIFY_DIGESTS_LEN_MAX + 2]);
+    let too_long = with(&vec![0; 4 + VERIFY_DIGESTS_LEN_MAX + 2]);
     check_decode(
         Kind::VerifyReply,
         &too_long,
@@ -156,8 +171,8 @@ fn decode_errors() {
     );
     check_decode(
         Kind::VerifyReply,
-        &with(&[0, 5]),
-        Ok(reply(VerifyOutcome::Digests(vec![5]))),
+        &with(&[0, 0, 0, 0, 0, 5]),
+        Ok(reply(digests(vec![5]))),
     );
     check_decode(
         Kind::VerifyDone,
@@ -174,7 +189,7 @@ fn decode_errors() {
 fn encode_refuses_what_decode_refuses() {
     for len in [0, VERIFY_DIGESTS_LEN_MAX + 1] {
         let mut out = vec![0xEE; 3];
-        let message = reply(VerifyOutcome::Digests(vec![0; len]));
+        let message = reply(digests(vec![0; len]));
         assert_eq!(
             message.encode(0, &mut out),
             Err(WireError::VerifyDigestsLength {
@@ -186,7 +201,7 @@ fn encode_refuses_what_decode_refuses() {
     }
     let mut out = Vec::new();
     assert_eq!(
-        reply(VerifyOutcome::Skipped).encode(4, &mut out),
+        reply(VerifyOutcome::ReadFailed).encode(4, &mut out),
         Err(WireError::PayloadNotAllowed {
             kind: Kind::VerifyReply.to_wire(),
             payload_len: 4,
