@@ -12,6 +12,7 @@ const A: usize = 0;
 const B: usize = 1;
 
 mod resync;
+mod verify;
 
 /// The current generation both test disks start with (equal: in sync).
 const SYNCED_UUID: u64 = 0x1000;
@@ -68,6 +69,8 @@ struct Pair {
     resync_sent_bytes: [u64; 2],
     /// Resync request bytes each node sent.
     resync_requested_bytes: [u64; 2],
+    /// `VerifyFound` and `VerifyFinished` actions, with the node that produced them.
+    verify_events: Vec<(usize, Action<Vec<u8>>)>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -91,6 +94,7 @@ impl Pair {
             split_brains: Vec::new(),
             resync_sent_bytes: [0, 0],
             resync_requested_bytes: [0, 0],
+            verify_events: Vec::new(),
         }
     }
 
@@ -147,6 +151,8 @@ impl Pair {
                 Action::Complete { request, result } => self.completed.push((request, result)),
                 Action::Disconnect { state, .. } => self.disconnects.push((from, state)),
                 Action::StateChanged => {}
+                Action::LocalDigest { .. } => self.local[from].push_back(action),
+                Action::VerifyFound { .. } | Action::VerifyFinished { .. } => self.verify_events.push((from, action)),
             }
         }
     }
@@ -187,6 +193,12 @@ impl Pair {
                 io
             }
             Action::LocalWrite { io, .. } | Action::LocalFlush { io } => io,
+            Action::LocalDigest { io, offset, length, block_bytes, .. } => {
+                let data = &self.disks[node][offset as usize..(offset + length) as usize];
+                self.nodes[node].local_digest_done(self.now, io, Ok(verify::block_digests(data, block_bytes)), &mut out);
+                self.route(node, out);
+                return;
+            }
             _ => unreachable!("only local I/O is queued"),
         };
         self.nodes[node].local_done(self.now, io, Ok(()), &mut out);
