@@ -661,7 +661,7 @@ impl<P: Clone> Engine<P> {
             PeerMessage::BarrierAck { epoch } => self.barrier_acked(slot, epoch, out),
             PeerMessage::State { role, disks } => self.peer_state(slot, role, disks, out),
             PeerMessage::SyncUuids(message) => {
-                self.end_verify_for_handshake(slot, message.volume, out);
+                self.end_verify_for_handshake(slot, &message, out);
                 self.receive_uuids(now, slot, *message, out)
             }
             PeerMessage::BitmapChunk { volume, chunk } => self.receive_bitmap_chunk(now, slot, volume, &chunk, out),

@@ -56,7 +56,8 @@ use crate::resync_rate::{ResyncRateController, ResyncTick};
 use crate::state::{ConnState, DiskState};
 use crate::sync::{Progress, SyncState};
 use crate::types::{
-    Action, IoError, IoId, PeerMessage, ResyncProgress, StateError, Time, VerifyOutcome,
+    Action, IoError, IoId, PeerMessage, ResyncProgress, StateError, Time, UuidsMessage,
+    UuidsPurpose, VerifyOutcome,
 };
 
 #[cfg(test)]
@@ -829,22 +830,25 @@ impl<P: Clone> Engine<P> {
         Ok(())
     }
 
-    /// Generation identifiers from the peer end a verify of that volume: the peer started a
-    /// handshake (or adoption) before it saw our first request, and the handshake goes on.
+    /// A handshake from the peer ends a verify of that volume: the peer started it before it
+    /// saw our first request (it ignores our requests until its handshake is answered), and
+    /// the handshake goes on. (Identifiers to adopt, from `new-current-uuid --clear-bitmap`
+    /// on the peer in the same moment, still break the protocol as during a resync.)
     pub(super) fn end_verify_for_handshake(
         &mut self,
         slot: usize,
-        volume: u16,
+        message: &UuidsMessage,
         out: &mut Vec<Action<P>>,
     ) {
-        let Some(vslot) = self.volume_slot(volume) else {
+        let Some(vslot) = self.volume_slot(message.volume) else {
             return;
         };
         let sync = &mut self.peers[slot].syncs[vslot];
-        if matches!(
+        let verifying = matches!(
             sync,
             SyncState::VerifySource(_) | SyncState::VerifyTarget(_)
-        ) {
+        );
+        if verifying && message.purpose == UuidsPurpose::Handshake {
             *sync = SyncState::Established;
             out.push(Action::StateChanged);
         }
