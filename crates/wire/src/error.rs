@@ -166,6 +166,14 @@ pub enum WireError {
         /// The longest digests allowed.
         max: usize,
     },
+    /// A `CsumRequest` carries no digests, or more than a frame allows.
+    #[error("csum request digests of {len} bytes (must be 1..={max})")]
+    CsumDigestsLength {
+        /// The digests' length.
+        len: usize,
+        /// The longest digests allowed.
+        max: usize,
+    },
     /// The encoder was given a bitmap chunk that is empty or longer than a frame allows.
     #[error("bitmap chunk of {len} bytes (must be 1..={max})")]
     BitmapChunkLength {

@@ -16,7 +16,7 @@ mod tests;
 use crate::codec::{Reader, Writer};
 use crate::kind::{VOLUME_DISK_STATE_LEN, VOLUME_INFO_LEN};
 use crate::{
-    FrameHeader, Kind, VerifyReply, VerifyRequest, WireError, BITMAP_CHUNK_LEN_MAX,
+    CsumRequest, FrameHeader, Kind, VerifyReply, VerifyRequest, WireError, BITMAP_CHUNK_LEN_MAX,
     DATA_PAYLOAD_LEN_MAX, FRAME_HEADER_LEN, UUID_SLOTS, VOLUMES_MAX,
 };
 
@@ -344,6 +344,16 @@ pub enum Message {
         /// sync.
         failed_bytes: u64,
     },
+    /// The sync target asks for a range unless the source's digests of it are these
+    /// (`csums-alg`).
+    CsumRequest(CsumRequest),
+    /// The source's copy of a `CsumRequest`'s range has the target's digests: no data.
+    ResyncInSync {
+        /// The request's id.
+        id: u64,
+        /// Volume number.
+        volume: u16,
+    },
     /// The verify source asks for the digests of a range.
     VerifyRequest(VerifyRequest),
     /// The verify target's digests of a range, or why there are none.
@@ -392,6 +402,8 @@ impl Message {
             Message::ResyncNegReply(_) => Kind::ResyncNegReply,
             Message::ResyncAck { .. } => Kind::ResyncAck,
             Message::ResyncDone { .. } => Kind::ResyncDone,
+            Message::CsumRequest(_) => Kind::CsumRequest,
+            Message::ResyncInSync { .. } => Kind::ResyncInSync,
             Message::VerifyRequest(_) => Kind::VerifyRequest,
             Message::VerifyReply(_) => Kind::VerifyReply,
             Message::VerifyDone { .. } => Kind::VerifyDone,
@@ -541,6 +553,11 @@ impl Message {
                 volume: reader.u16("resync_done.volume")?,
                 failed_bytes: reader.u64("resync_done.failed_bytes")?,
             },
+            Kind::CsumRequest => Message::CsumRequest(CsumRequest::decode(reader)?),
+            Kind::ResyncInSync => Message::ResyncInSync {
+                id: reader.u64("resync_in_sync.id")?,
+                volume: reader.u16("resync_in_sync.volume")?,
+            },
             Kind::VerifyRequest => Message::VerifyRequest(VerifyRequest::decode(reader)?),
             Kind::VerifyReply => Message::VerifyReply(VerifyReply::decode(reader)?),
             Kind::VerifyDone => Message::VerifyDone {
@@ -621,6 +638,11 @@ impl Message {
             } => {
                 writer.u16(*volume);
                 writer.u64(*failed_bytes);
+            }
+            Message::CsumRequest(request) => request.encode(writer)?,
+            Message::ResyncInSync { id, volume } => {
+                writer.u64(*id);
+                writer.u16(*volume);
             }
             Message::VerifyRequest(request) => request.encode(writer),
             Message::VerifyReply(reply) => reply.encode(writer)?,

@@ -6,11 +6,11 @@ use proptest::collection::vec;
 use proptest::prelude::*;
 
 use crate::{
-    truncate_text, DataHeader, Hello, Kind, Message, PeerState, RangeHeader, ResyncNegReply,
-    ResyncReplyHeader, ResyncRequest, SocketKind, SyncUuids, UuidsPurpose, VerifyOutcome,
-    VerifyReply, VerifyRequest, VolumeDiskState, VolumeInfo, BITMAP_CHUNK_LEN_MAX,
-    DATA_FLAGS_KNOWN, DATA_PAYLOAD_LEN_MAX, STRING_LEN_MAX, UUID_FLAGS_KNOWN, UUID_SLOTS,
-    VERIFY_DIGESTS_LEN_MAX, VOLUMES_MAX,
+    truncate_text, CsumRequest, DataHeader, Hello, Kind, Message, PeerState, RangeHeader,
+    ResyncNegReply, ResyncReplyHeader, ResyncRequest, SocketKind, SyncUuids, UuidsPurpose,
+    VerifyOutcome, VerifyReply, VerifyRequest, VolumeDiskState, VolumeInfo, BITMAP_CHUNK_LEN_MAX,
+    CSUM_DIGESTS_LEN_MAX, DATA_FLAGS_KNOWN, DATA_PAYLOAD_LEN_MAX, STRING_LEN_MAX, UUID_FLAGS_KNOWN,
+    UUID_SLOTS, VERIFY_DIGESTS_LEN_MAX, VOLUMES_MAX,
 };
 
 /// A string of at most `STRING_LEN_MAX` bytes: short, multi-byte, or exactly at the limit.
@@ -144,6 +144,14 @@ pub(crate) fn arb_sync_uuids() -> impl Strategy<Value = SyncUuids> {
         )
 }
 
+/// The digests of a `CsumRequest`: any allowed length, often the exact maximum.
+pub(crate) fn arb_csum_digests() -> impl Strategy<Value = Vec<u8>> {
+    prop_oneof![
+        vec(any::<u8>(), 1..=CSUM_DIGESTS_LEN_MAX),
+        Just(vec![0x3C; CSUM_DIGESTS_LEN_MAX]),
+    ]
+}
+
 /// Any valid resync message.
 pub(crate) fn arb_resync_message() -> impl Strategy<Value = Message> {
     let ids = (any::<u64>(), any::<u16>(), any::<u64>());
@@ -174,6 +182,18 @@ pub(crate) fn arb_resync_message() -> impl Strategy<Value = Message> {
             volume,
             failed_bytes
         }),
+        (ids, any::<u32>(), arb_csum_digests()).prop_map(
+            |((id, volume, offset), length, digests)| {
+                Message::CsumRequest(CsumRequest {
+                    id,
+                    volume,
+                    offset,
+                    length,
+                    digests,
+                })
+            }
+        ),
+        (any::<u64>(), any::<u16>()).prop_map(|(id, volume)| Message::ResyncInSync { id, volume }),
         arb_sync_uuids().prop_map(|uuids| Message::SyncUuids(Box::new(uuids))),
         (any::<u16>(), vec(any::<u8>(), 1..=BITMAP_CHUNK_LEN_MAX))
             .prop_map(|(volume, chunk)| Message::BitmapChunk { volume, chunk }),
