@@ -19,6 +19,7 @@
 //! metadata (generation identifiers, persistence) in `persist.rs`, online verify in
 //! `verify.rs`.
 
+mod csums;
 mod handshake;
 mod persist;
 mod resync;
@@ -121,6 +122,9 @@ pub struct PeerConfig {
     pub resync: ResyncRateConfig,
     /// `after-sb-0pri`, `after-sb-1pri`, `after-sb-2pri`.
     pub split_brain: SplitBrainPolicies,
+    /// `csums-alg` is set: as sync target, send the digests of each range with its request,
+    /// so that ranges the source has with the same digests move no data.
+    pub csums: bool,
 }
 
 /// Configuration of an engine.
@@ -454,7 +458,7 @@ impl<P: Clone> Engine<P> {
             // complete.
             IoId::ResyncRead { .. } => {}
             // Answered through `local_digest_done`.
-            IoId::VerifyRead { .. } | IoId::VerifyPeerRead { .. } => {}
+            IoId::VerifyRead { .. } | IoId::VerifyPeerRead { .. } | IoId::CsumRead { .. } | IoId::CsumPeerRead { .. } => {}
         }
     }
 
@@ -676,6 +680,10 @@ impl<P: Clone> Engine<P> {
             }
             PeerMessage::ResyncAck { id, volume, ok } => self.receive_resync_ack(now, slot, id, volume, ok, out),
             PeerMessage::ResyncDone { volume, failed_bytes } => self.receive_resync_done(slot, volume, failed_bytes, out),
+            PeerMessage::CsumRequest { id, volume, offset, length, digests } => {
+                self.receive_csum_request(now, slot, id, volume, Extent { offset, length }, digests)
+            }
+            PeerMessage::ResyncInSync { id, volume } => self.receive_resync_in_sync(now, slot, id, volume, out),
             PeerMessage::VerifyRequest { id, volume, offset, length } => {
                 self.receive_verify_request(now, slot, id, volume, Extent { offset, length }, out)
             }

@@ -86,7 +86,7 @@ pub use resync_rate::{
 };
 pub use state::{ConnState, DiskState, Protocol, ReplState, Role};
 pub use types::{
-    Action, DiskOp, EngineStatus, IoError, IoId, Op, PeerMessage, PeerStatus, PeerVolumeStatus,
+    Action, DigestAlg, DiskOp, EngineStatus, IoError, IoId, Op, PeerMessage, PeerStatus, PeerVolumeStatus,
     RequestId, ResyncProgress, StateError, Time, UuidsMessage, UuidsPurpose, VerifyOutcome,
     VolumeMeta, VolumeStatus, WriteFlags,
 };

@@ -135,6 +135,9 @@ pub(crate) struct SourceSync {
     pub(crate) reading: BTreeMap<u64, Requested>,
     /// Replies sent, waiting for the target's ack.
     pub(crate) awaiting: BTreeMap<u64, Requested>,
+    /// `csums-alg`: the target's digests of queued and reading requests, until compared with
+    /// ours (`engine/csums.rs`).
+    pub(crate) csums: BTreeMap<u64, Vec<u8>>,
     pub(crate) progress: Progress,
 }
 
@@ -144,6 +147,7 @@ impl SourceSync {
             queued: VecDeque::new(),
             reading: BTreeMap::new(),
             awaiting: BTreeMap::new(),
+            csums: BTreeMap::new(),
             progress: Progress::new(total_bytes, now),
         }
     }

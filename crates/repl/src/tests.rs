@@ -11,6 +11,7 @@ const VOLUME_BYTES: u64 = 1 << 20;
 const A: usize = 0;
 const B: usize = 1;
 
+mod csums;
 mod resync;
 mod verify;
 
@@ -31,6 +32,7 @@ fn peer_config(node_id: u8, protocol: Protocol) -> PeerConfig {
         // Fast enough that the resync tests finish in a few ticks.
         resync: ResyncRateConfig { resync_rate_kib_per_s: 1 << 20, c_plan_ahead: Duration::ZERO, ..ResyncRateConfig::default() },
         split_brain: SplitBrainPolicies::default(),
+        csums: false,
     }
 }
 

@@ -81,6 +81,10 @@ pub enum IoId {
     ResyncWrite { peer: u8, id: u64 },
     /// A verify source's digests of its own range `id` ([`Action::LocalDigest`]).
     VerifyRead { peer: u8, id: u64 },
+    /// `csums-alg`: a sync target's digests of its own range of request `id`.
+    CsumRead { peer: u8, id: u64 },
+    /// `csums-alg`: a sync source's digests of the range the target requested as `id`.
+    CsumPeerRead { peer: u8, id: u64 },
     /// A verify target's digests of a range the peer asked for (`id` is ours, not the
     /// request's).
     VerifyPeerRead { peer: u8, id: u64 },
@@ -145,6 +149,12 @@ pub enum PeerMessage<P> {
     ResyncAck { id: u64, volume: u16, ok: bool },
     /// The sync target has every block it lacked, except `failed_bytes` (data socket).
     ResyncDone { volume: u16, failed_bytes: u64 },
+    /// `csums-alg`: a resync request with the target's digests of the range (data socket);
+    /// answered by `ResyncReply` (the data) or `ResyncInSync` (same digests, no data).
+    CsumRequest { id: u64, volume: u16, offset: u64, length: u64, digests: Vec<u8> },
+    /// The range of `CsumRequest` `id` has the same digests on the source: no data (data
+    /// socket).
+    ResyncInSync { id: u64, volume: u16 },
     /// The verify source asks for the digests of `length` bytes at `offset` (data socket).
     VerifyRequest { id: u64, volume: u16, offset: u64, length: u64 },
     /// The verify target's answer to request `id` (data socket).
@@ -152,6 +162,15 @@ pub enum PeerMessage<P> {
     /// The verify source walked the whole volume and found `oos_bytes` out of sync (data
     /// socket).
     VerifyDone { volume: u16, oos_bytes: u64 },
+}
+
+/// Which of a connection's digest algorithms an [`Action::LocalDigest`] uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DigestAlg {
+    /// `verify-alg` (online verify).
+    Verify,
+    /// `csums-alg` (checksum-based resync).
+    Csums,
 }
 
 /// What a verify target says about a range ([`PeerMessage::VerifyReply`]).
@@ -262,12 +281,12 @@ pub enum Action<P> {
     SendOnData { peer: u8, message: PeerMessage<P> },
     /// Read `length` bytes at `offset`; answer with `local_read_done(io)`.
     LocalRead { io: IoId, volume: u16, offset: u64, length: u64 },
-    /// Read `length` bytes at `offset` and digest them with the connection's `verify-alg`,
-    /// one digest per `block_bytes` block (the last block may be shorter: digest what there
-    /// is), and answer with `local_digest_done(io)` with the digests concatenated. Every
-    /// digest has the algorithm's length; `length / block_bytes` (rounded up) digests must fit
-    /// in [`crate::VERIFY_DIGESTS_BYTES_MAX`], or the range counts as unreadable.
-    LocalDigest { io: IoId, volume: u16, offset: u64, length: u64, block_bytes: u32 },
+    /// Read `length` bytes at `offset` and digest them with the connection's `alg`, one
+    /// digest per `block_bytes` block (the last block may be shorter: digest what there is),
+    /// and answer with `local_digest_done(io)` with the digests concatenated. Every digest has
+    /// the algorithm's length; `length / block_bytes` (rounded up) digests must fit in
+    /// [`crate::VERIFY_DIGESTS_BYTES_MAX`], or the range counts as unreadable.
+    LocalDigest { io: IoId, volume: u16, offset: u64, length: u64, block_bytes: u32, alg: DigestAlg },
     /// Write `meta` to the volume's superblock and make it durable (after writing the dirty
     /// bitmap pages: [`crate::Engine::take_dirty_bitmap_pages`]); answer with
     /// `local_done(io)`. At most one is in flight per volume, so they never race.

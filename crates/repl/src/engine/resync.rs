@@ -17,7 +17,7 @@
 //! - Writes from an earlier connection that are still being applied are ordered the same way
 //!   (they arrived earlier), and their blocks stay out of sync on the source until confirmed.
 
-use crate::engine::Engine;
+use crate::engine::{csums, Engine};
 use crate::extent::Extent;
 use crate::resync_rate::ResyncTick;
 use crate::state::{DiskState, Role};
@@ -118,6 +118,7 @@ impl<P: Clone> Engine<P> {
             .map(|w| w.extent)
             .collect();
         let p = &mut self.peers[slot];
+        let block_bytes = p.bitmaps[vslot].granularity_bytes();
         let unconfirmed: Vec<Extent> = p
             .transfer_log
             .iter()
@@ -146,6 +147,16 @@ impl<P: Clone> Engine<P> {
                 "a resync read would run with a client write"
             );
             source.reading.insert(id, request);
+            if source.csums.contains_key(&id) {
+                let io = IoId::CsumPeerRead { peer, id };
+                out.push(csums::digest_action(
+                    io,
+                    volume,
+                    request.extent,
+                    block_bytes,
+                ));
+                continue;
+            }
             let Extent { offset, length } = request.extent;
             out.push(Action::LocalRead {
                 io: IoId::ResyncRead { peer, id },
@@ -333,11 +344,17 @@ impl<P: Clone> Engine<P> {
     /// Requests runs of set blocks from the cursor on, while credit and `max-buffers` allow
     /// (so the bytes requested never exceed the controller's budgets by a block or more);
     /// finishes the resync when nothing is left.
-    fn issue_requests(&mut self, now: Time, slot: usize, vslot: usize, out: &mut Vec<Action<P>>) {
+    pub(super) fn issue_requests(
+        &mut self,
+        now: Time,
+        slot: usize,
+        vslot: usize,
+        out: &mut Vec<Action<P>>,
+    ) {
         let in_flight_max = self.resync_in_flight_max(slot);
         let (volume, size_bytes) = (self.volumes[vslot].number, self.volumes[vslot].size_bytes);
         let p = &mut self.peers[slot];
-        let peer = p.config.node_id;
+        let (peer, csums) = (p.config.node_id, p.config.csums);
         let bitmap = &p.bitmaps[vslot];
         let SyncState::Target(target) = &mut p.syncs[vslot] else {
             return;
@@ -378,6 +395,16 @@ impl<P: Clone> Engine<P> {
             target.credit = target
                 .credit
                 .saturating_sub(i64::try_from(length).unwrap_or(i64::MAX));
+            if csums {
+                let (io, extent) = (IoId::CsumRead { peer, id }, Extent { offset, length });
+                out.push(csums::digest_action(
+                    io,
+                    volume,
+                    extent,
+                    bitmap.granularity_bytes(),
+                ));
+                continue;
+            }
             out.push(Action::SendOnData {
                 peer,
                 message: PeerMessage::ResyncRequest {

@@ -56,7 +56,7 @@ use crate::resync_rate::{ResyncRateController, ResyncTick};
 use crate::state::{ConnState, DiskState};
 use crate::sync::{Progress, SyncState};
 use crate::types::{
-    Action, IoError, IoId, PeerMessage, ResyncProgress, StateError, Time, UuidsMessage,
+    Action, DigestAlg, IoError, IoId, PeerMessage, ResyncProgress, StateError, Time, UuidsMessage,
     UuidsPurpose, VerifyOutcome,
 };
 
@@ -383,6 +383,7 @@ impl<P: Clone> Engine<P> {
                 offset,
                 length,
                 block_bytes,
+                alg: DigestAlg::Verify,
             });
             let message = PeerMessage::VerifyRequest {
                 id,
@@ -475,6 +476,8 @@ impl<P: Clone> Engine<P> {
         match io {
             IoId::VerifyRead { peer, id } => self.source_digest_done(now, peer, id, digests, out),
             IoId::VerifyPeerRead { peer, id } => self.target_digest_done(peer, id, digests, out),
+            IoId::CsumRead { peer, id } => self.csum_target_digest_done(peer, id, digests, out),
+            IoId::CsumPeerRead { peer, id } => self.csum_source_digest_done(peer, id, digests, out),
             _ => {}
         }
     }
@@ -600,6 +603,7 @@ impl<P: Clone> Engine<P> {
             offset,
             length,
             block_bytes,
+            alg: DigestAlg::Verify,
         });
         Ok(())
     }
@@ -878,7 +882,7 @@ fn block_count(extent: Extent, block_bytes: u64) -> u64 {
 
 /// Whether `len` digest bytes are one equal-length digest per block of `extent` and fit a
 /// reply.
-fn digests_fit(len: usize, extent: Extent, block_bytes: u64) -> bool {
+pub(super) fn digests_fit(len: usize, extent: Extent, block_bytes: u64) -> bool {
     let blocks = block_count(extent, block_bytes);
     len > 0
         && len <= VERIFY_DIGESTS_BYTES_MAX
