@@ -681,7 +681,7 @@ fn writes_racing_a_verify_never_cause_false_positives() {
                     pair.route(A, out);
                     request += 1;
                 }
-                1 | 2 | 3 => {
+                1..=3 => {
                     pair.deliver(A);
                 }
                 4 | 5 => {
