@@ -21,15 +21,18 @@
 //!
 //! The handshake and bitmap exchange are in `handshake.rs`, the resync in `resync.rs`, the
 //! metadata (generation identifiers, persistence) in `persist.rs`, the activity log in
-//! `activity_log.rs`.
+//! `activity_log.rs`, online verify in `verify.rs`, checksum-based resync in `csums.rs`.
 
 mod activity_log;
+mod csums;
 mod handshake;
 mod persist;
 mod resync;
+pub(crate) mod verify;
 
 pub use handshake::BITMAP_CHUNK_BYTES_MAX;
 pub use resync::RESYNC_REQUEST_BYTES_MAX;
+pub use verify::{VERIFY_DIGESTS_BYTES_MAX, VERIFY_REQUEST_BYTES_MAX};
 
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
@@ -130,6 +133,9 @@ pub struct PeerConfig {
     pub resync: ResyncRateConfig,
     /// `after-sb-0pri`, `after-sb-1pri`, `after-sb-2pri`.
     pub split_brain: SplitBrainPolicies,
+    /// `csums-alg` is set: as sync target, send the digests of each range with its request,
+    /// so that ranges the source has with the same digests move no data.
+    pub csums: bool,
 }
 
 /// Configuration of an engine.
@@ -231,6 +237,8 @@ struct Peer<P> {
     discard_my_data: bool,
     /// A validated controller, cloned for each resync.
     rate: ResyncRateController,
+    /// Per volume slot: what the latest online verify found.
+    verify_counts: Vec<verify::VerifyCounts>,
 }
 
 /// Local state of one volume.
@@ -389,6 +397,7 @@ impl<P: Clone> Engine<P> {
         let vslot = self.volume_slot(volume).unwrap_or(0);
         let meta_version = self.new_generation_if_needed(vslot, out);
         assert!(!self.resync_busy(volume, &extent), "a client write overlaps a resync read or its unconfirmed reply");
+        self.verify_note_write(volume, extent);
         let seq = self.next_seq;
         self.next_seq += 1;
         self.epoch_writes += 1;
@@ -473,6 +482,8 @@ impl<P: Clone> Engine<P> {
             // Answered through `local_read_done`; a driver that sends it here has nothing to
             // complete.
             IoId::ResyncRead { .. } => {}
+            // Answered through `local_digest_done`.
+            IoId::VerifyRead { .. } | IoId::VerifyPeerRead { .. } | IoId::CsumRead { .. } | IoId::CsumPeerRead { .. } => {}
         }
     }
 
@@ -684,7 +695,10 @@ impl<P: Clone> Engine<P> {
             }
             PeerMessage::BarrierAck { epoch } => self.barrier_acked(now, slot, epoch, out),
             PeerMessage::State { role, disks } => self.peer_state(slot, role, disks, out),
-            PeerMessage::SyncUuids(message) => self.receive_uuids(now, slot, *message, out),
+            PeerMessage::SyncUuids(message) => {
+                self.end_verify_for_handshake(slot, &message, out);
+                self.receive_uuids(now, slot, *message, out)
+            }
             PeerMessage::BitmapChunk { volume, chunk } => self.receive_bitmap_chunk(now, slot, volume, &chunk, out),
             PeerMessage::ResyncRequest { id, volume, offset, length } => {
                 self.receive_resync_request(now, slot, id, volume, Extent { offset, length })
@@ -697,6 +711,17 @@ impl<P: Clone> Engine<P> {
             }
             PeerMessage::ResyncAck { id, volume, ok } => self.receive_resync_ack(now, slot, id, volume, ok, out),
             PeerMessage::ResyncDone { volume, failed_bytes } => self.receive_resync_done(slot, volume, failed_bytes, out),
+            PeerMessage::CsumRequest { id, volume, offset, length, digests } => {
+                self.receive_csum_request(now, slot, id, volume, Extent { offset, length }, digests)
+            }
+            PeerMessage::ResyncInSync { id, volume } => self.receive_resync_in_sync(now, slot, id, volume, out),
+            PeerMessage::VerifyRequest { id, volume, offset, length } => {
+                self.receive_verify_request(now, slot, id, volume, Extent { offset, length }, out)
+            }
+            PeerMessage::VerifyReply { id, volume, offset, length, outcome } => {
+                self.receive_verify_reply(now, slot, id, volume, Extent { offset, length }, outcome, out)
+            }
+            PeerMessage::VerifyDone { volume, oos_bytes } => self.receive_verify_done(slot, volume, oos_bytes, out),
         }
     }
 
@@ -712,6 +737,7 @@ impl<P: Clone> Engine<P> {
             return Err(format!("write beyond the end of volume {volume}: offset {offset} length {length}"));
         }
         let Some(extent) = extent else { return Ok(()) };
+        self.verify_note_write(volume, extent);
         // Counted on receipt: a received write is always written (or NegAcked) in order.
         self.volumes[vslot].written_bytes += length;
         let p = &mut self.peers[slot];
@@ -804,6 +830,7 @@ impl<P: Clone> Engine<P> {
                 continue;
             }
             self.resync_tick(now, slot, out);
+            self.verify_tick(now, slot, out);
             let oldest = self.oldest_unacked(slot);
             let peer = &mut self.peers[slot];
             let verdict = peer.liveness.check(now, &peer.config, oldest);
@@ -973,6 +1000,8 @@ impl<P: Clone> Engine<P> {
                     out_of_sync_bytes,
                     pending: p.receiver.pending(),
                     resync: sync.progress(),
+                    verify_oos_bytes: p.verify_counts[vslot].oos_bytes,
+                    verify_skipped_bytes: p.verify_counts[vslot].skipped_bytes,
                 }
             })
             .collect();
@@ -1045,6 +1074,7 @@ fn new_peer<P: Clone>(local: NodeId, config: &PeerConfig, volumes: &[VolumeConfi
         received_bytes: vec![0; count],
         discard_my_data: false,
         rate,
+        verify_counts: vec![verify::VerifyCounts::default(); count],
     })
 }
 

@@ -14,8 +14,9 @@
 //!   concurrently and in any order: the engine only issues I/O that may run concurrently.
 //! - Every `LocalWrite`/`LocalFlush`/`PersistMeta`/`WriteActivityLog` must be answered by
 //!   exactly one [`Engine::local_done`] with the same [`IoId`], every `LocalRead` by exactly one
-//!   [`Engine::local_read_done`]; every [`Action::Complete`] is the one answer to a submitted
-//!   request.
+//!   [`Engine::local_read_done`], every `LocalDigest` by exactly one
+//!   [`Engine::local_digest_done`]; every [`Action::Complete`] is the one answer to a
+//!   submitted request.
 //! - `P` is the payload type: the daemon uses a reference-counted buffer, tests use anything
 //!   cloneable. The engine clones it for the local write and each peer, never looks inside.
 //!
@@ -59,7 +60,8 @@
 //! data, a Primary that would be overwritten). See `engine/handshake.rs` and
 //! `engine/resync.rs`; `sync.rs` has the state diagram. Admin inputs: [`Engine::promote`]
 //! (`--force`), [`Engine::new_current_uuid`], [`Engine::set_discard_my_data`],
-//! [`Engine::set_connect`].
+//! [`Engine::set_connect`], [`Engine::start_verify`] (online verify, `engine/verify.rs`: the
+//! driver computes the digests with `verify-alg`, the engine compares them).
 //!
 //! # Invariants
 //! - A write is completed to the client only when its local write finished and every peer
@@ -100,6 +102,7 @@ pub use after_split_brain::{
 pub use engine::{
     Engine, EngineConfig, PeerBitmap, PeerConfig, VolumeConfig, BITMAP_CHUNK_BYTES_MAX,
     BITMAP_GRANULARITY_BYTES_DEFAULT, RESYNC_REQUEST_BYTES_MAX, TICK_INTERVAL,
+    VERIFY_DIGESTS_BYTES_MAX, VERIFY_REQUEST_BYTES_MAX,
 };
 pub use extent::Extent;
 pub use resync_rate::{
@@ -108,9 +111,9 @@ pub use resync_rate::{
 };
 pub use state::{ConnState, DiskState, Protocol, ReplState, Role};
 pub use types::{
-    Action, DiskOp, EngineStatus, IoError, IoId, Op, PeerMessage, PeerStatus, PeerVolumeStatus,
-    RequestId, ResyncProgress, StateError, Time, UuidsMessage, UuidsPurpose, VolumeMeta,
-    VolumeStatus, WriteFlags,
+    Action, DigestAlg, DiskOp, EngineStatus, IoError, IoId, Op, PeerMessage, PeerStatus, PeerVolumeStatus,
+    RequestId, ResyncProgress, StateError, Time, UuidsMessage, UuidsPurpose, VerifyOutcome,
+    VolumeMeta, VolumeStatus, WriteFlags,
 };
 pub use uuid::{
     compare, Adoption, GenerationFlags, GenerationIds, Handshake, HandshakeLog, HandshakeNodes,

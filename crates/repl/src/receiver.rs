@@ -99,6 +99,15 @@ impl<P: Clone> Receiver<P> {
         u64::try_from(self.writes.len()).unwrap_or(u64::MAX)
     }
 
+    /// The ranges of `volume` received and not yet written, in arrival order (online verify
+    /// does not judge blocks these may still change).
+    pub(crate) fn pending_extents(&self, volume: u16) -> impl Iterator<Item = Extent> + '_ {
+        self.writes
+            .values()
+            .filter(move |w| w.volume == volume)
+            .map(|w| w.extent)
+    }
+
     fn acks_allowed(&self, key: EpochKey) -> bool {
         self.connected && key.0 == self.session
     }

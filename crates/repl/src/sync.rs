@@ -7,6 +7,7 @@
 //!                                 │            └► StartingTarget ─► Target ─► Established
 //!                                 └► (split brain, unrelated, conflicts: StandAlone, Off)
 //!  any ──disconnect──► Off   (the bitmaps keep every block not yet confirmed)
+//!  Established ──verify──► VerifySource / VerifyTarget ──walk done──► Established
 //! ```
 //!
 //! Invariants:
@@ -22,6 +23,7 @@ use std::time::Duration;
 
 use meta::RleDecoder;
 
+use crate::engine::verify::{VerifySource, VerifyTarget};
 use crate::extent::Extent;
 use crate::resync_rate::ResyncRateController;
 use crate::state::{DiskState, ReplState, Role};
@@ -51,6 +53,10 @@ pub(crate) enum SyncState {
     Source(Box<SourceSync>),
     /// Receiving the resync.
     Target(Box<TargetSync>),
+    /// Online verify, this node comparing (`engine/verify.rs`).
+    VerifySource(Box<VerifySource>),
+    /// Online verify, this node answering.
+    VerifyTarget(Box<VerifyTarget>),
 }
 
 impl SyncState {
@@ -63,6 +69,8 @@ impl SyncState {
             SyncState::StartingTarget(_) => ReplState::WFBitMapT,
             SyncState::Source(_) => ReplState::SyncSource,
             SyncState::Target(_) => ReplState::SyncTarget,
+            SyncState::VerifySource(_) => ReplState::VerifyS,
+            SyncState::VerifyTarget(_) => ReplState::VerifyT,
         }
     }
 
@@ -71,6 +79,8 @@ impl SyncState {
         match self {
             SyncState::Source(source) => Some(source.progress.report(source.busy_bytes())),
             SyncState::Target(target) => Some(target.progress.report(target.in_flight_bytes())),
+            SyncState::VerifySource(source) => Some(source.report()),
+            SyncState::VerifyTarget(target) => Some(target.report()),
             _ => None,
         }
     }
@@ -125,6 +135,9 @@ pub(crate) struct SourceSync {
     pub(crate) reading: BTreeMap<u64, Requested>,
     /// Replies sent, waiting for the target's ack.
     pub(crate) awaiting: BTreeMap<u64, Requested>,
+    /// `csums-alg`: the target's digests of queued and reading requests, until compared with
+    /// ours (`engine/csums.rs`).
+    pub(crate) csums: BTreeMap<u64, Vec<u8>>,
     pub(crate) progress: Progress,
 }
 
@@ -134,6 +147,7 @@ impl SourceSync {
             queued: VecDeque::new(),
             reading: BTreeMap::new(),
             awaiting: BTreeMap::new(),
+            csums: BTreeMap::new(),
             progress: Progress::new(total_bytes, now),
         }
     }

@@ -12,8 +12,10 @@ const A: usize = 0;
 const B: usize = 1;
 
 mod activity_log;
+mod csums;
 mod resync;
 mod resync_pace;
+mod verify;
 
 /// The current generation both test disks start with (equal: in sync).
 const SYNCED_UUID: u64 = 0x1000;
@@ -32,6 +34,7 @@ fn peer_config(node_id: u8, protocol: Protocol) -> PeerConfig {
         // Fast enough that the resync tests finish in a few ticks.
         resync: ResyncRateConfig { resync_rate_kib_per_s: 1 << 20, c_plan_ahead: Duration::ZERO, ..ResyncRateConfig::default() },
         split_brain: SplitBrainPolicies::default(),
+        csums: false,
     }
 }
 
@@ -72,6 +75,8 @@ struct Pair {
     resync_requested_bytes: [u64; 2],
     /// Activity-log transactions each node wrote (answered Ok), in order.
     al_written: Vec<(usize, AlRecord)>,
+    /// `VerifyFound` and `VerifyFinished` actions, with the node that produced them.
+    verify_events: Vec<(usize, Action<Vec<u8>>)>,
 }
 
 /// An [`Action::WriteActivityLog`] as the test driver performed it.
@@ -105,6 +110,7 @@ impl Pair {
             resync_sent_bytes: [0, 0],
             resync_requested_bytes: [0, 0],
             al_written: Vec::new(),
+            verify_events: Vec::new(),
         }
     }
 
@@ -163,6 +169,8 @@ impl Pair {
                 Action::Complete { request, result } => self.completed.push((request, result)),
                 Action::Disconnect { state, .. } => self.disconnects.push((from, state)),
                 Action::StateChanged => {}
+                Action::LocalDigest { .. } => self.local[from].push_back(action),
+                Action::VerifyFound { .. } | Action::VerifyFinished { .. } => self.verify_events.push((from, action)),
             }
         }
     }
@@ -207,6 +215,12 @@ impl Pair {
                 io
             }
             Action::LocalWrite { io, .. } | Action::LocalFlush { io } => io,
+            Action::LocalDigest { io, offset, length, block_bytes, .. } => {
+                let data = &self.disks[node][offset as usize..(offset + length) as usize];
+                self.nodes[node].local_digest_done(self.now, io, Ok(verify::block_digests(data, block_bytes)), &mut out);
+                self.route(node, out);
+                return;
+            }
             _ => unreachable!("only local I/O is queued"),
         };
         self.nodes[node].local_done(self.now, io, Ok(()), &mut out);

@@ -81,6 +81,15 @@ pub enum IoId {
     ResyncWrite { peer: u8, id: u64 },
     /// An [`Action::WriteActivityLog`]: activity-log transaction `seq` of `volume`.
     ActivityLog { volume: u16, seq: u64 },
+    /// A verify source's digests of its own range `id` ([`Action::LocalDigest`]).
+    VerifyRead { peer: u8, id: u64 },
+    /// `csums-alg`: a sync target's digests of its own range of request `id`.
+    CsumRead { peer: u8, id: u64 },
+    /// `csums-alg`: a sync source's digests of the range the target requested as `id`.
+    CsumPeerRead { peer: u8, id: u64 },
+    /// A verify target's digests of a range the peer asked for (`id` is ours, not the
+    /// request's).
+    VerifyPeerRead { peer: u8, id: u64 },
 }
 
 /// Why a local I/O failed.
@@ -142,6 +151,44 @@ pub enum PeerMessage<P> {
     ResyncAck { id: u64, volume: u16, ok: bool },
     /// The sync target has every block it lacked, except `failed_bytes` (data socket).
     ResyncDone { volume: u16, failed_bytes: u64 },
+    /// `csums-alg`: a resync request with the target's digests of the range (data socket);
+    /// answered by `ResyncReply` (the data) or `ResyncInSync` (same digests, no data).
+    CsumRequest { id: u64, volume: u16, offset: u64, length: u64, digests: Vec<u8> },
+    /// The range of `CsumRequest` `id` has the same digests on the source: no data (data
+    /// socket).
+    ResyncInSync { id: u64, volume: u16 },
+    /// The verify source asks for the digests of `length` bytes at `offset` (data socket).
+    VerifyRequest { id: u64, volume: u16, offset: u64, length: u64 },
+    /// The verify target's answer to request `id` (data socket).
+    VerifyReply { id: u64, volume: u16, offset: u64, length: u64, outcome: VerifyOutcome },
+    /// The verify source walked the whole volume and found `oos_bytes` out of sync (data
+    /// socket).
+    VerifyDone { volume: u16, oos_bytes: u64 },
+}
+
+/// Which of a connection's digest algorithms an [`Action::LocalDigest`] uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DigestAlg {
+    /// `verify-alg` (online verify).
+    Verify,
+    /// `csums-alg` (checksum-based resync).
+    Csums,
+}
+
+/// What a verify target says about a range ([`PeerMessage::VerifyReply`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum VerifyOutcome {
+    /// Wire status 0.
+    Digests {
+        /// Bit `i`: block `i` of the range was being written on the target while it was
+        /// digested, so its digest is not judged.
+        written_blocks: u32,
+        /// One digest per bitmap block of the range, concatenated (all of one length).
+        digests: Vec<u8>,
+    },
+    /// The target could not read the range (or its digests broke the driver contract). Wire
+    /// status 1.
+    ReadFailed,
 }
 
 /// Why generation identifiers are sent ([`PeerMessage::SyncUuids`]).
@@ -236,6 +283,12 @@ pub enum Action<P> {
     SendOnData { peer: u8, message: PeerMessage<P> },
     /// Read `length` bytes at `offset`; answer with `local_read_done(io)`.
     LocalRead { io: IoId, volume: u16, offset: u64, length: u64 },
+    /// Read `length` bytes at `offset` and digest them with the connection's `alg`, one
+    /// digest per `block_bytes` block (the last block may be shorter: digest what there is),
+    /// and answer with `local_digest_done(io)` with the digests concatenated. Every digest has
+    /// the algorithm's length; `length / block_bytes` (rounded up) digests must fit in
+    /// [`crate::VERIFY_DIGESTS_BYTES_MAX`], or the range counts as unreadable.
+    LocalDigest { io: IoId, volume: u16, offset: u64, length: u64, block_bytes: u32, alg: DigestAlg },
     /// Write `meta` to the volume's superblock and make it durable (after writing the dirty
     /// bitmap pages: [`crate::Engine::take_dirty_bitmap_pages`]); answer with
     /// `local_done(io)`. At most one is in flight per volume, so they never race.
@@ -258,6 +311,13 @@ pub enum Action<P> {
     /// handler; if `resolution` is [`Resolution::Disconnect`] (the peer is now StandAlone)
     /// also the `split-brain` handler.
     SplitBrain { peer: u8, volume: u16, resolution: Resolution, detail: String },
+    /// Online verify found `length` bytes at `offset` differing on `peer`; they are marked out
+    /// of sync for it (log it, show it in events).
+    VerifyFound { peer: u8, volume: u16, offset: u64, length: u64 },
+    /// The verify of `volume` with `peer` walked the whole volume: `oos_bytes` found out of
+    /// sync, `skipped_bytes` not judged (written meanwhile). Write the dirty bitmap pages; run
+    /// the `out-of-sync` handler if `oos_bytes` is not 0.
+    VerifyFinished { peer: u8, volume: u16, oos_bytes: u64, skipped_bytes: u64 },
     /// Close the connection to a peer (the driver reconnects unless it is StandAlone).
     Disconnect { peer: u8, state: ConnState, reason: String },
     /// Answer a client request.
@@ -294,9 +354,15 @@ pub enum StateError {
     /// The request needs the peer connected.
     #[error("peer {peer} is not connected")]
     PeerNotConnected { peer: String },
-    /// A handshake or resync with a peer is running; the request must wait for it.
-    #[error("a handshake or resync with peer {peer} is in progress")]
+    /// A handshake, resync or verify with a peer is running; the request must wait for it.
+    #[error("a handshake, resync or verify with peer {peer} is in progress")]
     SyncInProgress { peer: String },
+    /// No peer is connected.
+    #[error("no peer is connected")]
+    NoConnectedPeer,
+    /// Online verify compares UpToDate data only.
+    #[error("verify with peer {peer} needs UpToDate disks on both sides (local {local}, peer {peer_disk})")]
+    VerifyNeedsUpToDate { peer: String, local: DiskState, peer_disk: DiskState },
 }
 
 /// A snapshot of everything `status` shows for one resource.
@@ -372,8 +438,14 @@ pub struct PeerVolumeStatus {
     pub out_of_sync_bytes: u64,
     /// Writes received from the peer not yet written.
     pub pending: u64,
-    /// The running resync (SyncSource / SyncTarget), if any.
+    /// The running resync (SyncSource / SyncTarget) or verify (VerifyS / VerifyT), if any.
     pub resync: Option<ResyncProgress>,
+    /// Bytes the latest (or running) online verify found out of sync.
+    #[serde(default)]
+    pub verify_oos_bytes: u64,
+    /// Bytes the latest (or running) online verify could not judge (written meanwhile).
+    #[serde(default)]
+    pub verify_skipped_bytes: u64,
 }
 
 /// Progress of a resync, for `done:NN.NN` and the rate.

@@ -152,6 +152,28 @@ pub enum WireError {
         /// The flags found or given.
         flags: u64,
     },
+    /// The status byte of a `VerifyReply` is not one this version defines.
+    #[error("invalid status {value} in verify_reply")]
+    InvalidVerifyStatus {
+        /// The byte found.
+        value: u8,
+    },
+    /// A `VerifyReply` with status "digests" carries no digests, or more than a frame allows.
+    #[error("verify digests of {len} bytes (must be 1..={max})")]
+    VerifyDigestsLength {
+        /// The digests' length.
+        len: usize,
+        /// The longest digests allowed.
+        max: usize,
+    },
+    /// A `CsumRequest` carries no digests, or more than a frame allows.
+    #[error("csum request digests of {len} bytes (must be 1..={max})")]
+    CsumDigestsLength {
+        /// The digests' length.
+        len: usize,
+        /// The longest digests allowed.
+        max: usize,
+    },
     /// The encoder was given a bitmap chunk that is empty or longer than a frame allows.
     #[error("bitmap chunk of {len} bytes (must be 1..={max})")]
     BitmapChunkLength {

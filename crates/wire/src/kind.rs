@@ -36,6 +36,18 @@ pub const RESYNC_NEG_REPLY_LEN: usize = 8 + 2 + 8 + 4 + 4;
 pub const RESYNC_ACK_LEN: usize = 8 + 2 + 1;
 /// Length of the body of a `ResyncDone`: volume, failed bytes.
 pub const RESYNC_DONE_LEN: usize = 2 + 8;
+/// Length of the fixed part of a `CsumRequest` body: id, volume, offset, length (the digests
+/// follow).
+pub const CSUM_REQUEST_HEADER_LEN: usize = 8 + 2 + 8 + 4;
+/// Length of the body of a `ResyncInSync`: id, volume.
+pub const RESYNC_IN_SYNC_LEN: usize = 8 + 2;
+/// Length of the body of a `VerifyRequest`: id, volume, offset, length.
+pub const VERIFY_REQUEST_LEN: usize = 8 + 2 + 8 + 4;
+/// Length of the fixed part of a `VerifyReply` body: id, volume, offset, length, status (the
+/// written-block mask and the digests, if any, follow).
+pub const VERIFY_REPLY_HEADER_LEN: usize = 8 + 2 + 8 + 4 + 1;
+/// Length of the body of a `VerifyDone`: volume, out-of-sync bytes found.
+pub const VERIFY_DONE_LEN: usize = 2 + 8;
 /// Slots of bitmap identifiers and of history identifiers in a `SyncUuids` (one per node id,
 /// and DRBD's history depth).
 pub const UUID_SLOTS: usize = 32;
@@ -110,6 +122,18 @@ pub enum Kind {
     ResyncAck = 0x0303,
     /// Data socket (target to source): every block of the resync was requested and answered.
     ResyncDone = 0x0304,
+    /// Data socket (target to source, `csums-alg`): send me this range unless your digests of
+    /// it are these.
+    CsumRequest = 0x0305,
+    /// Data socket (source to target, `csums-alg`): the range of a `CsumRequest` has those
+    /// digests here too; no data follows.
+    ResyncInSync = 0x0306,
+    /// Data socket (verify source to target): send me the digests of this range.
+    VerifyRequest = 0x0310,
+    /// Data socket (verify target to source): the digests of a range, or why there are none.
+    VerifyReply = 0x0311,
+    /// Data socket (verify source to target): the verify walked the whole volume.
+    VerifyDone = 0x0312,
     /// Data socket: the sender's generation identifiers for one volume (the sync handshake).
     SyncUuids = 0x0400,
     /// Data socket: one RLE chunk of the sender's out-of-sync bitmap for one volume.
@@ -118,7 +142,7 @@ pub enum Kind {
 
 impl Kind {
     /// Every kind, in kind-number order.
-    pub const ALL: [Kind; 23] = [
+    pub const ALL: [Kind; 28] = [
         Kind::Hello,
         Kind::AuthResponse,
         Kind::AuthResult,
@@ -140,6 +164,11 @@ impl Kind {
         Kind::ResyncNegReply,
         Kind::ResyncAck,
         Kind::ResyncDone,
+        Kind::CsumRequest,
+        Kind::ResyncInSync,
+        Kind::VerifyRequest,
+        Kind::VerifyReply,
+        Kind::VerifyDone,
         Kind::SyncUuids,
         Kind::BitmapChunk,
     ];
@@ -180,6 +209,11 @@ impl Kind {
             | Kind::ResyncNegReply
             | Kind::ResyncAck
             | Kind::ResyncDone
+            | Kind::CsumRequest
+            | Kind::ResyncInSync
+            | Kind::VerifyRequest
+            | Kind::VerifyReply
+            | Kind::VerifyDone
             | Kind::SyncUuids
             | Kind::BitmapChunk => matches!(socket, SocketKind::Data),
             Kind::Ping
@@ -214,6 +248,8 @@ impl Kind {
             Kind::PeerState => PEER_STATE_LEN_MIN,
             Kind::Refuse | Kind::Disconnect => STRING_PREFIX_LEN,
             Kind::BitmapChunk => 2 + 1,
+            Kind::VerifyReply => VERIFY_REPLY_HEADER_LEN,
+            Kind::CsumRequest => CSUM_REQUEST_HEADER_LEN + 1,
             _ => self.body_len_fixed(),
         }
     }
@@ -227,6 +263,7 @@ impl Kind {
             Kind::Data => DATA_HEADER_LEN + widen(DATA_PAYLOAD_LEN_MAX),
             Kind::ResyncReply => RESYNC_REPLY_HEADER_LEN + widen(DATA_PAYLOAD_LEN_MAX),
             Kind::BitmapChunk => 2 + BITMAP_CHUNK_LEN_MAX,
+            Kind::VerifyReply | Kind::CsumRequest => MESSAGE_LEN_MAX,
             _ => self.body_len_fixed(),
         }
     }
@@ -259,6 +296,11 @@ impl Kind {
             Kind::ResyncNegReply => RESYNC_NEG_REPLY_LEN,
             Kind::ResyncAck => RESYNC_ACK_LEN,
             Kind::ResyncDone => RESYNC_DONE_LEN,
+            Kind::CsumRequest => CSUM_REQUEST_HEADER_LEN + 1,
+            Kind::ResyncInSync => RESYNC_IN_SYNC_LEN,
+            Kind::VerifyRequest => VERIFY_REQUEST_LEN,
+            Kind::VerifyReply => VERIFY_REPLY_HEADER_LEN,
+            Kind::VerifyDone => VERIFY_DONE_LEN,
             Kind::SyncUuids => SYNC_UUIDS_LEN,
             Kind::BitmapChunk => 2 + 1,
         }
@@ -295,6 +337,7 @@ const _: () = assert!(RANGE_HEADER_LEN == 30);
 const _: () = assert!(widen(RESYNC_REPLY_HEADER_LEN_U32) == RESYNC_REPLY_HEADER_LEN);
 const _: () = assert!(SYNC_UUIDS_LEN == 541);
 const _: () = assert!(SYNC_UUIDS_LEN <= MESSAGE_LEN_MAX);
+const _: () = assert!(VERIFY_REPLY_HEADER_LEN == 23);
 const _: () = assert!(HELLO_LEN_MIN == 60);
 const _: () = assert!(HELLO_LEN_MAX == 955);
 // A full data frame body (header plus the largest payload) stays within the global bound,

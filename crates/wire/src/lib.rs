@@ -65,10 +65,15 @@
 //! | `0x0302` | `ResyncNegReply`| data   | `id: u64, volume: u16, offset: u64, length: u32, errno: u32` |
 //! | `0x0303` | `ResyncAck`    | data    | `id: u64, volume: u16, ok: bool`                          |
 //! | `0x0304` | `ResyncDone`   | data    | `volume: u16, failed_bytes: u64`                          |
+//! | `0x0305` | `CsumRequest`  | data    | `id: u64, volume: u16, offset: u64, length: u32`, then 1..=[`CSUM_DIGESTS_LEN_MAX`] digest bytes |
+//! | `0x0306` | `ResyncInSync` | data    | `id: u64, volume: u16`                                    |
+//! | `0x0310` | `VerifyRequest`| data    | `id: u64, volume: u16, offset: u64, length: u32`          |
+//! | `0x0311` | `VerifyReply`  | data    | `id: u64, volume: u16, offset: u64, length: u32, status: u8`, then the digests |
+//! | `0x0312` | `VerifyDone`   | data    | `volume: u16, oos_bytes: u64`                             |
 //! | `0x0400` | `SyncUuids`    | data    | [`SyncUuids`] ([`SYNC_UUIDS_LEN`] bytes)                  |
 //! | `0x0401` | `BitmapChunk`  | data    | `volume: u16`, then 1..=[`BITMAP_CHUNK_LEN_MAX`] RLE bytes |
 //!
-//! `0x03xx` is the resync, `0x04xx` the connection set-up (generation identifiers, bitmap
+//! `0x0300..0x030f` is the resync, `0x0310..0x031f` online verify, `0x04xx` the connection set-up (generation identifiers, bitmap
 //! exchange). Both travel on the **data** socket, in both directions: the identifiers must
 //! precede the first write after a connect, the bitmap the first resync request, and a resync
 //! reply must be ordered with the writes to the same blocks ([`Kind::allowed_on`]). None of
@@ -79,6 +84,10 @@
 //! `role: u8`, `disk_state: u8`, `flags: u64` (bit 0 discard-my-data, bit 1 crashed-primary;
 //! others rejected), `bitmap_bits: u64`, `current: u64`, `bitmap: [u64; 32]`,
 //! `history: [u64; 32]`.
+//!
+//! `VerifyReply` status: 0 digests (then `written_blocks: u32`, bit `i` set if block `i` of
+//! the range was being written while it was read, then 1..=[`VERIFY_DIGESTS_LEN_MAX`] bytes:
+//! one digest per bitmap block of the range, concatenated), 1 read failed (nothing follows).
 //!
 //! To add a kind: add a [`Kind`] variant with its number and body bounds, a [`Message`]
 //! variant, one arm in each of the encode and decode dispatchers, and a case in the round-trip
@@ -99,6 +108,7 @@
 //!   needs at most `FRAME_HEADER_LEN + MESSAGE_LEN_MAX` bytes of buffer per message.
 
 mod codec;
+mod csums;
 mod error;
 mod frame;
 mod handshake;
@@ -106,7 +116,9 @@ mod kind;
 mod message;
 #[cfg(test)]
 mod test_support;
+mod verify;
 
+pub use csums::{CsumRequest, CSUM_DIGESTS_LEN_MAX};
 pub use error::WireError;
 pub use frame::{decode_frame, Frame, FrameHeader, BODY_LEN_MAX, FRAME_HEADER_LEN, FRAME_MAGIC};
 pub use handshake::{
@@ -114,9 +126,10 @@ pub use handshake::{
     NegotiatedVersion, AUTH_DOMAIN,
 };
 pub use kind::{
-    Kind, BITMAP_CHUNK_LEN_MAX, DATA_HEADER_LEN, DATA_PAYLOAD_LEN_MAX, MESSAGE_LEN_MAX,
-    RANGE_HEADER_LEN, RESYNC_ACK_LEN, RESYNC_DONE_LEN, RESYNC_NEG_REPLY_LEN,
-    RESYNC_REPLY_HEADER_LEN, RESYNC_REQUEST_LEN, STRING_LEN_MAX, SYNC_UUIDS_LEN, UUID_SLOTS,
+    Kind, BITMAP_CHUNK_LEN_MAX, CSUM_REQUEST_HEADER_LEN, DATA_HEADER_LEN, DATA_PAYLOAD_LEN_MAX,
+    MESSAGE_LEN_MAX, RANGE_HEADER_LEN, RESYNC_ACK_LEN, RESYNC_DONE_LEN, RESYNC_IN_SYNC_LEN,
+    RESYNC_NEG_REPLY_LEN, RESYNC_REPLY_HEADER_LEN, RESYNC_REQUEST_LEN, STRING_LEN_MAX,
+    SYNC_UUIDS_LEN, UUID_SLOTS, VERIFY_DONE_LEN, VERIFY_REPLY_HEADER_LEN, VERIFY_REQUEST_LEN,
     VOLUMES_MAX,
 };
 pub use message::{
@@ -125,6 +138,7 @@ pub use message::{
     DATA_FLAGS_KNOWN, DATA_FLAG_FUA, MAC_LEN, SESSION_LEN, UUID_FLAGS_KNOWN,
     UUID_FLAG_CRASHED_PRIMARY, UUID_FLAG_DISCARD_MY_DATA,
 };
+pub use verify::{VerifyOutcome, VerifyReply, VerifyRequest, VERIFY_DIGESTS_LEN_MAX};
 
 /// The protocol version this build speaks. Peers negotiate the highest version both support.
 pub const PROTOCOL_VERSION: u16 = 1;

@@ -16,8 +16,8 @@ mod tests;
 use crate::codec::{Reader, Writer};
 use crate::kind::{VOLUME_DISK_STATE_LEN, VOLUME_INFO_LEN};
 use crate::{
-    FrameHeader, Kind, WireError, BITMAP_CHUNK_LEN_MAX, DATA_PAYLOAD_LEN_MAX, FRAME_HEADER_LEN,
-    UUID_SLOTS, VOLUMES_MAX,
+    CsumRequest, FrameHeader, Kind, VerifyReply, VerifyRequest, WireError, BITMAP_CHUNK_LEN_MAX,
+    DATA_PAYLOAD_LEN_MAX, FRAME_HEADER_LEN, UUID_SLOTS, VOLUMES_MAX,
 };
 
 /// Length of the session id in a `Hello`.
@@ -344,6 +344,27 @@ pub enum Message {
         /// sync.
         failed_bytes: u64,
     },
+    /// The sync target asks for a range unless the source's digests of it are these
+    /// (`csums-alg`).
+    CsumRequest(CsumRequest),
+    /// The source's copy of a `CsumRequest`'s range has the target's digests: no data.
+    ResyncInSync {
+        /// The request's id.
+        id: u64,
+        /// Volume number.
+        volume: u16,
+    },
+    /// The verify source asks for the digests of a range.
+    VerifyRequest(VerifyRequest),
+    /// The verify target's digests of a range, or why there are none.
+    VerifyReply(VerifyReply),
+    /// The verify source walked the whole volume.
+    VerifyDone {
+        /// Volume number.
+        volume: u16,
+        /// Bytes the verify found out of sync.
+        oos_bytes: u64,
+    },
     /// The sender's generation identifiers for one volume (boxed: it is by far the largest
     /// message).
     SyncUuids(Box<SyncUuids>),
@@ -381,6 +402,11 @@ impl Message {
             Message::ResyncNegReply(_) => Kind::ResyncNegReply,
             Message::ResyncAck { .. } => Kind::ResyncAck,
             Message::ResyncDone { .. } => Kind::ResyncDone,
+            Message::CsumRequest(_) => Kind::CsumRequest,
+            Message::ResyncInSync { .. } => Kind::ResyncInSync,
+            Message::VerifyRequest(_) => Kind::VerifyRequest,
+            Message::VerifyReply(_) => Kind::VerifyReply,
+            Message::VerifyDone { .. } => Kind::VerifyDone,
             Message::SyncUuids(_) => Kind::SyncUuids,
             Message::BitmapChunk { .. } => Kind::BitmapChunk,
         }
@@ -497,7 +523,7 @@ impl Message {
         Ok(message)
     }
 
-    /// Reads the fields of a resync, generation-identifier or bitmap message.
+    /// Reads the fields of a resync, verify, generation-identifier or bitmap message.
     fn decode_sync_fields(kind: Kind, reader: &mut Reader<'_>) -> Result<Message, WireError> {
         let message = match kind {
             Kind::ResyncRequest => Message::ResyncRequest(ResyncRequest {
@@ -526,6 +552,17 @@ impl Message {
             Kind::ResyncDone => Message::ResyncDone {
                 volume: reader.u16("resync_done.volume")?,
                 failed_bytes: reader.u64("resync_done.failed_bytes")?,
+            },
+            Kind::CsumRequest => Message::CsumRequest(CsumRequest::decode(reader)?),
+            Kind::ResyncInSync => Message::ResyncInSync {
+                id: reader.u64("resync_in_sync.id")?,
+                volume: reader.u16("resync_in_sync.volume")?,
+            },
+            Kind::VerifyRequest => Message::VerifyRequest(VerifyRequest::decode(reader)?),
+            Kind::VerifyReply => Message::VerifyReply(VerifyReply::decode(reader)?),
+            Kind::VerifyDone => Message::VerifyDone {
+                volume: reader.u16("verify_done.volume")?,
+                oos_bytes: reader.u64("verify_done.oos_bytes")?,
             },
             Kind::SyncUuids => Message::SyncUuids(Box::new(SyncUuids::decode(reader)?)),
             Kind::BitmapChunk => Message::BitmapChunk {
@@ -568,7 +605,7 @@ impl Message {
         Ok(())
     }
 
-    /// Writes the fields of a resync, generation-identifier or bitmap message, in the order
+    /// Writes the fields of a resync, verify, generation-identifier or bitmap message, in the order
     /// `decode_sync_fields` reads them.
     fn encode_sync_fields(&self, writer: &mut Writer<'_>) -> Result<(), WireError> {
         match self {
@@ -601,6 +638,17 @@ impl Message {
             } => {
                 writer.u16(*volume);
                 writer.u64(*failed_bytes);
+            }
+            Message::CsumRequest(request) => request.encode(writer)?,
+            Message::ResyncInSync { id, volume } => {
+                writer.u64(*id);
+                writer.u16(*volume);
+            }
+            Message::VerifyRequest(request) => request.encode(writer),
+            Message::VerifyReply(reply) => reply.encode(writer)?,
+            Message::VerifyDone { volume, oos_bytes } => {
+                writer.u16(*volume);
+                writer.u64(*oos_bytes);
             }
             Message::SyncUuids(uuids) => uuids.encode(writer)?,
             Message::BitmapChunk { volume, chunk } => {

@@ -6,10 +6,11 @@ use proptest::collection::vec;
 use proptest::prelude::*;
 
 use crate::{
-    truncate_text, DataHeader, Hello, Kind, Message, PeerState, RangeHeader, ResyncNegReply,
-    ResyncReplyHeader, ResyncRequest, SocketKind, SyncUuids, UuidsPurpose, VolumeDiskState,
-    VolumeInfo, BITMAP_CHUNK_LEN_MAX, DATA_FLAGS_KNOWN, DATA_PAYLOAD_LEN_MAX, STRING_LEN_MAX,
-    UUID_FLAGS_KNOWN, UUID_SLOTS, VOLUMES_MAX,
+    truncate_text, CsumRequest, DataHeader, Hello, Kind, Message, PeerState, RangeHeader,
+    ResyncNegReply, ResyncReplyHeader, ResyncRequest, SocketKind, SyncUuids, UuidsPurpose,
+    VerifyOutcome, VerifyReply, VerifyRequest, VolumeDiskState, VolumeInfo, BITMAP_CHUNK_LEN_MAX,
+    CSUM_DIGESTS_LEN_MAX, DATA_FLAGS_KNOWN, DATA_PAYLOAD_LEN_MAX, STRING_LEN_MAX, UUID_FLAGS_KNOWN,
+    UUID_SLOTS, VERIFY_DIGESTS_LEN_MAX, VOLUMES_MAX,
 };
 
 /// A string of at most `STRING_LEN_MAX` bytes: short, multi-byte, or exactly at the limit.
@@ -143,6 +144,14 @@ pub(crate) fn arb_sync_uuids() -> impl Strategy<Value = SyncUuids> {
         )
 }
 
+/// The digests of a `CsumRequest`: any allowed length, often the exact maximum.
+pub(crate) fn arb_csum_digests() -> impl Strategy<Value = Vec<u8>> {
+    prop_oneof![
+        vec(any::<u8>(), 1..=CSUM_DIGESTS_LEN_MAX),
+        Just(vec![0x3C; CSUM_DIGESTS_LEN_MAX]),
+    ]
+}
+
 /// Any valid resync message.
 pub(crate) fn arb_resync_message() -> impl Strategy<Value = Message> {
     let ids = (any::<u64>(), any::<u16>(), any::<u64>());
@@ -173,9 +182,61 @@ pub(crate) fn arb_resync_message() -> impl Strategy<Value = Message> {
             volume,
             failed_bytes
         }),
+        (ids, any::<u32>(), arb_csum_digests()).prop_map(
+            |((id, volume, offset), length, digests)| {
+                Message::CsumRequest(CsumRequest {
+                    id,
+                    volume,
+                    offset,
+                    length,
+                    digests,
+                })
+            }
+        ),
+        (any::<u64>(), any::<u16>()).prop_map(|(id, volume)| Message::ResyncInSync { id, volume }),
         arb_sync_uuids().prop_map(|uuids| Message::SyncUuids(Box::new(uuids))),
         (any::<u16>(), vec(any::<u8>(), 1..=BITMAP_CHUNK_LEN_MAX))
             .prop_map(|(volume, chunk)| Message::BitmapChunk { volume, chunk }),
+    ]
+}
+
+/// A verify outcome: digests of any allowed length (often the exact maximum), or a failure.
+pub(crate) fn arb_verify_outcome() -> impl Strategy<Value = VerifyOutcome> {
+    let lengths = prop_oneof![1..=VERIFY_DIGESTS_LEN_MAX, Just(VERIFY_DIGESTS_LEN_MAX)];
+    prop_oneof![
+        3 => (any::<u32>(), lengths.prop_flat_map(|len| vec(any::<u8>(), len))).prop_map(
+            |(written_blocks, digests)| VerifyOutcome::Digests {
+                written_blocks,
+                digests
+            }
+        ),
+        1 => Just(VerifyOutcome::ReadFailed),
+    ]
+}
+
+/// Any valid online-verify message.
+pub(crate) fn arb_verify_message() -> impl Strategy<Value = Message> {
+    let range = (any::<u64>(), any::<u16>(), any::<u64>(), any::<u32>());
+    prop_oneof![
+        range.prop_map(|(id, volume, offset, length)| {
+            Message::VerifyRequest(VerifyRequest {
+                id,
+                volume,
+                offset,
+                length,
+            })
+        }),
+        (range, arb_verify_outcome()).prop_map(|((id, volume, offset, length), outcome)| {
+            Message::VerifyReply(VerifyReply {
+                id,
+                volume,
+                offset,
+                length,
+                outcome,
+            })
+        }),
+        (any::<u16>(), any::<u64>())
+            .prop_map(|(volume, oos_bytes)| Message::VerifyDone { volume, oos_bytes }),
     ]
 }
 
@@ -183,6 +244,7 @@ pub(crate) fn arb_resync_message() -> impl Strategy<Value = Message> {
 pub(crate) fn arb_message() -> impl Strategy<Value = Message> {
     prop_oneof![
         4 => arb_resync_message(),
+        2 => arb_verify_message(),
         1 => arb_hello().prop_map(Message::Hello),
         1 => any::<[u8; 32]>().prop_map(|mac| Message::AuthResponse { mac }),
         1 => any::<bool>().prop_map(|ok| Message::AuthResult { ok }),

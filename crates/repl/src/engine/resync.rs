@@ -27,7 +27,7 @@
 //! - Writes from an earlier connection that are still being applied are ordered the same way
 //!   (they arrived earlier), and their blocks stay out of sync on the source until confirmed.
 
-use crate::engine::Engine;
+use crate::engine::{csums, Engine};
 use crate::extent::Extent;
 use crate::resync_rate::{Allowance, ResyncLoad, ResyncTick};
 use crate::state::{DiskState, Role};
@@ -130,6 +130,7 @@ impl<P: Clone> Engine<P> {
             .chain(self.held.iter().filter_map(|h| h.extent_on(volume)))
             .collect();
         let p = &mut self.peers[slot];
+        let block_bytes = p.bitmaps[vslot].granularity_bytes();
         let unconfirmed: Vec<Extent> = p
             .transfer_log
             .iter()
@@ -158,6 +159,16 @@ impl<P: Clone> Engine<P> {
                 "a resync read would run with a client write"
             );
             source.reading.insert(id, request);
+            if source.csums.contains_key(&id) {
+                let io = IoId::CsumPeerRead { peer, id };
+                out.push(csums::digest_action(
+                    io,
+                    volume,
+                    request.extent,
+                    block_bytes,
+                ));
+                continue;
+            }
             let Extent { offset, length } = request.extent;
             out.push(Action::LocalRead {
                 io: IoId::ResyncRead { peer, id },
@@ -344,11 +355,11 @@ impl<P: Clone> Engine<P> {
     /// `max-buffers` allow; finishes the resync when nothing is left. Called at each tick and
     /// whenever in-flight space is freed (a reply written, a negative reply), so in dynamic
     /// mode the window is refilled as soon as replies come back.
-    fn issue_requests(&mut self, now: Time, slot: usize, vslot: usize, out: &mut Vec<Action<P>>) {
+    pub(super) fn issue_requests(&mut self, now: Time, slot: usize, vslot: usize, out: &mut Vec<Action<P>>) {
         let in_flight_max = self.resync_in_flight_max(slot);
         let (volume, size_bytes) = (self.volumes[vslot].number, self.volumes[vslot].size_bytes);
         let p = &mut self.peers[slot];
-        let peer = p.config.node_id;
+        let (peer, csums) = (p.config.node_id, p.config.csums);
         let bitmap = &p.bitmaps[vslot];
         let SyncState::Target(target) = &mut p.syncs[vslot] else {
             return;
@@ -391,6 +402,16 @@ impl<P: Clone> Engine<P> {
             target.requests.insert(id, Requested { extent, since: now });
             target.cursor = end;
             target.controller.issued(length);
+            if csums {
+                let (io, extent) = (IoId::CsumRead { peer, id }, Extent { offset, length });
+                out.push(csums::digest_action(
+                    io,
+                    volume,
+                    extent,
+                    bitmap.granularity_bytes(),
+                ));
+                continue;
+            }
             out.push(Action::SendOnData {
                 peer,
                 message: PeerMessage::ResyncRequest {

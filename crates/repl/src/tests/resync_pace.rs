@@ -124,6 +124,9 @@ impl Rig {
                 }
                 Action::Disconnect { reason, .. } => panic!("node {from} disconnected: {reason}"),
                 Action::SplitBrain { detail, .. } => panic!("split brain: {detail}"),
+                Action::LocalDigest { .. } | Action::VerifyFound { .. } | Action::VerifyFinished { .. } => {
+                    panic!("the pacing tests run no verify and no csums")
+                }
                 Action::StateChanged => {}
             }
         }

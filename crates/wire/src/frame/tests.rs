@@ -109,8 +109,8 @@ fn header_field_errors() {
     );
     check(sealed(0, 0, 0), Err(WireError::UnknownKind { kind: 0 }));
     check(
-        sealed(0x0305, 0, 0),
-        Err(WireError::UnknownKind { kind: 0x0305 }),
+        sealed(0x030F, 0, 0),
+        Err(WireError::UnknownKind { kind: 0x030F }),
     );
     check(
         sealed(0x0500, 0, 0),

@@ -13,6 +13,10 @@ use crate::{
     DATA_PAYLOAD_LEN_MAX, FRAME_HEADER_LEN, MESSAGE_LEN_MAX, RESYNC_REPLY_HEADER_LEN,
     STRING_LEN_MAX, SYNC_UUIDS_LEN, UUID_FLAG_CRASHED_PRIMARY, UUID_SLOTS, VOLUMES_MAX,
 };
+use crate::{
+    CsumRequest, VerifyOutcome, VerifyReply, VerifyRequest, CSUM_DIGESTS_LEN_MAX,
+    VERIFY_DIGESTS_LEN_MAX,
+};
 
 /// Encodes a message that must encode.
 fn encode(message: &Message, payload_len: u32) -> Vec<u8> {
@@ -105,6 +109,34 @@ fn one_of_each_kind() -> Vec<Message> {
         Message::ResyncDone {
             volume: 0,
             failed_bytes: 0,
+        },
+        Message::CsumRequest(CsumRequest {
+            id: 4,
+            volume: 0,
+            offset: 4096,
+            length: 8192,
+            digests: vec![1; 16],
+        }),
+        Message::ResyncInSync { id: 4, volume: 0 },
+        Message::VerifyRequest(VerifyRequest {
+            id: 3,
+            volume: 0,
+            offset: 0,
+            length: 131_072,
+        }),
+        Message::VerifyReply(VerifyReply {
+            id: 3,
+            volume: 0,
+            offset: 0,
+            length: 131_072,
+            outcome: VerifyOutcome::Digests {
+                written_blocks: 1 << 31,
+                digests: vec![7; 32 * 8],
+            },
+        }),
+        Message::VerifyDone {
+            volume: 0,
+            oos_bytes: 12_288,
         },
         Message::SyncUuids(Box::new(uuids_sample())),
         Message::BitmapChunk {
@@ -232,6 +264,11 @@ fn sockets_of_the_resync_and_setup_kinds() {
         Kind::ResyncNegReply,
         Kind::ResyncAck,
         Kind::ResyncDone,
+        Kind::CsumRequest,
+        Kind::ResyncInSync,
+        Kind::VerifyRequest,
+        Kind::VerifyReply,
+        Kind::VerifyDone,
         Kind::SyncUuids,
         Kind::BitmapChunk,
     ];
@@ -456,6 +493,29 @@ fn largest_messages_hit_the_kind_maxima_exactly() {
             }),
             DATA_PAYLOAD_LEN_MAX,
         ),
+        (
+            Message::CsumRequest(CsumRequest {
+                id: u64::MAX,
+                volume: u16::MAX,
+                offset: u64::MAX,
+                length: u32::MAX,
+                digests: vec![0xFF; CSUM_DIGESTS_LEN_MAX],
+            }),
+            0,
+        ),
+        (
+            Message::VerifyReply(VerifyReply {
+                id: u64::MAX,
+                volume: u16::MAX,
+                offset: u64::MAX,
+                length: u32::MAX,
+                outcome: VerifyOutcome::Digests {
+                    written_blocks: u32::MAX,
+                    digests: vec![0xFF; VERIFY_DIGESTS_LEN_MAX],
+                },
+            }),
+            0,
+        ),
     ];
     for (message, payload_len) in cases {
         let frame = encode(&message, payload_len);
@@ -650,7 +710,7 @@ fn fixed_kind_decode_errors() {
         }),
     );
     check_decode(0, 0, &[], Err(WireError::UnknownKind { kind: 0 }));
-    check_decode(0x0305, 0, &[], Err(WireError::UnknownKind { kind: 0x0305 }));
+    check_decode(0x030F, 0, &[], Err(WireError::UnknownKind { kind: 0x030F }));
     check_decode(
         Kind::NegAck.to_wire(),
         12,
