@@ -79,6 +79,14 @@ pub enum Request {
         /// Which peer (connection name); `None` = all peers.
         peer: Option<String>,
     },
+    /// Start an online verify against peers (`tandem verify [--peer NAME]`): only digests
+    /// cross the wire; blocks found different are marked out of sync.
+    Verify {
+        /// Which resource; `None` = all.
+        resource: Option<String>,
+        /// Which peer (connection name); `None` = all peers.
+        peer: Option<String>,
+    },
     /// Drop connections to peers (`tandem disconnect [--peer NAME]`).
     Disconnect {
         /// Which resource; `None` = all.

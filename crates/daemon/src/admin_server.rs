@@ -99,6 +99,7 @@ fn handle(request: Request, resources: &[Arc<Resource>]) -> Reply {
         Request::NewCurrentUuid { resource, clear_bitmap } => (resource, Box::new(move |r| new_current_uuid(r, clear_bitmap))),
         Request::Invalidate { resource } => (resource, Box::new(|r| r.step(|engine, _, out| engine.invalidate(out)).map_err(|e| format!("State change failed: {e}")))),
         Request::InvalidateRemote { resource, peer } => (resource, Box::new(move |r| invalidate_remote(r, peer.as_deref()))),
+        Request::Verify { resource, peer } => (resource, Box::new(move |r| verify(r, peer.as_deref()))),
         Request::Disconnect { resource, peer } => (resource, Box::new(move |r| set_connect(r, peer.as_deref(), false))),
         Request::Up { resource } => (resource, Box::new(up)),
         Request::Down { resource } => (resource, Box::new(down)),
@@ -143,6 +144,17 @@ fn connect(resource: &Arc<Resource>, peer: Option<&str>, discard_my_data: bool) 
         }
     }
     set_connect(resource, peer, true)
+}
+
+fn verify(resource: &Arc<Resource>, peer: Option<&str>) -> Result<(), String> {
+    for node_id in peer_ids(resource, peer)? {
+        let info = resource.peers.iter().find(|p| p.node_id == node_id).ok_or_else(|| format!("no peer with node-id {node_id}"))?;
+        if info.verify_alg.is_none() {
+            return Err(format!("no verify-alg is configured for the connection to {}; set one (e.g. `net {{ verify-alg sha256; }}`) on both nodes", info.name));
+        }
+        resource.step(|engine, now, out| engine.start_verify(now, Some(node_id), out)).map_err(|e| format!("State change failed: {e}"))?;
+    }
+    Ok(())
 }
 
 fn invalidate_remote(resource: &Arc<Resource>, peer: Option<&str>) -> Result<(), String> {

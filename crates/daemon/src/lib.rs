@@ -11,6 +11,7 @@
 //! `wire`; NBD in `nbd`; text formats in `admin`.
 
 mod admin_server;
+mod digest;
 mod disk;
 mod export;
 mod handlers;

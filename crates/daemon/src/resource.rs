@@ -23,6 +23,7 @@ use repl::{Action, ConnState, DiskOp, Engine, IoError, Op, PeerMessage, RequestI
 use tokio::sync::{mpsc, watch, OwnedSemaphorePermit};
 
 use crate::disk::Disk;
+use crate::digest::DigestKind;
 use crate::handlers::{self, HandlerEvent};
 use crate::io_workers::IoWorkers;
 use crate::meta_store::{MetaJob, MetaStore};
@@ -121,6 +122,10 @@ pub(crate) struct PeerInfo {
     pub(crate) peer_device: config::PeerDeviceOptions,
     /// The `after-sb-*` policies, resolved to node ids.
     pub(crate) split_brain: repl::SplitBrainPolicies,
+    /// `verify-alg`, if set (online verify needs it).
+    pub(crate) verify_alg: Option<DigestKind>,
+    /// `csums-alg`, if set (checksum-based resync).
+    pub(crate) csums_alg: Option<DigestKind>,
 }
 
 /// A resource of this node.
@@ -257,7 +262,21 @@ impl Resource {
     /// Carry out an action that needs no I/O (under the lock); hand back local I/O.
     fn route(&self, core: &mut Core, action: Action<Payload>) -> Option<Action<Payload>> {
         match action {
-            Action::LocalWrite { .. } | Action::LocalFlush { .. } | Action::LocalRead { .. } => return Some(action),
+            Action::LocalWrite { .. } | Action::LocalFlush { .. } | Action::LocalRead { .. } | Action::LocalDigest { .. } => return Some(action),
+            Action::VerifyFound { peer, volume, offset, length } => {
+                tracing::warn!(resource = %self.name, peer = %self.peer_name(peer), volume, offset, length, "online verify: blocks differ (marked out of sync)");
+            }
+            Action::VerifyFinished { peer, volume, oos_bytes, skipped_bytes } => {
+                let peer_name = self.peer_name(peer);
+                tracing::info!(resource = %self.name, peer = %peer_name, volume, oos_bytes, skipped_bytes, "online verify finished");
+                let pages = self.peers.iter().map(|p| (p.node_id, core.engine.take_dirty_bitmap_pages(volume, p.node_id))).collect();
+                self.writebacks_queued.fetch_add(1, Ordering::AcqRel);
+                self.queue_meta(volume, MetaJob::Persist { pages, meta: None }, MetaDone::Log(Arc::clone(&self.writebacks_queued)));
+                if oos_bytes > 0 {
+                    let event = HandlerEvent { resource: &self.name, volume: Some(volume), peer_node_id: Some(peer), peer_name: Some(&peer_name) };
+                    handlers::run(&self.handlers, "out-of-sync", &event);
+                }
+            }
             Action::PersistMeta { io, volume, meta } => {
                 let pages = self.peers.iter().map(|peer| (peer.node_id, core.engine.take_dirty_bitmap_pages(volume, peer.node_id))).collect();
                 self.queue_meta(volume, MetaJob::Persist { pages, meta: Some(meta) }, MetaDone::Engine(io));
@@ -328,6 +347,11 @@ impl Resource {
             let (io, result) = match action {
                 Action::LocalWrite { io, volume, op } => (io, resource.disk_op(volume, op)),
                 Action::LocalFlush { io } => (io, resource.flush_all()),
+                Action::LocalDigest { io, volume, offset, length, block_bytes, alg } => {
+                    let result = resource.digest(io, volume, offset, length, block_bytes, alg);
+                    resource.step(|engine, now, out| engine.local_digest_done(now, io, result, out));
+                    return;
+                }
                 Action::LocalRead { io, volume, offset, length } => {
                     let result = resource.read_payload(volume, offset, length);
                     resource.step(|engine, now, out| engine.local_read_done(now, io, result, out));
@@ -379,6 +403,25 @@ impl Resource {
             DiskOp::Trim { offset, length, fua } => disk.zero(offset, length, true, fua),
             DiskOp::WriteZeroes { offset, length, fua } => disk.zero(offset, length, false, fua),
         }
+    }
+
+    /// The digests of a range (verify or csums), one per `block_bytes`, with the peer's
+    /// configured algorithm.
+    fn digest(&self, io: repl::IoId, volume: u16, offset: u64, length: u64, block_bytes: u32, alg: repl::DigestAlg) -> Result<Vec<u8>, IoError> {
+        use repl::IoId;
+        let peer = match io {
+            IoId::VerifyRead { peer, .. } | IoId::VerifyPeerRead { peer, .. } | IoId::CsumRead { peer, .. } | IoId::CsumPeerRead { peer, .. } => peer,
+            _ => return Err(IoError::Invalid),
+        };
+        let info = self.peers.iter().find(|p| p.node_id == peer).ok_or(IoError::Invalid)?;
+        let kind = match alg {
+            repl::DigestAlg::Verify => info.verify_alg,
+            repl::DigestAlg::Csums => info.csums_alg,
+        }
+        .ok_or(IoError::NotSupported)?;
+        let data = self.read_payload(volume, offset, length)?;
+        let bytes = data.data.as_complete().ok_or(IoError::Io)?;
+        Ok(kind.digest_blocks(bytes, usize::try_from(block_bytes).map_err(|_| IoError::Invalid)?))
     }
 
     /// Read a range for a resync reply.

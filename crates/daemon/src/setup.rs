@@ -15,6 +15,7 @@ use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::mpsc;
 
 use crate::disk::Disk;
+use crate::digest::DigestKind;
 use crate::export::Registry;
 use crate::meta_store::MetaStore;
 use crate::metadata::{MetaFile, MetaSpec, MetadataError};
@@ -29,7 +30,7 @@ pub(crate) const ACTIVE_OPTIONS: &[&str] = &[
     "ping-timeout", "timeout", "ko-count", "connect-int", "cram-hmac-alg", "shared-secret",
     "resync-rate", "c-plan-ahead", "c-delay-target", "c-fill-target", "c-max-rate", "c-min-rate",
     "after-sb-0pri", "after-sb-1pri", "after-sb-2pri", "split-brain", "initial-split-brain",
-    "pri-lost-after-sb",
+    "pri-lost-after-sb", "verify-alg", "csums-alg", "out-of-sync", "al-extents", "al-updates",
 ];
 
 /// Dirty bitmap pages are written every this many engine ticks (1 s), besides on every
@@ -109,6 +110,8 @@ fn build_resource(resource: &config::Resource, host: &config::Host, pool: &Arc<B
             listen.push(local);
         }
         let split_brain = split_brain_policies(resource, &connection.net).map_err(setup_error)?;
+        let verify_alg = digest_of("verify-alg", connection.net.verify_alg.as_deref()).map_err(setup_error)?;
+        let csums_alg = digest_of("csums-alg", connection.net.csums_alg.as_deref()).map_err(setup_error)?;
         peers.push(PeerInfo {
             node_id: peer.node_id,
             name: peer.name.clone(),
@@ -116,6 +119,8 @@ fn build_resource(resource: &config::Resource, host: &config::Host, pool: &Arc<B
             net: connection.net.clone(),
             peer_device: connection.peer_device.clone(),
             split_brain,
+            verify_alg,
+            csums_alg,
         });
     }
     let peer_ids: Vec<u8> = peers.iter().map(|p| p.node_id).collect();
@@ -170,6 +175,17 @@ fn peer_config(peer: &PeerInfo) -> PeerConfig {
         max_buffers_pages: peer.net.max_buffers,
         resync: resync_rate_config(&peer.peer_device),
         split_brain: peer.split_brain,
+        csums: peer.csums_alg.is_some(),
+    }
+}
+
+/// The digest algorithm a `verify-alg` / `csums-alg` names, if set; an error names the ones
+/// tandem computes.
+fn digest_of(option: &str, name: Option<&str>) -> Result<Option<DigestKind>, String> {
+    let Some(name) = name else { return Ok(None) };
+    match DigestKind::from_name(name) {
+        Some(kind) => Ok(Some(kind)),
+        None => Err(format!("{option} {name} is not supported; use one of {}", crate::digest::DIGEST_NAMES.join(", "))),
     }
 }
 

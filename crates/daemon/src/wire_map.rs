@@ -65,6 +65,21 @@ pub(crate) fn sync_to_wire(message: PeerMessage<Payload>) -> Result<Option<Messa
         }
         PeerMessage::ResyncAck { id, volume, ok } => Message::ResyncAck { id, volume, ok },
         PeerMessage::ResyncDone { volume, failed_bytes } => Message::ResyncDone { volume, failed_bytes },
+        PeerMessage::CsumRequest { id, volume, offset, length, digests } => {
+            Message::CsumRequest(wire::CsumRequest { id, volume, offset, length: length32(length)?, digests })
+        }
+        PeerMessage::ResyncInSync { id, volume } => Message::ResyncInSync { id, volume },
+        PeerMessage::VerifyRequest { id, volume, offset, length } => {
+            Message::VerifyRequest(wire::VerifyRequest { id, volume, offset, length: length32(length)? })
+        }
+        PeerMessage::VerifyReply { id, volume, offset, length, outcome } => {
+            let outcome = match outcome {
+                repl::VerifyOutcome::Digests { written_blocks, digests } => wire::VerifyOutcome::Digests { written_blocks, digests },
+                repl::VerifyOutcome::ReadFailed => wire::VerifyOutcome::ReadFailed,
+            };
+            Message::VerifyReply(wire::VerifyReply { id, volume, offset, length: length32(length)?, outcome })
+        }
+        PeerMessage::VerifyDone { volume, oos_bytes } => Message::VerifyDone { volume, oos_bytes },
         _ => return Ok(None),
     }))
 }
@@ -79,6 +94,17 @@ pub(crate) fn sync_from_wire(message: &Message) -> Result<Option<PeerMessage<Pay
         Message::ResyncNegReply(r) => PeerMessage::ResyncNegReply { id: r.id, volume: r.volume, offset: r.offset, length: u64::from(r.length) },
         Message::ResyncAck { id, volume, ok } => PeerMessage::ResyncAck { id: *id, volume: *volume, ok: *ok },
         Message::ResyncDone { volume, failed_bytes } => PeerMessage::ResyncDone { volume: *volume, failed_bytes: *failed_bytes },
+        Message::CsumRequest(r) => PeerMessage::CsumRequest { id: r.id, volume: r.volume, offset: r.offset, length: u64::from(r.length), digests: r.digests.clone() },
+        Message::ResyncInSync { id, volume } => PeerMessage::ResyncInSync { id: *id, volume: *volume },
+        Message::VerifyRequest(r) => PeerMessage::VerifyRequest { id: r.id, volume: r.volume, offset: r.offset, length: u64::from(r.length) },
+        Message::VerifyReply(r) => {
+            let outcome = match &r.outcome {
+                wire::VerifyOutcome::Digests { written_blocks, digests } => repl::VerifyOutcome::Digests { written_blocks: *written_blocks, digests: digests.clone() },
+                wire::VerifyOutcome::ReadFailed => repl::VerifyOutcome::ReadFailed,
+            };
+            PeerMessage::VerifyReply { id: r.id, volume: r.volume, offset: r.offset, length: u64::from(r.length), outcome }
+        }
+        Message::VerifyDone { volume, oos_bytes } => PeerMessage::VerifyDone { volume: *volume, oos_bytes: *oos_bytes },
         _ => return Ok(None),
     }))
 }

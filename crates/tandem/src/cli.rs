@@ -150,6 +150,9 @@ pub enum SimpleVerb {
         #[command(flatten)]
         target: PeerTarget,
     },
+    /// Online verify against peers: only digests cross the wire; blocks found different are
+    /// marked out of sync (a disconnect/connect or invalidate repairs them).
+    Verify(PeerTarget),
     /// Discard this node's data: a full resync from a peer with UpToDate data replaces it.
     Invalidate(Target),
     /// Discard a peer's data: a full resync from this node replaces it.
@@ -189,6 +192,10 @@ impl SimpleVerb {
                 resource: resource_filter(&target),
                 peer,
                 discard_my_data,
+            },
+            Self::Verify(PeerTarget { peer, target }) => Request::Verify {
+                resource: resource_filter(&target),
+                peer,
             },
             Self::Invalidate(target) => Request::Invalidate {
                 resource: resource_filter(&target),

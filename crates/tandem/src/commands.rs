@@ -101,6 +101,7 @@ fn request_kind(request: &Request) -> &'static str {
         Request::Connect { .. } => "connect",
         Request::NewCurrentUuid { .. } => "new-current-uuid",
         Request::Invalidate { .. } => "invalidate",
+        Request::Verify { .. } => "verify",
         Request::InvalidateRemote { .. } => "invalidate-remote",
         Request::Disconnect { .. } => "disconnect",
         Request::Events { .. } => "events",

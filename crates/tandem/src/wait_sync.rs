@@ -44,6 +44,7 @@ pub fn assess(resource: &ResourceStatus) -> Assessment {
         }
     }
     let syncing = resource.connections.iter().flat_map(|c| &c.peer_devices).any(|d| d.replication.starts_with("Sync") || d.replication.starts_with("PausedSync"));
+    let verifying = resource.connections.iter().flat_map(|c| &c.peer_devices).any(|d| d.replication.starts_with("Verify"));
     let any_up_to_date = resource.devices.iter().any(|d| d.disk == "UpToDate") || resource.connections.iter().flat_map(|c| &c.peer_devices).any(|d| d.peer_disk == "UpToDate");
     let all_connected = resource.connections.iter().all(|c| c.connection == "Connected");
     if !syncing && all_connected && !any_up_to_date {
@@ -54,8 +55,13 @@ pub fn assess(resource: &ResourceStatus) -> Assessment {
     if local_ok && peers_ok && all_connected {
         return Assessment::InSync;
     }
+    if all_connected && !syncing && !verifying && remaining_kib > 0 && local_ok {
+        return Assessment::Stuck(format!("{}: {remaining_kib} KiB are out of sync (found by an online verify?) and no resync is running; resync them with `tandem disconnect {}` then `tandem connect {}` (or `tandem invalidate-remote`)", resource.name, resource.name, resource.name));
+    }
     let what = if syncing {
         "resyncing".to_string()
+    } else if verifying {
+        "verifying".to_string()
     } else if !all_connected {
         let waiting: Vec<&str> = resource.connections.iter().filter(|c| c.connection != "Connected").map(|c| c.name.as_str()).collect();
         format!("waiting for {} to connect", waiting.join(", "))

@@ -587,7 +587,7 @@ impl<P: Clone> Engine<P> {
 /// The most bytes the next request may cover under `allowance`, or `None` if no request fits
 /// (`smallest` is the length of the first block to request: a whole block, or the volume's
 /// shorter last one).
-fn request_limit(allowance: Allowance, granularity: u64, smallest: u64) -> Option<u64> {
+pub(super) fn request_limit(allowance: Allowance, granularity: u64, smallest: u64) -> Option<u64> {
     match allowance {
         Allowance::Wait => None,
         // Rounded up to a block: a request overdraws the tick's budget by less than a block.

@@ -52,7 +52,7 @@ use std::time::Duration;
 
 use crate::engine::{mark, Engine, Stage};
 use crate::extent::Extent;
-use crate::resync_rate::{ResyncRateController, ResyncTick};
+use crate::resync_rate::{ResyncLoad, ResyncRateController, ResyncTick};
 use crate::state::{ConnState, DiskState};
 use crate::sync::{Progress, SyncState};
 use crate::types::{
@@ -124,7 +124,6 @@ pub(crate) struct VerifySource {
     ranges: BTreeMap<u64, VerifyRange>,
     controller: ResyncRateController,
     /// Bytes that may still be issued in this tick; negative: overdrawn, repaid later.
-    credit: i64,
     /// Bytes judged since the last tick (for the controller).
     judged_since_tick: u64,
     round_trip: Option<Duration>,
@@ -140,7 +139,6 @@ impl VerifySource {
             cursor: 0,
             ranges: BTreeMap::new(),
             controller,
-            credit: 0,
             judged_since_tick: 0,
             round_trip: None,
             application_active: false,
@@ -339,13 +337,13 @@ impl<P: Clone> Engine<P> {
             application_active: std::mem::take(&mut source.application_active),
             pending_bytes: size_bytes.saturating_sub(source.cursor),
         };
-        let budget = i64::try_from(source.controller.tick(&tick)).unwrap_or(i64::MAX);
-        // As for the resync: a budget not used in its tick is not saved up.
-        source.credit = source.credit.min(0).saturating_add(budget);
+        // As for the resync, the controller hands out the tick's budget and (dynamic mode)
+        // refills its window as ranges are judged: `next_verify_range` asks it.
+        source.controller.tick(&tick);
         self.issue_verify_ranges(now, slot, vslot, out);
     }
 
-    /// Issues ranges from the cursor on while credit and `max-buffers` allow; finishes the
+    /// Issues ranges from the cursor on while the rate controller and `max-buffers` allow; finishes the
     /// verify when the whole volume is judged.
     fn issue_verify_ranges(
         &mut self,
@@ -364,8 +362,7 @@ impl<P: Clone> Engine<P> {
                 return;
             };
             source.cursor = extent.end();
-            let cost = i64::try_from(extent.length).unwrap_or(i64::MAX);
-            source.credit = source.credit.saturating_sub(cost);
+            source.controller.issued(extent.length);
             let range = VerifyRange {
                 extent,
                 since: now,
@@ -396,19 +393,23 @@ impl<P: Clone> Engine<P> {
         self.finish_verify_if_done(slot, vslot, out);
     }
 
-    /// The next range to issue and the block size, if credit and `max-buffers` leave room:
-    /// at most the credit left rounded up to a block (so a tick's budget is overdrawn by less
-    /// than a block), and whole blocks (only the volume's last block may be short).
+    /// The next range to issue and the block size, if the rate controller's allowance and
+    /// `max-buffers` leave room: within the allowance (a tick's budget is overdrawn by less
+    /// than a block; a refill never passes the window), and whole blocks (only the volume's
+    /// last block may be short).
     fn next_verify_range(&self, slot: usize, vslot: usize) -> Option<(Extent, u64)> {
         let size_bytes = self.volumes[vslot].size_bytes;
         let p = &self.peers[slot];
         let SyncState::VerifySource(source) = &p.syncs[vslot] else {
             return None;
         };
-        if source.credit <= 0 || source.cursor >= size_bytes {
+        if source.cursor >= size_bytes {
             return None;
         }
         let block = source.block_bytes;
+        let smallest = block.min(size_bytes - source.cursor);
+        let load = ResyncLoad { in_flight_bytes: source.in_flight_bytes(), application_active: source.application_active };
+        let limit = super::resync::request_limit(source.controller.allowance(&load), block, smallest)?;
         let in_flight_max = u64::from(p.config.max_buffers_pages) * PAGE_BYTES;
         let room = in_flight_max.saturating_sub(source.in_flight_bytes());
         // With nothing in flight one block always goes, however small `max-buffers` is.
@@ -417,10 +418,7 @@ impl<P: Clone> Engine<P> {
         } else {
             room
         };
-        let credit = u64::try_from(source.credit)
-            .unwrap_or(0)
-            .next_multiple_of(block);
-        let whole_blocks = source.range_bytes_max().min(credit).min(room) / block * block;
+        let whole_blocks = source.range_bytes_max().min(limit).min(room) / block * block;
         let length = whole_blocks.min(size_bytes - source.cursor);
         (length > 0).then_some((
             Extent {

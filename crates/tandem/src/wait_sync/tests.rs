@@ -62,7 +62,8 @@ fn every_state_is_judged() {
         (resource("UpToDate", "Connecting", "Off", "DUnknown", 512), "waiting"),
         (resource("UpToDate", "StandAlone", "Off", "DUnknown", 512), "stuck"),
         (resource("Inconsistent", "Connected", "Established", "Inconsistent", 0), "stuck"),
-        (resource("UpToDate", "Connected", "Established", "UpToDate", 8), "waiting"),
+        (resource("UpToDate", "Connected", "Established", "UpToDate", 8), "stuck"),
+        (resource("UpToDate", "Connected", "VerifyS", "UpToDate", 8), "waiting"),
     ];
     for (status, expected) in cases {
         let judged = match assess(&status) {
