@@ -729,3 +729,105 @@ fn refusal_case(metadata: Metadata, damage: Damage, any_of: &[&str]) {
         "{case}: the refused node modified its metadata"
     );
 }
+
+/// Blocks of bob's backing file overwritten behind tandem's back, at these 4 KiB blocks.
+const CORRUPTED_BLOCKS: [u64; 3] = [5, 700, 9_000];
+
+/// An in-sync pair with `verify-alg` and `csums-alg` (and an out-of-sync handler), alice
+/// Primary, random data on the first 8 MiB; then bob's backing file is damaged at
+/// [`CORRUPTED_BLOCKS`] without tandem knowing.
+fn corrupted_pair() -> Cluster {
+    let spec = Spec::two_nodes('C')
+        .net_line_all("verify-alg sha256;")
+        .net_line_all("csums-alg crc32c;")
+        .handler("out-of-sync", "echo \\\"$DRBD_RESOURCE $DRBD_PEER\\\" >> {dir}/out-of-sync.out");
+    let cluster = Cluster::with_primary(spec);
+    let mut rng = Rng::new(fresh_seed());
+    write_through_nbd(&cluster, ALICE, &random_writes(&mut rng, 0, 8 * MIB));
+    cluster.wait_identical(ALICE, BOB, STATE_DEADLINE);
+    let file = std::fs::OpenOptions::new().write(true).open(cluster.disk(BOB)).expect("open bob's disk");
+    for block in CORRUPTED_BLOCKS {
+        file.write_all_at(b"bit rot", block * BLOCK_BYTES + 17).expect("damage bob's disk");
+    }
+    file.sync_all().expect("sync bob's disk");
+    cluster
+}
+
+/// Waits until alice's verify against bob is over and returns alice's status then.
+fn wait_verify_done(cluster: &Cluster) -> Status {
+    let bob = NODE_NAMES[BOB];
+    cluster.wait_until("the verify ends (replication back to Established)", SYNC_DEADLINE, || {
+        let status = cluster.status(ALICE);
+        status.replication(bob) == "Established" && status.peer_device(bob)["done_percent"].is_null()
+    });
+    cluster.status(ALICE)
+}
+
+/// Issue 3: `tandem verify` finds exactly the blocks damaged on the secondary (only digests
+/// cross the wire: nothing is resynced by the verify itself), marks them out of sync, runs the
+/// out-of-sync handler; a disconnect/connect then resyncs exactly those blocks.
+#[test]
+fn verify_finds_the_damaged_blocks_and_a_reconnect_repairs_them() {
+    let cluster = corrupted_pair();
+    let bob = NODE_NAMES[BOB];
+    let sent_before = cluster.status(ALICE).sent_kib(bob);
+    cluster.admin_ok(ALICE, &["verify", RESOURCE]);
+    let status = wait_verify_done(&cluster);
+    let found_kib = CORRUPTED_BLOCKS.len() as u64 * BLOCK_BYTES / 1024;
+    assert_eq!(status.out_of_sync_kib(bob), found_kib, "exactly the damaged blocks are out of sync: {}", status.0);
+    assert_eq!(status.sent_kib(bob), sent_before, "a verify sends digests, never data");
+    assert!(crate::cluster::first_difference(cluster.disk(ALICE), cluster.disk(BOB)).is_some(), "the verify must not repair by itself");
+    let handler_out = cluster.dir().join("out-of-sync.out");
+    cluster.wait_until("the out-of-sync handler ran", STATE_DEADLINE, || {
+        std::fs::read_to_string(&handler_out).is_ok_and(|text| text.trim() == format!("{RESOURCE} {bob}"))
+    });
+    let log = cluster.log(ALICE);
+    for block in CORRUPTED_BLOCKS {
+        assert!(log.contains(&format!("offset={}", block * BLOCK_BYTES)), "alice's log does not name block {block}");
+    }
+    cluster.admin_ok(ALICE, &["disconnect", RESOURCE]);
+    cluster.admin_ok(ALICE, &["connect", RESOURCE]);
+    watch_until_in_sync(&cluster, SYNC_DEADLINE);
+    cluster.wait_identical(ALICE, BOB, STATE_DEADLINE);
+    let moved = cluster.status(ALICE).sent_kib(bob) - sent_before;
+    assert_eq!(moved, found_kib, "the repair moves exactly the damaged blocks");
+}
+
+/// Issue 3: `tandem invalidate` on the damaged secondary replaces its data by a full resync
+/// from the Primary; with `csums-alg` only resync requests (at most 128 KiB each) whose
+/// block checksums differ carry data, so of the whole device only the few requests holding a
+/// damaged block move.
+#[test]
+fn invalidate_repairs_a_damaged_secondary_moving_only_differing_blocks_with_csums() {
+    let cluster = corrupted_pair();
+    let bob = NODE_NAMES[BOB];
+    let sent_before = cluster.status(ALICE).sent_kib(bob);
+    cluster.admin_ok(BOB, &["invalidate", RESOURCE]);
+    watch_until_in_sync(&cluster, SYNC_DEADLINE);
+    cluster.wait_identical(ALICE, BOB, STATE_DEADLINE);
+    assert_eq!(cluster.status(BOB).disk(), "UpToDate");
+    let moved = cluster.status(ALICE).sent_kib(bob) - sent_before;
+    let damaged = CORRUPTED_BLOCKS.len() as u64;
+    let request_kib = repl_request_kib();
+    assert!(
+        (damaged * BLOCK_BYTES / 1024..=damaged * request_kib).contains(&moved),
+        "csums: {moved} KiB carried data; expected the {damaged} requests holding a damaged block (at most {} KiB) of a {} KiB device",
+        damaged * request_kib,
+        cluster.export_bytes() / 1024
+    );
+}
+
+/// The largest resync request, in KiB (`repl::RESYNC_REQUEST_BYTES_MAX`).
+fn repl_request_kib() -> u64 {
+    128
+}
+
+/// `tandem verify` without a verify-alg is refused with what to configure.
+#[test]
+fn verify_without_verify_alg_is_refused_clearly() {
+    let cluster = Cluster::with_primary(Spec::two_nodes('C'));
+    let output = cluster.admin(ALICE, &["verify", RESOURCE]);
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("verify-alg"), "{stderr}");
+}
