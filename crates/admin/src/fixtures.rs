@@ -66,6 +66,7 @@ pub(crate) fn peer_device(volume: u16) -> PeerDeviceStatus {
         pending: 0,
         unacked: 0,
         done_percent: None,
+        rate_kib_per_s: None,
     }
 }
 

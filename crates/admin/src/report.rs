@@ -117,4 +117,8 @@ pub struct PeerDeviceStatus {
     pub unacked: u64,
     /// Resync progress in percent, while a resync or verify runs.
     pub done_percent: Option<f64>,
+    /// Bytes per second the running resync or verify moves (over the last few seconds), in
+    /// KiB; `None` when none runs.
+    #[serde(default)]
+    pub rate_kib_per_s: Option<u64>,
 }

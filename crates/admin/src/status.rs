@@ -14,7 +14,8 @@
 //!   `Connected`, `congested:yes ap-in-flight:N rs-in-flight:N` only when congested (in-flight
 //!   counters in 512-byte sectors, as DRBD prints them). Its peer volumes are listed only
 //!   when `Connected` (or with `--verbose`/`--statistics`).
-//! - A peer volume shows `replication:` only beyond `Established`, `done:` while a resync runs,
+//! - A peer volume shows `replication:` only beyond `Established`, `done:` and tandem's
+//!   `rate:` (KiB/s or MiB/s over the last few seconds) while a resync or verify runs,
 //!   and `out-of-sync:` only with `--statistics`, and then only when non-zero (`--verbose`
 //!   prints it always).
 //! - `--verbose` adds `node-id:`, `suspended:`, `minor:`, `backing_dev:`, `quorum:yes`,
@@ -219,6 +220,9 @@ fn write_peer_device(out: &mut Wrapped, peer_device: &PeerDeviceStatus, scope: &
         );
         if let Some(done) = peer_device.done_percent {
             out.word(indent, &format!(" done:{}", words::percent(done)));
+        }
+        if let Some(rate) = peer_device.rate_kib_per_s {
+            out.word(indent, &format!(" rate:{}", words::rate(rate)));
         }
         if options.verbose || peer_device.resync_suspended {
             let suspended = words::yes_no(peer_device.resync_suspended);

@@ -35,3 +35,13 @@ pub(crate) fn percent(value: f64) -> String {
 pub(crate) fn replication_is_beyond_established(replication: &str) -> bool {
     !matches!(replication, "Off" | "Established")
 }
+
+/// A rate in KiB/s as status prints it: `512KiB/s` below 1 MiB/s, else `98.2MiB/s`.
+pub(crate) fn rate(kib_per_s: u64) -> String {
+    if kib_per_s < 1024 {
+        format!("{kib_per_s}KiB/s")
+    } else {
+        let mib = kib_per_s as f64 / 1024.0;
+        format!("{mib:.1}MiB/s")
+    }
+}

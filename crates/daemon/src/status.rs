@@ -59,6 +59,7 @@ pub(crate) fn resource_status(resource: &Resource) -> ResourceStatus {
                     pending: pv.pending,
                     unacked: p.unacked,
                     done_percent: pv.resync.map(|r| r.percent_done()),
+                    rate_kib_per_s: pv.resync.map(|r| r.rate_bytes_per_s / KIB),
                 })
                 .collect(),
         })

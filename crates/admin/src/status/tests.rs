@@ -85,6 +85,7 @@ fn several_volumes_are_numbered_in_order() {
     bob.peer_devices = vec![peer_device(1), peer_device(0)];
     bob.peer_devices[1].replication = "SyncTarget".to_string();
     bob.peer_devices[1].done_percent = Some(37.5);
+    bob.peer_devices[1].rate_kib_per_s = Some(100 * 1024);
     r0.connections.push(bob);
     check(
         vec![r0],
@@ -94,6 +95,7 @@ fn several_volumes_are_numbered_in_order() {
   volume:1 disk:UpToDate open:no
   bob role:Secondary
     volume:0 replication:SyncTarget peer-disk:UpToDate done:37.50
+        rate:100.0MiB/s
     volume:1 peer-disk:UpToDate
 
 ",
@@ -323,4 +325,11 @@ fn json_has_the_report_fields() {
     assert!(text.contains("\"peer_disk\": \"UpToDate\""), "{text}");
     let back: StatusReport = serde_json::from_str(&text).expect("valid JSON");
     assert_eq!(back, report(vec![two_nodes()]));
+}
+
+#[test]
+fn rates_below_one_mib_per_second_are_in_kib() {
+    assert_eq!(crate::words::rate(250), "250KiB/s");
+    assert_eq!(crate::words::rate(1024), "1.0MiB/s");
+    assert_eq!(crate::words::rate(100 * 1024 + 512), "100.5MiB/s");
 }

@@ -48,6 +48,7 @@ fn resource(disk: &str, connection: &str, replication: &str, peer_disk: &str, ou
                 pending: 0,
                 unacked: 0,
                 done_percent: None,
+                rate_kib_per_s: None,
             }],
         }],
     }

@@ -146,6 +146,7 @@ fn report() -> StatusReport {
         pending: 0,
         unacked: 0,
         done_percent: Some(50.0),
+        rate_kib_per_s: None,
     };
     let connection = ConnectionStatus {
         name: "bob".to_string(),
