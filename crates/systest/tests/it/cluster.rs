@@ -386,8 +386,11 @@ impl Cluster {
             self.name(index)
         );
         text.push_str(&format!("resource {RESOURCE} {{\n  net {{\n"));
+        // ping-timeout 2 s instead of DRBD's 500 ms: the nodes are debug builds sharing two
+        // cores with the rest of the suite, where a task can wait longer than 500 ms to run;
+        // the failure-detection tests kill or cut peers, which no timeout hides.
         text.push_str(&format!(
-            "    protocol {};\n    connect-int 1;\n",
+            "    protocol {};\n    connect-int 1;\n    ping-timeout 20;\n",
             self.spec.protocol
         ));
         for line in &self.spec.net_extra[index] {
