@@ -214,10 +214,20 @@ impl<P: Clone> Receiver<P> {
 
     /// Issues every write that may run now: its epoch is the front one (or it is a resync
     /// write), and no earlier write overlapping it is pending.
+    ///
+    /// Writes arrive in epoch order, so once a replicated write of a later epoch is reached,
+    /// every replicated write after it is of a later epoch too: unless a resync write is
+    /// waiting, the scan stops there. (A long backlog of held writes behind a busy front
+    /// epoch would otherwise be rescanned, quadratically, on every completion.)
     fn issue(&mut self, out: &mut Vec<Action<P>>) {
         let front = self.epochs.front().map(|e| e.key);
+        let resync_waiting = self.writes.values().any(|w| w.op.is_some() && matches!(w.origin, Origin::Resync { .. }));
         let mut earlier: Vec<(u16, Extent, bool)> = Vec::new();
         for write in self.writes.values_mut() {
+            let later_epoch = matches!(write.origin, Origin::Replicated { key, .. } if Some(key) != front);
+            if later_epoch && !resync_waiting {
+                break;
+            }
             let blocked = earlier
                 .iter()
                 .any(|(v, e, _)| *v == write.volume && e.overlaps(&write.extent));
