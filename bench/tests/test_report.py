@@ -55,7 +55,8 @@ class Render(unittest.TestCase):
         self.assertNotIn("latency-matrix", available)
         self.assertEqual(pending[0].name, "latency-matrix")
         self.assertFalse(set(available) & {p.name for p in pending})
-        self.assertEqual(list(available), ["peers", "protocols", "streaming", "buffers", "small-write-latency", "resync"])
+        self.assertEqual(list(available), ["peers", "protocols", "streaming", "buffers", "small-write-latency", "resync",
+                                           "activity-log"])
 
 
 class Budgets(unittest.TestCase):

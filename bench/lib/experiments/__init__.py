@@ -7,15 +7,14 @@ report with what it needs, and no number); never both, and never an estimate.
 
 from .. import seeds
 from ..report import Pending
-from . import buffers, latency_matrix, peers, protocols, resync, small_write, streaming
+from . import activity_log, buffers, latency_matrix, peers, protocols, resync, small_write, streaming
 from .common import Context
 
-AVAILABLE = {m.NAME: m for m in (peers, protocols, streaming, buffers, small_write, resync)}
-ORDER = ("peers", "protocols", "latency-matrix", "streaming", "buffers", "small-write-latency", "resync")
+AVAILABLE = {m.NAME: m for m in (peers, protocols, streaming, buffers, small_write, resync, activity_log)}
+ORDER = ("peers", "protocols", "latency-matrix", "streaming", "buffers", "small-write-latency", "resync",
+         "activity-log")
 
 PENDING = (
-    Pending("activity-log", "al-extents 7/127/1237/6433, connected vs disconnected", seeds.cite("001"),
-            "on-disk metadata with an activity log (issue 3)"),
     Pending("heterogeneous-disks", "a slow primary with a fast secondary and the reverse",
             seeds.cite("000", "section 4.3"),
             "a throttled backing: a blkio-cgroup-limited loop device or a test-only throttle in tandem's file backend"),
