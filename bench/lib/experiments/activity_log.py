@@ -287,7 +287,7 @@ def estimate_s(mode):
     p = plan(mode)
     js = jobs(mode, p)
     check_s = 2 * mode.image_bytes / (common.SEQ_MIB_PER_S * MIB)
-    per_config = (common.CASE_SETUP_S + common.JOB_OVERHEAD_S + 2 * sum(common.job_seconds(j) for j in js)
+    per_config = (common.case_setup_s(mode) + common.JOB_OVERHEAD_S + 2 * sum(common.job_seconds(j) for j in js)
                   + check_s + DISCONNECT_S)
     return p.reps * len(p.configs) * per_config
 

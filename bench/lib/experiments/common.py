@@ -56,7 +56,15 @@ class Case:
     params: tuple = ()
 
 
-CASE_SETUP_S = 4.0
+CASE_SETUP_S_FIXED = 1.0
+CASE_SETUP_S_PER_GIB = 3.0
+
+
+def case_setup_s(mode):
+    """Rough set-up time of one fresh case (images, create-md, nodes, connect): about 4 s
+    with 1 GiB preallocated images, mostly the preallocation, so it scales with the image."""
+    return CASE_SETUP_S_FIXED + CASE_SETUP_S_PER_GIB * mode.image_bytes / (1 << 30)
+
 SEQ_MIB_PER_S = 800.0
 JOB_OVERHEAD_S = 0.5
 
@@ -70,7 +78,7 @@ def job_seconds(job):
 
 def estimate_s(mode, cases, jobs):
     """Rough duration of measure(): fresh nodes per case, every job, every repetition."""
-    return mode.reps * len(cases) * (CASE_SETUP_S + sum(job_seconds(j) for j in jobs))
+    return mode.reps * len(cases) * (case_setup_s(mode) + sum(job_seconds(j) for j in jobs))
 
 
 def flatten(metrics):

@@ -53,7 +53,7 @@ def estimate_s(mode):
     """Rough duration in seconds: four tandem configurations, nbdkit, and the QEMU script's four
     phases (each writes 1 GiB and runs the two time-based jobs)."""
     js = jobs(mode)
-    per_config = common.CASE_SETUP_S + sum(common.job_seconds(j) for j in js)
+    per_config = common.case_setup_s(mode) + sum(common.job_seconds(j) for j in js)
     qemu = 4 * (2 + 2 * mode.peers_runtime_s) + 10 if mode.qemu_mirror else 0
     return mode.reps * (5 * per_config + qemu)
 

@@ -385,7 +385,7 @@ def estimate_s(mode):
     check_s = 2 * mode.image_bytes / (common.SEQ_MIB_PER_S * MIB)
     app_s = common.job_seconds(Job(APP_WORKLOAD, "randwrite", "4k", 8, mode.image_bytes, max(mode.runtime_s, 1),
                                    mode.ramp_s))
-    per_config = common.CASE_SETUP_S + dirty_s + resync_s + check_s
+    per_config = common.case_setup_s(mode) + dirty_s + resync_s + check_s
     per_rep = dirty_s + sz.link_s + len(sz.configs) * per_config + 2 * app_s + dirty_s + resync_s
     return mode.reps * per_rep
 

@@ -62,7 +62,7 @@ def run_dd(ctx, count, flag, rep):
 
 def estimate_s(mode):
     """Rough duration in seconds."""
-    per_rep = mode.small_write_count * ESTIMATE_US_PER_WRITE / 1e6 + 2 * common.CASE_SETUP_S + 2
+    per_rep = mode.small_write_count * ESTIMATE_US_PER_WRITE / 1e6 + 2 * common.case_setup_s(mode) + 2
     return mode.reps * per_rep
 
 
