@@ -17,7 +17,8 @@
 //!   upper-pending lower-pending blocked`
 //! - connection: `connection role` | `congested ap-in-flight rs-in-flight` (sectors)
 //! - peer-device: `replication peer-disk resync-suspended done` | `received sent out-of-sync
-//!   pending unacked`; `done:` only while the report has a resync percentage.
+//!   verify-found verify-skipped pending unacked`; `done:` only while the report has a resync
+//!   percentage.
 //!
 //! Rules (decided here, following drbdsetup where it is clear):
 //! - The initial dump is an `exists` line per object, parents before children (resource,
@@ -255,6 +256,8 @@ fn peer_device_object(
             ("received", peer_device.received_kib.to_string()),
             ("sent", peer_device.sent_kib.to_string()),
             ("out-of-sync", peer_device.out_of_sync_kib.to_string()),
+            ("verify-found", peer_device.verify_found_kib.to_string()),
+            ("verify-skipped", peer_device.verify_skipped_kib.to_string()),
             ("pending", peer_device.pending.to_string()),
             ("unacked", peer_device.unacked.to_string()),
         ],

@@ -67,6 +67,8 @@ pub(crate) fn peer_device(volume: u16) -> PeerDeviceStatus {
         unacked: 0,
         done_percent: None,
         rate_kib_per_s: None,
+        verify_found_kib: 0,
+        verify_skipped_kib: 0,
     }
 }
 

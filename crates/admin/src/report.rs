@@ -121,4 +121,10 @@ pub struct PeerDeviceStatus {
     /// KiB; `None` when none runs.
     #[serde(default)]
     pub rate_kib_per_s: Option<u64>,
+    /// Data the last online verify found different (marked out of sync), in KiB.
+    #[serde(default)]
+    pub verify_found_kib: u64,
+    /// Data the last online verify could not judge (being written meanwhile), in KiB.
+    #[serde(default)]
+    pub verify_skipped_kib: u64,
 }

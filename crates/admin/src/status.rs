@@ -16,7 +16,9 @@
 //!   when `Connected` (or with `--verbose`/`--statistics`).
 //! - A peer volume shows `replication:` only beyond `Established`, `done:` and tandem's
 //!   `rate:` (KiB/s or MiB/s over the last few seconds) while a resync or verify runs,
-//!   and `out-of-sync:` only with `--statistics`, and then only when non-zero (`--verbose`
+//!   and `out-of-sync:` (and tandem's `verify-found:` / `verify-skipped:`, what the last online
+//!   verify found different or could not judge) only with `--statistics`, and then only when
+//!   non-zero (`--verbose`
 //!   prints it always).
 //! - `--verbose` adds `node-id:`, `suspended:`, `minor:`, `backing_dev:`, `quorum:yes`,
 //!   `blocked:no`, `resync-suspended:no` and connection counters; `--statistics` adds the I/O
@@ -245,6 +247,12 @@ fn peer_device_statistics(peer_device: &PeerDeviceStatus, verbose: bool) -> Vec<
     ];
     if verbose || peer_device.out_of_sync_kib != 0 {
         words.push(format!(" out-of-sync:{}", peer_device.out_of_sync_kib));
+    }
+    if verbose || peer_device.verify_found_kib != 0 {
+        words.push(format!(" verify-found:{}", peer_device.verify_found_kib));
+    }
+    if verbose || peer_device.verify_skipped_kib != 0 {
+        words.push(format!(" verify-skipped:{}", peer_device.verify_skipped_kib));
     }
     if verbose {
         words.push(format!(" pending:{}", peer_device.pending));

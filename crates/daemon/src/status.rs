@@ -60,6 +60,8 @@ pub(crate) fn resource_status(resource: &Resource) -> ResourceStatus {
                     unacked: p.unacked,
                     done_percent: pv.resync.map(|r| r.percent_done()),
                     rate_kib_per_s: pv.resync.map(|r| r.rate_bytes_per_s / KIB),
+                    verify_found_kib: pv.verify_oos_bytes / KIB,
+                    verify_skipped_kib: pv.verify_skipped_bytes / KIB,
                 })
                 .collect(),
         })

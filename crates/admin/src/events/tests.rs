@@ -55,7 +55,7 @@ fn initial_dump_with_statistics_adds_every_counter() {
 exists resource name:r0 role:Primary suspended:no write-ordering:flush
 exists device name:r0 volume:0 backing_dev:/dev/vg0/r0 disk:UpToDate open:no quorum:yes size:1024 read:0 written:0 al-writes:0 bm-writes:0 upper-pending:0 lower-pending:0 blocked:no
 exists connection name:r0 peer-node-id:1 conn-name:bob connection:Connected role:Secondary congested:no ap-in-flight:8 rs-in-flight:0
-exists peer-device name:r0 peer-node-id:1 conn-name:bob volume:0 replication:Established peer-disk:UpToDate resync-suspended:no done:12.35 received:0 sent:0 out-of-sync:0 pending:0 unacked:0
+exists peer-device name:r0 peer-node-id:1 conn-name:bob volume:0 replication:Established peer-disk:UpToDate resync-suspended:no done:12.35 received:0 sent:0 out-of-sync:0 verify-found:0 verify-skipped:0 pending:0 unacked:0
 exists -
 "
         .trim_start(),
@@ -100,7 +100,7 @@ fn counter_changes_need_statistics_and_then_list_every_counter() {
         true,
         "
 change device name:r0 volume:0 minor:0 size:0 read:0 written:4 al-writes:0 bm-writes:0 upper-pending:0 lower-pending:0 blocked:no
-change peer-device name:r0 peer-node-id:1 conn-name:bob volume:0 received:0 sent:4 out-of-sync:0 pending:0 unacked:0
+change peer-device name:r0 peer-node-id:1 conn-name:bob volume:0 received:0 sent:4 out-of-sync:0 verify-found:0 verify-skipped:0 pending:0 unacked:0
 ",
     );
 }

@@ -279,7 +279,8 @@ fn verbose_statistics_wraps_at_the_width() {
   bob node-id:1 connection:Connected role:Secondary congested:no ap-in-flight:0
       rs-in-flight:0
     volume:0 replication:Established peer-disk:UpToDate resync-suspended:no
-        received:0 sent:1048412 out-of-sync:0 pending:0 unacked:0
+        received:0 sent:1048412 out-of-sync:0 verify-found:0 verify-skipped:0
+        pending:0 unacked:0
 
 ";
     check(vec![r0], VERBOSE_STATISTICS, expected);

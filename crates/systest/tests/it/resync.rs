@@ -775,6 +775,7 @@ fn verify_finds_the_damaged_blocks_and_a_reconnect_repairs_them() {
     let status = wait_verify_done(&cluster);
     let found_kib = CORRUPTED_BLOCKS.len() as u64 * BLOCK_BYTES / 1024;
     assert_eq!(status.out_of_sync_kib(bob), found_kib, "exactly the damaged blocks are out of sync: {}", status.0);
+    assert_eq!(status.peer_device(bob)["verify_found_kib"], found_kib, "status counts what the verify found: {}", status.0);
     assert_eq!(status.sent_kib(bob), sent_before, "a verify sends digests, never data");
     assert!(crate::cluster::first_difference(cluster.disk(ALICE), cluster.disk(BOB)).is_some(), "the verify must not repair by itself");
     let handler_out = cluster.dir().join("out-of-sync.out");

@@ -49,6 +49,8 @@ fn resource(disk: &str, connection: &str, replication: &str, peer_disk: &str, ou
                 unacked: 0,
                 done_percent: None,
                 rate_kib_per_s: None,
+                verify_found_kib: 0,
+                verify_skipped_kib: 0,
             }],
         }],
     }

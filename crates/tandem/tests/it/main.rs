@@ -147,6 +147,8 @@ fn report() -> StatusReport {
         unacked: 0,
         done_percent: Some(50.0),
         rate_kib_per_s: None,
+        verify_found_kib: 0,
+        verify_skipped_kib: 0,
     };
     let connection = ConnectionStatus {
         name: "bob".to_string(),
