@@ -832,3 +832,59 @@ fn verify_without_verify_alg_is_refused_clearly() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("verify-alg"), "{stderr}");
 }
+
+/// drbd-semantics.md §2/§3: a sync target killed (SIGKILL) in the middle of a full sync comes
+/// back Inconsistent (never UpToDate with half the data), reconnects, and the resync resumes
+/// from its source until the replicas are identical; the source stays UpToDate and Primary.
+#[test]
+fn a_sync_target_killed_mid_resync_resumes_and_ends_identical() {
+    let spec = fixed_rate(Spec::two_nodes('C').disk_bytes(32 * MIB), "4M");
+    let cluster = Cluster::create(spec);
+    let seed = fresh_seed();
+    eprintln!("data from seed {seed} (SYSTEST_SEED={seed} replays it)");
+    let data = Rng::new(seed).bytes(usize::try_from(32 * MIB).expect("fits usize"));
+    std::fs::write(cluster.disk(ALICE), &data).expect("cannot fill alice's backing file");
+    cluster.start_all();
+    cluster.wait_connected();
+    cluster.admin_ok(ALICE, &["primary", "--force", RESOURCE]);
+    cluster.wait_replication(BOB, ALICE, "SyncTarget", STATE_DEADLINE);
+    cluster.wait_until("the resync is under way (done > 10%)", SYNC_DEADLINE, || {
+        cluster.status(ALICE).peer_device(NODE_NAMES[BOB])["done_percent"].as_f64().is_some_and(|done| done > 10.0)
+    });
+    cluster.kill(BOB);
+    cluster.start_node(BOB);
+    assert_eq!(cluster.status(BOB).disk(), "Inconsistent", "a half-synced target must not come back UpToDate");
+    watch_until_in_sync(&cluster, SYNC_DEADLINE);
+    cluster.wait_identical(ALICE, BOB, STATE_DEADLINE);
+    assert_holds(&cluster, BOB, &[(0, data)], "alice's data");
+    let status = cluster.status(ALICE);
+    assert_eq!((status.role(), status.disk()), ("Primary".into(), "UpToDate".into()));
+    assert_eq!(cluster.status(BOB).disk(), "UpToDate");
+}
+
+/// The same with the sync source (the Primary) killed mid-resync: it comes back UpToDate,
+/// the target is still Inconsistent, and the resync resumes to identical replicas.
+#[test]
+fn a_sync_source_killed_mid_resync_resumes_and_ends_identical() {
+    let spec = fixed_rate(Spec::two_nodes('C').disk_bytes(32 * MIB), "4M");
+    let cluster = Cluster::create(spec);
+    let seed = fresh_seed();
+    eprintln!("data from seed {seed} (SYSTEST_SEED={seed} replays it)");
+    let data = Rng::new(seed).bytes(usize::try_from(32 * MIB).expect("fits usize"));
+    std::fs::write(cluster.disk(ALICE), &data).expect("cannot fill alice's backing file");
+    cluster.start_all();
+    cluster.wait_connected();
+    cluster.admin_ok(ALICE, &["primary", "--force", RESOURCE]);
+    cluster.wait_replication(BOB, ALICE, "SyncTarget", STATE_DEADLINE);
+    cluster.wait_until("the resync is under way (done > 10%)", SYNC_DEADLINE, || {
+        cluster.status(ALICE).peer_device(NODE_NAMES[BOB])["done_percent"].as_f64().is_some_and(|done| done > 10.0)
+    });
+    cluster.kill(ALICE);
+    assert_eq!(cluster.status(BOB).disk(), "Inconsistent", "the target stays Inconsistent without its source");
+    cluster.start_node(ALICE);
+    assert_eq!(cluster.status(ALICE).disk(), "UpToDate", "the source's data stays UpToDate across its crash");
+    watch_until_in_sync(&cluster, SYNC_DEADLINE);
+    cluster.wait_identical(ALICE, BOB, STATE_DEADLINE);
+    assert_holds(&cluster, BOB, &[(0, data)], "alice's data");
+    assert_eq!(cluster.status(BOB).disk(), "UpToDate");
+}
