@@ -833,11 +833,9 @@ fn verify_without_verify_alg_is_refused_clearly() {
     assert!(stderr.contains("verify-alg"), "{stderr}");
 }
 
-/// drbd-semantics.md §2/§3: a sync target killed (SIGKILL) in the middle of a full sync comes
-/// back Inconsistent (never UpToDate with half the data), reconnects, and the resync resumes
-/// from its source until the replicas are identical; the source stays UpToDate and Primary.
-#[test]
-fn a_sync_target_killed_mid_resync_resumes_and_ends_identical() {
+/// Two fresh nodes, alice's disk filled with seeded random data, `primary --force` on alice,
+/// and the full sync to bob (4 MiB/s, 32 MiB) past 10%; returns the cluster and the data.
+fn full_sync_under_way() -> (Cluster, Vec<u8>) {
     let spec = fixed_rate(Spec::two_nodes('C').disk_bytes(32 * MIB), "4M");
     let cluster = Cluster::create(spec);
     let seed = fresh_seed();
@@ -851,6 +849,15 @@ fn a_sync_target_killed_mid_resync_resumes_and_ends_identical() {
     cluster.wait_until("the resync is under way (done > 10%)", SYNC_DEADLINE, || {
         cluster.status(ALICE).peer_device(NODE_NAMES[BOB])["done_percent"].as_f64().is_some_and(|done| done > 10.0)
     });
+    (cluster, data)
+}
+
+/// drbd-semantics.md §2/§3: a sync target killed (SIGKILL) in the middle of a full sync comes
+/// back Inconsistent (never UpToDate with half the data), reconnects, and the resync resumes
+/// from its source until the replicas are identical; the source stays UpToDate and Primary.
+#[test]
+fn a_sync_target_killed_mid_resync_resumes_and_ends_identical() {
+    let (cluster, data) = full_sync_under_way();
     cluster.kill(BOB);
     cluster.start_node(BOB);
     assert_eq!(cluster.status(BOB).disk(), "Inconsistent", "a half-synced target must not come back UpToDate");
@@ -866,19 +873,7 @@ fn a_sync_target_killed_mid_resync_resumes_and_ends_identical() {
 /// the target is still Inconsistent, and the resync resumes to identical replicas.
 #[test]
 fn a_sync_source_killed_mid_resync_resumes_and_ends_identical() {
-    let spec = fixed_rate(Spec::two_nodes('C').disk_bytes(32 * MIB), "4M");
-    let cluster = Cluster::create(spec);
-    let seed = fresh_seed();
-    eprintln!("data from seed {seed} (SYSTEST_SEED={seed} replays it)");
-    let data = Rng::new(seed).bytes(usize::try_from(32 * MIB).expect("fits usize"));
-    std::fs::write(cluster.disk(ALICE), &data).expect("cannot fill alice's backing file");
-    cluster.start_all();
-    cluster.wait_connected();
-    cluster.admin_ok(ALICE, &["primary", "--force", RESOURCE]);
-    cluster.wait_replication(BOB, ALICE, "SyncTarget", STATE_DEADLINE);
-    cluster.wait_until("the resync is under way (done > 10%)", SYNC_DEADLINE, || {
-        cluster.status(ALICE).peer_device(NODE_NAMES[BOB])["done_percent"].as_f64().is_some_and(|done| done > 10.0)
-    });
+    let (cluster, data) = full_sync_under_way();
     cluster.kill(ALICE);
     assert_eq!(cluster.status(BOB).disk(), "Inconsistent", "the target stays Inconsistent without its source");
     cluster.start_node(ALICE);
