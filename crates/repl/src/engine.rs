@@ -26,11 +26,13 @@
 mod activity_log;
 mod csums;
 mod handshake;
+mod pause;
 mod persist;
 mod resync;
 pub(crate) mod verify;
 
 pub use handshake::BITMAP_CHUNK_BYTES_MAX;
+pub use pause::SyncPause;
 pub use resync::RESYNC_REQUEST_BYTES_MAX;
 pub use verify::{VERIFY_DIGESTS_BYTES_MAX, VERIFY_REQUEST_BYTES_MAX};
 
@@ -44,7 +46,7 @@ use crate::extent::Extent;
 use crate::liveness::Liveness;
 use crate::receiver::Receiver;
 use crate::resync_rate::{ResyncRateConfig, ResyncRateController};
-use crate::state::{ConnState, DiskState, Protocol, Role};
+use crate::state::{ConnState, DiskState, Protocol, ReplState, Role};
 use crate::sync::SyncState;
 use crate::types::{
     Action, DiskOp, EngineStatus, IoError, IoId, Op, PeerMessage, PeerStatus, PeerVolumeStatus,
@@ -239,6 +241,10 @@ struct Peer<P> {
     rate: ResyncRateController,
     /// Per volume slot: what the latest online verify found.
     verify_counts: Vec<verify::VerifyCounts>,
+    /// Per volume slot: `pause-sync` towards this peer (`engine/pause.rs`).
+    user_paused: Vec<bool>,
+    /// Per volume slot: the peer paused its side of the resync.
+    peer_paused: Vec<bool>,
 }
 
 /// Local state of one volume.
@@ -254,6 +260,8 @@ struct Volume {
     log: Option<activity_log::VolumeLog>,
     /// Bitmap pages handed to the driver to write.
     bm_writes: u64,
+    /// `resync-after`: the volume it depends on is still resyncing.
+    after_dependency: bool,
 }
 
 /// The replication engine of one resource. See the crate documentation for the call protocol.
@@ -572,6 +580,7 @@ impl<P: Clone> Engine<P> {
         for vslot in 0..self.volumes.len() {
             self.send_handshake(slot, vslot, out);
         }
+        self.announce_pauses(slot, out);
         out.push(Action::StateChanged);
     }
 
@@ -594,6 +603,7 @@ impl<P: Clone> Engine<P> {
         // The bitmaps keep every block whose resync was not confirmed: the next connect
         // resumes from them.
         p.syncs.iter_mut().for_each(|sync| *sync = SyncState::Off);
+        p.peer_paused.fill(false);
         let mut drained = vec![false; volumes.len()];
         let mut drained_seqs = Vec::with_capacity(p.transfer_log.len());
         for sent in p.transfer_log.drain(..) {
@@ -715,6 +725,7 @@ impl<P: Clone> Engine<P> {
                 self.receive_csum_request(now, slot, id, volume, Extent { offset, length }, digests)
             }
             PeerMessage::ResyncInSync { id, volume } => self.receive_resync_in_sync(now, slot, id, volume, out),
+            PeerMessage::SyncPause { volume, paused } => self.receive_sync_pause(now, slot, volume, paused, out),
             PeerMessage::VerifyRequest { id, volume, offset, length } => {
                 self.receive_verify_request(now, slot, id, volume, Extent { offset, length }, out)
             }
@@ -991,9 +1002,16 @@ impl<P: Clone> Engine<P> {
                     SyncState::Established if out_of_sync_bytes > 0 && known == DiskState::UpToDate => DiskState::Outdated,
                     _ => known,
                 };
+                let pause = self.sync_pause(slot, vslot);
+                let replication = match sync.repl_state() {
+                    ReplState::SyncSource if pause.any() => ReplState::PausedSyncS,
+                    ReplState::SyncTarget if pause.any() => ReplState::PausedSyncT,
+                    state => state,
+                };
                 PeerVolumeStatus {
                     volume: v.number,
-                    replication: sync.repl_state(),
+                    replication,
+                    resync_suspended: pause,
                     peer_disk,
                     sent_bytes: p.sent_bytes[vslot],
                     received_bytes: p.received_bytes[vslot],
@@ -1075,6 +1093,8 @@ fn new_peer<P: Clone>(local: NodeId, config: &PeerConfig, volumes: &[VolumeConfi
         discard_my_data: false,
         rate,
         verify_counts: vec![verify::VerifyCounts::default(); count],
+        user_paused: vec![false; count],
+        peer_paused: vec![false; count],
     })
 }
 
@@ -1100,7 +1120,7 @@ fn attach_volume<P>(vslot: usize, config: VolumeConfig, peers: &mut [Peer<P>]) -
             }
         }
     }
-    Ok(Volume { number: config.number, size_bytes: config.size_bytes, disk: config.disk, ids, written_bytes: 0, meta: persist::MetaIo::default(), log, bm_writes: 0 })
+    Ok(Volume { number: config.number, size_bytes: config.size_bytes, disk: config.disk, ids, written_bytes: 0, meta: persist::MetaIo::default(), log, bm_writes: 0, after_dependency: false })
 }
 
 /// Send one write to one peer if it is connected; otherwise mark its blocks out of sync.

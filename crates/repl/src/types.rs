@@ -157,6 +157,9 @@ pub enum PeerMessage<P> {
     /// The range of `CsumRequest` `id` has the same digests on the source: no data (data
     /// socket).
     ResyncInSync { id: u64, volume: u16 },
+    /// Our own resync of `volume` with the receiver is paused (`pause-sync`, `resync-after`)
+    /// or resumed (`engine/pause.rs`).
+    SyncPause { volume: u16, paused: bool },
     /// The verify source asks for the digests of `length` bytes at `offset` (data socket).
     VerifyRequest { id: u64, volume: u16, offset: u64, length: u64 },
     /// The verify target's answer to request `id` (data socket).
@@ -440,6 +443,9 @@ pub struct PeerVolumeStatus {
     pub pending: u64,
     /// The running resync (SyncSource / SyncTarget) or verify (VerifyS / VerifyT), if any.
     pub resync: Option<ResyncProgress>,
+    /// Why a resync with this peer is (or would be) suspended.
+    #[serde(default)]
+    pub resync_suspended: crate::SyncPause,
     /// Bytes the latest (or running) online verify found out of sync.
     #[serde(default)]
     pub verify_oos_bytes: u64,

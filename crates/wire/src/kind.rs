@@ -41,6 +41,8 @@ pub const RESYNC_DONE_LEN: usize = 2 + 8;
 pub const CSUM_REQUEST_HEADER_LEN: usize = 8 + 2 + 8 + 4;
 /// Length of the body of a `ResyncInSync`: id, volume.
 pub const RESYNC_IN_SYNC_LEN: usize = 8 + 2;
+/// Length of the body of a `SyncPause`: volume, paused.
+pub const SYNC_PAUSE_LEN: usize = 2 + 1;
 /// Length of the body of a `VerifyRequest`: id, volume, offset, length.
 pub const VERIFY_REQUEST_LEN: usize = 8 + 2 + 8 + 4;
 /// Length of the fixed part of a `VerifyReply` body: id, volume, offset, length, status (the
@@ -128,6 +130,10 @@ pub enum Kind {
     /// Data socket (source to target, `csums-alg`): the range of a `CsumRequest` has those
     /// digests here too; no data follows.
     ResyncInSync = 0x0306,
+    /// Data socket (either way): the sender's own resync of a volume is paused (`pause-sync`,
+    /// `resync-after`) or resumed; the receiver shows `resync-suspended:peer` meanwhile and a
+    /// sync target issues no requests.
+    SyncPause = 0x0307,
     /// Data socket (verify source to target): send me the digests of this range.
     VerifyRequest = 0x0310,
     /// Data socket (verify target to source): the digests of a range, or why there are none.
@@ -142,7 +148,7 @@ pub enum Kind {
 
 impl Kind {
     /// Every kind, in kind-number order.
-    pub const ALL: [Kind; 28] = [
+    pub const ALL: [Kind; 29] = [
         Kind::Hello,
         Kind::AuthResponse,
         Kind::AuthResult,
@@ -166,6 +172,7 @@ impl Kind {
         Kind::ResyncDone,
         Kind::CsumRequest,
         Kind::ResyncInSync,
+        Kind::SyncPause,
         Kind::VerifyRequest,
         Kind::VerifyReply,
         Kind::VerifyDone,
@@ -211,6 +218,7 @@ impl Kind {
             | Kind::ResyncDone
             | Kind::CsumRequest
             | Kind::ResyncInSync
+            | Kind::SyncPause
             | Kind::VerifyRequest
             | Kind::VerifyReply
             | Kind::VerifyDone
@@ -298,6 +306,7 @@ impl Kind {
             Kind::ResyncDone => RESYNC_DONE_LEN,
             Kind::CsumRequest => CSUM_REQUEST_HEADER_LEN + 1,
             Kind::ResyncInSync => RESYNC_IN_SYNC_LEN,
+            Kind::SyncPause => SYNC_PAUSE_LEN,
             Kind::VerifyRequest => VERIFY_REQUEST_LEN,
             Kind::VerifyReply => VERIFY_REPLY_HEADER_LEN,
             Kind::VerifyDone => VERIFY_DONE_LEN,

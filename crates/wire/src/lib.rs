@@ -67,6 +67,7 @@
 //! | `0x0304` | `ResyncDone`   | data    | `volume: u16, failed_bytes: u64`                          |
 //! | `0x0305` | `CsumRequest`  | data    | `id: u64, volume: u16, offset: u64, length: u32`, then 1..=[`CSUM_DIGESTS_LEN_MAX`] digest bytes |
 //! | `0x0306` | `ResyncInSync` | data    | `id: u64, volume: u16`                                    |
+//! | `0x0307` | `SyncPause`    | data    | `volume: u16, paused: u8`                                 |
 //! | `0x0310` | `VerifyRequest`| data    | `id: u64, volume: u16, offset: u64, length: u32`          |
 //! | `0x0311` | `VerifyReply`  | data    | `id: u64, volume: u16, offset: u64, length: u32, status: u8`, then the digests |
 //! | `0x0312` | `VerifyDone`   | data    | `volume: u16, oos_bytes: u64`                             |
@@ -127,7 +128,7 @@ pub use handshake::{
 };
 pub use kind::{
     Kind, BITMAP_CHUNK_LEN_MAX, CSUM_REQUEST_HEADER_LEN, DATA_HEADER_LEN, DATA_PAYLOAD_LEN_MAX,
-    MESSAGE_LEN_MAX, RANGE_HEADER_LEN, RESYNC_ACK_LEN, RESYNC_DONE_LEN, RESYNC_IN_SYNC_LEN,
+    MESSAGE_LEN_MAX, RANGE_HEADER_LEN, RESYNC_ACK_LEN, RESYNC_DONE_LEN, RESYNC_IN_SYNC_LEN, SYNC_PAUSE_LEN,
     RESYNC_NEG_REPLY_LEN, RESYNC_REPLY_HEADER_LEN, RESYNC_REQUEST_LEN, STRING_LEN_MAX,
     SYNC_UUIDS_LEN, UUID_SLOTS, VERIFY_DONE_LEN, VERIFY_REPLY_HEADER_LEN, VERIFY_REQUEST_LEN,
     VOLUMES_MAX,

@@ -354,6 +354,13 @@ pub enum Message {
         /// Volume number.
         volume: u16,
     },
+    /// The sender's resync of `volume` is paused (`pause-sync`, `resync-after`) or resumed.
+    SyncPause {
+        /// Volume number.
+        volume: u16,
+        /// Paused (true) or resumed.
+        paused: bool,
+    },
     /// The verify source asks for the digests of a range.
     VerifyRequest(VerifyRequest),
     /// The verify target's digests of a range, or why there are none.
@@ -404,6 +411,7 @@ impl Message {
             Message::ResyncDone { .. } => Kind::ResyncDone,
             Message::CsumRequest(_) => Kind::CsumRequest,
             Message::ResyncInSync { .. } => Kind::ResyncInSync,
+            Message::SyncPause { .. } => Kind::SyncPause,
             Message::VerifyRequest(_) => Kind::VerifyRequest,
             Message::VerifyReply(_) => Kind::VerifyReply,
             Message::VerifyDone { .. } => Kind::VerifyDone,
@@ -558,6 +566,10 @@ impl Message {
                 id: reader.u64("resync_in_sync.id")?,
                 volume: reader.u16("resync_in_sync.volume")?,
             },
+            Kind::SyncPause => Message::SyncPause {
+                volume: reader.u16("sync_pause.volume")?,
+                paused: reader.bool("sync_pause.paused")?,
+            },
             Kind::VerifyRequest => Message::VerifyRequest(VerifyRequest::decode(reader)?),
             Kind::VerifyReply => Message::VerifyReply(VerifyReply::decode(reader)?),
             Kind::VerifyDone => Message::VerifyDone {
@@ -643,6 +655,10 @@ impl Message {
             Message::ResyncInSync { id, volume } => {
                 writer.u64(*id);
                 writer.u16(*volume);
+            }
+            Message::SyncPause { volume, paused } => {
+                writer.u16(*volume);
+                writer.bool(*paused);
             }
             Message::VerifyRequest(request) => request.encode(writer),
             Message::VerifyReply(reply) => reply.encode(writer)?,

@@ -194,6 +194,7 @@ pub(crate) fn arb_resync_message() -> impl Strategy<Value = Message> {
             }
         ),
         (any::<u64>(), any::<u16>()).prop_map(|(id, volume)| Message::ResyncInSync { id, volume }),
+        (any::<u16>(), any::<bool>()).prop_map(|(volume, paused)| Message::SyncPause { volume, paused }),
         arb_sync_uuids().prop_map(|uuids| Message::SyncUuids(Box::new(uuids))),
         (any::<u16>(), vec(any::<u8>(), 1..=BITMAP_CHUNK_LEN_MAX))
             .prop_map(|(volume, chunk)| Message::BitmapChunk { volume, chunk }),

@@ -356,6 +356,9 @@ impl<P: Clone> Engine<P> {
     /// whenever in-flight space is freed (a reply written, a negative reply), so in dynamic
     /// mode the window is refilled as soon as replies come back.
     pub(super) fn issue_requests(&mut self, now: Time, slot: usize, vslot: usize, out: &mut Vec<Action<P>>) {
+        if self.sync_pause(slot, vslot).any() {
+            return;
+        }
         let in_flight_max = self.resync_in_flight_max(slot);
         let (volume, size_bytes) = (self.volumes[vslot].number, self.volumes[vslot].size_bytes);
         let p = &mut self.peers[slot];

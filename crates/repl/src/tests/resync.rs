@@ -28,7 +28,7 @@ fn with_rate(rate_kib_per_s: u32) -> impl Fn(&mut PeerConfig) {
 
 impl Pair {
     /// Two engines with these volumes and peer settings, not connected.
-    fn build(volumes: [VolumeConfig; 2], configure: impl Fn(&mut PeerConfig)) -> Pair {
+    pub(super) fn build(volumes: [VolumeConfig; 2], configure: impl Fn(&mut PeerConfig)) -> Pair {
         let [a, b] = volumes;
         let mut configs = [peer_config(1, Protocol::C), peer_config(0, Protocol::C)];
         configs.iter_mut().for_each(&configure);
@@ -37,7 +37,7 @@ impl Pair {
     }
 
     /// In sync, connected, A Primary, then disconnected.
-    fn split(rate_kib_per_s: u32) -> Pair {
+    pub(super) fn split(rate_kib_per_s: u32) -> Pair {
         let mut pair = Pair::build(
             [synced_volume(), synced_volume()],
             with_rate(rate_kib_per_s),
@@ -48,21 +48,21 @@ impl Pair {
         pair
     }
 
-    fn promote(&mut self, node: usize, force: bool) {
+    pub(super) fn promote(&mut self, node: usize, force: bool) {
         let mut out = Vec::new();
         self.nodes[node].promote(force, &mut out).expect("promote");
         self.route(node, out);
         self.deliver_all();
     }
 
-    fn demote(&mut self, node: usize) {
+    pub(super) fn demote(&mut self, node: usize) {
         let mut out = Vec::new();
         self.nodes[node].demote(&mut out).expect("demote");
         self.route(node, out);
         self.deliver_all();
     }
 
-    fn write_on(&mut self, node: usize, request: RequestId, offset: u64, byte: u8, length: u64) {
+    pub(super) fn write_on(&mut self, node: usize, request: RequestId, offset: u64, byte: u8, length: u64) {
         let op = Op::Write {
             offset,
             length,
@@ -75,36 +75,36 @@ impl Pair {
     }
 
     /// Writes and completes `length` bytes on `node` while disconnected.
-    fn write_alone(&mut self, node: usize, request: RequestId, offset: u64, byte: u8, length: u64) {
+    pub(super) fn write_alone(&mut self, node: usize, request: RequestId, offset: u64, byte: u8, length: u64) {
         self.write_on(node, request, offset, byte, length);
         while self.run_local(node) {}
         assert!(self.is_complete(request), "write {request} on node {node}");
     }
 
-    fn replication(&self, node: usize) -> ReplState {
+    pub(super) fn replication(&self, node: usize) -> ReplState {
         self.nodes[node].status().peers[0].volumes[0].replication
     }
 
-    fn disk(&self, node: usize) -> DiskState {
+    pub(super) fn disk(&self, node: usize) -> DiskState {
         self.nodes[node].status().volumes[0].disk
     }
 
-    fn connection(&self, node: usize) -> ConnState {
+    pub(super) fn connection(&self, node: usize) -> ConnState {
         self.nodes[node].status().peers[0].connection
     }
 
-    fn oos(&self, node: usize) -> u64 {
+    pub(super) fn oos(&self, node: usize) -> u64 {
         self.nodes[node].status().peers[0].volumes[0].out_of_sync_bytes
     }
 
-    fn syncing(&self) -> bool {
+    pub(super) fn syncing(&self) -> bool {
         [A, B]
             .iter()
             .any(|&n| !matches!(self.replication(n), ReplState::Established | ReplState::Off))
     }
 
     /// Delivers everything and ticks both nodes until no resync runs (at most `ticks_max`).
-    fn sync_until_quiet(&mut self, ticks_max: u32) {
+    pub(super) fn sync_until_quiet(&mut self, ticks_max: u32) {
         for _ in 0..ticks_max {
             self.deliver_all();
             if !self.syncing() {
@@ -119,21 +119,21 @@ impl Pair {
         );
     }
 
-    fn tick_both(&mut self) {
+    pub(super) fn tick_both(&mut self) {
         self.tick(A, TICK_INTERVAL);
         let mut out = Vec::new();
         self.nodes[B].tick(self.now, &mut out);
         self.route(B, out);
     }
 
-    fn assert_identical(&self) {
+    pub(super) fn assert_identical(&self) {
         let differing = (0..VOLUME_BYTES as usize)
             .filter(|&i| self.disks[A][i] != self.disks[B][i])
             .count();
         assert_eq!(differing, 0, "the replicas differ in {differing} bytes");
     }
 
-    fn assert_in_sync(&self) {
+    pub(super) fn assert_in_sync(&self) {
         self.assert_identical();
         for node in [A, B] {
             assert_eq!(

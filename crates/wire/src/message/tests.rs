@@ -118,6 +118,7 @@ fn one_of_each_kind() -> Vec<Message> {
             digests: vec![1; 16],
         }),
         Message::ResyncInSync { id: 4, volume: 0 },
+        Message::SyncPause { volume: 1, paused: true },
         Message::VerifyRequest(VerifyRequest {
             id: 3,
             volume: 0,
@@ -266,6 +267,7 @@ fn sockets_of_the_resync_and_setup_kinds() {
         Kind::ResyncDone,
         Kind::CsumRequest,
         Kind::ResyncInSync,
+        Kind::SyncPause,
         Kind::VerifyRequest,
         Kind::VerifyReply,
         Kind::VerifyDone,
