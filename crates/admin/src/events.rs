@@ -236,10 +236,7 @@ fn peer_device_object(
     let mut state = vec![
         ("replication", peer_device.replication.clone()),
         ("peer-disk", peer_device.peer_disk.clone()),
-        (
-            "resync-suspended",
-            words::yes_no(peer_device.resync_suspended).to_string(),
-        ),
+        ("resync-suspended", peer_device.resync_suspended.clone()),
     ];
     if let Some(done) = peer_device.done_percent {
         state.push(("done", words::percent(done)));

@@ -59,7 +59,7 @@ pub(crate) fn peer_device(volume: u16) -> PeerDeviceStatus {
         volume,
         replication: "Established".to_string(),
         peer_disk: "UpToDate".to_string(),
-        resync_suspended: false,
+        resync_suspended: "no".into(),
         received_kib: 0,
         sent_kib: 0,
         out_of_sync_kib: 0,

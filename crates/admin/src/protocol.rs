@@ -87,6 +87,21 @@ pub enum Request {
         /// Which peer (connection name); `None` = all peers.
         peer: Option<String>,
     },
+    /// Suspend resyncs with peers (`tandem pause-sync [--peer NAME]`): PausedSyncS/T with
+    /// `resync-suspended:user` until `resume-sync`.
+    PauseSync {
+        /// Which resource; `None` = all.
+        resource: Option<String>,
+        /// Which peer (connection name); `None` = all peers.
+        peer: Option<String>,
+    },
+    /// Let paused resyncs run again (`tandem resume-sync [--peer NAME]`).
+    ResumeSync {
+        /// Which resource; `None` = all.
+        resource: Option<String>,
+        /// Which peer (connection name); `None` = all peers.
+        peer: Option<String>,
+    },
     /// Drop connections to peers (`tandem disconnect [--peer NAME]`).
     Disconnect {
         /// Which resource; `None` = all.

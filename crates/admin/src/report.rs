@@ -103,8 +103,9 @@ pub struct PeerDeviceStatus {
     pub replication: String,
     /// The peer's disk state.
     pub peer_disk: String,
-    /// Whether resync is paused on this volume.
-    pub resync_suspended: bool,
+    /// Why a resync with this peer is suspended, as DRBD prints it: `no`, or reasons among
+    /// `user`, `peer`, `dependency` joined by commas.
+    pub resync_suspended: String,
     /// Data received from the peer.
     pub received_kib: u64,
     /// Data sent to the peer.

@@ -26,7 +26,8 @@
 //!
 //! Fields DRBD prints that tandem's report does not carry are left out rather than invented:
 //! `force-io-failures:`, `client:`, `tls:`, `al-suspended:`, and the `-vv` resync rates.
-//! `suspended:` and `resync-suspended:` print `yes` instead of DRBD's reason list.
+//! `suspended:` prints `yes` instead of DRBD's reason list; `resync-suspended:` prints DRBD's
+//! reasons (`user`, `peer`, `dependency`).
 
 use crate::report::{
     ConnectionStatus, DeviceStatus, PeerDeviceStatus, ResourceStatus, StatusReport,
@@ -226,8 +227,8 @@ fn write_peer_device(out: &mut Wrapped, peer_device: &PeerDeviceStatus, scope: &
         if let Some(rate) = peer_device.rate_kib_per_s {
             out.word(indent, &format!(" rate:{}", words::rate(rate)));
         }
-        if options.verbose || peer_device.resync_suspended {
-            let suspended = words::yes_no(peer_device.resync_suspended);
+        if options.verbose || peer_device.resync_suspended != "no" {
+            let suspended = &peer_device.resync_suspended;
             out.word(indent, &format!(" resync-suspended:{suspended}"));
         }
         if options.statistics {

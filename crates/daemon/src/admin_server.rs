@@ -101,6 +101,8 @@ fn handle(request: Request, resources: &[Arc<Resource>]) -> Reply {
         Request::InvalidateRemote { resource, peer } => (resource, Box::new(move |r| invalidate_remote(r, peer.as_deref()))),
         Request::Verify { resource, peer } => (resource, Box::new(move |r| verify(r, peer.as_deref()))),
         Request::Disconnect { resource, peer } => (resource, Box::new(move |r| set_connect(r, peer.as_deref(), false))),
+        Request::PauseSync { resource, peer } => (resource, Box::new(move |r| pause_sync(r, peer.as_deref(), true))),
+        Request::ResumeSync { resource, peer } => (resource, Box::new(move |r| pause_sync(r, peer.as_deref(), false))),
         Request::Up { resource } => (resource, Box::new(up)),
         Request::Down { resource } => (resource, Box::new(down)),
         Request::Events { .. } => return Reply::Error { message: "events is a stream".into() },
@@ -160,6 +162,13 @@ fn verify(resource: &Arc<Resource>, peer: Option<&str>) -> Result<(), String> {
 fn invalidate_remote(resource: &Arc<Resource>, peer: Option<&str>) -> Result<(), String> {
     for node_id in peer_ids(resource, peer)? {
         resource.step(|engine, _, out| engine.invalidate_remote(node_id, out)).map_err(|e| format!("State change failed: {e}"))?;
+    }
+    Ok(())
+}
+
+fn pause_sync(resource: &Arc<Resource>, peer: Option<&str>, paused: bool) -> Result<(), String> {
+    for node_id in peer_ids(resource, peer)? {
+        resource.step(|engine, now, out| engine.pause_sync(now, Some(node_id), paused, out)).map_err(|e| format!("State change failed: {e}"))?;
     }
     Ok(())
 }

@@ -20,6 +20,7 @@ mod meta_store;
 mod metadata;
 mod peer;
 mod resource;
+mod resync_after;
 mod setup;
 mod status;
 mod wire_map;

@@ -21,7 +21,7 @@ use crate::meta_store::MetaStore;
 use crate::metadata::{MetaFile, MetaSpec, MetadataError};
 use crate::peer::{self, Acceptor};
 use crate::resource::{PeerInfo, Resource, ResourceParts};
-use crate::{admin_server, DaemonError, NodeOptions};
+use crate::{admin_server, resync_after, DaemonError, NodeOptions};
 
 /// Options tandem acts on today; every other option that is set is reported once at start-up
 /// as accepted but not yet active.
@@ -31,6 +31,7 @@ pub(crate) const ACTIVE_OPTIONS: &[&str] = &[
     "resync-rate", "c-plan-ahead", "c-delay-target", "c-fill-target", "c-max-rate", "c-min-rate",
     "after-sb-0pri", "after-sb-1pri", "after-sb-2pri", "split-brain", "initial-split-brain",
     "pri-lost-after-sb", "verify-alg", "csums-alg", "out-of-sync", "al-extents", "al-updates",
+    "resync-after",
 ];
 
 /// Dirty bitmap pages are written every this many engine ticks (1 s), besides on every
@@ -45,6 +46,8 @@ pub(crate) struct PreparedNode {
     /// The largest NBD request: a write may touch at most as many activity-log extents as one
     /// transaction can activate, so small `al-extents` lower it.
     pub(crate) request_bytes_max: u32,
+    /// `resync-after` between this node's volumes.
+    pub(crate) resync_after: Vec<resync_after::Dependency>,
 }
 
 /// The largest request whose extents (4 MiB each, plus one for an unaligned start) fit one
@@ -70,8 +73,11 @@ pub(crate) fn prepare(options: &NodeOptions) -> Result<PreparedNode, DaemonError
     let mut resources = Vec::new();
     let mut nbd_address = None;
     let mut request_bytes_max = nbd::ServerConfig::REQUEST_BYTES_MAX_DEFAULT;
+    let mut declared = Vec::new();
     for resource in &config.resources {
         let Some(host) = resource.host(&name) else { continue };
+        let volumes = host.volumes.iter().map(|v| (v.number, v.disk_options.resync_after.clone())).collect();
+        declared.push(resync_after::Declared { name: resource.name.clone(), volumes });
         nbd_address = nbd_address.or(host.nbd_address);
         for volume in &host.volumes {
             request_bytes_max = request_bytes_max.min(request_bytes_max_for(volume.disk_options.al_extents));
@@ -82,7 +88,8 @@ pub(crate) fn prepare(options: &NodeOptions) -> Result<PreparedNode, DaemonError
         let file = options.config.display();
         return Err(DaemonError::Setup(format!("{file}: no resource has an 'on {name}' section; pick the node with --node NAME")));
     }
-    Ok(PreparedNode { name, resources, nbd_address, request_bytes_max })
+    let resync_after = resync_after::resolve(&declared).map_err(DaemonError::Setup)?;
+    Ok(PreparedNode { name, resources, nbd_address, request_bytes_max, resync_after })
 }
 
 fn host_name() -> Result<String, DaemonError> {
@@ -283,6 +290,9 @@ pub(crate) async fn serve(node: PreparedNode, options: NodeOptions) -> Result<()
         tokio::spawn(nbd::serve_tcp(listener, registry.clone(), Arc::clone(&server_config)));
     }
     tokio::spawn(admin_server::serve(admin_listener, node.resources.clone()));
+    if !node.resync_after.is_empty() {
+        tokio::spawn(resync_after::run(node.resources.clone(), node.resync_after.clone()));
+    }
     tracing::info!(node = %node.name, run_dir = %options.run_dir.display(), "node is up");
     wait_for_signal().await;
     tracing::info!("shutting down");

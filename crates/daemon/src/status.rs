@@ -52,7 +52,7 @@ pub(crate) fn resource_status(resource: &Resource) -> ResourceStatus {
                     volume: pv.volume,
                     replication: pv.replication.to_string(),
                     peer_disk: pv.peer_disk.to_string(),
-                    resync_suspended: false,
+                    resync_suspended: pv.resync_suspended.describe(),
                     received_kib: pv.received_bytes / KIB,
                     sent_kib: pv.sent_bytes / KIB,
                     out_of_sync_kib: pv.out_of_sync_bytes / KIB,

@@ -69,6 +69,7 @@ pub(crate) fn sync_to_wire(message: PeerMessage<Payload>) -> Result<Option<Messa
             Message::CsumRequest(wire::CsumRequest { id, volume, offset, length: length32(length)?, digests })
         }
         PeerMessage::ResyncInSync { id, volume } => Message::ResyncInSync { id, volume },
+        PeerMessage::SyncPause { volume, paused } => Message::SyncPause { volume, paused },
         PeerMessage::VerifyRequest { id, volume, offset, length } => {
             Message::VerifyRequest(wire::VerifyRequest { id, volume, offset, length: length32(length)? })
         }
@@ -96,6 +97,7 @@ pub(crate) fn sync_from_wire(message: &Message) -> Result<Option<PeerMessage<Pay
         Message::ResyncDone { volume, failed_bytes } => PeerMessage::ResyncDone { volume: *volume, failed_bytes: *failed_bytes },
         Message::CsumRequest(r) => PeerMessage::CsumRequest { id: r.id, volume: r.volume, offset: r.offset, length: u64::from(r.length), digests: r.digests.clone() },
         Message::ResyncInSync { id, volume } => PeerMessage::ResyncInSync { id: *id, volume: *volume },
+        Message::SyncPause { volume, paused } => PeerMessage::SyncPause { volume: *volume, paused: *paused },
         Message::VerifyRequest(r) => PeerMessage::VerifyRequest { id: r.id, volume: r.volume, offset: r.offset, length: u64::from(r.length) },
         Message::VerifyReply(r) => {
             let outcome = match &r.outcome {

@@ -169,6 +169,11 @@ pub enum SimpleVerb {
     },
     /// Drop connections to peers.
     Disconnect(PeerTarget),
+    /// Suspend resyncs with peers (PausedSyncS/T, `resync-suspended:user`) until
+    /// resume-sync; writes keep replicating.
+    PauseSync(PeerTarget),
+    /// Let resyncs suspended by pause-sync run again.
+    ResumeSync(PeerTarget),
 }
 
 impl SimpleVerb {
@@ -209,6 +214,14 @@ impl SimpleVerb {
                 clear_bitmap,
             },
             Self::Disconnect(PeerTarget { peer, target }) => Request::Disconnect {
+                resource: resource_filter(&target),
+                peer,
+            },
+            Self::PauseSync(PeerTarget { peer, target }) => Request::PauseSync {
+                resource: resource_filter(&target),
+                peer,
+            },
+            Self::ResumeSync(PeerTarget { peer, target }) => Request::ResumeSync {
                 resource: resource_filter(&target),
                 peer,
             },

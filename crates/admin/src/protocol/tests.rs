@@ -62,6 +62,20 @@ fn requests_are_tagged_by_cmd() {
         r#"{"cmd":"invalidate-remote","resource":null,"peer":"bob"}"#,
     );
     check_request(
+        Request::PauseSync {
+            resource: Some("r0".to_string()),
+            peer: None,
+        },
+        r#"{"cmd":"pause-sync","resource":"r0","peer":null}"#,
+    );
+    check_request(
+        Request::ResumeSync {
+            resource: None,
+            peer: Some("bob".to_string()),
+        },
+        r#"{"cmd":"resume-sync","resource":null,"peer":"bob"}"#,
+    );
+    check_request(
         Request::Events {
             resource: None,
             statistics: false,

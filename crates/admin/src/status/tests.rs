@@ -78,6 +78,27 @@ fn resync_shows_replication_and_done() {
 }
 
 #[test]
+fn a_paused_resync_shows_its_reasons() {
+    let mut r0 = two_nodes();
+    let peer = &mut r0.connections[0].peer_devices[0];
+    peer.replication = "PausedSyncT".to_string();
+    peer.peer_disk = "UpToDate".to_string();
+    peer.done_percent = Some(12.5);
+    peer.resync_suspended = "user,dependency".to_string();
+    check(
+        vec![r0],
+        PLAIN,
+        "r0 role:Primary
+  disk:UpToDate open:no
+  bob role:Secondary
+    replication:PausedSyncT peer-disk:UpToDate done:12.50
+        resync-suspended:user,dependency
+
+",
+    );
+}
+
+#[test]
 fn several_volumes_are_numbered_in_order() {
     let mut r0 = resource("r0");
     r0.devices = vec![device(1), device(0)];

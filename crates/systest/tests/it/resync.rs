@@ -883,3 +883,47 @@ fn a_sync_source_killed_mid_resync_resumes_and_ends_identical() {
     assert_holds(&cluster, BOB, &[(0, data)], "alice's data");
     assert_eq!(cluster.status(BOB).disk(), "UpToDate");
 }
+
+/// `tandem pause-sync` / `resume-sync` (DRBD's PausedSyncS/T): a resync paused on the source
+/// shows `resync-suspended:user` there and `:peer` on the target, moves nothing while paused,
+/// and finishes with identical replicas once resumed.
+#[test]
+fn pause_sync_holds_a_resync_and_resume_sync_finishes_it() {
+    let cluster = Cluster::with_primary(fixed_rate(Spec::two_nodes('C'), "4M"));
+    let (alice, bob) = (NODE_NAMES[ALICE], NODE_NAMES[BOB]);
+    disconnect_both(&cluster);
+    let mut rng = Rng::new(fresh_seed());
+    write_through_nbd(&cluster, ALICE, &random_writes(&mut rng, 0, 8 * MIB));
+    cluster.admin_ok(ALICE, &["pause-sync", RESOURCE]);
+    for index in [ALICE, BOB] {
+        cluster.admin_ok(index, &["connect", RESOURCE]);
+    }
+    cluster.wait_replication(ALICE, BOB, "PausedSyncS", STATE_DEADLINE);
+    cluster.wait_replication(BOB, ALICE, "PausedSyncT", STATE_DEADLINE);
+    let suspended = |node: usize, peer: &str| cluster.status(node).peer_device(peer)["resync_suspended"].as_str().map(str::to_owned);
+    assert_eq!(suspended(ALICE, bob).as_deref(), Some("user"));
+    assert_eq!(suspended(BOB, alice).as_deref(), Some("peer"));
+    let text = cluster.admin_ok(BOB, &["status", RESOURCE]);
+    assert!(text.contains("replication:PausedSyncT") && text.contains("resync-suspended:peer"), "status text: {text}");
+    let stuck = cluster.out_of_sync_kib(ALICE, BOB);
+    assert!(stuck > 0, "alice has blocks to resync");
+    // Several polls over 1.5 s: at 4 MiB/s an unpaused resync would move about 6 MiB.
+    cluster.hold_for("the paused resync moves nothing", Duration::from_millis(1500), || {
+        cluster.out_of_sync_kib(ALICE, BOB) == stuck
+    });
+    cluster.admin_ok(ALICE, &["resume-sync", RESOURCE]);
+    watch_until_in_sync(&cluster, SYNC_DEADLINE);
+    cluster.wait_identical(ALICE, BOB, STATE_DEADLINE);
+    assert_eq!(suspended(BOB, alice).as_deref(), Some("no"));
+}
+
+/// `resync-after` must name a volume of this node and must not form a cycle: otherwise the
+/// node refuses to start and says which setting is wrong.
+#[test]
+fn resync_after_naming_an_unknown_resource_is_refused_at_start() {
+    let cluster = Cluster::create(Spec::two_nodes('C').disk_line("resync-after r9;"));
+    let output = cluster.run_node_to_exit(ALICE, EXIT_DEADLINE);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "the node started: {stderr}");
+    assert!(stderr.contains("resync-after r9: no resource 'r9' runs on this node"), "stderr: {stderr}");
+}

@@ -41,7 +41,7 @@ fn resource(disk: &str, connection: &str, replication: &str, peer_disk: &str, ou
                 volume: 0,
                 replication: replication.into(),
                 peer_disk: peer_disk.into(),
-                resync_suspended: false,
+                resync_suspended: "no".into(),
                 received_kib: 0,
                 sent_kib: 0,
                 out_of_sync_kib,

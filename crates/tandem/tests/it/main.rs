@@ -139,7 +139,7 @@ fn report() -> StatusReport {
         volume: 0,
         replication: "SyncSource".to_string(),
         peer_disk: "Inconsistent".to_string(),
-        resync_suspended: false,
+        resync_suspended: "no".into(),
         received_kib: 0,
         sent_kib: 512,
         out_of_sync_kib: 512,
