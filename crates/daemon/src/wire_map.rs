@@ -124,6 +124,8 @@ fn uuids_to_wire(uuids: &UuidsMessage) -> wire::SyncUuids {
         disk_state: uuids.disk.code(),
         flags: uuids.ids.flags.bits(),
         bitmap_bits: uuids.bitmap_bits,
+        size_bytes: uuids.size_bytes,
+        bitmap_granularity_bytes: uuids.bitmap_granularity_bytes,
         current: uuids.ids.current,
         bitmap: uuids.ids.bitmap,
         history: uuids.ids.history,
@@ -144,6 +146,8 @@ fn uuids_from_wire(uuids: &wire::SyncUuids) -> Result<UuidsMessage, LinkError> {
         disk: disk_of(uuids.disk_state)?,
         ids,
         bitmap_bits: uuids.bitmap_bits,
+        size_bytes: uuids.size_bytes,
+        bitmap_granularity_bytes: uuids.bitmap_granularity_bytes,
     })
 }
 

@@ -226,6 +226,10 @@ pub struct UuidsMessage {
     pub ids: GenerationIds,
     /// Bits set in the sender's bitmap for the receiver.
     pub bitmap_bits: u64,
+    /// The sender's volume size in bytes.
+    pub size_bytes: u64,
+    /// The sender's bytes per bitmap bit.
+    pub bitmap_granularity_bytes: u32,
 }
 
 /// What the driver persists for one volume ([`Action::PersistMeta`]): the superblock fields

@@ -90,6 +90,10 @@ pub enum Command {
         /// Peer bitmap slots to reserve, for peers added later (default: the configured peers).
         #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8).range(1..=31))]
         max_peers: Option<u8>,
+        /// Bytes of data per bitmap bit (default 4K): a power of two from 4K to 1M. Coarser
+        /// bits make the bitmap smaller and resyncs move more. Peers must use the same.
+        #[arg(long, value_name = "SIZE", value_parser = parse_granularity)]
+        bitmap_granularity: Option<u32>,
         /// Resource name, or `all`.
         #[arg(value_name = "RES")]
         resource: String,
@@ -272,4 +276,23 @@ mod tests {
             assert_eq!(resource_filter(&target).as_deref(), expected);
         }
     }
+}
+
+/// `--bitmap-granularity`: bytes (or K/M binary suffixes), a power of two from 4 KiB to 1 MiB.
+pub fn parse_granularity(text: &str) -> Result<u32, String> {
+    let (digits, unit) = match text.char_indices().last() {
+        Some((at, 'K' | 'k')) => (&text[..at], 1024),
+        Some((at, 'M' | 'm')) => (&text[..at], 1024 * 1024),
+        _ => (text, 1),
+    };
+    let value = digits
+        .parse::<u32>()
+        .ok()
+        .and_then(|n| n.checked_mul(unit))
+        .ok_or_else(|| format!("'{text}' is not a size (e.g. 4K, 64K, 1M)"))?;
+    let range = meta::layout::BITMAP_GRANULARITY_BYTES_MIN..=meta::layout::BITMAP_GRANULARITY_BYTES_MAX;
+    if !value.is_power_of_two() || !range.contains(&value) {
+        return Err(format!("{text} must be a power of two from 4K to 1M"));
+    }
+    Ok(value)
 }

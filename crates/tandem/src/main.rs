@@ -74,8 +74,8 @@ fn run(cli: Cli) -> Result<(), CliError> {
             terminal::print(&text)?;
             Ok(())
         }
-        Command::CreateMd { config, node, force, max_peers, resource } => {
-            let options = daemon::CreateOptions { force, max_peers };
+        Command::CreateMd { config, node, force, max_peers, bitmap_granularity, resource } => {
+            let options = daemon::CreateOptions { force, max_peers, bitmap_granularity_bytes: bitmap_granularity };
             md::create(md::MdArgs { config, node, resource }, options)
         }
         Command::DumpMd { config, node, json, resource } => md::dump(md::MdArgs { config, node, resource }, json),

@@ -83,7 +83,8 @@
 //!
 //! `SyncUuids` body, in order: `volume: u16`, `purpose: u8` (0 handshake, 1 adopt, 2 sync start),
 //! `role: u8`, `disk_state: u8`, `flags: u64` (bit 0 discard-my-data, bit 1 crashed-primary;
-//! others rejected), `bitmap_bits: u64`, `current: u64`, `bitmap: [u64; 32]`,
+//! others rejected), `bitmap_bits: u64`, `size_bytes: u64`,
+//! `bitmap_granularity_bytes: u32`, `current: u64`, `bitmap: [u64; 32]`,
 //! `history: [u64; 32]`.
 //!
 //! `VerifyReply` status: 0 digests (then `written_blocks: u32`, bit `i` set if block `i` of
@@ -142,7 +143,7 @@ pub use message::{
 pub use verify::{VerifyOutcome, VerifyReply, VerifyRequest, VERIFY_DIGESTS_LEN_MAX};
 
 /// The protocol version this build speaks. Peers negotiate the highest version both support.
-pub const PROTOCOL_VERSION: u16 = 1;
+pub const PROTOCOL_VERSION: u16 = 2;
 
 /// Widens a wire `u32` length to `usize`.
 ///

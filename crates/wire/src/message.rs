@@ -247,6 +247,10 @@ pub struct SyncUuids {
     pub flags: u64,
     /// Bits set in the sender's bitmap for the receiver (its changes, for `after-sb-*`).
     pub bitmap_bits: u64,
+    /// The sender's volume size in bytes (the bitmaps of both sides must cover the same).
+    pub size_bytes: u64,
+    /// The sender's bytes per bitmap bit.
+    pub bitmap_granularity_bytes: u32,
     /// The current identifier.
     pub current: u64,
     /// Bitmap identifiers, one per node id.
@@ -852,6 +856,8 @@ impl SyncUuids {
             return Err(WireError::UnknownUuidFlags { flags });
         }
         let bitmap_bits = reader.u64("sync_uuids.bitmap_bits")?;
+        let size_bytes = reader.u64("sync_uuids.size_bytes")?;
+        let bitmap_granularity_bytes = reader.u32("sync_uuids.bitmap_granularity_bytes")?;
         let current = reader.u64("sync_uuids.current")?;
         let mut bitmap = [0; UUID_SLOTS];
         for slot in &mut bitmap {
@@ -868,6 +874,8 @@ impl SyncUuids {
             disk_state,
             flags,
             bitmap_bits,
+            size_bytes,
+            bitmap_granularity_bytes,
             current,
             bitmap,
             history,
@@ -885,6 +893,8 @@ impl SyncUuids {
         writer.u8(self.disk_state);
         writer.u64(self.flags);
         writer.u64(self.bitmap_bits);
+        writer.u64(self.size_bytes);
+        writer.u32(self.bitmap_granularity_bytes);
         writer.u64(self.current);
         for uuid in self.bitmap.iter().chain(&self.history) {
             writer.u64(*uuid);

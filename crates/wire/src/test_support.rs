@@ -133,6 +133,8 @@ pub(crate) fn arb_sync_uuids() -> impl Strategy<Value = SyncUuids> {
                     disk_state,
                     flags: flags & UUID_FLAGS_KNOWN,
                     bitmap_bits: bits,
+                    size_bytes: bits.rotate_left(17),
+                    bitmap_granularity_bytes: 4096,
                     current,
                     bitmap: [0; UUID_SLOTS],
                     history: [0; UUID_SLOTS],

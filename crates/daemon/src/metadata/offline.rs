@@ -35,6 +35,8 @@ pub struct CreateOptions {
     pub force: bool,
     /// Peer bitmap slots to reserve (at least the configured peers, at most 31).
     pub max_peers: Option<u8>,
+    /// Bytes per bitmap bit (None: 4 KiB).
+    pub bitmap_granularity_bytes: Option<u32>,
 }
 
 /// The metadata of one volume, as `dump-md` shows it.
@@ -131,9 +133,11 @@ fn prepare_create(
     let peer_slots = peers
         .max(options.max_peers.unwrap_or(0))
         .max(meta::layout::PEER_SLOTS_MIN);
+    let defaults = LayoutConfig::new(area.placement, area.backing_bytes, peer_slots);
     let config = LayoutConfig {
         al_extents: volume.spec.al_extents,
-        ..LayoutConfig::new(area.placement, area.backing_bytes, peer_slots)
+        bitmap_granularity_bytes: options.bitmap_granularity_bytes.unwrap_or(defaults.bitmap_granularity_bytes),
+        ..defaults
     };
     let path = area.path_text();
     let layout = Layout::compute(&config).map_err(|source| MetadataError::Layout {

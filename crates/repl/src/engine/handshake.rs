@@ -80,6 +80,8 @@ impl<P: Clone> Engine<P> {
             disk: volume.disk,
             ids: ids.clone(),
             bitmap_bits,
+            size_bytes: volume.size_bytes,
+            bitmap_granularity_bytes: p.bitmaps[vslot].granularity_bytes(),
         };
         out.push(Action::SendOnData {
             peer: p.config.node_id,
@@ -118,12 +120,38 @@ impl<P: Clone> Engine<P> {
                         message.volume
                     ));
                 };
+                if let Some(reason) = self.geometry_mismatch(slot, vslot, &message) {
+                    self.drop_peer(now, slot, ConnState::StandAlone, reason, out);
+                    return Ok(());
+                }
                 self.decide(now, slot, vslot, &sent, &message, out);
                 Ok(())
             }
             UuidsPurpose::Adopt => self.adopt_uuids(slot, vslot, &message, out),
             UuidsPurpose::SyncStart => self.sync_start(now, slot, vslot, &message, out),
         }
+    }
+
+    /// Why the bitmaps of `vslot` cannot be exchanged with the peer (sizes or granularities
+    /// differ), if they cannot: the connection then goes StandAlone with that reason.
+    fn geometry_mismatch(&self, slot: usize, vslot: usize, peer: &UuidsMessage) -> Option<String> {
+        let (volume, bitmap) = (&self.volumes[vslot], &self.peers[slot].bitmaps[vslot]);
+        let name = &self.peers[slot].config.name;
+        if peer.size_bytes != volume.size_bytes {
+            return Some(format!(
+                "volume {} is {} bytes here and {} bytes on {name}; both sides must export the same size (resize the smaller backing device, or check meta-disk)",
+                volume.number, volume.size_bytes, peer.size_bytes
+            ));
+        }
+        if peer.bitmap_granularity_bytes != bitmap.granularity_bytes() {
+            return Some(format!(
+                "volume {}: the bitmap has {} bytes per bit here and {} on {name}; recreate the metadata of one node with `create-md --bitmap-granularity` matching the other",
+                volume.number,
+                bitmap.granularity_bytes(),
+                peer.bitmap_granularity_bytes
+            ));
+        }
+        None
     }
 
     fn nodes(&self, slot: usize) -> HandshakeNodes {

@@ -391,6 +391,27 @@ fn unrelated_data_is_refused() {
     assert_eq!(pair.resync_requested_bytes, [0, 0]);
 }
 
+/// Bitmaps are exchanged only between volumes of the same size and granularity: otherwise
+/// both sides go StandAlone with the reason, and nothing moves.
+#[test]
+fn volumes_of_different_size_or_granularity_are_refused() {
+    let coarse = VolumeConfig {
+        bitmaps: vec![PeerBitmap { peer: 0, bitmap: meta::Bitmap::new(VOLUME_BYTES, 65536).expect("bitmap") }],
+        ..synced_volume()
+    };
+    let smaller = VolumeConfig { size_bytes: VOLUME_BYTES / 2, ..synced_volume() };
+    for (other, expected) in [(coarse, "bytes per bit here"), (smaller, "both sides must export the same size")] {
+        let mut pair = Pair::build([synced_volume(), other], with_rate(1 << 20));
+        pair.connect();
+        for node in [A, B] {
+            assert_eq!(pair.connection(node), ConnState::StandAlone);
+            let error = pair.nodes[node].status().peers[0].last_error.clone().unwrap_or_default();
+            assert!(error.contains(expected), "{error}");
+        }
+        assert_eq!(pair.resync_requested_bytes, [0, 0]);
+    }
+}
+
 /// drbd-semantics.md §2: a Primary never becomes a sync target (rr-conflict); both sides
 /// refuse together.
 #[test]

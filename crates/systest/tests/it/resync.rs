@@ -927,3 +927,49 @@ fn resync_after_naming_an_unknown_resource_is_refused_at_start() {
     assert!(!output.status.success(), "the node started: {stderr}");
     assert!(stderr.contains("resync-after r9: no resource 'r9' runs on this node"), "stderr: {stderr}");
 }
+
+/// Recreates the metadata of `index` (node stopped) with `--bitmap-granularity granularity`.
+fn recreate_md_with_granularity(cluster: &Cluster, index: usize, granularity: &str) {
+    let mut command = cluster.create_md_command(index);
+    command.args(["--force", "--bitmap-granularity", granularity]);
+    let output = command.output().expect("cannot run tandem create-md");
+    assert!(output.status.success(), "create-md --bitmap-granularity {granularity}: {}", String::from_utf8_lossy(&output.stderr));
+}
+
+/// `create-md --bitmap-granularity`: peers whose bitmaps have different granularities refuse
+/// to connect and say why; with the same coarser granularity a write of 4 KiB made while
+/// disconnected resyncs its whole 64 KiB bit.
+#[test]
+fn bitmap_granularity_is_chosen_at_create_md_and_peers_must_agree() {
+    const COARSE_KIB: u64 = 64;
+    let cluster = Cluster::create(Spec::two_nodes('C'));
+    recreate_md_with_granularity(&cluster, ALICE, "64K");
+    cluster.start_all();
+    cluster.wait_until("both sides refuse the mismatched bitmaps", CONNECT_DEADLINE, || {
+        [ALICE, BOB].iter().all(|&index| {
+            let error = cluster.status(index).last_error(NODE_NAMES[1 - index]).unwrap_or_default();
+            error.contains("bytes per bit here")
+        })
+    });
+    for index in [ALICE, BOB] {
+        cluster.stop(index);
+    }
+    recreate_md_with_granularity(&cluster, BOB, "64K");
+    cluster.start_all();
+    cluster.wait_connected();
+    cluster.initial_sync();
+    cluster.promote_and_wait(ALICE);
+    disconnect_both(&cluster);
+    let mut rng = Rng::new(fresh_seed());
+    let writes: Vec<(u64, Vec<u8>)> = (0..3).map(|i| (i * 10 * MIB + 8192, rng.bytes(4096))).collect();
+    write_through_nbd(&cluster, ALICE, &writes);
+    assert_eq!(cluster.out_of_sync_kib(ALICE, BOB), 3 * COARSE_KIB, "one 64 KiB bit per 4 KiB write");
+    let sent_before = cluster.status(ALICE).sent_kib(NODE_NAMES[BOB]);
+    for index in [ALICE, BOB] {
+        cluster.admin_ok(index, &["connect", RESOURCE]);
+    }
+    watch_until_in_sync(&cluster, SYNC_DEADLINE);
+    cluster.wait_identical(ALICE, BOB, STATE_DEADLINE);
+    let sent = cluster.status(ALICE).sent_kib(NODE_NAMES[BOB]) - sent_before;
+    assert_eq!(sent, 3 * COARSE_KIB, "the resync moves whole bits");
+}

@@ -155,6 +155,8 @@ fn uuids_sample() -> SyncUuids {
         disk_state: 9,
         flags: UUID_FLAG_CRASHED_PRIMARY,
         bitmap_bits: 17,
+        size_bytes: 1 << 30,
+        bitmap_granularity_bytes: 4096,
         current: 0xABCD,
         bitmap: [0; UUID_SLOTS],
         history: [0; UUID_SLOTS],
@@ -246,6 +248,8 @@ fn sync_uuids_layout_is_pinned() {
     let mut expected = vec![0, 1, 0, 2, 9];
     expected.extend_from_slice(&2_u64.to_be_bytes()); // flags
     expected.extend_from_slice(&17_u64.to_be_bytes()); // bitmap bits
+    expected.extend_from_slice(&(1_u64 << 30).to_be_bytes()); // size
+    expected.extend_from_slice(&4096_u32.to_be_bytes()); // bitmap granularity
     expected.extend_from_slice(&0xABCD_u64.to_be_bytes()); // current
     for slot in 0..UUID_SLOTS {
         expected.extend_from_slice(&(if slot == 1 { 0x10_u64 } else { 0 }).to_be_bytes());
