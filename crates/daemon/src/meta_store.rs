@@ -146,7 +146,8 @@ impl MetaStore {
         };
         let disk = VolumeMeta::attach_disk_state(superblock.flags.consistent, superblock.flags.was_up_to_date);
         let activity_log = al_updates.then_some(activity_log);
-        Ok(VolumeConfig { number, size_bytes: self.data_bytes(), ids, disk, bitmaps, crashed_primary, activity_log })
+        let possibly_stale = superblock.flags.possibly_stale;
+        Ok(VolumeConfig { number, size_bytes: self.data_bytes(), ids, disk, bitmaps, crashed_primary, activity_log, possibly_stale })
     }
 
     /// After a crash as Primary: what the activity log says may differ, set in every peer's
@@ -179,6 +180,7 @@ fn apply(meta: &VolumeMeta, superblock: &mut Superblock) {
     superblock.flags.was_up_to_date = meta.was_up_to_date();
     superblock.flags.primary_indicator = meta.primary;
     superblock.flags.crashed_primary = meta.ids.flags.crashed_primary;
+    superblock.flags.possibly_stale = meta.possibly_stale;
 }
 
 fn io_error(error: std::io::Error) -> IoError {

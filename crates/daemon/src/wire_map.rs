@@ -70,6 +70,8 @@ pub(crate) fn sync_to_wire(message: PeerMessage<Payload>) -> Result<Option<Messa
         }
         PeerMessage::ResyncInSync { id, volume } => Message::ResyncInSync { id, volume },
         PeerMessage::SyncPause { volume, paused } => Message::SyncPause { volume, paused },
+        PeerMessage::StaleMark { stale } => Message::StaleMark { stale },
+        PeerMessage::StaleMarkAck { stale } => Message::StaleMarkAck { stale },
         PeerMessage::VerifyRequest { id, volume, offset, length } => {
             Message::VerifyRequest(wire::VerifyRequest { id, volume, offset, length: length32(length)? })
         }
@@ -98,6 +100,8 @@ pub(crate) fn sync_from_wire(message: &Message) -> Result<Option<PeerMessage<Pay
         Message::CsumRequest(r) => PeerMessage::CsumRequest { id: r.id, volume: r.volume, offset: r.offset, length: u64::from(r.length), digests: r.digests.clone() },
         Message::ResyncInSync { id, volume } => PeerMessage::ResyncInSync { id: *id, volume: *volume },
         Message::SyncPause { volume, paused } => PeerMessage::SyncPause { volume: *volume, paused: *paused },
+        Message::StaleMark { stale } => PeerMessage::StaleMark { stale: *stale },
+        Message::StaleMarkAck { stale } => PeerMessage::StaleMarkAck { stale: *stale },
         Message::VerifyRequest(r) => PeerMessage::VerifyRequest { id: r.id, volume: r.volume, offset: r.offset, length: u64::from(r.length) },
         Message::VerifyReply(r) => {
             let outcome = match &r.outcome {

@@ -233,6 +233,7 @@ fn render_flags(flags: &SuperblockFlags) -> String {
         (flags.primary_indicator, "primary-indicator"),
         (flags.crashed_primary, "crashed-primary"),
         (flags.al_disabled, "al-disabled"),
+        (flags.possibly_stale, "possibly-stale"),
     ];
     let on: Vec<&str> = names
         .iter()

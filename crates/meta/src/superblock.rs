@@ -95,10 +95,13 @@ pub struct SuperblockFlags {
     pub crashed_primary: bool,
     /// `al-updates no`: the activity log is not maintained.
     pub al_disabled: bool,
+    /// A Primary replicated to this node asynchronously (the Selective Replication Manager)
+    /// and it has not caught up: it may lack acknowledged writes; promotion needs `--force`.
+    pub possibly_stale: bool,
 }
 
 impl SuperblockFlags {
-    const BITS: [u32; 5] = [1, 2, 4, 8, 16];
+    const BITS: [u32; 6] = [1, 2, 4, 8, 16, 32];
 
     fn to_bits(self) -> u32 {
         let values = [
@@ -107,6 +110,7 @@ impl SuperblockFlags {
             self.primary_indicator,
             self.crashed_primary,
             self.al_disabled,
+            self.possibly_stale,
         ];
         Self::BITS
             .iter()
@@ -127,6 +131,7 @@ impl SuperblockFlags {
             primary_indicator: bits & 4 != 0,
             crashed_primary: bits & 8 != 0,
             al_disabled: bits & 16 != 0,
+            possibly_stale: bits & 32 != 0,
         })
     }
 }

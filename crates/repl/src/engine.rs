@@ -26,12 +26,14 @@
 mod activity_log;
 mod csums;
 mod handshake;
+mod lag;
 mod pause;
 mod persist;
 mod resync;
 pub(crate) mod verify;
 
 pub use handshake::BITMAP_CHUNK_BYTES_MAX;
+pub use lag::{LagBound, LagStatus};
 pub use pause::SyncPause;
 pub use resync::RESYNC_REQUEST_BYTES_MAX;
 pub use verify::{VERIFY_DIGESTS_BYTES_MAX, VERIFY_REQUEST_BYTES_MAX};
@@ -84,6 +86,9 @@ pub struct VolumeConfig {
     /// sequence number after the ring the driver formatted, and covering the whole volume.
     /// None (or a log with `AlUpdates::Disabled`): no log, `al-updates no`.
     pub activity_log: Option<ActivityLog>,
+    /// The superblock says this node may lack writes acknowledged under asynchronous
+    /// replication ([`VolumeMeta::possibly_stale`]).
+    pub possibly_stale: bool,
 }
 
 impl VolumeConfig {
@@ -97,6 +102,7 @@ impl VolumeConfig {
             bitmaps: Vec::new(),
             crashed_primary: false,
             activity_log: None,
+            possibly_stale: false,
         }
     }
 }
@@ -210,6 +216,8 @@ struct Waiting<P> {
 #[derive(Debug, Clone, Copy)]
 struct Sent {
     seq: u64,
+    /// When it was handed to the peer's queue (the lag's age).
+    since: Time,
     epoch: u64,
     volume: u16,
     extent: Extent,
@@ -245,6 +253,14 @@ struct Peer<P> {
     user_paused: Vec<bool>,
     /// Per volume slot: the peer paused its side of the resync.
     peer_paused: Vec<bool>,
+    /// The protocol in effect (`engine/lag.rs`); `config.protocol` is the configured one.
+    protocol: Protocol,
+    /// The protocol last asked for by [`Engine::set_protocol`].
+    wanted_protocol: Protocol,
+    async_state: lag::AsyncState,
+    lag_bound: Option<LagBound>,
+    /// A `StaleMarkAck` to send once this metadata version is durable (secondary side).
+    stale_ack: Option<(bool, u64)>,
 }
 
 /// Local state of one volume.
@@ -262,6 +278,9 @@ struct Volume {
     bm_writes: u64,
     /// `resync-after`: the volume it depends on is still resyncing.
     after_dependency: bool,
+    /// A Primary replicated to this node asynchronously: it may lack acknowledged writes
+    /// (`engine/lag.rs`); promotion needs `--force`.
+    possibly_stale: bool,
 }
 
 /// The replication engine of one resource. See the crate documentation for the call protocol.
@@ -290,6 +309,10 @@ pub struct Engine<P> {
     random: u64,
     /// Our next resync request id (as a sync target).
     next_request_id: u64,
+    /// The latest time an input carried (for status: the lag's age).
+    clock: Time,
+    /// The node whose `StaleMark` marked this one possibly stale, since this start.
+    marked_by: Option<u8>,
 }
 
 impl<P: Clone> Engine<P> {
@@ -322,6 +345,8 @@ impl<P: Clone> Engine<P> {
             lower_pending: 0,
             random: config.random_seed,
             next_request_id: 1,
+            clock: Time(0),
+            marked_by: None,
         })
     }
 
@@ -354,6 +379,7 @@ impl<P: Clone> Engine<P> {
 
     /// A client request on `volume`. The engine answers it with exactly one `Complete`.
     pub fn submit(&mut self, now: Time, request: RequestId, volume: u16, op: Op<P>, out: &mut Vec<Action<P>>) {
+        self.clock = self.clock.max(now);
         if self.role != Role::Primary {
             out.push(Action::Complete { request, result: Err(IoError::NotWritable) });
             return;
@@ -370,7 +396,7 @@ impl<P: Clone> Engine<P> {
             out.push(Action::Complete { request, result: Err(IoError::Invalid) });
             return;
         };
-        if self.conflicts(volume, extent, self.waiting.len()) {
+        if self.conflicts(volume, extent, self.waiting.len()) || self.lag_blocks(now, extent.length) {
             self.waiting.push_back(Waiting { request, volume, op });
             return;
         }
@@ -412,7 +438,7 @@ impl<P: Clone> Engine<P> {
         self.volumes[vslot].written_bytes += extent.length;
         let mut stages = Vec::with_capacity(self.peers.len());
         for peer in &mut self.peers {
-            stages.push(send_to_peer(peer, now, Sent { seq, epoch: self.epoch, volume, extent }, vslot, &disk_op, out));
+            stages.push(send_to_peer(peer, now, Sent { seq, since: now, epoch: self.epoch, volume, extent }, vslot, &disk_op, out));
         }
         let write = InFlight { request, epoch: self.epoch, volume, extent, local: Stage::Pending, peers: stages, meta_version };
         assert!(self.in_flight.insert(seq, write).is_none(), "sequence numbers are unique");
@@ -437,7 +463,7 @@ impl<P: Clone> Engine<P> {
         let waiting_for = self
             .peers
             .iter()
-            .filter(|p| p.connection == ConnState::Connected && p.config.protocol != Protocol::A)
+            .filter(|p| p.connection == ConnState::Connected && p.protocol != Protocol::A)
             .map(|p| p.config.node_id)
             .collect();
         let seq = self.next_seq;
@@ -475,8 +501,7 @@ impl<P: Clone> Engine<P> {
             }
             IoId::PeerWrite { peer, seq } => {
                 if let Some(slot) = self.peer_slot(peer) {
-                    let protocol = self.peers[slot].config.protocol;
-                    self.peers[slot].receiver.write_done(seq, result, protocol, out);
+                    self.peers[slot].receiver.write_done(seq, result, out);
                 }
             }
             IoId::PeerFlush { peer, epoch } => {
@@ -530,7 +555,7 @@ impl<P: Clone> Engine<P> {
         }
         write.peers.iter().zip(&self.peers).all(|(stage, peer)| {
             matches!(
-                (stage, peer.config.protocol),
+                (stage, peer.protocol),
                 (PeerStage::Skipped | PeerStage::Settled, _)
                     | (PeerStage::Received { .. }, Protocol::A | Protocol::B)
                     | (PeerStage::Sent { .. }, Protocol::A)
@@ -543,6 +568,10 @@ impl<P: Clone> Engine<P> {
         while index < self.waiting.len() {
             let waiting = &self.waiting[index];
             let extent = op_extent(&waiting.op);
+            if extent.is_some_and(|e| self.lag_blocks(now, e.length)) {
+                // The lag bound holds every later write too, so the oldest goes first.
+                break;
+            }
             let blocked = extent.is_some_and(|e| self.conflicts(waiting.volume, e, index));
             if blocked {
                 index += 1;
@@ -581,6 +610,7 @@ impl<P: Clone> Engine<P> {
             self.send_handshake(slot, vslot, out);
         }
         self.announce_pauses(slot, out);
+        self.reset_async_on_connect(slot, out);
         out.push(Action::StateChanged);
     }
 
@@ -664,9 +694,15 @@ impl<P: Clone> Engine<P> {
             return;
         }
         self.peers[slot].liveness.heard_from(now);
+        self.clock = self.clock.max(now);
         if let Err(reason) = self.dispatch(now, slot, message, out) {
             out.push(Action::Disconnect { peer, state: ConnState::ProtocolError, reason: reason.clone() });
             self.peer_disconnected(now, peer, ConnState::ProtocolError, reason, out);
+        } else if !self.waiting.is_empty() || self.peers[slot].async_state != lag::AsyncState::Sync {
+            // Confirmations shrink the lag: writes held by its bound may start, a mark may
+            // be cleared.
+            self.drain_check(slot, out);
+            self.start_waiting(now, out);
         }
         self.start_resync_reads(out);
     }
@@ -726,6 +762,8 @@ impl<P: Clone> Engine<P> {
             }
             PeerMessage::ResyncInSync { id, volume } => self.receive_resync_in_sync(now, slot, id, volume, out),
             PeerMessage::SyncPause { volume, paused } => self.receive_sync_pause(now, slot, volume, paused, out),
+            PeerMessage::StaleMark { stale } => self.receive_stale_mark(slot, stale, out),
+            PeerMessage::StaleMarkAck { stale } => self.receive_stale_ack(now, slot, stale, out),
             PeerMessage::VerifyRequest { id, volume, offset, length } => {
                 self.receive_verify_request(now, slot, id, volume, Extent { offset, length }, out)
             }
@@ -833,6 +871,7 @@ impl<P: Clone> Engine<P> {
     /// Housekeeping; call about every [`TICK_INTERVAL`]. Sends pings, drops dead peers, and
     /// closes an idle epoch so that its barrier can release the transfer logs.
     pub fn tick(&mut self, now: Time, out: &mut Vec<Action<P>>) {
+        self.clock = self.clock.max(now);
         if self.epoch_writes > 0 && self.in_flight.is_empty() {
             self.close_epoch(false, out);
         }
@@ -855,6 +894,11 @@ impl<P: Clone> Engine<P> {
                 }
             }
         }
+        for slot in 0..self.peers.len() {
+            self.drain_check(slot, out);
+        }
+        // The lag bound's age may have passed, or confirmations freed room.
+        self.start_waiting(now, out);
         self.start_resync_reads(out);
     }
 
@@ -879,6 +923,9 @@ impl<P: Clone> Engine<P> {
         if let Some(peer) = self.primary_peer() {
             return Err(StateError::PeerIsPrimary { peer: peer.to_string() });
         }
+        if !force && self.volumes.iter().any(|v| v.possibly_stale) {
+            return Err(StateError::PossiblyStale);
+        }
         for (vslot, volume) in self.volumes.iter().enumerate() {
             match volume.disk {
                 DiskState::UpToDate => {}
@@ -889,7 +936,10 @@ impl<P: Clone> Engine<P> {
         }
         let was_primary = self.role == Role::Primary;
         self.set_role(Role::Primary, out);
+        self.resume_async_on_promote(out);
         for vslot in 0..self.volumes.len() {
+            // Forced: this node's data is the data now, whatever it may lack.
+            self.volumes[vslot].possibly_stale = false;
             if self.volumes[vslot].disk != DiskState::UpToDate {
                 self.force_up_to_date(vslot, out);
             } else if !was_primary {
@@ -910,6 +960,7 @@ impl<P: Clone> Engine<P> {
             self.close_epoch(false, out);
         }
         self.set_role(Role::Secondary, out);
+        self.leave_async_on_demote(out);
         if was_primary {
             // The primary indicator goes; the driver writes the dirty bitmap pages with it.
             for vslot in 0..self.volumes.len() {
@@ -979,6 +1030,7 @@ impl<P: Clone> Engine<P> {
                 lower_pending: self.lower_pending,
                 al_writes: v.log.as_ref().map_or(0, |log| log.written),
                 bm_writes: v.bm_writes,
+                possibly_stale: v.possibly_stale,
             })
             .collect();
         let peers = (0..self.peers.len()).map(|slot| self.peer_status(slot)).collect();
@@ -1027,7 +1079,8 @@ impl<P: Clone> Engine<P> {
             node_id: p.config.node_id,
             connection: p.connection,
             role: if connected { p.role } else { Role::Unknown },
-            protocol: p.config.protocol,
+            protocol: p.protocol,
+            lag: self.lag_status(self.clock, slot),
             last_error: p.last_error.clone(),
             unacked: unacked as u64,
             volumes,
@@ -1095,6 +1148,11 @@ fn new_peer<P: Clone>(local: NodeId, config: &PeerConfig, volumes: &[VolumeConfi
         verify_counts: vec![verify::VerifyCounts::default(); count],
         user_paused: vec![false; count],
         peer_paused: vec![false; count],
+        protocol: config.protocol,
+        wanted_protocol: config.protocol,
+        async_state: lag::AsyncState::default(),
+        lag_bound: None,
+        stale_ack: None,
     })
 }
 
@@ -1120,7 +1178,7 @@ fn attach_volume<P>(vslot: usize, config: VolumeConfig, peers: &mut [Peer<P>]) -
             }
         }
     }
-    Ok(Volume { number: config.number, size_bytes: config.size_bytes, disk: config.disk, ids, written_bytes: 0, meta: persist::MetaIo::default(), log, bm_writes: 0, after_dependency: false })
+    Ok(Volume { number: config.number, size_bytes: config.size_bytes, disk: config.disk, ids, written_bytes: 0, meta: persist::MetaIo::default(), log, bm_writes: 0, after_dependency: false, possibly_stale: config.possibly_stale })
 }
 
 /// Send one write to one peer if it is connected; otherwise mark its blocks out of sync.

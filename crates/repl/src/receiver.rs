@@ -277,7 +277,6 @@ impl<P: Clone> Receiver<P> {
         &mut self,
         seq: u64,
         result: Result<(), IoError>,
-        protocol: Protocol,
         out: &mut Vec<Action<P>>,
     ) {
         let finished =
@@ -295,8 +294,9 @@ impl<P: Clone> Receiver<P> {
         if self.acks_allowed(key) {
             let message = match result {
                 Err(_) => Some(PeerMessage::NegAck { seq }),
-                Ok(()) if protocol == Protocol::C => Some(PeerMessage::WriteAck { seq }),
-                Ok(()) => None,
+                // Under every protocol: the Primary may switch protocols at any time, and
+                // counts what a peer has not confirmed (`engine/lag.rs`).
+                Ok(()) => Some(PeerMessage::WriteAck { seq }),
             };
             if let Some(message) = message {
                 out.push(Action::SendControl {

@@ -13,6 +13,7 @@ const B: usize = 1;
 
 mod activity_log;
 mod csums;
+mod lag;
 mod pause;
 mod resync;
 mod resync_pace;

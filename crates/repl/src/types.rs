@@ -160,6 +160,11 @@ pub enum PeerMessage<P> {
     /// Our own resync of `volume` with the receiver is paused (`pause-sync`, `resync-after`)
     /// or resumed (`engine/pause.rs`).
     SyncPause { volume: u16, paused: bool },
+    /// Mark this node possibly stale (asynchronous replication follows) or clear the mark
+    /// (`engine/lag.rs`); answered by `StaleMarkAck` once durable.
+    StaleMark { stale: bool },
+    /// The mark (or its clearing) is durable.
+    StaleMarkAck { stale: bool },
     /// The verify source asks for the digests of `length` bytes at `offset` (data socket).
     VerifyRequest { id: u64, volume: u16, offset: u64, length: u64 },
     /// The verify target's answer to request `id` (data socket).
@@ -248,6 +253,8 @@ pub struct VolumeMeta {
     pub disk: DiskState,
     /// Whether this node is Primary (found set on restart: the Primary crashed).
     pub primary: bool,
+    /// Replicated to asynchronously: may lack acknowledged writes (`engine/lag.rs`).
+    pub possibly_stale: bool,
 }
 
 impl VolumeMeta {
@@ -367,6 +374,9 @@ pub enum StateError {
     /// No peer is connected.
     #[error("no peer is connected")]
     NoConnectedPeer,
+    /// The node may lack writes a Primary acknowledged under asynchronous replication.
+    #[error("this node may lack acknowledged writes (it was replicated to asynchronously and has not caught up); promote with --force to accept that")]
+    PossiblyStale,
     /// Online verify compares UpToDate data only.
     #[error("verify with peer {peer} needs UpToDate disks on both sides (local {local}, peer {peer_disk})")]
     VerifyNeedsUpToDate { peer: String, local: DiskState, peer_disk: DiskState },
@@ -407,6 +417,9 @@ pub struct VolumeStatus {
     /// transactions and through [`crate::Engine::take_dirty_bitmap_pages`].
     #[serde(default)]
     pub bm_writes: u64,
+    /// Replicated to asynchronously and not caught up: promotion needs `--force`.
+    #[serde(default)]
+    pub possibly_stale: bool,
 }
 
 /// State of one peer connection.
@@ -418,8 +431,11 @@ pub struct PeerStatus {
     pub connection: ConnState,
     /// Peer's role as last reported.
     pub role: Role,
-    /// Replication protocol of this connection.
+    /// Replication protocol in effect on this connection.
     pub protocol: Protocol,
+    /// Unconfirmed data and the asynchronous-replication state.
+    #[serde(default)]
+    pub lag: crate::LagStatus,
     /// Why the last connection ended, if it did.
     pub last_error: Option<String>,
     /// Writes sent and not yet acknowledged as the protocol requires.

@@ -114,6 +114,11 @@ pub enum Kind {
     PeerState = 0x0206,
     /// Control socket: graceful disconnect.
     Disconnect = 0x0207,
+    /// Control socket (Primary to peer): mark yourself possibly stale (asynchronous
+    /// replication follows) or clear the mark.
+    StaleMark = 0x0208,
+    /// Control socket: the mark (or its clearing) is durable.
+    StaleMarkAck = 0x0209,
     /// Data socket (target to source): send me this range of your disk.
     ResyncRequest = 0x0300,
     /// Data socket (source to target): the range asked for, followed by its payload.
@@ -148,7 +153,7 @@ pub enum Kind {
 
 impl Kind {
     /// Every kind, in kind-number order.
-    pub const ALL: [Kind; 29] = [
+    pub const ALL: [Kind; 31] = [
         Kind::Hello,
         Kind::AuthResponse,
         Kind::AuthResult,
@@ -165,6 +170,8 @@ impl Kind {
         Kind::BarrierAck,
         Kind::PeerState,
         Kind::Disconnect,
+        Kind::StaleMark,
+        Kind::StaleMarkAck,
         Kind::ResyncRequest,
         Kind::ResyncReply,
         Kind::ResyncNegReply,
@@ -231,7 +238,9 @@ impl Kind {
             | Kind::NegAck
             | Kind::BarrierAck
             | Kind::PeerState
-            | Kind::Disconnect => matches!(socket, SocketKind::Control),
+            | Kind::Disconnect
+            | Kind::StaleMark
+            | Kind::StaleMarkAck => matches!(socket, SocketKind::Control),
         }
     }
 
@@ -296,6 +305,7 @@ impl Kind {
             Kind::Ping | Kind::PingAck => 0,
             Kind::RecvAck | Kind::WriteAck | Kind::BarrierAck => 8,
             Kind::NegAck => 8 + 4,
+            Kind::StaleMark | Kind::StaleMarkAck => 1,
             Kind::Hello => HELLO_LEN_MIN,
             Kind::PeerState => PEER_STATE_LEN_MIN,
             Kind::Refuse | Kind::Disconnect => STRING_PREFIX_LEN,

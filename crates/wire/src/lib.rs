@@ -60,6 +60,8 @@
 //! | `0x0205` | `BarrierAck`   | control | `epoch: u64`                                              |
 //! | `0x0206` | `PeerState`    | control | `role: u8`, list of `(volume: u16, disk_state: u8)`       |
 //! | `0x0207` | `Disconnect`   | control | `reason: string`                                          |
+//! | `0x0208` | `StaleMark`    | control | `stale: u8` (Primary to peer: mark yourself possibly stale) |
+//! | `0x0209` | `StaleMarkAck` | control | `stale: u8` (the mark or its clearing is durable)         |
 //! | `0x0300` | `ResyncRequest`| data    | `id: u64, volume: u16, offset: u64, length: u32`          |
 //! | `0x0301` | `ResyncReply`  | data    | `id: u64, volume: u16, offset: u64`, then the payload     |
 //! | `0x0302` | `ResyncNegReply`| data   | `id: u64, volume: u16, offset: u64, length: u32, errno: u32` |

@@ -318,6 +318,16 @@ pub enum Message {
         /// The epoch.
         epoch: u64,
     },
+    /// Mark yourself possibly stale, or clear the mark (Primary to peer).
+    StaleMark {
+        /// Mark (true) or clear.
+        stale: bool,
+    },
+    /// The mark (or its clearing) is durable.
+    StaleMarkAck {
+        /// What was made durable.
+        stale: bool,
+    },
     /// The sender's role and disk states.
     PeerState(PeerState),
     /// Graceful disconnect.
@@ -406,6 +416,8 @@ impl Message {
             Message::WriteAck { .. } => Kind::WriteAck,
             Message::NegAck { .. } => Kind::NegAck,
             Message::BarrierAck { .. } => Kind::BarrierAck,
+            Message::StaleMark { .. } => Kind::StaleMark,
+            Message::StaleMarkAck { .. } => Kind::StaleMarkAck,
             Message::PeerState(_) => Kind::PeerState,
             Message::Disconnect { .. } => Kind::Disconnect,
             Message::ResyncRequest(_) => Kind::ResyncRequest,
@@ -526,6 +538,8 @@ impl Message {
             Kind::BarrierAck => Message::BarrierAck {
                 epoch: reader.u64("barrier_ack.epoch")?,
             },
+            Kind::StaleMark => Message::StaleMark { stale: reader.bool("stale_mark.stale")? },
+            Kind::StaleMarkAck => Message::StaleMarkAck { stale: reader.bool("stale_mark_ack.stale")? },
             Kind::PeerState => Message::PeerState(PeerState::decode(reader)?),
             Kind::Disconnect => Message::Disconnect {
                 reason: reader.string("disconnect.reason")?,
@@ -614,6 +628,7 @@ impl Message {
                 writer.u32(*errno);
             }
             Message::BarrierAck { epoch } => writer.u64(*epoch),
+            Message::StaleMark { stale } | Message::StaleMarkAck { stale } => writer.bool(*stale),
             Message::PeerState(state) => state.encode(writer)?,
             Message::Disconnect { reason } => writer.string("disconnect.reason", reason)?,
             _ => self.encode_sync_fields(writer)?,

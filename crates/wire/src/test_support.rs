@@ -262,6 +262,8 @@ pub(crate) fn arb_message() -> impl Strategy<Value = Message> {
         1 => any::<u64>().prop_map(|seq| Message::WriteAck { seq }),
         1 => (any::<u64>(), any::<u32>()).prop_map(|(seq, errno)| Message::NegAck { seq, errno }),
         1 => any::<u64>().prop_map(|epoch| Message::BarrierAck { epoch }),
+        1 => any::<bool>().prop_map(|stale| Message::StaleMark { stale }),
+        1 => any::<bool>().prop_map(|stale| Message::StaleMarkAck { stale }),
         1 => arb_peer_state().prop_map(Message::PeerState),
         1 => arb_text().prop_map(|reason| Message::Disconnect { reason }),
     ]

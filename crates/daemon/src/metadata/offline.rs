@@ -184,6 +184,7 @@ fn flag_words(flags: SuperblockFlags) -> String {
         (flags.primary_indicator, "primary"),
         (flags.crashed_primary, "crashed-primary"),
         (flags.al_disabled, "al-disabled"),
+        (flags.possibly_stale, "possibly-stale"),
     ];
     let set: Vec<&str> = words
         .iter()

@@ -381,6 +381,7 @@ fn a_second_opener_is_told_a_node_runs() {
             .create(CreateOptions {
                 force: true,
                 max_peers: None,
+                bitmap_granularity_bytes: None,
             })
             .map(|_| ()),
         dump_md(&fixture.target()).map(|_| ()),
@@ -427,6 +428,7 @@ fn a_new_peer_gets_a_free_slot_and_no_free_slot_is_refused() {
         .create(CreateOptions {
             force: false,
             max_peers: Some(2),
+            bitmap_granularity_bytes: None,
         })
         .expect("create");
     let spec = MetaSpec {
@@ -613,6 +615,7 @@ fn create_md_refuses_existing_metadata_unless_forced() {
         .create(CreateOptions {
             force: true,
             max_peers: Some(4),
+            bitmap_granularity_bytes: None,
         })
         .expect("forced");
     let (file, fresh) = open(&fixture.internal());

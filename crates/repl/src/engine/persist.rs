@@ -130,6 +130,7 @@ impl<P: Clone> Engine<P> {
         }
         for slot in 0..self.peers.len() {
             self.advance_starting(now, slot, vslot, out);
+            self.send_stale_ack_if_durable(slot, out);
         }
     }
 
@@ -139,6 +140,7 @@ impl<P: Clone> Engine<P> {
             ids: volume.ids.clone(),
             disk: volume.disk,
             primary: self.role == Role::Primary,
+            possibly_stale: volume.possibly_stale,
         }
     }
 

@@ -83,6 +83,8 @@ fn one_of_each_kind() -> Vec<Message> {
         Message::Disconnect {
             reason: "bye".to_owned(),
         },
+        Message::StaleMark { stale: true },
+        Message::StaleMarkAck { stale: false },
         Message::ResyncRequest(ResyncRequest {
             id: 1,
             volume: 0,

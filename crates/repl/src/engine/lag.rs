@@ -1,0 +1,269 @@
+//! Asynchronous replication within stated bounds: the mechanisms the Selective Replication
+//! Manager drives (issue 5). The manager decides; the engine makes each decision safe.
+//!
+//! - **Effective protocol.** Each peer has its configured protocol and the protocol in effect
+//!   ([`Engine::set_protocol`]). Completion follows the protocol in effect.
+//! - **Possibly stale.** Before the first write that a peer may miss is acknowledged — that
+//!   is, before protocol A takes effect for it — the peer durably marks itself possibly stale
+//!   (`StaleMark`, persisted, then `StaleMarkAck`); until the ack arrives writes keep the
+//!   stronger protocol. A possibly-stale node refuses promotion without `--force`. The mark
+//!   is cleared only when a Primary tells it to (`StaleMark { stale: false }`): back on a
+//!   stronger protocol, once the peer confirmed every write sent under A and every volume's
+//!   handshake and resync with it are done (also after a reconnect, by whichever Primary the
+//!   node then follows) — or by `primary --force` on the node itself.
+//! - **Lag bound.** With a [`LagBound`], a write is not admitted while a peer under protocol
+//!   A has unconfirmed writes and the write would take them over `bytes_max`, or while the
+//!   oldest of them is older than `time_max`: it waits (backpressure) until confirmations
+//!   arrive, so the data a failover may lose stays under the bound.
+//!
+//! Invariants:
+//! - A write completes under protocol A for a peer only while that peer's possibly-stale
+//!   mark is durable on the peer (the effective protocol is A only between `StaleMarkAck`
+//!   and the next switch or disconnect).
+//! - `unreplicated_bytes` of a peer is the sum of its transfer log (writes sent and not yet
+//!   confirmed written by a write ack or a barrier ack); admission never takes it beyond
+//!   `bytes_max` unless it was zero (a single write larger than the bound still runs).
+//! - A secondary acknowledges every write it wrote (`WriteAck`) whatever the protocol, so the
+//!   Primary may switch protocols at any time without waiting for acks that never come.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::*;
+
+/// How much unconfirmed data asynchronous replication may leave a peer behind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LagBound {
+    /// Bytes written and acknowledged to clients but not yet confirmed by the peer.
+    pub bytes_max: u64,
+    /// Age of the oldest such write.
+    pub time_max: Duration,
+}
+
+/// Where a peer stands on the way to and from asynchronous replication.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(super) enum AsyncState {
+    /// The effective protocol is the one asked for; the peer is not marked.
+    #[default]
+    Sync,
+    /// Protocol A was asked for: waiting for the peer's `StaleMarkAck` (writes keep the
+    /// previous protocol meanwhile).
+    Marking,
+    /// Protocol A is in effect; the peer is marked possibly stale.
+    Async,
+    /// Back on a stronger protocol; the mark is cleared once every write sent up to `seq`
+    /// (the last one sent under A) is confirmed.
+    Draining { seq: u64 },
+}
+
+/// The lag of one peer, for status and the manager.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LagStatus {
+    /// Protocol in effect (it differs from the configured one while the manager changed it).
+    pub effective_protocol: Option<Protocol>,
+    /// Bytes sent and not yet confirmed written by the peer.
+    pub unreplicated_bytes: u64,
+    /// Age of the oldest of them, in milliseconds.
+    pub oldest_age_ms: u64,
+    /// The peer is marked possibly stale (protocol A in effect or being drained).
+    pub peer_possibly_stale: bool,
+    /// Client writes waiting to start (for an overlapping write, or for the lag bound).
+    pub waiting_writes: u64,
+}
+
+impl<P: Clone> Engine<P> {
+    /// Sets the protocol in effect for `peer`. Switching to A first has the peer durably mark
+    /// itself possibly stale; switching away from A takes effect at once and clears the mark
+    /// once every write sent under A is confirmed.
+    pub fn set_protocol(&mut self, now: Time, peer: u8, protocol: Protocol, out: &mut Vec<Action<P>>) -> Result<(), StateError> {
+        let slot = self.peer_slot(peer).ok_or(StateError::NoSuchPeer(peer))?;
+        self.apply_protocol(slot, protocol, out);
+        self.start_waiting(now, out);
+        out.push(Action::StateChanged);
+        Ok(())
+    }
+
+    /// [`Engine::set_protocol`] without admitting waiting writes.
+    fn apply_protocol(&mut self, slot: usize, protocol: Protocol, out: &mut Vec<Action<P>>) {
+        let p = &mut self.peers[slot];
+        let peer = p.config.node_id;
+        p.wanted_protocol = protocol;
+        let needs_mark = protocol == Protocol::A && p.config.protocol != Protocol::A;
+        let primary = self.role == Role::Primary;
+        match (needs_mark, p.async_state) {
+            (true, AsyncState::Sync | AsyncState::Draining { .. }) => {
+                // A Secondary replicates nothing: marking waits for a promotion.
+                if primary && p.connection == ConnState::Connected {
+                    p.async_state = AsyncState::Marking;
+                    out.push(Action::SendControl { peer, message: PeerMessage::StaleMark { stale: true } });
+                }
+            }
+            (true, AsyncState::Marking | AsyncState::Async) => {}
+            (false, state) => {
+                p.protocol = protocol;
+                if state != AsyncState::Sync {
+                    // The peer is (or may soon be) marked: clear it once every write sent so
+                    // far is confirmed.
+                    let seq = p.transfer_log.back().map_or(0, |s| s.seq);
+                    p.async_state = AsyncState::Draining { seq };
+                }
+                self.drain_check(slot, out);
+            }
+        }
+    }
+
+    /// Sets (or removes) the lag bound of `peer`.
+    pub fn set_lag_bound(&mut self, now: Time, peer: u8, bound: Option<LagBound>, out: &mut Vec<Action<P>>) -> Result<(), StateError> {
+        let slot = self.peer_slot(peer).ok_or(StateError::NoSuchPeer(peer))?;
+        self.peers[slot].lag_bound = bound;
+        self.start_waiting(now, out);
+        Ok(())
+    }
+
+    /// The lag of `peer` now.
+    pub(super) fn lag_status(&self, now: Time, slot: usize) -> LagStatus {
+        let p = &self.peers[slot];
+        let oldest = p.transfer_log.front().map_or(0, |s| now.0.saturating_sub(s.since.0) / 1_000_000);
+        LagStatus {
+            effective_protocol: Some(p.protocol),
+            unreplicated_bytes: unreplicated_bytes(p),
+            oldest_age_ms: oldest,
+            peer_possibly_stale: matches!(p.async_state, AsyncState::Async | AsyncState::Draining { .. }),
+            waiting_writes: u64::try_from(self.waiting.len()).unwrap_or(u64::MAX),
+        }
+    }
+
+    /// Whether a write of `length` bytes must wait for the lag bound of some peer.
+    pub(super) fn lag_blocks(&self, now: Time, length: u64) -> bool {
+        self.peers.iter().any(|p| {
+            let Some(bound) = p.lag_bound else { return false };
+            if p.protocol != Protocol::A || !replicates_to(p) {
+                return false;
+            }
+            let Some(oldest) = p.transfer_log.front() else { return false };
+            let age = Duration::from_nanos(now.0.saturating_sub(oldest.since.0));
+            unreplicated_bytes(p).saturating_add(length) > bound.bytes_max || age >= bound.time_max
+        })
+    }
+
+    /// The secondary side: mark or clear this node possibly stale, durably, then answer.
+    pub(super) fn receive_stale_mark(&mut self, slot: usize, stale: bool, out: &mut Vec<Action<P>>) -> Result<(), String> {
+        if stale && self.role == Role::Primary {
+            return Err("a possibly-stale mark sent to a Primary".into());
+        }
+        let sender = self.peers[slot].config.node_id;
+        let entitled = self.peers[slot].role == Role::Primary || (!stale && self.marked_by == Some(sender));
+        if !entitled {
+            // Only the Primary that replicates to us (or, to clear it, the node that marked
+            // us and has since demoted) knows what we may lack: a mark from anyone else is
+            // ignored (and answered, so a sender does not wait).
+            let peer = self.peers[slot].config.node_id;
+            out.push(Action::SendControl { peer, message: PeerMessage::StaleMarkAck { stale } });
+            return Ok(());
+        }
+        self.marked_by = stale.then_some(sender);
+        let mut version = 0;
+        for vslot in 0..self.volumes.len() {
+            if self.volumes[vslot].possibly_stale != stale {
+                self.volumes[vslot].possibly_stale = stale;
+                version = version.max(self.meta_changed(vslot, out));
+            }
+        }
+        self.peers[slot].stale_ack = Some((stale, version));
+        self.send_stale_ack_if_durable(slot, out);
+        Ok(())
+    }
+
+    /// Sends the pending `StaleMarkAck` of `slot` once the metadata holding it is durable.
+    pub(super) fn send_stale_ack_if_durable(&mut self, slot: usize, out: &mut Vec<Action<P>>) {
+        let Some((stale, version)) = self.peers[slot].stale_ack else { return };
+        if !(0..self.volumes.len()).all(|vslot| self.is_persisted(vslot, version)) {
+            return;
+        }
+        self.peers[slot].stale_ack = None;
+        let peer = self.peers[slot].config.node_id;
+        out.push(Action::SendControl { peer, message: PeerMessage::StaleMarkAck { stale } });
+    }
+
+    /// The primary side: the peer's mark is durable (or cleared); the mark is not yet durable
+    /// while the stronger protocol still applies, so nothing completes early.
+    pub(super) fn receive_stale_ack(&mut self, now: Time, slot: usize, stale: bool, out: &mut Vec<Action<P>>) -> Result<(), String> {
+        let p = &mut self.peers[slot];
+        if stale && p.async_state == AsyncState::Marking && p.wanted_protocol == Protocol::A {
+            p.async_state = AsyncState::Async;
+            p.protocol = Protocol::A;
+            // Writes waiting for their peer ack may now complete under A.
+            let waiting: Vec<u64> = self.in_flight.keys().copied().collect();
+            for seq in waiting {
+                self.try_complete_write(now, seq, out);
+            }
+            out.push(Action::StateChanged);
+        } else if stale {
+            // Marked after the switch was called off: clear it again once drained.
+            let seq = p.transfer_log.back().map_or(0, |s| s.seq);
+            p.async_state = AsyncState::Draining { seq };
+            self.drain_check(slot, out);
+        }
+        Ok(())
+    }
+
+    /// Clears the peer's mark once every write sent under A is confirmed.
+    pub(super) fn drain_check(&mut self, slot: usize, out: &mut Vec<Action<P>>) {
+        let p = &mut self.peers[slot];
+        let AsyncState::Draining { seq } = p.async_state else { return };
+        let settled = !p.syncs.iter().any(|sync| !matches!(sync, SyncState::Established));
+        if p.transfer_log.front().is_some_and(|s| s.seq <= seq) || p.connection != ConnState::Connected || !settled {
+            return;
+        }
+        p.async_state = AsyncState::Sync;
+        let peer = p.config.node_id;
+        out.push(Action::SendControl { peer, message: PeerMessage::StaleMark { stale: false } });
+        out.push(Action::StateChanged);
+    }
+
+    /// After a promotion: start the marking a `set_protocol(A)` on the Secondary asked for.
+    pub(super) fn resume_async_on_promote(&mut self, out: &mut Vec<Action<P>>) {
+        for slot in 0..self.peers.len() {
+            if self.peers[slot].wanted_protocol == Protocol::A {
+                self.apply_protocol(slot, Protocol::A, out);
+            }
+        }
+    }
+
+    /// After a (re)connect: a disconnect forgets where marking stood, so the peer may still
+    /// be marked (also after this node restarted). The effective protocol falls back to the
+    /// configured one; the mark is cleared once the handshake and any resync are done and
+    /// nothing is unconfirmed, or renewed at once if protocol A is still wanted.
+    pub(super) fn reset_async_on_connect(&mut self, slot: usize, out: &mut Vec<Action<P>>) {
+        let primary = self.role == Role::Primary;
+        let p = &mut self.peers[slot];
+        p.stale_ack = None;
+        p.protocol = p.config.protocol;
+        if p.config.protocol == Protocol::A || !primary {
+            p.async_state = AsyncState::Sync;
+            return;
+        }
+        p.async_state = AsyncState::Draining { seq: 0 };
+        if p.wanted_protocol == Protocol::A {
+            p.async_state = AsyncState::Marking;
+            let peer = p.config.node_id;
+            out.push(Action::SendControl { peer, message: PeerMessage::StaleMark { stale: true } });
+        }
+    }
+
+    /// A Secondary replicates nothing: go back to the configured protocol and clear the
+    /// peers' marks once they confirmed everything (this node marked them, so it may).
+    pub(super) fn leave_async_on_demote(&mut self, out: &mut Vec<Action<P>>) {
+        for slot in 0..self.peers.len() {
+            let configured = self.peers[slot].config.protocol;
+            if self.peers[slot].wanted_protocol != configured {
+                self.apply_protocol(slot, configured, out);
+            }
+        }
+    }
+}
+
+fn unreplicated_bytes<P>(peer: &Peer<P>) -> u64 {
+    peer.transfer_log.iter().map(|s| s.extent.length).sum()
+}

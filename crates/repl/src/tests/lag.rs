@@ -1,0 +1,203 @@
+//! Asynchronous replication within bounds (`engine/lag.rs`): the peer is durably marked
+//! possibly stale before protocol A takes effect, refuses promotion while marked, is cleared
+//! once it confirmed everything, and the lag bound holds writes back instead of letting the
+//! unconfirmed data grow past it.
+
+use super::*;
+
+const KIB4: usize = 4096;
+
+impl Pair {
+    fn set_protocol(&mut self, protocol: Protocol) {
+        let mut out = Vec::new();
+        self.nodes[A].set_protocol(self.now, 1, protocol, &mut out).expect("set_protocol");
+        self.route(A, out);
+    }
+
+    fn set_bound(&mut self, bytes_max: u64, time_max: Duration) {
+        let mut out = Vec::new();
+        self.nodes[A].set_lag_bound(self.now, 1, Some(LagBound { bytes_max, time_max }), &mut out).expect("bound");
+        self.route(A, out);
+    }
+
+    fn lag(&self) -> LagStatus {
+        self.nodes[A].status().peers[0].lag
+    }
+
+    fn b_possibly_stale(&self) -> bool {
+        self.nodes[B].status().volumes[0].possibly_stale
+    }
+
+    /// Runs A's local I/O only: the peer neither receives nor answers.
+    fn run_a_locally(&mut self) {
+        while self.run_local(A) {}
+    }
+
+    /// A Pair under protocol C switched to A, the mark confirmed.
+    fn asynchronous() -> Pair {
+        let mut pair = Pair::new(Protocol::C);
+        pair.set_protocol(Protocol::A);
+        pair.deliver_all();
+        assert_eq!(pair.lag().effective_protocol, Some(Protocol::A));
+        pair
+    }
+}
+
+#[test]
+fn protocol_a_takes_effect_only_once_the_peer_durably_marked_itself() {
+    let mut pair = Pair::new(Protocol::C);
+    pair.set_protocol(Protocol::A);
+    // The mark is on its way: a write now still waits for the peer (protocol C).
+    pair.write(1, 0, 7, KIB4);
+    pair.run_a_locally();
+    assert!(!pair.is_complete(1), "completed before the peer was marked");
+    assert_eq!(pair.lag().effective_protocol, Some(Protocol::C));
+    // B receives the mark and the write, persists the mark, answers.
+    pair.deliver_all();
+    assert!(pair.is_complete(1));
+    assert!(pair.b_possibly_stale());
+    assert!(pair.persisted[B].as_ref().is_some_and(|m| m.possibly_stale), "the mark is durable on B");
+    assert_eq!(pair.lag().effective_protocol, Some(Protocol::A));
+    assert!(pair.lag().peer_possibly_stale);
+    // Now a write completes once it is in the socket, before B saw it.
+    pair.write(2, 8192, 9, KIB4);
+    pair.run_a_locally();
+    assert!(pair.is_complete(2), "protocol A completes when sent");
+    assert_eq!(pair.lag().unreplicated_bytes, KIB4 as u64);
+    pair.deliver_all();
+    assert_eq!(pair.lag().unreplicated_bytes, 0, "B's write ack confirms it");
+}
+
+#[test]
+fn a_possibly_stale_node_refuses_promotion_until_cleared_or_forced() {
+    let mut pair = Pair::asynchronous();
+    pair.write(1, 0, 1, KIB4);
+    pair.deliver_all();
+    pair.demote(A);
+    let mut out = Vec::new();
+    // Demoting A went back to protocol C and, everything being confirmed, cleared the mark.
+    assert!(!pair.b_possibly_stale(), "a drained demotion clears the mark");
+    // Mark again and cut the link before anything can clear it.
+    pair.promote(A, false);
+    pair.set_protocol(Protocol::A);
+    pair.deliver_all();
+    assert!(pair.b_possibly_stale());
+    pair.disconnect();
+    pair.demote(A);
+    assert_eq!(pair.nodes[B].promote(false, &mut out), Err(StateError::PossiblyStale));
+    pair.nodes[B].promote(true, &mut out).expect("--force");
+    assert!(!pair.b_possibly_stale(), "--force accepts the data as it is");
+}
+
+#[test]
+fn returning_to_protocol_c_clears_the_mark_after_the_last_async_write_is_confirmed() {
+    let mut pair = Pair::asynchronous();
+    pair.write(1, 0, 1, KIB4);
+    pair.run_a_locally();
+    assert!(pair.is_complete(1));
+    pair.set_protocol(Protocol::C);
+    assert_eq!(pair.lag().effective_protocol, Some(Protocol::C));
+    assert!(pair.lag().peer_possibly_stale, "write 1 is not confirmed yet");
+    pair.deliver_all();
+    assert!(!pair.lag().peer_possibly_stale);
+    assert!(!pair.b_possibly_stale());
+    assert!(pair.persisted[B].as_ref().is_some_and(|m| !m.possibly_stale));
+}
+
+#[test]
+fn the_byte_bound_holds_writes_until_the_peer_confirms() {
+    let mut pair = Pair::asynchronous();
+    pair.set_bound(4 * KIB4 as u64, Duration::from_secs(60));
+    for request in 1..=6 {
+        pair.write(request, request * 2 * KIB4 as u64, request as u8, KIB4);
+    }
+    pair.run_a_locally();
+    let done: Vec<RequestId> = (1..=6).filter(|&r| pair.is_complete(r)).collect();
+    assert_eq!(done, vec![1, 2, 3, 4], "four 4 KiB writes fit the 16 KiB bound");
+    assert_eq!(pair.lag().unreplicated_bytes, 4 * KIB4 as u64);
+    assert_eq!(pair.lag().waiting_writes, 2);
+    pair.deliver_all();
+    assert!(pair.is_complete(5) && pair.is_complete(6), "confirmations let the held writes in");
+    assert_eq!(pair.lag().unreplicated_bytes, 0);
+    assert_eq!(pair.disks[A], pair.disks[B]);
+}
+
+#[test]
+fn a_single_write_larger_than_the_bound_still_runs_alone() {
+    let mut pair = Pair::asynchronous();
+    pair.set_bound(KIB4 as u64, Duration::from_secs(60));
+    pair.write(1, 0, 1, 4 * KIB4);
+    pair.write(2, 8 * KIB4 as u64, 2, KIB4);
+    pair.run_a_locally();
+    assert!(pair.is_complete(1));
+    assert!(!pair.is_complete(2), "the second waits for the first to be confirmed");
+    pair.deliver_all();
+    assert!(pair.is_complete(2));
+}
+
+#[test]
+fn the_time_bound_holds_writes_while_the_oldest_is_too_old() {
+    let mut pair = Pair::asynchronous();
+    pair.set_bound(1 << 30, Duration::from_millis(500));
+    pair.write(1, 0, 1, KIB4);
+    pair.run_a_locally();
+    assert!(pair.is_complete(1));
+    pair.tick(A, Duration::from_millis(600));
+    pair.write(2, 2 * KIB4 as u64, 2, KIB4);
+    pair.run_a_locally();
+    assert!(!pair.is_complete(2), "the oldest unconfirmed write is 600 ms old");
+    assert!(pair.lag().oldest_age_ms >= 600);
+    pair.deliver_all();
+    assert!(pair.is_complete(2));
+}
+
+#[test]
+fn the_bound_applies_only_under_protocol_a() {
+    let mut pair = Pair::new(Protocol::C);
+    pair.set_bound(KIB4 as u64, Duration::from_millis(1));
+    for request in 1..=4 {
+        pair.write(request, request * 2 * KIB4 as u64, 1, KIB4);
+    }
+    pair.deliver_all();
+    assert!((1..=4).all(|r| pair.is_complete(r)));
+}
+
+#[test]
+fn a_reconnect_marks_again_when_async_is_still_wanted_and_clears_otherwise() {
+    let mut pair = Pair::asynchronous();
+    pair.disconnect();
+    pair.connect();
+    assert_eq!(pair.lag().effective_protocol, Some(Protocol::A), "re-marked after the reconnect");
+    assert!(pair.b_possibly_stale());
+    pair.set_protocol(Protocol::C);
+    pair.disconnect();
+    pair.connect();
+    pair.deliver_all();
+    assert!(!pair.b_possibly_stale(), "the Primary clears a mark left from before");
+}
+
+#[test]
+fn only_the_primary_may_mark_and_a_stranger_may_not_clear() {
+    // A Secondary asked for protocol A marks nobody until it is promoted.
+    let mut pair = Pair::new(Protocol::C);
+    pair.demote(A);
+    pair.set_protocol(Protocol::A);
+    pair.deliver_all();
+    assert!(!pair.b_possibly_stale());
+    pair.promote(A, false);
+    pair.deliver_all();
+    assert!(pair.b_possibly_stale(), "the promotion started the marking");
+    // B (Secondary) sending a clear to A's peer side is ignored: only A may clear B.
+    let mut out = Vec::new();
+    pair.nodes[A].peer_message(pair.now, 1, PeerMessage::StaleMark { stale: false }, &mut out);
+    assert!(out.iter().any(|a| matches!(a, Action::SendControl { message: PeerMessage::StaleMarkAck { stale: false }, .. })));
+    assert!(pair.nodes[A].status().peers[0].connection == ConnState::Connected);
+}
+
+#[test]
+fn a_mark_sent_to_a_primary_is_a_protocol_error() {
+    let mut pair = Pair::new(Protocol::C);
+    let mut out = Vec::new();
+    pair.nodes[A].peer_message(pair.now, 1, PeerMessage::StaleMark { stale: true }, &mut out);
+    assert!(out.iter().any(|a| matches!(a, Action::Disconnect { state: ConnState::ProtocolError, .. })));
+}
