@@ -374,6 +374,9 @@ pub enum StateError {
     /// No peer is connected.
     #[error("no peer is connected")]
     NoConnectedPeer,
+    /// A setting given to `adjust` is out of range.
+    #[error("invalid setting: {0}")]
+    InvalidSetting(String),
     /// The node may lack writes a Primary acknowledged under asynchronous replication.
     #[error("this node may lack acknowledged writes (it was replicated to asynchronously and has not caught up); promote with --force to accept that")]
     PossiblyStale,

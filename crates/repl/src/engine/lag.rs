@@ -113,6 +113,37 @@ impl<P: Clone> Engine<P> {
         }
     }
 
+    /// `adjust`: new settings for a peer's connection, applied without dropping it. The
+    /// node id and name must stay; a running resync takes the new rate at once; a lower
+    /// `max-buffers` is honoured as requests drain; a new protocol becomes the configured
+    /// one and the one in effect (through [`Engine::set_protocol`]'s rules).
+    pub fn reconfigure_peer(&mut self, now: Time, config: PeerConfig, out: &mut Vec<Action<P>>) -> Result<(), StateError> {
+        let slot = self.peer_slot(config.node_id).ok_or(StateError::NoSuchPeer(config.node_id))?;
+        if config.max_buffers_pages == 0 {
+            return Err(StateError::InvalidSetting("max-buffers must be at least 1".into()));
+        }
+        let rate = ResyncRateController::new(config.resync).map_err(|e| StateError::InvalidSetting(e.to_string()))?;
+        let p = &mut self.peers[slot];
+        let protocol = config.protocol;
+        let protocol_changed = protocol != p.config.protocol;
+        p.config = PeerConfig { name: p.config.name.clone(), ..config };
+        for sync in &mut p.syncs {
+            if let SyncState::Target(target) = sync {
+                target.controller = rate.clone();
+            }
+        }
+        p.rate = rate;
+        if protocol_changed {
+            self.apply_protocol(slot, protocol, out);
+        }
+        for vslot in 0..self.volumes.len() {
+            self.issue_requests(now, slot, vslot, out);
+        }
+        self.start_waiting(now, out);
+        out.push(Action::StateChanged);
+        Ok(())
+    }
+
     /// Sets (or removes) the lag bound of `peer`.
     pub fn set_lag_bound(&mut self, now: Time, peer: u8, bound: Option<LagBound>, out: &mut Vec<Action<P>>) -> Result<(), StateError> {
         let slot = self.peer_slot(peer).ok_or(StateError::NoSuchPeer(peer))?;

@@ -369,17 +369,16 @@ impl<P: Clone> Engine<P> {
         };
         let granularity = u64::from(bitmap.granularity_bytes());
         loop {
+            // Only requests issued here add to it, each within the room; it can exceed the
+            // limit only after `adjust` lowered max-buffers, and then nothing is issued until
+            // replies drain it.
             let in_flight_bytes = target.in_flight_bytes();
-            assert!(
-                in_flight_bytes <= in_flight_max,
-                "resync in flight beyond max-buffers"
-            );
             let Some(first) = bitmap.next_set(target.cursor) else {
                 break;
             };
             // The first block may be the volume's last, shorter one.
             let smallest = granularity.min(size_bytes - first * granularity);
-            let room = in_flight_max - in_flight_bytes;
+            let room = in_flight_max.saturating_sub(in_flight_bytes);
             let load = ResyncLoad {
                 in_flight_bytes,
                 application_active: target.application_active,

@@ -201,3 +201,39 @@ fn a_mark_sent_to_a_primary_is_a_protocol_error() {
     pair.nodes[A].peer_message(pair.now, 1, PeerMessage::StaleMark { stale: true }, &mut out);
     assert!(out.iter().any(|a| matches!(a, Action::Disconnect { state: ConnState::ProtocolError, .. })));
 }
+
+#[test]
+fn reconfigure_applies_a_new_configured_protocol_without_marking() {
+    let mut pair = Pair::new(Protocol::C);
+    let mut out = Vec::new();
+    let config = PeerConfig { protocol: Protocol::A, ..peer_config(1, Protocol::C) };
+    pair.nodes[A].reconfigure_peer(pair.now, config, &mut out).expect("adjust");
+    pair.route(A, out);
+    pair.write(1, 0, 1, KIB4);
+    pair.run_a_locally();
+    assert!(pair.is_complete(1), "configured protocol A completes when sent");
+    pair.deliver_all();
+    assert!(!pair.b_possibly_stale(), "a configured protocol A is DRBD's, not the manager's: no mark");
+    let mut out = Vec::new();
+    let bad = PeerConfig { max_buffers_pages: 0, ..peer_config(1, Protocol::C) };
+    assert!(matches!(pair.nodes[A].reconfigure_peer(pair.now, bad, &mut out), Err(StateError::InvalidSetting(_))));
+    let unknown = peer_config(7, Protocol::C);
+    assert_eq!(pair.nodes[A].reconfigure_peer(pair.now, unknown, &mut out), Err(StateError::NoSuchPeer(7)));
+}
+
+#[test]
+fn lowering_max_buffers_during_a_resync_drains_and_finishes() {
+    let mut pair = Pair::split(400);
+    for block in 0..64u64 {
+        pair.write_alone(A, block + 1, block * 8192, 3, 4096);
+    }
+    pair.connect();
+    assert_eq!(pair.replication(B), ReplState::SyncTarget, "the resync is under way");
+    // B is the sync target: shrink its window to one page while requests are out.
+    let mut out = Vec::new();
+    let small = PeerConfig { max_buffers_pages: 1, ..peer_config(0, Protocol::C) };
+    pair.nodes[B].reconfigure_peer(pair.now, small, &mut out).expect("adjust");
+    pair.route(B, out);
+    pair.sync_until_quiet(500);
+    pair.assert_in_sync();
+}
