@@ -87,6 +87,12 @@ pub enum Request {
         /// Which peer (connection name); `None` = all peers.
         peer: Option<String>,
     },
+    /// Re-read the configuration and apply what changed without dropping connections
+    /// (`tandem adjust`); the reply's message lists the changes.
+    Adjust {
+        /// Which resource; `None` = all.
+        resource: Option<String>,
+    },
     /// Suspend resyncs with peers (`tandem pause-sync [--peer NAME]`): PausedSyncS/T with
     /// `resync-suspended:user` until `resume-sync`.
     PauseSync {

@@ -12,6 +12,7 @@ use admin::{Reply, Request, StatusReport};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 
+use crate::adjust::{self, NodeContext};
 use crate::resource::Resource;
 use crate::status::resource_status;
 
@@ -19,13 +20,15 @@ use crate::status::resource_status;
 const EVENTS_POLL: Duration = Duration::from_millis(100);
 
 /// Serve admin clients forever.
-pub(crate) async fn serve(listener: UnixListener, resources: Vec<Arc<Resource>>) {
+pub(crate) async fn serve(listener: UnixListener, resources: Vec<Arc<Resource>>, context: NodeContext) {
     let resources = Arc::new(resources);
+    let context = Arc::new(context);
     loop {
         let Ok((stream, _)) = listener.accept().await else { continue };
         let resources = Arc::clone(&resources);
+        let context = Arc::clone(&context);
         tokio::spawn(async move {
-            if let Err(error) = serve_client(stream, &resources).await {
+            if let Err(error) = serve_client(stream, &resources, &context).await {
                 tracing::debug!("admin client: {error}");
             }
         });
@@ -38,7 +41,7 @@ fn caller_allowed(stream: &UnixStream) -> bool {
     stream.peer_cred().is_ok_and(|cred| cred.uid() == 0 || cred.uid() == own)
 }
 
-async fn serve_client(stream: UnixStream, resources: &[Arc<Resource>]) -> std::io::Result<()> {
+async fn serve_client(stream: UnixStream, resources: &[Arc<Resource>], context: &NodeContext) -> std::io::Result<()> {
     if !caller_allowed(&stream) {
         tracing::warn!("admin socket: refused a caller that is neither root nor the daemon's user");
         return Ok(());
@@ -53,6 +56,23 @@ async fn serve_client(stream: UnixStream, resources: &[Arc<Resource>]) -> std::i
     };
     if let Request::Events { resource, statistics } = request {
         return stream_events(&mut write, resources, resource.as_deref(), statistics).await;
+    }
+    if let Request::Adjust { resource } = request {
+        let reply = match select(resources, resource.as_deref()) {
+            Ok(selected) => {
+                let selected: Vec<Arc<Resource>> = selected.into_iter().cloned().collect();
+                let context = context.clone();
+                // Reading the configuration is file I/O: off the runtime's threads.
+                let result = tokio::task::spawn_blocking(move || adjust::adjust(&context, &selected)).await;
+                match result {
+                    Ok(Ok(report)) => Reply::Ok { message: Some(report) },
+                    Ok(Err(message)) => Reply::Error { message },
+                    Err(error) => Reply::Error { message: format!("adjust failed: {error}") },
+                }
+            }
+            Err(message) => Reply::Error { message },
+        };
+        return send(&mut write, &reply).await;
     }
     let reply = handle(request, resources);
     send(&mut write, &reply).await
@@ -106,6 +126,7 @@ fn handle(request: Request, resources: &[Arc<Resource>]) -> Reply {
         Request::Up { resource } => (resource, Box::new(up)),
         Request::Down { resource } => (resource, Box::new(down)),
         Request::Events { .. } => return Reply::Error { message: "events is a stream".into() },
+        Request::Adjust { .. } => return Reply::Error { message: "adjust is handled apart".into() },
     };
     let selected = match select(resources, name.as_deref()) {
         Ok(selected) => selected,

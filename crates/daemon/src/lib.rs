@@ -10,6 +10,7 @@
 //! **Boundary:** this crate is wiring. Replication decisions live in `repl`; frame layouts in
 //! `wire`; NBD in `nbd`; text formats in `admin`.
 
+mod adjust;
 mod admin_server;
 mod digest;
 mod disk;

@@ -146,6 +146,8 @@ pub(crate) struct Resource {
     pub(crate) pool: Arc<BufPool>,
     /// `handlers { }` of the resource.
     handlers: config::Handlers,
+    /// [`ResourceParts::volume_layout`].
+    pub(crate) volume_layout: String,
     io: IoWorkers,
     core: Mutex<Core>,
     next_request: AtomicU64,
@@ -175,6 +177,9 @@ pub(crate) struct ResourceParts {
     pub(crate) pool: Arc<BufPool>,
     pub(crate) handlers: config::Handlers,
     pub(crate) engine: Engine<Payload>,
+    /// The volumes as configured (number, disk, meta-disk), for `adjust` to refuse changes it
+    /// cannot apply live.
+    pub(crate) volume_layout: String,
 }
 
 impl Resource {
@@ -197,6 +202,7 @@ impl Resource {
             node_id: parts.node_id,
             listen: parts.listen,
             peers: parts.peers,
+            volume_layout: parts.volume_layout,
             volumes: parts.volumes,
             metas: parts.metas,
             pool: parts.pool,

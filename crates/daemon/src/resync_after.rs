@@ -102,7 +102,10 @@ pub(crate) async fn run(resources: Vec<Arc<Resource>>, dependencies: Vec<Depende
 mod tests {
     use super::*;
 
-    fn declared(specs: &[(&str, &[(u16, Option<&str>)])]) -> Vec<Declared> {
+    /// A resource name and its volumes with their `resync-after` values.
+    type Spec<'a> = (&'a str, &'a [(u16, Option<&'a str>)]);
+
+    fn declared(specs: &[Spec<'_>]) -> Vec<Declared> {
         specs
             .iter()
             .map(|(name, volumes)| Declared { name: (*name).to_owned(), volumes: volumes.iter().map(|(n, v)| (*n, v.map(str::to_owned))).collect() })

@@ -103,22 +103,23 @@ fn host_name() -> Result<String, DaemonError> {
     Ok(String::from_utf8_lossy(&buf[..end]).into_owned())
 }
 
-fn build_resource(resource: &config::Resource, host: &config::Host, pool: &Arc<BufPool>) -> Result<Arc<Resource>, DaemonError> {
-    let setup_error = |message: String| DaemonError::Setup(format!("resource {}: {message}", resource.name));
+/// The peers of `host` in `resource` and the addresses it listens on; an error says what is
+/// wrong in words (used at start-up and by `adjust`).
+pub(crate) fn peer_infos(resource: &config::Resource, host: &config::Host) -> Result<(Vec<PeerInfo>, Vec<std::net::SocketAddr>), String> {
     let mut peers = Vec::new();
     let mut listen = Vec::new();
     for connection in resource.connections_of(&host.name) {
         let Some(peer) = connection.peer_of(&host.name).and_then(|name| resource.host(name)) else { continue };
         let (local, remote) = connection
             .addresses_of(&host.name, 0)
-            .ok_or_else(|| setup_error(format!("no address for the connection {} - {}", host.name, peer.name)))?;
-        check_auth(&connection.net).map_err(setup_error)?;
+            .ok_or_else(|| format!("no address for the connection {} - {}", host.name, peer.name))?;
+        check_auth(&connection.net)?;
         if !listen.contains(&local) {
             listen.push(local);
         }
-        let split_brain = split_brain_policies(resource, &connection.net).map_err(setup_error)?;
-        let verify_alg = digest_of("verify-alg", connection.net.verify_alg.as_deref()).map_err(setup_error)?;
-        let csums_alg = digest_of("csums-alg", connection.net.csums_alg.as_deref()).map_err(setup_error)?;
+        let split_brain = split_brain_policies(resource, &connection.net)?;
+        let verify_alg = digest_of("verify-alg", connection.net.verify_alg.as_deref())?;
+        let csums_alg = digest_of("csums-alg", connection.net.csums_alg.as_deref())?;
         peers.push(PeerInfo {
             node_id: peer.node_id,
             name: peer.name.clone(),
@@ -130,6 +131,15 @@ fn build_resource(resource: &config::Resource, host: &config::Host, pool: &Arc<B
             csums_alg,
         });
     }
+    if let (true, Some(address)) = (listen.is_empty(), host.address) {
+        listen.push(address);
+    }
+    Ok((peers, listen))
+}
+
+fn build_resource(resource: &config::Resource, host: &config::Host, pool: &Arc<BufPool>) -> Result<Arc<Resource>, DaemonError> {
+    let setup_error = |message: String| DaemonError::Setup(format!("resource {}: {message}", resource.name));
+    let (peers, listen) = peer_infos(resource, host).map_err(setup_error)?;
     let peer_ids: Vec<u8> = peers.iter().map(|p| p.node_id).collect();
     let mut volumes = Vec::new();
     let mut metas = Vec::new();
@@ -147,9 +157,6 @@ fn build_resource(resource: &config::Resource, host: &config::Host, pool: &Arc<B
         volumes.push((volume.number, Arc::new(disk)));
         metas.push((volume.number, store));
     }
-    if let (true, Some(address)) = (listen.is_empty(), host.address) {
-        listen.push(address);
-    }
     let engine = Engine::new(EngineConfig {
         node_id: host.node_id,
         volumes: volume_configs,
@@ -157,8 +164,15 @@ fn build_resource(resource: &config::Resource, host: &config::Host, pool: &Arc<B
         random_seed: rand::random(),
     })
     .map_err(|error| setup_error(format!("the metadata does not fit the configuration: {error}")))?;
-    let parts = ResourceParts { name: resource.name.clone(), node_id: host.node_id, listen, peers, volumes, metas, pool: Arc::clone(pool), handlers: resource.handlers.clone(), engine };
+    let volume_layout = volume_layout(host);
+    let parts = ResourceParts { name: resource.name.clone(), node_id: host.node_id, listen, peers, volumes, metas, pool: Arc::clone(pool), handlers: resource.handlers.clone(), engine, volume_layout };
     Resource::new(parts).map_err(|error| setup_error(format!("cannot start I/O threads: {error}")))
+}
+
+/// The volumes of `host` as `adjust` compares them: number, disk and meta-disk.
+pub(crate) fn volume_layout(host: &config::Host) -> String {
+    let volumes: Vec<String> = host.volumes.iter().map(|v| format!("{}:{:?}:{:?}", v.number, v.disk, v.meta_disk)).collect();
+    volumes.join(",")
 }
 
 fn check_auth(net: &config::NetOptions) -> Result<(), String> {
@@ -169,7 +183,7 @@ fn check_auth(net: &config::NetOptions) -> Result<(), String> {
     }
 }
 
-fn peer_config(peer: &PeerInfo) -> PeerConfig {
+pub(crate) fn peer_config(peer: &PeerInfo) -> PeerConfig {
     PeerConfig {
         node_id: peer.node_id,
         name: peer.name.clone(),
@@ -289,7 +303,8 @@ pub(crate) async fn serve(node: PreparedNode, options: NodeOptions) -> Result<()
     if let Some(listener) = nbd_tcp {
         tokio::spawn(nbd::serve_tcp(listener, registry.clone(), Arc::clone(&server_config)));
     }
-    tokio::spawn(admin_server::serve(admin_listener, node.resources.clone()));
+    let context = crate::adjust::NodeContext { config_path: options.config.clone(), node_name: node.name.clone() };
+    tokio::spawn(admin_server::serve(admin_listener, node.resources.clone(), context));
     if !node.resync_after.is_empty() {
         tokio::spawn(resync_after::run(node.resources.clone(), node.resync_after.clone()));
     }

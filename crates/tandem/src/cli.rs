@@ -173,6 +173,9 @@ pub enum SimpleVerb {
     },
     /// Drop connections to peers.
     Disconnect(PeerTarget),
+    /// Re-read the configuration and apply what changed without dropping connections
+    /// (protocol, buffers, timeouts, resync rates, after-sb policies).
+    Adjust(Target),
     /// Suspend resyncs with peers (PausedSyncS/T, `resync-suspended:user`) until
     /// resume-sync; writes keep replicating.
     PauseSync(PeerTarget),
@@ -221,6 +224,9 @@ impl SimpleVerb {
                 resource: resource_filter(&target),
                 peer,
             },
+            Self::Adjust(target) => Request::Adjust {
+                resource: resource_filter(&target),
+            },
             Self::PauseSync(PeerTarget { peer, target }) => Request::PauseSync {
                 resource: resource_filter(&target),
                 peer,
@@ -257,6 +263,25 @@ pub fn resource_filter(target: &Target) -> Option<String> {
     target.resource.clone().filter(|resource| resource != "all")
 }
 
+/// `--bitmap-granularity`: bytes (or K/M binary suffixes), a power of two from 4 KiB to 1 MiB.
+pub fn parse_granularity(text: &str) -> Result<u32, String> {
+    let (digits, unit) = match text.char_indices().last() {
+        Some((at, 'K' | 'k')) => (&text[..at], 1024),
+        Some((at, 'M' | 'm')) => (&text[..at], 1024 * 1024),
+        _ => (text, 1),
+    };
+    let value = digits
+        .parse::<u32>()
+        .ok()
+        .and_then(|n| n.checked_mul(unit))
+        .ok_or_else(|| format!("'{text}' is not a size (e.g. 4K, 64K, 1M)"))?;
+    let range = meta::layout::BITMAP_GRANULARITY_BYTES_MIN..=meta::layout::BITMAP_GRANULARITY_BYTES_MAX;
+    if !value.is_power_of_two() || !range.contains(&value) {
+        return Err(format!("{text} must be a power of two from 4K to 1M"));
+    }
+    Ok(value)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -276,23 +301,4 @@ mod tests {
             assert_eq!(resource_filter(&target).as_deref(), expected);
         }
     }
-}
-
-/// `--bitmap-granularity`: bytes (or K/M binary suffixes), a power of two from 4 KiB to 1 MiB.
-pub fn parse_granularity(text: &str) -> Result<u32, String> {
-    let (digits, unit) = match text.char_indices().last() {
-        Some((at, 'K' | 'k')) => (&text[..at], 1024),
-        Some((at, 'M' | 'm')) => (&text[..at], 1024 * 1024),
-        _ => (text, 1),
-    };
-    let value = digits
-        .parse::<u32>()
-        .ok()
-        .and_then(|n| n.checked_mul(unit))
-        .ok_or_else(|| format!("'{text}' is not a size (e.g. 4K, 64K, 1M)"))?;
-    let range = meta::layout::BITMAP_GRANULARITY_BYTES_MIN..=meta::layout::BITMAP_GRANULARITY_BYTES_MAX;
-    if !value.is_power_of_two() || !range.contains(&value) {
-        return Err(format!("{text} must be a power of two from 4K to 1M"));
-    }
-    Ok(value)
 }

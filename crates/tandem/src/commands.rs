@@ -104,6 +104,7 @@ fn request_kind(request: &Request) -> &'static str {
         Request::Verify { .. } => "verify",
         Request::InvalidateRemote { .. } => "invalidate-remote",
         Request::Disconnect { .. } => "disconnect",
+        Request::Adjust { .. } => "adjust",
         Request::PauseSync { .. } => "pause-sync",
         Request::ResumeSync { .. } => "resume-sync",
         Request::Events { .. } => "events",

@@ -144,6 +144,11 @@ impl<P: Clone> Engine<P> {
         Ok(())
     }
 
+    /// The settings `peer`'s connection runs with (as configured or last adjusted).
+    pub fn peer_config(&self, peer: u8) -> Option<PeerConfig> {
+        self.peer_slot(peer).map(|slot| self.peers[slot].config.clone())
+    }
+
     /// Sets (or removes) the lag bound of `peer`.
     pub fn set_lag_bound(&mut self, now: Time, peer: u8, bound: Option<LagBound>, out: &mut Vec<Action<P>>) -> Result<(), StateError> {
         let slot = self.peer_slot(peer).ok_or(StateError::NoSuchPeer(peer))?;

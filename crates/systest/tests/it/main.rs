@@ -25,6 +25,7 @@
 //! missing fails and names the package. The `tandem` binary is `TANDEM_BIN`, or built once
 //! with `cargo build -p tandem`. Set `SYSTEST_SEED` to replay a run's random data.
 
+mod adjust;
 mod auth;
 mod cluster;
 mod config_errors;

@@ -1,0 +1,137 @@
+//! `tandem adjust`: re-read the configuration and apply what changed to the running
+//! resources without dropping their connections, as far as tandem can do that live.
+//!
+//! Live (through `Engine::reconfigure_peer`): protocol, max-epoch-size, max-buffers, ping-int,
+//! ping-timeout, timeout, ko-count, the resync rate options, the after-sb policies and
+//! whether csums-alg is used. Not yet live (reported, applied at the node's next start):
+//! socket buffers, connect-int, shared secret, verify-alg/csums-alg algorithm names,
+//! handlers. Refused as a whole (nothing applied): a file that does not load, a resource or
+//! host section that is gone, peers, addresses or volumes that changed.
+//!
+//! Invariant: adjust either applies every live change of every selected resource, or (on a
+//! refusal found before anything was applied) none; the report lists each change.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use repl::PeerConfig;
+
+use crate::resource::{PeerInfo, Resource};
+use crate::setup::{peer_config, peer_infos, volume_layout};
+
+/// What adjust needs to know about the node.
+#[derive(Debug, Clone)]
+pub(crate) struct NodeContext {
+    /// The configuration file the node was started with.
+    pub(crate) config_path: PathBuf,
+    /// Its `on NAME` section.
+    pub(crate) node_name: String,
+}
+
+/// One resource's planned changes.
+struct Plan {
+    resource: Arc<Resource>,
+    configs: Vec<PeerConfig>,
+    report: Vec<String>,
+}
+
+/// Re-reads the configuration and applies it to the selected resources; returns the report.
+pub(crate) fn adjust(context: &NodeContext, selected: &[Arc<Resource>]) -> Result<String, String> {
+    let config = config::load(&context.config_path).map_err(|error| format!("{error}\nnothing was changed"))?;
+    let mut plans = Vec::new();
+    for resource in selected {
+        plans.push(plan(&config, resource, &context.node_name).map_err(|error| format!("{}: {error}; nothing was changed", resource.name))?);
+    }
+    let mut lines = Vec::new();
+    for plan in plans {
+        for config in plan.configs {
+            plan.resource
+                .step(|engine, now, out| engine.reconfigure_peer(now, config, out))
+                .map_err(|error| format!("{}: {error}", plan.resource.name))?;
+        }
+        if plan.report.is_empty() {
+            lines.push(format!("{}: no changes", plan.resource.name));
+        }
+        lines.extend(plan.report.into_iter().map(|line| format!("{}: {line}", plan.resource.name)));
+    }
+    Ok(lines.join("\n"))
+}
+
+fn plan(config: &config::Config, resource: &Arc<Resource>, node: &str) -> Result<Plan, String> {
+    let new = config.resources.iter().find(|r| r.name == resource.name).ok_or("the resource is no longer in the configuration")?;
+    let host = new.host(node).ok_or_else(|| format!("the resource has no 'on {node}' section any more"))?;
+    let (peers, listen) = peer_infos(new, host)?;
+    if listen != resource.listen {
+        return Err("the listening addresses changed; restart the node to apply that".into());
+    }
+    if volume_layout(host) != resource.volume_layout {
+        return Err("the volumes (disk, meta-disk) changed; restart the node to apply that".into());
+    }
+    let key = |p: &PeerInfo| (p.node_id, p.name.clone(), p.address);
+    let mut old_keys: Vec<_> = resource.peers.iter().map(key).collect();
+    let mut new_keys: Vec<_> = peers.iter().map(key).collect();
+    old_keys.sort();
+    new_keys.sort();
+    if old_keys != new_keys {
+        return Err("the peers or their addresses changed; restart the node to apply that".into());
+    }
+    let mut configs = Vec::new();
+    let mut report = Vec::new();
+    for info in &peers {
+        let Some(old) = resource.peers.iter().find(|p| p.node_id == info.node_id) else { continue };
+        let running = resource.step(|engine, _, _| engine.peer_config(info.node_id));
+        let (before, after) = (running.unwrap_or_else(|| peer_config(old)), peer_config(info));
+        let changes = live_changes(&before, &after);
+        if !changes.is_empty() {
+            report.push(format!("{}: {}", info.name, changes.join(", ")));
+            configs.push(after);
+        }
+        let pending = pending_changes(old, info);
+        if !pending.is_empty() {
+            report.push(format!("{}: changed but not applied until the node restarts: {}", info.name, pending.join(", ")));
+        }
+    }
+    Ok(Plan { resource: Arc::clone(resource), configs, report })
+}
+
+/// `name old -> new` for every engine setting that differs.
+fn live_changes(before: &PeerConfig, after: &PeerConfig) -> Vec<String> {
+    let fields: [(&str, String, String); 9] = [
+        ("protocol", before.protocol.to_string(), after.protocol.to_string()),
+        ("max-epoch-size", before.max_epoch_size.to_string(), after.max_epoch_size.to_string()),
+        ("max-buffers", before.max_buffers_pages.to_string(), after.max_buffers_pages.to_string()),
+        ("ping-int", format!("{:?}", before.ping_interval), format!("{:?}", after.ping_interval)),
+        ("ping-timeout", format!("{:?}", before.ping_timeout), format!("{:?}", after.ping_timeout)),
+        ("timeout", format!("{:?}", before.timeout), format!("{:?}", after.timeout)),
+        ("ko-count", before.ko_count.to_string(), after.ko_count.to_string()),
+        ("resync options", format!("{:?}", before.resync), format!("{:?}", after.resync)),
+        ("after-sb policies", format!("{:?}", before.split_brain), format!("{:?}", after.split_brain)),
+    ];
+    let mut changes: Vec<String> = fields.into_iter().filter(|(_, a, b)| a != b).map(|(name, a, b)| format!("{name} {a} -> {b}")).collect();
+    if before.csums != after.csums {
+        changes.push(format!("csums {} -> {}", on_off(before.csums), on_off(after.csums)));
+    }
+    changes
+}
+
+/// Settings the daemon reads only at start or at connect.
+fn pending_changes(old: &PeerInfo, new: &PeerInfo) -> Vec<&'static str> {
+    let (a, b) = (&old.net, &new.net);
+    let checks = [
+        ("sndbuf-size", a.sndbuf_size_bytes != b.sndbuf_size_bytes),
+        ("rcvbuf-size", a.rcvbuf_size_bytes != b.rcvbuf_size_bytes),
+        ("connect-int", a.connect_int != b.connect_int),
+        ("cram-hmac-alg/shared-secret", a.cram_hmac_alg != b.cram_hmac_alg || a.shared_secret != b.shared_secret),
+        ("verify-alg", old.verify_alg != new.verify_alg),
+        ("csums-alg", old.csums_alg != new.csums_alg && old.csums_alg.is_some() && new.csums_alg.is_some()),
+    ];
+    checks.into_iter().filter(|(_, changed)| *changed).map(|(name, _)| name).collect()
+}
+
+fn on_off(on: bool) -> &'static str {
+    if on {
+        "on"
+    } else {
+        "off"
+    }
+}

@@ -1,0 +1,65 @@
+//! `tandem adjust` (issue 5, live reconfiguration): a changed protocol and timeout apply to a
+//! running connection without dropping it; a configuration that does not load, or changes
+//! that cannot apply live, are refused and nothing changes.
+
+use std::time::Duration;
+
+use crate::cluster::{Cluster, Spec, NODE_NAMES, RESOURCE};
+
+const ALICE: usize = 0;
+const BOB: usize = 1;
+
+/// Rewrites node `index`'s configuration file with `edit` applied to its text.
+fn edit_config(cluster: &Cluster, index: usize, edit: impl Fn(&str) -> String) {
+    let path = cluster.config_path(index);
+    let text = std::fs::read_to_string(path).expect("read config");
+    let edited = edit(&text);
+    assert_ne!(text, edited, "the edit changed nothing");
+    std::fs::write(path, edited).expect("write config");
+}
+
+fn connects_logged(cluster: &Cluster, index: usize) -> usize {
+    cluster.log(index).matches(" connected").count()
+}
+
+fn protocol_seen(cluster: &Cluster, index: usize) -> String {
+    let status = cluster.status_json(index);
+    status["resources"][0]["connections"][0]["protocol"].as_str().unwrap_or_default().to_owned()
+}
+
+#[test]
+fn adjust_changes_the_protocol_live_and_refuses_what_it_cannot_apply() {
+    let cluster = Cluster::with_primary(Spec::two_nodes('C'));
+    let connects = connects_logged(&cluster, ALICE);
+    assert_eq!(protocol_seen(&cluster, ALICE), "C");
+
+    edit_config(&cluster, ALICE, |text| text.replace("protocol C;", "protocol A;").replace("ping-timeout 20;", "ping-timeout 25;"));
+    let report = cluster.admin_ok(ALICE, &["adjust", RESOURCE]);
+    assert!(report.contains("bob: protocol C -> A"), "report: {report}");
+    assert!(report.contains("ping-timeout 2s -> 2.5s"), "report: {report}");
+    assert_eq!(protocol_seen(&cluster, ALICE), "A");
+    assert_eq!(connects_logged(&cluster, ALICE), connects, "adjust dropped the connection");
+    assert_eq!(cluster.status(ALICE).connection_state(NODE_NAMES[BOB]), "Connected");
+
+    let again = cluster.admin_ok(ALICE, &["adjust", RESOURCE]);
+    assert!(again.contains("r0: no changes"), "second adjust: {again}");
+
+    // A file that does not load: refused with its position, nothing changes.
+    edit_config(&cluster, ALICE, |text| text.replace("protocol A;", "protocol Q;"));
+    let refused = cluster.admin(ALICE, &["adjust", RESOURCE]);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success());
+    assert!(stderr.contains(":") && stderr.contains("protocol") && stderr.contains("nothing was changed"), "stderr: {stderr}");
+    assert_eq!(protocol_seen(&cluster, ALICE), "A");
+
+    // A changed disk cannot be applied live.
+    edit_config(&cluster, ALICE, |text| text.replace("protocol Q;", "protocol C;").replace(".img", ".other.img"));
+    let refused = cluster.admin(ALICE, &["adjust", RESOURCE]);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success());
+    assert!(stderr.contains("volumes (disk, meta-disk) changed"), "stderr: {stderr}");
+    assert_eq!(protocol_seen(&cluster, ALICE), "A", "a refused adjust applied part of the file");
+    cluster.hold_for("the connection stays up", Duration::from_millis(300), || {
+        cluster.status(ALICE).connection_state(NODE_NAMES[BOB]) == "Connected"
+    });
+}
