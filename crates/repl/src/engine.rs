@@ -28,6 +28,7 @@ mod csums;
 mod handshake;
 mod lag;
 mod pause;
+mod quorum;
 mod persist;
 mod resync;
 pub(crate) mod verify;
@@ -35,6 +36,7 @@ pub(crate) mod verify;
 pub use handshake::BITMAP_CHUNK_BYTES_MAX;
 pub use lag::{LagBound, LagStatus};
 pub use pause::SyncPause;
+pub use quorum::{OnNoQuorum, QuorumConfig, QuorumRule};
 pub use resync::RESYNC_REQUEST_BYTES_MAX;
 pub use verify::{VERIFY_DIGESTS_BYTES_MAX, VERIFY_REQUEST_BYTES_MAX};
 
@@ -313,6 +315,10 @@ pub struct Engine<P> {
     clock: Time,
     /// The node whose `StaleMark` marked this one possibly stale, since this start.
     marked_by: Option<u8>,
+    /// `quorum`, `on-no-quorum`, `quorum-minimum-redundancy` (`engine/quorum.rs`).
+    quorum: QuorumConfig,
+    /// Whether the quorum rules are met now.
+    quorum_held: bool,
 }
 
 impl<P: Clone> Engine<P> {
@@ -347,6 +353,8 @@ impl<P: Clone> Engine<P> {
             next_request_id: 1,
             clock: Time(0),
             marked_by: None,
+            quorum: QuorumConfig::default(),
+            quorum_held: true,
         })
     }
 
@@ -388,6 +396,10 @@ impl<P: Clone> Engine<P> {
             out.push(Action::Complete { request, result: Err(IoError::Invalid) });
             return;
         };
+        if self.quorum_refuses_new_writes() {
+            out.push(Action::Complete { request, result: Err(IoError::Io) });
+            return;
+        }
         if let Op::Flush = op {
             self.start_flush(request, out);
             return;
@@ -396,7 +408,7 @@ impl<P: Clone> Engine<P> {
             out.push(Action::Complete { request, result: Err(IoError::Invalid) });
             return;
         };
-        if self.conflicts(volume, extent, self.waiting.len()) || self.lag_blocks(now, extent.length) {
+        if self.conflicts(volume, extent, self.waiting.len()) || self.lag_blocks(now, extent.length) || self.quorum_blocks_new_writes() {
             self.waiting.push_back(Waiting { request, volume, op });
             return;
         }
@@ -522,7 +534,8 @@ impl<P: Clone> Engine<P> {
 
     fn try_complete_write(&mut self, now: Time, seq: u64, out: &mut Vec<Action<P>>) {
         let Some(write) = self.in_flight.get(&seq) else { return };
-        if !self.write_is_done(write) {
+        if !self.write_is_done(write) || self.quorum_verdict(Ok(())).is_none() {
+            // Not done, or done but held until quorum returns (suspend-io).
             return;
         }
         let Some(write) = self.in_flight.remove(&seq) else { return };
@@ -532,6 +545,7 @@ impl<P: Clone> Engine<P> {
         };
         let vslot = self.volume_slot(write.volume).unwrap_or(0);
         let result = if write.meta_version > 0 && self.volumes[vslot].meta.failed { Err(IoError::Io) } else { result };
+        let result = self.quorum_verdict(result).unwrap_or(Err(IoError::Io));
         if write.epoch == self.epoch {
             self.epoch_must_close = true;
         }
@@ -564,6 +578,9 @@ impl<P: Clone> Engine<P> {
     }
 
     fn start_waiting(&mut self, now: Time, out: &mut Vec<Action<P>>) {
+        if self.quorum_blocks_new_writes() {
+            return;
+        }
         let mut index = 0;
         while index < self.waiting.len() {
             let waiting = &self.waiting[index];
@@ -589,6 +606,7 @@ impl<P: Clone> Engine<P> {
         if !flush.waiting_for.is_empty() {
             return;
         }
+        let Some(result) = self.quorum_verdict(result) else { return };
         let request = flush.request;
         self.flushes.remove(&seq);
         out.push(Action::Complete { request, result });
@@ -611,6 +629,7 @@ impl<P: Clone> Engine<P> {
         }
         self.announce_pauses(slot, out);
         self.reset_async_on_connect(slot, out);
+        self.update_quorum(now, out);
         out.push(Action::StateChanged);
     }
 
@@ -630,6 +649,9 @@ impl<P: Clone> Engine<P> {
         p.last_error = Some(format!("{state}: {reason}"));
         p.role = Role::Unknown;
         p.disks.fill(DiskState::DUnknown);
+        // Before anything completes for want of this peer: quorum may be gone.
+        self.update_quorum(now, out);
+        let p = &mut self.peers[slot];
         // The bitmaps keep every block whose resync was not confirmed: the next connect
         // resumes from them.
         p.syncs.iter_mut().for_each(|sync| *sync = SyncState::Off);
@@ -897,6 +919,7 @@ impl<P: Clone> Engine<P> {
         for slot in 0..self.peers.len() {
             self.drain_check(slot, out);
         }
+        self.update_quorum(now, out);
         // The lag bound's age may have passed, or confirmations freed room.
         self.start_waiting(now, out);
         self.start_resync_reads(out);
@@ -925,6 +948,9 @@ impl<P: Clone> Engine<P> {
         }
         if !force && self.volumes.iter().any(|v| v.possibly_stale) {
             return Err(StateError::PossiblyStale);
+        }
+        if !self.compute_quorum() {
+            return Err(StateError::NoQuorum(self.quorum_words()));
         }
         for (vslot, volume) in self.volumes.iter().enumerate() {
             match volume.disk {

@@ -374,6 +374,9 @@ pub enum StateError {
     /// No peer is connected.
     #[error("no peer is connected")]
     NoConnectedPeer,
+    /// Promotion needs quorum.
+    #[error("no quorum: {0}; a node without quorum cannot become Primary (set `quorum off` with adjust to override)")]
+    NoQuorum(String),
     /// A setting given to `adjust` is out of range.
     #[error("invalid setting: {0}")]
     InvalidSetting(String),
