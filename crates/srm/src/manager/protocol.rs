@@ -105,7 +105,13 @@ pub(super) fn step(state: &mut PeerState, context: &Context<'_>, out: &mut Vec<D
     if config.protocol == Protocol::A {
         return;
     }
-    match level(context) {
+    // Latency measured on a saturated host is the host's own: it does not count towards
+    // going async (recovery still counts, returning is the safe direction).
+    let level = match level(context) {
+        Level::High if cpu_saturated(context) => Level::Between,
+        level => level,
+    };
+    match level {
         Level::High => {
             state.above_intervals = state.above_intervals.saturating_add(1);
             state.below_intervals = 0;
@@ -122,7 +128,7 @@ pub(super) fn step(state: &mut PeerState, context: &Context<'_>, out: &mut Vec<D
     match state.replication {
         Replication::Configured { since } => {
             let ready = state.above_intervals >= config.enter_intervals;
-            if ready && context.dwelt(since, config.min_dwell) && !cpu_saturated(context) {
+            if ready && context.dwelt(since, config.min_dwell) {
                 go_async(state, context, out);
             }
         }
