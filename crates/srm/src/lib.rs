@@ -15,7 +15,11 @@
 //!
 //! Modes ([`Mode`]): `off` decides nothing; `advise` makes the same decisions as `on`, all
 //! marked advisory (log them, apply nothing, hold no write back); `on` expects the driver to
-//! apply every non-advisory decision before the next observation.
+//! apply every non-advisory decision before the next observation. When `tandem adjust`
+//! turns a manager that was `on` to `advise` or `off` ([`Manager::reconfigure`]), the next
+//! observations undo what it applied, with non-advisory decisions: async peers return to
+//! the configured protocol, Ahead is left, tuned buffers return to the configured values,
+//! and possibly-stale marks are cleared once the peers caught up.
 //!
 //! # Rules and their defaults
 //! **Protocol** (`manager/protocol.rs`). The network's share of write latency is the ping

@@ -2,10 +2,10 @@
 //! rule on one observation.
 //!
 //! Call protocol: the driver calls `observe` once per `srm-interval` with a fresh
-//! [`Observation`], then applies the returned [`Outcome`] in order before the next call (in
-//! `advise` mode it only logs it). The manager assumes each non-advisory decision was
-//! applied; it never looks at a clock and keeps peers in a `BTreeMap`, so the same sequence
-//! of observations always yields the same decisions.
+//! [`Observation`], then applies the non-advisory decisions of the returned [`Outcome`] in
+//! order before the next call, and logs every decision. The manager assumes each
+//! non-advisory decision was applied; it never looks at a clock and keeps peers in a
+//! `BTreeMap`, so the same sequence of observations always yields the same decisions.
 //!
 //! Invariants: a peer is switched to protocol A only in the same outcome as, and after, a
 //! [`Action::MarkPossiblyStale`] for it; the mark is cleared only when the peer runs the
@@ -17,6 +17,7 @@ mod lag;
 mod mtu;
 mod protocol;
 mod resync;
+mod unwind;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -30,7 +31,10 @@ use crate::observation::{Observation, PeerId, PeerObservation, SystemObservation
 #[derive(Clone, Debug)]
 pub struct Manager {
     config: SrmConfig,
+    /// What the driver runs: the state `on` mode decided and the driver applied.
     peers: BTreeMap<PeerId, PeerState>,
+    /// What `advise` mode would have applied (never applied).
+    shadow: BTreeMap<PeerId, PeerState>,
 }
 
 /// What the manager currently believes about one peer, for `tandem srm status`.
@@ -127,6 +131,16 @@ impl PeerState {
         }
     }
 
+    fn status(&self, config: &SrmConfig) -> PeerStatus {
+        PeerStatus {
+            protocol: self.protocol(config),
+            possibly_stale: self.possibly_stale,
+            ahead: self.ahead(),
+            buffers: self.buffers,
+            resync_cap_bytes_per_s: self.resync_cap_bytes_per_s,
+        }
+    }
+
     fn ahead(&self) -> bool {
         matches!(self.congestion, Congestion::Ahead { .. })
     }
@@ -177,6 +191,7 @@ impl Manager {
         Ok(Self {
             config,
             peers: BTreeMap::new(),
+            shadow: BTreeMap::new(),
         })
     }
 
@@ -185,67 +200,110 @@ impl Manager {
         &self.config
     }
 
-    /// The manager's view of `peer`, once it was observed.
+    /// What the driver runs for `peer` by the manager's decisions (`None` if the manager
+    /// holds nothing for it).
     pub fn peer_status(&self, peer: PeerId) -> Option<PeerStatus> {
-        let state = self.peers.get(&peer)?;
-        Some(PeerStatus {
-            protocol: state.protocol(&self.config),
-            possibly_stale: state.possibly_stale,
-            ahead: state.ahead(),
-            buffers: state.buffers,
-            resync_cap_bytes_per_s: state.resync_cap_bytes_per_s,
-        })
+        self.peers
+            .get(&peer)
+            .map(|state| state.status(&self.config))
     }
 
-    /// Runs every rule on `observation` and returns what to do, in order. `Off` mode returns
-    /// nothing and keeps no state.
+    /// In `advise` mode: what `peer` would run if the advice were followed.
+    pub fn advised_status(&self, peer: PeerId) -> Option<PeerStatus> {
+        self.shadow
+            .get(&peer)
+            .map(|state| state.status(&self.config))
+    }
+
+    /// Replaces the settings (after `tandem adjust`), keeping what the manager knows and has
+    /// applied. Turning the manager from `on` to `advise` or `off` makes the next
+    /// observations undo what it applied (see [`Manager::observe`]).
+    pub fn reconfigure(&mut self, config: SrmConfig) -> Result<(), SrmError> {
+        config.validate()?;
+        self.config = config;
+        Ok(())
+    }
+
+    /// Runs every rule on `observation` and returns what to do, in order.
+    ///
+    /// In `on` mode the rules run on the applied state. In `advise` mode they run on a
+    /// shadow state and every decision and gate they produce is advisory. In `advise` and
+    /// `off` mode, whatever an earlier `on` period applied is undone first with
+    /// non-advisory decisions: async peers return to the configured protocol, Ahead peers
+    /// leave Ahead, tuned buffers return to the configured values, and possibly-stale marks
+    /// are cleared once the peer caught up. A manager that never ran `on` produces nothing
+    /// in `off` mode.
     pub fn observe(&mut self, observation: &Observation) -> Outcome {
-        if self.config.mode == Mode::Off {
-            self.peers.clear();
-            return Outcome::default();
-        }
-        let mut peers: Vec<&PeerObservation> = observation.peers.iter().collect();
-        peers.sort_by_key(|peer| peer.peer);
-        peers.dedup_by_key(|peer| peer.peer);
         let mut outcome = Outcome::default();
-        for peer in peers {
-            let context = Context {
-                config: &self.config,
-                now: observation.now,
-                system: &observation.system,
-                writes: &observation.writes,
-                peer,
-            };
-            let state = self
-                .peers
-                .entry(peer.peer)
-                .or_insert_with(|| PeerState::new(&self.config));
-            if !peer.connected {
-                state.forget_streaks();
-                continue;
+        let config = &self.config;
+        match config.mode {
+            Mode::On => {
+                self.shadow.clear();
+                run(config, &mut self.peers, observation, &mut outcome);
             }
-            let before = outcome.decisions.len();
-            protocol::step(state, &context, &mut outcome.decisions);
-            congestion::step(state, &context, &mut outcome.decisions);
-            resync::step(state, &context, &mut outcome.decisions);
-            buffers::step(state, &context, &mut outcome.decisions);
-            mtu::step(state, &context, &mut outcome.decisions);
-            protocol::clear_mark(state, &context, &mut outcome.decisions);
-            outcome.gates.push(lag::gate(state, &context));
-            debug_assert!(outcome.decisions[before..]
-                .iter()
-                .all(|d| d.peer == peer.peer));
-        }
-        if self.config.mode == Mode::Advise {
-            outcome
-                .decisions
-                .iter_mut()
-                .for_each(|decision| decision.advisory = true);
-            outcome
-                .gates
-                .iter_mut()
-                .for_each(|gate| gate.advisory = true);
+            Mode::Advise => {
+                unwind::run(config, &mut self.peers, observation, &mut outcome.decisions);
+                let mut advised = Outcome::default();
+                run(config, &mut self.shadow, observation, &mut advised);
+                advised
+                    .decisions
+                    .iter_mut()
+                    .for_each(|decision| decision.advisory = true);
+                advised
+                    .gates
+                    .iter_mut()
+                    .for_each(|gate| gate.advisory = true);
+                outcome.decisions.extend(advised.decisions);
+                outcome.gates = advised.gates;
+            }
+            Mode::Off => {
+                self.shadow.clear();
+                unwind::run(config, &mut self.peers, observation, &mut outcome.decisions);
+            }
         }
         outcome
+    }
+}
+
+/// The observed peers in id order, each once.
+fn peers_in_order(observation: &Observation) -> Vec<&PeerObservation> {
+    let mut peers: Vec<&PeerObservation> = observation.peers.iter().collect();
+    peers.sort_by_key(|peer| peer.peer);
+    peers.dedup_by_key(|peer| peer.peer);
+    peers
+}
+
+/// Runs every rule for every observed peer on `states`.
+fn run(
+    config: &SrmConfig,
+    states: &mut BTreeMap<PeerId, PeerState>,
+    observation: &Observation,
+    outcome: &mut Outcome,
+) {
+    for peer in peers_in_order(observation) {
+        let context = Context {
+            config,
+            now: observation.now,
+            system: &observation.system,
+            writes: &observation.writes,
+            peer,
+        };
+        let state = states
+            .entry(peer.peer)
+            .or_insert_with(|| PeerState::new(config));
+        if !peer.connected {
+            state.forget_streaks();
+            continue;
+        }
+        let before = outcome.decisions.len();
+        protocol::step(state, &context, &mut outcome.decisions);
+        congestion::step(state, &context, &mut outcome.decisions);
+        resync::step(state, &context, &mut outcome.decisions);
+        buffers::step(state, &context, &mut outcome.decisions);
+        mtu::step(state, &context, &mut outcome.decisions);
+        protocol::clear_mark(state, &context, &mut outcome.decisions);
+        outcome.gates.push(lag::gate(state, &context));
+        let added = outcome.decisions.get(before..).unwrap_or_default();
+        debug_assert!(added.iter().all(|decision| decision.peer == peer.peer));
     }
 }

@@ -714,3 +714,60 @@ fn peers_are_decided_independently_in_order() {
         vec![(PEER, Admit::Unlimited), (7, Admit::Bytes(64 << 20))]
     );
 }
+
+/// Turning the manager off (or to advise) after it sent a peer async undoes that with
+/// non-advisory decisions: back to the configured protocol at once, the mark cleared once
+/// the peer caught up, then silence. A contradictory new configuration is refused and the
+/// old one stays.
+#[test]
+fn turning_srm_off_undoes_what_it_applied() {
+    for mode in [Mode::Off, Mode::Advise] {
+        let mut run = Run::new(config(Mode::On));
+        for t in 0..5 {
+            run.step(t, &sample(t, delayed_peer(millis(20))));
+        }
+        assert_eq!(run.protocol(), Protocol::A);
+        let refused = run.manager.reconfigure(SrmConfig {
+            latency_return: millis(9),
+            ..config(mode)
+        });
+        assert!(refused.is_err());
+        assert_eq!(run.manager.config().mode, Mode::On);
+        assert_eq!(run.manager.reconfigure(config(mode)), Ok(()));
+        let mut backlog = healthy_peer();
+        backlog.unreplicated_bytes = 1 << 20;
+        let undo = run.step(5, &sample(5, backlog));
+        let real: Vec<Action> = undo
+            .decisions
+            .iter()
+            .filter(|decision| !decision.advisory)
+            .map(|decision| decision.action)
+            .collect();
+        assert_eq!(real, vec![Action::SetProtocol(Protocol::C)], "{mode}");
+        let status = run.manager.peer_status(PEER);
+        assert_eq!(
+            status.map(|status| (status.protocol, status.possibly_stale)),
+            Some((Protocol::C, true))
+        );
+        let caught_up = run.step(6, &sample(6, healthy_peer()));
+        let real: Vec<Action> = caught_up
+            .decisions
+            .iter()
+            .filter(|decision| !decision.advisory)
+            .map(|decision| decision.action)
+            .collect();
+        assert_eq!(real, vec![Action::ClearPossiblyStale], "{mode}");
+        assert_eq!(
+            run.manager.peer_status(PEER),
+            None,
+            "{mode}: nothing left to undo"
+        );
+        for t in 7..40 {
+            let outcome = run.step(t, &sample(t, healthy_peer()));
+            assert!(
+                outcome.decisions.iter().all(|decision| decision.advisory),
+                "{mode}"
+            );
+        }
+    }
+}
