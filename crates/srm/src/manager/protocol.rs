@@ -27,16 +27,18 @@ enum Level {
     Between,
 }
 
-/// The network's share of write latency: the ping RTT, or the ack latency minus the disk's
-/// share (the peer's reported write latency, else ours, as peers usually have alike disks),
-/// whichever is larger. A slow disk raises ack latency without raising this.
+/// The network's share of write latency: the ping RTT (else the kernel's smoothed RTT of
+/// the data socket), or the ack latency minus the disk's share (the peer's reported write
+/// latency, else ours, as peers usually have alike disks), whichever is larger. A slow disk
+/// raises ack latency without raising this.
 fn network_latency(context: &Context<'_>) -> Option<Duration> {
     let peer = context.peer;
     let disk = peer
         .peer_write_latency
         .unwrap_or(context.system.local_write_latency);
     let ack = peer.ack_latency_mean.map(|ack| ack.saturating_sub(disk));
-    match (peer.rtt, ack) {
+    let rtt = peer.rtt.or(peer.tcp.map(|tcp| tcp.rtt));
+    match (rtt, ack) {
         (None, None) => None,
         (rtt, ack) => Some(rtt.unwrap_or_default().max(ack.unwrap_or_default())),
     }
@@ -79,6 +81,18 @@ pub(super) fn link_measurements(context: &Context<'_>) -> Vec<Measurement> {
     }
     if let Some(ack) = peer.ack_latency_p99 {
         measurements.push(measure("ack-latency-p99", Value::Duration(ack)));
+    }
+    if let Some(tcp) = peer.tcp {
+        measurements.extend([
+            measure("tcp-rtt", Value::Duration(tcp.rtt)),
+            measure("tcp-rtt-variance", Value::Duration(tcp.rtt_variance)),
+            measure("tcp-retransmits", Value::Count(tcp.retransmits_total)),
+            measure(
+                "tcp-congestion-window",
+                Value::Count(u64::from(tcp.congestion_window_segments)),
+            ),
+            measure("tcp-not-sent", Value::Bytes(tcp.not_sent_bytes)),
+        ]);
     }
     measurements.extend([
         measure(

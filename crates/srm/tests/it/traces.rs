@@ -771,3 +771,40 @@ fn turning_srm_off_undoes_what_it_applied() {
         }
     }
 }
+
+/// Without pings or acks (an idle link), the kernel's smoothed RTT of the data socket
+/// stands in; with nothing measured at all, nothing counts either way.
+#[test]
+fn tcp_rtt_stands_in_for_missing_pings() {
+    let table: &[(&str, Option<u64>, usize)] = &[
+        ("TCP RTT 20 ms", Some(20), 1),
+        ("TCP RTT 1 ms", Some(1), 0),
+        ("nothing measured", None, 0),
+    ];
+    for (name, tcp_rtt, expected) in table {
+        let mut run = Run::new(config(Mode::On));
+        for t in 0..10 {
+            let mut peer = healthy_peer();
+            peer.rtt = None;
+            peer.ack_latency_mean = None;
+            peer.tcp = tcp_rtt.map(|rtt| srm::TcpInfo {
+                rtt: millis(rtt),
+                congestion_window_segments: 10,
+                ..srm::TcpInfo::default()
+            });
+            run.step(t, &sample(t, peer));
+        }
+        assert_eq!(run.switches().len(), *expected, "{name}");
+        if *expected > 0 {
+            let text = run
+                .log
+                .last()
+                .map(|(_, decision)| decision.to_string())
+                .unwrap_or_default();
+            assert!(
+                text.contains("tcp-rtt=20.0ms") && text.contains("tcp-congestion-window=10"),
+                "{text}"
+            );
+        }
+    }
+}
