@@ -56,7 +56,10 @@
 //! of a 10 Gbit/s link at 20 ms RTT (25 MB) with room for bursts, and is half a second of a
 //! 1 Gbit/s link; 2 s is a hundred round trips at 20 ms, long enough for async to absorb
 //! bursts, short enough that the data a failover can lose stays "the last two seconds",
-//! an RPO an administrator can state. Both are per connection and meant to be set.
+//! an RPO an administrator can state. Both are per connection and meant to be set. With
+//! `protocol A` configured the administrator already chose asynchronous replication: the
+//! gate bounds its lag too, but the manager does not mark the peer possibly-stale for it
+//! (the peer would never be promotable); only Ahead marks such a peer.
 //!
 //! **Congestion** (`manager/congestion.rs`). With `on-congestion pull-ahead` and an async
 //! peer whose in-flight data reaches `congestion-fill`, the peer goes Ahead (data marked

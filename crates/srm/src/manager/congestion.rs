@@ -3,7 +3,8 @@
 //! (Ahead/Behind); when the queue has drained, leave Ahead and let the resync catch up.
 //!
 //! The loop guard (LINBIT/drbd issue 46: Ahead → resync → the resync's own traffic congests
-//! the link → Ahead again, forever): Ahead is held at least `min_dwell`, and every re-entry
+//! the link → Ahead again, forever): Ahead is held at least `min_dwell` (and at least one
+//! interval), and every re-entry
 //! that comes while the previous catch-up resync is unfinished, or within
 //! [`AHEAD_REENTRY_WINDOW`] of leaving, doubles the hold (up to 2^[`AHEAD_BACKOFF_MAX`]
 //! times `min_dwell`), so the resync gets ever longer quiet periods to finish in; the
@@ -81,7 +82,10 @@ fn enter(
     } else {
         0
     };
-    let hold = context.config.min_dwell.saturating_mul(1 << reentries);
+    // The hold starts at the dwell, but at least one interval, so a zero dwell cannot
+    // disable the back-off.
+    let base = context.config.min_dwell.max(context.config.interval);
+    let hold = base.saturating_mul(1 << reentries);
     mark(
         state,
         context,

@@ -808,3 +808,28 @@ fn tcp_rtt_stands_in_for_missing_pings() {
         }
     }
 }
+
+/// A zero dwell does not disable the pull-ahead back-off: holds start at one interval and
+/// still double.
+#[test]
+fn pull_ahead_back_off_survives_a_zero_dwell() {
+    let mut config = config(Mode::On);
+    config.protocol = Protocol::A;
+    config.congestion_fill_bytes = Some(8 << 20);
+    config.min_dwell = Duration::ZERO;
+    let mut run = Run::new(config);
+    let mut out_of_sync = 0;
+    for t in 0..40u64 {
+        let ahead = run
+            .manager
+            .peer_status(PEER)
+            .is_some_and(|status| status.ahead);
+        let mut peer = healthy_peer();
+        peer.out_of_sync_bytes = out_of_sync;
+        peer.unreplicated_bytes = if ahead { 0 } else { 16 << 20 };
+        run.step(t, &sample(t, peer));
+        out_of_sync += 1 << 20;
+    }
+    let entries = run.times(|action| *action == Action::EnterAhead);
+    assert_eq!(entries, vec![0, 2, 5, 10, 19, 36]);
+}
