@@ -1,6 +1,5 @@
 //! `on HOST { node-id; address; nbd-address; metrics-address; volume N { }; disk { } }` and
-//! the effective
-//! per-host volumes.
+//! the effective per-host volumes.
 //!
 //! Invariants: a host's effective volume N takes each of device, disk and meta-disk from the
 //! host's own `volume N` if written there, else from the resource's `volume N`; a volume must
