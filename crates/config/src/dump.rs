@@ -154,6 +154,9 @@ impl Writer {
         if let Some(address) = host.nbd_address {
             self.line(&format!("nbd-address {address};"));
         }
+        if let Some(address) = host.metrics_address {
+            self.line(&format!("metrics-address {address};"));
+        }
         for volume in &host.volumes {
             self.volume(volume, resource_disk);
         }

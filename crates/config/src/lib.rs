@@ -26,6 +26,22 @@
 //! # tandem-only keywords
 //! * `nbd-address [ADDR:]PORT;` inside `on HOST { }`: where that node's NBD server listens.
 //!   A bare port means `127.0.0.1:PORT`. See [`Host::nbd_address`].
+//! * `metrics-address [ADDR:]PORT;` inside `on HOST { }`: where that node serves Prometheus
+//!   metrics (off unless written; a bare port means loopback). See [`Host::metrics_address`].
+//! * The Selective Replication Manager (issue 5; its rules and the reasons for the defaults
+//!   are in the `srm` crate): `srm off|advise|on` and `srm-interval` in `options`;
+//!   `srm-max-lag-bytes`, `srm-max-lag-time`, `srm-latency-high`/`-low`,
+//!   `srm-fill-high`/`-low` (percent), `srm-min-dwell`, the bounds the manager moves
+//!   buffers within (`srm-max-buffers-min`/`-max`, `srm-max-epoch-size-min`/`-max`,
+//!   `srm-sndbuf-size-min`/`-max`) and the async buffer (`async-buffer SIZE`,
+//!   `async-buffer-compress none|lz4|zstd`) in `net`, per connection like `protocol`;
+//!   `srm-resync-share` (percent) with the other resync options in `disk`. Contradictory
+//!   combinations are refused at load time (see `resolve/srm.rs`): a zero lag bound or a
+//!   lag time under the interval with `srm` on or advise, a return threshold not below its
+//!   enter threshold, a minimum over its maximum, compression without a buffer, a buffer
+//!   larger than the lag bound or one nothing would use. With `srm on`, `on-congestion`
+//!   other than `block` is accepted with any protocol (it applies while the manager runs
+//!   the peer asynchronously).
 //!
 //! # Restrictions compared with DRBD
 //! * `cram-hmac-alg` accepts only [`CRAM_HMAC_ALGORITHMS`] (what tandem implements).
@@ -61,9 +77,9 @@ pub use model::{
     Volume,
 };
 pub use options::enums::{
-    AfterSb0Pri, AfterSb1Pri, AfterSb2Pri, Fencing, OnCongestion, OnIoError, OnNoDataAccessible,
-    OnNoQuorum, OnSuspendedPrimaryOutdated, Protocol, Quorum, ReadBalancing, RrConflict,
-    UsageCount,
+    AfterSb0Pri, AfterSb1Pri, AfterSb2Pri, AsyncBufferCompress, Fencing, OnCongestion, OnIoError,
+    OnNoDataAccessible, OnNoQuorum, OnSuspendedPrimaryOutdated, Protocol, Quorum, ReadBalancing,
+    RrConflict, Srm, UsageCount,
 };
 pub use options::table::{self, CRAM_HMAC_ALGORITHMS};
 pub use options::{DiskOptions, Global, NetOptions, PeerDeviceOptions, ResourceOptions, Startup};

@@ -64,6 +64,9 @@ pub struct Host {
     pub address: Option<SocketAddr>,
     /// tandem only: where this node's NBD server listens, if it runs one.
     pub nbd_address: Option<SocketAddr>,
+    /// tandem only: where this node serves Prometheus metrics over HTTP; `None` (the
+    /// default) runs no listener.
+    pub metrics_address: Option<SocketAddr>,
     /// This host's volumes (resource-level volumes with this host's overrides), by number.
     pub volumes: Vec<Volume>,
 }

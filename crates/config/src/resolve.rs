@@ -10,6 +10,7 @@ mod connection;
 mod host;
 mod resource;
 mod sections;
+mod srm;
 mod volume;
 
 #[cfg(test)]

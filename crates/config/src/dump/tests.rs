@@ -130,12 +130,32 @@ fn show_defaults_and_selection() {
 /// A drbd.conf spelling of a valid value of `spec`.
 ///
 /// `allow-two-primaries` and `on-congestion` keep their defaults, because their other
-/// values are valid only with one particular protocol.
+/// values are valid only with one particular protocol. Of tandem's manager options, `srm`
+/// and the async buffer keep theirs (their other values constrain other options), and the
+/// lower ends of threshold and bound pairs stay at their minimum and the upper ends at or
+/// above the lower ends' defaults, so every pair is ordered.
 fn value_of(spec: &'static OptionSpec) -> BoxedStrategy<String> {
     match spec.name {
         "allow-two-primaries" => return Just("no".to_string()).boxed(),
         "on-congestion" => return Just("block".to_string()).boxed(),
+        "srm" => return Just("off".to_string()).boxed(),
+        "async-buffer" => return Just("0".to_string()).boxed(),
+        "async-buffer-compress" => return Just("none".to_string()).boxed(),
+        "srm-latency-low" | "srm-fill-low" => return Just("0".to_string()).boxed(),
+        "srm-max-buffers-min" => return Just("32".to_string()).boxed(),
+        "srm-max-epoch-size-min" => return Just("1".to_string()).boxed(),
+        "srm-sndbuf-size-min" => return Just("4096".to_string()).boxed(),
         _ => {}
+    }
+    let upper = match spec.name {
+        "srm-latency-high" => Some(3u64..=10_000),
+        "srm-fill-high" => Some(31..=100),
+        "srm-max-buffers-max" | "srm-max-epoch-size-max" => Some(8192..=20_000),
+        "srm-sndbuf-size-max" => Some(2 << 20..=128 << 20),
+        _ => None,
+    };
+    if let Some(range) = upper {
+        return range.prop_map(|number: u64| number.to_string()).boxed();
     }
     match spec.kind {
         Kind::Bool { .. } => prop_oneof![Just("yes"), Just("no"), Just("")]

@@ -174,6 +174,32 @@ word_enum! {
 }
 
 word_enum! {
+    /// tandem only: `srm`, the Selective Replication Manager's mode.
+    pub enum Srm {
+        /// The manager decides nothing.
+        Off = "off",
+        /// The manager logs what it would do and changes nothing.
+        Advise = "advise",
+        /// The manager retunes replication within the configured bounds.
+        On = "on",
+    }
+    default = Off;
+}
+
+word_enum! {
+    /// tandem only: `async-buffer-compress`, how the async buffer stores what it holds.
+    pub enum AsyncBufferCompress {
+        /// Uncompressed.
+        None = "none",
+        /// LZ4: fast, modest ratio.
+        Lz4 = "lz4",
+        /// Zstandard: slower, better ratio.
+        Zstd = "zstd",
+    }
+    default = None;
+}
+
+word_enum! {
     /// `fencing`: what a primary does when it loses its peer.
     pub enum Fencing {
         /// Nothing.

@@ -172,6 +172,8 @@ macro_rules! word_enum_field {
 
 word_enum_field!(
     Protocol,
+    Srm,
+    AsyncBufferCompress,
     UsageCount,
     OnNoDataAccessible,
     OnNoQuorum,

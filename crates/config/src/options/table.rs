@@ -57,6 +57,8 @@ pub enum Unit {
     Deciseconds,
     /// Milliseconds (no suffixes).
     Milliseconds,
+    /// Percent of something (no suffixes).
+    Percent,
 }
 
 impl Unit {
@@ -71,6 +73,7 @@ impl Unit {
             Self::Seconds => "seconds",
             Self::Deciseconds => "1/10 seconds",
             Self::Milliseconds => "milliseconds",
+            Self::Percent => "percent",
         }
     }
 
@@ -80,13 +83,13 @@ impl Unit {
             Self::Count | Self::Pages | Self::Bytes => Some(1),
             Self::Sectors => Some(512),
             Self::KibPerSecond => Some(1024),
-            Self::Seconds | Self::Deciseconds | Self::Milliseconds => None,
+            Self::Seconds | Self::Deciseconds | Self::Milliseconds | Self::Percent => None,
         }
     }
 
     /// True if the unit is a time span (the typed field is a `Duration`).
     pub fn is_time(self) -> bool {
-        self.bytes().is_none()
+        matches!(self, Self::Seconds | Self::Deciseconds | Self::Milliseconds)
     }
 }
 
@@ -200,7 +203,14 @@ const fn text(name: &'static str, class: Class, max_len: usize) -> OptionSpec {
 
 use super::enums as e;
 use Class::{Disk, Global, Net, PeerDevice, Resource, Startup};
-use Unit::{Bytes, Count, Deciseconds, KibPerSecond, Milliseconds, Pages, Seconds, Sectors};
+use Unit::{
+    Bytes, Count, Deciseconds, KibPerSecond, Milliseconds, Pages, Percent, Seconds, Sectors,
+};
+
+/// Largest `srm-max-lag-bytes` and `async-buffer`: 64 GiB (both are memory on the Primary).
+pub const SRM_BUFFER_BYTES_MAX: u64 = 64 << 30;
+/// Largest `srm-max-lag-time`: one hour, in milliseconds.
+pub const SRM_LAG_MILLISECONDS_MAX: u64 = 3_600_000;
 
 /// Algorithms tandem implements for `cram-hmac-alg` (peer authentication).
 pub const CRAM_HMAC_ALGORITHMS: &[&str] = &["sha1", "sha256", "sha512"];
@@ -267,6 +277,10 @@ pub static OPTIONS: &[OptionSpec] = &[
         e::OnSuspendedPrimaryOutdated::NAMES,
         "disconnect",
     ),
+    // tandem only: the Selective Replication Manager (issue 5); defaults are justified in
+    // the srm crate's documentation.
+    choice("srm", Resource, e::Srm::NAMES, "off"),
+    number("srm-interval", Resource, Milliseconds, (100, 60_000), 1000),
     // net
     OptionSpec {
         name: "protocol",
@@ -317,6 +331,51 @@ pub static OPTIONS: &[OptionSpec] = &[
     flag("tls", Net, false),
     text("transport", Net, SHARED_SECRET_MAX),
     flag("load-balance-paths", Net, false),
+    // tandem only: the manager's per-connection bounds and thresholds, and the async buffer.
+    number(
+        "srm-max-lag-bytes",
+        Net,
+        Bytes,
+        (0, SRM_BUFFER_BYTES_MAX),
+        64 << 20,
+    ),
+    number(
+        "srm-max-lag-time",
+        Net,
+        Milliseconds,
+        (0, SRM_LAG_MILLISECONDS_MAX),
+        2000,
+    ),
+    number("srm-latency-high", Net, Milliseconds, (1, 10_000), 5),
+    number("srm-latency-low", Net, Milliseconds, (0, 9_999), 2),
+    number("srm-fill-high", Net, Percent, (1, 100), 80),
+    number("srm-fill-low", Net, Percent, (0, 99), 30),
+    number("srm-min-dwell", Net, Seconds, (0, 3600), 10),
+    number("srm-max-buffers-min", Net, Pages, (32, 131_072), 2048),
+    number("srm-max-buffers-max", Net, Pages, (32, 131_072), 8192),
+    number("srm-max-epoch-size-min", Net, Count, (1, 20_000), 2048),
+    number("srm-max-epoch-size-max", Net, Count, (1, 20_000), 8192),
+    number(
+        "srm-sndbuf-size-min",
+        Net,
+        Bytes,
+        (4096, 128 << 20),
+        128 << 10,
+    ),
+    number(
+        "srm-sndbuf-size-max",
+        Net,
+        Bytes,
+        (4096, 128 << 20),
+        2 << 20,
+    ),
+    number("async-buffer", Net, Bytes, (0, SRM_BUFFER_BYTES_MAX), 0),
+    choice(
+        "async-buffer-compress",
+        Net,
+        e::AsyncBufferCompress::NAMES,
+        "none",
+    ),
     // disk (disk-options and device options)
     choice("on-io-error", Disk, e::OnIoError::NAMES, "detach"),
     text("resync-after", Disk, SHARED_SECRET_MAX),
@@ -352,6 +411,8 @@ pub static OPTIONS: &[OptionSpec] = &[
         102_400,
     ),
     number("c-min-rate", PeerDevice, KibPerSecond, (0, 4 << 20), 250),
+    // tandem only: most of the link the manager lets a resync use.
+    number("srm-resync-share", PeerDevice, Percent, (1, 100), 50),
     flag("bitmap", PeerDevice, true),
     flag("resync-without-replication", PeerDevice, true),
     flag("peer-tiebreaker", PeerDevice, true),

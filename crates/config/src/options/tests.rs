@@ -81,6 +81,13 @@ const EXPECTED: &[Expectation] = &[
     ("on-no-quorum", "suspend-io", None, ""),
     ("quorum-minimum-redundancy", "off", None, ""),
     ("on-suspended-primary-outdated", "disconnect", None, ""),
+    ("srm", "off", None, ""),
+    (
+        "srm-interval",
+        "1000",
+        Some(("100", "60000")),
+        " (milliseconds)",
+    ),
     ("protocol", "C", None, ""),
     ("timeout", "60", Some(("1", "600")), " (1/10 seconds)"),
     ("max-epoch-size", "2048", Some(("1", "20000")), ""),
@@ -124,6 +131,61 @@ const EXPECTED: &[Expectation] = &[
     ("tls", "no", None, ""),
     ("transport", "unset", None, ""),
     ("load-balance-paths", "no", None, ""),
+    (
+        "srm-max-lag-bytes",
+        "67108864",
+        Some(("0", "68719476736")),
+        " (bytes)",
+    ),
+    (
+        "srm-max-lag-time",
+        "2000",
+        Some(("0", "3600000")),
+        " (milliseconds)",
+    ),
+    (
+        "srm-latency-high",
+        "5",
+        Some(("1", "10000")),
+        " (milliseconds)",
+    ),
+    (
+        "srm-latency-low",
+        "2",
+        Some(("0", "9999")),
+        " (milliseconds)",
+    ),
+    ("srm-fill-high", "80", Some(("1", "100")), " (percent)"),
+    ("srm-fill-low", "30", Some(("0", "99")), " (percent)"),
+    ("srm-min-dwell", "10", Some(("0", "3600")), " (seconds)"),
+    (
+        "srm-max-buffers-min",
+        "2048",
+        Some(("32", "131072")),
+        " (pages)",
+    ),
+    (
+        "srm-max-buffers-max",
+        "8192",
+        Some(("32", "131072")),
+        " (pages)",
+    ),
+    ("srm-max-epoch-size-min", "2048", Some(("1", "20000")), ""),
+    ("srm-max-epoch-size-max", "8192", Some(("1", "20000")), ""),
+    (
+        "srm-sndbuf-size-min",
+        "131072",
+        Some(("4096", "134217728")),
+        " (bytes)",
+    ),
+    (
+        "srm-sndbuf-size-max",
+        "2097152",
+        Some(("4096", "134217728")),
+        " (bytes)",
+    ),
+    ("async-buffer", "0", Some(("0", "68719476736")), " (bytes)"),
+    ("async-buffer-compress", "none", None, ""),
     ("on-io-error", "detach", None, ""),
     ("resync-after", "unset", None, ""),
     ("al-extents", "1237", Some(("67", "65534")), ""),
@@ -155,6 +217,7 @@ const EXPECTED: &[Expectation] = &[
     ("c-fill-target", "100", Some(("0", "1048576")), " (sectors)"),
     ("c-max-rate", "102400", Some(("0", "4194304")), " (KiB/s)"),
     ("c-min-rate", "250", Some(("0", "4194304")), " (KiB/s)"),
+    ("srm-resync-share", "50", Some(("1", "100")), " (percent)"),
     ("bitmap", "yes", None, ""),
     ("resync-without-replication", "yes", None, ""),
     ("peer-tiebreaker", "yes", None, ""),
@@ -173,14 +236,34 @@ const EXPECTED: &[Expectation] = &[
 
 const HOST: &str = "    on a { volume 0 { device minor 0; disk /dev/x; meta-disk internal; } }\n";
 
+/// What an option needs beside it so that every value in its range is valid on its own:
+/// the other end of a tandem threshold or bound pair at its extreme, or the protocol the
+/// async buffer is for (resolve/srm.rs refuses the contradictions).
+fn companion(name: &str) -> &'static str {
+    match name {
+        "srm-latency-high" => " srm-latency-low 0;",
+        "srm-latency-low" => " srm-latency-high 10000;",
+        "srm-fill-high" => " srm-fill-low 0;",
+        "srm-fill-low" => " srm-fill-high 100;",
+        "srm-max-buffers-min" => " srm-max-buffers-max 131072;",
+        "srm-max-buffers-max" => " srm-max-buffers-min 32;",
+        "srm-max-epoch-size-min" => " srm-max-epoch-size-max 20000;",
+        "srm-max-epoch-size-max" => " srm-max-epoch-size-min 1;",
+        "srm-sndbuf-size-min" => " srm-sndbuf-size-max 128M;",
+        "srm-sndbuf-size-max" => " srm-sndbuf-size-min 4096;",
+        "async-buffer" => " protocol A;",
+        _ => "",
+    }
+}
+
 /// A configuration with `name value;` in the option's home section, and the line and
 /// column where `value` starts.
 fn config_with(name: &str, value: &str) -> (String, usize, usize) {
     let class = super::table::find(name).map_or(Class::Net, |spec| spec.class);
     let statement = if value.is_empty() {
-        format!("{name};")
+        format!("{name};{}", companion(name))
     } else {
-        format!("{name} {value};")
+        format!("{name} {value};{}", companion(name))
     };
     if class == Class::Global {
         let text = format!("global {{\n    {statement}\n}}\nresource r0 {{\n{HOST}}}\n");

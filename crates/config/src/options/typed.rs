@@ -8,9 +8,9 @@
 use std::time::Duration;
 
 use super::enums::{
-    AfterSb0Pri, AfterSb1Pri, AfterSb2Pri, Fencing, OnCongestion, OnIoError, OnNoDataAccessible,
-    OnNoQuorum, OnSuspendedPrimaryOutdated, Protocol, Quorum, ReadBalancing, RrConflict,
-    UsageCount,
+    AfterSb0Pri, AfterSb1Pri, AfterSb2Pri, AsyncBufferCompress, Fencing, OnCongestion, OnIoError,
+    OnNoDataAccessible, OnNoQuorum, OnSuspendedPrimaryOutdated, Protocol, Quorum, ReadBalancing,
+    RrConflict, Srm, UsageCount,
 };
 use super::field::OptionField;
 use super::set::OptionSet;
@@ -117,6 +117,10 @@ option_struct! {
         quorum_minimum_redundancy: Quorum = "quorum-minimum-redundancy",
         /// `on-suspended-primary-outdated`.
         on_suspended_primary_outdated: OnSuspendedPrimaryOutdated = "on-suspended-primary-outdated",
+        /// tandem only: `srm`, the Selective Replication Manager's mode.
+        srm: Srm = "srm",
+        /// tandem only: `srm-interval`, time between the manager's observations.
+        srm_interval: Duration = "srm-interval",
     }
 }
 
@@ -190,6 +194,37 @@ option_struct! {
         transport: Option<String> = "transport",
         /// `load-balance-paths`.
         load_balance_paths: bool = "load-balance-paths",
+        /// tandem only: `srm-max-lag-bytes`, most unreplicated data an async peer may have.
+        srm_max_lag_bytes: u64 = "srm-max-lag-bytes",
+        /// tandem only: `srm-max-lag-time`, oldest unreplicated data an async peer may have.
+        srm_max_lag_time: Duration = "srm-max-lag-time",
+        /// tandem only: `srm-latency-high`, network latency that sends a peer async.
+        srm_latency_high: Duration = "srm-latency-high",
+        /// tandem only: `srm-latency-low`, network latency that brings it back.
+        srm_latency_low: Duration = "srm-latency-low",
+        /// tandem only: `srm-fill-high`, send-queue fill (percent) that sends a peer async.
+        srm_fill_high_percent: u32 = "srm-fill-high",
+        /// tandem only: `srm-fill-low`, send-queue fill (percent) that brings it back.
+        srm_fill_low_percent: u32 = "srm-fill-low",
+        /// tandem only: `srm-min-dwell`, least time between two protocol switches.
+        srm_min_dwell: Duration = "srm-min-dwell",
+        /// tandem only: `srm-max-buffers-min`, lowest `max-buffers` the manager sets (pages).
+        srm_max_buffers_min: u32 = "srm-max-buffers-min",
+        /// tandem only: `srm-max-buffers-max`, highest `max-buffers` the manager sets (pages).
+        srm_max_buffers_max: u32 = "srm-max-buffers-max",
+        /// tandem only: `srm-max-epoch-size-min`, lowest `max-epoch-size` the manager sets.
+        srm_max_epoch_size_min: u32 = "srm-max-epoch-size-min",
+        /// tandem only: `srm-max-epoch-size-max`, highest `max-epoch-size` the manager sets.
+        srm_max_epoch_size_max: u32 = "srm-max-epoch-size-max",
+        /// tandem only: `srm-sndbuf-size-min`, smallest `sndbuf-size` the manager sets.
+        srm_sndbuf_size_min_bytes: u64 = "srm-sndbuf-size-min",
+        /// tandem only: `srm-sndbuf-size-max`, largest `sndbuf-size` the manager sets.
+        srm_sndbuf_size_max_bytes: u64 = "srm-sndbuf-size-max",
+        /// tandem only: `async-buffer`, memory that absorbs write bursts of an async peer;
+        /// 0 = none.
+        async_buffer_bytes: u64 = "async-buffer",
+        /// tandem only: `async-buffer-compress`.
+        async_buffer_compress: AsyncBufferCompress = "async-buffer-compress",
     }
 }
 
@@ -244,6 +279,9 @@ option_struct! {
         c_max_rate_kib_per_s: u32 = "c-max-rate",
         /// `c-min-rate`.
         c_min_rate_kib_per_s: u32 = "c-min-rate",
+        /// tandem only: `srm-resync-share`, most of the link (percent) the manager lets a
+        /// resync use.
+        srm_resync_share_percent: u32 = "srm-resync-share",
         /// `bitmap`: keep a bitmap slot for this peer.
         bitmap: bool = "bitmap",
         /// `resync-without-replication`.

@@ -1,4 +1,5 @@
-//! Network addresses: `address [ipv4|ipv6] ADDR:PORT` and tandem's `nbd-address [ADDR:]PORT`.
+//! Network addresses: `address [ipv4|ipv6] ADDR:PORT` and tandem's listener addresses
+//! `nbd-address [ADDR:]PORT` and `metrics-address [ADDR:]PORT`.
 //!
 //! Invariant: every address returned has a port in 1..=65535, and an explicit address
 //! family matches the address.
@@ -74,8 +75,9 @@ pub(crate) fn parse_port(token: &Token) -> Result<u16, ConfigError> {
     u16::try_from(port).map_err(|_| invalid(token, "the port must be 1..=65535".to_string()))
 }
 
-/// Parses tandem's `nbd-address [ADDR:]PORT`; a bare port means 127.0.0.1:PORT.
-pub(crate) fn parse_nbd_address(token: &Token) -> Result<SocketAddr, ConfigError> {
+/// Parses a tandem listener address (`nbd-address`, `metrics-address`): `[ADDR:]PORT`, where
+/// a bare port means 127.0.0.1:PORT (loopback unless the administrator says otherwise).
+pub(crate) fn parse_listen_address(token: &Token) -> Result<SocketAddr, ConfigError> {
     if token.text.bytes().all(|byte| byte.is_ascii_digit()) {
         let port = parse_port(token)?;
         return Ok(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port));

@@ -12,10 +12,10 @@ use std::net::SocketAddr;
 
 use crate::error::{ConfigError, Location};
 use crate::model::{Connection, Host, PeerVolume};
-use crate::options::enums::{OnCongestion, Protocol};
+use crate::options::enums::{OnCongestion, Protocol, Srm};
 use crate::options::set::OptionSet;
 use crate::options::table::Class;
-use crate::options::{NetOptions, PeerDeviceOptions};
+use crate::options::{NetOptions, PeerDeviceOptions, ResourceOptions};
 use crate::syntax::Node;
 
 use super::address::{parse_address, parse_port};
@@ -214,6 +214,8 @@ pub(crate) fn parse_mesh(node: &Node) -> Result<MeshDecl, ConfigError> {
 pub(crate) struct LinkContext<'a> {
     pub resource: &'a str,
     pub hosts: &'a [Host],
+    /// common options < resource options (the manager's mode decides some net rules).
+    pub options: &'a OptionSet,
     /// common net < resource net.
     pub net: &'a OptionSet,
     /// common disk < resource disk.
@@ -453,7 +455,14 @@ fn build(
         })
         .collect();
     let net_options = NetOptions::from_set(&net);
-    check_net(&net, &net_options, context.at)?;
+    let options = ResourceOptions::from_set(context.options);
+    check_net(&net, &net_options, options.srm, context.at)?;
+    let sources = super::srm::Sources {
+        net: &net,
+        options: context.options,
+        fallback: context.at,
+    };
+    super::srm::check(&net_options, &options, &sources)?;
     Ok(Connection {
         name,
         hosts: [ends[0].name.clone(), ends[1].name.clone()],
@@ -466,15 +475,25 @@ fn build(
 
 /// The kernel's cross-field rules on net options (drbd_nl.c: ERR_NOT_PROTO_C for two
 /// primaries, ERR_CONG_NOT_PROTO_A for a congestion policy). `set` is the merged set, so
-/// the error points at the setting that asked for the combination.
-fn check_net(set: &OptionSet, net: &NetOptions, fallback: &Location) -> Result<(), ConfigError> {
+/// the error points at the setting that asked for the combination. With `srm on` a
+/// congestion policy is accepted with any protocol: it applies while the manager runs the
+/// peer asynchronously.
+fn check_net(
+    set: &OptionSet,
+    net: &NetOptions,
+    srm: Srm,
+    fallback: &Location,
+) -> Result<(), ConfigError> {
     let at = |name: &str| set.location(name).unwrap_or(fallback);
     if net.allow_two_primaries && net.protocol != Protocol::C {
         let message = "allow-two-primaries requires protocol C";
         return Err(ConfigError::invalid(at("allow-two-primaries"), message));
     }
-    if net.on_congestion != OnCongestion::Block && net.protocol != Protocol::A {
-        let message = format!("on-congestion {} requires protocol A", net.on_congestion);
+    if net.on_congestion != OnCongestion::Block && net.protocol != Protocol::A && srm != Srm::On {
+        let message = format!(
+            "on-congestion {} requires protocol A (or srm on)",
+            net.on_congestion
+        );
         return Err(ConfigError::invalid(at("on-congestion"), message));
     }
     Ok(())

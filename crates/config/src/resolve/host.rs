@@ -1,5 +1,5 @@
-//! `on HOST { node-id; address; nbd-address; volume N { }; disk { } }` and the effective
-//! per-host volumes.
+//! `on HOST { node-id; address; nbd-address; metrics-address; volume N { }; disk { } }` and
+//! the effective per-host volumes.
 //!
 //! Invariants: a host's effective volume N takes each of device, disk and meta-disk from the
 //! host's own `volume N` if written there, else from the resource's `volume N`; a volume must
@@ -16,7 +16,7 @@ use crate::options::table::Class;
 use crate::options::DiskOptions;
 use crate::syntax::Node;
 
-use super::address::{parse_address, parse_nbd_address};
+use super::address::{parse_address, parse_listen_address};
 use super::sections::add_all;
 use super::volume::{insert_volume, parse_volume, VolumeDecl};
 use super::{plain_number, single_value, unknown_keyword};
@@ -32,6 +32,7 @@ pub(crate) struct HostDecl {
     pub node_id: Option<(u8, Location)>,
     pub address: Option<(SocketAddr, Location)>,
     pub nbd_address: Option<(SocketAddr, Location)>,
+    pub metrics_address: Option<(SocketAddr, Location)>,
     pub volumes: BTreeMap<u16, VolumeDecl>,
     /// The `on` section's `disk { }` options (apply to all its volumes).
     pub disk: OptionSet,
@@ -58,6 +59,7 @@ pub(crate) fn parse_host(node: &Node) -> Result<HostDecl, ConfigError> {
         node_id: None,
         address: None,
         nbd_address: None,
+        metrics_address: None,
         volumes: BTreeMap::new(),
         disk: OptionSet::default(),
     };
@@ -95,12 +97,17 @@ impl HostDecl {
                 }
                 self.address = Some((self.address_statement(node)?, node.at().clone()));
             }
-            "nbd-address" => {
-                if let Some((_, first)) = &self.nbd_address {
-                    return Err(duplicate("nbd-address", first));
+            "nbd-address" | "metrics-address" => {
+                let slot = if node.name() == "nbd-address" {
+                    &mut self.nbd_address
+                } else {
+                    &mut self.metrics_address
+                };
+                if let Some((_, first)) = slot {
+                    return Err(duplicate(node.name(), first));
                 }
-                let address = parse_nbd_address(single_value(node, "[ADDRESS:]PORT")?)?;
-                self.nbd_address = Some((address, node.at().clone()));
+                let address = parse_listen_address(single_value(node, "[ADDRESS:]PORT")?)?;
+                *slot = Some((address, node.at().clone()));
             }
             "volume" => insert_volume(&mut self.volumes, parse_volume(node, &[Class::Disk])?)?,
             "disk" => add_all(&mut self.disk, node, &[Class::Disk], "on disk")?,
@@ -170,6 +177,7 @@ pub(crate) fn build_host(
         node_id,
         address: decl.address.as_ref().map(|(address, _)| *address),
         nbd_address: decl.nbd_address.as_ref().map(|(address, _)| *address),
+        metrics_address: decl.metrics_address.as_ref().map(|(address, _)| *address),
         volumes,
     };
     Ok(host)

@@ -38,10 +38,12 @@ pub(crate) fn resolve(
     let decl = parse(node)?;
     let net = OptionSet::layered(&[&common.net, &decl.sections.net]);
     let disk = OptionSet::layered(&[&common.disk, &decl.sections.disk]);
+    let options = OptionSet::layered(&[&common.options, &decl.sections.options]);
     let hosts = build_hosts(&decl, &disk)?;
     let context = LinkContext {
         resource: &decl.name,
         hosts: &hosts,
+        options: &options,
         net: &net,
         disk: &disk,
         volumes: &decl.volumes,
@@ -50,10 +52,7 @@ pub(crate) fn resolve(
     let connections = build_links(&decl.links, &context)?;
     let resource = Resource {
         name: decl.name.clone(),
-        options: ResourceOptions::from_set(&OptionSet::layered(&[
-            &common.options,
-            &decl.sections.options,
-        ])),
+        options: ResourceOptions::from_set(&options),
         net: NetOptions::from_set(&net),
         disk: DiskOptions::from_set(&disk),
         peer_device: PeerDeviceOptions::from_set(&disk),

@@ -241,7 +241,7 @@ fn errors() {
         ),
         (
             format!("common {{ net {{ on-congestion pull-ahead; }} }}\nresource r {{\n{VOLUME}\n{two}\n}}"),
-            "t.res:1:16: on-congestion pull-ahead requires protocol A",
+            "t.res:1:16: on-congestion pull-ahead requires protocol A (or srm on)",
         ),
         ("global { }\nglobal { }".to_string(), "t.res:2:1: global section is defined twice (first at t.res:1:1)"),
         ("common { }\ncommon { }".to_string(), "t.res:2:1: common section is defined twice (first at t.res:1:1)"),
