@@ -19,7 +19,7 @@ use std::time::Instant;
 
 use bufpool::BufPool;
 use bufpool::Incoming;
-use repl::{Action, ConnState, DiskOp, Engine, IoError, Op, PeerMessage, RequestId, Resolution, Time};
+use repl::{Action, ConnState, DiskOp, Engine, IoError, Op, PeerMessage, RequestId, Resolution, Role, Time};
 use tokio::sync::{mpsc, watch, OwnedSemaphorePermit};
 
 use crate::disk::Disk;
@@ -157,6 +157,8 @@ pub(crate) struct Resource {
     /// Bumped on every state change; status and events watch it.
     pub(crate) changed: watch::Sender<u64>,
     pub(crate) down: AtomicBool,
+    /// Quorum as last reported (for the `quorum-lost` handler and the log).
+    had_quorum: AtomicBool,
     start: Instant,
 }
 
@@ -213,6 +215,7 @@ impl Resource {
             next_generation: AtomicU64::new(1),
             changed,
             down: AtomicBool::new(false),
+            had_quorum: AtomicBool::new(true),
             start: Instant::now(),
         });
         resource.start_meta_writers(receivers)?;
@@ -337,9 +340,30 @@ impl Resource {
                     }
                 }
             }
-            Action::StateChanged => self.changed.send_modify(|version| *version += 1),
+            Action::StateChanged => {
+                self.quorum_transition(&core.engine);
+                self.changed.send_modify(|version| *version += 1);
+            }
         }
         None
+    }
+
+    /// Logs quorum changes and runs `quorum-lost` when a Primary loses it.
+    fn quorum_transition(&self, engine: &Engine<Payload>) {
+        let now = engine.has_quorum();
+        if self.had_quorum.swap(now, Ordering::AcqRel) == now {
+            return;
+        }
+        if now {
+            tracing::info!(resource = %self.name, "quorum regained");
+            return;
+        }
+        let primary = engine.role() == Role::Primary;
+        tracing::error!(resource = %self.name, primary, "quorum lost: {}", engine.quorum_report());
+        if primary {
+            let event = HandlerEvent { resource: &self.name, volume: None, peer_node_id: None, peer_name: None };
+            handlers::run(&self.handlers, "quorum-lost", &event);
+        }
     }
 
     fn start_local_io(self: &Arc<Self>, action: Action<Payload>) {

@@ -10,7 +10,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use bufpool::{BufPool, PoolConfig};
-use repl::{AfterSb0Pri, AfterSb1Pri, AfterSb2Pri, Engine, EngineConfig, NodeId, PeerConfig, ResyncRateConfig, SplitBrainPolicies};
+use repl::{AfterSb0Pri, AfterSb1Pri, AfterSb2Pri, Engine, EngineConfig, NodeId, OnNoQuorum, PeerConfig, QuorumConfig, QuorumRule, ResyncRateConfig, SplitBrainPolicies};
 use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::mpsc;
 
@@ -31,7 +31,7 @@ pub(crate) const ACTIVE_OPTIONS: &[&str] = &[
     "resync-rate", "c-plan-ahead", "c-delay-target", "c-fill-target", "c-max-rate", "c-min-rate",
     "after-sb-0pri", "after-sb-1pri", "after-sb-2pri", "split-brain", "initial-split-brain",
     "pri-lost-after-sb", "verify-alg", "csums-alg", "out-of-sync", "al-extents", "al-updates",
-    "resync-after",
+    "resync-after", "quorum", "on-no-quorum", "quorum-minimum-redundancy", "quorum-lost",
 ];
 
 /// Dirty bitmap pages are written every this many engine ticks (1 s), besides on every
@@ -166,7 +166,25 @@ fn build_resource(resource: &config::Resource, host: &config::Host, pool: &Arc<B
     .map_err(|error| setup_error(format!("the metadata does not fit the configuration: {error}")))?;
     let volume_layout = volume_layout(host);
     let parts = ResourceParts { name: resource.name.clone(), node_id: host.node_id, listen, peers, volumes, metas, pool: Arc::clone(pool), handlers: resource.handlers.clone(), engine, volume_layout };
-    Resource::new(parts).map_err(|error| setup_error(format!("cannot start I/O threads: {error}")))
+    let built = Resource::new(parts).map_err(|error| setup_error(format!("cannot start I/O threads: {error}")))?;
+    let quorum = quorum_config(&resource.options);
+    built.step(|engine, now, out| engine.set_quorum(now, quorum, out));
+    Ok(built)
+}
+
+/// The engine's quorum settings from the resource's `options { }`.
+pub(crate) fn quorum_config(options: &config::ResourceOptions) -> QuorumConfig {
+    let rule = |quorum: config::Quorum| match quorum {
+        config::Quorum::Off => QuorumRule::Off,
+        config::Quorum::Majority => QuorumRule::Majority,
+        config::Quorum::All => QuorumRule::All,
+        config::Quorum::Nodes(count) => QuorumRule::Nodes(count),
+    };
+    let on_loss = match options.on_no_quorum {
+        config::OnNoQuorum::IoError => OnNoQuorum::IoError,
+        config::OnNoQuorum::SuspendIo => OnNoQuorum::SuspendIo,
+    };
+    QuorumConfig { rule: rule(options.quorum), on_loss, minimum_redundancy: rule(options.quorum_minimum_redundancy) }
 }
 
 /// The volumes of `host` as `adjust` compares them: number, disk and meta-disk.

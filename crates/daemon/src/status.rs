@@ -10,7 +10,7 @@ const KIB: u64 = 1024;
 
 /// The status of one resource as `tandem status` shows it.
 pub(crate) fn resource_status(resource: &Resource) -> ResourceStatus {
-    let (status, open) = resource.with_engine(|engine| (engine.status(), engine.is_open()));
+    let (status, open, quorum, suspended) = resource.with_engine(|engine| (engine.status(), engine.is_open(), engine.has_quorum(), engine.io_suspended()));
     let down = resource.down.load(Ordering::Relaxed);
     let devices = status
         .volumes
@@ -20,7 +20,7 @@ pub(crate) fn resource_status(resource: &Resource) -> ResourceStatus {
             minor: None,
             disk: v.disk.to_string(),
             backing_dev: resource.volumes.iter().find(|(n, _)| *n == v.volume).map_or_else(String::new, |(_, d)| d.path().display().to_string()),
-            quorum: true,
+            quorum,
             open,
             size_kib: v.size_bytes / KIB,
             read_kib: 0,
@@ -70,7 +70,7 @@ pub(crate) fn resource_status(resource: &Resource) -> ResourceStatus {
         name: resource.name.clone(),
         node_id: status.node_id,
         role: status.role.to_string(),
-        suspended: false,
+        suspended,
         write_ordering: "flush".into(),
         devices,
         connections,

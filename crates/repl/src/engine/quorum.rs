@@ -79,6 +79,16 @@ impl<P: Clone> Engine<P> {
         self.quorum_held
     }
 
+    /// What quorum rests on now, in words (for logs).
+    pub fn quorum_report(&self) -> String {
+        self.quorum_words()
+    }
+
+    /// Whether application writes are frozen for want of quorum (`suspended:quorum`).
+    pub fn io_suspended(&self) -> bool {
+        self.role == Role::Primary && self.quorum_blocks_new_writes()
+    }
+
     /// Why this node has no quorum, in words (for refusals and logs).
     pub(super) fn quorum_words(&self) -> String {
         let (present, voters, copies) = self.quorum_counts();
