@@ -31,7 +31,7 @@ mod export;
 pub mod protocol;
 mod server;
 
-pub use completion::Completion;
+pub use completion::{CallbackReply, Completion, Expect};
 pub use errno::Errno;
 pub use error::NbdError;
 pub use export::{Command, Export, ExportInfo, ExportRegistry, OpenError, Request};
