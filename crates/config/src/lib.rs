@@ -26,6 +26,8 @@
 //! # tandem-only keywords
 //! * `nbd-address [ADDR:]PORT;` inside `on HOST { }`: where that node's NBD server listens.
 //!   A bare port means `127.0.0.1:PORT`. See [`Host::nbd_address`].
+//! * `fuse-mount PATH;` inside `on HOST { }`: the directory (absolute) where that node
+//!   mounts the resource's volumes as files (the FUSE export). See [`Host::fuse_mount`].
 //!
 //! # Restrictions compared with DRBD
 //! * `cram-hmac-alg` accepts only [`CRAM_HMAC_ALGORITHMS`] (what tandem implements).

@@ -64,6 +64,9 @@ pub struct Host {
     pub address: Option<SocketAddr>,
     /// tandem only: where this node's NBD server listens, if it runs one.
     pub nbd_address: Option<SocketAddr>,
+    /// tandem only: the directory where this node mounts its FUSE export of the resource's
+    /// volumes (`fuse-mount PATH;`), if any; always absolute.
+    pub fuse_mount: Option<PathBuf>,
     /// This host's volumes (resource-level volumes with this host's overrides), by number.
     pub volumes: Vec<Volume>,
 }
