@@ -296,9 +296,9 @@ fn settings_not_in() {
 #[test]
 fn fuse_mount() {
     let text = |a: &str| format!("resource r {{\n{VOLUME}\non a {{ address 10.0.0.1:7000; {a} }}\n}}");
-    let config = parse_str(&text("fuse-mount \"/run/tandem fuse\";"), Path::new("t.res")).unwrap();
+    let config = parse_str(&text("fuse-mount \"/run/tandem fuse\";"), Path::new("t.res")).expect("valid");
     assert_eq!(config.resources[0].hosts[0].fuse_mount.as_deref(), Some(Path::new("/run/tandem fuse")));
-    let config = parse_str(&text(""), Path::new("t.res")).unwrap();
+    let config = parse_str(&text(""), Path::new("t.res")).expect("valid");
     assert_eq!(config.resources[0].hosts[0].fuse_mount, None);
     let errors = [
         ("fuse-mount mnt/t;", "t.res:3:42: fuse-mount 'mnt/t' is not an absolute path"),
@@ -306,7 +306,7 @@ fn fuse_mount() {
         ("fuse-mount;", "t.res:3:31: fuse-mount expects an absolute directory path"),
     ];
     for (statement, wanted) in errors {
-        let error = parse_str(&text(statement), Path::new("t.res")).unwrap_err();
+        let error = parse_str(&text(statement), Path::new("t.res")).expect_err(statement);
         assert_eq!(error.to_string(), wanted, "{statement}");
     }
 }
