@@ -121,6 +121,16 @@ impl FuseMount {
         self.session.is_some()
     }
 
+    /// Leaves the mount in place without trying to unmount it (after a [`FuseError::Busy`]):
+    /// it is served until this process exits, and stays mounted after that until someone
+    /// runs `umount`.
+    pub fn leave_mounted(mut self) {
+        if let Some(session) = self.session.take() {
+            // See Drop: never let fuser's drop detach it lazily.
+            std::mem::forget(session);
+        }
+    }
+
     /// Unmounts, unless the mount is busy: then it stays mounted and served, and the error
     /// says what to do; a later call may succeed. Unmounting twice is fine.
     pub fn unmount(&mut self) -> Result<(), FuseError> {
