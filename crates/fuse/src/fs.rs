@@ -19,7 +19,7 @@ use std::time::{Duration, SystemTime};
 use bytes::Bytes;
 use fuser::{
     Errno as FuseErrno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, INodeNo, InitFlags, KernelConfig, LockOwner,
-    OpenFlags, ReplyAttr, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyWrite, Request as FuseRequest,
+    OpenFlags, ReplyAttr, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyWrite, ReplyXattr, Request as FuseRequest,
     WriteFlags,
 };
 use nbd::{CallbackReply, Command, Completion, Errno, Expect, Export, ExportInfo, ExportRegistry, Request};
@@ -389,6 +389,19 @@ impl Filesystem for ExportFs {
             }
         }
         reply.ok();
+    }
+
+    fn getxattr(&self, _request: &FuseRequest, _inode: INodeNo, _name: &OsStr, _size: u32, reply: ReplyXattr) {
+        // No extended attributes (ls and security modules ask for them on every file).
+        reply.error(FuseErrno::NO_XATTR);
+    }
+
+    fn listxattr(&self, _request: &FuseRequest, _inode: INodeNo, size: u32, reply: ReplyXattr) {
+        if size == 0 {
+            reply.size(0);
+        } else {
+            reply.data(&[]);
+        }
     }
 
     fn access(&self, _request: &FuseRequest, _inode: INodeNo, _mask: fuser::AccessFlags, reply: ReplyEmpty) {

@@ -5,8 +5,9 @@
 //!   without `-z`). A busy mount (open files, a loop device attached, a process inside it)
 //!   stays mounted and served, and the caller gets [`FuseError::Busy`] saying what to do.
 //! - Dropping a [`FuseMount`] unmounts it the same way; if that fails, the mount is left
-//!   in place and served for as long as this process runs (fuser's own drop would detach
-//!   it lazily when `umount` is not permitted, so its session is forgotten instead).
+//!   in place and served for as long as this process runs. fuser unmounts only when its
+//!   session ends, which happens only once the kernel ended the connection (after an
+//!   unmount), so fuser never gets to detach a busy mount lazily.
 //! - A stale mount at the mount point (its server died) is reported, not mounted over.
 
 use std::ffi::CString;
@@ -16,7 +17,7 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use fuser::{BackgroundSession, MountOption};
+use fuser::{MountOption, SessionUnmounter};
 use nbd::ExportRegistry;
 
 use crate::flow::{Completer, Limiter};
@@ -53,8 +54,8 @@ impl Default for MountConfig {
 #[derive(Debug)]
 pub struct FuseMount {
     path: PathBuf,
-    /// None once unmounted.
-    session: Option<BackgroundSession>,
+    /// None once unmounted (or left mounted).
+    running: Option<Running>,
     handles: Arc<Handles>,
 }
 
@@ -62,6 +63,15 @@ impl std::fmt::Debug for Handles {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         formatter.debug_struct("Handles").field("open", &self.count()).finish()
     }
+}
+
+/// A live session: the thread that runs it, and fuser's handle on the mount.
+#[derive(Debug)]
+struct Running {
+    thread: std::thread::JoinHandle<std::io::Result<()>>,
+    unmounter: SessionUnmounter,
+    /// fuser's mount record was used (and consumed) by an unmount attempt.
+    record_used: bool,
 }
 
 /// How an unmount attempt ended, when it did not.
@@ -101,9 +111,11 @@ impl FuseMount {
         ];
         options.n_threads = Some(config.threads.max(1));
         options.clone_fd = true;
-        let session = fuser::spawn_mount(ExportFs::new(parts, names.clone()), path, &options).map_err(mount_error)?;
+        let mut session = fuser::Session::new(ExportFs::new(parts, names.clone()), path, &options).map_err(mount_error)?;
+        let unmounter = session.unmount_callable();
+        let thread = std::thread::Builder::new().name("tandem-fuse".into()).spawn(move || session.run()).map_err(mount_error)?;
         tracing::info!(path = %path.display(), files = %names.join(" "), "FUSE export mounted");
-        Ok(FuseMount { path: path.to_path_buf(), session: Some(session), handles })
+        Ok(FuseMount { path: path.to_path_buf(), running: Some(Running { thread, unmounter, record_used: false }), handles })
     }
 
     /// The mount point.
@@ -118,34 +130,34 @@ impl FuseMount {
 
     /// Whether the mount is still there (not yet unmounted by this handle).
     pub fn is_mounted(&self) -> bool {
-        self.session.is_some()
+        self.running.is_some()
     }
 
     /// Leaves the mount in place without trying to unmount it (after a [`FuseError::Busy`]):
     /// it is served until this process exits, and stays mounted after that until someone
     /// runs `umount`.
     pub fn leave_mounted(mut self) {
-        if let Some(session) = self.session.take() {
-            // See Drop: never let fuser's drop detach it lazily.
-            std::mem::forget(session);
-        }
+        // Detaches the session thread; it serves the mount until the process exits.
+        drop(self.running.take());
     }
 
     /// Unmounts, unless the mount is busy: then it stays mounted and served, and the error
     /// says what to do; a later call may succeed. Unmounting twice is fine.
     pub fn unmount(&mut self) -> Result<(), FuseError> {
-        let Some(session) = self.session.take() else { return Ok(()) };
-        match unmount_path(&self.path) {
+        let Some(mut running) = self.running.take() else { return Ok(()) };
+        match unmount_running(&self.path, &mut running) {
             Ok(()) => {
                 // The kernel ended the connection, so every session thread returns.
-                if let Err(error) = session.join() {
-                    tracing::warn!(path = %self.path.display(), "FUSE session ended with {error}");
+                match running.thread.join() {
+                    Ok(Ok(())) => {}
+                    Ok(Err(error)) => tracing::warn!(path = %self.path.display(), "FUSE session ended with {error}"),
+                    Err(_) => tracing::warn!(path = %self.path.display(), "FUSE session thread panicked"),
                 }
                 tracing::info!(path = %self.path.display(), "FUSE export unmounted");
                 Ok(())
             }
             Err(failure) => {
-                self.session = Some(session);
+                self.running = Some(running);
                 Err(match failure {
                     UnmountFailure::Busy => FuseError::Busy { path: self.path.clone(), open_files: self.open_files() },
                     UnmountFailure::Other(source) => FuseError::Unmount { path: self.path.clone(), source },
@@ -158,12 +170,9 @@ impl FuseMount {
 impl Drop for FuseMount {
     fn drop(&mut self) {
         if let Err(error) = self.unmount() {
+            // Left mounted: the detached session thread serves it until the process exits.
             tracing::error!("{error}");
-            if let Some(session) = self.session.take() {
-                // Keep serving the mount until the process ends rather than let fuser's drop
-                // detach it lazily.
-                std::mem::forget(session);
-            }
+            drop(self.running.take());
         }
     }
 }
@@ -199,7 +208,33 @@ fn prepare_mount_point(path: &Path) -> Result<(), FuseError> {
     }
 }
 
-/// `umount PATH`, never lazy: as root with umount2(2), else with `fusermount3 -u`.
+/// Unmounts a running session's mount, never lazily. As root the first attempt goes through
+/// fuser's record (a plain umount(2)), which also keeps the session's end from unmounting
+/// again; the record is consumed even when the mount is busy, so later attempts (and
+/// non-root ones, where fuser would fall back to a lazy unmount) use [`unmount_path`].
+fn unmount_running(path: &Path, running: &mut Running) -> Result<(), UnmountFailure> {
+    // SAFETY: geteuid cannot fail and touches no memory.
+    let root = unsafe { libc::geteuid() } == 0;
+    if root && !running.record_used {
+        running.record_used = true;
+        return running.unmounter.unmount().or_else(|error| classify(error, path));
+    }
+    unmount_path(path)
+}
+
+/// What a failed umount(2) means: busy, already unmounted (fine), not permitted (try
+/// `fusermount3 -u`), or another failure.
+fn classify(error: std::io::Error, path: &Path) -> Result<(), UnmountFailure> {
+    match error.raw_os_error() {
+        Some(libc::EBUSY) => Err(UnmountFailure::Busy),
+        // Not a mount point any more: someone unmounted it already.
+        Some(libc::EINVAL) => Ok(()),
+        Some(libc::EPERM) => fusermount_unmount(path),
+        _ => Err(UnmountFailure::Other(error)),
+    }
+}
+
+/// `umount PATH`, never lazy: with umount2(2), else (not permitted) with `fusermount3 -u`.
 fn unmount_path(path: &Path) -> Result<(), UnmountFailure> {
     let c_path = CString::new(path.as_os_str().as_bytes())
         .map_err(|_| UnmountFailure::Other(std::io::Error::new(std::io::ErrorKind::InvalidInput, "NUL in path")))?;
@@ -208,14 +243,7 @@ fn unmount_path(path: &Path) -> Result<(), UnmountFailure> {
     if rc == 0 {
         return Ok(());
     }
-    let error = std::io::Error::last_os_error();
-    match error.raw_os_error() {
-        Some(libc::EBUSY) => Err(UnmountFailure::Busy),
-        // Not a mount point any more: someone unmounted it already.
-        Some(libc::EINVAL) => Ok(()),
-        Some(libc::EPERM) => fusermount_unmount(path),
-        _ => Err(UnmountFailure::Other(error)),
-    }
+    classify(std::io::Error::last_os_error(), path)
 }
 
 /// `fusermount3 -u PATH` for an unprivileged mount (no `-z`: a busy mount stays).
