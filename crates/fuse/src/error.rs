@@ -19,8 +19,14 @@ pub enum FuseError {
         source: std::io::Error,
     },
     /// A mount of a process that is gone is still there ("Transport endpoint is not
-    /// connected"); mounting over it would hide it, so the operator removes it first.
-    #[error("{} is a stale FUSE mount (its server is gone); run 'umount {}' and start again", .0.display(), .0.display())]
+    /// connected") and still in use, so it could not be unmounted; mounting over it would
+    /// hide it, so the operator removes it first.
+    #[error(
+        "{} is a stale FUSE mount (its server is gone) that is still in use; detach the loop \
+         devices on its files (losetup -d), unmount what is on them, run 'umount {}' and start again",
+        .0.display(),
+        .0.display()
+    )]
     Stale(PathBuf),
     /// Two exports map to the same file name, or a name cannot be a file name.
     #[error("export {export:?} cannot appear as a file: {reason}")]

@@ -8,7 +8,8 @@
 //!   in place and served for as long as this process runs. fuser unmounts only when its
 //!   session ends, which happens only once the kernel ended the connection (after an
 //!   unmount), so fuser never gets to detach a busy mount lazily.
-//! - A stale mount at the mount point (its server died) is reported, not mounted over.
+//! - A stale mount at the mount point (its server died) is unmounted the same way if
+//!   nothing uses it, else reported; never mounted over.
 
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
@@ -202,7 +203,7 @@ fn prepare_mount_point(path: &Path) -> Result<(), FuseError> {
     match std::fs::symlink_metadata(path) {
         Ok(metadata) if metadata.is_dir() => Ok(()),
         Ok(_) => Err(error(std::io::Error::new(std::io::ErrorKind::NotADirectory, "not a directory"))),
-        Err(source) if source.raw_os_error() == Some(libc::ENOTCONN) => Err(FuseError::Stale(path.to_path_buf())),
+        Err(source) if source.raw_os_error() == Some(libc::ENOTCONN) => remove_stale(path),
         Err(source) if source.kind() == std::io::ErrorKind::NotFound => std::fs::create_dir_all(path).map_err(error),
         Err(source) => Err(error(source)),
     }
@@ -231,6 +232,18 @@ fn classify(error: std::io::Error, path: &Path) -> Result<(), UnmountFailure> {
         Some(libc::EINVAL) => Ok(()),
         Some(libc::EPERM) => fusermount_unmount(path),
         _ => Err(UnmountFailure::Other(error)),
+    }
+}
+
+/// Unmounts a mount whose server died (a crashed earlier run), unless something still uses
+/// it (a loop device on a file of it): then it is [`FuseError::Stale`], for the operator.
+fn remove_stale(path: &Path) -> Result<(), FuseError> {
+    match unmount_path(path) {
+        Ok(()) => {
+            tracing::warn!(path = %path.display(), "unmounted a stale FUSE mount left by an earlier run");
+            Ok(())
+        }
+        Err(_) => Err(FuseError::Stale(path.to_path_buf())),
     }
 }
 

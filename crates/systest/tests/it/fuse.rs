@@ -1,8 +1,9 @@
 //! The FUSE export end to end (issue 4 item 6): each node mounts `fuse-mount DIR` with a file
 //! per volume; on the Primary, `losetup --direct-io=on` over that file gives a block device
 //! that `mkfs.ext4` formats and `mount` uses, and everything written reaches the peer. A
-//! Secondary refuses its file with a permission error, and a mount that is busy when the
-//! node stops is reported and left mounted, never torn away.
+//! Secondary refuses its file with a permission error, a mount that is busy when the node
+//! stops is reported and left mounted, never torn away, and the stale mount of a killed node
+//! is replaced when it starts again.
 //!
 //! Needs /dev/fuse, loop devices and root (CI has them); without /dev/fuse each test prints
 //! SKIPPED and returns. Every mount, loop device and directory a test makes is removed by a
@@ -246,4 +247,23 @@ fn a_busy_mount_at_shutdown_is_reported_and_left() {
     assert!(is_mount_point(&fuse_mount.path), "the busy mount was torn away");
     device.detach();
     fuse_mount.unmount();
+}
+
+/// A node killed (as in a crash) leaves its FUSE mount behind without a server; started
+/// again, it removes that stale mount (nothing uses it) and mounts afresh.
+#[test]
+fn a_stale_mount_of_a_killed_node_is_replaced_at_start() {
+    if !fuse_available() {
+        return;
+    }
+    let cluster = Cluster::start(fuse_spec());
+    let _fuse_mounts = [MountGuard { path: fuse_dir(&cluster, 0) }, MountGuard { path: fuse_dir(&cluster, 1) }];
+    cluster.kill(0);
+    let error = std::fs::metadata(fuse_file(&cluster, 0)).expect_err("the killed node's mount still serves");
+    assert_eq!(error.raw_os_error(), Some(libc::ENOTCONN), "not a stale mount: {error}");
+    cluster.start_node(0);
+    let size = std::fs::metadata(fuse_file(&cluster, 0)).expect("no FUSE file after the restart").len();
+    assert_eq!(size, cluster.disk_bytes());
+    let log = cluster.log(0);
+    assert!(log.contains("unmounted a stale FUSE mount"), "the restart does not say it removed the stale mount:\n{log}");
 }
