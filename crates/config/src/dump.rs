@@ -157,6 +157,9 @@ impl Writer {
         if let Some(address) = host.metrics_address {
             self.line(&format!("metrics-address {address};"));
         }
+        if let Some(path) = &host.fuse_mount {
+            self.line(&format!("fuse-mount {};", word_or_quoted(&path.display().to_string())));
+        }
         for volume in &host.volumes {
             self.volume(volume, resource_disk);
         }

@@ -42,6 +42,8 @@
 //!   larger than the lag bound or one nothing would use. With `srm on`, `on-congestion`
 //!   other than `block` is accepted with any protocol (it applies while the manager runs
 //!   the peer asynchronously).
+//! * `fuse-mount PATH;` inside `on HOST { }`: the directory (absolute) where that node
+//!   mounts the resource's volumes as files (the FUSE export). See [`Host::fuse_mount`].
 //!
 //! # Restrictions compared with DRBD
 //! * `cram-hmac-alg` accepts only [`CRAM_HMAC_ALGORITHMS`] (what tandem implements).

@@ -67,6 +67,9 @@ pub struct Host {
     /// tandem only: where this node serves Prometheus metrics over HTTP; `None` (the
     /// default) runs no listener.
     pub metrics_address: Option<SocketAddr>,
+    /// tandem only: the directory where this node mounts its FUSE export of the resource's
+    /// volumes (`fuse-mount PATH;`), if any; always absolute.
+    pub fuse_mount: Option<PathBuf>,
     /// This host's volumes (resource-level volumes with this host's overrides), by number.
     pub volumes: Vec<Volume>,
 }

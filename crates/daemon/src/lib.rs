@@ -5,6 +5,7 @@
 //! - per resource, a TCP listener on this node's address and one supervisor per peer;
 //! - one NBD unix socket `RUN_DIR/nbd.sock` with an export per volume, plus the optional TCP
 //!   NBD listener of this node (`nbd-address`);
+//! - per `fuse-mount DIR` of this node, a FUSE mount with a file per volume (`fuse_export`);
 //! - the admin socket `RUN_DIR/admin.sock` (mode 0600, callers checked with SO_PEERCRED).
 //!
 //! **Boundary:** this crate is wiring. Replication decisions live in `repl`; frame layouts in
@@ -15,6 +16,7 @@ mod admin_server;
 mod digest;
 mod disk;
 mod export;
+mod fuse_export;
 mod handlers;
 mod io_workers;
 mod meta_store;
@@ -57,6 +59,9 @@ pub enum DaemonError {
     /// A socket could not be created.
     #[error("cannot listen on {what}: {source}")]
     Listen { what: String, source: std::io::Error },
+    /// A FUSE export could not be mounted.
+    #[error("{0}")]
+    Fuse(#[from] fuse::FuseError),
     /// The async runtime could not start.
     #[error("cannot start the runtime: {0}")]
     Runtime(std::io::Error),

@@ -43,6 +43,8 @@ pub(crate) struct PreparedNode {
     pub(crate) name: String,
     pub(crate) resources: Vec<Arc<Resource>>,
     pub(crate) nbd_address: Option<std::net::SocketAddr>,
+    /// FUSE mount directories (`fuse-mount`), each with the resources whose files it holds.
+    pub(crate) fuse_mounts: std::collections::BTreeMap<std::path::PathBuf, Vec<String>>,
     /// The largest NBD request: a write may touch at most as many activity-log extents as one
     /// transaction can activate, so small `al-extents` lower it.
     pub(crate) request_bytes_max: u32,
@@ -72,6 +74,7 @@ pub(crate) fn prepare(options: &NodeOptions) -> Result<PreparedNode, DaemonError
     let pool = BufPool::new(PoolConfig::default());
     let mut resources = Vec::new();
     let mut nbd_address = None;
+    let mut fuse_mounts = std::collections::BTreeMap::<_, Vec<String>>::new();
     let mut request_bytes_max = nbd::ServerConfig::REQUEST_BYTES_MAX_DEFAULT;
     let mut declared = Vec::new();
     for resource in &config.resources {
@@ -79,6 +82,9 @@ pub(crate) fn prepare(options: &NodeOptions) -> Result<PreparedNode, DaemonError
         let volumes = host.volumes.iter().map(|v| (v.number, v.disk_options.resync_after.clone())).collect();
         declared.push(resync_after::Declared { name: resource.name.clone(), volumes });
         nbd_address = nbd_address.or(host.nbd_address);
+        if let Some(path) = &host.fuse_mount {
+            fuse_mounts.entry(path.clone()).or_default().push(resource.name.clone());
+        }
         for volume in &host.volumes {
             request_bytes_max = request_bytes_max.min(request_bytes_max_for(volume.disk_options.al_extents));
         }
@@ -89,7 +95,7 @@ pub(crate) fn prepare(options: &NodeOptions) -> Result<PreparedNode, DaemonError
         return Err(DaemonError::Setup(format!("{file}: no resource has an 'on {name}' section; pick the node with --node NAME")));
     }
     let resync_after = resync_after::resolve(&declared).map_err(DaemonError::Setup)?;
-    Ok(PreparedNode { name, resources, nbd_address, request_bytes_max, resync_after })
+    Ok(PreparedNode { name, resources, nbd_address, fuse_mounts, request_bytes_max, resync_after })
 }
 
 fn host_name() -> Result<String, DaemonError> {
@@ -308,10 +314,14 @@ pub(crate) async fn serve(node: PreparedNode, options: NodeOptions) -> Result<()
     let nbd_listener = bind_unix(&nbd_path, 0o600).inspect_err(|_| {
         let _ = std::fs::remove_file(&admin_path);
     })?;
+    let registry = Arc::new(Registry { resources: node.resources.clone() });
+    let fuse_mounts = crate::fuse_export::mount_all(&node.fuse_mounts, &registry).inspect_err(|_| {
+        let _ = std::fs::remove_file(&admin_path);
+        let _ = std::fs::remove_file(&nbd_path);
+    })?;
     for (resource, listener) in node.resources.iter().zip(peer_listeners) {
         start_resource(resource, listener);
     }
-    let registry = Arc::new(Registry { resources: node.resources.clone() });
     // One payload budget for both listeners: the node's client memory is bounded however
     // many clients connect.
     let mut server_config = nbd::ServerConfig::new(Arc::clone(&node.resources[0].pool));
@@ -329,6 +339,7 @@ pub(crate) async fn serve(node: PreparedNode, options: NodeOptions) -> Result<()
     tracing::info!(node = %node.name, run_dir = %options.run_dir.display(), "node is up");
     wait_for_signal().await;
     tracing::info!("shutting down");
+    crate::fuse_export::unmount_all(fuse_mounts);
     let _ = std::fs::remove_file(&admin_path);
     let _ = std::fs::remove_file(&nbd_path);
     for resource in &node.resources {

@@ -1,5 +1,9 @@
 //! [`Completion`]: the export's handle for answering one request, from any thread.
 //!
+//! A completion either routes its reply to an NBD connection's writer task (made by the
+//! server), or hands it to a callback ([`Completion::callback`], for callers that are not NBD
+//! clients, such as the FUSE export). The guarantees below hold for both.
+//!
 //! Invariants:
 //! - A completion sends exactly one reply: the first of `ok`/`read_data`/`error`/drop sends it
 //!   and the consumed route makes a second impossible.
@@ -13,7 +17,7 @@ use tokio::sync::mpsc::UnboundedSender;
 use tokio::sync::OwnedSemaphorePermit;
 
 use crate::protocol::{SimpleReplyHeader, SIMPLE_REPLY_HEADER_LEN};
-use crate::Errno;
+use crate::{Command, Errno};
 
 /// A reply ready for the writer task.
 pub(crate) struct Outgoing {
@@ -42,18 +46,37 @@ const _: fn() = || {
 
 /// What a successful reply must carry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Expect {
-    /// A status only (every command but a non-empty read).
+pub enum Expect {
+    /// A status only (every command but a read).
     Status,
     /// Exactly this many bytes of read data.
     Data(u32),
 }
 
+impl Expect {
+    /// What a successful reply to `command` carries.
+    pub fn of(command: &Command) -> Expect {
+        match command {
+            Command::Read { length, .. } => Expect::Data(*length),
+            _ => Expect::Status,
+        }
+    }
+}
+
+/// The reply of a callback completion: the read data (empty for every other command), or
+/// the error.
+pub type CallbackReply = Result<Bytes, Errno>;
+
 /// Where the reply goes; taken when the reply is sent.
-struct Route {
-    replies: UnboundedSender<Outgoing>,
-    permit: OwnedSemaphorePermit,
-    budget: Option<OwnedSemaphorePermit>,
+enum Route {
+    /// To an NBD connection's writer task.
+    Connection {
+        replies: UnboundedSender<Outgoing>,
+        permit: OwnedSemaphorePermit,
+        budget: Option<OwnedSemaphorePermit>,
+    },
+    /// To a caller's function.
+    Callback(Box<dyn FnOnce(CallbackReply) + Send>),
 }
 
 /// Completes one request. Call exactly one of [`ok`](Completion::ok),
@@ -86,19 +109,32 @@ impl Completion {
         Completion {
             cookie,
             expect,
-            route: Some(Route { replies, permit, budget: None }),
+            route: Some(Route::Connection { replies, permit, budget: None }),
+        }
+    }
+
+    /// A completion that hands its one reply to `reply`, on whatever thread completes it:
+    /// `Ok(data)` with exactly `Data(n)`'s `n` bytes for a read (empty for `Status`), or
+    /// `Err(errno)`. The same rules as for NBD replies apply: a read answered with data of
+    /// the wrong size, or with `ok`, becomes `Err(Errno::Io)`, and so does dropping the
+    /// completion unanswered. `reply` runs exactly once. Its cookie (for logs) is 0.
+    pub fn callback(expect: Expect, reply: impl FnOnce(CallbackReply) + Send + 'static) -> Completion {
+        Completion {
+            cookie: 0,
+            expect,
+            route: Some(Route::Callback(Box::new(reply))),
         }
     }
 
     /// Attach payload-budget pages, released when the reply has been written.
     pub(crate) fn with_budget(mut self, budget: Option<OwnedSemaphorePermit>) -> Completion {
-        if let Some(route) = self.route.as_mut() {
-            route.budget = budget;
+        if let Some(Route::Connection { budget: slot, .. }) = self.route.as_mut() {
+            *slot = budget;
         }
         self
     }
 
-    /// The client's cookie for this request (for logs).
+    /// The client's cookie for this request (for logs; 0 for a callback completion).
     pub fn cookie(&self) -> u64 {
         self.cookie
     }
@@ -144,19 +180,24 @@ impl Completion {
         let Some(route) = self.route.take() else {
             return;
         };
-        let header = SimpleReplyHeader {
-            cookie: self.cookie,
-            error,
+        match route {
+            Route::Connection { replies, permit, budget } => {
+                let header = SimpleReplyHeader {
+                    cookie: self.cookie,
+                    error,
+                }
+                .encode();
+                // A send fails only when the writer task has ended (connection gone); the
+                // reply has nowhere to go then, and dropping it releases the permit.
+                let _ = replies.send(Outgoing {
+                    header,
+                    data,
+                    _permit: permit,
+                    _budget: budget,
+                });
+            }
+            Route::Callback(reply) => reply(error.map_or(Ok(data), Err)),
         }
-        .encode();
-        // A send fails only when the writer task has ended (connection gone); the reply has
-        // nowhere to go then, and dropping it releases the permit.
-        let _ = route.replies.send(Outgoing {
-            header,
-            data,
-            _permit: route.permit,
-            _budget: route.budget,
-        });
     }
 }
 
@@ -168,6 +209,70 @@ impl Drop for Completion {
                 "completion dropped unanswered; replying EIO"
             );
             self.send(Some(Errno::Io), Bytes::new());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::mpsc;
+
+    use bytes::Bytes;
+
+    use super::{CallbackReply, Completion, Expect};
+    use crate::{Command, Errno};
+
+    /// A callback completion and the receiver of its replies (to count them).
+    fn completion(expect: Expect) -> (Completion, mpsc::Receiver<CallbackReply>) {
+        let (sender, receiver) = mpsc::channel();
+        let completion = Completion::callback(expect, move |reply| {
+            sender.send(reply).unwrap();
+        });
+        (completion, receiver)
+    }
+
+    /// Every way of answering, with the one reply the callback must get.
+    #[test]
+    fn a_callback_gets_exactly_one_reply_with_the_nbd_rules() {
+        type Answer = fn(Completion);
+        let cases: [(&str, Expect, Answer, CallbackReply); 8] = [
+            ("status ok", Expect::Status, |c| c.ok(), Ok(Bytes::new())),
+            ("status error", Expect::Status, |c| c.error(Errno::NoSpc), Err(Errno::NoSpc)),
+            ("status dropped", Expect::Status, drop, Err(Errno::Io)),
+            ("data on a status", Expect::Status, |c| c.read_data(Bytes::from_static(b"x")), Err(Errno::Io)),
+            ("read exact", Expect::Data(4), |c| c.read_data(Bytes::from_static(b"abcd")), Ok(Bytes::from_static(b"abcd"))),
+            ("read short", Expect::Data(4), |c| c.read_data(Bytes::from_static(b"abc")), Err(Errno::Io)),
+            ("read without data", Expect::Data(4), |c| c.ok(), Err(Errno::Io)),
+            ("read dropped", Expect::Data(4), drop, Err(Errno::Io)),
+        ];
+        for (name, expect, answer, wanted) in cases {
+            let (completion, replies) = completion(expect);
+            answer(completion);
+            assert_eq!(replies.try_recv(), Ok(wanted), "{name}");
+            assert!(replies.try_recv().is_err(), "{name}: a second reply");
+        }
+    }
+
+    #[test]
+    fn a_callback_runs_on_the_thread_that_completes() {
+        let (completion, replies) = completion(Expect::Data(3));
+        std::thread::spawn(move || completion.read_data(Bytes::from_static(b"xyz")))
+            .join()
+            .unwrap();
+        assert_eq!(replies.recv(), Ok(Ok(Bytes::from_static(b"xyz"))));
+    }
+
+    #[test]
+    fn expect_follows_the_command() {
+        let read = Command::Read { offset: 0, length: 9 };
+        assert_eq!(Expect::of(&read), Expect::Data(9));
+        for command in [
+            Command::Write { offset: 0, data: Bytes::from_static(b"w") },
+            Command::Flush,
+            Command::Trim { offset: 0, length: 1 },
+            Command::WriteZeroes { offset: 0, length: 1, no_hole: false },
+        ] {
+            assert_eq!(Expect::of(&command), Expect::Status, "{command:?}");
         }
     }
 }

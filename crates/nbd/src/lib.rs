@@ -6,6 +6,9 @@
 //! - The server (`serve_*`) drives it on tokio over any byte stream (unix socket or TCP) and
 //!   talks to the rest of tandem only through [`ExportRegistry`] and [`Export`].
 //!
+//! Other frontends (the FUSE export) use the same exports without a connection: they submit
+//! [`Request`]s with a [`Completion::callback`], which keeps a completion's guarantees.
+//!
 //! Per connection, after a fixed-newstyle handshake, one task reads requests and submits them to
 //! the export, and one task writes replies in completion order (so replies are out of order and
 //! requests are pipelined). Simple replies only: structured replies are declined.
@@ -31,7 +34,7 @@ mod export;
 pub mod protocol;
 mod server;
 
-pub use completion::Completion;
+pub use completion::{CallbackReply, Completion, Expect};
 pub use errno::Errno;
 pub use error::NbdError;
 pub use export::{Command, Export, ExportInfo, ExportRegistry, OpenError, Request};

@@ -33,7 +33,7 @@ fn normal_form() {
             net { shared-secret "a \"b\""; cram-hmac-alg sha1; }
             handlers { split-brain "/bin/true"; }
             volume 0 { device minor 2; disk /dev/x; meta-disk /dev/md [1]; disk { al-extents 100; } }
-            on a { node-id 3; address 10.0.0.1:7000; nbd-address 10809; }
+            on a { node-id 3; address 10.0.0.1:7000; nbd-address 10809; fuse-mount "/run/tandem fuse"; }
             on b { node-id 4; address ipv6 [fd00::2]:7000; volume 0 { disk none; } }
             connection { host a port 7001; host b; net { protocol A; } }
         }
@@ -57,6 +57,7 @@ resource r0 {
         node-id 3;
         address 10.0.0.1:7000;
         nbd-address 127.0.0.1:10809;
+        fuse-mount "/run/tandem fuse";
         volume 0 {
             device /dev/drbd2 minor 2;
             disk /dev/x;

@@ -1,5 +1,5 @@
-//! `on HOST { node-id; address; nbd-address; metrics-address; volume N { }; disk { } }` and
-//! the effective per-host volumes.
+//! `on HOST { node-id; address; nbd-address; metrics-address; fuse-mount; volume N { };
+//! disk { } }` and the effective per-host volumes.
 //!
 //! Invariants: a host's effective volume N takes each of device, disk and meta-disk from the
 //! host's own `volume N` if written there, else from the resource's `volume N`; a volume must
@@ -8,6 +8,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 
 use crate::error::{ConfigError, Location};
 use crate::model::{Host, MetaDisk, Volume};
@@ -33,6 +34,7 @@ pub(crate) struct HostDecl {
     pub address: Option<(SocketAddr, Location)>,
     pub nbd_address: Option<(SocketAddr, Location)>,
     pub metrics_address: Option<(SocketAddr, Location)>,
+    pub fuse_mount: Option<(PathBuf, Location)>,
     pub volumes: BTreeMap<u16, VolumeDecl>,
     /// The `on` section's `disk { }` options (apply to all its volumes).
     pub disk: OptionSet,
@@ -60,6 +62,7 @@ pub(crate) fn parse_host(node: &Node) -> Result<HostDecl, ConfigError> {
         address: None,
         nbd_address: None,
         metrics_address: None,
+        fuse_mount: None,
         volumes: BTreeMap::new(),
         disk: OptionSet::default(),
     };
@@ -108,6 +111,16 @@ impl HostDecl {
                 }
                 let address = parse_listen_address(single_value(node, "[ADDRESS:]PORT")?)?;
                 *slot = Some((address, node.at().clone()));
+            }
+            "fuse-mount" => {
+                if let Some((_, first)) = &self.fuse_mount {
+                    return Err(duplicate("fuse-mount", first));
+                }
+                let token = single_value(node, "an absolute directory path")?;
+                if !Path::new(&token.text).is_absolute() {
+                    return Err(ConfigError::invalid(&token.at, format!("fuse-mount '{}' is not an absolute path", token.text)));
+                }
+                self.fuse_mount = Some((PathBuf::from(&token.text), node.at().clone()));
             }
             "volume" => insert_volume(&mut self.volumes, parse_volume(node, &[Class::Disk])?)?,
             "disk" => add_all(&mut self.disk, node, &[Class::Disk], "on disk")?,
@@ -178,6 +191,7 @@ pub(crate) fn build_host(
         address: decl.address.as_ref().map(|(address, _)| *address),
         nbd_address: decl.nbd_address.as_ref().map(|(address, _)| *address),
         metrics_address: decl.metrics_address.as_ref().map(|(address, _)| *address),
+        fuse_mount: decl.fuse_mount.as_ref().map(|(path, _)| path.clone()),
         volumes,
     };
     Ok(host)

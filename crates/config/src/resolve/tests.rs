@@ -291,3 +291,22 @@ fn settings_not_in() {
     ];
     assert_eq!(rendered, expected);
 }
+
+/// tandem's `fuse-mount PATH;` in an `on` section: absolute, at most once, off when absent.
+#[test]
+fn fuse_mount() {
+    let text = |a: &str| format!("resource r {{\n{VOLUME}\non a {{ address 10.0.0.1:7000; {a} }}\n}}");
+    let config = parse_str(&text("fuse-mount \"/run/tandem fuse\";"), Path::new("t.res")).expect("valid");
+    assert_eq!(config.resources[0].hosts[0].fuse_mount.as_deref(), Some(Path::new("/run/tandem fuse")));
+    let config = parse_str(&text(""), Path::new("t.res")).expect("valid");
+    assert_eq!(config.resources[0].hosts[0].fuse_mount, None);
+    let errors = [
+        ("fuse-mount mnt/t;", "t.res:3:42: fuse-mount 'mnt/t' is not an absolute path"),
+        ("fuse-mount /a; fuse-mount /b;", "t.res:3:46: fuse-mount is defined twice (first at t.res:3:31)"),
+        ("fuse-mount;", "t.res:3:31: fuse-mount expects an absolute directory path"),
+    ];
+    for (statement, wanted) in errors {
+        let error = parse_str(&text(statement), Path::new("t.res")).expect_err(statement);
+        assert_eq!(error.to_string(), wanted, "{statement}");
+    }
+}

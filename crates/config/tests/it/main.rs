@@ -405,6 +405,8 @@ const VOCABULARY: &[&str] = &[
     "\"unterminated",
     "nbd-address",
     "10809",
+    "fuse-mount",
+    "/mnt/t",
     "{",
     "}",
     ";",

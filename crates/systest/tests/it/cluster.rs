@@ -88,6 +88,9 @@ pub struct Spec {
     pub metadata: Metadata,
     /// Whether `Cluster::create` runs `tandem create-md` for every node.
     pub create_md: bool,
+    /// Extra lines for one node's `on NAME { }` section (node index, line), written in every
+    /// node's file; `{dir}` in a line becomes the cluster's directory.
+    pub host_extra: Vec<(usize, String)>,
 }
 
 /// Where a node's metadata lives (the `meta-disk` of its volume).
@@ -113,7 +116,14 @@ impl Spec {
             handlers: Vec::new(),
             metadata: Metadata::External,
             create_md: true,
+            host_extra: Vec::new(),
         }
+    }
+
+    /// Adds a line to node `node`'s `on` section; `{dir}` becomes the cluster's directory.
+    pub fn host_line(mut self, node: usize, line: &str) -> Spec {
+        self.host_extra.push((node, line.to_string()));
+        self
     }
 
     /// Adds a `net { }` line to one node's configuration.
@@ -427,7 +437,12 @@ impl Cluster {
             if self.spec.metadata == Metadata::External {
                 text.push_str(&format!("      meta-disk \"{}\";\n", node.meta.display()));
             }
-            text.push_str("    }\n  }\n");
+            text.push_str("    }\n");
+            let directory = self.dir.path().display().to_string();
+            for (_, line) in self.spec.host_extra.iter().filter(|(index, _)| *index == node_id) {
+                text.push_str(&format!("    {}\n", line.replace("{dir}", &directory)));
+            }
+            text.push_str("  }\n");
         }
         if self.nodes.len() > 2 {
             let hosts: Vec<&str> = self.nodes.iter().map(|node| node.name).collect();

@@ -11,6 +11,9 @@
 //! - `auth`: cram-hmac-alg / shared-secret.
 //! - `roles`: promotion and demotion rules, `status` text layout.
 //! - `config_errors`: start-up errors for bad configurations.
+//! - `fuse`: the FUSE export: ext4 on a loop device over the Primary's FUSE file reaches the
+//!   peer; a Secondary refuses its file; a busy mount at shutdown is reported and left; a
+//!   killed node's stale mount is replaced at start.
 //! - `resync`: persistent metadata and resync: bitmap resync of exactly the missed blocks,
 //!   a killed Secondary or Primary catching up, a clean restart with no resync, the initial
 //!   full sync by `primary --force`, split brain (manual recovery, `after-sb-0pri`), and the
@@ -29,6 +32,7 @@ mod adjust;
 mod auth;
 mod cluster;
 mod config_errors;
+mod fuse;
 mod hostile;
 mod interop;
 mod nbd_client;
