@@ -358,9 +358,12 @@ impl Resource {
             tracing::info!(resource = %self.name, "quorum regained");
             return;
         }
-        let primary = engine.role() == Role::Primary;
-        tracing::error!(resource = %self.name, primary, "quorum lost: {}", engine.quorum_report());
-        if primary {
+        if engine.role() != Role::Primary {
+            tracing::info!(resource = %self.name, "no quorum: {}", engine.quorum_report());
+            return;
+        }
+        tracing::error!(resource = %self.name, "quorum lost by the Primary: {}", engine.quorum_report());
+        {
             let event = HandlerEvent { resource: &self.name, volume: None, peer_node_id: None, peer_name: None };
             handlers::run(&self.handlers, "quorum-lost", &event);
         }

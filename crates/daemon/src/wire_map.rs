@@ -23,6 +23,8 @@ pub(crate) fn control_to_wire(message: PeerMessage<Payload>) -> Option<Message> 
         PeerMessage::WriteAck { seq } => Message::WriteAck { seq },
         PeerMessage::NegAck { seq } => Message::NegAck { seq, errno: ERRNO_IO },
         PeerMessage::BarrierAck { epoch } => Message::BarrierAck { epoch },
+        PeerMessage::StaleMark { stale } => Message::StaleMark { stale },
+        PeerMessage::StaleMarkAck { stale } => Message::StaleMarkAck { stale },
         PeerMessage::State { role, disks } => Message::PeerState(wire::PeerState {
             role: role.code(),
             volumes: disks.into_iter().map(|(volume, d)| wire::VolumeDiskState { volume, disk_state: d.code() }).collect(),
@@ -40,6 +42,8 @@ pub(crate) fn control_from_wire(message: Message) -> Result<PeerMessage<Payload>
         Message::WriteAck { seq } => PeerMessage::WriteAck { seq },
         Message::NegAck { seq, .. } => PeerMessage::NegAck { seq },
         Message::BarrierAck { epoch } => PeerMessage::BarrierAck { epoch },
+        Message::StaleMark { stale } => PeerMessage::StaleMark { stale },
+        Message::StaleMarkAck { stale } => PeerMessage::StaleMarkAck { stale },
         Message::PeerState(state) => {
             let role = role_of(state.role)?;
             let disks = state.volumes.into_iter().map(|v| Ok((v.volume, disk_of(v.disk_state)?))).collect::<Result<_, LinkError>>()?;
@@ -70,8 +74,6 @@ pub(crate) fn sync_to_wire(message: PeerMessage<Payload>) -> Result<Option<Messa
         }
         PeerMessage::ResyncInSync { id, volume } => Message::ResyncInSync { id, volume },
         PeerMessage::SyncPause { volume, paused } => Message::SyncPause { volume, paused },
-        PeerMessage::StaleMark { stale } => Message::StaleMark { stale },
-        PeerMessage::StaleMarkAck { stale } => Message::StaleMarkAck { stale },
         PeerMessage::VerifyRequest { id, volume, offset, length } => {
             Message::VerifyRequest(wire::VerifyRequest { id, volume, offset, length: length32(length)? })
         }
@@ -100,8 +102,6 @@ pub(crate) fn sync_from_wire(message: &Message) -> Result<Option<PeerMessage<Pay
         Message::CsumRequest(r) => PeerMessage::CsumRequest { id: r.id, volume: r.volume, offset: r.offset, length: u64::from(r.length), digests: r.digests.clone() },
         Message::ResyncInSync { id, volume } => PeerMessage::ResyncInSync { id: *id, volume: *volume },
         Message::SyncPause { volume, paused } => PeerMessage::SyncPause { volume: *volume, paused: *paused },
-        Message::StaleMark { stale } => PeerMessage::StaleMark { stale: *stale },
-        Message::StaleMarkAck { stale } => PeerMessage::StaleMarkAck { stale: *stale },
         Message::VerifyRequest(r) => PeerMessage::VerifyRequest { id: r.id, volume: r.volume, offset: r.offset, length: u64::from(r.length) },
         Message::VerifyReply(r) => {
             let outcome = match &r.outcome {
@@ -161,4 +161,47 @@ fn role_of(code: u8) -> Result<Role, LinkError> {
 
 fn disk_of(code: u8) -> Result<DiskState, LinkError> {
     DiskState::from_code(code).ok_or_else(|| LinkError::Protocol(format!("unknown disk state code {code}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wire::SocketKind;
+
+    /// Every engine message without payload maps to a wire kind allowed on the socket the
+    /// mapping is for (a message on the wrong socket is a protocol error at the peer).
+    #[test]
+    fn each_message_maps_to_a_kind_allowed_on_its_socket() {
+        let messages: Vec<PeerMessage<Payload>> = vec![
+            PeerMessage::Ping,
+            PeerMessage::PingAck,
+            PeerMessage::RecvAck { seq: 1 },
+            PeerMessage::WriteAck { seq: 1 },
+            PeerMessage::NegAck { seq: 1 },
+            PeerMessage::BarrierAck { epoch: 1 },
+            PeerMessage::State { role: Role::Secondary, disks: vec![(0, DiskState::UpToDate)] },
+            PeerMessage::StaleMark { stale: true },
+            PeerMessage::StaleMarkAck { stale: false },
+            PeerMessage::SyncPause { volume: 0, paused: true },
+            PeerMessage::BitmapChunk { volume: 0, chunk: vec![1] },
+            PeerMessage::ResyncRequest { id: 1, volume: 0, offset: 0, length: 4096 },
+            PeerMessage::ResyncAck { id: 1, volume: 0, ok: true },
+            PeerMessage::ResyncDone { volume: 0, failed_bytes: 0 },
+            PeerMessage::ResyncInSync { id: 1, volume: 0 },
+            PeerMessage::VerifyRequest { id: 1, volume: 0, offset: 0, length: 4096 },
+            PeerMessage::VerifyDone { volume: 0, oos_bytes: 0 },
+        ];
+        for message in messages {
+            let name = format!("{message:?}");
+            let control = control_to_wire(message.clone());
+            let sync = sync_to_wire(message).expect("maps");
+            assert!(control.is_some() != sync.is_some(), "{name} maps to exactly one socket");
+            if let Some(wire) = control {
+                assert!(wire.kind().allowed_on(SocketKind::Control), "{name} on the control socket");
+            }
+            if let Some(wire) = sync {
+                assert!(wire.kind().allowed_on(SocketKind::Data), "{name} on the data socket");
+            }
+        }
+    }
 }

@@ -319,6 +319,9 @@ pub struct Engine<P> {
     quorum: QuorumConfig,
     /// Whether the quorum rules are met now.
     quorum_held: bool,
+    /// The disk states last sent to the connected peers (`State`); a change is sent at the
+    /// next tick, so peers (and their quorum) see it without a reconnect.
+    disks_announced: Vec<(u16, DiskState)>,
 }
 
 impl<P: Clone> Engine<P> {
@@ -332,7 +335,7 @@ impl<P: Clone> Engine<P> {
             peers.push(new_peer(node, peer, &config.volumes)?);
         }
         let volumes = config.volumes.into_iter().enumerate().map(|(vslot, v)| attach_volume(vslot, v, &mut peers)).collect::<Result<_, _>>()?;
-        Ok(Engine {
+        let mut engine = Engine {
             node_id: config.node_id,
             node,
             role: Role::Secondary,
@@ -355,7 +358,10 @@ impl<P: Clone> Engine<P> {
             marked_by: None,
             quorum: QuorumConfig::default(),
             quorum_held: true,
-        })
+            disks_announced: Vec::new(),
+        };
+        engine.disks_announced = engine.disk_list();
+        Ok(engine)
     }
 
     /// Our role.
@@ -919,6 +925,7 @@ impl<P: Clone> Engine<P> {
         for slot in 0..self.peers.len() {
             self.drain_check(slot, out);
         }
+        self.announce_disks(out);
         self.update_quorum(now, out);
         // The lag bound's age may have passed, or confirmations freed room.
         self.start_waiting(now, out);
@@ -995,6 +1002,19 @@ impl<P: Clone> Engine<P> {
             }
         }
         Ok(())
+    }
+
+    /// Tells every connected peer our disk states if they changed since the last `State`.
+    fn announce_disks(&mut self, out: &mut Vec<Action<P>>) {
+        let disks = self.disk_list();
+        if disks == self.disks_announced {
+            return;
+        }
+        for peer in self.peers.iter().filter(|p| p.connection == ConnState::Connected) {
+            let message = PeerMessage::State { role: self.role, disks: disks.clone() };
+            out.push(Action::SendControl { peer: peer.config.node_id, message });
+        }
+        self.disks_announced = disks;
     }
 
     fn set_role(&mut self, role: Role, out: &mut Vec<Action<P>>) {

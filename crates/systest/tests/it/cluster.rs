@@ -91,6 +91,8 @@ pub struct Spec {
     /// Extra lines for one node's `on NAME { }` section (node index, line), written in every
     /// node's file; `{dir}` in a line becomes the cluster's directory.
     pub host_extra: Vec<(usize, String)>,
+    /// Lines for the resource's `options { }` section (quorum, ...); none when empty.
+    pub options_extra: Vec<String>,
 }
 
 /// Where a node's metadata lives (the `meta-disk` of its volume).
@@ -117,7 +119,19 @@ impl Spec {
             metadata: Metadata::External,
             create_md: true,
             host_extra: Vec::new(),
+            options_extra: Vec::new(),
         }
+    }
+
+    /// Three nodes in a `connection-mesh`, otherwise like [`Spec::two_nodes`].
+    pub fn three_nodes(protocol: char) -> Spec {
+        Spec { node_count: 3, net_extra: vec![Vec::new(); 3], ..Spec::two_nodes(protocol) }
+    }
+
+    /// Adds a line to the resource's `options { }` section.
+    pub fn options_line(mut self, line: &str) -> Spec {
+        self.options_extra.push(line.to_string());
+        self
     }
 
     /// Adds a line to node `node`'s `on` section; `{dir}` becomes the cluster's directory.
@@ -395,7 +409,15 @@ impl Cluster {
             "# Written by the tandem system tests for node {}.\n",
             self.name(index)
         );
-        text.push_str(&format!("resource {RESOURCE} {{\n  net {{\n"));
+        text.push_str(&format!("resource {RESOURCE} {{\n"));
+        if !self.spec.options_extra.is_empty() {
+            text.push_str("  options {\n");
+            for line in &self.spec.options_extra {
+                text.push_str(&format!("    {line}\n"));
+            }
+            text.push_str("  }\n");
+        }
+        text.push_str("  net {\n");
         // ping-timeout 2 s instead of DRBD's 500 ms: the nodes are debug builds sharing two
         // cores with the rest of the suite, where a task can wait longer than 500 ms to run;
         // the failure-detection tests kill or cut peers, which no timeout hides.

@@ -1,0 +1,74 @@
+//! Quorum with three nodes (issue 4): a Primary that still reaches a majority keeps writing;
+//! one cut off from both peers stops completing writes — they wait (`suspend-io`) until
+//! quorum returns, or fail (`io-error`) — and status says `quorum:no`; a node without quorum
+//! cannot be promoted.
+
+use std::sync::mpsc;
+use std::time::Duration;
+
+use crate::cluster::{Cluster, Spec, RESOURCE};
+use crate::nbd_client;
+
+const ALICE: usize = 0;
+const BOB: usize = 1;
+const CAROL: usize = 2;
+const STATE_DEADLINE: Duration = Duration::from_secs(15);
+
+fn has_quorum(cluster: &Cluster, index: usize) -> bool {
+    cluster.status_json(index)["resources"][0]["devices"][0]["quorum"].as_bool().unwrap_or(false)
+}
+
+fn quorum_cluster(on_loss: &str) -> Cluster {
+    let spec = Spec::three_nodes('C').options_line("quorum majority;").options_line(&format!("on-no-quorum {on_loss};"));
+    let cluster = Cluster::with_primary(spec);
+    assert!(has_quorum(&cluster, ALICE));
+    cluster
+}
+
+#[test]
+fn a_primary_cut_off_from_both_peers_suspends_writes_until_quorum_returns() {
+    let cluster = quorum_cluster("suspend-io");
+    let mut client = nbd_client::open(&cluster.nbd_socket(ALICE), RESOURCE).expect("open");
+    cluster.kill(BOB);
+    cluster.wait_until("alice notices bob is gone", STATE_DEADLINE, || cluster.status(ALICE).connection_state("bob") != "Connected");
+    assert!(has_quorum(&cluster, ALICE), "2 of 3 is a majority");
+    assert_eq!(client.write(0, &[1; 4096]), 0, "writes go on with a majority");
+
+    cluster.kill(CAROL);
+    cluster.wait_until("alice loses quorum", STATE_DEADLINE, || !has_quorum(&cluster, ALICE));
+    let text = cluster.admin_ok(ALICE, &["status", RESOURCE]);
+    assert!(text.contains("quorum:no"), "status: {text}");
+    let (done_tx, done_rx) = mpsc::channel();
+    let writer = std::thread::spawn(move || {
+        let errno = client.write(4096, &[2; 4096]);
+        let _ = done_tx.send(errno);
+        client
+    });
+    cluster.hold_for("the write waits for quorum", Duration::from_millis(1500), || done_rx.try_recv().is_err());
+
+    cluster.start_node(BOB);
+    cluster.wait_until("alice regains quorum", STATE_DEADLINE, || has_quorum(&cluster, ALICE));
+    let errno = done_rx.recv_timeout(STATE_DEADLINE).expect("the held write completed once quorum returned");
+    assert_eq!(errno, 0);
+    writer.join().expect("writer").disconnect();
+}
+
+#[test]
+fn with_io_error_writes_fail_without_quorum_and_promotion_is_refused() {
+    let cluster = quorum_cluster("io-error");
+    cluster.kill(BOB);
+    cluster.kill(CAROL);
+    cluster.wait_until("alice loses quorum", STATE_DEADLINE, || !has_quorum(&cluster, ALICE));
+    let mut client = nbd_client::open(&cluster.nbd_socket(ALICE), RESOURCE).expect("open");
+    let errno = client.write(0, &[3; 4096]);
+    assert_eq!(errno, 5, "a write without quorum fails with EIO");
+    client.disconnect();
+
+    // Carol, alone after a restart, has no quorum either and refuses to become Primary.
+    cluster.start_node(CAROL);
+    cluster.admin_ok(ALICE, &["disconnect", RESOURCE]);
+    cluster.admin_ok(ALICE, &["secondary", RESOURCE]);
+    let refused = cluster.admin(CAROL, &["primary", RESOURCE]);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success() && stderr.contains("no quorum"), "carol: {stderr}");
+}
