@@ -93,6 +93,12 @@ pub enum Request {
         /// Which resource; `None` = all.
         resource: Option<String>,
     },
+    /// What the Selective Replication Manager measured and decided (`tandem srm status`);
+    /// the reply's message is the text.
+    SrmStatus {
+        /// Which resource; `None` = all.
+        resource: Option<String>,
+    },
     /// Suspend resyncs with peers (`tandem pause-sync [--peer NAME]`): PausedSyncS/T with
     /// `resync-suspended:user` until `resume-sync`.
     PauseSync {

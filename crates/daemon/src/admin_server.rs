@@ -127,6 +127,12 @@ fn handle(request: Request, resources: &[Arc<Resource>]) -> Reply {
         Request::Down { resource } => (resource, Box::new(down)),
         Request::Events { .. } => return Reply::Error { message: "events is a stream".into() },
         Request::Adjust { .. } => return Reply::Error { message: "adjust is handled apart".into() },
+        Request::SrmStatus { resource } => {
+            return match select(resources, resource.as_deref()) {
+                Ok(selected) => Reply::Ok { message: Some(selected.iter().map(|r| srm_status(r)).collect::<Vec<_>>().join("\n")) },
+                Err(message) => Reply::Error { message },
+            };
+        }
     };
     let selected = match select(resources, name.as_deref()) {
         Ok(selected) => selected,
@@ -185,6 +191,14 @@ fn invalidate_remote(resource: &Arc<Resource>, peer: Option<&str>) -> Result<(),
         resource.step(|engine, _, out| engine.invalidate_remote(node_id, out)).map_err(|e| format!("State change failed: {e}"))?;
     }
     Ok(())
+}
+
+fn srm_status(resource: &Arc<Resource>) -> String {
+    let view = resource.srm_view.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    match view.as_ref() {
+        Some(view) => view.render(&resource.name).trim_end().to_owned(),
+        None => format!("{} srm:off (set `srm on;` or `srm advise;` in the resource's options)", resource.name),
+    }
 }
 
 fn pause_sync(resource: &Arc<Resource>, peer: Option<&str>, paused: bool) -> Result<(), String> {

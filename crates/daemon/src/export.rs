@@ -112,10 +112,12 @@ impl Export for OpenExport {
             }
             Command::Write { offset, data } => {
                 let length = data.len() as u64;
+                self.resource.note_write(offset, length);
                 Op::Write { offset, length, data: Payload { data: Incoming::from_bytes(data), _permit: None }, flags }
             }
             Command::WriteStreaming { offset, data } => {
                 let length = data.len() as u64;
+                self.resource.note_write(offset, length);
                 Op::Write { offset, length, data: Payload { data, _permit: None }, flags }
             }
             Command::Flush => Op::Flush,

@@ -25,6 +25,7 @@ mod peer;
 mod resource;
 mod resync_after;
 mod setup;
+mod srm_driver;
 mod status;
 mod wire_map;
 

@@ -148,6 +148,12 @@ pub(crate) struct Resource {
     handlers: config::Handlers,
     /// [`ResourceParts::volume_layout`].
     pub(crate) volume_layout: String,
+    /// [`ResourceParts::options`].
+    pub(crate) options: config::ResourceOptions,
+    /// What the Selective Replication Manager shows (None: `srm off`).
+    pub(crate) srm_view: Mutex<Option<crate::srm_driver::SrmView>>,
+    /// Client writes since the manager last looked.
+    pub(crate) write_counters: Mutex<crate::srm_driver::WriteCounters>,
     io: IoWorkers,
     core: Mutex<Core>,
     next_request: AtomicU64,
@@ -179,6 +185,8 @@ pub(crate) struct ResourceParts {
     pub(crate) pool: Arc<BufPool>,
     pub(crate) handlers: config::Handlers,
     pub(crate) engine: Engine<Payload>,
+    /// The resource's `options { }` (quorum, srm).
+    pub(crate) options: config::ResourceOptions,
     /// The volumes as configured (number, disk, meta-disk), for `adjust` to refuse changes it
     /// cannot apply live.
     pub(crate) volume_layout: String,
@@ -205,6 +213,9 @@ impl Resource {
             listen: parts.listen,
             peers: parts.peers,
             volume_layout: parts.volume_layout,
+            options: parts.options,
+            srm_view: Mutex::new(None),
+            write_counters: Mutex::new(crate::srm_driver::WriteCounters::default()),
             volumes: parts.volumes,
             metas: parts.metas,
             pool: parts.pool,
@@ -346,6 +357,13 @@ impl Resource {
             }
         }
         None
+    }
+
+    /// Counts a client write for the manager's write pattern (only while it runs).
+    pub(crate) fn note_write(&self, offset: u64, length: u64) {
+        if self.options.srm != config::Srm::Off {
+            self.write_counters.lock().unwrap_or_else(std::sync::PoisonError::into_inner).note(offset, length);
+        }
     }
 
     /// Logs quorum changes and runs `quorum-lost` when a Primary loses it.

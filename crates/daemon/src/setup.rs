@@ -31,7 +31,10 @@ pub(crate) const ACTIVE_OPTIONS: &[&str] = &[
     "resync-rate", "c-plan-ahead", "c-delay-target", "c-fill-target", "c-max-rate", "c-min-rate",
     "after-sb-0pri", "after-sb-1pri", "after-sb-2pri", "split-brain", "initial-split-brain",
     "pri-lost-after-sb", "verify-alg", "csums-alg", "out-of-sync", "al-extents", "al-updates",
-    "resync-after", "quorum", "on-no-quorum", "quorum-minimum-redundancy", "quorum-lost",
+    "resync-after", "quorum", "on-no-quorum", "quorum-minimum-redundancy", "quorum-lost", "srm",
+    "srm-interval", "srm-max-lag-bytes", "srm-max-lag-time", "srm-latency-high", "srm-latency-low",
+    "srm-fill-high", "srm-fill-low", "srm-min-dwell", "srm-max-buffers-min", "srm-max-buffers-max",
+    "srm-max-epoch-size-min", "srm-max-epoch-size-max", "srm-resync-share",
 ];
 
 /// Dirty bitmap pages are written every this many engine ticks (1 s), besides on every
@@ -171,7 +174,7 @@ fn build_resource(resource: &config::Resource, host: &config::Host, pool: &Arc<B
     })
     .map_err(|error| setup_error(format!("the metadata does not fit the configuration: {error}")))?;
     let volume_layout = volume_layout(host);
-    let parts = ResourceParts { name: resource.name.clone(), node_id: host.node_id, listen, peers, volumes, metas, pool: Arc::clone(pool), handlers: resource.handlers.clone(), engine, volume_layout };
+    let parts = ResourceParts { name: resource.name.clone(), node_id: host.node_id, listen, peers, volumes, metas, pool: Arc::clone(pool), handlers: resource.handlers.clone(), engine, volume_layout, options: resource.options.clone() };
     let built = Resource::new(parts).map_err(|error| setup_error(format!("cannot start I/O threads: {error}")))?;
     let quorum = quorum_config(&resource.options);
     built.step(|engine, now, out| engine.set_quorum(now, quorum, out));
@@ -333,6 +336,9 @@ pub(crate) async fn serve(node: PreparedNode, options: NodeOptions) -> Result<()
     }
     let context = crate::adjust::NodeContext { config_path: options.config.clone(), node_name: node.name.clone() };
     tokio::spawn(admin_server::serve(admin_listener, node.resources.clone(), context));
+    for resource in &node.resources {
+        crate::srm_driver::start(resource, &resource.options);
+    }
     if !node.resync_after.is_empty() {
         tokio::spawn(resync_after::run(node.resources.clone(), node.resync_after.clone()));
     }

@@ -31,12 +31,14 @@ mod pause;
 mod quorum;
 mod persist;
 mod resync;
+mod stats;
 pub(crate) mod verify;
 
 pub use handshake::BITMAP_CHUNK_BYTES_MAX;
 pub use lag::{LagBound, LagStatus};
 pub use pause::SyncPause;
 pub use quorum::{OnNoQuorum, QuorumConfig, QuorumRule};
+pub use stats::{LocalStats, PeerStats};
 pub use resync::RESYNC_REQUEST_BYTES_MAX;
 pub use verify::{VERIFY_DIGESTS_BYTES_MAX, VERIFY_REQUEST_BYTES_MAX};
 
@@ -174,6 +176,8 @@ struct InFlight {
     peers: Vec<PeerStage>,
     /// The metadata version that must be persisted before the write completes (0: none).
     meta_version: u64,
+    /// When the local write was issued (for the local write latency).
+    started: Time,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -263,6 +267,8 @@ struct Peer<P> {
     lag_bound: Option<LagBound>,
     /// A `StaleMarkAck` to send once this metadata version is durable (secondary side).
     stale_ack: Option<(bool, u64)>,
+    /// Confirmations since the driver last took them (`engine/stats.rs`).
+    stats: PeerStats,
 }
 
 /// Local state of one volume.
@@ -322,6 +328,8 @@ pub struct Engine<P> {
     /// The disk states last sent to the connected peers (`State`); a change is sent at the
     /// next tick, so peers (and their quorum) see it without a reconnect.
     disks_announced: Vec<(u16, DiskState)>,
+    /// Local write times since the driver last took them.
+    local_stats: LocalStats,
 }
 
 impl<P: Clone> Engine<P> {
@@ -359,6 +367,7 @@ impl<P: Clone> Engine<P> {
             quorum: QuorumConfig::default(),
             quorum_held: true,
             disks_announced: Vec::new(),
+            local_stats: LocalStats::default(),
         };
         engine.disks_announced = engine.disk_list();
         Ok(engine)
@@ -458,7 +467,7 @@ impl<P: Clone> Engine<P> {
         for peer in &mut self.peers {
             stages.push(send_to_peer(peer, now, Sent { seq, since: now, epoch: self.epoch, volume, extent }, vslot, &disk_op, out));
         }
-        let write = InFlight { request, epoch: self.epoch, volume, extent, local: Stage::Pending, peers: stages, meta_version };
+        let write = InFlight { request, epoch: self.epoch, volume, extent, local: Stage::Pending, peers: stages, meta_version, started: now };
         assert!(self.in_flight.insert(seq, write).is_none(), "sequence numbers are unique");
         self.lower_pending += 1;
         out.push(Action::LocalWrite { io: IoId::Write { seq }, volume, op: disk_op });
@@ -507,6 +516,8 @@ impl<P: Clone> Engine<P> {
                 if let Some(write) = self.in_flight.get_mut(&seq) {
                     assert_eq!(write.local, Stage::Pending, "one completion per local write");
                     write.local = Stage::Done(result);
+                    let started = write.started;
+                    self.note_local_write(now, started);
                     self.try_complete_write(now, seq, out);
                 }
             }
@@ -828,7 +839,12 @@ impl<P: Clone> Engine<P> {
 
     fn acked(&mut self, now: Time, slot: usize, seq: u64, stage: PeerStage, out: &mut Vec<Action<P>>) -> Result<(), String> {
         if stage == PeerStage::Settled {
-            self.peers[slot].transfer_log.retain(|s| s.seq != seq);
+            let log = &mut self.peers[slot].transfer_log;
+            if let Some(index) = log.iter().position(|s| s.seq == seq) {
+                if let Some(sent) = log.remove(index) {
+                    self.note_ack(now, slot, sent.since, sent.extent.length);
+                }
+            }
         }
         let Some(write) = self.in_flight.get_mut(&seq) else {
             // Acks for writes already completed (protocol A/B) are normal; acks for sequence
@@ -1199,6 +1215,7 @@ fn new_peer<P: Clone>(local: NodeId, config: &PeerConfig, volumes: &[VolumeConfi
         async_state: lag::AsyncState::default(),
         lag_bound: None,
         stale_ack: None,
+        stats: PeerStats::default(),
     })
 }
 

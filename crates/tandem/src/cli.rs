@@ -176,11 +176,25 @@ pub enum SimpleVerb {
     /// Re-read the configuration and apply what changed without dropping connections
     /// (protocol, buffers, timeouts, resync rates, after-sb policies).
     Adjust(Target),
+    /// The Selective Replication Manager: `tandem srm status [RES]` shows what it measured
+    /// and decided.
+    Srm {
+        /// What to do.
+        #[command(subcommand)]
+        command: SrmVerb,
+    },
     /// Suspend resyncs with peers (PausedSyncS/T, `resync-suspended:user`) until
     /// resume-sync; writes keep replicating.
     PauseSync(PeerTarget),
     /// Let resyncs suspended by pause-sync run again.
     ResumeSync(PeerTarget),
+}
+
+/// `tandem srm ...`.
+#[derive(Debug, clap::Subcommand)]
+pub enum SrmVerb {
+    /// The latest measurements and decisions.
+    Status(Target),
 }
 
 impl SimpleVerb {
@@ -225,6 +239,9 @@ impl SimpleVerb {
                 peer,
             },
             Self::Adjust(target) => Request::Adjust {
+                resource: resource_filter(&target),
+            },
+            Self::Srm { command: SrmVerb::Status(target) } => Request::SrmStatus {
                 resource: resource_filter(&target),
             },
             Self::PauseSync(PeerTarget { peer, target }) => Request::PauseSync {

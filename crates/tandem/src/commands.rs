@@ -105,6 +105,7 @@ fn request_kind(request: &Request) -> &'static str {
         Request::InvalidateRemote { .. } => "invalidate-remote",
         Request::Disconnect { .. } => "disconnect",
         Request::Adjust { .. } => "adjust",
+        Request::SrmStatus { .. } => "srm status",
         Request::PauseSync { .. } => "pause-sync",
         Request::ResumeSync { .. } => "resume-sync",
         Request::Events { .. } => "events",

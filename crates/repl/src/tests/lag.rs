@@ -237,3 +237,19 @@ fn lowering_max_buffers_during_a_resync_drains_and_finishes() {
     pair.sync_until_quiet(500);
     pair.assert_in_sync();
 }
+
+#[test]
+fn peer_and_local_stats_count_confirmations_and_reset_when_taken() {
+    let mut pair = Pair::new(Protocol::C);
+    for request in 1..=3 {
+        pair.write(request, request * 2 * KIB4 as u64, 1, KIB4);
+    }
+    pair.tick(A, Duration::from_millis(5));
+    pair.deliver_all();
+    let stats = pair.nodes[A].take_peer_stats(1);
+    assert_eq!((stats.acks, stats.acked_bytes), (3, 3 * KIB4 as u64));
+    assert!(stats.ack_latency_max >= Duration::from_millis(5), "the acks came after the tick");
+    assert_eq!(pair.nodes[A].take_peer_stats(1), PeerStats::default(), "taking resets");
+    assert_eq!(pair.nodes[A].take_local_stats().writes, 3);
+    assert_eq!(pair.nodes[A].take_local_stats().writes, 0);
+}
