@@ -34,6 +34,7 @@ pub(crate) fn device(volume: u16) -> DeviceStatus {
         upper_pending: 0,
         lower_pending: 0,
         blocked: false,
+        possibly_stale: false,
     }
 }
 
@@ -49,6 +50,8 @@ pub(crate) fn connection(name: &str, peer_node_id: u8) -> ConnectionStatus {
         rs_in_flight_kib: 0,
         protocol: "C".to_string(),
         last_error: None,
+        unreplicated_kib: 0,
+        peer_possibly_stale: false,
         peer_devices: Vec::new(),
     }
 }

@@ -67,6 +67,10 @@ pub struct DeviceStatus {
     pub lower_pending: u64,
     /// Whether application I/O is blocked (printed as DRBD's `blocked:upper`).
     pub blocked: bool,
+    /// tandem: a Primary replicated to this node asynchronously and it has not caught up;
+    /// promotion needs `--force` (printed as `possibly-stale:yes`).
+    #[serde(default)]
+    pub possibly_stale: bool,
 }
 
 /// One connection from this node to a peer.
@@ -90,6 +94,13 @@ pub struct ConnectionStatus {
     pub protocol: String,
     /// Why the connection last failed, if it did.
     pub last_error: Option<String>,
+    /// tandem: data written and not yet confirmed by this peer.
+    #[serde(default)]
+    pub unreplicated_kib: u64,
+    /// tandem: this peer is marked possibly stale (asynchronous replication in force or
+    /// draining).
+    #[serde(default)]
+    pub peer_possibly_stale: bool,
     /// The volumes as seen over this connection.
     pub peer_devices: Vec<PeerDeviceStatus>,
 }

@@ -137,6 +137,9 @@ fn write_device(out: &mut Wrapped, device: &DeviceStatus, scope: &Scope<'_>) {
         out.word(indent, &format!(" quorum:{}", words::yes_no(device.quorum)));
     }
     out.word(indent, &format!(" open:{}", words::yes_no(device.open)));
+    if device.possibly_stale {
+        out.word(indent, " possibly-stale:yes");
+    }
     if scope.options.statistics {
         out.end_line();
         for word in device_statistics(device, verbose) {

@@ -55,7 +55,7 @@ impl WriteCounters {
         let taken = std::mem::take(self);
         self.next_offset = taken.next_offset;
         let per_s = |count: u64| u64::try_from(u128::from(count) * 1000 / interval.as_millis().max(1)).unwrap_or(u64::MAX);
-        let sequential_permille = if taken.writes == 0 { 0 } else { u32::try_from(taken.sequential * 1000 / taken.writes).unwrap_or(1000) };
+        let sequential_permille = (taken.sequential * 1000).checked_div(taken.writes).map_or(0, |permille| u32::try_from(permille).unwrap_or(1000));
         WritePattern { bytes_per_s: per_s(taken.bytes), writes_per_s: per_s(taken.writes), size_histogram: taken.histogram, sequential_permille }
     }
 }
@@ -166,7 +166,9 @@ async fn run(resource: Arc<Resource>, mut peers: Vec<PeerManager>, mode: Mode, i
     let start = tokio::time::Instant::now();
     loop {
         ticker.tick().await;
-        let system = host.sample();
+        let mut system = host.sample();
+        let local = resource.step(|engine, _, _| engine.take_local_stats());
+        system.local_write_latency = local.latency_sum.checked_div(u32::try_from(local.writes).unwrap_or(u32::MAX)).unwrap_or_default();
         let writes = lock(&resource.write_counters).take(interval);
         let now = start.elapsed();
         let mut lines = vec![system_line(&system, &writes)];
@@ -189,16 +191,15 @@ async fn run(resource: Arc<Resource>, mut peers: Vec<PeerManager>, mode: Mode, i
 }
 
 fn observe_peer(resource: &Arc<Resource>, node_id: u8, interval: Duration) -> PeerObservation {
-    let (status, stats, local, config) = resource.step(|engine, _, _| {
+    let (status, stats, config) = resource.step(|engine, _, _| {
         let status = engine.status().peers.into_iter().find(|p| p.node_id == node_id);
-        (status, engine.take_peer_stats(node_id), engine.take_local_stats(), engine.peer_config(node_id))
+        (status, engine.take_peer_stats(node_id), engine.peer_config(node_id))
     });
     let Some(status) = status else { return PeerObservation { peer: node_id, ..PeerObservation::default() } };
     let connected = status.connection == repl::ConnState::Connected;
     let mean = stats.ack_latency_sum.checked_div(u32::try_from(stats.acks).unwrap_or(u32::MAX));
     let window = config.map_or(1, |c| u64::from(c.max_buffers_pages) * PAGE_BYTES).max(1);
     let fill = u32::try_from(status.lag.unreplicated_bytes.saturating_mul(1000) / window).unwrap_or(1000).min(1000);
-    let local_mean = local.latency_sum.checked_div(u32::try_from(local.writes).unwrap_or(u32::MAX));
     let resync = status.volumes.iter().find_map(|v| v.resync).map(|r| srm::ResyncObservation {
         rate_bytes_per_s: r.rate_bytes_per_s,
         bytes_left: r.total_bytes.saturating_sub(r.done_bytes),
@@ -208,8 +209,10 @@ fn observe_peer(resource: &Arc<Resource>, node_id: u8, interval: Duration) -> Pe
         connected,
         rtt: None,
         ack_latency_mean: mean,
+        ack_latency_min: (stats.acks > 0).then_some(stats.ack_latency_min),
         ack_latency_p99: (stats.acks > 0).then_some(stats.ack_latency_max),
-        peer_write_latency: local_mean,
+        // The peer does not report its disk's latency (yet): the manager uses ours.
+        peer_write_latency: None,
         goodput_bytes_per_s: u64::try_from(u128::from(stats.acked_bytes) * 1000 / interval.as_millis().max(1)).unwrap_or(u64::MAX),
         tcp: None,
         send_queue_fill_permille: fill,
@@ -292,9 +295,10 @@ fn system_line(system: &SystemObservation, writes: &WritePattern) -> String {
 
 fn peer_line(name: &str, peer: &PeerObservation) -> String {
     format!(
-        "{name}: connected:{} ack-latency:{:?} max:{:?} goodput:{} KiB/s unreplicated:{} KiB oldest:{:?} queue-fill:{}‰ out-of-sync:{} KiB",
+        "{name}: connected:{} ack-latency:{:?} min:{:?} max:{:?} goodput:{} KiB/s unreplicated:{} KiB oldest:{:?} queue-fill:{}‰ out-of-sync:{} KiB",
         if peer.connected { "yes" } else { "no" },
         peer.ack_latency_mean.unwrap_or_default(),
+        peer.ack_latency_min.unwrap_or_default(),
         peer.ack_latency_p99.unwrap_or_default(),
         peer.goodput_bytes_per_s / 1024,
         peer.unreplicated_bytes / 1024,

@@ -30,6 +30,7 @@ pub(crate) fn resource_status(resource: &Resource) -> ResourceStatus {
             upper_pending: v.upper_pending,
             lower_pending: v.lower_pending,
             blocked: false,
+            possibly_stale: v.possibly_stale,
         })
         .collect();
     let connections = status
@@ -45,6 +46,8 @@ pub(crate) fn resource_status(resource: &Resource) -> ResourceStatus {
             rs_in_flight_kib: p.volumes.iter().filter_map(|pv| pv.resync).map(|r| r.in_flight_bytes / KIB).sum(),
             protocol: p.protocol.to_string(),
             last_error: p.last_error.clone(),
+            unreplicated_kib: p.lag.unreplicated_bytes / KIB,
+            peer_possibly_stale: p.lag.peer_possibly_stale,
             peer_devices: p
                 .volumes
                 .iter()

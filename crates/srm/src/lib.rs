@@ -23,8 +23,11 @@
 //!
 //! # Rules and their defaults
 //! **Protocol** (`manager/protocol.rs`). The network's share of write latency is the ping
-//! RTT or the mean ack latency minus the disk's share (the peer's reported write latency,
-//! else ours), whichever is larger. A peer goes to protocol A after
+//! RTT (else TCP's) or the ack latency minus the disk's share (the peer's reported write
+//! latency, else ours), whichever is larger; the ack latency is the interval's fastest ack
+//! when measured (at high queue depths the mean is queueing at the peer, which the
+//! send-queue fill covers), else the mean. On a saturated host only latency at twice the
+//! enter threshold counts. A peer goes to protocol A after
 //! `enter_intervals` (3) consecutive intervals with that latency at or over
 //! `srm-latency-high` (5 ms) or the send queue at or over `srm-fill-high` (80%), and
 //! returns to the configured protocol after `return_intervals` (5) consecutive intervals

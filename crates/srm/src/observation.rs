@@ -64,6 +64,9 @@ pub struct PeerObservation {
     pub rtt: Option<Duration>,
     /// Mean time from sending a write to its acknowledgement, over recent writes.
     pub ack_latency_mean: Option<Duration>,
+    /// The fastest write ack of the interval (the least queued write: close to the link's
+    /// round trip plus the peer's disk even at high queue depths).
+    pub ack_latency_min: Option<Duration>,
     /// 99th percentile of the same.
     pub ack_latency_p99: Option<Duration>,
     /// The peer's own backing-disk write latency, if it reports one.

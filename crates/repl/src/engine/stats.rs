@@ -19,6 +19,8 @@ pub struct PeerStats {
     pub ack_latency_sum: Duration,
     /// The longest of those times.
     pub ack_latency_max: Duration,
+    /// The shortest (zero when there were none).
+    pub ack_latency_min: Duration,
 }
 
 /// Local disk writes since the last [`Engine::take_local_stats`].
@@ -49,6 +51,7 @@ impl<P: Clone> Engine<P> {
         stats.acked_bytes += bytes;
         stats.ack_latency_sum = stats.ack_latency_sum.saturating_add(latency);
         stats.ack_latency_max = stats.ack_latency_max.max(latency);
+        stats.ack_latency_min = if stats.acks == 1 { latency } else { stats.ack_latency_min.min(latency) };
     }
 
     /// Records a finished local write that started at `started`.

@@ -6,9 +6,10 @@
 //! Invariants: a switch needs `enter_intervals` (or `return_intervals`) consecutive
 //! intervals on the far side of the thresholds and `min_dwell` since the previous switch,
 //! so a signal oscillating faster than that cannot make the protocol flap; a switch to A
-//! is always preceded by the mark in the same outcome; no switch to A is made while the
-//! host's CPU is saturated (latency then comes from this host, not the network), while
-//! switching back is always allowed (it is the safe direction).
+//! is always preceded by the mark in the same outcome; while the host's CPU is saturated no
+//! switch to A is made on latency under [`SATURATED_LATENCY_FACTOR`] times the enter
+//! threshold (smaller delays may be this host's own), while switching back is always
+//! allowed (it is the safe direction).
 
 use std::time::Duration;
 
@@ -29,14 +30,20 @@ enum Level {
 
 /// The network's share of write latency: the ping RTT (else the kernel's smoothed RTT of
 /// the data socket), or the ack latency minus the disk's share (the peer's reported write
-/// latency, else ours, as peers usually have alike disks), whichever is larger. A slow disk
-/// raises ack latency without raising this.
+/// latency, else ours, as peers usually have alike disks), whichever is larger. The ack
+/// latency is the interval's fastest ack when the driver measured it, else the mean: at high
+/// queue depths the mean is mostly writes queueing at the peer — a throughput limit the
+/// send-queue fill measures — so a busy peer at 0 ms would never look recovered, while the
+/// fastest ack still sees the link. A slow disk raises neither.
 fn network_latency(context: &Context<'_>) -> Option<Duration> {
     let peer = context.peer;
     let disk = peer
         .peer_write_latency
         .unwrap_or(context.system.local_write_latency);
-    let ack = peer.ack_latency_mean.map(|ack| ack.saturating_sub(disk));
+    let ack = peer
+        .ack_latency_min
+        .or(peer.ack_latency_mean)
+        .map(|ack| ack.saturating_sub(disk));
     let rtt = peer.rtt.or(peer.tcp.map(|tcp| tcp.rtt));
     match (rtt, ack) {
         (None, None) => None,
@@ -57,6 +64,19 @@ fn level(context: &Context<'_>) -> Level {
         return Level::Low;
     }
     Level::Between
+}
+
+/// On a saturated host, network latency counts towards async only at this many times the
+/// enter threshold: a host busy enough to add a few milliseconds of its own rarely adds
+/// tens, and a long link (seed 002's +20 ms) must not stay synchronous just because the
+/// writes keep the CPU busy.
+pub(super) const SATURATED_LATENCY_FACTOR: u32 = 2;
+
+/// Whether the network's latency alone is far enough over the enter threshold to count on a
+/// saturated host.
+fn clearly_network(context: &Context<'_>) -> bool {
+    let limit = context.config.latency_enter.saturating_mul(SATURATED_LATENCY_FACTOR);
+    network_latency(context).is_some_and(|latency| latency >= limit)
 }
 
 /// True if this host's CPU is saturated or stolen from, so latency is not the network's.
@@ -122,7 +142,7 @@ pub(super) fn step(state: &mut PeerState, context: &Context<'_>, out: &mut Vec<D
     // Latency measured on a saturated host is the host's own: it does not count towards
     // going async (recovery still counts, returning is the safe direction).
     let level = match level(context) {
-        Level::High if cpu_saturated(context) => Level::Between,
+        Level::High if cpu_saturated(context) && !clearly_network(context) => Level::Between,
         level => level,
     };
     match level {

@@ -261,6 +261,19 @@ fn cpu_saturation_does_not_go_async() {
     }
 }
 
+/// A long link stays a long link on a busy host: 25 ms of network latency (over twice the
+/// 5 ms threshold) sends the peer async even with the CPU saturated.
+#[test]
+fn a_long_link_goes_async_even_on_a_saturated_host() {
+    let mut run = Run::new(config(Mode::On));
+    for t in 0..10 {
+        let mut observation = sample(t, delayed_peer(millis(25)));
+        observation.system.cpu_busy_permille = 1000;
+        run.step(t, &observation);
+    }
+    assert_eq!(run.switches(), vec![(2, Protocol::A)]);
+}
+
 /// A slow local disk is not a network problem: acks slowed by disks that are as slow as
 /// ours do not send the peer async; acks slowed beyond what the peer's disk explains do.
 #[test]
@@ -832,4 +845,22 @@ fn pull_ahead_back_off_survives_a_zero_dwell() {
     }
     let entries = run.times(|action| *action == Action::EnterAhead);
     assert_eq!(entries, vec![0, 2, 5, 10, 19, 36]);
+}
+
+/// At high queue depths the mean ack latency is mostly queueing at the peer. With the
+/// interval's fastest ack near the link's round trip, a recovered link brings the peer back
+/// although the mean stays over the return threshold.
+#[test]
+fn the_fastest_ack_shows_a_recovered_link_under_queueing() {
+    let mut run = Run::new(config(Mode::On));
+    for t in 0..40 {
+        let slow = t < 10;
+        let mut peer = delayed_peer(millis(20));
+        peer.rtt = None;
+        peer.ack_latency_mean = Some(if slow { millis(25) } else { millis(5) });
+        peer.ack_latency_min = Some(if slow { millis(20) } else { Duration::from_micros(400) });
+        run.step(t, &sample(t, peer));
+    }
+    let protocols: Vec<Protocol> = run.switches().into_iter().map(|(_, protocol)| protocol).collect();
+    assert_eq!(protocols, vec![Protocol::A, Protocol::C]);
 }

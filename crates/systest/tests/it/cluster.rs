@@ -93,6 +93,9 @@ pub struct Spec {
     pub host_extra: Vec<(usize, String)>,
     /// Lines for the resource's `options { }` section (quorum, ...); none when empty.
     pub options_extra: Vec<String>,
+    /// Loopback ports of relays (the link emulator) in front of each node: a node's
+    /// configuration names the relay as every other node's address.
+    pub relay_ports: Option<Vec<u16>>,
 }
 
 /// Where a node's metadata lives (the `meta-disk` of its volume).
@@ -120,12 +123,20 @@ impl Spec {
             create_md: true,
             host_extra: Vec::new(),
             options_extra: Vec::new(),
+            relay_ports: None,
         }
     }
 
     /// Three nodes in a `connection-mesh`, otherwise like [`Spec::two_nodes`].
     pub fn three_nodes(protocol: char) -> Spec {
         Spec { node_count: 3, net_extra: vec![Vec::new(); 3], ..Spec::two_nodes(protocol) }
+    }
+
+    /// Peers reach each node through a relay on a fresh loopback port (see
+    /// `link::LinkEmulator`, which must be started before the nodes).
+    pub fn through_relays(mut self) -> Spec {
+        self.relay_ports = Some((0..self.node_count).map(|_| free_port()).collect());
+        self
     }
 
     /// Adds a line to the resource's `options { }` section.
@@ -450,10 +461,14 @@ impl Cluster {
         }
         text.push_str("  }\n");
         for (node_id, node) in self.nodes.iter().enumerate() {
+            let address = match &self.spec.relay_ports {
+                Some(ports) if node_id != index => SocketAddr::from(([127, 0, 0, 1], ports[node_id])),
+                _ => node.address,
+            };
             text.push_str(&format!(
                 "  on {} {{\n    node-id {node_id};\n    address {};\n    volume 0 {{\n      disk \"{}\";\n",
                 node.name,
-                node.address,
+                address,
                 node.disk.display()
             ));
             if self.spec.metadata == Metadata::External {
@@ -806,6 +821,11 @@ impl Cluster {
     /// The name of one node.
     pub fn name(&self, index: usize) -> &'static str {
         self.nodes[index].name
+    }
+
+    /// The relay ports of [`Spec::through_relays`], if any.
+    pub fn relay_ports(&self) -> Option<&[u16]> {
+        self.spec.relay_ports.as_deref()
     }
 
     /// The size of every backing file.

@@ -26,6 +26,7 @@ fn resource(disk: &str, connection: &str, replication: &str, peer_disk: &str, ou
             upper_pending: 0,
             lower_pending: 0,
             blocked: false,
+            possibly_stale: false,
         }],
         connections: vec![ConnectionStatus {
             name: "bob".into(),
@@ -37,6 +38,8 @@ fn resource(disk: &str, connection: &str, replication: &str, peer_disk: &str, ou
             rs_in_flight_kib: 0,
             protocol: "C".into(),
             last_error: (connection == "StandAlone").then(|| "split brain detected".to_string()),
+            unreplicated_kib: 0,
+            peer_possibly_stale: false,
             peer_devices: vec![PeerDeviceStatus {
                 volume: 0,
                 replication: replication.into(),

@@ -134,6 +134,7 @@ fn report() -> StatusReport {
         upper_pending: 0,
         lower_pending: 0,
         blocked: false,
+        possibly_stale: false,
     };
     let peer_device = PeerDeviceStatus {
         volume: 0,
@@ -160,6 +161,8 @@ fn report() -> StatusReport {
         rs_in_flight_kib: 0,
         protocol: "C".to_string(),
         last_error: None,
+        unreplicated_kib: 0,
+        peer_possibly_stale: false,
         peer_devices: vec![peer_device],
     };
     let resource = ResourceStatus {
