@@ -146,6 +146,9 @@ fn scrapes_show_roles_states_and_counters_that_grow_with_writes() {
         bytes(&text, &format!("tandem_connection_unreplicated_bytes{towards_bob}")) == 0 && value(&text, &format!("tandem_connection_oldest_unreplicated_seconds{towards_bob}")) == 0.0
     });
 
+    let log = cluster.log(ALICE);
+    assert!(log.contains(&format!("http://127.0.0.1:{}/metrics", ports[ALICE])), "the log does not name the metrics address:\n{log}");
+    assert!(!log.lines().any(|line| line.contains("metrics-address") && line.contains("not yet active")), "metrics-address is reported as not yet active:\n{log}");
     assert_refusals(ports[ALICE]);
     for port in ports {
         let listening = listening_addresses(port);
@@ -178,6 +181,31 @@ fn assert_refusals(port: u16) {
     assert_eq!(answer.status, 400, "{}", answer.head);
     assert!(answer.body.contains("longer than"), "{}", answer.body);
     scrape(port);
+}
+
+/// While the initial full sync runs (at a fixed, low rate, so it is still running when
+/// looked at), the Primary shows it: SyncSource, the peer's disk Inconsistent, bytes out of
+/// sync, a done percentage between 0 and 100 and a positive rate.
+#[test]
+fn a_running_resync_shows_its_progress_and_rate() {
+    let port = free_port();
+    let spec = Spec::two_nodes('C').disk_line("c-plan-ahead 0;").disk_line("resync-rate 4M;").host_line(ALICE, &format!("metrics-address {port};"));
+    let cluster = Cluster::connected_fresh(spec);
+    let towards_bob_volume = "{resource=\"r0\",peer=\"bob\",volume=\"0\"}";
+    let before = scrape(port);
+    assert_eq!(value(&before, "tandem_device_disk_state{resource=\"r0\",volume=\"0\",state=\"Inconsistent\"}"), 1.0);
+    cluster.admin_ok(ALICE, &["primary", "--force", RESOURCE]);
+    let mut text = String::new();
+    cluster.wait_until("alice's scrape shows the resync moving", SETTLE_DEADLINE, || {
+        text = scrape(port);
+        text.contains(&format!("tandem_peer_device_resync_rate_bytes_per_second{towards_bob_volume}"))
+            && bytes(&text, &format!("tandem_peer_device_resync_rate_bytes_per_second{towards_bob_volume}")) > 0
+    });
+    assert_eq!(value(&text, &format!("tandem_peer_device_replication_state{}", towards_bob_volume.replace('}', ",state=\"SyncSource\"}"))), 1.0, "{text}");
+    assert_eq!(value(&text, &format!("tandem_peer_device_peer_disk_state{}", towards_bob_volume.replace('}', ",state=\"Inconsistent\"}"))), 1.0, "{text}");
+    assert!(bytes(&text, &format!("tandem_peer_device_out_of_sync_bytes{towards_bob_volume}")) > 0, "{text}");
+    let done = value(&text, &format!("tandem_peer_device_resync_done_percent{towards_bob_volume}"));
+    assert!((0.0..100.0).contains(&done), "done {done} while the resync runs:\n{text}");
 }
 
 /// A metrics port that is already taken fails the start, naming the address, like a busy
