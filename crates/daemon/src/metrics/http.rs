@@ -59,9 +59,13 @@ pub(crate) enum Route {
 /// Response status codes the listener uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Status {
+    /// 200: the metrics.
     Ok,
+    /// 400: a head that is not a request (see [`BadRequest`]).
     BadRequest,
+    /// 404: a path other than `/metrics`.
     NotFound,
+    /// 405: a method other than GET and HEAD.
     MethodNotAllowed,
 }
 
