@@ -5,6 +5,7 @@
 //! - per resource, a TCP listener on this node's address and one supervisor per peer;
 //! - one NBD unix socket `RUN_DIR/nbd.sock` with an export per volume, plus the optional TCP
 //!   NBD listener of this node (`nbd-address`);
+//! - the optional Prometheus metrics listener of this node (`metrics-address`, `metrics`);
 //! - per `fuse-mount DIR` of this node, a FUSE mount with a file per volume (`fuse_export`);
 //! - the admin socket `RUN_DIR/admin.sock` (mode 0600, callers checked with SO_PEERCRED).
 //!
@@ -21,6 +22,7 @@ mod handlers;
 mod io_workers;
 mod meta_store;
 mod metadata;
+mod metrics;
 mod peer;
 mod resource;
 mod resync_after;

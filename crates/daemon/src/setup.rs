@@ -46,6 +46,8 @@ pub(crate) struct PreparedNode {
     pub(crate) name: String,
     pub(crate) resources: Vec<Arc<Resource>>,
     pub(crate) nbd_address: Option<std::net::SocketAddr>,
+    /// Where to serve Prometheus metrics (`metrics-address`), if anywhere.
+    pub(crate) metrics_address: Option<std::net::SocketAddr>,
     /// FUSE mount directories (`fuse-mount`), each with the resources whose files it holds.
     pub(crate) fuse_mounts: std::collections::BTreeMap<std::path::PathBuf, Vec<String>>,
     /// The largest NBD request: a write may touch at most as many activity-log extents as one
@@ -77,6 +79,7 @@ pub(crate) fn prepare(options: &NodeOptions) -> Result<PreparedNode, DaemonError
     let pool = BufPool::new(PoolConfig::default());
     let mut resources = Vec::new();
     let mut nbd_address = None;
+    let mut metrics_address = None;
     let mut fuse_mounts = std::collections::BTreeMap::<_, Vec<String>>::new();
     let mut request_bytes_max = nbd::ServerConfig::REQUEST_BYTES_MAX_DEFAULT;
     let mut declared = Vec::new();
@@ -85,6 +88,7 @@ pub(crate) fn prepare(options: &NodeOptions) -> Result<PreparedNode, DaemonError
         let volumes = host.volumes.iter().map(|v| (v.number, v.disk_options.resync_after.clone())).collect();
         declared.push(resync_after::Declared { name: resource.name.clone(), volumes });
         nbd_address = nbd_address.or(host.nbd_address);
+        metrics_address = metrics_address.or(host.metrics_address);
         if let Some(path) = &host.fuse_mount {
             fuse_mounts.entry(path.clone()).or_default().push(resource.name.clone());
         }
@@ -98,7 +102,7 @@ pub(crate) fn prepare(options: &NodeOptions) -> Result<PreparedNode, DaemonError
         return Err(DaemonError::Setup(format!("{file}: no resource has an 'on {name}' section; pick the node with --node NAME")));
     }
     let resync_after = resync_after::resolve(&declared).map_err(DaemonError::Setup)?;
-    Ok(PreparedNode { name, resources, nbd_address, fuse_mounts, request_bytes_max, resync_after })
+    Ok(PreparedNode { name, resources, nbd_address, metrics_address, fuse_mounts, request_bytes_max, resync_after })
 }
 
 fn host_name() -> Result<String, DaemonError> {
@@ -310,6 +314,7 @@ pub(crate) async fn serve(node: PreparedNode, options: NodeOptions) -> Result<()
         Some(address) => Some(TcpListener::bind(address).await.map_err(|source| DaemonError::Listen { what: format!("NBD {address}"), source })?),
         None => None,
     };
+    let metrics_tcp = crate::metrics::bind(node.metrics_address).await?;
     std::fs::create_dir_all(&options.run_dir).map_err(|source| DaemonError::Listen { what: options.run_dir.display().to_string(), source })?;
     let admin_path = options.run_dir.join("admin.sock");
     let nbd_path = options.run_dir.join("nbd.sock");
@@ -338,6 +343,9 @@ pub(crate) async fn serve(node: PreparedNode, options: NodeOptions) -> Result<()
     tokio::spawn(admin_server::serve(admin_listener, node.resources.clone(), context));
     for resource in &node.resources {
         crate::srm_driver::start(resource, &resource.options);
+    }
+    if let Some(listener) = metrics_tcp {
+        tokio::spawn(crate::metrics::serve(listener, node.name.clone(), node.resources.clone()));
     }
     if !node.resync_after.is_empty() {
         tokio::spawn(resync_after::run(node.resources.clone(), node.resync_after.clone()));

@@ -18,6 +18,8 @@
 //!   a killed Secondary or Primary catching up, a clean restart with no resync, the initial
 //!   full sync by `primary --force`, split brain (manual recovery, `after-sb-0pri`), and the
 //!   refusal of a disk without valid metadata.
+//! - `metrics`: the Prometheus listener (`metrics-address`): key metrics and labels, counters
+//!   that grow with writes, 404/405/400 answers, loopback for a bare port, a busy port.
 //!
 //! The harness is in `cluster` (processes, configs, metadata, waits), `tools` (external
 //! programs with deadlines, test data) and `nbd_client` (a byte-level NBD client). Each test
@@ -37,6 +39,7 @@ mod fuse;
 mod hostile;
 mod interop;
 mod link;
+mod metrics;
 mod nbd_client;
 mod quorum;
 mod replication;
