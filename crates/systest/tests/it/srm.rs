@@ -96,3 +96,47 @@ fn the_manager_goes_async_on_a_slow_link_and_back_within_its_lag_bound() {
     cluster.wait_until("nothing is left to replicate", SWITCH_DEADLINE, || alice_link(&cluster).1 == 0 && cluster.out_of_sync_kib(ALICE, BOB) == 0);
     cluster.wait_identical(ALICE, BOB, SWITCH_DEADLINE);
 }
+
+/// Failover after asynchronous replication (issue 5): while the manager runs bob
+/// asynchronously, bob is durably marked possibly stale; if alice dies then, bob refuses to
+/// become Primary without `--force` (and says why), and accepts it with `--force`. The mark
+/// survives bob's restart.
+#[test]
+fn a_peer_left_behind_asynchronously_refuses_promotion_without_force() {
+    require_fio();
+    let spec = Spec::two_nodes('C')
+        .through_relays()
+        .options_line("srm on;")
+        .options_line("srm-interval 200;")
+        .net_line_all("srm-min-dwell 1;")
+        .net_line_all(&format!("srm-max-lag-bytes {LAG_BOUND_KIB}K;"))
+        .net_line_all("srm-max-lag-time 1000;");
+    let cluster = Cluster::create(spec);
+    let link = LinkEmulator::start(&cluster);
+    cluster.start_all();
+    cluster.wait_connected();
+    cluster.initial_sync();
+    cluster.promote_and_wait(ALICE);
+    let mut fio = Command::new("fio");
+    fio.args(["--name=srm", "--thread", "--ioengine=nbd", "--rw=randwrite", "--bs=4k", "--iodepth=32", "--size=16M", "--time_based", "--runtime=120", "--output=/dev/null"])
+        .arg(format!("--uri={}", cluster.nbd_uri(ALICE)));
+    let mut fio = Background::spawn(fio);
+    link.set(r#"{"delay_ms":10}"#);
+    wait_protocol(&cluster, "A", &mut fio);
+    cluster.wait_until("bob is marked possibly stale", SWITCH_DEADLINE, || bob_possibly_stale(&cluster));
+
+    cluster.kill(ALICE);
+    drop(fio);
+    cluster.wait_until("bob notices alice is gone", SWITCH_DEADLINE, || cluster.status(BOB).connection_state("alice") != "Connected");
+    let refused = cluster.admin(BOB, &["primary", RESOURCE]);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "bob became Primary although it may lack acknowledged writes");
+    assert!(stderr.contains("may lack acknowledged writes") && stderr.contains("--force"), "refusal: {stderr}");
+
+    cluster.restart(BOB);
+    assert!(bob_possibly_stale(&cluster), "the mark is durable: it survives a restart");
+    assert!(!cluster.admin(BOB, &["primary", RESOURCE]).status.success());
+    cluster.admin_ok(BOB, &["primary", "--force", RESOURCE]);
+    assert_eq!(cluster.status(BOB).role(), "Primary");
+    assert!(!bob_possibly_stale(&cluster), "--force accepts bob's data as it is");
+}
