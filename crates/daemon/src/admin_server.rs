@@ -150,7 +150,10 @@ fn promote(resource: &Arc<Resource>, force: bool) -> Result<(), String> {
     if resource.is_down() {
         return Err("resource is down; run 'tandem up' first".into());
     }
-    resource.step(|engine, _, out| engine.promote(force, out)).map_err(|e| format!("State change failed: {e}"))
+    resource.step(|engine, _, out| engine.promote(force, out)).map_err(|e| format!("State change failed: {e}"))?;
+    // An explicit promotion outlives the export's last opener.
+    resource.auto_promoted.store(false, std::sync::atomic::Ordering::Release);
+    Ok(())
 }
 
 fn demote(resource: &Arc<Resource>) -> Result<(), String> {

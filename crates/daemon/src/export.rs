@@ -53,6 +53,19 @@ impl ExportRegistry for Registry {
     }
 
     fn open(&self, name: &str) -> Result<Arc<dyn Export>, OpenError> {
+        self.open_export(name, true)
+    }
+
+    fn open_for_info(&self, name: &str) -> Result<Arc<dyn Export>, OpenError> {
+        self.open_export(name, false)
+    }
+}
+
+impl Registry {
+    /// Opens a volume's export; on a Secondary with `auto-promote yes` (DRBD's default) and
+    /// `promote`, the node first becomes Primary, and is demoted again when its last export
+    /// closes.
+    fn open_export(&self, name: &str, promote: bool) -> Result<Arc<dyn Export>, OpenError> {
         let found = self.resources.iter().find_map(|r| {
             let volume = r.volumes.iter().find(|(n, _)| export_name(&r.name, *n) == name)?;
             Some((Arc::clone(r), volume.0, volume.1.size_bytes()))
@@ -60,6 +73,9 @@ impl ExportRegistry for Registry {
         let Some((resource, volume, size)) = found else { return Err(OpenError::Unknown) };
         if resource.is_down() {
             return Err(OpenError::Policy(format!("resource {} is down on this node", resource.name)));
+        }
+        if promote && resource.options.auto_promote {
+            auto_promote(&resource)?;
         }
         let refusal = resource.with_engine(|engine| match engine.role() {
             Role::Primary => None,
@@ -76,6 +92,26 @@ impl ExportRegistry for Registry {
     }
 }
 
+/// `auto-promote`: a Secondary becomes Primary for the opener (refused with the reason when
+/// it cannot: a peer is Primary, no quorum, data not UpToDate or possibly stale).
+fn auto_promote(resource: &Arc<Resource>) -> Result<(), OpenError> {
+    let promoted = resource.step(|engine, _, out| {
+        if engine.role() == Role::Primary {
+            return Ok(false);
+        }
+        engine.promote(false, out).map(|()| true)
+    });
+    match promoted {
+        Ok(true) => {
+            resource.auto_promoted.store(true, std::sync::atomic::Ordering::Release);
+            tracing::info!(resource = %resource.name, "auto-promote: Primary for the export's opener");
+            Ok(())
+        }
+        Ok(false) => Ok(()),
+        Err(error) => Err(OpenError::Policy(format!("{} is Secondary and auto-promote failed: {error}", resource.name))),
+    }
+}
+
 /// One client's handle on a volume; closing it (drop) is counted by the engine.
 #[derive(Debug)]
 struct OpenExport {
@@ -86,7 +122,20 @@ struct OpenExport {
 
 impl Drop for OpenExport {
     fn drop(&mut self) {
-        self.resource.step(|engine, _, _| engine.export_opened(false));
+        let resource = &self.resource;
+        let demoted = resource.step(|engine, _, out| {
+            engine.export_opened(false);
+            let last = !engine.is_open() && resource.auto_promoted.load(std::sync::atomic::Ordering::Acquire);
+            last.then(|| engine.demote(out))
+        });
+        match demoted {
+            Some(Ok(())) => {
+                resource.auto_promoted.store(false, std::sync::atomic::Ordering::Release);
+                tracing::info!(resource = %resource.name, "auto-promote: the last opener closed the export; Secondary again");
+            }
+            Some(Err(error)) => tracing::warn!(resource = %resource.name, "auto-promote: cannot demote: {error}"),
+            None => {}
+        }
     }
 }
 

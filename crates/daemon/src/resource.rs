@@ -165,6 +165,8 @@ pub(crate) struct Resource {
     pub(crate) down: AtomicBool,
     /// Quorum as last reported (for the `quorum-lost` handler and the log).
     had_quorum: AtomicBool,
+    /// The node became Primary through `auto-promote`: the last close demotes it.
+    pub(crate) auto_promoted: AtomicBool,
     start: Instant,
 }
 
@@ -227,6 +229,7 @@ impl Resource {
             changed,
             down: AtomicBool::new(false),
             had_quorum: AtomicBool::new(true),
+            auto_promoted: AtomicBool::new(false),
             start: Instant::now(),
         });
         resource.start_meta_writers(receivers)?;

@@ -17,6 +17,11 @@ pub trait ExportRegistry: Send + Sync + 'static {
     /// Dropping the returned Arc closes it; the server drops it only after every reply of the
     /// connection was handled. `NBD_OPT_INFO` opens and drops an export too.
     fn open(&self, name: &str) -> Result<Arc<dyn Export>, OpenError>;
+    /// Open an export only to describe it (`NBD_OPT_INFO`): it is dropped at once and serves
+    /// no I/O, so a registry may skip what opening for use would do (e.g. a promotion).
+    fn open_for_info(&self, name: &str) -> Result<Arc<dyn Export>, OpenError> {
+        self.open(name)
+    }
 }
 
 /// Why an export could not be opened.

@@ -154,11 +154,11 @@ impl Haggle<'_> {
             }
             ClientOption::Info(query) => {
                 // The export opened for INFO is dropped (closed) right away.
-                self.info_or_go(code, &query);
+                self.info_or_go(code, &query, true);
                 Ok(Step::Continue)
             }
             ClientOption::Go(query) => Ok(self
-                .info_or_go(code, &query)
+                .info_or_go(code, &query, false)
                 .map_or(Step::Continue, Step::Enter)),
             ClientOption::StructuredReply | ClientOption::Other { .. } => {
                 self.error(code, OptionError::Unsup, "option not supported");
@@ -212,7 +212,7 @@ impl Haggle<'_> {
     }
 
     /// `NBD_OPT_INFO` / `NBD_OPT_GO`: the session if the export opened.
-    fn info_or_go(&mut self, code: u32, query: &ExportQuery) -> Option<Session> {
+    fn info_or_go(&mut self, code: u32, query: &ExportQuery, info_only: bool) -> Option<Session> {
         let Some(canonical) = self.resolve(&query.name) else {
             self.error(
                 code,
@@ -221,7 +221,8 @@ impl Haggle<'_> {
             );
             return None;
         };
-        let session = match self.registry.open(&canonical) {
+        let opened = if info_only { self.registry.open_for_info(&canonical) } else { self.registry.open(&canonical) };
+        let session = match opened {
             Ok(export) => self.session(export),
             Err(OpenError::Unknown) => {
                 self.error(

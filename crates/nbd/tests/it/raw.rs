@@ -48,6 +48,8 @@ async fn server(config: ServerConfig) -> (Server, Arc<MemExport>) {
         .with("disk", &disk)
         .with("ro", &read_only)
         .with("bare", &bare)
+        .with("info-shy", &disk)
+        .refusing_info("info-shy")
         .refusing("secondary", "this node is Secondary");
     (Server::start(registry, config).await, disk)
 }
@@ -106,6 +108,7 @@ async fn list_info_and_abort() {
         entry("disk"),
         entry("ro"),
         entry("bare"),
+        entry("info-shy"),
         OptionReplyBody::Ack,
     ];
     assert_eq!(names, expected);
@@ -669,4 +672,21 @@ async fn a_streaming_write_cut_short_is_aborted() {
     wait_until("the export saw the abort", || disk.streamed() == (1, 1)).await;
     let mut other = RawClient::open(&server.socket, "disk").await;
     assert_eq!(other.read(0, 2000).await, Ok(pattern(2000, 1)));
+}
+
+/// NBD_OPT_INFO opens through `ExportRegistry::open_for_info` (the daemon does not
+/// auto-promote for it), NBD_OPT_GO through `open`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn info_opens_for_information_only_and_go_opens_for_use() {
+    let (server, _) = server(small()).await;
+    let mut client = RawClient::connect(&server.socket).await;
+    let query = ExportQuery { name: "info-shy".to_owned(), items: vec![] };
+    client.send_option(&ClientOption::Info(query)).await;
+    let info = client.final_replies().await;
+    assert!(
+        matches!(info.last().map(|reply| &reply.body), Some(OptionReplyBody::Error { .. })),
+        "INFO went through open_for_info: {info:?}"
+    );
+    let replies = client.go("info-shy", &[]).await;
+    assert_eq!(replies.last().map(|reply| &reply.body), Some(&OptionReplyBody::Ack), "{replies:?}");
 }

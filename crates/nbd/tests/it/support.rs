@@ -238,11 +238,18 @@ impl Export for MemExport {
 pub struct MemRegistry {
     pub exports: Vec<(String, Arc<MemExport>)>,
     pub refused: Vec<(String, String)>,
+    /// Names that `open_for_info` (NBD_OPT_INFO) refuses while `open` accepts them.
+    pub info_refused: Vec<String>,
 }
 
 impl MemRegistry {
     pub fn with(mut self, name: &str, export: &Arc<MemExport>) -> MemRegistry {
         self.exports.push((name.to_owned(), Arc::clone(export)));
+        self
+    }
+
+    pub fn refusing_info(mut self, name: &str) -> MemRegistry {
+        self.info_refused.push(name.to_owned());
         self
     }
 
@@ -267,6 +274,13 @@ impl ExportRegistry for MemRegistry {
             .find(|(known, _)| known == name)
             .ok_or(OpenError::Unknown)?;
         Ok(Arc::clone(export) as Arc<dyn Export>)
+    }
+
+    fn open_for_info(&self, name: &str) -> Result<Arc<dyn Export>, OpenError> {
+        if self.info_refused.iter().any(|refused| refused == name) {
+            return Err(OpenError::Policy("opened for information only".to_owned()));
+        }
+        self.open(name)
     }
 }
 

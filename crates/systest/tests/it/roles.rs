@@ -1,9 +1,10 @@
 //! Role rules through the admin verbs: one Primary at a time, no demotion while the export
 //! is open, a clean switch-over, and `tandem status` in drbdsetup's text layout.
 
+use std::process::Command;
 use std::time::Duration;
 
-use crate::cluster::{Cluster, Spec, NODE_NAMES, RESOURCE};
+use crate::cluster::{Cluster, Spec, CONNECT_DEADLINE, NODE_NAMES, RESOURCE};
 use crate::nbd_client::{self, REP_ERR_POLICY};
 
 /// How long a close or a role change may take to show in status.
@@ -147,4 +148,31 @@ fn status_text_has_the_drbd_layout() {
             "'status r0' differs from 'status' with one resource"
         );
     }
+}
+
+/// `auto-promote yes` (DRBD's default): opening the export on a Secondary makes it Primary
+/// when nothing forbids it, and closing the last opener makes it Secondary again; with a peer
+/// Primary the open is refused with the reason; `NBD_OPT_INFO` (nbdinfo) never promotes.
+#[test]
+fn auto_promote_opens_as_primary_and_demotes_on_the_last_close() {
+    const ALICE: usize = 0;
+    const BOB: usize = 1;
+    let cluster = Cluster::connected(Spec::two_nodes('C'));
+    // nbdinfo opens with NBD_OPT_GO, so it is an opener like any other: bob is Primary while
+    // it looks, Secondary again once it is done.
+    let info = Command::new("nbdinfo").arg(cluster.nbd_uri(BOB)).output().expect("run nbdinfo");
+    assert!(info.status.success(), "nbdinfo: {}", String::from_utf8_lossy(&info.stderr));
+    cluster.wait_until("bob is Secondary again after nbdinfo", CONNECT_DEADLINE, || cluster.status(BOB).role() == "Secondary");
+
+    let mut client = nbd_client::open(&cluster.nbd_socket(ALICE), RESOURCE).expect("auto-promote on open");
+    assert_eq!(cluster.status(ALICE).role(), "Primary");
+    let refused = nbd_client::open(&cluster.nbd_socket(BOB), RESOURCE).expect_err("bob must refuse while alice is Primary");
+    assert!(refused.message.contains("auto-promote failed"), "{}", refused.message);
+    assert_eq!(client.write(0, &[7; 4096]), 0);
+    client.disconnect();
+    cluster.wait_until("alice is Secondary again after the last close", CONNECT_DEADLINE, || cluster.status(ALICE).role() == "Secondary");
+
+    let explicit = Cluster::connected(Spec::two_nodes('C').options_line("auto-promote no;"));
+    let refused = nbd_client::open(&explicit.nbd_socket(ALICE), RESOURCE).expect_err("auto-promote no");
+    assert!(refused.message.contains("is Secondary"), "{}", refused.message);
 }
