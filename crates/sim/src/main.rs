@@ -34,6 +34,9 @@ struct Args {
     /// disk-errors.
     #[arg(long, default_value = "all")]
     faults: String,
+    /// Force the number of nodes (2 or 3) instead of drawing it from the seed.
+    #[arg(long)]
+    nodes: Option<u8>,
     /// Trace lines printed with a report.
     #[arg(long, default_value_t = 40)]
     tail: usize,
@@ -87,7 +90,12 @@ fn main() -> ExitCode {
             if limit.is_some_and(|l| started.elapsed() >= l) {
                 break 'batch;
             }
-            let outcome = run(SimConfig { trace_tail: args.tail, faults: mask, ..SimConfig::new(seed, scenario) });
+            let mut config = SimConfig { trace_tail: args.tail, faults: mask, ..SimConfig::new(seed, scenario) };
+            if let Some(nodes) = args.nodes {
+                config.nodes = nodes.clamp(2, 3);
+                config.failover &= config.nodes == 2;
+            }
+            let outcome = run(config);
             runs += 1;
             steps += outcome.stats.steps;
             faults += outcome.stats.faults + outcome.stats.crashes;

@@ -23,11 +23,14 @@ use crate::SimError;
 /// Bytes of the simulated external metadata device (more than the layout needs).
 const METADATA_DEVICE_BYTES: u64 = 4 << 20;
 
+/// Bitmap pages per peer node id: `(peer, [(page index, 4 KiB image)])`.
+pub type PeerPages = Vec<(u8, Vec<(u64, Vec<u8>)>)>;
+
 /// One queued metadata write.
 #[derive(Debug, Clone)]
 pub enum MetaJob {
     /// Bitmap pages per peer node id, then (if given) the superblock fields.
-    Persist { pages: Vec<(u8, Vec<(u64, Vec<u8>)>)>, meta: Option<Box<VolumeMeta>>, io: Option<IoId> },
+    Persist { pages: PeerPages, meta: Option<Box<VolumeMeta>>, io: Option<IoId> },
     /// An activity-log transaction: evicted extents' pages, then the ring block.
     ActivityLog { pages: Vec<(u8, u64, Vec<u8>)>, offset_bytes: u64, block: Vec<u8>, io: IoId },
 }

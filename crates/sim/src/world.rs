@@ -17,7 +17,7 @@ use repl::{Action, ConnState, DiskOp, Engine, IoError, IoId, Op, PeerMessage, Ro
 
 use crate::check::{self, SessionWrite, Usage, Violation, WriteRecord};
 use crate::disk::{SimDisk, BLOCK_BYTES};
-use crate::metadata::{MetaJob, MetaSpec, SimMeta};
+use crate::metadata::{MetaJob, MetaSpec, PeerPages, SimMeta};
 use crate::net::{Body, Chan, ChanKey, Frame, Network, FRAME_HEADER_BYTES};
 use crate::node::Node;
 use crate::rng::Rng;
@@ -318,7 +318,7 @@ impl Sim {
         }
     }
 
-    fn take_pages(&mut self, n: u8, volume: u16) -> Vec<(u8, Vec<(u64, Vec<u8>)>)> {
+    fn take_pages(&mut self, n: u8, volume: u16) -> PeerPages {
         let peers: Vec<u8> = (0..self.cfg.nodes).filter(|&p| p != n).collect();
         let Some(engine) = self.nodes[usize::from(n)].engine.as_mut() else { return Vec::new() };
         peers.into_iter().map(|p| (p, engine.take_dirty_bitmap_pages(volume, p))).collect()
