@@ -24,11 +24,16 @@ pub const BLOCK_BYTES: u64 = 4096;
 pub struct SimDisk {
     cache: Vec<u64>,
     durable: Vec<u64>,
+    /// Per block: the write sequence number of the cache value and of the durable value (a
+    /// flush never replaces a durable value with an older one).
+    cache_seq: Vec<u64>,
+    durable_seq: Vec<u64>,
+    next_seq: u64,
     dirty: BTreeSet<u64>,
     /// Writes issued and not completed: key → (first block, tags).
     in_progress: BTreeMap<u64, (u64, Vec<u64>)>,
-    /// Flushes issued and not completed: key → (block, value) to make durable.
-    flushes: BTreeMap<u64, Vec<(u64, u64)>>,
+    /// Flushes issued and not completed: key → (block, value, its sequence) to make durable.
+    flushes: BTreeMap<u64, Vec<(u64, u64, u64)>>,
     /// Block ranges `[first, end)` where I/O fails.
     failing: Vec<(u64, u64)>,
 }
@@ -40,6 +45,9 @@ impl SimDisk {
         SimDisk {
             cache: vec![0; len],
             durable: vec![0; len],
+            cache_seq: vec![0; len],
+            durable_seq: vec![0; len],
+            next_seq: 1,
             dirty: BTreeSet::new(),
             in_progress: BTreeMap::new(),
             flushes: BTreeMap::new(),
@@ -96,11 +104,15 @@ impl SimDisk {
         if self.fails(first, count) {
             return Err(IoError::Io);
         }
+        let seq = self.next_seq;
+        self.next_seq += 1;
         for (block, tag) in (first..).zip(tags) {
             let Ok(index) = usize::try_from(block) else { continue };
             self.cache[index] = tag;
+            self.cache_seq[index] = seq;
             if fua {
                 self.durable[index] = tag;
+                self.durable_seq[index] = seq;
                 self.dirty.remove(&block);
             } else {
                 self.dirty.insert(block);
@@ -111,16 +123,23 @@ impl SimDisk {
 
     /// A flush was issued: it covers the blocks dirty now.
     pub fn start_flush(&mut self, key: u64) {
-        let snapshot = self.dirty.iter().filter_map(|&b| Some((b, *self.cache.get(usize::try_from(b).ok()?)?))).collect();
+        let snapshot = self.dirty.iter().filter_map(|&b| {
+            let index = usize::try_from(b).ok()?;
+            Some((b, *self.cache.get(index)?, *self.cache_seq.get(index)?))
+        });
+        let snapshot = snapshot.collect();
         self.flushes.insert(key, snapshot);
     }
 
     /// The flush `key` completes now.
     pub fn finish_flush(&mut self, key: u64) {
-        for (block, value) in self.flushes.remove(&key).unwrap_or_default() {
+        for (block, value, seq) in self.flushes.remove(&key).unwrap_or_default() {
             let Ok(index) = usize::try_from(block) else { continue };
-            self.durable[index] = value;
-            if self.cache[index] == value {
+            if self.durable_seq[index] < seq {
+                self.durable[index] = value;
+                self.durable_seq[index] = seq;
+            }
+            if self.cache_seq[index] == seq {
                 self.dirty.remove(&block);
             }
         }
@@ -145,7 +164,7 @@ impl SimDisk {
         let mut damaged = 0;
         for &block in &self.dirty {
             let Ok(index) = usize::try_from(block) else { continue };
-            if rng.chance(50) {
+            if rng.chance(50) && self.durable_seq[index] < self.cache_seq[index] {
                 self.durable[index] = self.cache[index];
             } else {
                 damaged += 1;
@@ -153,14 +172,16 @@ impl SimDisk {
         }
         for (first, tags) in self.in_progress.values() {
             for (block, tag) in (*first..).zip(tags) {
-                let Some(slot) = usize::try_from(block).ok().and_then(|i| self.durable.get_mut(i)) else { continue };
+                let Some(index) = usize::try_from(block).ok().filter(|&i| i < self.durable.len()) else { continue };
                 if rng.chance(50) {
-                    *slot = *tag;
+                    self.durable[index] = *tag;
+                    self.durable_seq[index] = self.next_seq;
                     damaged += 1;
                 }
             }
         }
         self.cache.clone_from(&self.durable);
+        self.cache_seq.clone_from(&self.durable_seq);
         self.dirty.clear();
         self.in_progress.clear();
         self.flushes.clear();
@@ -169,6 +190,8 @@ impl SimDisk {
 
     /// Overwrites the cache and durable image (tests of the checkers).
     pub fn set_blocks(&mut self, blocks: Vec<u64>) {
+        self.cache_seq = vec![0; blocks.len()];
+        self.durable_seq = vec![0; blocks.len()];
         self.durable.clone_from(&blocks);
         self.cache = blocks;
         self.dirty.clear();
@@ -199,6 +222,19 @@ mod tests {
             assert!(b[8..11].iter().all(|&t| t == 0 || t == 4));
             assert!(b[12..14].iter().all(|&t| t == 0 || t == 5));
         }
+    }
+
+    #[test]
+    fn a_flush_never_replaces_a_newer_durable_value() {
+        let mut disk = SimDisk::new(4);
+        disk.start_write(1, 0, vec![1]);
+        disk.finish_write(1, false).expect("write");
+        disk.start_flush(2);
+        disk.start_write(3, 0, vec![3]);
+        disk.finish_write(3, true).expect("fua write");
+        disk.finish_flush(2);
+        disk.crash(&mut Rng::new(1));
+        assert_eq!(disk.blocks()[0], 3);
     }
 
     #[test]

@@ -81,6 +81,9 @@ pub struct SimConfig {
     pub trace_tail: usize,
     /// Fault classes of random runs.
     pub faults: faults::FaultMask,
+    /// Replicated and resync writes are durable when they complete (as if the driver wrote
+    /// them with FUA). Off by default: a Secondary's cache is as volatile as a Primary's.
+    pub durable_peer_writes: bool,
 }
 
 impl SimConfig {
@@ -100,7 +103,7 @@ impl SimConfig {
             Scenario::Failover => (2, Protocol::C, true),
             _ => (2, Protocol::C, false),
         };
-        SimConfig { seed, scenario, nodes, protocol, al_enabled, workload_ns: WORKLOAD_NS_DEFAULT, failover, trace_tail: trace::TRACE_TAIL_LINES, faults: faults::FaultMask::ALL }
+        SimConfig { seed, scenario, nodes, protocol, al_enabled, workload_ns: WORKLOAD_NS_DEFAULT, failover, trace_tail: trace::TRACE_TAIL_LINES, faults: faults::FaultMask::ALL, durable_peer_writes: false }
     }
 }
 

@@ -37,6 +37,10 @@ struct Args {
     /// Force the number of nodes (2 or 3) instead of drawing it from the seed.
     #[arg(long)]
     nodes: Option<u8>,
+    /// Replicated writes are durable when written on a Secondary (a fault-model switch that
+    /// sets aside the known loss of acknowledged writes at a Secondary's power loss).
+    #[arg(long = "durable-peer-writes")]
+    durable_peer_writes: bool,
     /// Trace lines printed with a report.
     #[arg(long, default_value_t = 40)]
     tail: usize,
@@ -90,10 +94,12 @@ fn main() -> ExitCode {
             if limit.is_some_and(|l| started.elapsed() >= l) {
                 break 'batch;
             }
-            let mut config = SimConfig { trace_tail: args.tail, faults: mask, ..SimConfig::new(seed, scenario) };
+            let mut config = SimConfig { trace_tail: args.tail, faults: mask, durable_peer_writes: args.durable_peer_writes, ..SimConfig::new(seed, scenario) };
             if let Some(nodes) = args.nodes {
                 config.nodes = nodes.clamp(2, 3);
-                config.failover &= config.nodes == 2;
+                if scenario == Scenario::Random {
+                    config.failover &= config.nodes == 2;
+                }
             }
             let outcome = run(config);
             runs += 1;
