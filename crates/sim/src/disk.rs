@@ -145,6 +145,18 @@ impl SimDisk {
         }
     }
 
+    /// Every completed write becomes durable now (an `fdatasync` of the file, as a metadata
+    /// sync does when the metadata is internal, in the same file).
+    pub fn sync_all(&mut self) {
+        for block in std::mem::take(&mut self.dirty) {
+            let Ok(index) = usize::try_from(block) else { continue };
+            if self.durable_seq[index] < self.cache_seq[index] {
+                self.durable[index] = self.cache[index];
+                self.durable_seq[index] = self.cache_seq[index];
+            }
+        }
+    }
+
     /// Reads `count` blocks at `first`.
     pub fn read(&self, first: u64, count: u64) -> Result<Vec<u64>, IoError> {
         if !self.in_range(first, count) {

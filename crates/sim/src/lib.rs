@@ -81,6 +81,9 @@ pub struct SimConfig {
     pub trace_tail: usize,
     /// Fault classes of random runs.
     pub faults: faults::FaultMask,
+    /// The metadata is internal (in the data file): every metadata sync also makes the
+    /// completed data writes durable. External metadata syncs only itself.
+    pub internal_metadata: bool,
     /// Replicated and resync writes are durable when they complete (as if the driver wrote
     /// them with FUA). Off by default: a Secondary's cache is as volatile as a Primary's.
     pub durable_peer_writes: bool,
@@ -92,6 +95,7 @@ impl SimConfig {
     pub fn new(seed: u64, scenario: Scenario) -> SimConfig {
         let mut rng = rng::Rng::new(seed ^ 0x5151_5151_5151_5151);
         let al_enabled = rng.chance(70);
+        let internal_metadata = rng.chance(60);
         let (nodes, protocol, failover) = match scenario {
             Scenario::Random => {
                 let protocol = [Protocol::A, Protocol::B, Protocol::C][rng.index(3)];
@@ -103,7 +107,7 @@ impl SimConfig {
             Scenario::Failover => (2, Protocol::C, true),
             _ => (2, Protocol::C, false),
         };
-        SimConfig { seed, scenario, nodes, protocol, al_enabled, workload_ns: WORKLOAD_NS_DEFAULT, failover, trace_tail: trace::TRACE_TAIL_LINES, faults: faults::FaultMask::ALL, durable_peer_writes: false }
+        SimConfig { seed, scenario, nodes, protocol, al_enabled, workload_ns: WORKLOAD_NS_DEFAULT, failover, trace_tail: trace::TRACE_TAIL_LINES, faults: faults::FaultMask::ALL, durable_peer_writes: false, internal_metadata }
     }
 }
 

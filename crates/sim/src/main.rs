@@ -41,6 +41,9 @@ struct Args {
     /// sets aside the known loss of acknowledged writes at a Secondary's power loss).
     #[arg(long = "durable-peer-writes")]
     durable_peer_writes: bool,
+    /// Force the metadata placement: internal or external (default: drawn from the seed).
+    #[arg(long)]
+    metadata: Option<String>,
     /// Trace lines printed with a report.
     #[arg(long, default_value_t = 40)]
     tail: usize,
@@ -55,7 +58,8 @@ fn scenarios(name: &str) -> Result<Vec<Scenario>, SimError> {
 
 fn report(outcome: &Outcome, verbose: bool) {
     let cfg = &outcome.cfg;
-    let shape = format!("{} nodes, protocol {}, activity log {}", cfg.nodes, cfg.protocol, if cfg.al_enabled { "on" } else { "off" });
+    let placement = if cfg.internal_metadata { "internal" } else { "external" };
+    let shape = format!("{} nodes, protocol {}, activity log {}, {placement} metadata", cfg.nodes, cfg.protocol, if cfg.al_enabled { "on" } else { "off" });
     if let Some(failure) = &outcome.failure {
         println!("FAIL seed {} scenario {} ({shape}): {failure}", cfg.seed, cfg.scenario.name());
         println!("  replay: cargo run -p tandem-sim --release -- --scenario {} --seed {}", cfg.scenario.name(), cfg.seed);
@@ -95,6 +99,11 @@ fn main() -> ExitCode {
                 break 'batch;
             }
             let mut config = SimConfig { trace_tail: args.tail, faults: mask, durable_peer_writes: args.durable_peer_writes, ..SimConfig::new(seed, scenario) };
+            match args.metadata.as_deref() {
+                Some("internal") => config.internal_metadata = true,
+                Some("external") => config.internal_metadata = false,
+                _ => {}
+            }
             if let Some(nodes) = args.nodes {
                 config.nodes = nodes.clamp(2, 3);
                 if scenario == Scenario::Random {

@@ -344,6 +344,10 @@ impl Sim {
             return;
         }
         node.meta_scheduled = false;
+        if self.cfg.internal_metadata {
+            // Internal metadata lives in the data file: its fdatasync flushes the data too.
+            node.disk.sync_all();
+        }
         match node.meta.step() {
             Err(error) => self.fail(Violation { checker: "metadata", detail: error.to_string() }),
             Ok(done) => {
@@ -507,6 +511,13 @@ impl Sim {
             }
             PeerMessage::ResyncRequest { .. } | PeerMessage::ResyncReply { .. } | PeerMessage::BitmapChunk { .. } | PeerMessage::CsumRequest { .. } => self.invalidate_sessions(conn),
             PeerMessage::SyncUuids(uuids) if uuids.purpose != UuidsPurpose::Handshake => self.invalidate_sessions(conn),
+            PeerMessage::ResyncDone { failed_bytes: 0, .. } => {
+                // The target now holds the source's data: the pair's divergence is resolved.
+                let pair = norm(from, to);
+                self.wrote_apart.remove(&(from, to));
+                self.wrote_apart.remove(&(to, from));
+                self.sb_detected.remove(&pair);
+            }
             _ => {}
         }
         if matches!(message, PeerMessage::Data { .. } | PeerMessage::ResyncReply { .. }) {
@@ -760,6 +771,7 @@ impl Sim {
         self.schedule(100 * MS, Ev::Checkpoint);
         self.check_memory();
         self.check_quiet_pairs(false);
+        self.settle_split_brain_records();
         crate::faults::admin(self);
     }
 
@@ -834,6 +846,33 @@ impl Sim {
             self.sb_detected.remove(&(a, b));
         }
         quiet.len()
+    }
+
+    /// Pairs Established with both disks UpToDate are in sync: a divergence they had must
+    /// have been detected (checked), and their record starts afresh.
+    fn settle_split_brain_records(&mut self) {
+        for a in 0..self.cfg.nodes {
+            for b in a + 1..self.cfg.nodes {
+                let apart = (self.wrote_apart.contains(&(a, b)), self.wrote_apart.contains(&(b, a)));
+                if !(apart.0 || apart.1) || !(self.established_up_to_date(a, b) && self.established_up_to_date(b, a)) {
+                    continue;
+                }
+                let detected = self.sb_detected.contains(&(a, b));
+                self.check(check::check_split_brain((a, b), apart, detected, "they are Established"));
+                self.wrote_apart.remove(&(a, b));
+                self.wrote_apart.remove(&(b, a));
+                self.sb_detected.remove(&(a, b));
+            }
+        }
+    }
+
+    fn established_up_to_date(&self, n: u8, peer: u8) -> bool {
+        let Some(engine) = &self.nodes[usize::from(n)].engine else { return false };
+        let status = engine.status();
+        status.volumes.first().is_some_and(|v| v.disk == repl::DiskState::UpToDate)
+            && status.peers.iter().find(|p| p.node_id == peer).is_some_and(|p| {
+                p.connection == ConnState::Connected && p.volumes.first().is_some_and(|v| v.replication == repl::ReplState::Established && v.peer_disk == repl::DiskState::UpToDate)
+            })
     }
 
     fn pair_quiet(&self, a: u8, b: u8) -> bool {
