@@ -179,6 +179,32 @@ pub fn heal_everything(sim: &mut Sim) {
     }
 }
 
+/// A connected peer with blocks out of sync while Established (negative acks after I/O
+/// errors) is resynced only by a new connection, as in DRBD: the administrator disconnects
+/// and reconnects it. Returns how many connections were cycled.
+pub fn cycle_out_of_sync_links(sim: &mut Sim) -> usize {
+    let mut cycled = 0;
+    for n in 0..sim.cfg.nodes {
+        let Some(engine) = &sim.nodes[usize::from(n)].engine else { continue };
+        let stuck: Vec<u8> = engine
+            .status()
+            .peers
+            .iter()
+            .filter(|p| p.volumes.iter().any(|v| v.replication == ReplState::Established && v.out_of_sync_bytes > 0))
+            .map(|p| p.node_id)
+            .collect();
+        for peer in stuck {
+            sim.note(|| format!("ADMIN cycles the connection {n} -> {peer} (blocks out of sync while Established)"));
+            sim.with_engine(n, |e, now, out| {
+                let _ = e.set_connect(now, peer, false, out);
+                let _ = e.set_connect(now, peer, true, out);
+            });
+            cycled += 1;
+        }
+    }
+    cycled
+}
+
 fn role(sim: &Sim, n: u8) -> Option<Role> {
     sim.nodes[usize::from(n)].engine.as_ref().map(|e| e.role())
 }

@@ -202,9 +202,14 @@ pub fn heal_and_converge(sim: &mut Sim) {
     let pairs = usize::from(sim.cfg.nodes) * usize::from(sim.cfg.nodes - 1) / 2;
     let until = at(sim, CONVERGE_NS_MAX);
     let mut converged = false;
+    let mut rounds: u64 = 0;
     while sim.failure.is_none() && sim.now < until && !converged {
         let step_until = at(sim, 100 * MS);
         sim.run_until(step_until, |_| false);
+        rounds += 1;
+        if rounds % 50 == 0 {
+            faults::cycle_out_of_sync_links(sim);
+        }
         let all_up = sim.nodes.iter().all(|n| n.alive());
         let has_primary = sim.primary.is_some_and(|p| sim.nodes[usize::from(p)].engine.as_ref().is_some_and(|e| e.role() == repl::Role::Primary));
         converged = all_up && has_primary && sim.requests_in_flight() == 0 && sim.check_quiet_pairs(true) == pairs;
@@ -234,13 +239,22 @@ fn status_summary(sim: &Sim) -> String {
         };
         let s = engine.status();
         let disk = s.volumes.first().map(|v| v.disk.to_string()).unwrap_or_default();
-        let peers: Vec<String> = s.peers.iter().map(|p| format!("{}:{}/{}", p.node_id, p.connection, p.volumes.first().map(|v| v.replication.to_string()).unwrap_or_default())).collect();
+        let peers: Vec<String> = s
+            .peers
+            .iter()
+            .map(|p| {
+                let v = p.volumes.first();
+                let (repl, oos, pending) = v.map(|v| (v.replication.to_string(), v.out_of_sync_bytes, v.pending)).unwrap_or_default();
+                format!("{}:{}/{}/{} unacked {} oos {oos} pending {pending}", p.node_id, p.connection, repl, v.map(|v| v.peer_disk.to_string()).unwrap_or_default(), p.unacked)
+            })
+            .collect();
+        let pending = s.volumes.first().map(|v| format!("upper {} lower {} local-io {} meta-jobs {}", v.upper_pending, v.lower_pending, node.pending.len(), node.meta.queued())).unwrap_or_default();
         let ids = engine.meta(0).map(|m| {
             let bitmaps: Vec<String> = (0..sim.cfg.nodes).filter(|&p| p != node.id).map(|p| format!("{p}:{:x}", m.ids.bitmap[usize::from(p)])).collect();
             let history: Vec<String> = m.ids.history.iter().take(3).map(|h| format!("{h:x}")).collect();
             format!("current {:x} bitmap [{}] history [{}]", m.ids.current, bitmaps.join(" "), history.join(" "))
         });
-        parts.push(format!("node {} {} {} [{}] {}", node.id, s.role, disk, peers.join(" "), ids.unwrap_or_default()));
+        parts.push(format!("node {} {} {} {pending} [{}] {}", node.id, s.role, disk, peers.join(" "), ids.unwrap_or_default()));
     }
-    parts.join("; ")
+    format!("client requests in flight {}; {}", sim.requests_in_flight(), parts.join("; "))
 }
