@@ -296,7 +296,15 @@ impl Sim {
                 Action::SendData { peer, seq, epoch, volume, op } => self.send_data(n, peer, seq, epoch, volume, op),
                 Action::SendBarrier { peer, epoch, flush } => self.send_frame(n, peer, Chan::Data, Body::Msg(PeerMessage::Barrier { epoch, flush }), None),
                 Action::SendControl { peer, message } => self.send_frame(n, peer, Chan::Control, Body::Msg(message), None),
-                Action::SendOnData { peer, message } => self.send_frame(n, peer, Chan::Data, Body::Msg(message), None),
+                Action::SendOnData { peer, message } => {
+                    if matches!(message, PeerMessage::ResyncDone { failed_bytes: 0, .. }) {
+                        // The target holds the source's data now: their divergence is resolved.
+                        self.wrote_apart.remove(&(n, peer));
+                        self.wrote_apart.remove(&(peer, n));
+                        self.sb_detected.remove(&norm(n, peer));
+                    }
+                    self.send_frame(n, peer, Chan::Data, Body::Msg(message), None);
+                }
                 Action::SplitBrain { peer, resolution, detail, .. } => {
                     self.stats.split_brains += 1;
                     self.sb_detected.insert(norm(n, peer));
@@ -511,13 +519,6 @@ impl Sim {
             }
             PeerMessage::ResyncRequest { .. } | PeerMessage::ResyncReply { .. } | PeerMessage::BitmapChunk { .. } | PeerMessage::CsumRequest { .. } => self.invalidate_sessions(conn),
             PeerMessage::SyncUuids(uuids) if uuids.purpose != UuidsPurpose::Handshake => self.invalidate_sessions(conn),
-            PeerMessage::ResyncDone { failed_bytes: 0, .. } => {
-                // The target now holds the source's data: the pair's divergence is resolved.
-                let pair = norm(from, to);
-                self.wrote_apart.remove(&(from, to));
-                self.wrote_apart.remove(&(to, from));
-                self.sb_detected.remove(&pair);
-            }
             _ => {}
         }
         if matches!(message, PeerMessage::Data { .. } | PeerMessage::ResyncReply { .. }) {
