@@ -205,6 +205,29 @@ pub fn cycle_out_of_sync_links(sim: &mut Sim) -> usize {
     cycled
 }
 
+/// A resync the roles forbid (rr-conflict): once the client is idle, the Primary steps down
+/// so the resync can run (the administrator promotes again afterwards), and both reconnect.
+fn resolve_role_conflict(sim: &mut Sim, a: u8, b: u8) {
+    if sim.requests_in_flight() > 0 {
+        return;
+    }
+    sim.note(|| format!("ADMIN resolves stand-alone {a} <-> {b} (no split brain): demote, reconnect"));
+    sim.promotion_hold_until = Some(sim.now.after(std::time::Duration::from_secs(1)));
+    for n in [a, b] {
+        if role(sim, n) == Some(Role::Primary) {
+            sim.with_engine(n, |e, _, out| {
+                let _ = e.demote(out);
+            });
+        }
+    }
+    sim.with_engine(a, |e, now, out| {
+        let _ = e.set_connect(now, b, true, out);
+    });
+    sim.with_engine(b, |e, now, out| {
+        let _ = e.set_connect(now, a, true, out);
+    });
+}
+
 fn role(sim: &Sim, n: u8) -> Option<Role> {
     sim.nodes[usize::from(n)].engine.as_ref().map(|e| e.role())
 }
@@ -217,6 +240,9 @@ pub fn admin(sim: &mut Sim) {
     }
     if let Some(p) = (0..sim.cfg.nodes).find(|&n| role(sim, n) == Some(Role::Primary)) {
         sim.primary = Some(p);
+        return;
+    }
+    if sim.promotion_hold_until.is_some_and(|until| sim.now < until) {
         return;
     }
     let lost_at = *sim.primary_lost_at.get_or_insert(sim.now);
@@ -247,14 +273,19 @@ fn promotable(sim: &Sim, n: u8) -> bool {
         && !node.peer_io_pending()
 }
 
-/// Two nodes that stopped trying to connect to each other (split brain, or a resync that
-/// would overwrite a Primary): the node that is not the client's Primary discards its data.
+/// Two nodes that stopped trying to connect to each other: after a split brain, the node that
+/// is not the client's Primary discards its data; otherwise (a resync that would overwrite a
+/// Primary, e.g. a crashed Primary back after a failover) see [`resolve_role_conflict`].
 fn resolve_stand_alone(sim: &mut Sim) {
     for a in 0..sim.cfg.nodes {
         for b in a + 1..sim.cfg.nodes {
             let wants = |x: u8, y: u8| sim.nodes[usize::from(x)].engine.as_ref().map(|e| e.wants_connection(y));
             let (wa, wb) = (wants(a, b), wants(b, a));
             if wa.is_none() || wb.is_none() || (wa == Some(true) && wb == Some(true)) {
+                continue;
+            }
+            if !sim.sb_detected.contains(&(a, b)) {
+                resolve_role_conflict(sim, a, b);
                 continue;
             }
             let winner = if sim.primary == Some(b) { b } else { a };

@@ -84,6 +84,9 @@ pub struct SimConfig {
     /// The metadata is internal (in the data file): every metadata sync also makes the
     /// completed data writes durable. External metadata syncs only itself.
     pub internal_metadata: bool,
+    /// The data and control sockets of a direction deliver in one order (a network-model
+    /// switch that sets aside the known stale-state race between the two sockets).
+    pub sockets_in_order: bool,
     /// Replicated and resync writes are durable when they complete (as if the driver wrote
     /// them with FUA). Off by default: a Secondary's cache is as volatile as a Primary's.
     pub durable_peer_writes: bool,
@@ -107,7 +110,7 @@ impl SimConfig {
             Scenario::Failover => (2, Protocol::C, true),
             _ => (2, Protocol::C, false),
         };
-        SimConfig { seed, scenario, nodes, protocol, al_enabled, workload_ns: WORKLOAD_NS_DEFAULT, failover, trace_tail: trace::TRACE_TAIL_LINES, faults: faults::FaultMask::ALL, durable_peer_writes: false, internal_metadata }
+        SimConfig { seed, scenario, nodes, protocol, al_enabled, workload_ns: WORKLOAD_NS_DEFAULT, failover, trace_tail: trace::TRACE_TAIL_LINES, faults: faults::FaultMask::ALL, durable_peer_writes: false, internal_metadata, sockets_in_order: false }
     }
 }
 

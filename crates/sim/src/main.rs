@@ -44,6 +44,10 @@ struct Args {
     /// Force the metadata placement: internal or external (default: drawn from the seed).
     #[arg(long)]
     metadata: Option<String>,
+    /// The data and control sockets of a direction deliver in one order (a network-model
+    /// switch that sets aside the known race of a stale peer state on the control socket).
+    #[arg(long = "sockets-in-order")]
+    sockets_in_order: bool,
     /// Trace lines printed with a report.
     #[arg(long, default_value_t = 40)]
     tail: usize,
@@ -98,7 +102,7 @@ fn main() -> ExitCode {
             if limit.is_some_and(|l| started.elapsed() >= l) {
                 break 'batch;
             }
-            let mut config = SimConfig { trace_tail: args.tail, faults: mask, durable_peer_writes: args.durable_peer_writes, ..SimConfig::new(seed, scenario) };
+            let mut config = SimConfig { trace_tail: args.tail, faults: mask, durable_peer_writes: args.durable_peer_writes, sockets_in_order: args.sockets_in_order, ..SimConfig::new(seed, scenario) };
             match args.metadata.as_deref() {
                 Some("internal") => config.internal_metadata = true,
                 Some("external") => config.internal_metadata = false,

@@ -91,6 +91,9 @@ pub struct Network {
     pub blocked: BTreeSet<(u8, u8)>,
     /// `(reader, from)`: the reader stopped reading what `from` sends.
     pub stopped: BTreeSet<(u8, u8)>,
+    /// The data and control sockets of one direction deliver in one order (off: they are
+    /// independent streams, and one may overtake the other, as two TCP connections can).
+    pub sockets_in_order: bool,
 }
 
 impl Network {
@@ -99,14 +102,24 @@ impl Network {
         !self.blocked.contains(&(from, to)) && !self.stopped.contains(&(to, from))
     }
 
+    /// The earliest delivery time of the next frame on `key` besides the channel's own order.
+    fn floor(&self, key: ChanKey) -> Time {
+        if !self.sockets_in_order {
+            return Time(0);
+        }
+        let other = (key.0, key.1, if key.2 == Chan::Data { Chan::Control } else { Chan::Data });
+        self.channels.get(&other).map_or(Time(0), |c| c.last_at)
+    }
+
     /// Queues a frame; returns it back if it entered the wire at once (with its `at`).
     pub fn send(&mut self, key: ChanKey, mut frame: Frame, now: Time, delay_ns: u64) -> Option<(Time, Option<u64>)> {
+        let floor = self.floor(key);
         let channel = self.channels.entry(key).or_default();
         if !channel.backlog.is_empty() || channel.wire_bytes + frame.bytes > SOCKET_BUFFER_BYTES && !channel.wire.is_empty() {
             channel.backlog.push_back(frame);
             return None;
         }
-        frame.at = channel.last_at.max(Time(now.0.saturating_add(delay_ns)));
+        frame.at = channel.last_at.max(floor).max(Time(now.0.saturating_add(delay_ns)));
         channel.last_at = frame.at;
         channel.wire_bytes += frame.bytes;
         let entered = (frame.at, frame.data_seq);
@@ -132,13 +145,14 @@ impl Network {
     /// each frame that entered the wire.
     pub fn refill(&mut self, key: ChanKey, now: Time, delay_ns: u64) -> Vec<(Time, Option<u64>, u64)> {
         let mut entered = Vec::new();
+        let floor = self.floor(key);
         let Some(channel) = self.channels.get_mut(&key) else { return entered };
         while let Some(front) = channel.backlog.front() {
             if channel.wire_bytes + front.bytes > SOCKET_BUFFER_BYTES && !channel.wire.is_empty() {
                 break;
             }
             let Some(mut frame) = channel.backlog.pop_front() else { break };
-            frame.at = channel.last_at.max(Time(now.0.saturating_add(delay_ns)));
+            frame.at = channel.last_at.max(floor).max(Time(now.0.saturating_add(delay_ns)));
             channel.last_at = frame.at;
             channel.wire_bytes += frame.bytes;
             entered.push((frame.at, frame.data_seq, frame.conn));

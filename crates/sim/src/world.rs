@@ -138,6 +138,8 @@ pub struct Sim {
     pub primary: Option<u8>,
     /// When the client's Primary was lost.
     pub primary_lost_at: Option<Time>,
+    /// The administrator promotes nobody before this (a Primary stepped down for a resync).
+    pub promotion_hold_until: Option<Time>,
     /// Counters.
     pub stats: Stats,
     /// The trace.
@@ -166,6 +168,7 @@ impl Sim {
             nodes.push(Node::new(id, SimDisk::new(VOLUME_BLOCKS), SimMeta::create(spec, SYNCED_UUID, true)?));
         }
         let trace_tail = cfg.trace_tail;
+        let sockets_in_order = cfg.sockets_in_order;
         let mut sim = Sim {
             rng: Rng::new(cfg.seed),
             cfg,
@@ -173,7 +176,7 @@ impl Sim {
             queue: BTreeMap::new(),
             next_event: 0,
             nodes,
-            net: Network::default(),
+            net: Network { sockets_in_order, ..Network::default() },
             next_conn: 1,
             dead_conns: BTreeSet::new(),
             next_key: 1,
@@ -188,6 +191,7 @@ impl Sim {
             sb_detected: BTreeSet::new(),
             primary: None,
             primary_lost_at: None,
+            promotion_hold_until: None,
             stats: Stats::default(),
             trace: Trace::with_tail(trace_tail),
             failure: None,
