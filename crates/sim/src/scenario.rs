@@ -29,15 +29,19 @@ pub enum Scenario {
     SecondaryCrashMidBurst,
     /// The Primary dies and a Secondary is promoted.
     Failover,
+    /// Two Primaries (one forced during a partition) meet again: the split brain must be
+    /// detected.
+    SplitBrainTwoPrimaries,
 }
 
 impl Scenario {
     /// Every scenario, named ones first.
-    pub const ALL: [Scenario; 5] = [
+    pub const ALL: [Scenario; 6] = [
         Scenario::PrimaryCrashMidResync,
         Scenario::PartitionDuringSplitBrain,
         Scenario::SecondaryCrashMidBurst,
         Scenario::Failover,
+        Scenario::SplitBrainTwoPrimaries,
         Scenario::Random,
     ];
 
@@ -49,6 +53,7 @@ impl Scenario {
             Scenario::PartitionDuringSplitBrain => "partition-during-split-brain",
             Scenario::SecondaryCrashMidBurst => "secondary-crash-mid-burst",
             Scenario::Failover => "failover",
+            Scenario::SplitBrainTwoPrimaries => "split-brain-two-primaries",
         }
     }
 
@@ -87,6 +92,7 @@ pub fn run(cfg: SimConfig) -> Outcome {
         Scenario::PartitionDuringSplitBrain => partition_during_split_brain(&mut sim),
         Scenario::SecondaryCrashMidBurst => secondary_crash_mid_burst(&mut sim),
         Scenario::Failover => failover(&mut sim),
+        Scenario::SplitBrainTwoPrimaries => split_brain_two_primaries(&mut sim),
     }
     if sim.failure.is_none() {
         heal_and_converge(&mut sim);
@@ -146,7 +152,9 @@ fn primary_crash_mid_resync(sim: &mut Sim) {
     run_for(sim, 5 * SECOND);
 }
 
-fn partition_during_split_brain(sim: &mut Sim) {
+/// Partitions node 1 from the Primary, promotes it by force and writes there: both sides
+/// diverge.
+fn diverge(sim: &mut Sim) {
     run_for(sim, SECOND);
     for (a, b) in [(0, 1), (1, 0)] {
         sim.net.blocked.insert((a, b));
@@ -159,9 +167,23 @@ fn partition_during_split_brain(sim: &mut Sim) {
         sim.submit_write(1, 100 + i * 3, 2, false);
     }
     run_for(sim, SECOND);
-    faults::heal_everything(sim);
-    let detected = run_while_not(sim, 30 * SECOND, |s| s.sb_detected.contains(&(0, 1)) || s.stats.split_brains > 0);
+}
+
+fn split_brain_detected(sim: &mut Sim) {
+    let detected = run_while_not(sim, 30 * SECOND, |s| s.stats.split_brains > 0);
     expect(sim, detected, "a detected split brain");
+}
+
+/// The usual procedure: the forced Primary steps down before the link heals; the split brain
+/// is detected, the administrator discards node 1's data, and a partition cuts the resync
+/// that resolves it.
+fn partition_during_split_brain(sim: &mut Sim) {
+    diverge(sim);
+    sim.with_engine(1, |e, _, out| {
+        let _ = e.demote(out);
+    });
+    faults::heal_everything(sim);
+    split_brain_detected(sim);
     let resolving = run_while_not(sim, 30 * SECOND, |s| resyncing(s, 0, true));
     expect(sim, resolving, "the resync that resolves the split brain");
     for (a, b) in [(0, 1), (1, 0)] {
@@ -170,6 +192,13 @@ fn partition_during_split_brain(sim: &mut Sim) {
     run_for(sim, 3 * SECOND);
     faults::heal_everything(sim);
     run_for(sim, 2 * SECOND);
+}
+
+/// Both stay Primary when the link heals.
+fn split_brain_two_primaries(sim: &mut Sim) {
+    diverge(sim);
+    faults::heal_everything(sim);
+    split_brain_detected(sim);
 }
 
 fn secondary_crash_mid_burst(sim: &mut Sim) {
@@ -207,7 +236,7 @@ pub fn heal_and_converge(sim: &mut Sim) {
         let step_until = at(sim, 100 * MS);
         sim.run_until(step_until, |_| false);
         rounds += 1;
-        if rounds % 50 == 0 {
+        if rounds.is_multiple_of(50) {
             faults::cycle_out_of_sync_links(sim);
         }
         let all_up = sim.nodes.iter().all(|n| n.alive());

@@ -521,7 +521,12 @@ impl Sim {
                     }
                 }
             }
-            PeerMessage::ResyncRequest { .. } | PeerMessage::ResyncReply { .. } | PeerMessage::BitmapChunk { .. } | PeerMessage::CsumRequest { .. } => self.invalidate_sessions(conn),
+            PeerMessage::ResyncReply { .. } => {
+                // Resync data from any peer changes the receiver's disk outside its sessions.
+                self.invalidate_sessions(conn);
+                self.invalidate_receiver_sessions(to);
+            }
+            PeerMessage::ResyncRequest { .. } | PeerMessage::BitmapChunk { .. } | PeerMessage::CsumRequest { .. } => self.invalidate_sessions(conn),
             PeerMessage::SyncUuids(uuids) if uuids.purpose != UuidsPurpose::Handshake => self.invalidate_sessions(conn),
             _ => {}
         }
