@@ -58,9 +58,12 @@ pub struct WriteRecord {
     pub acked: Option<u64>,
     /// Peers whose write acknowledgement (protocol C) reached the Primary.
     pub acked_by: BTreeSet<u8>,
-    /// Not durable and some node lost power since it was acknowledged, or discarded by an
-    /// administrator (split-brain resolution, forced promotion): no longer required.
+    /// Discarded by an administrator (split-brain resolution, forced promotion) or left
+    /// behind by a failover to a node that never confirmed it: required nowhere.
     pub excused: bool,
+    /// Nodes that may have lost it: it was not yet durable when they lost power (or they
+    /// took a resync from such a node). Not required there.
+    pub lost_on: BTreeSet<u8>,
 }
 
 /// Under any protocol: a write acknowledged to the client is on the Primary's disk.
@@ -80,7 +83,8 @@ pub fn check_acked_on_primary(disk: &[u64], write: &WriteRecord) -> Result<(), V
 /// disk (or overwritten by a later write).
 pub fn check_promotion(disk: &[u64], node: u8, writes: &[WriteRecord]) -> Result<(), Violation> {
     let mut required = vec![0u64; disk.len()];
-    for w in writes.iter().filter(|w| w.acked.is_some() && !w.excused && (w.node == node || w.acked_by.contains(&node))) {
+    let is_required = |w: &&WriteRecord| w.acked.is_some() && !w.excused && !w.lost_on.contains(&node) && (w.node == node || w.acked_by.contains(&node));
+    for w in writes.iter().filter(is_required) {
         for block in w.first..w.first + w.count {
             if let Some(slot) = usize::try_from(block).ok().and_then(|i| required.get_mut(i)) {
                 *slot = (*slot).max(w.id);

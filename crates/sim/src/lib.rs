@@ -8,8 +8,10 @@
 //! Checkers (`check`) run after every step where cheap and at the end:
 //! - every write acknowledged to the client is on the Primary's disk at that moment;
 //! - a node promoted with UpToDate data holds every acknowledged write it confirmed (protocol
-//!   C write ack) or served, unless the write was not durable and a node lost power since, or
-//!   an administrator discarded it (forced promotion, split-brain resolution);
+//!   C write ack) or served as Primary, unless it lost power before the write was durable
+//!   (FUA, or a completed client flush), or took a resync from a node that did, or the write
+//!   was given up by design (forced promotion, split-brain resolution, failover to a node
+//!   that never confirmed it); the final Primary is checked the same way;
 //! - a peer's disk after its connection ends is an epoch prefix of what the Primary sent;
 //! - quiet, connected, UpToDate replicas are identical;
 //! - two nodes that both wrote while apart never exchange data or become Established without

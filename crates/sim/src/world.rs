@@ -301,11 +301,8 @@ impl Sim {
                 Action::SendBarrier { peer, epoch, flush } => self.send_frame(n, peer, Chan::Data, Body::Msg(PeerMessage::Barrier { epoch, flush }), None),
                 Action::SendControl { peer, message } => self.send_frame(n, peer, Chan::Control, Body::Msg(message), None),
                 Action::SendOnData { peer, message } => {
-                    if matches!(message, PeerMessage::ResyncDone { failed_bytes: 0, .. }) {
-                        // The target holds the source's data now: their divergence is resolved.
-                        self.wrote_apart.remove(&(n, peer));
-                        self.wrote_apart.remove(&(peer, n));
-                        self.sb_detected.remove(&norm(n, peer));
+                    if matches!(message, PeerMessage::ResyncDone { .. }) {
+                        self.resync_finished(n, peer, matches!(message, PeerMessage::ResyncDone { failed_bytes: 0, .. }));
                     }
                     self.send_frame(n, peer, Chan::Data, Body::Msg(message), None);
                 }
@@ -330,6 +327,19 @@ impl Sim {
                     }
                 }
             }
+        }
+    }
+
+    /// Target `n` finished a resync from `source`: it now holds the source's data, losses
+    /// included; with nothing failed, the pair's divergence is resolved.
+    fn resync_finished(&mut self, n: u8, source: u8, complete: bool) {
+        for w in self.writes.iter_mut().filter(|w| w.lost_on.contains(&source)) {
+            w.lost_on.insert(n);
+        }
+        if complete {
+            self.wrote_apart.remove(&(n, source));
+            self.wrote_apart.remove(&(source, n));
+            self.sb_detected.remove(&norm(n, source));
         }
     }
 
@@ -651,10 +661,10 @@ impl Sim {
         if self.primary == Some(n) {
             self.primary_lost_at = Some(self.now);
         }
-        // Writes not yet durable may be lost by a power loss: no longer required anywhere.
-        for id in std::mem::take(&mut self.volatile) {
+        // Writes not yet durable may be lost by this power loss: no longer required here.
+        for &id in &self.volatile {
             if let Some(w) = id.checked_sub(1).and_then(|i| self.writes.get_mut(usize::try_from(i).ok()?)) {
-                w.excused = true;
+                w.lost_on.insert(n);
             }
         }
         let node = &mut self.nodes[usize::from(n)];

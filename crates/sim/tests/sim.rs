@@ -171,6 +171,11 @@ fn promotion_checker_fails_on_a_lost_acknowledged_write() {
     let mut excused = writes.clone();
     excused[0].excused = true;
     assert!(check::check_promotion(&[0; 8], 1, &excused).is_ok());
+    let mut lost_elsewhere = writes.clone();
+    lost_elsewhere[0].lost_on.insert(0);
+    assert!(check::check_promotion(&[0; 8], 1, &lost_elsewhere).is_err(), "a power loss of node 0 does not excuse node 1");
+    lost_elsewhere[0].lost_on.insert(1);
+    assert!(check::check_promotion(&[0; 8], 1, &lost_elsewhere).is_ok(), "node 1 lost power before the write was durable");
 }
 
 #[test]
