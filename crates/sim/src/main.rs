@@ -5,6 +5,14 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
+
+/// Prints a line; a closed stdout (`| head`) is not an error worth a panic.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
 use tandem_sim::{run, Outcome, Scenario, SimConfig, SimError};
 
 /// Deterministic simulation of tandem's replication engine.
@@ -64,19 +72,39 @@ fn scenarios(name: &str) -> Result<Vec<Scenario>, SimError> {
     Scenario::from_name(name).map(|s| vec![s]).ok_or_else(|| SimError::Usage(format!("unknown scenario {name:?}")))
 }
 
-fn report(outcome: &Outcome, verbose: bool) {
+/// The switches of `args` that shape a run, as command-line text (for the replay command).
+fn shaping_flags(args: &Args) -> String {
+    let mut flags = Vec::new();
+    if args.faults != "all" {
+        flags.push(format!("--faults {}", args.faults));
+    }
+    if let Some(nodes) = args.nodes {
+        flags.push(format!("--nodes {nodes}"));
+    }
+    if let Some(metadata) = &args.metadata {
+        flags.push(format!("--metadata {metadata}"));
+    }
+    for (on, flag) in [(args.durable_peer_writes, "--durable-peer-writes"), (args.sockets_in_order, "--sockets-in-order"), (args.sidestep_known_issues, "--sidestep-known-issues")] {
+        if on {
+            flags.push(flag.to_string());
+        }
+    }
+    flags.iter().map(|f| format!(" {f}")).collect()
+}
+
+fn report(outcome: &Outcome, verbose: bool, flags: &str) {
     let cfg = &outcome.cfg;
     let placement = if cfg.internal_metadata { "internal" } else { "external" };
     let shape = format!("{} nodes, protocol {}, activity log {}, {placement} metadata", cfg.nodes, cfg.protocol, if cfg.al_enabled { "on" } else { "off" });
     if let Some(failure) = &outcome.failure {
-        println!("FAIL seed {} scenario {} ({shape}): {failure}", cfg.seed, cfg.scenario.name());
-        println!("  replay: cargo run -p tandem-sim --release -- --scenario {} --seed {}", cfg.scenario.name(), cfg.seed);
+        say!("FAIL seed {} scenario {} ({shape}): {failure}", cfg.seed, cfg.scenario.name());
+        say!("  replay: cargo run -p tandem-sim --release -- --scenario {} --seed {}{flags} --tail 200", cfg.scenario.name(), cfg.seed);
     } else if verbose {
-        println!("ok   seed {} scenario {} ({shape}): {} steps, {} faults, trace {:016x}", cfg.seed, cfg.scenario.name(), outcome.stats.steps, outcome.stats.faults, outcome.trace_hash);
+        say!("ok   seed {} scenario {} ({shape}): {} steps, {} faults, trace {:016x}", cfg.seed, cfg.scenario.name(), outcome.stats.steps, outcome.stats.faults, outcome.trace_hash);
     }
     if outcome.failure.is_some() || verbose {
         for line in &outcome.trace_tail {
-            println!("    {line}");
+            say!("    {line}");
         }
     }
 }
@@ -94,6 +122,7 @@ fn main() -> ExitCode {
         eprintln!("unknown fault class in {:?}", args.faults);
         return ExitCode::from(2);
     };
+    let flags = shaping_flags(&args);
     let started = Instant::now();
     let limit = args.time_limit.map(Duration::from_secs);
     let seeds: Vec<u64> = match args.seed {
@@ -127,9 +156,9 @@ fn main() -> ExitCode {
             faults += outcome.stats.faults + outcome.stats.crashes;
             writes += outcome.stats.writes_acked;
             failures += u64::from(outcome.failure.is_some());
-            report(&outcome, args.verbose || args.seed.is_some());
+            report(&outcome, args.verbose || args.seed.is_some(), &flags);
         }
     }
-    println!("tandem-sim: {runs} runs, {steps} steps, {faults} faults injected, {writes} writes acknowledged, {failures} failures, {:.1} s", started.elapsed().as_secs_f64());
+    say!("tandem-sim: {runs} runs, {steps} steps, {faults} faults injected, {writes} writes acknowledged, {failures} failures, {:.1} s", started.elapsed().as_secs_f64());
     if failures > 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS }
 }
