@@ -183,11 +183,13 @@ impl SimDisk {
             }
         }
         for (first, tags) in self.in_progress.values() {
+            let seq = self.next_seq;
+            self.next_seq += 1;
             for (block, tag) in (*first..).zip(tags) {
                 let Some(index) = usize::try_from(block).ok().filter(|&i| i < self.durable.len()) else { continue };
                 if rng.chance(50) {
                     self.durable[index] = *tag;
-                    self.durable_seq[index] = self.next_seq;
+                    self.durable_seq[index] = seq;
                     damaged += 1;
                 }
             }
@@ -247,6 +249,21 @@ mod tests {
         disk.finish_flush(2);
         disk.crash(&mut Rng::new(1));
         assert_eq!(disk.blocks()[0], 3);
+    }
+
+    #[test]
+    fn a_write_after_a_torn_write_is_made_durable_by_a_flush() {
+        for seed in 0..16 {
+            let mut disk = SimDisk::new(4);
+            disk.start_write(1, 0, vec![1, 1, 1, 1]);
+            disk.crash(&mut Rng::new(seed));
+            disk.start_write(2, 0, vec![2, 2]);
+            disk.finish_write(2, false).expect("write");
+            disk.start_flush(3);
+            disk.finish_flush(3);
+            disk.crash(&mut Rng::new(seed + 100));
+            assert_eq!(&disk.blocks()[0..2], &[2, 2], "seed {seed}");
+        }
     }
 
     #[test]

@@ -81,6 +81,8 @@ pub struct SimConfig {
     pub failover: bool,
     /// Trace lines kept for a failure report.
     pub trace_tail: usize,
+    /// Also trace every local I/O (debugging).
+    pub trace_io: bool,
     /// Fault classes of random runs.
     pub faults: faults::FaultMask,
     /// The metadata is internal (in the data file): every metadata sync also makes the
@@ -112,7 +114,7 @@ impl SimConfig {
             Scenario::Failover => (2, Protocol::C, true),
             _ => (2, Protocol::C, false),
         };
-        SimConfig { seed, scenario, nodes, protocol, al_enabled, workload_ns: WORKLOAD_NS_DEFAULT, failover, trace_tail: trace::TRACE_TAIL_LINES, faults: faults::FaultMask::ALL, durable_peer_writes: false, internal_metadata, sockets_in_order: false }
+        SimConfig { seed, scenario, nodes, protocol, al_enabled, workload_ns: WORKLOAD_NS_DEFAULT, failover, trace_tail: trace::TRACE_TAIL_LINES, trace_io: false, faults: faults::FaultMask::ALL, durable_peer_writes: false, internal_metadata, sockets_in_order: false }
     }
 }
 

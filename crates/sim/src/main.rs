@@ -60,6 +60,9 @@ struct Args {
     /// writes, sockets in order (`SimConfig::sidestep_known_issues`). The CI smoke uses it.
     #[arg(long = "sidestep-known-issues")]
     sidestep_known_issues: bool,
+    /// Also trace every local I/O (debugging a replay).
+    #[arg(long = "trace-io")]
+    trace_io: bool,
     /// Trace lines printed with a report.
     #[arg(long, default_value_t = 40)]
     tail: usize,
@@ -135,7 +138,7 @@ fn main() -> ExitCode {
             if limit.is_some_and(|l| started.elapsed() >= l) {
                 break 'batch;
             }
-            let mut config = SimConfig { trace_tail: args.tail, faults: mask, durable_peer_writes: args.durable_peer_writes, sockets_in_order: args.sockets_in_order, ..SimConfig::new(seed, scenario) };
+            let mut config = SimConfig { trace_tail: args.tail, trace_io: args.trace_io, faults: mask, durable_peer_writes: args.durable_peer_writes, sockets_in_order: args.sockets_in_order, ..SimConfig::new(seed, scenario) };
             if args.sidestep_known_issues {
                 config = config.sidestep_known_issues();
             }

@@ -391,6 +391,10 @@ impl Sim {
     fn start_io(&mut self, n: u8, action: Action<Payload>) {
         let key = self.next_key;
         self.next_key += 1;
+        if self.cfg.trace_io {
+            let text = format!("{action:?}");
+            self.note(|| format!("node {n} io start: {}", text.chars().take(160).collect::<String>()));
+        }
         let node = &mut self.nodes[usize::from(n)];
         match &action {
             Action::LocalWrite { op, .. } => {
@@ -412,6 +416,10 @@ impl Sim {
             return;
         }
         let Some(action) = node.pending.remove(&key) else { return };
+        if self.cfg.trace_io {
+            let text = format!("{action:?}");
+            self.note(|| format!("node {n} io done: {}", text.chars().take(160).collect::<String>()));
+        }
         let peer_io = matches!(&action, Action::LocalWrite { io: IoId::PeerWrite { .. } | IoId::ResyncWrite { .. }, .. } | Action::LocalFlush { io: IoId::PeerFlush { .. } });
         self.complete_io(n, key, action);
         if peer_io {
