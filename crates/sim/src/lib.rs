@@ -1,0 +1,150 @@
+//! `tandem-sim`: a deterministic simulator that runs tandem's real replication engine
+//! ([`repl::Engine`]) on simulated disks, metadata and network, from one `u64` seed.
+//!
+//! One seed drives everything: the cluster's shape (2 or 3 nodes, protocol A/B/C, activity
+//! log on or off), the client workload, latencies, and the fault schedule. Time is simulated
+//! and events run in (time, sequence) order, so `--seed S` replays a run exactly (same trace).
+//!
+//! Checkers (`check`) run after every step where cheap and at the end:
+//! - every write acknowledged to the client is on the Primary's disk at that moment;
+//! - a node promoted with UpToDate data holds every acknowledged write it confirmed (protocol
+//!   C write ack) or served as Primary, unless it lost power before the write was durable
+//!   (FUA, or a completed client flush), or took a resync from a node that did, or the write
+//!   was given up by design (forced promotion, split-brain resolution, failover to a node
+//!   that never confirmed it); the final Primary is checked the same way;
+//! - a peer's disk after its connection ends is an epoch prefix of what the Primary sent;
+//! - quiet, connected, UpToDate replicas are identical;
+//! - two nodes that both wrote while apart never exchange data or become Established without
+//!   a detected split brain;
+//! - queues stay under their bounds ([`bounds`]).
+//!
+//! Modules: `rng` (splitmix64), `disk` (volatile cache + durable image), `metadata`
+//! (superblock, bitmaps, activity-log ring, attach recovery), `net` (channels, partitions),
+//! `node`, `world` (event loop, engine driver), `faults` (schedule, administrator),
+//! `scenario` (runs), `check` (the checkers), `trace`.
+
+pub mod check;
+pub mod disk;
+pub mod faults;
+pub mod metadata;
+pub mod net;
+pub mod node;
+pub mod rng;
+pub mod scenario;
+pub mod trace;
+pub mod world;
+
+use std::rc::Rc;
+
+use repl::Protocol;
+
+pub use check::Violation;
+pub use scenario::{run, Outcome, Scenario};
+pub use world::Sim;
+
+/// What the engine carries as a write's data: one tag per 4 KiB block.
+pub type Payload = Rc<[u64]>;
+
+/// Simulated time of a random run's workload phase.
+pub const WORKLOAD_NS_DEFAULT: u64 = 20_000_000_000;
+
+/// Errors of the simulator itself (not findings: those are [`Violation`]s).
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum SimError {
+    /// The simulated metadata could not be built or read back.
+    #[error("simulated metadata: {0}")]
+    Metadata(String),
+    /// The configuration is not valid.
+    #[error("configuration: {0}")]
+    Config(String),
+    /// A command-line argument is not valid.
+    #[error("usage: {0}")]
+    Usage(String),
+}
+
+/// The shape of one run, derived from its seed and scenario.
+#[derive(Debug, Clone)]
+pub struct SimConfig {
+    /// The seed.
+    pub seed: u64,
+    /// The scenario.
+    pub scenario: Scenario,
+    /// Nodes (2 or 3).
+    pub nodes: u8,
+    /// Replication protocol of every connection.
+    pub protocol: Protocol,
+    /// `al-updates yes`.
+    pub al_enabled: bool,
+    /// Simulated time of the workload phase (random runs).
+    pub workload_ns: u64,
+    /// A Secondary may be promoted when the Primary is gone for a second.
+    pub failover: bool,
+    /// Trace lines kept for a failure report.
+    pub trace_tail: usize,
+    /// Also trace every local I/O (debugging).
+    pub trace_io: bool,
+    /// Fault classes of random runs.
+    pub faults: faults::FaultMask,
+    /// The metadata is internal (in the data file): every metadata sync also makes the
+    /// completed data writes durable. External metadata syncs only itself.
+    pub internal_metadata: bool,
+    /// The data and control sockets of a direction deliver in one order (a network-model
+    /// switch that sets aside the known stale-state race between the two sockets).
+    pub sockets_in_order: bool,
+    /// Replicated and resync writes are durable when they complete (as if the driver wrote
+    /// them with FUA). Off by default: a Secondary's cache is as volatile as a Primary's.
+    pub durable_peer_writes: bool,
+}
+
+impl SimConfig {
+    /// The configuration of `seed` in `scenario`: random runs draw the shape from the seed,
+    /// named scenarios use two nodes and protocol C (the activity log still from the seed).
+    pub fn new(seed: u64, scenario: Scenario) -> SimConfig {
+        let mut rng = rng::Rng::new(seed ^ 0x5151_5151_5151_5151);
+        let al_enabled = rng.chance(70);
+        let internal_metadata = rng.chance(60);
+        let (nodes, protocol, failover) = match scenario {
+            Scenario::Random => {
+                let protocol = [Protocol::A, Protocol::B, Protocol::C][rng.index(3)];
+                let nodes = if rng.chance(30) { 3 } else { 2 };
+                // Failover with three nodes leaves the two Secondaries apart (see the crate's
+                // known issues): random runs fail over with two nodes only.
+                (nodes, protocol, nodes == 2 && rng.chance(50))
+            }
+            Scenario::Failover => (2, Protocol::C, true),
+            _ => (2, Protocol::C, false),
+        };
+        SimConfig { seed, scenario, nodes, protocol, al_enabled, workload_ns: WORKLOAD_NS_DEFAULT, failover, trace_tail: trace::TRACE_TAIL_LINES, trace_io: false, faults: faults::FaultMask::ALL, durable_peer_writes: false, internal_metadata, sockets_in_order: false }
+    }
+}
+
+impl SimConfig {
+    /// The configuration with the fault-model switches that set aside the engine issues
+    /// known today (each reproduced by an ignored test in `tests/sim.rs`): two nodes,
+    /// internal metadata, replicated writes durable on the Secondary, sockets of a direction
+    /// in order. Every checker still runs unchanged.
+    pub fn sidestep_known_issues(mut self) -> SimConfig {
+        if self.scenario == Scenario::Random {
+            self.nodes = 2;
+        }
+        self.internal_metadata = true;
+        self.durable_peer_writes = true;
+        self.sockets_in_order = true;
+        self
+    }
+}
+
+/// The memory checker's limits: a channel holds at most the client's writes in flight, a
+/// resync window (`max-buffers`) and control traffic; an engine at most the client's requests
+/// (plus the writes a named scenario submits itself).
+pub fn bounds() -> check::Bounds {
+    let write_bytes = world::WRITE_BLOCKS_MAX * disk::BLOCK_BYTES;
+    let in_flight = u64::try_from(world::CLIENT_IN_FLIGHT_MAX).unwrap_or(u64::MAX);
+    let resync_window_bytes = 2048 * 4096;
+    check::Bounds {
+        channel_bytes_max: net::SOCKET_BUFFER_BYTES + in_flight * write_bytes + 2 * resync_window_bytes + 1024 * net::FRAME_HEADER_BYTES,
+        channel_frames_max: 4096,
+        upper_pending_max: in_flight + world::SCRIPTED_WRITES_MAX,
+        local_pending_max: 4096,
+    }
+}

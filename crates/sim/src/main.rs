@@ -1,0 +1,167 @@
+//! `tandem-sim`: runs batches of seeded simulations and prints a summary; exits non-zero if
+//! any run violated a checker. `--seed S` replays one run exactly.
+
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+
+/// Prints a line; a closed stdout (`| head`) is not an error worth a panic.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+use tandem_sim::{run, Outcome, Scenario, SimConfig, SimError};
+
+/// Deterministic simulation of tandem's replication engine.
+#[derive(Debug, Parser)]
+#[command(name = "tandem-sim")]
+struct Args {
+    /// Number of seeds to run.
+    #[arg(long, default_value_t = 100)]
+    seeds: u64,
+    /// First seed of the batch.
+    #[arg(long, default_value_t = 0)]
+    start: u64,
+    /// Stop starting new seeds after this many seconds (wall clock).
+    #[arg(long = "time-limit")]
+    time_limit: Option<u64>,
+    /// Scenario: random, primary-crash-mid-resync, partition-during-split-brain,
+    /// secondary-crash-mid-burst, failover, or all (the named ones in turn, then random).
+    #[arg(long, default_value = "random")]
+    scenario: String,
+    /// Run this one seed only (replays it exactly).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Print the trace tail of every run, not only of failures.
+    #[arg(long)]
+    verbose: bool,
+    /// Fault classes of random runs: all, or a list of drop, partition, stop-reading, crash,
+    /// disk-errors.
+    #[arg(long, default_value = "all")]
+    faults: String,
+    /// Force the number of nodes (2 or 3) instead of drawing it from the seed.
+    #[arg(long)]
+    nodes: Option<u8>,
+    /// Replicated writes are durable when written on a Secondary (a fault-model switch that
+    /// sets aside the known loss of acknowledged writes at a Secondary's power loss).
+    #[arg(long = "durable-peer-writes")]
+    durable_peer_writes: bool,
+    /// Force the metadata placement: internal or external (default: drawn from the seed).
+    #[arg(long)]
+    metadata: Option<String>,
+    /// The data and control sockets of a direction deliver in one order (a network-model
+    /// switch that sets aside the known race of a stale peer state on the control socket).
+    #[arg(long = "sockets-in-order")]
+    sockets_in_order: bool,
+    /// Set aside the known engine issues: two nodes, internal metadata, durable replicated
+    /// writes, sockets in order (`SimConfig::sidestep_known_issues`). The CI smoke uses it.
+    #[arg(long = "sidestep-known-issues")]
+    sidestep_known_issues: bool,
+    /// Also trace every local I/O (debugging a replay).
+    #[arg(long = "trace-io")]
+    trace_io: bool,
+    /// Trace lines printed with a report.
+    #[arg(long, default_value_t = 40)]
+    tail: usize,
+}
+
+fn scenarios(name: &str) -> Result<Vec<Scenario>, SimError> {
+    if name == "all" {
+        return Ok(Scenario::ALL.to_vec());
+    }
+    Scenario::from_name(name).map(|s| vec![s]).ok_or_else(|| SimError::Usage(format!("unknown scenario {name:?}")))
+}
+
+/// The switches of `args` that shape a run, as command-line text (for the replay command).
+fn shaping_flags(args: &Args) -> String {
+    let mut flags = Vec::new();
+    if args.faults != "all" {
+        flags.push(format!("--faults {}", args.faults));
+    }
+    if let Some(nodes) = args.nodes {
+        flags.push(format!("--nodes {nodes}"));
+    }
+    if let Some(metadata) = &args.metadata {
+        flags.push(format!("--metadata {metadata}"));
+    }
+    for (on, flag) in [(args.durable_peer_writes, "--durable-peer-writes"), (args.sockets_in_order, "--sockets-in-order"), (args.sidestep_known_issues, "--sidestep-known-issues")] {
+        if on {
+            flags.push(flag.to_string());
+        }
+    }
+    flags.iter().map(|f| format!(" {f}")).collect()
+}
+
+fn report(outcome: &Outcome, verbose: bool, flags: &str) {
+    let cfg = &outcome.cfg;
+    let placement = if cfg.internal_metadata { "internal" } else { "external" };
+    let shape = format!("{} nodes, protocol {}, activity log {}, {placement} metadata", cfg.nodes, cfg.protocol, if cfg.al_enabled { "on" } else { "off" });
+    if let Some(failure) = &outcome.failure {
+        say!("FAIL seed {} scenario {} ({shape}): {failure}", cfg.seed, cfg.scenario.name());
+        say!("  replay: cargo run -p tandem-sim --release -- --scenario {} --seed {}{flags} --tail 200", cfg.scenario.name(), cfg.seed);
+    } else if verbose {
+        say!("ok   seed {} scenario {} ({shape}): {} steps, {} faults, trace {:016x}", cfg.seed, cfg.scenario.name(), outcome.stats.steps, outcome.stats.faults, outcome.trace_hash);
+    }
+    if outcome.failure.is_some() || verbose {
+        for line in &outcome.trace_tail {
+            say!("    {line}");
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let list = match scenarios(&args.scenario) {
+        Ok(list) => list,
+        Err(error) => {
+            eprintln!("{error}");
+            return ExitCode::from(2);
+        }
+    };
+    let Some(mask) = tandem_sim::faults::FaultMask::parse(&args.faults) else {
+        eprintln!("unknown fault class in {:?}", args.faults);
+        return ExitCode::from(2);
+    };
+    let flags = shaping_flags(&args);
+    let started = Instant::now();
+    let limit = args.time_limit.map(Duration::from_secs);
+    let seeds: Vec<u64> = match args.seed {
+        Some(seed) => vec![seed],
+        None => (args.start..args.start.saturating_add(args.seeds)).collect(),
+    };
+    let (mut runs, mut steps, mut faults, mut failures, mut writes) = (0u64, 0u64, 0u64, 0u64, 0u64);
+    'batch: for seed in seeds {
+        for &scenario in &list {
+            if limit.is_some_and(|l| started.elapsed() >= l) {
+                break 'batch;
+            }
+            let mut config = SimConfig { trace_tail: args.tail, trace_io: args.trace_io, faults: mask, durable_peer_writes: args.durable_peer_writes, sockets_in_order: args.sockets_in_order, ..SimConfig::new(seed, scenario) };
+            if args.sidestep_known_issues {
+                config = config.sidestep_known_issues();
+            }
+            match args.metadata.as_deref() {
+                Some("internal") => config.internal_metadata = true,
+                Some("external") => config.internal_metadata = false,
+                _ => {}
+            }
+            if let Some(nodes) = args.nodes {
+                config.nodes = nodes.clamp(2, 3);
+                if scenario == Scenario::Random {
+                    config.failover &= config.nodes == 2;
+                }
+            }
+            let outcome = run(config);
+            runs += 1;
+            steps += outcome.stats.steps;
+            faults += outcome.stats.faults + outcome.stats.crashes;
+            writes += outcome.stats.writes_acked;
+            failures += u64::from(outcome.failure.is_some());
+            report(&outcome, args.verbose || args.seed.is_some(), &flags);
+        }
+    }
+    say!("tandem-sim: {runs} runs, {steps} steps, {faults} faults injected, {writes} writes acknowledged, {failures} failures, {:.1} s", started.elapsed().as_secs_f64());
+    if failures > 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS }
+}

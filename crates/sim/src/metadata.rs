@@ -1,0 +1,238 @@
+//! Simulated durable metadata of one node's volume: the superblock (kept as its encoded
+//! 4 KiB image), one bitmap per peer slot (4 KiB pages) and the activity-log ring, plus the
+//! node's queue of metadata writes.
+//!
+//! Invariants:
+//! - Jobs run one at a time, in the order they were queued (the daemon's one writer per
+//!   volume); each has two durable phases: its bitmap pages, then its superblock or
+//!   activity-log block. A job is answered only after its last phase.
+//! - A crash drops the queue: a job whose first phase was applied keeps it (the pages are on
+//!   disk), the rest is lost, as after a power loss between two `fdatasync`s.
+//! - [`SimMeta::attach`] rebuilds the engine's view like the daemon's
+//!   `MetaStore::volume_config` (reimplemented here from the same `meta` functions, since the
+//!   daemon's is private): hot activity-log extents of a crashed Primary are marked in every
+//!   peer's bitmap and written, the superblock gets `crashed_primary`, the ring is formatted.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use meta::{ActivityLog, ActivityLogConfig, AlUpdates, Bitmap, Layout, LayoutConfig, Placement, Superblock};
+use repl::{GenerationFlags, GenerationIds, IoId, PeerBitmap, VolumeConfig, VolumeMeta};
+
+use crate::SimError;
+
+/// Bytes of the simulated external metadata device (more than the layout needs).
+const METADATA_DEVICE_BYTES: u64 = 4 << 20;
+
+/// Bitmap pages per peer node id: `(peer, [(page index, 4 KiB image)])`.
+pub type PeerPages = Vec<(u8, Vec<(u64, Vec<u8>)>)>;
+
+/// One queued metadata write.
+#[derive(Debug, Clone)]
+pub enum MetaJob {
+    /// Bitmap pages per peer node id, then (if given) the superblock fields.
+    Persist { pages: PeerPages, meta: Option<Box<VolumeMeta>>, io: Option<IoId> },
+    /// An activity-log transaction: evicted extents' pages, then the ring block.
+    ActivityLog { pages: Vec<(u8, u64, Vec<u8>)>, offset_bytes: u64, block: Vec<u8>, io: IoId },
+}
+
+/// What the metadata is created with.
+#[derive(Debug, Clone)]
+pub struct MetaSpec {
+    /// Usable data size.
+    pub data_bytes: u64,
+    /// This node's id.
+    pub node_id: u8,
+    /// The peers' node ids (one bitmap slot each).
+    pub peers: Vec<u8>,
+    /// `al-updates yes`.
+    pub al_enabled: bool,
+    /// `al-extents`.
+    pub al_extents: u32,
+}
+
+/// The durable metadata of one node and its write queue.
+#[derive(Debug, Clone)]
+pub struct SimMeta {
+    spec: MetaSpec,
+    layout: Layout,
+    superblock: Vec<u8>,
+    /// (peer slot, page index) → 4 KiB image; absent pages are all zero.
+    pages: BTreeMap<(u8, u64), Vec<u8>>,
+    ring: Vec<u8>,
+    queue: VecDeque<MetaJob>,
+    /// Phases of the queue's head already applied.
+    phase: u8,
+}
+
+fn corrupt(what: &str, error: meta::MetaError) -> SimError {
+    SimError::Metadata(format!("{what}: {error}"))
+}
+
+impl SimMeta {
+    /// Fresh metadata holding generation `current` (UpToDate and consistent when `up_to_date`).
+    pub fn create(spec: MetaSpec, current: u64, up_to_date: bool) -> Result<SimMeta, SimError> {
+        let peer_slots = u8::try_from(spec.peers.len()).map_err(|_| SimError::Config("too many peers".into()))?;
+        let layout_config = LayoutConfig {
+            al_extents: spec.al_extents,
+            bitmap_granularity_bytes: 4096,
+            ..LayoutConfig::new(Placement::External { metadata_bytes: METADATA_DEVICE_BYTES }, spec.data_bytes, peer_slots)
+        };
+        let layout = Layout::compute(&layout_config).map_err(|e| corrupt("layout", e))?;
+        let mut superblock = Superblock::new(layout, spec.node_id).map_err(|e| corrupt("superblock", e))?;
+        for (slot, &peer) in superblock.peers.iter_mut().zip(&spec.peers) {
+            slot.node_id = Some(peer);
+        }
+        superblock.current_uuid = current;
+        superblock.flags.consistent = up_to_date;
+        superblock.flags.was_up_to_date = up_to_date;
+        superblock.flags.al_disabled = !spec.al_enabled;
+        let ring_bytes = usize::try_from(layout.al_ring().length_bytes).unwrap_or(0);
+        let image = superblock.encode().map_err(|e| corrupt("superblock", e))?;
+        Ok(SimMeta { spec, layout, superblock: image, pages: BTreeMap::new(), ring: vec![0; ring_bytes], queue: VecDeque::new(), phase: 0 })
+    }
+
+    /// The durable superblock.
+    pub fn superblock(&self) -> Result<Superblock, SimError> {
+        Superblock::decode(&self.superblock).map_err(|e| corrupt("superblock", e))
+    }
+
+    fn write_superblock(&mut self, superblock: &Superblock) -> Result<(), SimError> {
+        self.superblock = superblock.encode().map_err(|e| corrupt("superblock", e))?;
+        Ok(())
+    }
+
+    /// Queues a job.
+    pub fn push(&mut self, job: MetaJob) {
+        self.queue.push_back(job);
+    }
+
+    /// Whether a job is queued or running.
+    pub fn busy(&self) -> bool {
+        !self.queue.is_empty()
+    }
+
+    /// Jobs queued.
+    pub fn queued(&self) -> usize {
+        self.queue.len()
+    }
+
+    /// Applies the next phase of the head job durably. Returns `Some(io)` when the job is
+    /// finished (`io` is what to answer, if anything), None if it needs another phase or the
+    /// queue is empty.
+    pub fn step(&mut self) -> Result<Option<Option<IoId>>, SimError> {
+        let Some(job) = self.queue.front().cloned() else { return Ok(None) };
+        let mut superblock = self.superblock()?;
+        if self.phase == 0 {
+            self.phase = 1;
+            match &job {
+                MetaJob::Persist { pages, .. } => {
+                    for (peer, pages) in pages {
+                        self.store_pages(&superblock, *peer, pages.iter().map(|(p, i)| (*p, i.as_slice())));
+                    }
+                }
+                MetaJob::ActivityLog { pages, .. } => {
+                    for (peer, page, image) in pages {
+                        self.store_pages(&superblock, *peer, std::iter::once((*page, image.as_slice())));
+                    }
+                }
+            }
+            return Ok(None);
+        }
+        self.phase = 0;
+        self.queue.pop_front();
+        match job {
+            MetaJob::Persist { meta, io, .. } => {
+                if let Some(meta) = meta {
+                    apply(&meta, &mut superblock);
+                    self.write_superblock(&superblock)?;
+                }
+                Ok(Some(io))
+            }
+            MetaJob::ActivityLog { offset_bytes, block, io, .. } => {
+                let start = usize::try_from(offset_bytes).map_err(|_| SimError::Metadata("ring offset".into()))?;
+                let slot = self.ring.get_mut(start..start + block.len()).ok_or_else(|| SimError::Metadata(format!("ring offset {offset_bytes} beyond the ring")))?;
+                slot.copy_from_slice(&block);
+                Ok(Some(Some(io)))
+            }
+        }
+    }
+
+    fn store_pages<'a>(&mut self, superblock: &Superblock, peer: u8, pages: impl Iterator<Item = (u64, &'a [u8])>) {
+        let Some(slot) = superblock.peer_slot_of(peer) else { return };
+        for (page, image) in pages {
+            self.pages.insert((slot, page), image.to_vec());
+        }
+    }
+
+    /// Power loss: queued jobs are gone (an applied first phase stays).
+    pub fn crash(&mut self) {
+        self.queue.clear();
+        self.phase = 0;
+    }
+
+    fn read_bitmap(&self, slot: u8) -> Result<Bitmap, SimError> {
+        let mut bitmap = Bitmap::new(self.spec.data_bytes, 4096).map_err(|e| corrupt("bitmap", e))?;
+        for ((_, page), image) in self.pages.range((slot, 0)..=(slot, u64::MAX)) {
+            bitmap.load_page(*page, image).map_err(|e| corrupt("bitmap page", e))?;
+        }
+        Ok(bitmap)
+    }
+
+    /// Writes pages durably at once (attach-time recovery).
+    pub fn write_pages_now(&mut self, peer: u8, pages: &[(u64, Vec<u8>)]) -> Result<(), SimError> {
+        let superblock = self.superblock()?;
+        self.store_pages(&superblock, peer, pages.iter().map(|(p, i)| (*p, i.as_slice())));
+        Ok(())
+    }
+
+    /// The engine's start-up view of volume `number` (see the module invariants).
+    pub fn attach(&mut self, number: u16) -> Result<VolumeConfig, SimError> {
+        let mut superblock = self.superblock()?;
+        let crashed_now = superblock.flags.primary_indicator;
+        let crashed_primary = crashed_now || superblock.flags.crashed_primary;
+        let mut bitmaps = Vec::new();
+        for &peer in &self.spec.peers.clone() {
+            let Some(slot) = superblock.peer_slot_of(peer) else { continue };
+            bitmaps.push(PeerBitmap { peer, bitmap: self.read_bitmap(slot)? });
+        }
+        let updates = if self.spec.al_enabled { AlUpdates::Enabled } else { AlUpdates::Disabled };
+        let recovery = meta::recover(&self.ring, updates).map_err(|e| corrupt("activity log", e))?;
+        if crashed_now {
+            for entry in &mut bitmaps {
+                recovery.mark_out_of_sync(&mut entry.bitmap).map_err(|e| corrupt("recovered bitmap", e))?;
+                let pages: Vec<(u64, Vec<u8>)> = entry.bitmap.take_dirty_pages().map(|(p, i)| (p, i.to_vec())).collect();
+                self.store_pages(&superblock, entry.peer, pages.iter().map(|(p, i)| (*p, i.as_slice())));
+            }
+            superblock.flags.primary_indicator = false;
+            superblock.flags.crashed_primary = true;
+            self.write_superblock(&superblock)?;
+        }
+        let config = ActivityLogConfig::from_layout(&self.layout, updates);
+        self.ring = meta::format_ring(config.al_ring_blocks, config.al_extents, recovery.next_seq).map_err(|e| corrupt("ring", e))?;
+        let log = ActivityLog::new(config, recovery.next_seq.saturating_add(u64::from(config.al_ring_blocks))).map_err(|e| corrupt("activity log", e))?;
+        let ids = GenerationIds {
+            current: superblock.current_uuid,
+            bitmap: superblock.bitmap_uuids_by_node_id(),
+            history: superblock.history_uuids,
+            flags: GenerationFlags { crashed_primary, discard_my_data: false },
+        };
+        let disk = VolumeMeta::attach_disk_state(superblock.flags.consistent, superblock.flags.was_up_to_date);
+        let activity_log = self.spec.al_enabled.then_some(log);
+        Ok(VolumeConfig { number, size_bytes: self.spec.data_bytes, ids, disk, bitmaps, crashed_primary, activity_log })
+    }
+}
+
+/// The superblock fields the engine owns (the daemon's `meta_store::apply`, reimplemented).
+fn apply(meta: &VolumeMeta, superblock: &mut Superblock) {
+    superblock.current_uuid = meta.ids.current;
+    superblock.history_uuids = meta.ids.history;
+    for slot in &mut superblock.peers {
+        if let Some(uuid) = slot.node_id.and_then(|node| meta.ids.bitmap.get(usize::from(node))) {
+            slot.bitmap_uuid = *uuid;
+        }
+    }
+    superblock.flags.consistent = meta.consistent();
+    superblock.flags.was_up_to_date = meta.was_up_to_date();
+    superblock.flags.primary_indicator = meta.primary;
+    superblock.flags.crashed_primary = meta.ids.flags.crashed_primary;
+}

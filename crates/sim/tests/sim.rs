@@ -1,0 +1,222 @@
+//! The named scenarios, a small random batch, replay determinism, proof that every checker
+//! can fail, and one ignored reproducer per engine issue the simulator found (exact seed and
+//! switches; run them with `cargo test -p tandem-sim -- --ignored`).
+
+use std::collections::BTreeSet;
+
+use tandem_sim::check::{self, tag, Bounds, SessionWrite, Usage, WriteRecord};
+use tandem_sim::faults::FaultMask;
+use tandem_sim::{run, Outcome, Scenario, SimConfig};
+
+fn clean(seed: u64, scenario: Scenario) -> SimConfig {
+    SimConfig::new(seed, scenario).sidestep_known_issues()
+}
+
+fn assert_passes(outcome: &Outcome) {
+    assert!(outcome.failure.is_none(), "seed {} {}: {:?}\n{}", outcome.cfg.seed, outcome.cfg.scenario.name(), outcome.failure, outcome.trace_tail.join("\n"));
+    assert!(outcome.stats.writes_acked > 0 && outcome.stats.identical_checks > 0, "the run did some work and compared replicas");
+}
+
+#[test]
+fn primary_crash_in_the_middle_of_a_resync() {
+    for seed in 0..3 {
+        let outcome = run(clean(seed, Scenario::PrimaryCrashMidResync));
+        assert_passes(&outcome);
+        assert!(outcome.stats.crashes >= 2);
+    }
+}
+
+#[test]
+fn secondary_crash_in_the_middle_of_a_write_burst() {
+    for seed in 0..3 {
+        let outcome = run(clean(seed, Scenario::SecondaryCrashMidBurst));
+        assert_passes(&outcome);
+        assert!(outcome.stats.crashes >= 1);
+    }
+}
+
+#[test]
+fn failover_primary_dies_secondary_promoted() {
+    for seed in 1..4 {
+        let outcome = run(SimConfig::new(seed, Scenario::Failover));
+        assert_passes(&outcome);
+        assert!(outcome.stats.promotions >= 2, "the Secondary was promoted");
+    }
+}
+
+#[test]
+fn partition_during_split_brain_resolution_when_the_cut_misses_the_sync_start() {
+    let outcome = run(clean(1, Scenario::PartitionDuringSplitBrain));
+    assert_passes(&outcome);
+    assert!(outcome.stats.split_brains >= 1, "the split brain was detected");
+}
+
+#[test]
+fn split_brain_of_two_primaries_is_detected_when_the_handshake_comes_first() {
+    let outcome = run(SimConfig { durable_peer_writes: true, internal_metadata: true, ..SimConfig::new(1, Scenario::SplitBrainTwoPrimaries) });
+    assert_passes(&outcome);
+    assert!(outcome.stats.split_brains >= 1);
+}
+
+#[test]
+fn a_small_random_batch_passes() {
+    for seed in 0..6 {
+        let config = SimConfig { workload_ns: 8_000_000_000, ..clean(seed, Scenario::Random) };
+        let outcome = run(config);
+        assert!(outcome.failure.is_none(), "seed {seed}: {:?}\n{}", outcome.failure, outcome.trace_tail.join("\n"));
+    }
+}
+
+#[test]
+fn the_same_seed_gives_the_same_trace() {
+    for seed in [3, 11] {
+        let config = SimConfig { workload_ns: 5_000_000_000, ..SimConfig::new(seed, Scenario::Random) };
+        let (a, b) = (run(config.clone()), run(config));
+        assert_eq!((a.trace_hash, a.trace_lines, a.stats.steps), (b.trace_hash, b.trace_lines, b.stats.steps));
+        assert_eq!(a.trace_tail, b.trace_tail);
+        assert_eq!(a.failure, b.failure);
+        assert!(a.trace_lines > 100);
+    }
+    let short = |seed| run(SimConfig { workload_ns: 2_000_000_000, ..SimConfig::new(seed, Scenario::Random) });
+    assert_ne!(short(1).trace_hash, short(2).trace_hash, "different seeds differ");
+}
+
+// ----- reproducers of engine issues (ignored until fixed) ------------------------------------
+
+/// A Secondary that loses power loses replicated writes it acknowledged but had not flushed;
+/// the Primary dropped them from its transfer log at the write ack, so they are never marked
+/// out of sync and the replicas stay different (found: block 1598, write 188).
+#[test]
+#[ignore = "engine issue: a Secondary's power loss silently loses acknowledged writes (seed 1)"]
+fn secondary_power_loss_keeps_replicas_identical() {
+    assert_passes(&run(SimConfig::new(1, Scenario::SecondaryCrashMidBurst)));
+}
+
+/// The source of the resync that resolves a split brain persists a fresh sync identifier
+/// (old bitmap identifier into the history) before sending SyncStart; a cut before the
+/// victim receives it leaves the victim's diverged current known to nobody: "unrelated
+/// data" on every later connect, which discard-my-data cannot resolve.
+#[test]
+#[ignore = "engine issue: a cut split-brain resolution makes the peers unrelated for ever (seed 0)"]
+fn partition_during_split_brain_resolution_converges() {
+    assert_passes(&run(clean(0, Scenario::PartitionDuringSplitBrain)));
+}
+
+/// Two Primaries reconnecting: the connect-time State (control socket) arrives before the
+/// identifiers (data socket); both sides drop with "both nodes are Primary" (ProtocolError)
+/// before comparing them, so the split brain is never reported and they reconnect for ever.
+#[test]
+#[ignore = "engine issue: two Primaries reconnect-loop without reporting the split brain (seed 1)"]
+fn split_brain_of_two_primaries_is_always_detected() {
+    let outcome = run(clean(1, Scenario::SplitBrainTwoPrimaries));
+    assert_passes(&outcome);
+}
+
+/// External metadata: an activity-log extent is evicted while the Primary's own completed
+/// writes in it are still only in its volatile cache; a power loss loses them locally, the
+/// peer has them, and recovery does not mark the (cold) extent: replicas differ.
+#[test]
+#[ignore = "engine issue: external metadata, AL eviction before the data is durable (seed 256)"]
+fn external_metadata_crash_keeps_replicas_identical() {
+    let faults = FaultMask::parse("crash").unwrap_or(FaultMask::ALL);
+    let config = SimConfig { faults, nodes: 2, durable_peer_writes: true, internal_metadata: false, ..SimConfig::new(256, Scenario::Random) };
+    assert_passes(&run(config));
+}
+
+/// The connect-time State of a sync target (Inconsistent, control socket) arrives after its
+/// ResyncDone (data socket): the source then shows the peer Inconsistent for ever.
+#[test]
+#[ignore = "engine issue: a stale peer state from the control socket outlives the resync (seed 513)"]
+fn peer_state_after_a_resync_is_up_to_date() {
+    let config = SimConfig { nodes: 2, durable_peer_writes: true, internal_metadata: true, ..SimConfig::new(513, Scenario::Random) };
+    assert_passes(&run(config));
+}
+
+/// Three nodes: a Secondary does not adopt the Primary's new generation, so two Secondaries
+/// that reconnect run a (full) resync between themselves while the Primary replicates to
+/// both; older resync data from the other Secondary overwrites a newer replicated write
+/// (found: node 1 block 536 loses write 2456 to node 2's resync reply for blocks 512+32).
+#[test]
+#[ignore = "engine issue: three nodes, Secondary-to-Secondary resync overwrites newer writes (seed 22)"]
+fn three_nodes_keep_replicas_identical() {
+    let faults = FaultMask::parse("drop").unwrap_or(FaultMask::ALL);
+    let config = SimConfig { faults, nodes: 3, ..SimConfig::new(22, Scenario::Random) };
+    assert_passes(&run(config));
+}
+
+// ----- every checker can fail ---------------------------------------------------------------
+
+fn acked(id: u64, node: u8, first: u64, count: u64, acked_by: &[u8]) -> WriteRecord {
+    WriteRecord { id, node, first, count, acked: Some(id), acked_by: acked_by.iter().copied().collect::<BTreeSet<u8>>(), ..WriteRecord::default() }
+}
+
+#[test]
+fn acked_on_primary_checker_fails_on_a_missing_block() {
+    let w = acked(5, 0, 2, 2, &[]);
+    let mut disk = vec![0; 8];
+    disk[2] = tag(5, 2);
+    assert!(check::check_acked_on_primary(&disk, &w).is_err());
+    disk[3] = tag(5, 3);
+    assert!(check::check_acked_on_primary(&disk, &w).is_ok());
+}
+
+#[test]
+fn promotion_checker_fails_on_a_lost_acknowledged_write() {
+    let writes = vec![acked(1, 0, 0, 2, &[1]), acked(2, 0, 4, 1, &[])];
+    let mut disk = vec![0; 8];
+    assert!(check::check_promotion(&disk, 1, &writes).is_err(), "write 1 was confirmed by node 1");
+    disk[0] = tag(1, 0);
+    disk[1] = tag(3, 1);
+    assert!(check::check_promotion(&disk, 1, &writes).is_ok(), "write 2 was never confirmed by node 1; a later write may cover");
+    let mut excused = writes.clone();
+    excused[0].excused = true;
+    assert!(check::check_promotion(&[0; 8], 1, &excused).is_ok());
+    let mut lost_elsewhere = writes.clone();
+    lost_elsewhere[0].lost_on.insert(0);
+    assert!(check::check_promotion(&[0; 8], 1, &lost_elsewhere).is_err(), "a power loss of node 0 does not excuse node 1");
+    lost_elsewhere[0].lost_on.insert(1);
+    assert!(check::check_promotion(&[0; 8], 1, &lost_elsewhere).is_ok(), "node 1 lost power before the write was durable");
+}
+
+#[test]
+fn epoch_prefix_checker_fails_on_a_hole() {
+    let writes = [
+        SessionWrite { epoch: 1, id: 1, first: 0, count: 1 },
+        SessionWrite { epoch: 2, id: 2, first: 1, count: 1 },
+        SessionWrite { epoch: 2, id: 3, first: 2, count: 1 },
+    ];
+    let snapshot = vec![0; 4];
+    let good = vec![tag(1, 0), 0, tag(3, 2), 0];
+    assert!(check::check_epoch_prefix(&snapshot, &writes, &good).is_ok(), "epoch 1 whole, part of epoch 2");
+    let hole = vec![0, tag(2, 1), 0, 0];
+    assert!(check::check_epoch_prefix(&snapshot, &writes, &hole).is_err(), "epoch 2 applied without epoch 1");
+    let stray = vec![tag(1, 0), 0, 0, 9 << 24];
+    assert!(check::check_epoch_prefix(&snapshot, &writes, &stray).is_err(), "a block nobody sent changed");
+}
+
+#[test]
+fn identical_checker_fails_on_a_difference() {
+    assert!(check::check_identical((0, &[1, 2]), (1, &[1, 2])).is_ok());
+    assert!(check::check_identical((0, &[1, 2]), (1, &[1, 3])).is_err());
+}
+
+#[test]
+fn split_brain_checker_fails_on_a_silent_merge() {
+    assert!(check::check_split_brain((0, 1), (true, true), false, "x").is_err());
+    assert!(check::check_split_brain((0, 1), (true, true), true, "x").is_ok());
+    assert!(check::check_split_brain((0, 1), (true, false), false, "x").is_ok());
+}
+
+#[test]
+fn memory_checker_fails_over_a_bound() {
+    let bounds = Bounds { channel_bytes_max: 10, channel_frames_max: 2, upper_pending_max: 1, local_pending_max: 1 };
+    assert!(check::check_bounds(Usage::default(), bounds).is_ok());
+    for usage in [
+        Usage { channel_bytes: 11, ..Usage::default() },
+        Usage { channel_frames: 3, ..Usage::default() },
+        Usage { upper_pending: 2, ..Usage::default() },
+        Usage { local_pending: 2, ..Usage::default() },
+    ] {
+        assert!(check::check_bounds(usage, bounds).is_err(), "{usage:?}");
+    }
+}
