@@ -218,7 +218,8 @@ impl SimMeta {
         };
         let disk = VolumeMeta::attach_disk_state(superblock.flags.consistent, superblock.flags.was_up_to_date);
         let activity_log = self.spec.al_enabled.then_some(log);
-        Ok(VolumeConfig { number, size_bytes: self.spec.data_bytes, ids, disk, bitmaps, crashed_primary, activity_log })
+        let possibly_stale = superblock.flags.possibly_stale;
+        Ok(VolumeConfig { number, size_bytes: self.spec.data_bytes, ids, disk, bitmaps, crashed_primary, activity_log, possibly_stale })
     }
 }
 
@@ -235,4 +236,5 @@ fn apply(meta: &VolumeMeta, superblock: &mut Superblock) {
     superblock.flags.was_up_to_date = meta.was_up_to_date();
     superblock.flags.primary_indicator = meta.primary;
     superblock.flags.crashed_primary = meta.ids.flags.crashed_primary;
+    superblock.flags.possibly_stale = meta.possibly_stale;
 }
