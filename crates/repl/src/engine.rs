@@ -896,7 +896,11 @@ impl<P: Clone> Engine<P> {
     }
 
     fn peer_state(&mut self, slot: usize, role: Role, disks: Vec<(u16, DiskState)>, out: &mut Vec<Action<P>>) -> Result<(), String> {
-        if role == Role::Primary && self.role == Role::Primary {
+        // Two Primaries meeting at connect are judged by the handshake, which compares the
+        // generation identifiers first (a split brain is reported, not just refused); once
+        // the handshake is done, a peer that turns Primary beside us is a protocol error.
+        let handshaken = self.peers[slot].syncs.iter().all(|sync| !matches!(sync, SyncState::Off | SyncState::WaitUuids { .. }));
+        if role == Role::Primary && self.role == Role::Primary && handshaken {
             return Err("both nodes are Primary".into());
         }
         let p = &mut self.peers[slot];

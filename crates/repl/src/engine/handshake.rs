@@ -542,6 +542,10 @@ fn settle_equal_current(
 /// Refuses a resync whose target is Primary (rr-conflict) or whose source is Inconsistent.
 /// Reads only exchanged values, so both sides refuse together.
 fn refuse_conflicts(outcome: Outcome, sent: &SentUuids, peer: &UuidsMessage) -> Outcome {
+    if sent.role == Role::Primary && peer.role == Role::Primary && !matches!(outcome, Outcome::StandAlone(_)) {
+        // Not a split brain (that was reported already), but two Primaries may not connect.
+        return Outcome::StandAlone("both nodes are Primary (two Primaries are not supported): demote one and connect again".into());
+    }
     let (source, target) = match outcome {
         Outcome::Source(_) => ((sent.disk, sent.role), (peer.disk, peer.role)),
         Outcome::Target(_) => ((peer.disk, peer.role), (sent.disk, sent.role)),
