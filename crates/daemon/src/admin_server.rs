@@ -241,9 +241,11 @@ async fn stream_events<W: AsyncWriteExt + Unpin>(write: &mut W, resources: &[Arc
         Err(message) => return send(write, &Reply::Error { message }).await,
     };
     let mut last = report(&selected);
+    let mut helpers_seen = crate::handlers::latest_event();
     for line in admin::initial_events(&last, statistics) {
         send(write, &Reply::Event { line }).await?;
     }
+    let names: Vec<String> = selected.iter().map(|r| r.name.clone()).collect();
     loop {
         tokio::time::sleep(EVENTS_POLL).await;
         let now = report(&selected);
@@ -251,5 +253,10 @@ async fn stream_events<W: AsyncWriteExt + Unpin>(write: &mut W, resources: &[Arc
             send(write, &Reply::Event { line }).await?;
         }
         last = now;
+        let (lines, newest) = crate::handlers::events_since(helpers_seen, |resource| names.iter().any(|n| n == resource));
+        helpers_seen = newest;
+        for line in lines {
+            send(write, &Reply::Event { line }).await?;
+        }
     }
 }

@@ -19,7 +19,7 @@ use std::time::Instant;
 
 use bufpool::BufPool;
 use bufpool::Incoming;
-use repl::{Action, ConnState, DiskOp, Engine, IoError, Op, PeerMessage, RequestId, Resolution, Role, Time};
+use repl::{Action, ConnState, DiskOp, Engine, IoError, Op, PeerMessage, ReplState, RequestId, Resolution, Role, Time};
 use tokio::sync::{mpsc, watch, OwnedSemaphorePermit};
 
 use crate::disk::Disk;
@@ -167,6 +167,8 @@ pub(crate) struct Resource {
     had_quorum: AtomicBool,
     /// The node became Primary through `auto-promote`: the last close demotes it.
     pub(crate) auto_promoted: AtomicBool,
+    /// The replication state of each (peer, volume) as last seen, for the resync handlers.
+    repl_states: Mutex<Vec<(u8, u16, ReplState)>>,
     start: Instant,
 }
 
@@ -230,6 +232,7 @@ impl Resource {
             down: AtomicBool::new(false),
             had_quorum: AtomicBool::new(true),
             auto_promoted: AtomicBool::new(false),
+            repl_states: Mutex::new(Vec::new()),
             start: Instant::now(),
         });
         resource.start_meta_writers(receivers)?;
@@ -356,6 +359,7 @@ impl Resource {
             }
             Action::StateChanged => {
                 self.quorum_transition(&core.engine);
+                self.resync_transitions(&core.engine);
                 self.changed.send_modify(|version| *version += 1);
             }
         }
@@ -366,6 +370,28 @@ impl Resource {
     pub(crate) fn note_write(&self, offset: u64, length: u64) {
         if self.options.srm != config::Srm::Off {
             self.write_counters.lock().unwrap_or_else(std::sync::PoisonError::into_inner).note(offset, length);
+        }
+    }
+
+    /// Runs `before-resync-target` when a resync towards this node starts,
+    /// `after-resync-target` when it ends, and `before-resync-source` when one from this node
+    /// starts (fire and forget: the resync does not wait for them).
+    fn resync_transitions(&self, engine: &Engine<Payload>) {
+        let is_target = |state: ReplState| matches!(state, ReplState::SyncTarget | ReplState::PausedSyncT);
+        let is_source = |state: ReplState| matches!(state, ReplState::SyncSource | ReplState::PausedSyncS);
+        let now: Vec<(u8, u16, ReplState)> = engine.status().peers.iter().flat_map(|p| p.volumes.iter().map(|v| (p.node_id, v.volume, v.replication))).collect();
+        let before = std::mem::replace(&mut *self.repl_states.lock().unwrap_or_else(std::sync::PoisonError::into_inner), now.clone());
+        for (peer, volume, state) in now {
+            let old = before.iter().find(|(p, v, _)| (*p, *v) == (peer, volume)).map_or(ReplState::Off, |(_, _, s)| *s);
+            let handler = match (is_target(old), is_target(state), is_source(old), is_source(state)) {
+                (false, true, _, _) => "before-resync-target",
+                (true, false, _, _) => "after-resync-target",
+                (_, _, false, true) => "before-resync-source",
+                _ => continue,
+            };
+            let peer_name = self.peer_name(peer);
+            let event = HandlerEvent { resource: &self.name, volume: Some(volume), peer_node_id: Some(peer), peer_name: Some(&peer_name) };
+            handlers::run(&self.handlers, handler, &event);
         }
     }
 

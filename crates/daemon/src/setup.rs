@@ -35,6 +35,7 @@ pub(crate) const ACTIVE_OPTIONS: &[&str] = &[
     "srm-interval", "srm-max-lag-bytes", "srm-max-lag-time", "srm-latency-high", "srm-latency-low",
     "srm-fill-high", "srm-fill-low", "srm-min-dwell", "srm-max-buffers-min", "srm-max-buffers-max",
     "srm-max-epoch-size-min", "srm-max-epoch-size-max", "srm-resync-share", "auto-promote",
+    "before-resync-target", "after-resync-target", "before-resync-source",
 ];
 
 /// Dirty bitmap pages are written every this many engine ticks (1 s), besides on every

@@ -973,3 +973,48 @@ fn bitmap_granularity_is_chosen_at_create_md_and_peers_must_agree() {
     let sent = cluster.status(ALICE).sent_kib(NODE_NAMES[BOB]) - sent_before;
     assert_eq!(sent, 3 * COARSE_KIB, "the resync moves whole bits");
 }
+
+/// The resync handlers (issue 4): `before-resync-target` and `after-resync-target` run on the
+/// sync target with DRBD's environment, `before-resync-source` on the source, and `tandem
+/// events` shows each call and its exit status as DRBD's `call helper` / `response helper`
+/// lines.
+#[test]
+fn resync_handlers_run_and_show_in_events() {
+    let spec = fixed_rate(Spec::two_nodes('C'), "4M")
+        .handler("before-resync-target", "echo \\\"before $DRBD_RESOURCE $DRBD_PEER\\\" >> {dir}/handlers.out")
+        .handler("after-resync-target", "echo \\\"after $DRBD_RESOURCE $DRBD_PEER\\\" >> {dir}/handlers.out")
+        .handler("before-resync-source", "exit 3");
+    let cluster = Cluster::with_primary(spec);
+    let events_out = cluster.dir().join("bob-events.out");
+    let mut events = std::process::Command::new(crate::cluster::tandem_bin())
+        .arg("--run-dir")
+        .arg(cluster.run_dir(BOB))
+        .args(["events", RESOURCE])
+        .stdout(std::fs::File::create(&events_out).expect("events output file"))
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start tandem events");
+    disconnect_both(&cluster);
+    let mut rng = Rng::new(fresh_seed());
+    write_through_nbd(&cluster, ALICE, &random_writes(&mut rng, 0, 4 * MIB));
+    for index in [ALICE, BOB] {
+        cluster.admin_ok(index, &["connect", RESOURCE]);
+    }
+    watch_until_in_sync(&cluster, SYNC_DEADLINE);
+    let handler_out = cluster.dir().join("handlers.out");
+    cluster.wait_until("both resync-target handlers ran on bob", STATE_DEADLINE, || {
+        std::fs::read_to_string(&handler_out).is_ok_and(|text| text.contains("before r0 alice") && text.contains("after r0 alice"))
+    });
+    let call = "call helper name:r0 peer-node-id:0 conn-name:alice volume:0 helper:before-resync-target";
+    let response = "response helper name:r0 peer-node-id:0 conn-name:alice volume:0 helper:after-resync-target status:0";
+    cluster.wait_until("bob's events show the calls and responses", STATE_DEADLINE, || {
+        std::fs::read_to_string(&events_out).is_ok_and(|text| text.contains(call) && text.contains(response))
+    });
+    let _ = events.kill();
+    let _ = events.wait();
+    let text = std::fs::read_to_string(&handler_out).unwrap_or_default();
+    let before = text.find("before").unwrap_or(usize::MAX);
+    let after = text.find("after").unwrap_or(0);
+    assert!(before < after, "before-resync-target ran before after-resync-target: {text}");
+    assert!(cluster.log(ALICE).contains("before-resync-source"), "the source's handler ran");
+}
