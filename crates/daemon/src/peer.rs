@@ -403,7 +403,6 @@ async fn run_link(resource: &Arc<Resource>, peer: &PeerInfo, (data, control): So
 
 async fn send_data(resource: Arc<Resource>, peer: PeerInfo, queue: mpsc::UnboundedReceiver<Outgoing>, socket: OwnedWriteHalf) -> LinkError {
     let mut writer = BufWriter::with_capacity(STREAM_BUFFER_BYTES, socket);
-    let report_sent = peer.net.protocol == config::Protocol::A;
     let mut sent = Vec::new();
     let mut header = Vec::with_capacity(64);
     let mut queue = queue;
@@ -424,6 +423,7 @@ async fn send_data(resource: Arc<Resource>, peer: PeerInfo, queue: mpsc::Unbound
             return close(&mut writer, reason).await;
         }
         header.clear();
+        let report_sent = matches!(item, Outgoing::Data { report_sent: true, .. });
         let (seq, payload) = match encode_outgoing(item, &mut header) {
             Ok(pair) => pair,
             Err(error) => return error,
@@ -492,7 +492,7 @@ fn encode_outgoing(item: Outgoing, out: &mut Vec<u8>) -> Result<(Option<u64>, Op
         Ok(RangeHeader { seq, epoch, volume, offset, length })
     };
     match item {
-        Outgoing::Data { seq, epoch, volume, op } => match op {
+        Outgoing::Data { seq, epoch, volume, op, .. } => match op {
             DiskOp::Write { offset, data, fua, .. } => {
                 let flags = if fua { wire::DATA_FLAG_FUA } else { 0 };
                 let length = u32::try_from(data.data.len()).map_err(|_| LinkError::Protocol("write too long".into()))?;

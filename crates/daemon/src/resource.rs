@@ -79,8 +79,9 @@ pub(crate) struct Payload {
 /// A frame waiting in a link's send queue.
 #[derive(Debug)]
 pub(crate) enum Outgoing {
-    /// A replicated write (data socket).
-    Data { seq: u64, epoch: u64, volume: u16, op: DiskOp<Payload> },
+    /// A replicated write (data socket); `report_sent`: tell the engine once it is in the
+    /// socket (protocol A in effect for the peer when it was queued).
+    Data { seq: u64, epoch: u64, volume: u16, op: DiskOp<Payload>, report_sent: bool },
     /// An epoch boundary (data socket).
     Barrier { epoch: u64, flush: bool },
     /// Acks, pings, state (control socket).
@@ -328,7 +329,8 @@ impl Resource {
             }
             Action::SendData { peer, seq, epoch, volume, op } => {
                 if let Some(link) = core.links.get(&peer) {
-                    let _ = link.data.send(Outgoing::Data { seq, epoch, volume, op });
+                    let report_sent = core.engine.protocol_in_effect(peer) == Some(repl::Protocol::A);
+                    let _ = link.data.send(Outgoing::Data { seq, epoch, volume, op, report_sent });
                 }
             }
             Action::SendBarrier { peer, epoch, flush } => {

@@ -144,6 +144,11 @@ impl<P: Clone> Engine<P> {
         Ok(())
     }
 
+    /// The protocol in effect towards `peer` (what completion follows now).
+    pub fn protocol_in_effect(&self, peer: u8) -> Option<Protocol> {
+        self.peer_slot(peer).map(|slot| self.peers[slot].protocol)
+    }
+
     /// The settings `peer`'s connection runs with (as configured or last adjusted).
     pub fn peer_config(&self, peer: u8) -> Option<PeerConfig> {
         self.peer_slot(peer).map(|slot| self.peers[slot].config.clone())

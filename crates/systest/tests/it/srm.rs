@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use crate::cluster::{Cluster, Spec, RESOURCE};
 use crate::link::LinkEmulator;
+use crate::nbd_client;
 use crate::tools::{require_fio, Background};
 
 const ALICE: usize = 0;
@@ -50,6 +51,15 @@ fn wait_protocol(cluster: &Cluster, protocol: &str, fio: &mut Background) -> u64
     }
 }
 
+/// fio 4 KiB random writes at QD32 for up to two minutes (jobs as threads, so killing fio
+/// ends them all).
+fn fio_command(cluster: &Cluster) -> Command {
+    let mut fio = Command::new("fio");
+    fio.args(["--name=srm", "--thread", "--ioengine=nbd", "--rw=randwrite", "--bs=4k", "--iodepth=32", "--size=16M", "--time_based", "--runtime=120", "--output=/dev/null"])
+        .arg(format!("--uri={}", cluster.nbd_uri(ALICE)));
+    fio
+}
+
 #[test]
 fn the_manager_goes_async_on_a_slow_link_and_back_within_its_lag_bound() {
     require_fio();
@@ -67,10 +77,7 @@ fn the_manager_goes_async_on_a_slow_link_and_back_within_its_lag_bound() {
     cluster.initial_sync();
     cluster.promote_and_wait(ALICE);
 
-    let mut fio = Command::new("fio");
-    fio.args(["--name=srm", "--thread", "--ioengine=nbd", "--rw=randwrite", "--bs=4k", "--iodepth=32", "--size=16M", "--time_based", "--runtime=120", "--output=/dev/null"])
-        .arg(format!("--uri={}", cluster.nbd_uri(ALICE)));
-    let mut fio = Background::spawn(fio);
+    let mut fio = Background::spawn(fio_command(&cluster));
     cluster.wait_until("fio writes", SWITCH_DEADLINE, || cluster.status(ALICE).open());
     assert_eq!(alice_link(&cluster).0, "C");
 
@@ -84,6 +91,19 @@ fn the_manager_goes_async_on_a_slow_link_and_back_within_its_lag_bound() {
         assert!(backlog <= LAG_BOUND_KIB, "backlog {backlog} KiB under protocol {protocol}");
         std::thread::sleep(POLL_INTERVAL);
     }
+
+    // Protocol A really is asynchronous: with the link held (a partition that keeps the
+    // bytes), a write still completes, and the backlog shows it.
+    drop(fio);
+    cluster.wait_until("fio's export is closed", SWITCH_DEADLINE, || !cluster.status(ALICE).open());
+    assert_eq!(alice_link(&cluster).0, "A", "idle, the manager has no reason to return yet");
+    link.set(r#"{"partition":"both"}"#);
+    let mut client = nbd_client::open(&cluster.nbd_socket(ALICE), RESOURCE).expect("open the export");
+    assert_eq!(client.write(0, &[9; 65536]), 0, "a write under protocol A completes while the peer cannot receive it");
+    assert!(alice_link(&cluster).1 >= 64, "the held write is counted as unreplicated");
+    client.disconnect();
+    link.set(r#"{"partition":"none"}"#);
+    let mut fio = Background::spawn(fio_command(&cluster));
 
     link.set(r#"{"delay_ms":0}"#);
     wait_protocol(&cluster, "C", &mut fio);
@@ -117,10 +137,7 @@ fn a_peer_left_behind_asynchronously_refuses_promotion_without_force() {
     cluster.wait_connected();
     cluster.initial_sync();
     cluster.promote_and_wait(ALICE);
-    let mut fio = Command::new("fio");
-    fio.args(["--name=srm", "--thread", "--ioengine=nbd", "--rw=randwrite", "--bs=4k", "--iodepth=32", "--size=16M", "--time_based", "--runtime=120", "--output=/dev/null"])
-        .arg(format!("--uri={}", cluster.nbd_uri(ALICE)));
-    let mut fio = Background::spawn(fio);
+    let mut fio = Background::spawn(fio_command(&cluster));
     link.set(r#"{"delay_ms":10}"#);
     wait_protocol(&cluster, "A", &mut fio);
     cluster.wait_until("bob is marked possibly stale", SWITCH_DEADLINE, || bob_possibly_stale(&cluster));
