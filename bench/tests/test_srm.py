@@ -103,7 +103,10 @@ class Backlog(unittest.TestCase):
         w = srm.BacklogWatch()
         for resource in (status(10, "C"), None, status(500), {"connections": []}, status(True), status(30)):
             w.add(resource)
-        self.assertEqual(w.columns(), {"max_unreplicated_kib": 500, "protocol_end": "A", "status_samples": 3})
+        self.assertEqual(w.columns(), {"max_unreplicated_kib": 500, "protocol_end": "A", "protocols_seen": "C>A",
+                                       "status_samples": 3})
+        w.add(status(0, "C"))
+        self.assertEqual((w.columns()["protocols_seen"], w.columns()["protocol_end"]), ("C>A>C", "C"))
         self.assertEqual(w.missed, 3)
 
     def test_empty_watch_has_no_maximum(self):
@@ -160,7 +163,8 @@ class Tables(unittest.TestCase):
     def test_cell_and_backlog_tables(self):
         g = MODES["smoke"].srm
         rows = [{"variant": v, "workload": f"randwrite-4k-qd{qd}", "latency_ms": lat, "iops": 100.0 + lat,
-                 "clat_mean_us": 10.0, "clat_p99_us": 20.0, "max_unreplicated_kib": 7, "protocol_end": "A"}
+                 "clat_mean_us": 10.0, "clat_p99_us": 20.0, "max_unreplicated_kib": 7, "protocol_end": "A",
+                 "protocols_seen": "A"}
                 for v in srm.VARIANTS for qd in (32, 1) for lat in g.latencies_ms]
         lines = srm.cell_tables(rows, g)
         self.assertIn("| QD32 srm-on | 100 / 10 / 20 | 105 / 10 / 20 | 105% |", lines)

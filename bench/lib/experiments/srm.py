@@ -101,11 +101,13 @@ def estimate_s(mode):
 
 class BacklogWatch:
     """What alice's `status --json` said during one job: the largest unreplicated backlog, the
-    protocol in effect at the last sample, and how many samples had no connection."""
+    protocol in effect at the last sample, the protocols in effect in the order they changed
+    ('C>A'), and how many samples had no connection."""
 
     def __init__(self):
         self.max_kib = 0
         self.protocol = None
+        self.sequence = []
         self.samples = 0
         self.missed = 0
 
@@ -119,11 +121,13 @@ class BacklogWatch:
         self.samples += 1
         self.max_kib = max(self.max_kib, kib)
         self.protocol = conns[0].get("protocol") or self.protocol
+        if self.protocol and self.sequence[-1:] != [self.protocol]:
+            self.sequence.append(self.protocol)
 
     def columns(self):
         """The CSV columns of this watch."""
         return {"max_unreplicated_kib": self.max_kib if self.samples else None, "protocol_end": self.protocol,
-                "status_samples": self.samples}
+                "protocols_seen": ">".join(self.sequence), "status_samples": self.samples}
 
 
 def backlog_problem(label, job, max_kib, bound_bytes=SRM_MAX_LAG_BYTES):
@@ -156,7 +160,7 @@ def _measure_job(ctx, c, case, job):
     row = {"case": case.label, **params, "workload": job.name, "rep": 1, "rw": job.rw, "bs": job.bs,
            "iodepth": job.iodepth, **common.flatten(m), **watch.columns()}
     procs.log(f"  {NAME} {case.label:16} {job.name:18} {m['iops']:9.0f} IOPS  mean {m['clat_mean_us']:9.1f} us  "
-              f"backlog max {watch.max_kib:,} KiB  protocol {watch.protocol}")
+              f"backlog max {watch.max_kib:,} KiB  protocols {'>'.join(watch.sequence)}")
     if params["variant"] != SRM_VARIANT:
         return row, None
     return row, backlog_problem(case.label, job.name, row["max_unreplicated_kib"])
@@ -284,15 +288,17 @@ def _cell(a):
 
 
 def backlog_lines(rows, g):
-    """Per SRM and protocol A cell: the largest backlog (KiB) and the protocol at the job's end."""
+    """Per SRM and protocol A cell: the largest backlog (KiB) and the protocols in effect during
+    the job (the last one at its end)."""
     body = []
     for v in (SRM_VARIANT, "proto-A"):
         for rw, bs, qd in g.jobs:
             cells = {r["latency_ms"]: r for r in rows if (r["variant"], r["workload"]) == (v, job_name(rw, bs, qd))}
             body.append([f"{v} {job_name(rw, bs, qd)}"] + [
-                f"{fmt(cells[x].get('max_unreplicated_kib'))} ({cells[x].get('protocol_end') or '–'})"
+                f"{fmt(cells[x].get('max_unreplicated_kib'))} ({cells[x].get('protocols_seen') or '–'})"
                 if x in cells else "–" for x in g.latencies_ms])
-    return [f"Largest unreplicated backlog during each job, KiB (protocol in effect at its end), sampled from "
+    return [f"Largest unreplicated backlog during each job, KiB (protocols in effect while it ran, in order: the "
+            f"last is the one at its end), sampled from "
             f"alice's `status --json` every {STATUS_SAMPLE_INTERVAL_S:g} s; SRM's bound is "
             f"{SRM_MAX_LAG_BYTES // 1024:,} KiB:", ""] + table(
         ["variant, job"] + [f"+{x:g} ms" for x in g.latencies_ms], body) + [""]
