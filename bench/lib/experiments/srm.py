@@ -310,8 +310,9 @@ def method_lines(g, mode_name):
     return [f"Three variants per added round trip, each on fresh nodes with alice and bob behind one "
             f"`tandem-linkemu` relay (every point, 0 ms included, goes through it): protocol C, protocol A, and "
             f"protocol C with `options {{ srm on; srm-interval {SRM_INTERVAL_MS}; }}` and `net {{ {net}; }}`. "
-            f"fio nbd engine, time-based {g.runtime_s} s runs after a {g.ramp_s} s warm-up (the manager settles "
-            f"in the warm-up), {fio.human_bytes(g.image_bytes)} devices, one run per cell. Grid: added round trip "
+            f"fio nbd engine, time-based {g.runtime_s} s runs "
+            + (f"after a {g.ramp_s} s warm-up (the manager settles in it), " if g.ramp_s else "without warm-up, ")
+            + f"{fio.human_bytes(g.image_bytes)} devices, one run per cell. Grid: added round trip "
             f"{', '.join(f'{x:g}' for x in g.latencies_ms)} ms x "
             f"{', '.join(job_name(*j) for j in g.jobs)}. Seed 002 ran protocol C on EC2 (1.3 ms base round trip); "
             "here the base is loopback."] + (
