@@ -7,7 +7,7 @@ import helpers  # noqa: F401  (sets sys.path)
 
 from lib import cluster
 from lib.errors import BenchError
-from lib.experiments import srm
+from lib.experiments import registry, srm
 from lib.modes import MODES
 
 DISKS, PORTS = ["/a.img", "/b.img"], [7000, 7001]
@@ -73,6 +73,16 @@ class Plan(unittest.TestCase):
 
     def test_plot_files(self):
         self.assertEqual(srm.plot_files(MODES["smoke"]), ["srm-randwrite-4k-qd32.svg", "srm-randwrite-4k-qd1.svg"])
+
+
+class Registration(unittest.TestCase):
+    def test_only_with_the_link_emulator(self):
+        with_emulator, pending = registry("/path/to/tandem-linkemu")
+        self.assertEqual(list(with_emulator)[2:4], ["latency-matrix", "srm"])
+        self.assertNotIn("srm", [p.name for p in pending])
+        without, pending = registry(None)
+        self.assertNotIn("srm", without)
+        self.assertIn("tandem-linkemu", next(p for p in pending if p.name == "srm").needs)
 
 
 class OptionsText(unittest.TestCase):
