@@ -49,7 +49,8 @@ def binary():
 class Setup:
     """What to start: kind 'standalone' (alice alone, link dropped) or 'pair' (alice + bob).
     net: extra `net { }` options as (name, value) pairs, in order; disk: `disk { }` options
-    (resync and activity-log options) likewise, none by default."""
+    (resync and activity-log options) likewise, none by default; options: the resource's
+    `options { }` lines (e.g. `srm on`) likewise, none by default."""
 
     kind: str
     protocol: str = "C"
@@ -58,6 +59,7 @@ class Setup:
     link_rtt_ms: float = None
     label: str = field(default="", compare=False)
     disk: tuple = ()
+    options: tuple = ()
 
     def name(self):
         """'standalone' or 'proto-C' unless a label was given."""
@@ -70,15 +72,21 @@ def meta_path(disk):
     return os.path.splitext(disk)[0] + ".md"
 
 
-def resource_text(protocol, net, disks, ports, disk_options=()):
+def _section(name, pairs):
+    """A `name { k v; ... }` block of a resource, or '' when pairs is empty."""
+    body = "".join(f"    {k} {v};\n" for k, v in pairs)
+    return f"  {name} {{\n{body}  }}\n" if pairs else ""
+
+
+def resource_text(protocol, net, disks, ports, disk_options=(), options=()):
     """The drbd.conf text of resource r0 for alice (disks[0], ports[0]) and bob, with external
-    metadata beside each backing file (meta_path); a `disk { }` section only if disk_options."""
+    metadata beside each backing file (meta_path); a `disk { }` section only if disk_options,
+    an `options { }` section (before `net`) only if options."""
     opts = "".join(f"    {k} {v};\n" for k, v in net)
-    disk = "".join(f"    {k} {v};\n" for k, v in disk_options)
-    disk = f"  disk {{\n{disk}  }}\n" if disk_options else ""
+    disk = _section("disk", disk_options)
     return f"""# written by bench/run
 resource r0 {{
-  net {{
+{_section("options", options)}  net {{
     protocol {protocol};
     connect-int 1;
 {opts}  }}
@@ -103,10 +111,10 @@ resource r0 {{
 """
 
 
-def write_res(path, protocol, disks, ports, net=DEFAULT_NET, disk_options=()):
+def write_res(path, protocol, disks, ports, net=DEFAULT_NET, disk_options=(), options=()):
     """Writes resource_text to path."""
     with open(path, "w", encoding="utf-8") as f:
-        f.write(resource_text(protocol, net, disks, ports, disk_options))
+        f.write(resource_text(protocol, net, disks, ports, disk_options, options))
 
 
 def make_image(path, size_bytes=1 << 30):
@@ -254,7 +262,7 @@ class Cluster:
         s = self.setup
         if not pair or s.link_rtt_ms is None:
             res = os.path.join(self.wd, "r0.res")
-            write_res(res, s.protocol, self.disks, procs.free_ports(2), s.net, s.disk)
+            write_res(res, s.protocol, self.disks, procs.free_ports(2), s.net, s.disk, s.options)
             return {"alice": res, "bob": res}
         if not _binary["linkemu"]:
             raise SetupError("link latency asked for, but no tandem-linkemu binary was selected")
@@ -266,8 +274,8 @@ class Cluster:
         procs.wait_for("tandem-linkemu relays listening", lambda: procs.tail(log, 50).count(" -> ") >= 2,
                        LINKEMU_START_DEADLINE_S, procs=[self.emulator])
         out = {"alice": os.path.join(self.wd, "r0-alice.res"), "bob": os.path.join(self.wd, "r0-bob.res")}
-        write_res(out["alice"], s.protocol, self.disks, [alice, to_bob], s.net, s.disk)
-        write_res(out["bob"], s.protocol, self.disks, [to_alice, bob], s.net, s.disk)
+        write_res(out["alice"], s.protocol, self.disks, [alice, to_bob], s.net, s.disk, s.options)
+        write_res(out["bob"], s.protocol, self.disks, [to_alice, bob], s.net, s.disk, s.options)
         return out
 
     def _stop(self):

@@ -32,7 +32,7 @@ TOOLS = (("fio", "fio"), ("qemu-img", "qemu-utils"), ("nbdinfo", "libnbd-bin"), 
 EMULATION = [
     "- Both nodes, fio and any peer server share this one machine and talk over loopback: the network has "
     "no bandwidth limit and microseconds of latency, and the Secondary's CPU comes out of the Primary's and fio's.",
-    "- Link latency, where an experiment adds it (latency-matrix, protocols' +N ms cases), comes from "
+    "- Link latency, where an experiment adds it (latency-matrix, srm, protocols' +N ms cases), comes from "
     "`tandem-linkemu` (crates/linkemu): a userspace TCP relay in front of each node that delays every byte by "
     "half the added round trip in each direction; without it those cases are pending.",
     "- No disk throttling is emulated (`heterogeneous-disks` is pending).",

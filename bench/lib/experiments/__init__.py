@@ -1,4 +1,4 @@
-"""The experiments of issue 6: the ones the landed features allow, in the order bench/run runs
+"""The experiments of issue 6 (and issue 5's srm): the ones the landed features allow, in the order bench/run runs
 them, and the pending ones with what each needs.
 
 Invariant: an experiment is either in AVAILABLE (it measures) or in PENDING (it is listed in the
@@ -7,11 +7,11 @@ report with what it needs, and no number); never both, and never an estimate.
 
 from .. import seeds
 from ..report import Pending
-from . import activity_log, buffers, latency_matrix, peers, protocols, resync, small_write, streaming
+from . import activity_log, buffers, latency_matrix, peers, protocols, resync, small_write, srm, streaming
 from .common import Context
 
 AVAILABLE = {m.NAME: m for m in (peers, protocols, streaming, buffers, small_write, resync, activity_log)}
-ORDER = ("peers", "protocols", "latency-matrix", "streaming", "buffers", "small-write-latency", "resync",
+ORDER = ("peers", "protocols", "latency-matrix", "srm", "streaming", "buffers", "small-write-latency", "resync",
          "activity-log")
 
 PENDING = (
@@ -27,11 +27,12 @@ def registry(linkemu_binary):
     """(available {name: module}, pending list) given the link emulator binary path or None."""
     available = dict(AVAILABLE)
     pending = list(PENDING)
-    if linkemu_binary and latency_matrix.IMPLEMENTED:
-        available[latency_matrix.NAME] = latency_matrix
-        available = {n: available[n] for n in ORDER if n in available}
-    else:
-        pending.insert(0, Pending(latency_matrix.NAME, latency_matrix.TITLE, latency_matrix.SEED,
-                                  "the link emulator (crate crates/linkemu, binary tandem-linkemu), "
-                                  "not committed or not built in this checkout"))
+    for position, module in enumerate((latency_matrix, srm)):
+        if linkemu_binary and module.IMPLEMENTED:
+            available[module.NAME] = module
+        else:
+            pending.insert(position, Pending(module.NAME, module.TITLE, module.SEED,
+                                             "the link emulator (crate crates/linkemu, binary tandem-linkemu), "
+                                             "not committed or not built in this checkout"))
+    available = {n: available[n] for n in ORDER if n in available}
     return available, pending
