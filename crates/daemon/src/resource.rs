@@ -127,6 +127,8 @@ pub(crate) struct PeerInfo {
     pub(crate) verify_alg: Option<DigestKind>,
     /// `csums-alg`, if set (checksum-based resync).
     pub(crate) csums_alg: Option<DigestKind>,
+    /// `disk-flushes` of every volume: epochs are acknowledged only once durable.
+    pub(crate) disk_flushes: bool,
 }
 
 /// A resource of this node.

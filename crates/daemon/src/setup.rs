@@ -35,7 +35,7 @@ pub(crate) const ACTIVE_OPTIONS: &[&str] = &[
     "srm-interval", "srm-max-lag-bytes", "srm-max-lag-time", "srm-latency-high", "srm-latency-low",
     "srm-fill-high", "srm-fill-low", "srm-min-dwell", "srm-max-buffers-min", "srm-max-buffers-max",
     "srm-max-epoch-size-min", "srm-max-epoch-size-max", "srm-resync-share", "auto-promote",
-    "before-resync-target", "after-resync-target", "before-resync-source",
+    "before-resync-target", "after-resync-target", "before-resync-source", "disk-flushes",
 ];
 
 /// Dirty bitmap pages are written every this many engine ticks (1 s), besides on every
@@ -143,6 +143,7 @@ pub(crate) fn peer_infos(resource: &config::Resource, host: &config::Host) -> Re
             split_brain,
             verify_alg,
             csums_alg,
+            disk_flushes: host.volumes.iter().all(|v| v.disk_options.disk_flushes),
         });
     }
     if let (true, Some(address)) = (listen.is_empty(), host.address) {
@@ -229,6 +230,7 @@ pub(crate) fn peer_config(peer: &PeerInfo) -> PeerConfig {
         resync: resync_rate_config(&peer.peer_device),
         split_brain: peer.split_brain,
         csums: peer.csums_alg.is_some(),
+        durable_acks: peer.disk_flushes,
     }
 }
 

@@ -148,6 +148,10 @@ pub struct PeerConfig {
     /// `csums-alg` is set: as sync target, send the digests of each range with its request,
     /// so that ranges the source has with the same digests move no data.
     pub csums: bool,
+    /// `disk-flushes`: acknowledge an epoch only once a flush made it durable (DRBD's
+    /// default). Off: acknowledged once written, and a power failure of this node may lose
+    /// writes the Primary no longer tracks.
+    pub durable_acks: bool,
 }
 
 /// Configuration of an engine.
@@ -533,6 +537,11 @@ impl<P: Clone> Engine<P> {
                     self.peers[slot].receiver.write_done(seq, result, out);
                 }
             }
+            IoId::PeerGroupFlush { peer, tag } => {
+                if let Some(slot) = self.peer_slot(peer) {
+                    self.peers[slot].receiver.group_flush_done(tag, result, out);
+                }
+            }
             IoId::PeerFlush { peer, epoch } => {
                 if let Some(slot) = self.peer_slot(peer) {
                     self.peers[slot].receiver.flush_done(epoch, result, out);
@@ -839,11 +848,11 @@ impl<P: Clone> Engine<P> {
 
     fn acked(&mut self, now: Time, slot: usize, seq: u64, stage: PeerStage, out: &mut Vec<Action<P>>) -> Result<(), String> {
         if stage == PeerStage::Settled {
-            let log = &mut self.peers[slot].transfer_log;
-            if let Some(index) = log.iter().position(|s| s.seq == seq) {
-                if let Some(sent) = log.remove(index) {
-                    self.note_ack(now, slot, sent.since, sent.extent.length);
-                }
+            // The entry stays in the transfer log until the barrier ack says the write is
+            // durable on the peer: if the connection drops first, it is marked out of sync.
+            let sent = self.peers[slot].transfer_log.iter().find(|s| s.seq == seq).map(|s| (s.since, s.extent.length));
+            if let Some((since, length)) = sent {
+                self.note_ack(now, slot, since, length);
             }
         }
         let Some(write) = self.in_flight.get_mut(&seq) else {
@@ -1199,7 +1208,7 @@ fn new_peer<P: Clone>(local: NodeId, config: &PeerConfig, volumes: &[VolumeConfi
         node,
         nodes,
         liveness: Liveness::default(),
-        receiver: Receiver::new(config.node_id),
+        receiver: Receiver::new(config.node_id, config.durable_acks),
         connection: ConnState::Connecting,
         role: Role::Unknown,
         disks: vec![DiskState::DUnknown; count],

@@ -21,6 +21,12 @@
 //!   its ack would name a sequence number of a connection that no longer exists.
 //! - Every write held here was admitted by the driver's receive budget (`max-buffers`), so
 //!   the map is bounded by it.
+//! - **Durable barrier acks** (`disk-flushes yes`, DRBD's default): an epoch's `BarrierAck`
+//!   is sent only once a flush that started after all its writes finished has completed, so
+//!   the Primary keeps every write this node may still lose to a power failure in its
+//!   transfer log (and marks it out of sync if the connection drops). Flushes are shared: one
+//!   runs at a time and covers every epoch finished before it started (group commit); acks
+//!   go out in epoch order. With `disk-flushes no` an epoch is acknowledged once written.
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -38,6 +44,15 @@ struct RxEpoch {
     /// Some(flush) once the barrier arrived.
     closed: Option<bool>,
     flush: FlushStage,
+}
+
+/// A flush shared by the epochs written before it started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct GroupFlush {
+    /// Its tag (in [`IoId::PeerGroupFlush`]).
+    tag: u64,
+    /// How many of the first `unflushed` epochs it covers.
+    covers: usize,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,10 +89,18 @@ pub(crate) struct Receiver<P> {
     /// Every write received and not finished, by arrival number.
     writes: BTreeMap<u64, RxWrite<P>>,
     next_arrival: u64,
+    /// Acknowledge barriers only once durable (`disk-flushes yes`).
+    durable_acks: bool,
+    /// Epochs of this session written and waiting for a flush before their ack, in order.
+    unflushed: VecDeque<u64>,
+    /// The group flush running, if any.
+    group_flush: Option<GroupFlush>,
+    /// Tag of the next group flush.
+    next_group_flush: u64,
 }
 
 impl<P: Clone> Receiver<P> {
-    pub(crate) fn new(peer: u8) -> Receiver<P> {
+    pub(crate) fn new(peer: u8, durable_acks: bool) -> Receiver<P> {
         Receiver {
             peer,
             session: 0,
@@ -85,6 +108,10 @@ impl<P: Clone> Receiver<P> {
             epochs: VecDeque::new(),
             writes: BTreeMap::new(),
             next_arrival: 0,
+            durable_acks,
+            unflushed: VecDeque::new(),
+            group_flush: None,
+            next_group_flush: 1,
         }
     }
 
@@ -92,6 +119,17 @@ impl<P: Clone> Receiver<P> {
     pub(crate) fn new_session(&mut self) {
         self.session += 1;
         self.connected = true;
+        // Acks for the old session's epochs are never sent; a group flush still running
+        // covers none of the new session's.
+        self.unflushed.clear();
+        if let Some(group) = &mut self.group_flush {
+            group.covers = 0;
+        }
+    }
+
+    /// `disk-flushes` changed (adjust).
+    pub(crate) fn set_durable_acks(&mut self, durable_acks: bool) {
+        self.durable_acks = durable_acks;
     }
 
     /// Writes received and not yet written.
@@ -381,12 +419,70 @@ impl<P: Clone> Receiver<P> {
             let key = front.key;
             self.epochs.pop_front();
             if self.acks_allowed(key) {
-                out.push(Action::SendControl {
-                    peer: self.peer,
-                    message: PeerMessage::BarrierAck { epoch: key.1 },
-                });
+                if flush || !self.durable_acks {
+                    // Flushed (or not asked to be): every epoch written before is durable
+                    // too; acks go out in order.
+                    self.ack_unflushed(usize::MAX, out);
+                    out.push(Action::SendControl {
+                        peer: self.peer,
+                        message: PeerMessage::BarrierAck { epoch: key.1 },
+                    });
+                } else {
+                    self.unflushed.push_back(key.1);
+                    self.start_group_flush(out);
+                }
             }
             self.issue(out);
         }
+    }
+
+    /// Sends the acks of the first `count` unflushed epochs.
+    fn ack_unflushed(&mut self, count: usize, out: &mut Vec<Action<P>>) {
+        let count = count.min(self.unflushed.len());
+        for epoch in self.unflushed.drain(..count) {
+            out.push(Action::SendControl {
+                peer: self.peer,
+                message: PeerMessage::BarrierAck { epoch },
+            });
+        }
+        if let Some(group) = &mut self.group_flush {
+            group.covers = group.covers.saturating_sub(count);
+        }
+    }
+
+    /// Starts a flush for the epochs waiting, unless one runs (the next covers the rest).
+    fn start_group_flush(&mut self, out: &mut Vec<Action<P>>) {
+        if self.group_flush.is_some() || self.unflushed.is_empty() {
+            return;
+        }
+        let tag = self.next_group_flush;
+        self.next_group_flush += 1;
+        self.group_flush = Some(GroupFlush { tag, covers: self.unflushed.len() });
+        out.push(Action::LocalFlush {
+            io: IoId::PeerGroupFlush { peer: self.peer, tag },
+        });
+    }
+
+    /// A group flush finished: ack what it covered (or drop the connection if it failed),
+    /// then start the next one for epochs written meanwhile.
+    pub(crate) fn group_flush_done(&mut self, tag: u64, result: Result<(), IoError>, out: &mut Vec<Action<P>>) {
+        let Some(group) = self.group_flush.filter(|group| group.tag == tag) else {
+            return;
+        };
+        self.group_flush = None;
+        if result.is_err() {
+            if self.connected {
+                out.push(Action::Disconnect {
+                    peer: self.peer,
+                    state: ConnState::NetworkFailure,
+                    reason: "local flush failed: the written epochs are not durable".into(),
+                });
+                self.connected = false;
+            }
+            self.unflushed.clear();
+            return;
+        }
+        self.ack_unflushed(group.covers, out);
+        self.start_group_flush(out);
     }
 }

@@ -37,6 +37,7 @@ fn peer_config(node_id: u8, protocol: Protocol) -> PeerConfig {
         resync: ResyncRateConfig { resync_rate_kib_per_s: 1 << 20, c_plan_ahead: Duration::ZERO, ..ResyncRateConfig::default() },
         split_brain: SplitBrainPolicies::default(),
         csums: false,
+        durable_acks: true,
     }
 }
 
@@ -267,6 +268,15 @@ impl Pair {
         self.route(node, out);
     }
 
+    /// Closes A's idle epoch and delivers everything, a few times: every write sent so far is
+    /// then durably confirmed by B (its barrier acked after B's group flush).
+    fn confirm_all(&mut self) {
+        for _ in 0..3 {
+            self.tick(A, TICK_INTERVAL);
+            self.deliver_all();
+        }
+    }
+
     fn out_of_sync(&self) -> u64 {
         self.nodes[A].status().peers[0].volumes[0].out_of_sync_bytes
     }
@@ -379,7 +389,10 @@ fn a_write_after_a_completion_is_held_on_the_peer_until_the_earlier_epoch_finish
     assert!(pair.deliver(B) && pair.deliver(B) && pair.deliver(B));
     assert_eq!(pair.local[B].len(), 1, "only write 1 is issued; write 2 waits for its epoch");
     pair.run_local(B);
-    assert_eq!(pair.local[B].len(), 1, "epoch 1 finished, so write 2 is issued now");
+    // Epoch 1 finished: write 2 is issued now, and a flush makes epoch 1 durable before its
+    // barrier is acknowledged.
+    assert_eq!(pair.local[B].len(), 2, "write 2 and the group flush");
+    assert!(pair.local[B].iter().any(|a| matches!(a, Action::LocalFlush { io: IoId::PeerGroupFlush { .. } })));
     assert_eq!(pair.disks[B][0], 1);
     assert_eq!(pair.disks[B][8192], 0);
 }

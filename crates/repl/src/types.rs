@@ -73,6 +73,9 @@ pub enum IoId {
     PeerWrite { peer: u8, seq: u64 },
     /// The flush that ends a peer's epoch.
     PeerFlush { peer: u8, epoch: u64 },
+    /// A flush that makes a peer's written epochs durable before they are acknowledged
+    /// (`disk-flushes yes`; one at a time, shared by every epoch written before it).
+    PeerGroupFlush { peer: u8, tag: u64 },
     /// A [`Action::PersistMeta`] (metadata write, made durable before it is answered).
     Meta { seq: u64 },
     /// A sync source's read of the range a sync target requested (`id` is the target's).

@@ -52,6 +52,7 @@ pub fn peer_config(node_id: u8, protocol: Protocol) -> PeerConfig {
         resync: ResyncRateConfig { resync_rate_kib_per_s: 200 * 1024, c_plan_ahead: Duration::ZERO, ..ResyncRateConfig::default() },
         split_brain: SplitBrainPolicies::default(),
         csums: false,
+        durable_acks: true,
     }
 }
 
@@ -92,7 +93,7 @@ impl Node {
     /// Whether writes received from peers are still being written here.
     pub fn peer_io_pending(&self) -> bool {
         self.pending.values().any(|a| match a {
-            Action::LocalWrite { io, .. } | Action::LocalFlush { io } => matches!(io, repl::IoId::PeerWrite { .. } | repl::IoId::PeerFlush { .. } | repl::IoId::ResyncWrite { .. }),
+            Action::LocalWrite { io, .. } | Action::LocalFlush { io } => matches!(io, repl::IoId::PeerWrite { .. } | repl::IoId::PeerFlush { .. } | repl::IoId::PeerGroupFlush { .. } | repl::IoId::ResyncWrite { .. }),
             _ => false,
         })
     }

@@ -420,7 +420,7 @@ impl Sim {
             let text = format!("{action:?}");
             self.note(|| format!("node {n} io done: {}", text.chars().take(160).collect::<String>()));
         }
-        let peer_io = matches!(&action, Action::LocalWrite { io: IoId::PeerWrite { .. } | IoId::ResyncWrite { .. }, .. } | Action::LocalFlush { io: IoId::PeerFlush { .. } });
+        let peer_io = matches!(&action, Action::LocalWrite { io: IoId::PeerWrite { .. } | IoId::ResyncWrite { .. }, .. } | Action::LocalFlush { io: IoId::PeerFlush { .. } | IoId::PeerGroupFlush { .. } });
         self.complete_io(n, key, action);
         if peer_io {
             self.run_prefix_check(n);

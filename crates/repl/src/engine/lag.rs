@@ -126,6 +126,7 @@ impl<P: Clone> Engine<P> {
         let p = &mut self.peers[slot];
         let protocol = config.protocol;
         let protocol_changed = protocol != p.config.protocol;
+        p.receiver.set_durable_acks(config.durable_acks);
         p.config = PeerConfig { name: p.config.name.clone(), ..config };
         for sync in &mut p.syncs {
             if let SyncState::Target(target) = sync {

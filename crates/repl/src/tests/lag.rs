@@ -63,9 +63,9 @@ fn protocol_a_takes_effect_only_once_the_peer_durably_marked_itself() {
     pair.write(2, 8192, 9, KIB4);
     pair.run_a_locally();
     assert!(pair.is_complete(2), "protocol A completes when sent");
-    assert_eq!(pair.lag().unreplicated_bytes, KIB4 as u64);
-    pair.deliver_all();
-    assert_eq!(pair.lag().unreplicated_bytes, 0, "B's write ack confirms it");
+    assert_eq!(pair.lag().unreplicated_bytes, 2 * KIB4 as u64, "write 1 is not yet durable on B either");
+    pair.confirm_all();
+    assert_eq!(pair.lag().unreplicated_bytes, 0, "B's barrier acks (after its flushes) confirm both");
 }
 
 #[test]
@@ -98,7 +98,7 @@ fn returning_to_protocol_c_clears_the_mark_after_the_last_async_write_is_confirm
     pair.set_protocol(Protocol::C);
     assert_eq!(pair.lag().effective_protocol, Some(Protocol::C));
     assert!(pair.lag().peer_possibly_stale, "write 1 is not confirmed yet");
-    pair.deliver_all();
+    pair.confirm_all();
     assert!(!pair.lag().peer_possibly_stale);
     assert!(!pair.b_possibly_stale());
     assert!(pair.persisted[B].as_ref().is_some_and(|m| !m.possibly_stale));
@@ -116,7 +116,7 @@ fn the_byte_bound_holds_writes_until_the_peer_confirms() {
     assert_eq!(done, vec![1, 2, 3, 4], "four 4 KiB writes fit the 16 KiB bound");
     assert_eq!(pair.lag().unreplicated_bytes, 4 * KIB4 as u64);
     assert_eq!(pair.lag().waiting_writes, 2);
-    pair.deliver_all();
+    pair.confirm_all();
     assert!(pair.is_complete(5) && pair.is_complete(6), "confirmations let the held writes in");
     assert_eq!(pair.lag().unreplicated_bytes, 0);
     assert_eq!(pair.disks[A], pair.disks[B]);
@@ -131,7 +131,7 @@ fn a_single_write_larger_than_the_bound_still_runs_alone() {
     pair.run_a_locally();
     assert!(pair.is_complete(1));
     assert!(!pair.is_complete(2), "the second waits for the first to be confirmed");
-    pair.deliver_all();
+    pair.confirm_all();
     assert!(pair.is_complete(2));
 }
 
@@ -147,7 +147,7 @@ fn the_time_bound_holds_writes_while_the_oldest_is_too_old() {
     pair.run_a_locally();
     assert!(!pair.is_complete(2), "the oldest unconfirmed write is 600 ms old");
     assert!(pair.lag().oldest_age_ms >= 600);
-    pair.deliver_all();
+    pair.confirm_all();
     assert!(pair.is_complete(2));
 }
 
