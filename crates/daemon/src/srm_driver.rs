@@ -32,7 +32,8 @@ pub(crate) struct WriteCounters {
     writes: u64,
     bytes: u64,
     sequential: u64,
-    next_offset: u64,
+    /// Where the previous write ended (None before the first).
+    next_offset: Option<u64>,
     histogram: [srm::SizeClass; 6],
 }
 
@@ -41,10 +42,10 @@ impl WriteCounters {
     pub(crate) fn note(&mut self, offset: u64, length: u64) {
         self.writes += 1;
         self.bytes += length;
-        if offset == self.next_offset {
+        if self.next_offset == Some(offset) {
             self.sequential += 1;
         }
-        self.next_offset = offset.saturating_add(length);
+        self.next_offset = Some(offset.saturating_add(length));
         if let Some(class) = self.histogram.get_mut(srm::size_class(length)) {
             class.writes += 1;
             class.bytes += length;
@@ -221,7 +222,7 @@ fn observe_peer(resource: &Arc<Resource>, node_id: u8, interval: Duration) -> Pe
         out_of_sync_bytes: status.volumes.iter().map(|v| v.out_of_sync_bytes).sum(),
         resync,
         link_capacity_bytes_per_s: None,
-        interface_mtu_bytes: None,
+        interface_mtu_bytes: resource.listen.first().and_then(|address| interface_mtu(address.ip())),
     }
 }
 
@@ -334,5 +335,81 @@ impl HostSampler {
         }
         system.cpu_count = u32::try_from(std::thread::available_parallelism().map_or(1, usize::from)).unwrap_or(1);
         system
+    }
+}
+
+/// The MTU of the network interface that holds `address` (the node's replication address),
+/// from getifaddrs and /sys/class/net; None when it cannot be told (advice only: tandem never
+/// changes host network settings).
+fn interface_mtu(address: std::net::IpAddr) -> Option<u32> {
+    let name = interface_of(address)?;
+    let text = std::fs::read_to_string(format!("/sys/class/net/{name}/mtu")).ok()?;
+    text.trim().parse().ok()
+}
+
+fn interface_of(address: std::net::IpAddr) -> Option<String> {
+    let mut list: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs fills `list` with a linked list we free below with freeifaddrs.
+    if unsafe { libc::getifaddrs(&mut list) } != 0 {
+        return None;
+    }
+    let mut found = None;
+    let mut entry = list;
+    while !entry.is_null() && found.is_none() {
+        // SAFETY: `entry` is a node of the list getifaddrs returned, not yet freed.
+        let item = unsafe { &*entry };
+        if !item.ifa_addr.is_null() && sockaddr_ip(item.ifa_addr) == Some(address) {
+            // SAFETY: ifa_name is a NUL-terminated string owned by the list.
+            found = Some(unsafe { std::ffi::CStr::from_ptr(item.ifa_name) }.to_string_lossy().into_owned());
+        }
+        entry = item.ifa_next;
+    }
+    // SAFETY: `list` came from getifaddrs and is freed once.
+    unsafe { libc::freeifaddrs(list) };
+    found
+}
+
+fn sockaddr_ip(address: *const libc::sockaddr) -> Option<std::net::IpAddr> {
+    // SAFETY: the caller passes a non-null sockaddr from getifaddrs; its family says which
+    // layout it has.
+    unsafe {
+        match i32::from((*address).sa_family) {
+            libc::AF_INET => {
+                let v4 = &*(address.cast::<libc::sockaddr_in>());
+                Some(std::net::IpAddr::from(u32::from_be(v4.sin_addr.s_addr).to_be_bytes()))
+            }
+            libc::AF_INET6 => {
+                let v6 = &*(address.cast::<libc::sockaddr_in6>());
+                Some(std::net::IpAddr::from(v6.sin6_addr.s6_addr))
+            }
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_has_an_mtu() {
+        let mtu = interface_mtu(std::net::IpAddr::from([127, 0, 0, 1]));
+        assert!(mtu.is_some_and(|mtu| mtu >= 1500), "{mtu:?}");
+        assert_eq!(interface_mtu(std::net::IpAddr::from([192, 0, 2, 77])), None, "an address no interface holds");
+    }
+
+    #[test]
+    fn write_counters_measure_rates_sizes_and_sequential_share() {
+        let mut counters = WriteCounters::default();
+        for index in 0..10 {
+            counters.note(index * 4096, 4096);
+        }
+        counters.note(1 << 30, 1 << 20);
+        let pattern = counters.take(Duration::from_secs(2));
+        assert_eq!(pattern.writes_per_s, 5, "11 writes in 2 s, rounded down");
+        assert_eq!(pattern.bytes_per_s, (10 * 4096 + (1 << 20)) / 2);
+        assert_eq!(pattern.sequential_permille, 818, "9 of 11 continued the previous write");
+        assert_eq!(pattern.size_histogram[srm::size_class(4096)].writes, 10);
+        assert_eq!(counters.take(Duration::from_secs(1)).writes_per_s, 0, "taking resets");
     }
 }
