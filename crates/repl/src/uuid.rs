@@ -700,10 +700,24 @@ impl View<'_> {
     /// bitmap-both: both started counting changes for each other at the same generation,
     /// so both wrote since then; one side's changes plus the other's bitmap repair it.
     /// history-both: they share only an older generation; no bitmap covers the divergence.
+    ///
+    /// A resync source stores a fresh sync identifier in its bitmap slot (the old one goes to
+    /// its history) before its `SyncStart` reaches the target; if the link breaks in between,
+    /// the two bitmap identifiers no longer match although both still diverged from the same
+    /// generation. So one side's bitmap identifier found as the other's newest history entry
+    /// counts as bitmap-both too: a split brain, never "unrelated data" that no resolution can
+    /// clear (found by the simulator).
     fn split_brain(&self) -> Option<Handshake> {
         let local_bitmap = without_primary(self.local.bitmap_uuid(self.nodes.peer));
         let peer_bitmap = without_primary(self.peer.bitmap_uuid(self.nodes.local));
         if local_bitmap != 0 && local_bitmap == peer_bitmap {
+            return decided(SyncDecision::SplitBrain { auto_recoverable: true }, Rule::BitmapBoth);
+        }
+        let local_previous = without_primary(self.local.history[0]);
+        let peer_previous = without_primary(self.peer.history[0]);
+        let lost_sync_start = (local_bitmap != 0 && local_bitmap == peer_previous && peer_bitmap != 0)
+            || (peer_bitmap != 0 && peer_bitmap == local_previous && local_bitmap != 0);
+        if lost_sync_start {
             return decided(SyncDecision::SplitBrain { auto_recoverable: true }, Rule::BitmapBoth);
         }
         let shared = self.local.history.iter().any(|&uuid| {

@@ -44,11 +44,9 @@ fn failover_primary_dies_secondary_promoted() {
     }
 }
 
-/// Since barrier acks wait for the Secondary's flush, the cut in this scenario lands during
-/// the resolution's resync on every seed tried (1..8), which hits the known issue of
-/// `partition_during_split_brain_resolution_converges` below; kept until that is fixed.
+/// (Since barrier acks wait for the Secondary's flush, the cut here lands during the
+/// resolution's resync too; fixed with the lost-SyncStart rule, see below.)
 #[test]
-#[ignore = "engine issue: a cut split-brain resolution makes the peers unrelated for ever (now reached by seed 1 too)"]
 fn partition_during_split_brain_resolution_when_the_cut_misses_the_sync_start() {
     let outcome = run(clean(1, Scenario::PartitionDuringSplitBrain));
     assert_passes(&outcome);
@@ -101,7 +99,8 @@ fn secondary_power_loss_keeps_replicas_identical() {
 /// victim receives it leaves the victim's diverged current known to nobody: "unrelated
 /// data" on every later connect, which discard-my-data cannot resolve.
 #[test]
-#[ignore = "engine issue: a cut split-brain resolution makes the peers unrelated for ever (seed 0)"]
+// Fixed: one side's bitmap identifier found as the other's newest history entry counts as
+// bitmap-both (uuid.rs), so the cut resolution is a split brain again, not unrelated data.
 fn partition_during_split_brain_resolution_converges() {
     assert_passes(&run(clean(0, Scenario::PartitionDuringSplitBrain)));
 }

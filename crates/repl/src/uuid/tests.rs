@@ -370,3 +370,19 @@ proptest! {
         prop_assert!(!a.knows(bare));
     }
 }
+
+/// A split brain whose resolving resync was cut before the victim got `SyncStart`: the
+/// source already put a fresh sync identifier in its bitmap slot and the old one (the common
+/// generation) in its history. Still a split brain (so discard-my-data can resolve it), never
+/// "unrelated data".
+#[test]
+fn a_lost_sync_start_after_a_split_brain_is_still_a_split_brain() {
+    // alice (source): current G2, fresh sync identifier G4, the common G1 in history.
+    let alice = ids(G2, &[(1, G4)], &[G1 | 1]);
+    // bob (victim): its own G3, still counting since G1 for alice.
+    let bob = ids(G3, &[(0, G1)], &[]);
+    check(&alice, &bob, AUTO, Rule::BitmapBoth);
+    // Without the shared generation it stays unrelated.
+    let stranger = ids(G3, &[(0, 0x5555_5555_5555_5550)], &[]);
+    check(&alice, &stranger, SyncDecision::Unrelated, Rule::UnrelatedData);
+}
