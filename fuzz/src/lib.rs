@@ -27,8 +27,11 @@ pub mod seeds;
 pub mod wire_message;
 pub mod wire_stream;
 
-/// Every target's name with its body, in the order `scripts/fuzz-smoke` runs them.
-pub const TARGETS: [(&str, fn(&[u8])); 10] = [
+/// A target's body: panics when a property of its parser is broken.
+pub type Body = fn(&[u8]);
+
+/// Every target's name with its body.
+pub const TARGETS: [(&str, Body); 10] = [
     ("nbd_handshake", nbd_handshake::run),
     ("nbd_request", nbd_request::run),
     ("wire_stream", wire_stream::run),

@@ -98,8 +98,8 @@ fn check_regions(layout: &Layout) {
     let config = layout.config();
     let regions = [layout.superblock(), layout.al_ring(), layout.bitmaps()];
     for region in regions {
-        assert_eq!(region.offset_bytes % BLOCK_BYTES, 0, "aligned start");
-        assert_eq!(region.length_bytes % BLOCK_BYTES, 0, "aligned length");
+        assert!(region.offset_bytes.is_multiple_of(BLOCK_BYTES), "aligned start");
+        assert!(region.length_bytes.is_multiple_of(BLOCK_BYTES), "aligned length");
         assert!(region.offset_bytes.checked_add(region.length_bytes).is_some());
     }
     for (index, a) in regions.iter().enumerate() {
@@ -109,7 +109,7 @@ fn check_regions(layout: &Layout) {
         }
     }
     let data = layout.data_bytes();
-    assert!(data > 0 && data % BLOCK_BYTES == 0, "data size {data}");
+    assert!(data > 0 && data.is_multiple_of(BLOCK_BYTES), "data size {data}");
     for slot in 0..config.peer_slots {
         let bitmap = layout.bitmap(slot);
         assert!(bitmap.is_ok(), "slot {slot} has a bitmap");
