@@ -23,6 +23,7 @@ pub mod meta_bitmap;
 pub mod meta_superblock;
 pub mod nbd_handshake;
 pub mod nbd_request;
+pub mod nbd_server;
 pub mod seeds;
 pub mod wire_message;
 pub mod wire_stream;
@@ -31,9 +32,10 @@ pub mod wire_stream;
 pub type Body = fn(&[u8]);
 
 /// Every target's name with its body.
-pub const TARGETS: [(&str, Body); 10] = [
+pub const TARGETS: [(&str, Body); 11] = [
     ("nbd_handshake", nbd_handshake::run),
     ("nbd_request", nbd_request::run),
+    ("nbd_server", nbd_server::run),
     ("wire_stream", wire_stream::run),
     ("wire_message", wire_message::run),
     ("config_parse", config_parse::run),

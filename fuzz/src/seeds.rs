@@ -29,6 +29,7 @@ pub fn all() -> Vec<Seed> {
     let mut seeds = Vec::new();
     seeds.extend(nbd_handshake());
     seeds.extend(nbd_request());
+    seeds.extend(nbd_server());
     seeds.extend(wire_stream());
     seeds.extend(wire_message());
     seeds.extend(meta_superblock());
@@ -151,6 +152,54 @@ fn nbd_request() -> Vec<Seed> {
     vec![
         seed("nbd_request", "requests", requests),
         seed("nbd_request", "requests-and-replies", with_replies),
+    ]
+}
+
+fn nbd_server() -> Vec<Seed> {
+    let request = |kind: u16, flags: u16, offset: u64, length: u32| RequestHeader {
+        flags,
+        kind,
+        cookie: u64::from(kind) << 8 | u64::from(flags),
+        offset,
+        length,
+    };
+    let mut go = vec![0, 0, 0, 3];
+    ClientOption::Info(query("ram")).encode(&mut go);
+    ClientOption::Go(query("")).encode(&mut go);
+    let mut export_name = vec![0, 0, 0, 1];
+    ClientOption::List.encode(&mut export_name);
+    ClientOption::ExportName {
+        name: "ram".to_owned(),
+    }
+    .encode(&mut export_name);
+    let transmission = [
+        request(1, 1, 4096, 64),
+        request(0, 0, 4000, 200),
+        request(3, 0, 0, 0),
+        request(4, 0, 0, 8192),
+        request(6, 2, 65536, 4096),
+        request(1, 0, 262_100, 100),
+        request(0, 0, 0, 65537),
+        request(9, 0, 0, 0),
+        request(2, 0, 0, 0),
+    ];
+    for out in [&mut go, &mut export_name] {
+        for header in transmission {
+            out.extend_from_slice(&header.encode());
+            if header.kind == 1 {
+                let length = usize::try_from(header.length).unwrap_or(0);
+                out.resize(out.len() + length, 0x5A);
+            }
+        }
+    }
+    let mut abort = vec![0, 0, 0, 3];
+    ClientOption::StartTls.encode(&mut abort);
+    ClientOption::Other { option: 99 }.encode(&mut abort);
+    ClientOption::Abort.encode(&mut abort);
+    vec![
+        seed("nbd_server", "go-then-requests", go),
+        seed("nbd_server", "export-name-then-requests", export_name),
+        seed("nbd_server", "abort", abort),
     ]
 }
 
