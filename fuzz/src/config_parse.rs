@@ -45,7 +45,11 @@ pub fn run(data: &[u8]) {
     );
     let full_again = parse_str_isolated(&full, Path::new("full.res"));
     let shown = full_again.as_ref().map_err(ToString::to_string);
-    assert_eq!(shown, Ok(&config), "the full dump parses back equal:\n{full}");
+    assert_eq!(
+        shown,
+        Ok(&config),
+        "the full dump parses back equal:\n{full}"
+    );
     for resource in &config.resources {
         let _ = dump(&config, Some(&resource.name));
     }

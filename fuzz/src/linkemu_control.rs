@@ -22,7 +22,10 @@ pub fn run(data: &[u8]) {
         }
     }
     let reply = handle_line(&[], &line);
-    assert!(serde_json::to_string(&reply).is_ok(), "every reply serializes");
+    assert!(
+        serde_json::to_string(&reply).is_ok(),
+        "every reply serializes"
+    );
     check_units(&line);
 }
 

@@ -14,8 +14,8 @@
 //! (everything for a full resync). A freshly formatted ring recovers to no hot extent with the
 //! last sequence number it was formatted with.
 
-use meta::layout::AL_RING_BYTES_MAX;
 use meta::activity_log::{AL_TRANSACTION_BYTES, AL_TRANSACTION_MAGIC, AL_TRANSACTION_VERSION};
+use meta::layout::AL_RING_BYTES_MAX;
 use meta::{format_ring, recover, AlUpdates, Bitmap, Recovery, Transaction};
 
 use crate::input::Input;
@@ -56,7 +56,11 @@ pub fn run(data: &[u8]) {
         }
         if let Ok(transaction) = Transaction::decode(block) {
             let encoded = transaction.encode();
-            assert_eq!(encoded.as_deref().ok(), Some(&block[..]), "transaction round trip");
+            assert_eq!(
+                encoded.as_deref().ok(),
+                Some(&block[..]),
+                "transaction round trip"
+            );
         }
     }
     let updates = if mode & 8 != 0 {
@@ -65,7 +69,10 @@ pub fn run(data: &[u8]) {
         AlUpdates::Enabled
     };
     let recovery = recover(&ring, updates);
-    assert!(recovery.is_ok(), "a ring of whole blocks recovers: {recovery:?}");
+    assert!(
+        recovery.is_ok(),
+        "a ring of whole blocks recovers: {recovery:?}"
+    );
     if let Ok(recovery) = recovery {
         check_recovery(&recovery, ring.len() / AL_TRANSACTION_BYTES);
     }
@@ -82,7 +89,9 @@ fn raw_ring(bytes: &[u8]) -> Vec<u8> {
 /// Blocks given as length-prefixed prefixes (at least one).
 fn compact_ring(input: &mut Input<'_>) -> Vec<u8> {
     let mut ring = Vec::new();
-    while ring.is_empty() || (!input.is_empty() && ring.len() < RING_BLOCKS_MAX * AL_TRANSACTION_BYTES) {
+    while ring.is_empty()
+        || (!input.is_empty() && ring.len() < RING_BLOCKS_MAX * AL_TRANSACTION_BYTES)
+    {
         let len = usize::from(input.u16()) % (AL_TRANSACTION_BYTES + 1);
         let start = ring.len();
         ring.extend_from_slice(input.take(len));
@@ -93,7 +102,10 @@ fn compact_ring(input: &mut Input<'_>) -> Vec<u8> {
 
 /// The consistency of one recovery.
 fn check_recovery(recovery: &Recovery, ring_blocks: usize) {
-    let ascending = recovery.hot_extents.windows(2).all(|pair| pair[0] < pair[1]);
+    let ascending = recovery
+        .hot_extents
+        .windows(2)
+        .all(|pair| pair[0] < pair[1]);
     assert!(ascending, "hot extents ascending and unique");
     let invalid = usize::try_from(recovery.invalid_blocks).unwrap_or(usize::MAX);
     assert!(invalid <= ring_blocks);
@@ -103,7 +115,10 @@ fn check_recovery(recovery: &Recovery, ring_blocks: usize) {
     assert_eq!(recovery.next_seq, next);
     if recovery.full_resync.is_none() {
         let slots = recovery.al_extents.map_or(0, usize::from);
-        assert!(recovery.hot_extents.len() <= slots, "hot extents fit the cache");
+        assert!(
+            recovery.hot_extents.len() <= slots,
+            "hot extents fit the cache"
+        );
     } else {
         assert!(recovery.hot_extents.is_empty());
     }

@@ -64,7 +64,10 @@ fn apply_chunk(decoder: &mut RleDecoder, bitmap: &mut Bitmap, chunk: &[u8]) {
     match decoder.apply(chunk, bitmap) {
         Err(error) => {
             let _ = error.to_string();
-            assert_eq!(decoder, &decoder_before, "a rejected chunk leaves the decoder");
+            assert_eq!(
+                decoder, &decoder_before,
+                "a rejected chunk leaves the decoder"
+            );
             assert_eq!(bitmap, &bitmap_before, "a rejected chunk leaves the bitmap");
         }
         Ok(newly_set) => {
@@ -90,8 +93,14 @@ fn round_trip(bitmap: &Bitmap, chunk_bytes_max: usize) {
         let applied = decoder.apply(&chunk, &mut copy);
         assert!(applied.is_ok(), "an encoded chunk decodes: {applied:?}");
     }
-    assert!(decoder.is_complete(), "the encoded chunks describe every block");
-    assert!(bitmap.runs().eq(copy.runs()), "the RLE round trip keeps every run");
+    assert!(
+        decoder.is_complete(),
+        "the encoded chunks describe every block"
+    );
+    assert!(
+        bitmap.runs().eq(copy.runs()),
+        "the RLE round trip keeps every run"
+    );
     assert_eq!(copy.count_set_blocks(), bitmap.count_set_blocks());
 }
 
@@ -112,7 +121,11 @@ fn load_pages(input: &mut Input<'_>, bitmap: &mut Bitmap) {
             Ok(()) => {
                 assert_eq!(bitmap.page(page), Some(&image[..]), "a page reads back");
                 let set: u64 = bitmap.runs().map(|run| run.end - run.start).sum();
-                assert_eq!(set, bitmap.count_set_blocks(), "the set count follows the pages");
+                assert_eq!(
+                    set,
+                    bitmap.count_set_blocks(),
+                    "the set count follows the pages"
+                );
                 assert!(bitmap.runs().all(|run| run.end <= bitmap.block_count()));
             }
             Err(error) => {

@@ -98,9 +98,18 @@ fn check_regions(layout: &Layout) {
     let config = layout.config();
     let regions = [layout.superblock(), layout.al_ring(), layout.bitmaps()];
     for region in regions {
-        assert!(region.offset_bytes.is_multiple_of(BLOCK_BYTES), "aligned start");
-        assert!(region.length_bytes.is_multiple_of(BLOCK_BYTES), "aligned length");
-        assert!(region.offset_bytes.checked_add(region.length_bytes).is_some());
+        assert!(
+            region.offset_bytes.is_multiple_of(BLOCK_BYTES),
+            "aligned start"
+        );
+        assert!(
+            region.length_bytes.is_multiple_of(BLOCK_BYTES),
+            "aligned length"
+        );
+        assert!(region
+            .offset_bytes
+            .checked_add(region.length_bytes)
+            .is_some());
     }
     for (index, a) in regions.iter().enumerate() {
         for b in regions.iter().skip(index + 1) {
@@ -109,7 +118,10 @@ fn check_regions(layout: &Layout) {
         }
     }
     let data = layout.data_bytes();
-    assert!(data > 0 && data.is_multiple_of(BLOCK_BYTES), "data size {data}");
+    assert!(
+        data > 0 && data.is_multiple_of(BLOCK_BYTES),
+        "data size {data}"
+    );
     for slot in 0..config.peer_slots {
         let bitmap = layout.bitmap(slot);
         assert!(bitmap.is_ok(), "slot {slot} has a bitmap");
@@ -122,7 +134,12 @@ fn check_regions(layout: &Layout) {
     match config.placement {
         Placement::Internal => {
             assert!(end.is_some_and(|end| end <= config.backing_bytes));
-            assert!(data <= layout.bitmaps().offset_bytes.min(layout.al_ring().offset_bytes));
+            assert!(
+                data <= layout
+                    .bitmaps()
+                    .offset_bytes
+                    .min(layout.al_ring().offset_bytes)
+            );
         }
         Placement::External { metadata_bytes } => {
             assert!(end.is_some_and(|end| end <= metadata_bytes));

@@ -102,7 +102,10 @@ fn check_option(code: u32, data: &[u8]) {
         ClientOption::ExportName { .. } | ClientOption::Info(_) | ClientOption::Go(_)
     );
     if data_kept {
-        assert_eq!(body, data, "an option with kept data re-encodes to its data");
+        assert_eq!(
+            body, data,
+            "an option with kept data re-encodes to its data"
+        );
     }
 }
 

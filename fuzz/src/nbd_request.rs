@@ -104,9 +104,7 @@ fn check_admitted(command: Admitted, limits: &ExportLimits) {
             (offset, length, false, true)
         }
         Admitted::WriteZeroes { offset, length, .. } => {
-            assert!(limits
-                .flags
-                .contains(TransmissionFlags::SEND_WRITE_ZEROES));
+            assert!(limits.flags.contains(TransmissionFlags::SEND_WRITE_ZEROES));
             (offset, length, false, true)
         }
         Admitted::Flush => {
@@ -116,9 +114,15 @@ fn check_admitted(command: Admitted, limits: &ExportLimits) {
     };
     assert!(length > 0, "an admitted command is not empty");
     let end = offset.checked_add(u64::from(length));
-    assert!(end.is_some_and(|end| end <= limits.size), "inside the export");
+    assert!(
+        end.is_some_and(|end| end <= limits.size),
+        "inside the export"
+    );
     if payload {
-        assert!(length <= limits.request_bytes_max, "within request_bytes_max");
+        assert!(
+            length <= limits.request_bytes_max,
+            "within request_bytes_max"
+        );
     }
     if writes {
         assert!(!read_only, "no write on a read-only export");

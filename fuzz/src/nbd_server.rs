@@ -16,7 +16,9 @@ use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use nbd::protocol::GREETING;
-use nbd::{Command, Completion, Export, ExportInfo, ExportRegistry, OpenError, Request, ServerConfig};
+use nbd::{
+    Command, Completion, Export, ExportInfo, ExportRegistry, OpenError, Request, ServerConfig,
+};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// Size of the RAM export.
@@ -80,8 +82,15 @@ async fn session(input: Vec<u8>) -> Vec<u8> {
     };
     let ((), out) = tokio::join!(sending, receiving);
     let finished = serving.await;
-    assert!(finished.is_ok(), "the connection task did not panic: {finished:?}");
-    assert_eq!(out.get(..GREETING.len()), Some(&GREETING[..]), "the greeting comes first");
+    assert!(
+        finished.is_ok(),
+        "the connection task did not panic: {finished:?}"
+    );
+    assert_eq!(
+        out.get(..GREETING.len()),
+        Some(&GREETING[..]),
+        "the greeting comes first"
+    );
     out
 }
 
@@ -107,7 +116,10 @@ fn range(offset: u64, length: usize, payload: bool) -> std::ops::Range<usize> {
     }
     let start = usize::try_from(offset).unwrap_or(usize::MAX);
     let end = start.checked_add(length);
-    assert!(end.is_some_and(|end| end <= EXPORT_BYTES), "inside the export");
+    assert!(
+        end.is_some_and(|end| end <= EXPORT_BYTES),
+        "inside the export"
+    );
     start..start.saturating_add(length)
 }
 

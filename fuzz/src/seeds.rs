@@ -367,7 +367,9 @@ fn resync_messages() -> Vec<(Message, u32)> {
         (
             Message::BitmapChunk {
                 volume: 0,
-                chunk: vec![1, 0, 0, 16, 0, 0, 0, 0, 0, 0, 0, 0, 16, 0, 0, 0, 0, 0, 0, 0, 0, 3, 4],
+                chunk: vec![
+                    1, 0, 0, 16, 0, 0, 0, 0, 0, 0, 0, 0, 16, 0, 0, 0, 0, 0, 0, 0, 0, 3, 4,
+                ],
             },
             0,
         ),
@@ -467,7 +469,10 @@ fn meta_superblock() -> Vec<Seed> {
     let external = Placement::External {
         metadata_bytes: 8 << 20,
     };
-    for (name, placement, slots) in [("internal", Placement::Internal, 1), ("external", external, 3)] {
+    for (name, placement, slots) in [
+        ("internal", Placement::Internal, 1),
+        ("external", external, 3),
+    ] {
         if let Some(block) = sample_superblock(placement, slots) {
             let mut bytes = vec![0];
             bytes.extend_from_slice(&trim_zeros(&block));
@@ -487,7 +492,10 @@ fn meta_superblock() -> Vec<Seed> {
 
 /// `bytes` without its trailing zeros (the targets pad them back).
 fn trim_zeros(bytes: &[u8]) -> Vec<u8> {
-    let end = bytes.iter().rposition(|&byte| byte != 0).map_or(0, |at| at + 1);
+    let end = bytes
+        .iter()
+        .rposition(|&byte| byte != 0)
+        .map_or(0, |at| at + 1);
     bytes.get(..end).unwrap_or_default().to_vec()
 }
 

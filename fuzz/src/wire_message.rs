@@ -59,7 +59,11 @@ pub fn run(data: &[u8]) {
     let result = message.encode(payload_len, &mut encoded);
     assert!(result.is_ok(), "a decoded message encodes: {result:?}");
     assert_eq!(encoded.get(..FRAME_HEADER_LEN), Some(&header.encode()[..]));
-    assert_eq!(encoded.get(FRAME_HEADER_LEN..), Some(body), "decoding is canonical");
+    assert_eq!(
+        encoded.get(FRAME_HEADER_LEN..),
+        Some(body),
+        "decoding is canonical"
+    );
     if let Message::Hello(hello) = &message {
         check_hello_properties(hello);
     }
@@ -89,7 +93,10 @@ fn check_hello_properties(hello: &Hello) {
     match &verdict {
         Ok(version) => {
             assert!(!duplicate, "a duplicate volume is refused");
-            assert_eq!(version.version, hello.version_max, "the highest common version");
+            assert_eq!(
+                version.version, hello.version_max,
+                "the highest common version"
+            );
         }
         Err(HandshakeError::EmptyVersionRange { .. }) => {
             assert!(hello.version_min > hello.version_max);

@@ -42,10 +42,17 @@ pub fn run(data: &[u8]) {
                 return;
             }
         };
-        assert!(frame.consumed <= front.len(), "a frame uses only what it has");
+        assert!(
+            frame.consumed <= front.len(),
+            "a frame uses only what it has"
+        );
         let header = frame.header;
         let kind = frame.message.kind();
-        assert_eq!(kind.to_wire(), header.kind, "the message has the header's kind");
+        assert_eq!(
+            kind.to_wire(),
+            header.kind,
+            "the message has the header's kind"
+        );
         assert_eq!(frame.consumed, FRAME_HEADER_LEN + header.message_len());
         assert!(header.message_len() <= kind.message_len_max());
         if !kind.has_payload() {

@@ -59,7 +59,16 @@ fn nbd_server_seed_reaches_transmission() {
     let seed = fs::read(corpus_dir("nbd_server").join("go-then-requests")).expect("the seed");
     let out = tandem_fuzz::nbd_server::exchange(&seed);
     let reply_magic = 0x6744_6698_u32.to_be_bytes();
-    let replies = out.windows(4).filter(|window| *window == reply_magic).count();
-    assert!(replies >= 6, "{replies} simple replies in {} bytes", out.len());
-    assert!(out.windows(64).any(|window| window.iter().all(|&byte| byte == 0x5A)));
+    let replies = out
+        .windows(4)
+        .filter(|window| *window == reply_magic)
+        .count();
+    assert!(
+        replies >= 6,
+        "{replies} simple replies in {} bytes",
+        out.len()
+    );
+    assert!(out
+        .windows(64)
+        .any(|window| window.iter().all(|&byte| byte == 0x5A)));
 }

@@ -110,7 +110,10 @@ fn handler_names_dump_as_bare_words() {
         .collect();
     assert_eq!(handlers, [r"a\b", r"x\"]);
     let dumped = dump(&config, None);
-    assert!(dumped.contains("    handlers {\n        a\\b \"/bin/true\";\n"), "{dumped}");
+    assert!(
+        dumped.contains("    handlers {\n        a\\b \"/bin/true\";\n"),
+        "{dumped}"
+    );
     let again = parse_str(&dumped, Path::new("dump.res")).map_err(|error| error.to_string());
     assert_eq!(again, Ok(config));
 }
