@@ -132,7 +132,9 @@ impl Writer {
         if !resource.handlers.is_empty() {
             self.open("handlers");
             for (name, command) in &resource.handlers {
-                self.line(&format!("{} {};", word_or_quoted(name), quote(command)));
+                // A handler name is a statement keyword, which the lexer only reads as a
+                // bare word (never quoted), so it is written back verbatim.
+                self.line(&format!("{name} {};", quote(command)));
             }
             self.close();
         }

@@ -30,11 +30,20 @@ pub(crate) fn load(path: &Path) -> Result<Vec<Node>, ConfigError> {
         column: 1,
     };
     let text = read_bounded(path, &start)?;
-    Loader { files_read: 1 }.expand(&text, &file, 0)
+    Loader {
+        files_read: 1,
+        follow_includes: true,
+    }
+    .expand(&text, &file, 0)
 }
 
-/// Parses `text` as the contents of `file_name`; includes are read from disk.
-pub(crate) fn parse_text(text: &str, file_name: &Path) -> Result<Vec<Node>, ConfigError> {
+/// Parses `text` as the contents of `file_name`; includes are read from disk when
+/// `follow_includes`, and are an error otherwise (then nothing is read from disk).
+pub(crate) fn parse_text(
+    text: &str,
+    file_name: &Path,
+    follow_includes: bool,
+) -> Result<Vec<Node>, ConfigError> {
     let file: Arc<Path> = Arc::from(file_name);
     if u64::try_from(text.len()).map_or(true, |length| length > MAX_FILE_BYTES) {
         let at = Location {
@@ -47,7 +56,11 @@ pub(crate) fn parse_text(text: &str, file_name: &Path) -> Result<Vec<Node>, Conf
             limit_bytes: MAX_FILE_BYTES,
         });
     }
-    Loader { files_read: 1 }.expand(text, &file, 0)
+    Loader {
+        files_read: 1,
+        follow_includes,
+    }
+    .expand(text, &file, 0)
 }
 
 /// Reads a whole file, refusing more than [`MAX_FILE_BYTES`] (reported at `at`) and invalid
@@ -96,6 +109,8 @@ fn position_of(bytes: &[u8], offset: usize, file: &Arc<Path>) -> Location {
 
 struct Loader {
     files_read: usize,
+    /// False for text parsed without file access: an `include` is then an error.
+    follow_includes: bool,
 }
 
 impl Loader {
@@ -124,6 +139,12 @@ impl Loader {
         file: &Path,
         depth: usize,
     ) -> Result<Vec<Node>, ConfigError> {
+        if !self.follow_includes {
+            return Err(ConfigError::invalid(
+                node.at(),
+                "include is not allowed in text parsed without file access",
+            ));
+        }
         let pattern = match (node.args.as_slice(), &node.body) {
             ([pattern], None) => pattern,
             _ => {

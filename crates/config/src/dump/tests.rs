@@ -91,6 +91,34 @@ resource r0 {
     check(text, DumpOptions::default(), expected);
 }
 
+/// Found by fuzzing (`config_parse`): a handler name with a backslash was dumped quoted, and
+/// a quoted keyword does not parse.
+#[test]
+fn handler_names_dump_as_bare_words() {
+    let text = r#"
+        resource r0 {
+            handlers { a\b "/bin/true"; x\ "z"; }
+            volume 0 { device minor 0; disk /x; meta-disk internal; }
+            on a { node-id 0; address 10.0.0.1:7000; }
+            on b { node-id 1; address 10.0.0.2:7000; }
+        }
+    "#;
+    let config = parse_str(text, Path::new("t.res")).expect("parses");
+    let handlers: Vec<&str> = config.resources[0]
+        .handlers
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(handlers, [r"a\b", r"x\"]);
+    let dumped = dump(&config, None);
+    assert!(
+        dumped.contains("    handlers {\n        a\\b \"/bin/true\";\n"),
+        "{dumped}"
+    );
+    let again = parse_str(&dumped, Path::new("dump.res")).map_err(|error| error.to_string());
+    assert_eq!(again, Ok(config));
+}
+
 #[test]
 fn show_defaults_and_selection() {
     let text =

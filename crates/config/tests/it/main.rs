@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use config::{
-    dump, load, parse_str, AfterSb0Pri, AfterSb1Pri, Config, ConfigError, Fencing, MetaDisk,
-    OnNoQuorum, Protocol, Quorum,
+    dump, load, parse_str, parse_str_isolated, AfterSb0Pri, AfterSb1Pri, Config, ConfigError,
+    Fencing, MetaDisk, OnNoQuorum, Protocol, Quorum,
 };
 use proptest::prelude::*;
 
@@ -291,6 +291,44 @@ fn includes() {
     for (files, expected) in table {
         check(&load_tree(&files), expected);
     }
+}
+
+/// `parse_str_isolated` refuses `include` even when the pattern matches a readable file, and
+/// otherwise parses exactly as `parse_str` does.
+#[test]
+fn isolated_parsing_never_reads_files() {
+    let Ok(directory) = tempfile::tempdir() else {
+        return assert!(tempfile::tempdir().is_ok());
+    };
+    let included = directory.path().join("x.res");
+    assert!(fs::write(&included, resource("x")).is_ok());
+    let main = directory.path().join("main.conf");
+    let text = format!("include \"{}\";\n{}", glob_escape(&included), resource("m"));
+    let names = |config: Config| -> Vec<String> {
+        config
+            .resources
+            .into_iter()
+            .map(|resource| resource.name)
+            .collect()
+    };
+    assert_eq!(
+        parse_str(&text, &main).map(names).ok(),
+        Some(vec!["x".to_string(), "m".to_string()])
+    );
+    let refused = parse_str_isolated(&text, &main)
+        .map(names)
+        .map_err(|error| error.to_string());
+    let expected = format!(
+        "{}:1:1: include is not allowed in text parsed without file access",
+        main.display()
+    );
+    assert_eq!(refused, Err(expected));
+    let plain = resource("m");
+    assert_eq!(
+        parse_str_isolated(&plain, &main).ok(),
+        parse_str(&plain, &main).ok()
+    );
+    assert!(parse_str_isolated(&plain, &main).is_ok());
 }
 
 #[test]

@@ -145,7 +145,8 @@ fn replay_window(
 }
 
 /// The image of a freshly formatted ring: `ring_blocks` transactions `first_seq..` of an empty
-/// cache of `al_extents` slots. Start the [`super::ActivityLog`] at `first_seq + ring_blocks`.
+/// cache of `al_extents` slots. Start the [`super::ActivityLog`] at `first_seq + ring_blocks`,
+/// which must fit in a `u64` (a larger `first_seq` can only come from corrupt metadata).
 pub fn format_ring(
     ring_blocks: u32,
     al_extents: u16,
@@ -163,6 +164,14 @@ pub fn format_ring(
             al_extents: u32::from(al_extents),
             al_extents_max,
             al_ring_bytes: ring_bytes,
+        });
+    }
+    // Sequence numbers must not saturate: duplicates would make the ring unrecoverable.
+    if first_seq.checked_add(u64::from(ring_blocks)).is_none() {
+        return Err(MetaError::FieldInvalid {
+            what: "activity-log ring",
+            field: "first_seq",
+            value: first_seq,
         });
     }
     let block_count = crate::codec::to_usize(u64::from(ring_blocks), "activity-log ring")?;

@@ -499,6 +499,27 @@ fn format_ring_refuses_what_the_ring_cannot_recover() {
     ));
 }
 
+/// Found by fuzzing (`meta_activity_log`): a first sequence number near `u64::MAX` made the
+/// sequence numbers saturate, so the formatted ring held duplicates and did not recover.
+#[test]
+fn format_ring_refuses_sequence_numbers_that_overflow() {
+    let top = u64::MAX - 8;
+    let ring = format_ring(8, 7, top).expect("the last sequence number fits");
+    let recovery = recover(&ring, AlUpdates::Enabled).expect("recovers");
+    assert_eq!(recovery.full_resync, None);
+    assert_eq!(recovery.last_seq, Some(u64::MAX - 1));
+    for first_seq in [u64::MAX - 7, u64::MAX - 2, u64::MAX] {
+        assert_eq!(
+            format_ring(8, 7, first_seq),
+            Err(MetaError::FieldInvalid {
+                what: "activity-log ring",
+                field: "first_seq",
+                value: first_seq,
+            })
+        );
+    }
+}
+
 #[test]
 fn transaction_fields_land_where_the_table_says() {
     let transaction = Transaction {

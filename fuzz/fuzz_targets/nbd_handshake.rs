@@ -1,0 +1,5 @@
+//! libFuzzer entry point of the `nbd_handshake` target; the body and its properties are in
+//! `tandem_fuzz::nbd_handshake`.
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| tandem_fuzz::nbd_handshake::run(data));

@@ -1,0 +1,5 @@
+//! libFuzzer entry point of the `wire_stream` target; the body and its properties are in
+//! `tandem_fuzz::wire_stream`.
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| tandem_fuzz::wire_stream::run(data));
