@@ -91,3 +91,34 @@ fn equal_shared_secret_connects_and_replicates() {
         );
     }
 }
+
+/// The admin socket (issue 7, security): even when its file and directories are opened to
+/// everyone, the daemon answers only root and its own user (SO_PEERCRED): another user's
+/// `tandem status` gets no answer, and the refusal is logged. Needs root (CI is root) to run
+/// a command as `nobody`; skipped with a message otherwise.
+#[test]
+fn the_admin_socket_refuses_other_users() {
+    use std::os::unix::fs::PermissionsExt;
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: needs root to run a command as another user");
+        return;
+    }
+    let cluster = Cluster::start(Spec::two_nodes('C'));
+    let run_dir = cluster.run_dir(0).to_path_buf();
+    for path in [cluster.dir().to_path_buf(), run_dir.clone(), run_dir.join("admin.sock")] {
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o777)).expect("open the path to everyone");
+    }
+    let output = std::process::Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(crate::cluster::tandem_bin())
+        .arg("--run-dir")
+        .arg(&run_dir)
+        .args(["status", RESOURCE])
+        .output()
+        .expect("run setpriv");
+    assert!(!output.status.success(), "nobody got an answer: {}", String::from_utf8_lossy(&output.stdout));
+    assert!(output.stdout.is_empty(), "nobody saw the status: {}", String::from_utf8_lossy(&output.stdout));
+    cluster.wait_until("the refusal is logged", LOG_DEADLINE, || cluster.log(0).contains("refused a caller"));
+    assert!(cluster.admin(0, &["status", RESOURCE]).status.success(), "root is still answered");
+}
