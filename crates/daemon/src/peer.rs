@@ -196,8 +196,7 @@ async fn authenticate(stream: &mut TcpStream, resource: &Resource, peer: &PeerIn
     let Message::AuthResponse { mac: their_answer } = read_message(stream).await? else {
         return Err(LinkError::Protocol("expected AuthResponse".into()));
     };
-    let expected = mac(algorithm, secret, &auth_mac_input(&ours.challenge, peer.node_id, &resource.name));
-    let ok = constant_time_eq(&expected, &their_answer);
+    let ok = answer_is_valid(algorithm, secret, &ours.challenge, peer.node_id, &resource.name, &their_answer);
     write_message(stream, &Message::AuthResult { ok }).await?;
     let Message::AuthResult { ok: they_accept } = read_message(stream).await? else {
         return Err(LinkError::Protocol("expected AuthResult".into()));
@@ -209,6 +208,14 @@ async fn authenticate(stream: &mut TcpStream, resource: &Resource, peer: &PeerIn
         return Err(LinkError::Auth(format!("peer {peer_name} rejected our MAC (shared-secret differs)")));
     }
     Ok(())
+}
+
+/// Whether `answer` proves the peer (`peer_node_id`) knows the secret for *our* fresh
+/// `challenge`: an answer recorded from an earlier handshake (another challenge) or reflected
+/// from us (another node id) fails.
+fn answer_is_valid(algorithm: &str, secret: &str, challenge: &[u8; 32], peer_node_id: u8, resource: &str, answer: &[u8]) -> bool {
+    let expected = mac(algorithm, secret, &auth_mac_input(challenge, peer_node_id, resource));
+    constant_time_eq(&expected, answer)
 }
 
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
@@ -772,5 +779,24 @@ pub(crate) fn protocol_of(net: &config::NetOptions) -> Protocol {
         config::Protocol::A => Protocol::A,
         config::Protocol::B => Protocol::B,
         config::Protocol::C => Protocol::C,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 7: a replayed handshake is refused. Every handshake draws a fresh challenge, and
+    /// an answer is bound to the challenge, the answering node and the resource.
+    #[test]
+    fn a_replayed_or_reflected_answer_is_refused() {
+        let (first, second) = (fresh_nonces([1; 16]), fresh_nonces([1; 16]));
+        assert_ne!(first.challenge, second.challenge, "challenges are fresh");
+        let recorded = mac("sha256", "secret", &auth_mac_input(&first.challenge, 1, "r0"));
+        assert!(answer_is_valid("sha256", "secret", &first.challenge, 1, "r0", &recorded), "the genuine answer");
+        assert!(!answer_is_valid("sha256", "secret", &second.challenge, 1, "r0", &recorded), "replayed on a new challenge");
+        assert!(!answer_is_valid("sha256", "secret", &first.challenge, 0, "r0", &recorded), "reflected as another node");
+        assert!(!answer_is_valid("sha256", "secret", &first.challenge, 1, "r1", &recorded), "for another resource");
+        assert!(!answer_is_valid("sha256", "other", &first.challenge, 1, "r0", &recorded), "with another secret");
     }
 }
