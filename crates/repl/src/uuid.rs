@@ -715,8 +715,8 @@ impl View<'_> {
         }
         let local_previous = without_primary(self.local.history[0]);
         let peer_previous = without_primary(self.peer.history[0]);
-        let lost_sync_start = (local_bitmap != 0 && local_bitmap == peer_previous && peer_bitmap != 0)
-            || (peer_bitmap != 0 && peer_bitmap == local_previous && local_bitmap != 0);
+        let both_counting = local_bitmap != 0 && peer_bitmap != 0;
+        let lost_sync_start = both_counting && (local_bitmap == peer_previous || peer_bitmap == local_previous);
         if lost_sync_start {
             return decided(SyncDecision::SplitBrain { auto_recoverable: true }, Rule::BitmapBoth);
         }
