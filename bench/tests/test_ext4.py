@@ -25,7 +25,8 @@ class Plan(unittest.TestCase):
                 pl = ext4.plan(MODES[mode])
                 self.assertEqual(pl.file_bytes, file_bytes)
                 self.assertEqual(pl.device_bytes, file_bytes + file_bytes // 4)
-                self.assertEqual([(j.rw, j.bs, j.iodepth) for j in pl.jobs], [("write", "1M", 1), ("randwrite", "4k", 16)])
+                self.assertEqual([(j.rw, j.bs, j.iodepth) for j in pl.jobs],
+                                 [("write", "1M", 1), ("randwrite", "4k", 16)])
                 self.assertTrue(all(j.runtime_s == runtime_s and j.size_bytes == file_bytes for j in pl.jobs))
 
     def test_fio_args(self):

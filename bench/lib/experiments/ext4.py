@@ -283,7 +283,8 @@ def run(ctx):
         "variant can beat the baseline on writes the disk has not yet absorbed."]
     o.lines += table(["variant", "workload", "MiB/s", "IOPS", "clat mean µs", "clat p99 µs", "% of local-file"],
                      ratio_rows(rows, ctx.mode.reps), "llrrrrr")
-    o.lines += [""] + [f"Skipped `{v}`: missing {why}." for v, why in skipped.items()]
+    for variant, why in skipped.items():
+        o.lines += ["", f"Skipped `{variant}`: missing {why}."]
     o.lines += [""] + common.replica_lines(checks)
     _plot(ctx, o, rows, ran)
     return o
