@@ -50,7 +50,8 @@ class Setup:
     """What to start: kind 'standalone' (alice alone, link dropped) or 'pair' (alice + bob).
     net: extra `net { }` options as (name, value) pairs, in order; disk: `disk { }` options
     (resync and activity-log options) likewise, none by default; options: the resource's
-    `options { }` lines (e.g. `srm on`) likewise, none by default."""
+    `options { }` lines (e.g. `srm on`) likewise, none by default; fuse_mount: an absolute
+    directory for alice's `fuse-mount` line (her FUSE export), none by default."""
 
     kind: str
     protocol: str = "C"
@@ -60,6 +61,7 @@ class Setup:
     label: str = field(default="", compare=False)
     disk: tuple = ()
     options: tuple = ()
+    fuse_mount: str = None
 
     def name(self):
         """'standalone' or 'proto-C' unless a label was given."""
@@ -78,12 +80,14 @@ def _section(name, pairs):
     return f"  {name} {{\n{body}  }}\n" if pairs else ""
 
 
-def resource_text(protocol, net, disks, ports, disk_options=(), options=()):
+def resource_text(protocol, net, disks, ports, disk_options=(), options=(), fuse_mount=None):
     """The drbd.conf text of resource r0 for alice (disks[0], ports[0]) and bob, with external
     metadata beside each backing file (meta_path); a `disk { }` section only if disk_options,
-    an `options { }` section (before `net`) only if options."""
+    an `options { }` section (before `net`) only if options; `fuse-mount "DIR";` in alice's
+    `on` section only if fuse_mount."""
     opts = "".join(f"    {k} {v};\n" for k, v in net)
     disk = _section("disk", disk_options)
+    fuse = f'    fuse-mount "{fuse_mount}";\n' if fuse_mount else ""
     return f"""# written by bench/run
 resource r0 {{
 {_section("options", options)}  net {{
@@ -98,7 +102,7 @@ resource r0 {{
   on alice {{
     node-id 0;
     address 127.0.0.1:{ports[0]};
-  }}
+{fuse}  }}
   on bob {{
     node-id 1;
     address 127.0.0.1:{ports[1]};
@@ -111,10 +115,10 @@ resource r0 {{
 """
 
 
-def write_res(path, protocol, disks, ports, net=DEFAULT_NET, disk_options=(), options=()):
+def write_res(path, protocol, disks, ports, net=DEFAULT_NET, disk_options=(), options=(), fuse_mount=None):
     """Writes resource_text to path."""
     with open(path, "w", encoding="utf-8") as f:
-        f.write(resource_text(protocol, net, disks, ports, disk_options, options))
+        f.write(resource_text(protocol, net, disks, ports, disk_options, options, fuse_mount))
 
 
 def make_image(path, size_bytes=1 << 30):
@@ -262,7 +266,7 @@ class Cluster:
         s = self.setup
         if not pair or s.link_rtt_ms is None:
             res = os.path.join(self.wd, "r0.res")
-            write_res(res, s.protocol, self.disks, procs.free_ports(2), s.net, s.disk, s.options)
+            write_res(res, s.protocol, self.disks, procs.free_ports(2), s.net, s.disk, s.options, s.fuse_mount)
             return {"alice": res, "bob": res}
         if not _binary["linkemu"]:
             raise SetupError("link latency asked for, but no tandem-linkemu binary was selected")
@@ -274,8 +278,8 @@ class Cluster:
         procs.wait_for("tandem-linkemu relays listening", lambda: procs.tail(log, 50).count(" -> ") >= 2,
                        LINKEMU_START_DEADLINE_S, procs=[self.emulator])
         out = {"alice": os.path.join(self.wd, "r0-alice.res"), "bob": os.path.join(self.wd, "r0-bob.res")}
-        write_res(out["alice"], s.protocol, self.disks, [alice, to_bob], s.net, s.disk, s.options)
-        write_res(out["bob"], s.protocol, self.disks, [to_alice, bob], s.net, s.disk, s.options)
+        write_res(out["alice"], s.protocol, self.disks, [alice, to_bob], s.net, s.disk, s.options, s.fuse_mount)
+        write_res(out["bob"], s.protocol, self.disks, [to_alice, bob], s.net, s.disk, s.options, s.fuse_mount)
         return out
 
     def _stop(self):

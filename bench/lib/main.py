@@ -22,7 +22,7 @@ import tempfile
 
 from . import cluster, csvout, machine, procs, report
 from .errors import BenchError
-from .experiments import Context, registry
+from .experiments import Context, default_selection, named_only_pending, registry
 from .modes import MODES
 
 BENCH = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -144,13 +144,15 @@ def main(argv=None):
     mode = MODES[args.mode]
     if args.reps:
         mode = dataclasses.replace(mode, reps=args.reps)
-    selected = args.experiments or names
+    defaults = default_selection(names, args.mode)
+    selected = args.experiments or defaults
     for tool, pkg in TOOLS:
         if not shutil.which(tool):
             sys.exit(f"bench/run: {tool} not found (Debian package {pkg})")
     if args.list:
         for name in names:
-            print(f"{name:22} about {probe_available[name].estimate_s(mode) / 60:4.1f} min with --{mode.name}")
+            only = "" if name in defaults else " (only when named)"
+            print(f"{name:22} about {probe_available[name].estimate_s(mode) / 60:4.1f} min with --{mode.name}{only}")
         return 0
     reaper = procs.Reaper()
     atexit.register(reaper.cleanup)
@@ -160,18 +162,21 @@ def main(argv=None):
     reaper.tmp = tempfile.mkdtemp(prefix="tandem-bench-")
     sha, linkemu = prepare_binaries(args, reaper)
     date = datetime.date.today().isoformat()
-    out = out_dir_for(args, selected, date, names)
+    out = out_dir_for(args, selected, date, defaults)
     if os.path.isdir(out):
         shutil.rmtree(out)
     os.makedirs(os.path.join(out, "fio"))
     shared = os.path.join(os.path.dirname(REPO), "shared")
     ctx = Context(mode, reaper, reaper.tmp, out, shared if os.path.isdir(shared) else None, linkemu)
-    return run_all(ctx, args, selected, names, {"sha": sha, "date": date})
+    return run_all(ctx, args, selected, defaults, {"sha": sha, "date": date})
 
 
 def run_all(ctx, args, selected, names, run):
-    """Runs the selected experiments in order and writes CSVs, report.md and results.json."""
+    """Runs the selected experiments in order and writes CSVs, report.md and results.json. names:
+    what a run without names executes in this mode."""
     available, pending = registry(ctx.linkemu)
+    if not args.experiments:
+        pending += named_only_pending(list(available), args.mode)
     selected = [n for n in selected if n in available]
     commit, dirty = git_meta()
     meta = {"date": run["date"], "mode": args.mode, "reps": ctx.mode.reps,
