@@ -25,11 +25,20 @@ fn assert_nothing_listens(cluster: &Cluster) {
         entries.is_empty(),
         "a node that failed to start left {entries:?} in its run dir"
     );
-    assert!(
-        TcpStream::connect(cluster.address(0)).is_err(),
-        "something listens on the peer port of a node that failed to start"
-    );
+    // Polled: a listener this test dropped a moment ago can linger in a child process another
+    // test is forking (between fork and exec it holds copies of every descriptor).
+    let deadline = std::time::Instant::now() + LINGER_DEADLINE;
+    while TcpStream::connect(cluster.address(0)).is_ok() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "something listens on the peer port of a node that failed to start"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
+
+/// How long a dropped listener may linger in another test's forked child.
+const LINGER_DEADLINE: Duration = Duration::from_secs(3);
 
 /// drbd-semantics.md §1 table and §5: `ping-int` is 1–120 s; drbdadm rejects 500 ("Value
 /// is too big"). tandem must refuse to start and point at the value: `file:line:col:`.
