@@ -850,7 +850,9 @@ impl<P: Clone> Engine<P> {
         if stage == PeerStage::Settled {
             // The entry stays in the transfer log until the barrier ack says the write is
             // durable on the peer: if the connection drops first, it is marked out of sync.
-            let sent = self.peers[slot].transfer_log.iter().find(|s| s.seq == seq).map(|s| (s.since, s.extent.length));
+            // Transfer logs are ordered by sequence number (`send_to_peer` asserts it).
+            let log = &self.peers[slot].transfer_log;
+            let sent = log.binary_search_by_key(&seq, |s| s.seq).ok().and_then(|index| log.get(index)).map(|s| (s.since, s.extent.length));
             if let Some((since, length)) = sent {
                 self.note_ack(now, slot, since, length);
             }
