@@ -60,8 +60,9 @@ fn fio_command(cluster: &Cluster) -> Command {
     fio
 }
 
-#[test]
-fn the_manager_goes_async_on_a_slow_link_and_back_within_its_lag_bound() {
+/// Two nodes behind the link emulator (no delay yet) with the manager on (200 ms interval,
+/// 1 s dwell, lag bound LAG_BOUND_KIB / 1 s), alice Primary and in sync with bob.
+fn srm_pair() -> (Cluster, LinkEmulator) {
     require_fio();
     let spec = Spec::two_nodes('C')
         .through_relays()
@@ -76,6 +77,12 @@ fn the_manager_goes_async_on_a_slow_link_and_back_within_its_lag_bound() {
     cluster.wait_connected();
     cluster.initial_sync();
     cluster.promote_and_wait(ALICE);
+    (cluster, link)
+}
+
+#[test]
+fn the_manager_goes_async_on_a_slow_link_and_back_within_its_lag_bound() {
+    let (cluster, link) = srm_pair();
 
     let mut fio = Background::spawn(fio_command(&cluster));
     cluster.wait_until("fio writes", SWITCH_DEADLINE, || cluster.status(ALICE).open());
@@ -123,20 +130,7 @@ fn the_manager_goes_async_on_a_slow_link_and_back_within_its_lag_bound() {
 /// survives bob's restart.
 #[test]
 fn a_peer_left_behind_asynchronously_refuses_promotion_without_force() {
-    require_fio();
-    let spec = Spec::two_nodes('C')
-        .through_relays()
-        .options_line("srm on;")
-        .options_line("srm-interval 200;")
-        .net_line_all("srm-min-dwell 1;")
-        .net_line_all(&format!("srm-max-lag-bytes {LAG_BOUND_KIB}K;"))
-        .net_line_all("srm-max-lag-time 1000;");
-    let cluster = Cluster::create(spec);
-    let link = LinkEmulator::start(&cluster);
-    cluster.start_all();
-    cluster.wait_connected();
-    cluster.initial_sync();
-    cluster.promote_and_wait(ALICE);
+    let (cluster, link) = srm_pair();
     let mut fio = Background::spawn(fio_command(&cluster));
     link.set(r#"{"delay_ms":10}"#);
     wait_protocol(&cluster, "A", &mut fio);
