@@ -276,6 +276,8 @@ fn resync_messages() -> Vec<(Message, u32)> {
         disk_state: 8,
         flags: 2,
         bitmap_bits: 16,
+        size_bytes: 1 << 30,
+        bitmap_granularity_bytes: 4096,
         current: 0x1234_5678_9ABC_DEF0,
         bitmap: [0; 32],
         history: [0x1111; 32],
