@@ -77,7 +77,7 @@ impl MetaStore {
                 }
                 if let Some(meta) = meta {
                     let mut updated = superblock.clone();
-                    apply(meta, &mut updated);
+                    meta.apply_to(&mut updated);
                     self.file.write_superblock(&updated).map_err(meta_error)?;
                     *superblock = updated;
                     wrote = true;
@@ -165,22 +165,6 @@ impl MetaStore {
         }
         self.file.sync().map_err(|source| MetadataError::Io { what: "sync the recovered bitmap".into(), source })
     }
-}
-
-/// The superblock fields the engine owns (see [`repl::VolumeMeta`]).
-fn apply(meta: &VolumeMeta, superblock: &mut Superblock) {
-    superblock.current_uuid = meta.ids.current;
-    superblock.history_uuids = meta.ids.history;
-    for slot in &mut superblock.peers {
-        if let Some(uuid) = slot.node_id.and_then(|node| meta.ids.bitmap.get(usize::from(node))) {
-            slot.bitmap_uuid = *uuid;
-        }
-    }
-    superblock.flags.consistent = meta.consistent();
-    superblock.flags.was_up_to_date = meta.was_up_to_date();
-    superblock.flags.primary_indicator = meta.primary;
-    superblock.flags.crashed_primary = meta.ids.flags.crashed_primary;
-    superblock.flags.possibly_stale = meta.possibly_stale;
 }
 
 fn io_error(error: std::io::Error) -> IoError {

@@ -261,6 +261,24 @@ pub struct VolumeMeta {
 }
 
 impl VolumeMeta {
+    /// Writes the superblock fields the engine owns into `superblock` (the mapping in the
+    /// type's documentation); the driver then writes the superblock. One place, so the
+    /// daemon and the simulator persist the same thing.
+    pub fn apply_to(&self, superblock: &mut meta::Superblock) {
+        superblock.current_uuid = self.ids.current;
+        superblock.history_uuids = self.ids.history;
+        for slot in &mut superblock.peers {
+            if let Some(uuid) = slot.node_id.and_then(|node| self.ids.bitmap.get(usize::from(node))) {
+                slot.bitmap_uuid = *uuid;
+            }
+        }
+        superblock.flags.consistent = self.consistent();
+        superblock.flags.was_up_to_date = self.was_up_to_date();
+        superblock.flags.primary_indicator = self.primary;
+        superblock.flags.crashed_primary = self.ids.flags.crashed_primary;
+        superblock.flags.possibly_stale = self.possibly_stale;
+    }
+
     /// Whether the data is consistent (not a resync target, never synced or failed).
     pub fn consistent(&self) -> bool {
         matches!(self.disk, DiskState::UpToDate | DiskState::Outdated | DiskState::Consistent)

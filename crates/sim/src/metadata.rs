@@ -143,7 +143,7 @@ impl SimMeta {
         match job {
             MetaJob::Persist { meta, io, .. } => {
                 if let Some(meta) = meta {
-                    apply(&meta, &mut superblock);
+                    meta.apply_to(&mut superblock);
                     self.write_superblock(&superblock)?;
                 }
                 Ok(Some(io))
@@ -223,18 +223,3 @@ impl SimMeta {
     }
 }
 
-/// The superblock fields the engine owns (the daemon's `meta_store::apply`, reimplemented).
-fn apply(meta: &VolumeMeta, superblock: &mut Superblock) {
-    superblock.current_uuid = meta.ids.current;
-    superblock.history_uuids = meta.ids.history;
-    for slot in &mut superblock.peers {
-        if let Some(uuid) = slot.node_id.and_then(|node| meta.ids.bitmap.get(usize::from(node))) {
-            slot.bitmap_uuid = *uuid;
-        }
-    }
-    superblock.flags.consistent = meta.consistent();
-    superblock.flags.was_up_to_date = meta.was_up_to_date();
-    superblock.flags.primary_indicator = meta.primary;
-    superblock.flags.crashed_primary = meta.ids.flags.crashed_primary;
-    superblock.flags.possibly_stale = meta.possibly_stale;
-}
