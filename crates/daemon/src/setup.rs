@@ -36,6 +36,7 @@ pub(crate) const ACTIVE_OPTIONS: &[&str] = &[
     "srm-fill-high", "srm-fill-low", "srm-min-dwell", "srm-max-buffers-min", "srm-max-buffers-max",
     "srm-max-epoch-size-min", "srm-max-epoch-size-max", "srm-resync-share", "auto-promote",
     "before-resync-target", "after-resync-target", "before-resync-source", "disk-flushes",
+    "on-congestion", "congestion-fill", "congestion-extents",
 ];
 
 /// Dirty bitmap pages are written every this many engine ticks (1 s), besides on every
@@ -231,7 +232,18 @@ pub(crate) fn peer_config(peer: &PeerInfo) -> PeerConfig {
         split_brain: peer.split_brain,
         csums: peer.csums_alg.is_some(),
         durable_acks: peer.disk_flushes,
+        congestion: congestion_of(&peer.net),
     }
+}
+
+/// `on-congestion` with `congestion-fill` and `congestion-extents`.
+fn congestion_of(net: &config::NetOptions) -> Option<repl::Congestion> {
+    let policy = match net.on_congestion {
+        config::OnCongestion::Block => return None,
+        config::OnCongestion::PullAhead => repl::CongestionPolicy::PullAhead,
+        config::OnCongestion::Disconnect => repl::CongestionPolicy::Disconnect,
+    };
+    Some(repl::Congestion { policy, fill_bytes: net.congestion_fill_sectors.saturating_mul(512), extents: net.congestion_extents })
 }
 
 /// The digest algorithm a `verify-alg` / `csums-alg` names, if set; an error names the ones

@@ -390,6 +390,11 @@ impl ActivityLog {
         Ok(())
     }
 
+    /// How many extents are active (including those being activated).
+    pub fn active_count(&self) -> usize {
+        self.slot_of.len()
+    }
+
     /// Active extents (including those being activated), ascending.
     pub fn active_extents(&self) -> Vec<u32> {
         self.slot_of.keys().copied().collect()

@@ -26,6 +26,7 @@
 mod activity_log;
 mod csums;
 mod handshake;
+mod ahead;
 mod lag;
 mod pause;
 mod quorum;
@@ -35,6 +36,7 @@ mod stats;
 pub(crate) mod verify;
 
 pub use handshake::BITMAP_CHUNK_BYTES_MAX;
+pub use ahead::{Congestion, CongestionPolicy, AHEAD_DWELL_MIN, COOL_DOWN_MAX};
 pub use lag::{LagBound, LagStatus};
 pub use pause::SyncPause;
 pub use quorum::{OnNoQuorum, QuorumConfig, QuorumRule};
@@ -152,6 +154,8 @@ pub struct PeerConfig {
     /// default). Off: acknowledged once written, and a power failure of this node may lose
     /// writes the Primary no longer tracks.
     pub durable_acks: bool,
+    /// `on-congestion pull-ahead` and its thresholds; None for `block` (see `ahead.rs`).
+    pub congestion: Option<Congestion>,
 }
 
 /// Configuration of an engine.
@@ -273,6 +277,8 @@ struct Peer<P> {
     stale_ack: Option<(bool, u64)>,
     /// Confirmations since the driver last took them (`engine/stats.rs`).
     stats: PeerStats,
+    /// Pull-ahead episodes (`ahead.rs`).
+    ahead: ahead::AheadTrack,
 }
 
 /// Local state of one volume.
@@ -459,6 +465,8 @@ impl<P: Clone> Engine<P> {
         if self.epoch_must_close || epoch_full {
             self.close_epoch(false, out);
         }
+        // A peer going Ahead counts as absent for this write already.
+        self.check_congestion(now, volume, extent.length, out);
         let vslot = self.volume_slot(volume).unwrap_or(0);
         let meta_version = self.new_generation_if_needed(vslot, out);
         assert!(!self.resync_busy(volume, &extent), "a client write overlaps a resync read or its unconfirmed reply");
@@ -675,6 +683,7 @@ impl<P: Clone> Engine<P> {
         p.last_error = Some(format!("{state}: {reason}"));
         p.role = Role::Unknown;
         p.disks.fill(DiskState::DUnknown);
+        p.ahead.connection_lost();
         // Before anything completes for want of this peer: quorum may be gone.
         self.update_quorum(now, out);
         let p = &mut self.peers[slot];
@@ -940,6 +949,7 @@ impl<P: Clone> Engine<P> {
             }
             self.resync_tick(now, slot, out);
             self.verify_tick(now, slot, out);
+            self.ahead_tick(now, slot, out);
             let oldest = self.oldest_unacked(slot);
             let peer = &mut self.peers[slot];
             let verdict = peer.liveness.check(now, &peer.config, oldest);
@@ -1133,6 +1143,7 @@ impl<P: Clone> Engine<P> {
                 };
                 let pause = self.sync_pause(slot, vslot);
                 let replication = match sync.repl_state() {
+                    ReplState::Established if p.ahead.is_ahead() => ReplState::Ahead,
                     ReplState::SyncSource if pause.any() => ReplState::PausedSyncS,
                     ReplState::SyncTarget if pause.any() => ReplState::PausedSyncT,
                     state => state,
@@ -1166,9 +1177,9 @@ impl<P: Clone> Engine<P> {
 }
 
 /// Whether a write goes to this peer now: connected (its handshake identifiers precede the
-/// write on the data socket) and not Primary itself.
+/// write on the data socket), not Primary itself, and not left behind by pull-ahead.
 fn replicates_to<P>(peer: &Peer<P>) -> bool {
-    peer.connection == ConnState::Connected && peer.role != Role::Primary
+    peer.connection == ConnState::Connected && peer.role != Role::Primary && !peer.ahead.is_ahead()
 }
 
 /// Marks `extent` out of sync in `bitmap`. The extent was checked against the volume, whose
@@ -1231,6 +1242,7 @@ fn new_peer<P: Clone>(local: NodeId, config: &PeerConfig, volumes: &[VolumeConfi
         lag_bound: None,
         stale_ack: None,
         stats: PeerStats::default(),
+        ahead: ahead::AheadTrack::default(),
     })
 }
 

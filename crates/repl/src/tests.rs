@@ -12,6 +12,7 @@ const A: usize = 0;
 const B: usize = 1;
 
 mod activity_log;
+mod ahead;
 mod csums;
 mod lag;
 mod pause;
@@ -38,6 +39,7 @@ fn peer_config(node_id: u8, protocol: Protocol) -> PeerConfig {
         split_brain: SplitBrainPolicies::default(),
         csums: false,
         durable_acks: true,
+        congestion: None,
     }
 }
 

@@ -53,6 +53,7 @@ pub fn peer_config(node_id: u8, protocol: Protocol) -> PeerConfig {
         split_brain: SplitBrainPolicies::default(),
         csums: false,
         durable_acks: true,
+        congestion: None,
     }
 }
 

@@ -231,6 +231,9 @@ impl<P: Clone> Engine<P> {
     /// The primary side: the peer's mark is durable (or cleared); the mark is not yet durable
     /// while the stronger protocol still applies, so nothing completes early.
     pub(super) fn receive_stale_ack(&mut self, now: Time, slot: usize, stale: bool, out: &mut Vec<Action<P>>) -> Result<(), String> {
+        if stale && self.ahead_mark_acked(now, slot, out) {
+            return Ok(());
+        }
         let p = &mut self.peers[slot];
         if stale && p.async_state == AsyncState::Marking && p.wanted_protocol == Protocol::A {
             p.async_state = AsyncState::Async;
@@ -254,6 +257,10 @@ impl<P: Clone> Engine<P> {
     pub(super) fn drain_check(&mut self, slot: usize, out: &mut Vec<Action<P>>) {
         let p = &mut self.peers[slot];
         let AsyncState::Draining { seq } = p.async_state else { return };
+        if !p.ahead.is_calm() {
+            // Bits an episode skipped are still unresolved.
+            return;
+        }
         let settled = !p.syncs.iter().any(|sync| !matches!(sync, SyncState::Established));
         if p.transfer_log.front().is_some_and(|s| s.seq <= seq) || p.connection != ConnState::Connected || !settled {
             return;
@@ -282,8 +289,14 @@ impl<P: Clone> Engine<P> {
         let p = &mut self.peers[slot];
         p.stale_ack = None;
         p.protocol = p.config.protocol;
-        if p.config.protocol == Protocol::A || !primary {
+        if !primary {
             p.async_state = AsyncState::Sync;
+            return;
+        }
+        if p.config.protocol == Protocol::A {
+            // Only pull-ahead marks a peer of a protocol A connection: clear a mark left by
+            // an episode the disconnect cut short, once caught up.
+            p.async_state = if p.config.congestion.is_some() { AsyncState::Draining { seq: 0 } } else { AsyncState::Sync };
             return;
         }
         p.async_state = AsyncState::Draining { seq: 0 };
@@ -306,6 +319,6 @@ impl<P: Clone> Engine<P> {
     }
 }
 
-fn unreplicated_bytes<P>(peer: &Peer<P>) -> u64 {
+pub(super) fn unreplicated_bytes<P>(peer: &Peer<P>) -> u64 {
     peer.transfer_log.iter().map(|s| s.extent.length).sum()
 }
