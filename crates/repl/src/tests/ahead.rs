@@ -40,7 +40,7 @@ impl Pair {
 
     /// Drives A into Ahead: two writes fill the link, the third is congestion and asks B
     /// for the mark, which B persists and acknowledges.
-    fn into_ahead(&mut self) {
+    fn drive_ahead(&mut self) {
         self.write_unconfirmed(1, 3);
         assert_eq!(self.replication(A), ReplState::Established, "marking first, still shipping");
         self.deliver_all();
@@ -58,7 +58,7 @@ impl Pair {
 #[test]
 fn a_congested_peer_is_marked_then_left_behind_then_resynced() {
     let mut pair = Pair::pull_ahead();
-    pair.into_ahead();
+    pair.drive_ahead();
     assert!(pair.is_complete(4), "an Ahead write completes without the peer");
     assert_eq!(pair.b_disk()[4 * KIB4], 0, "and is not shipped");
     assert!(pair.out_of_sync() >= KIB4 as u64, "it is marked out of sync instead");
@@ -84,7 +84,7 @@ fn a_congested_peer_is_marked_then_left_behind_then_resynced() {
 #[test]
 fn a_behind_peer_refuses_promotion_without_force() {
     let mut pair = Pair::pull_ahead();
-    pair.into_ahead();
+    pair.drive_ahead();
     pair.disconnect();
     let mut out = Vec::new();
     let err = pair.nodes[B].promote(false, &mut out).expect_err("a Behind node is possibly stale");
@@ -94,7 +94,7 @@ fn a_behind_peer_refuses_promotion_without_force() {
 #[test]
 fn no_new_episode_during_the_resync_nor_before_the_cool_down() {
     let mut pair = Pair::pull_ahead();
-    pair.into_ahead();
+    pair.drive_ahead();
     pair.confirm_all();
     pair.tick(A, AHEAD_DWELL_MIN);
     // The resync has started; congestion now must not interrupt it.
