@@ -42,6 +42,7 @@ mod link;
 mod metrics;
 mod nbd_client;
 mod quorum;
+mod pull_ahead;
 mod replication;
 mod resync;
 mod roles;
