@@ -52,6 +52,7 @@ pub(crate) fn connection(name: &str, peer_node_id: u8) -> ConnectionStatus {
         last_error: None,
         unreplicated_kib: 0,
         peer_possibly_stale: false,
+        async_buffer_kib: 0,
         peer_devices: Vec::new(),
     }
 }

@@ -101,6 +101,10 @@ pub struct ConnectionStatus {
     /// draining).
     #[serde(default)]
     pub peer_possibly_stale: bool,
+    /// tandem: bytes of writes completed under protocol A that wait in the link's async
+    /// buffer (`async-buffer`), not yet in the socket.
+    #[serde(default)]
+    pub async_buffer_kib: u64,
     /// The volumes as seen over this connection.
     pub peer_devices: Vec<PeerDeviceStatus>,
 }

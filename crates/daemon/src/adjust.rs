@@ -2,10 +2,10 @@
 //! resources without dropping their connections, as far as tandem can do that live.
 //!
 //! Live (through `Engine::reconfigure_peer`): protocol, max-epoch-size, max-buffers, ping-int,
-//! ping-timeout, timeout, ko-count, the resync rate options, the after-sb policies and
-//! whether csums-alg is used. Not yet live (reported, applied at the node's next start):
-//! socket buffers, connect-int, shared secret, verify-alg/csums-alg algorithm names,
-//! handlers. Refused as a whole (nothing applied): a file that does not load, a resource or
+//! ping-timeout, timeout, ko-count, the resync rate options, the after-sb policies,
+//! on-congestion and its thresholds, and whether csums-alg is used; on the running link:
+//! sndbuf-size and async-buffer. Not yet live (reported, applied at the node's next start):
+//! rcvbuf-size, connect-int, shared secret, verify-alg/csums-alg algorithm names, handlers. Refused as a whole (nothing applied): a file that does not load, a resource or
 //! host section that is gone, peers, addresses or volumes that changed.
 //!
 //! Invariant: adjust either applies every live change of every selected resource, or (on a
@@ -32,6 +32,8 @@ pub(crate) struct NodeContext {
 struct Plan {
     resource: Arc<Resource>,
     configs: Vec<PeerConfig>,
+    /// Per peer: its new sndbuf-size and async-buffer, in bytes.
+    links: Vec<(u8, u64, u64)>,
     report: Vec<String>,
 }
 
@@ -44,6 +46,10 @@ pub(crate) fn adjust(context: &NodeContext, selected: &[Arc<Resource>]) -> Resul
     }
     let mut lines = Vec::new();
     for plan in plans {
+        for &(peer, sndbuf, async_buffer) in &plan.links {
+            plan.resource.tuning(peer).set_async_buffer_bytes(async_buffer);
+            plan.resource.set_sndbuf(peer, sndbuf).map_err(|error| format!("{}: sndbuf-size {sndbuf}: {error}", plan.resource.name))?;
+        }
         for config in plan.configs {
             plan.resource
                 .step(|engine, now, out| engine.reconfigure_peer(now, config, out))
@@ -76,9 +82,15 @@ fn plan(config: &config::Config, resource: &Arc<Resource>, node: &str) -> Result
         return Err("the peers or their addresses changed; restart the node to apply that".into());
     }
     let mut configs = Vec::new();
+    let mut links = Vec::new();
     let mut report = Vec::new();
     for info in &peers {
         let Some(old) = resource.peers.iter().find(|p| p.node_id == info.node_id) else { continue };
+        let link_changes = link_changes(resource, info);
+        if !link_changes.is_empty() {
+            report.push(format!("{}: {}", info.name, link_changes.join(", ")));
+            links.push((info.node_id, info.net.sndbuf_size_bytes, info.net.async_buffer_bytes));
+        }
         let running = resource.step(|engine, _, _| engine.peer_config(info.node_id));
         let (before, after) = (running.unwrap_or_else(|| peer_config(old)), peer_config(info));
         let changes = live_changes(&before, &after);
@@ -91,12 +103,22 @@ fn plan(config: &config::Config, resource: &Arc<Resource>, node: &str) -> Result
             report.push(format!("{}: changed but not applied until the node restarts: {}", info.name, pending.join(", ")));
         }
     }
-    Ok(Plan { resource: Arc::clone(resource), configs, report })
+    Ok(Plan { resource: Arc::clone(resource), configs, links, report })
+}
+
+/// `name old -> new` for the running link's settings that differ.
+fn link_changes(resource: &Resource, info: &PeerInfo) -> Vec<String> {
+    let tuning = resource.tuning(info.node_id);
+    let fields = [
+        ("sndbuf-size", tuning.sndbuf_bytes(), info.net.sndbuf_size_bytes),
+        ("async-buffer", tuning.async_buffer_bytes(), info.net.async_buffer_bytes),
+    ];
+    fields.into_iter().filter(|(_, a, b)| a != b).map(|(name, a, b)| format!("{name} {a} -> {b}")).collect()
 }
 
 /// `name old -> new` for every engine setting that differs.
 fn live_changes(before: &PeerConfig, after: &PeerConfig) -> Vec<String> {
-    let fields: [(&str, String, String); 9] = [
+    let fields: [(&str, String, String); 10] = [
         ("protocol", before.protocol.to_string(), after.protocol.to_string()),
         ("max-epoch-size", before.max_epoch_size.to_string(), after.max_epoch_size.to_string()),
         ("max-buffers", before.max_buffers_pages.to_string(), after.max_buffers_pages.to_string()),
@@ -106,6 +128,7 @@ fn live_changes(before: &PeerConfig, after: &PeerConfig) -> Vec<String> {
         ("ko-count", before.ko_count.to_string(), after.ko_count.to_string()),
         ("resync options", format!("{:?}", before.resync), format!("{:?}", after.resync)),
         ("after-sb policies", format!("{:?}", before.split_brain), format!("{:?}", after.split_brain)),
+        ("on-congestion", format!("{:?}", before.congestion), format!("{:?}", after.congestion)),
     ];
     let mut changes: Vec<String> = fields.into_iter().filter(|(_, a, b)| a != b).map(|(name, a, b)| format!("{name} {a} -> {b}")).collect();
     if before.csums != after.csums {
@@ -118,7 +141,6 @@ fn live_changes(before: &PeerConfig, after: &PeerConfig) -> Vec<String> {
 fn pending_changes(old: &PeerInfo, new: &PeerInfo) -> Vec<&'static str> {
     let (a, b) = (&old.net, &new.net);
     let checks = [
-        ("sndbuf-size", a.sndbuf_size_bytes != b.sndbuf_size_bytes),
         ("rcvbuf-size", a.rcvbuf_size_bytes != b.rcvbuf_size_bytes),
         ("connect-int", a.connect_int != b.connect_int),
         ("cram-hmac-alg/shared-secret", a.cram_hmac_alg != b.cram_hmac_alg || a.shared_secret != b.shared_secret),

@@ -20,6 +20,7 @@ mod export;
 mod fuse_export;
 mod handlers;
 mod io_workers;
+mod link_tuning;
 mod meta_store;
 mod metadata;
 mod metrics;

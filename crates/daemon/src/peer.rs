@@ -36,6 +36,7 @@ use wire::{
     RangeHeader, SocketKind, FRAME_HEADER_LEN, MAC_LEN, PROTOCOL_VERSION,
 };
 
+use crate::link_tuning::AsyncBuffer;
 use crate::resource::{Outgoing, Payload, PeerInfo, Resource};
 use crate::wire_map::{control_from_wire, control_to_wire, sync_from_wire, sync_to_wire};
 
@@ -352,15 +353,21 @@ async fn accept_socket(resource: &Arc<Resource>, acceptor: &Acceptor, mut stream
 
 /// Run one established link until it fails or is killed; report the end to the engine.
 async fn run_link(resource: &Arc<Resource>, peer: &PeerInfo, (data, control): SocketPair, mut replaced: Option<&mut mpsc::Receiver<SocketPair>>) -> Option<SocketPair> {
+    // A duplicate descriptor lets adjust and the manager change sndbuf-size while it runs.
+    let socket = std::os::fd::AsFd::as_fd(&data).try_clone_to_owned().ok();
+    if let Some(socket) = &socket {
+        // The setting may have changed live since the node started.
+        let _ = crate::link_tuning::apply_sndbuf(socket, resource.tuning(peer.node_id).sndbuf_bytes());
+    }
     let (data_read, data_write) = data.into_split();
     let (control_read, control_write) = control.into_split();
     let (data_tx, data_rx) = mpsc::unbounded_channel();
     let (control_tx, control_rx) = mpsc::unbounded_channel();
     let (kill_tx, mut kill_rx) = watch::channel(Stop::Running);
-    let generation = resource.link_up(peer.node_id, data_tx, control_tx, kill_tx);
+    let (generation, buffer) = resource.link_up(peer.node_id, data_tx, control_tx, kill_tx, socket);
     tracing::info!(resource = %resource.name, peer = %peer.name, "connected");
     let mut tasks = JoinSet::new();
-    tasks.spawn(send_data(Arc::clone(resource), peer.clone(), data_rx, data_write));
+    tasks.spawn(send_data(Arc::clone(resource), peer.clone(), data_rx, data_write, buffer));
     tasks.spawn(send_control(control_rx, control_write));
     let receivers = [
         tasks.spawn(receive_data(Arc::clone(resource), peer.clone(), data_read)),
@@ -408,7 +415,7 @@ async fn run_link(resource: &Arc<Resource>, peer: &PeerInfo, (data, control): So
     next
 }
 
-async fn send_data(resource: Arc<Resource>, peer: PeerInfo, queue: mpsc::UnboundedReceiver<Outgoing>, socket: OwnedWriteHalf) -> LinkError {
+async fn send_data(resource: Arc<Resource>, peer: PeerInfo, queue: mpsc::UnboundedReceiver<Outgoing>, socket: OwnedWriteHalf, buffer: Arc<AsyncBuffer>) -> LinkError {
     let mut writer = BufWriter::with_capacity(STREAM_BUFFER_BYTES, socket);
     let mut sent = Vec::new();
     let mut header = Vec::with_capacity(64);
@@ -431,6 +438,10 @@ async fn send_data(resource: Arc<Resource>, peer: PeerInfo, queue: mpsc::Unbound
         }
         header.clear();
         let report_sent = matches!(item, Outgoing::Data { report_sent: true, .. });
+        let buffered = match item {
+            Outgoing::Data { buffered, .. } => buffered,
+            _ => 0,
+        };
         let (seq, payload) = match encode_outgoing(item, &mut header) {
             Ok(pair) => pair,
             Err(error) => return error,
@@ -445,6 +456,9 @@ async fn send_data(resource: Arc<Resource>, peer: PeerInfo, queue: mpsc::Unbound
         }
         if let (Some(seq), true) = (seq, report_sent) {
             sent.push(seq);
+        }
+        if buffered > 0 {
+            buffer.release(buffered);
         }
     }
 }

@@ -13,6 +13,7 @@
 //! - Every client request id is in `completions` from submit until its `Complete` action.
 
 use std::collections::HashMap;
+use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
@@ -26,6 +27,7 @@ use crate::disk::Disk;
 use crate::digest::DigestKind;
 use crate::handlers::{self, HandlerEvent};
 use crate::io_workers::IoWorkers;
+use crate::link_tuning::{AsyncBuffer, LinkTuning};
 use crate::meta_store::{MetaJob, MetaStore};
 
 /// Who is told when a metadata job is durable.
@@ -76,12 +78,23 @@ pub(crate) struct Payload {
     pub(crate) _permit: Option<Arc<OwnedSemaphorePermit>>,
 }
 
+/// Memory a replicated write's frame holds while queued: its payload (trims and zeroing
+/// carry none).
+fn disk_op_bytes(op: &DiskOp<Payload>) -> u64 {
+    match op {
+        DiskOp::Write { length, .. } => *length,
+        DiskOp::Trim { .. } | DiskOp::WriteZeroes { .. } => 0,
+    }
+}
+
 /// A frame waiting in a link's send queue.
 #[derive(Debug)]
 pub(crate) enum Outgoing {
     /// A replicated write (data socket); `report_sent`: tell the engine once it is in the
-    /// socket (protocol A in effect for the peer when it was queued).
-    Data { seq: u64, epoch: u64, volume: u16, op: DiskOp<Payload>, report_sent: bool },
+    /// socket (protocol A in effect for the peer when it was queued); `buffered`: bytes it
+    /// holds in the link's async buffer (it was reported sent when queued), released once it
+    /// is in the socket.
+    Data { seq: u64, epoch: u64, volume: u16, op: DiskOp<Payload>, report_sent: bool, buffered: u64 },
     /// An epoch boundary (data socket).
     Barrier { epoch: u64, flush: bool },
     /// Acks, pings, state (control socket).
@@ -100,6 +113,10 @@ pub(crate) struct LinkTx {
     pub(crate) control: mpsc::UnboundedSender<Outgoing>,
     /// Dropping or sending on this ends the link's tasks.
     pub(crate) kill: watch::Sender<crate::peer::Stop>,
+    /// A duplicate of the data socket's descriptor, for live `sndbuf-size` changes.
+    pub(crate) socket: Option<OwnedFd>,
+    /// The link's async buffer (`async-buffer`).
+    pub(crate) buffer: Arc<AsyncBuffer>,
 }
 
 /// What one NBD client request waits for.
@@ -172,6 +189,8 @@ pub(crate) struct Resource {
     pub(crate) auto_promoted: AtomicBool,
     /// The replication state of each (peer, volume) as last seen, for the resync handlers.
     repl_states: Mutex<Vec<(u8, u16, ReplState)>>,
+    /// Each peer's live link settings (sndbuf-size, async-buffer).
+    tunings: Vec<(u8, Arc<LinkTuning>)>,
     start: Instant,
 }
 
@@ -211,7 +230,9 @@ impl Resource {
                 ((*volume, tx), (*volume, rx))
             })
             .unzip();
+        let tunings = parts.peers.iter().map(|peer| (peer.node_id, LinkTuning::new(&peer.net))).collect();
         let resource = Arc::new(Resource {
+            tunings,
             meta_queues,
             writebacks_queued: Arc::new(AtomicUsize::new(0)),
             io,
@@ -271,13 +292,23 @@ impl Resource {
     fn step_core<R>(self: &Arc<Self>, f: impl FnOnce(&mut Core, Time, &mut Vec<Action<Payload>>) -> R) -> R {
         let mut actions = Vec::new();
         let mut local = Vec::new();
+        let mut buffered = Vec::new();
         let result = {
             let mut core = self.lock();
             let now = self.now();
             let result = f(&mut core, now, &mut actions);
-            for action in actions.drain(..) {
-                if let Some(io) = self.route(&mut core, action) {
-                    local.push(io);
+            loop {
+                for action in actions.drain(..) {
+                    if let Some(io) = self.route(&mut core, action, &mut buffered) {
+                        local.push(io);
+                    }
+                }
+                if buffered.is_empty() {
+                    break;
+                }
+                // Writes the async buffer took count as sent (protocol A's completion point).
+                for (peer, seq) in buffered.drain(..) {
+                    core.engine.peer_sent(now, peer, seq, &mut actions);
                 }
             }
             result
@@ -288,8 +319,9 @@ impl Resource {
         result
     }
 
-    /// Carry out an action that needs no I/O (under the lock); hand back local I/O.
-    fn route(&self, core: &mut Core, action: Action<Payload>) -> Option<Action<Payload>> {
+    /// Carry out an action that needs no I/O (under the lock); hand back local I/O. Writes
+    /// the async buffer admitted go to `buffered` (peer, seq).
+    fn route(&self, core: &mut Core, action: Action<Payload>, buffered: &mut Vec<(u8, u64)>) -> Option<Action<Payload>> {
         match action {
             Action::LocalWrite { .. } | Action::LocalFlush { .. } | Action::LocalRead { .. } | Action::LocalDigest { .. } => return Some(action),
             Action::VerifyFound { peer, volume, offset, length } => {
@@ -331,8 +363,14 @@ impl Resource {
             }
             Action::SendData { peer, seq, epoch, volume, op } => {
                 if let Some(link) = core.links.get(&peer) {
-                    let report_sent = core.engine.protocol_in_effect(peer) == Some(repl::Protocol::A);
-                    let _ = link.data.send(Outgoing::Data { seq, epoch, volume, op, report_sent });
+                    let mut report_sent = core.engine.protocol_in_effect(peer) == Some(repl::Protocol::A);
+                    let length = disk_op_bytes(&op);
+                    let mut in_buffer = 0;
+                    if report_sent && link.buffer.try_admit(length) {
+                        (report_sent, in_buffer) = (false, length);
+                        buffered.push((peer, seq));
+                    }
+                    let _ = link.data.send(Outgoing::Data { seq, epoch, volume, op, report_sent, buffered: in_buffer });
                 }
             }
             Action::SendBarrier { peer, epoch, flush } => {
@@ -642,15 +680,41 @@ impl Resource {
     }
 
     /// Install a freshly handshaken link and tell the engine; returns its generation.
-    pub(crate) fn link_up(self: &Arc<Self>, peer: u8, data: mpsc::UnboundedSender<Outgoing>, control: mpsc::UnboundedSender<Outgoing>, kill: watch::Sender<crate::peer::Stop>) -> u64 {
+    pub(crate) fn link_up(self: &Arc<Self>, peer: u8, data: mpsc::UnboundedSender<Outgoing>, control: mpsc::UnboundedSender<Outgoing>, kill: watch::Sender<crate::peer::Stop>, socket: Option<OwnedFd>) -> (u64, Arc<AsyncBuffer>) {
         let generation = self.next_generation.fetch_add(1, Ordering::Relaxed);
+        let tuning = self.tuning(peer);
+        let buffer = AsyncBuffer::new(Arc::clone(&tuning));
+        let link = LinkTx { generation, data, control, kill, socket, buffer: Arc::clone(&buffer) };
         self.step_core(|core, now, out| {
-            if let Some(old) = core.links.insert(peer, LinkTx { generation, data, control, kill }) {
+            if let Some(old) = core.links.insert(peer, link) {
                 let _ = old.kill.send(crate::peer::Stop::Now);
             }
             core.engine.peer_connected(now, peer, out);
         });
-        generation
+        (generation, buffer)
+    }
+
+    /// The live link settings of `peer` (a fresh default for an unknown peer).
+    pub(crate) fn tuning(&self, peer: u8) -> Arc<LinkTuning> {
+        match self.tunings.iter().find(|(id, _)| *id == peer) {
+            Some((_, tuning)) => Arc::clone(tuning),
+            None => LinkTuning::new(&config::NetOptions::default()),
+        }
+    }
+
+    /// A new `sndbuf-size` for `peer`, applied to its running data socket at once.
+    pub(crate) fn set_sndbuf(&self, peer: u8, bytes: u64) -> std::io::Result<()> {
+        self.tuning(peer).set_sndbuf_bytes(bytes);
+        let core = self.lock();
+        match core.links.get(&peer).and_then(|link| link.socket.as_ref()) {
+            Some(socket) => crate::link_tuning::apply_sndbuf(socket, bytes),
+            None => Ok(()),
+        }
+    }
+
+    /// Bytes waiting in `peer`'s async buffer (0 when not connected).
+    pub(crate) fn async_buffered_bytes(&self, peer: u8) -> u64 {
+        self.lock().links.get(&peer).map_or(0, |link| link.buffer.queued_bytes())
     }
 
     /// A link's tasks ended; unless the engine already dropped it, tell the engine.

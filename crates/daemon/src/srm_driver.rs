@@ -249,10 +249,15 @@ fn apply(resource: &Arc<Resource>, peer: u8, action: &Action) {
             };
             resource.step(|engine, now, out| engine.set_protocol(now, peer, protocol, out))
         }
-        Action::SetBuffers(buffers) => reconfigure(resource, peer, |config| {
-            config.max_buffers_pages = u32::try_from(buffers.max_buffers_pages).unwrap_or(u32::MAX);
-            config.max_epoch_size = u32::try_from(buffers.max_epoch_size).unwrap_or(u32::MAX);
-        }),
+        Action::SetBuffers(buffers) => {
+            if let Err(error) = resource.set_sndbuf(peer, buffers.sndbuf_bytes) {
+                tracing::warn!(resource = %resource.name, peer, "srm: sndbuf-size {} not applied: {error}", buffers.sndbuf_bytes);
+            }
+            reconfigure(resource, peer, |config| {
+                config.max_buffers_pages = u32::try_from(buffers.max_buffers_pages).unwrap_or(u32::MAX);
+                config.max_epoch_size = u32::try_from(buffers.max_epoch_size).unwrap_or(u32::MAX);
+            })
+        }
         Action::SetResyncRate { bytes_per_s } => reconfigure(resource, peer, |config| {
             let kib = u32::try_from(bytes_per_s / 1024).unwrap_or(u32::MAX).max(1);
             config.resync.c_max_rate_kib_per_s = kib;
@@ -261,12 +266,9 @@ fn apply(resource: &Arc<Resource>, peer: u8, action: &Action) {
             }
         }),
         // The engine marks a peer when protocol A is set for it and clears the mark once it
-        // caught up; Ahead/Behind is not built yet; MTU advice is advice.
-        Action::MarkPossiblyStale | Action::ClearPossiblyStale | Action::AdviseMtu { .. } => Ok(()),
-        Action::EnterAhead | Action::LeaveAhead => {
-            tracing::warn!(resource = %resource.name, "srm: pull-ahead (Ahead/Behind) is not built yet; decision not applied");
-            Ok(())
-        }
+        // caught up; pull-ahead is the engine's own (`on-congestion`, so the manager is
+        // configured without a congestion fill and never decides it); MTU advice is advice.
+        Action::MarkPossiblyStale | Action::ClearPossiblyStale | Action::AdviseMtu { .. } | Action::EnterAhead | Action::LeaveAhead => Ok(()),
     };
     if let Err(error) = result {
         tracing::warn!(resource = %resource.name, peer, "srm: decision not applied: {error}");

@@ -41,13 +41,14 @@ pub(crate) fn resource_status(resource: &Resource) -> ResourceStatus {
             peer_node_id: p.node_id,
             connection: if down { "StandAlone".into() } else { p.connection.to_string() },
             role: p.role.to_string(),
-            congested: false,
-            ap_in_flight_kib: 0,
+            congested: p.volumes.iter().any(|pv| pv.replication == repl::ReplState::Ahead),
+            ap_in_flight_kib: p.lag.unreplicated_bytes / KIB,
             rs_in_flight_kib: p.volumes.iter().filter_map(|pv| pv.resync).map(|r| r.in_flight_bytes / KIB).sum(),
             protocol: p.protocol.to_string(),
             last_error: p.last_error.clone(),
             unreplicated_kib: p.lag.unreplicated_bytes / KIB,
             peer_possibly_stale: p.lag.peer_possibly_stale,
+            async_buffer_kib: resource.async_buffered_bytes(p.node_id) / KIB,
             peer_devices: p
                 .volumes
                 .iter()

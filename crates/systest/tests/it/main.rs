@@ -31,6 +31,7 @@
 //! with `cargo build -p tandem`. Set `SYSTEST_SEED` to replay a run's random data.
 
 mod adjust;
+mod async_buffer;
 mod auth;
 mod cluster;
 mod config_errors;
