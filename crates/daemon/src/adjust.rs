@@ -32,8 +32,8 @@ pub(crate) struct NodeContext {
 struct Plan {
     resource: Arc<Resource>,
     configs: Vec<PeerConfig>,
-    /// Per peer: its new sndbuf-size and async-buffer, in bytes.
-    links: Vec<(u8, u64, u64)>,
+    /// Per peer: its new net options, for the settings of its running link.
+    links: Vec<(u8, config::NetOptions)>,
     report: Vec<String>,
 }
 
@@ -46,9 +46,12 @@ pub(crate) fn adjust(context: &NodeContext, selected: &[Arc<Resource>]) -> Resul
     }
     let mut lines = Vec::new();
     for plan in plans {
-        for &(peer, sndbuf, async_buffer) in &plan.links {
-            plan.resource.tuning(peer).set_async_buffer_bytes(async_buffer);
-            plan.resource.set_sndbuf(peer, sndbuf).map_err(|error| format!("{}: sndbuf-size {sndbuf}: {error}", plan.resource.name))?;
+        for (peer, net) in &plan.links {
+            let tuning = plan.resource.tuning(*peer);
+            tuning.set_async_buffer_bytes(net.async_buffer_bytes);
+            tuning.set_compression(net.async_buffer_compress);
+            let sndbuf = net.sndbuf_size_bytes;
+            plan.resource.set_sndbuf(*peer, sndbuf).map_err(|error| format!("{}: sndbuf-size {sndbuf}: {error}", plan.resource.name))?;
         }
         for config in plan.configs {
             plan.resource
@@ -89,7 +92,7 @@ fn plan(config: &config::Config, resource: &Arc<Resource>, node: &str) -> Result
         let link_changes = link_changes(resource, info);
         if !link_changes.is_empty() {
             report.push(format!("{}: {}", info.name, link_changes.join(", ")));
-            links.push((info.node_id, info.net.sndbuf_size_bytes, info.net.async_buffer_bytes));
+            links.push((info.node_id, info.net.clone()));
         }
         let running = resource.step(|engine, _, _| engine.peer_config(info.node_id));
         let (before, after) = (running.unwrap_or_else(|| peer_config(old)), peer_config(info));
@@ -109,9 +112,12 @@ fn plan(config: &config::Config, resource: &Arc<Resource>, node: &str) -> Result
 /// `name old -> new` for the running link's settings that differ.
 fn link_changes(resource: &Resource, info: &PeerInfo) -> Vec<String> {
     let tuning = resource.tuning(info.node_id);
+    let compression = |c: Option<wire::Compression>| c.map_or_else(|| "none".to_string(), |c| format!("{c:?}").to_lowercase());
+    let wanted = crate::link_tuning::LinkTuning::new(&info.net);
     let fields = [
-        ("sndbuf-size", tuning.sndbuf_bytes(), info.net.sndbuf_size_bytes),
-        ("async-buffer", tuning.async_buffer_bytes(), info.net.async_buffer_bytes),
+        ("sndbuf-size", tuning.sndbuf_bytes().to_string(), info.net.sndbuf_size_bytes.to_string()),
+        ("async-buffer", tuning.async_buffer_bytes().to_string(), info.net.async_buffer_bytes.to_string()),
+        ("async-buffer-compress", compression(tuning.compression()), compression(wanted.compression())),
     ];
     fields.into_iter().filter(|(_, a, b)| a != b).map(|(name, a, b)| format!("{name} {a} -> {b}")).collect()
 }

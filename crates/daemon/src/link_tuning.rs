@@ -1,6 +1,7 @@
 //! Per-peer settings of the replication link that change while it runs (`adjust` and the
-//! Selective Replication Manager): the data socket's send buffer (`sndbuf-size`) and the async
-//! buffer (`async-buffer`, issue 5).
+//! Selective Replication Manager): the data socket's send buffer (`sndbuf-size`), the async
+//! buffer (`async-buffer`, issue 5) and its compression (`async-buffer-compress`: every write
+//! payload of the link that shrinks is sent compressed, see `wire::compress`).
 //!
 //! The async buffer lets a write under protocol A complete once its frame is queued for the
 //! peer, rather than once the socket took it, as long as the frames queued that way stay
@@ -17,7 +18,7 @@
 //!   queue, so nothing stays counted across connections.
 
 use std::os::fd::{AsFd, OwnedFd};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 
 /// The live settings of one peer's link.
@@ -27,11 +28,31 @@ pub(crate) struct LinkTuning {
     sndbuf_bytes: AtomicU64,
     /// `async-buffer` in bytes (0: none).
     async_buffer_bytes: AtomicU64,
+    /// `async-buffer-compress`: 0 none, 1 lz4, 2 zstd.
+    compression: AtomicU8,
 }
 
 impl LinkTuning {
     pub(crate) fn new(net: &config::NetOptions) -> Arc<LinkTuning> {
-        Arc::new(LinkTuning { sndbuf_bytes: AtomicU64::new(net.sndbuf_size_bytes), async_buffer_bytes: AtomicU64::new(net.async_buffer_bytes) })
+        Arc::new(LinkTuning {
+            sndbuf_bytes: AtomicU64::new(net.sndbuf_size_bytes),
+            async_buffer_bytes: AtomicU64::new(net.async_buffer_bytes),
+            compression: AtomicU8::new(compression_code(net.async_buffer_compress)),
+        })
+    }
+
+    /// How write payloads of the link are compressed (None: plain).
+    pub(crate) fn compression(&self) -> Option<wire::Compression> {
+        match self.compression.load(Ordering::Relaxed) {
+            1 => Some(wire::Compression::Lz4),
+            2 => Some(wire::Compression::Zstd),
+            _ => None,
+        }
+    }
+
+    /// A new `async-buffer-compress`, for the frames sent from now on.
+    pub(crate) fn set_compression(&self, compress: config::AsyncBufferCompress) {
+        self.compression.store(compression_code(compress), Ordering::Relaxed);
     }
 
     pub(crate) fn sndbuf_bytes(&self) -> u64 {
@@ -50,6 +71,14 @@ impl LinkTuning {
     /// A new `async-buffer` capacity; frames already admitted stay admitted.
     pub(crate) fn set_async_buffer_bytes(&self, bytes: u64) {
         self.async_buffer_bytes.store(bytes, Ordering::Relaxed);
+    }
+}
+
+fn compression_code(compress: config::AsyncBufferCompress) -> u8 {
+    match compress {
+        config::AsyncBufferCompress::None => 0,
+        config::AsyncBufferCompress::Lz4 => 1,
+        config::AsyncBufferCompress::Zstd => 2,
     }
 }
 
@@ -88,6 +117,11 @@ impl AsyncBuffer {
     pub(crate) fn release(&self, bytes: u64) {
         let released = self.queued.fetch_update(Ordering::AcqRel, Ordering::Acquire, |queued| Some(queued.saturating_sub(bytes)));
         debug_assert!(released.is_ok_and(|before| before >= bytes), "released more than admitted");
+    }
+
+    /// How the link's write payloads are compressed now.
+    pub(crate) fn compression(&self) -> Option<wire::Compression> {
+        self.tuning.compression()
     }
 
     /// Bytes admitted and not yet in the socket.

@@ -442,17 +442,20 @@ async fn send_data(resource: Arc<Resource>, peer: PeerInfo, queue: mpsc::Unbound
             Outgoing::Data { buffered, .. } => buffered,
             _ => 0,
         };
-        let (seq, payload) = match encode_outgoing(item, &mut header) {
+        let (seq, body) = match encode_outgoing(item, &mut header, buffer.compression()) {
             Ok(pair) => pair,
             Err(error) => return error,
         };
         if let Err(error) = writer.write_all(&header).await {
             return error.into();
         }
-        if let Some(payload) = payload {
-            if let Err(error) = send_payload(&mut writer, &payload.data).await {
-                return error;
-            }
+        let sent_body = match body {
+            Some(Body::Payload(payload)) => send_payload(&mut writer, &payload.data).await,
+            Some(Body::Packed(bytes)) => writer.write_all(&bytes).await.map_err(LinkError::from),
+            None => Ok(()),
+        };
+        if let Err(error) = sent_body {
+            return error;
         }
         if let (Some(seq), true) = (seq, report_sent) {
             sent.push(seq);
@@ -506,8 +509,17 @@ async fn send_payload(writer: &mut BufWriter<OwnedWriteHalf>, data: &Incoming) -
     Ok(())
 }
 
-/// Encode a data-socket frame; returns its sequence number and payload, if any.
-fn encode_outgoing(item: Outgoing, out: &mut Vec<u8>) -> Result<(Option<u64>, Option<Payload>), LinkError> {
+/// What follows a frame's message part on the wire.
+enum Body {
+    /// The payload as it is (possibly still arriving).
+    Payload(Payload),
+    /// A compressed payload (see `wire::compress`).
+    Packed(Vec<u8>),
+}
+
+/// Encode a data-socket frame; returns its sequence number and body, if any. A write's
+/// complete payload is compressed with `compression` when that makes it smaller.
+fn encode_outgoing(item: Outgoing, out: &mut Vec<u8>, compression: Option<wire::Compression>) -> Result<(Option<u64>, Option<Body>), LinkError> {
     let range = |seq, epoch, volume, offset, length: u64| -> Result<RangeHeader, LinkError> {
         let length = u32::try_from(length).map_err(|_| LinkError::Protocol("range too long".into()))?;
         Ok(RangeHeader { seq, epoch, volume, offset, length })
@@ -516,9 +528,15 @@ fn encode_outgoing(item: Outgoing, out: &mut Vec<u8>) -> Result<(Option<u64>, Op
         Outgoing::Data { seq, epoch, volume, op, .. } => match op {
             DiskOp::Write { offset, data, fua, .. } => {
                 let flags = if fua { wire::DATA_FLAG_FUA } else { 0 };
+                let packed = compression.zip(data.data.as_complete()).and_then(|(c, bytes)| Some((c, wire::compress(c, bytes)?)));
+                if let Some((compression, packed)) = packed {
+                    let length = u32::try_from(packed.len()).map_err(|_| LinkError::Protocol("write too long".into()))?;
+                    Message::Data(DataHeader { seq, epoch, volume, flags: flags | compression.flag(), offset }).encode(length, out)?;
+                    return Ok((Some(seq), Some(Body::Packed(packed))));
+                }
                 let length = u32::try_from(data.data.len()).map_err(|_| LinkError::Protocol("write too long".into()))?;
                 Message::Data(DataHeader { seq, epoch, volume, flags, offset }).encode(length, out)?;
-                Ok((Some(seq), Some(data)))
+                Ok((Some(seq), Some(Body::Payload(data))))
             }
             DiskOp::Trim { offset, length, .. } => {
                 Message::Trim(range(seq, epoch, volume, offset, length)?).encode(0, out)?;
@@ -536,7 +554,7 @@ fn encode_outgoing(item: Outgoing, out: &mut Vec<u8>) -> Result<(Option<u64>, Op
         Outgoing::OnData(PeerMessage::ResyncReply { id, volume, offset, data, .. }) => {
             let length = u32::try_from(data.data.len()).map_err(|_| LinkError::Protocol("resync reply too long".into()))?;
             Message::ResyncReply(wire::ResyncReplyHeader { id, volume, offset }).encode(length, out)?;
-            Ok((None, Some(data)))
+            Ok((None, Some(Body::Payload(data))))
         }
         Outgoing::OnData(message) => match sync_to_wire(message)? {
             Some(message) => {
@@ -676,6 +694,21 @@ impl Frames<'_> {
         }
     }
 
+    /// A write whose payload arrives compressed: read it whole, then inflate it into a pool
+    /// buffer of the announced length (within the same `max-buffers` budget as a plain one).
+    async fn receive_packed(&self, reader: &mut BufReader<OwnedReadHalf>, header: &FrameHeader, h: DataHeader, batch: &mut Vec<PeerMessage<Payload>>) -> Result<(PeerMessage<Payload>, Option<Filler>), LinkError> {
+        let compression = wire::Compression::from_flags(h.flags)?.ok_or_else(|| LinkError::Protocol("compressed frame without a compression".into()))?;
+        let mut packed = vec![0; header.payload_len() as usize];
+        reader.read_exact(&mut packed).await?;
+        let length = wire::uncompressed_len(&packed)?;
+        let permit = self.permit(length, batch).await?;
+        let mut buf = self.resource.pool.take(length as usize).ok_or_else(|| LinkError::Protocol("payload too large".into()))?;
+        wire::decompress(compression, &packed, &mut buf)?;
+        let data = Payload { data: Incoming::complete(buf), _permit: Some(Arc::new(permit)) };
+        let op = DiskOp::Write { offset: h.offset, length: u64::from(length), data, fua: h.fua() };
+        Ok((PeerMessage::Data { seq: h.seq, epoch: h.epoch, volume: h.volume, offset: h.offset, op }, None))
+    }
+
     /// The next frame as an engine message; for a streamed payload also the filler that the
     /// caller must fill from the socket (after handing the message to the engine).
     async fn receive(&self, reader: &mut BufReader<OwnedReadHalf>, batch: &mut Vec<PeerMessage<Payload>>) -> Result<(PeerMessage<Payload>, Option<Filler>), LinkError> {
@@ -691,6 +724,7 @@ impl Frames<'_> {
         PeerMessage::Data { seq: h.seq, epoch: h.epoch, volume: h.volume, offset, op }
     };
     match read_body(reader, &header).await? {
+        Message::Data(h) if h.flags & (wire::DATA_FLAG_LZ4 | wire::DATA_FLAG_ZSTD) != 0 => self.receive_packed(reader, &header, h, batch).await,
         Message::Data(h) => {
             let length = header.payload_len();
             let permit = self.permit(length, batch).await?;

@@ -36,7 +36,7 @@ pub(crate) const ACTIVE_OPTIONS: &[&str] = &[
     "srm-fill-high", "srm-fill-low", "srm-min-dwell", "srm-max-buffers-min", "srm-max-buffers-max",
     "srm-max-epoch-size-min", "srm-max-epoch-size-max", "srm-resync-share", "auto-promote",
     "before-resync-target", "after-resync-target", "before-resync-source", "disk-flushes",
-    "on-congestion", "congestion-fill", "congestion-extents",
+    "on-congestion", "congestion-fill", "congestion-extents", "async-buffer", "async-buffer-compress",
 ];
 
 /// Dirty bitmap pages are written every this many engine ticks (1 s), besides on every

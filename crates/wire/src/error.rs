@@ -124,6 +124,12 @@ pub enum WireError {
         /// The flags found or given.
         flags: u16,
     },
+    /// A compressed payload is malformed.
+    #[error("bad compressed payload: {reason}")]
+    BadCompressedPayload {
+        /// What is wrong with it.
+        reason: &'static str,
+    },
     /// The encoder was asked for a data payload larger than the protocol allows.
     #[error("data payload of {payload_len} bytes is too long (maximum {max})")]
     PayloadTooLong {

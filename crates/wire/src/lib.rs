@@ -112,6 +112,7 @@
 //!   needs at most `FRAME_HEADER_LEN + MESSAGE_LEN_MAX` bytes of buffer per message.
 
 mod codec;
+mod compress;
 mod csums;
 mod error;
 mod frame;
@@ -122,6 +123,7 @@ mod message;
 mod test_support;
 mod verify;
 
+pub use compress::{compress, decompress, uncompressed_len, Compression, COMPRESSED_PREFIX_LEN};
 pub use csums::{CsumRequest, CSUM_DIGESTS_LEN_MAX};
 pub use error::WireError;
 pub use frame::{decode_frame, Frame, FrameHeader, BODY_LEN_MAX, FRAME_HEADER_LEN, FRAME_MAGIC};
@@ -139,13 +141,13 @@ pub use kind::{
 pub use message::{
     DataHeader, Hello, Message, PeerState, RangeHeader, ResyncNegReply, ResyncReplyHeader,
     ResyncRequest, SocketKind, SyncUuids, UuidsPurpose, VolumeDiskState, VolumeInfo, CHALLENGE_LEN,
-    DATA_FLAGS_KNOWN, DATA_FLAG_FUA, MAC_LEN, SESSION_LEN, UUID_FLAGS_KNOWN,
+    DATA_FLAGS_KNOWN, DATA_FLAG_FUA, DATA_FLAG_LZ4, DATA_FLAG_ZSTD, MAC_LEN, SESSION_LEN, UUID_FLAGS_KNOWN,
     UUID_FLAG_CRASHED_PRIMARY, UUID_FLAG_DISCARD_MY_DATA,
 };
 pub use verify::{VerifyOutcome, VerifyReply, VerifyRequest, VERIFY_DIGESTS_LEN_MAX};
 
 /// The protocol version this build speaks. Peers negotiate the highest version both support.
-pub const PROTOCOL_VERSION: u16 = 2;
+pub const PROTOCOL_VERSION: u16 = 3;
 
 /// Widens a wire `u32` length to `usize`.
 ///

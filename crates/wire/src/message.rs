@@ -28,8 +28,12 @@ pub const CHALLENGE_LEN: usize = 32;
 pub const MAC_LEN: usize = 32;
 /// `DataHeader::flags` bit: the write must be durable on the peer before it is acknowledged.
 pub const DATA_FLAG_FUA: u16 = 1 << 0;
+/// `DataHeader::flags` bit: the payload is LZ4-compressed (see `compress.rs`).
+pub const DATA_FLAG_LZ4: u16 = 1 << 1;
+/// `DataHeader::flags` bit: the payload is zstd-compressed (see `compress.rs`).
+pub const DATA_FLAG_ZSTD: u16 = 1 << 2;
 /// Every `DataHeader::flags` bit this version defines; others are rejected.
-pub const DATA_FLAGS_KNOWN: u16 = DATA_FLAG_FUA;
+pub const DATA_FLAGS_KNOWN: u16 = DATA_FLAG_FUA | DATA_FLAG_LZ4 | DATA_FLAG_ZSTD;
 /// `SyncUuids::flags` bit: the sender was connected with `--discard-my-data`.
 pub const UUID_FLAG_DISCARD_MY_DATA: u64 = 1 << 0;
 /// `SyncUuids::flags` bit: the sender crashed while Primary.
@@ -786,6 +790,7 @@ impl DataHeader {
         if flags & !DATA_FLAGS_KNOWN != 0 {
             return Err(WireError::UnknownDataFlags { flags });
         }
+        crate::compress::Compression::from_flags(flags)?;
         Ok(DataHeader {
             seq,
             epoch,
@@ -800,6 +805,7 @@ impl DataHeader {
         if self.flags & !DATA_FLAGS_KNOWN != 0 {
             return Err(WireError::UnknownDataFlags { flags: self.flags });
         }
+        crate::compress::Compression::from_flags(self.flags)?;
         writer.u64(self.seq);
         writer.u64(self.epoch);
         writer.u64(self.offset);

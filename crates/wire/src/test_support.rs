@@ -70,7 +70,8 @@ pub(crate) fn arb_data_header() -> impl Strategy<Value = DataHeader> {
             seq,
             epoch,
             volume,
-            flags: flags & DATA_FLAGS_KNOWN,
+            // At most one compression bit: both set is invalid.
+            flags: flags & DATA_FLAGS_KNOWN & !(if flags & 6 == 6 { crate::DATA_FLAG_ZSTD } else { 0 }),
             offset,
         })
 }

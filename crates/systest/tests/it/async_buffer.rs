@@ -17,6 +17,9 @@ const DEADLINE: Duration = Duration::from_secs(30);
 const WRITE_BYTES: usize = 64 * 1024;
 /// 2 MiB: at the slow link's 32 KB/s, over a minute of transfer.
 const BURST_WRITES: u64 = 32;
+/// 16 MiB: more than the kernel's socket buffers on both sides of the relay can hold (after
+/// the fast phase, TCP auto-tuning has grown them to a few MiB).
+const NO_BUFFER_WRITES: u64 = 256;
 const SLOW_LINK: &str = r#"{"rate":32768,"queue":65536}"#;
 
 fn alice_connection(cluster: &Cluster, field: &str) -> u64 {
@@ -53,7 +56,7 @@ fn the_async_buffer_absorbs_a_burst_and_adjust_turns_it_off() {
     assert!(alice_connection(&cluster, "unreplicated_kib") >= buffered, "buffered writes count as unreplicated");
 
     // Lift the limit: the buffer drains and bob gets everything.
-    link.set(r#"{"rate":"unlimited","queue":"64MiB"}"#);
+    link.set(r#"{"rate":"unlimited"}"#);
     cluster.wait_until("the async buffer drained", DEADLINE, || alice_connection(&cluster, "async_buffer_kib") == 0);
     cluster.wait_identical(ALICE, BOB, DEADLINE);
 
@@ -68,17 +71,62 @@ fn the_async_buffer_absorbs_a_burst_and_adjust_turns_it_off() {
         let (done, socket) = (Arc::clone(&done), cluster.nbd_socket(ALICE));
         std::thread::spawn(move || {
             let mut client = nbd_client::open(&socket, RESOURCE).expect("open the export");
-            for i in 0..BURST_WRITES {
+            for i in 0..NO_BUFFER_WRITES {
                 assert_eq!(client.write(i * WRITE_BYTES as u64, &[0xee; WRITE_BYTES]), 0, "write {i}");
             }
             client.disconnect();
             done.store(true, Ordering::SeqCst);
         })
     };
-    cluster.hold_for("a 2 MiB burst without async buffer waits for the 32 KB/s link", Duration::from_secs(3), || !done.load(Ordering::SeqCst));
+    cluster.hold_for("a 16 MiB burst without async buffer waits for the 32 KB/s link", Duration::from_secs(3), || !done.load(Ordering::SeqCst));
     assert_eq!(alice_connection(&cluster, "async_buffer_kib"), 0, "nothing is buffered with async-buffer 0");
-    link.set(r#"{"rate":"unlimited","queue":"64MiB"}"#);
+    link.set(r#"{"rate":"unlimited"}"#);
     cluster.wait_until("the writes complete once the link is fast again", DEADLINE, || done.load(Ordering::SeqCst));
     writer.join().expect("writer thread");
     cluster.wait_identical(ALICE, BOB, DEADLINE);
+}
+
+/// Bytes relay `pair` delivered towards its node so far.
+fn forwarded(link: &LinkEmulator, pair: usize) -> u64 {
+    link.set(r#"{"stats":true}"#)["pairs"][pair]["stats"]["forward_bytes"].as_u64().expect("forward_bytes")
+}
+
+/// Writes `count` 64 KiB blocks of compressible text from block `first`.
+fn write_text(cluster: &Cluster, first: u64, count: u64) {
+    let text: Vec<u8> = b"tandem replicates every acknowledged write. ".iter().copied().cycle().take(WRITE_BYTES).collect();
+    let mut client = nbd_client::open(&cluster.nbd_socket(ALICE), RESOURCE).expect("open the export");
+    for i in first..first + count {
+        assert_eq!(client.write(i * WRITE_BYTES as u64, &text), 0, "write {i}");
+    }
+    client.disconnect();
+}
+
+#[test]
+fn compressed_payloads_cross_the_link_smaller_and_arrive_intact() {
+    let spec = Spec::two_nodes('A').through_relays().net_line_all("async-buffer 8M;").net_line_all("async-buffer-compress lz4;");
+    let cluster = Cluster::create(spec);
+    let link = LinkEmulator::start(&cluster);
+    cluster.start_all();
+    cluster.wait_connected();
+    cluster.initial_sync();
+    cluster.promote_and_wait(ALICE);
+    const BLOCKS: u64 = 64;
+    let logical = BLOCKS * WRITE_BYTES as u64;
+
+    let before = forwarded(&link, BOB);
+    write_text(&cluster, 0, BLOCKS);
+    cluster.wait_identical(ALICE, BOB, DEADLINE);
+    let lz4 = forwarded(&link, BOB) - before;
+    assert!(lz4 < logical / 4, "lz4: {lz4} bytes crossed the link for {logical} bytes written");
+
+    // zstd, switched live.
+    let config = std::fs::read_to_string(cluster.config_path(ALICE)).expect("read alice's config");
+    std::fs::write(cluster.config_path(ALICE), config.replace("async-buffer-compress lz4;", "async-buffer-compress zstd;")).expect("write alice's config");
+    let report = cluster.admin_ok(ALICE, &["adjust", RESOURCE]);
+    assert!(report.contains("async-buffer-compress lz4 -> zstd"), "adjust report: {report}");
+    let before = forwarded(&link, BOB);
+    write_text(&cluster, BLOCKS, BLOCKS);
+    cluster.wait_identical(ALICE, BOB, DEADLINE);
+    let zstd = forwarded(&link, BOB) - before;
+    assert!(zstd < logical / 4, "zstd: {zstd} bytes crossed the link for {logical} bytes written");
 }

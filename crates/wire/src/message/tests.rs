@@ -646,8 +646,14 @@ fn data_decode_errors() {
     check_decode(
         data_kind,
         28,
-        &data(0x0003),
-        Err(WireError::UnknownDataFlags { flags: 0x0003 }),
+        &data(0x0008),
+        Err(WireError::UnknownDataFlags { flags: 0x0008 }),
+    );
+    check_decode(
+        data_kind,
+        28,
+        &data(0x0006),
+        Err(WireError::UnknownDataFlags { flags: 0x0006 }),
     );
     check_decode(
         data_kind,
