@@ -90,6 +90,36 @@ pub(crate) fn apply_sndbuf(socket: &OwnedFd, bytes: u64) -> std::io::Result<()> 
     socket2::SockRef::from(&socket.as_fd()).set_send_buffer_size(usize::try_from(bytes).unwrap_or(usize::MAX))
 }
 
+/// `SIOCOUTQNSD`: bytes in a TCP socket's send queue not yet sent (Linux).
+const SIOCOUTQNSD: libc::c_ulong = 0x894B;
+
+/// What the kernel knows about the TCP connection behind `socket` (for the manager and
+/// `srm status`); None if it cannot be read.
+pub(crate) fn tcp_info(socket: &OwnedFd) -> Option<srm::TcpInfo> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: tcp_info is plain old data; all zeroes is a valid value.
+    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+    let mut length = libc::socklen_t::try_from(std::mem::size_of::<libc::tcp_info>()).ok()?;
+    let fd = socket.as_raw_fd();
+    // SAFETY: the pointer and length describe `info`, which lives across the call; the kernel
+    // writes at most `length` bytes.
+    let rc = unsafe { libc::getsockopt(fd, libc::IPPROTO_TCP, libc::TCP_INFO, std::ptr::addr_of_mut!(info).cast(), &mut length) };
+    if rc != 0 {
+        return None;
+    }
+    let mut not_sent: libc::c_int = 0;
+    // SAFETY: SIOCOUTQNSD writes one int through the pointer, which points at `not_sent`.
+    let rc = unsafe { libc::ioctl(fd, SIOCOUTQNSD, std::ptr::addr_of_mut!(not_sent)) };
+    Some(srm::TcpInfo {
+        rtt: std::time::Duration::from_micros(u64::from(info.tcpi_rtt)),
+        rtt_variance: std::time::Duration::from_micros(u64::from(info.tcpi_rttvar)),
+        retransmits_total: u64::from(info.tcpi_total_retrans),
+        congestion_window_segments: info.tcpi_snd_cwnd,
+        unacked_segments: info.tcpi_unacked,
+        not_sent_bytes: if rc == 0 { u64::try_from(not_sent).unwrap_or(0) } else { 0 },
+    })
+}
+
 /// The frames of one link admitted to the async buffer.
 #[derive(Debug)]
 pub(crate) struct AsyncBuffer {

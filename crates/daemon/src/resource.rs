@@ -712,6 +712,12 @@ impl Resource {
         }
     }
 
+    /// The kernel's view of `peer`'s data connection (None when not connected).
+    pub(crate) fn tcp_info(&self, peer: u8) -> Option<srm::TcpInfo> {
+        let core = self.lock();
+        core.links.get(&peer).and_then(|link| link.socket.as_ref()).and_then(crate::link_tuning::tcp_info)
+    }
+
     /// Bytes waiting in `peer`'s async buffer (0 when not connected).
     pub(crate) fn async_buffered_bytes(&self, peer: u8) -> u64 {
         self.lock().links.get(&peer).map_or(0, |link| link.buffer.queued_bytes())

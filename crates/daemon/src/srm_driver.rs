@@ -215,7 +215,7 @@ fn observe_peer(resource: &Arc<Resource>, node_id: u8, interval: Duration) -> Pe
         // The peer does not report its disk's latency (yet): the manager uses ours.
         peer_write_latency: None,
         goodput_bytes_per_s: u64::try_from(u128::from(stats.acked_bytes) * 1000 / interval.as_millis().max(1)).unwrap_or(u64::MAX),
-        tcp: None,
+        tcp: resource.tcp_info(node_id),
         send_queue_fill_permille: fill,
         unreplicated_bytes: status.lag.unreplicated_bytes,
         oldest_unreplicated_age: Duration::from_millis(status.lag.oldest_age_ms),
@@ -297,7 +297,13 @@ fn system_line(system: &SystemObservation, writes: &WritePattern) -> String {
 }
 
 fn peer_line(name: &str, peer: &PeerObservation) -> String {
-    format!(
+    let tcp = peer.tcp.map_or_else(String::new, |tcp| {
+        format!(
+            " tcp-rtt:{:?} rttvar:{:?} retransmits:{} cwnd:{} unacked:{} not-sent:{} B",
+            tcp.rtt, tcp.rtt_variance, tcp.retransmits_total, tcp.congestion_window_segments, tcp.unacked_segments, tcp.not_sent_bytes
+        )
+    });
+    let line = format!(
         "{name}: connected:{} ack-latency:{:?} min:{:?} max:{:?} goodput:{} KiB/s unreplicated:{} KiB oldest:{:?} queue-fill:{}‰ out-of-sync:{} KiB",
         if peer.connected { "yes" } else { "no" },
         peer.ack_latency_mean.unwrap_or_default(),
@@ -308,7 +314,8 @@ fn peer_line(name: &str, peer: &PeerObservation) -> String {
         peer.oldest_unreplicated_age,
         peer.send_queue_fill_permille,
         peer.out_of_sync_bytes / 1024
-    )
+    );
+    line + &tcp
 }
 
 /// Host measurements from /proc (CPU shares need the previous sample).

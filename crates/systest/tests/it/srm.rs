@@ -117,6 +117,7 @@ fn the_manager_goes_async_on_a_slow_link_and_back_within_its_lag_bound() {
     cluster.wait_until("bob's possibly-stale mark is cleared", SWITCH_DEADLINE, || !bob_possibly_stale(&cluster));
     let srm = cluster.admin_ok(ALICE, &["srm", "status", RESOURCE]);
     assert!(srm.contains("protocol A") && srm.contains("protocol C"), "srm status lacks the switches:\n{srm}");
+    assert!(srm.contains("tcp-rtt:") && srm.contains("cwnd:"), "srm status lacks the replication socket's TCP_INFO:\n{srm}");
 
     drop(fio);
     cluster.wait_until("alice's export is closed", SWITCH_DEADLINE, || !cluster.status(ALICE).open());
