@@ -40,6 +40,7 @@ fn resource(disk: &str, connection: &str, replication: &str, peer_disk: &str, ou
             last_error: (connection == "StandAlone").then(|| "split brain detected".to_string()),
             unreplicated_kib: 0,
             peer_possibly_stale: false,
+            async_buffer_kib: 0,
             peer_devices: vec![PeerDeviceStatus {
                 volume: 0,
                 replication: replication.into(),

@@ -163,6 +163,7 @@ fn report() -> StatusReport {
         last_error: None,
         unreplicated_kib: 0,
         peer_possibly_stale: false,
+        async_buffer_kib: 0,
         peer_devices: vec![peer_device],
     };
     let resource = ResourceStatus {
