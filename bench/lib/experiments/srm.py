@@ -16,8 +16,9 @@ is explicit in its configuration (SRM_MAX_LAG_BYTES) and the backlog sampled fro
 `status --json` during every job is checked against that same constant; every variant is
 sampled the same way, so the sampling's small cost does not bias the ratios; the ratios and
 verdicts are pure functions of the aggregated rows (targets, backlog_problem), and in --smoke
-they are printed but marked not meaningful. The grid comes from the mode (modes.SrmGrid), one
-repetition per cell.
+they are printed but marked not meaningful. The grid comes from the mode (modes.SrmGrid);
+`--reps N` repeats the whole set of cases N times round-robin (fresh nodes each time) and every
+cell is the median over the repetitions (--full runs its large grid once).
 """
 
 import threading
@@ -95,8 +96,14 @@ def plan(mode):
 
 
 def estimate_s(mode):
-    """Rough duration in seconds (one repetition, the grid's image size)."""
-    return common.estimate_s(replace(mode, reps=1, image_bytes=mode.srm.image_bytes), *plan(mode))
+    """Rough duration in seconds (srm_reps repetitions, the grid's image size)."""
+    return common.estimate_s(replace(mode, reps=srm_reps(mode), image_bytes=mode.srm.image_bytes), *plan(mode))
+
+
+def srm_reps(mode):
+    """Repetitions: the mode's, except --full, whose large grid runs once to stay in the suite's
+    budget (the targets' ratios come from `--quick --reps 3`)."""
+    return 1 if mode.name == "full" else mode.reps
 
 
 class BacklogWatch:
@@ -145,7 +152,7 @@ def _sampler(run_dir, watch, stop):
         stop.wait(STATUS_SAMPLE_INTERVAL_S)
 
 
-def _measure_job(ctx, c, case, job):
+def _measure_job(ctx, c, case, job, rep):
     """One fio job with alice's status sampled alongside; returns (row, problem or None)."""
     watch, stop = BacklogWatch(), threading.Event()
     thread = threading.Thread(target=_sampler, args=(c.dirs["alice"], watch, stop), daemon=True)
@@ -157,7 +164,7 @@ def _measure_job(ctx, c, case, job):
         thread.join()
     watch.add(cluster.tandem_status(c.dirs["alice"]))
     params = dict(case.params)
-    row = {"case": case.label, **params, "workload": job.name, "rep": 1, "rw": job.rw, "bs": job.bs,
+    row = {"case": case.label, **params, "workload": job.name, "rep": rep, "rw": job.rw, "bs": job.bs,
            "iodepth": job.iodepth, **common.flatten(m), **watch.columns()}
     procs.log(f"  {NAME} {case.label:16} {job.name:18} {m['iops']:9.0f} IOPS  mean {m['clat_mean_us']:9.1f} us  "
               f"backlog max {watch.max_kib:,} KiB  protocols {'>'.join(watch.sequence)}")
@@ -174,13 +181,13 @@ def _save_srm_status(ctx, c, case):
         f.write(proc.stdout + proc.stderr)
 
 
-def run_case(ctx, case, jobs):
+def run_case(ctx, case, jobs, rep=1):
     """Fresh nodes for case, every job once; returns (rows, problems, replica check or None)."""
     rows, problems, check = [], [], None
     try:
         with cluster.Cluster(ctx.reaper, ctx.workdir(NAME, case.label), case.setup) as c:
             for job in jobs:
-                row, problem = _measure_job(ctx, c, case, job)
+                row, problem = _measure_job(ctx, c, case, job, rep)
                 rows.append(row)
                 problems += [problem] if problem else []
             if dict(case.params)["variant"] == SRM_VARIANT:
@@ -304,7 +311,7 @@ def backlog_lines(rows, g):
         ["variant, job"] + [f"+{x:g} ms" for x in g.latencies_ms], body) + [""]
 
 
-def method_lines(g, mode_name):
+def method_lines(g, mode_name, reps=1):
     """The method paragraph."""
     net = "; ".join(f"{k} {v}" for k, v in srm_net()[len(DEFAULT_NET):])
     return [f"Three variants per added round trip, each on fresh nodes with alice and bob behind one "
@@ -312,7 +319,9 @@ def method_lines(g, mode_name):
             f"protocol C with `options {{ srm on; srm-interval {SRM_INTERVAL_MS}; }}` and `net {{ {net}; }}`. "
             f"fio nbd engine, time-based {g.runtime_s} s runs "
             + (f"after a {g.ramp_s} s warm-up (the manager settles in it), " if g.ramp_s else "without warm-up, ")
-            + f"{fio.human_bytes(g.image_bytes)} devices, one run per cell. Grid: added round trip "
+            + f"{fio.human_bytes(g.image_bytes)} devices, "
+            + ("one run per cell" if reps == 1 else f"{reps} repetitions round-robin, each cell the median")
+            + ". Grid: added round trip "
             f"{', '.join(f'{x:g}' for x in g.latencies_ms)} ms x "
             f"{', '.join(job_name(*j) for j in g.jobs)}. Seed 002 ran protocol C on EC2 (1.3 ms base round trip); "
             "here the base is loopback."] + (
@@ -325,13 +334,15 @@ def run(ctx):
     g = ctx.mode.srm
     cases, jobs = plan(ctx.mode)
     rows, problems, checks = [], [], []
-    for case in cases:
-        procs.log(f"{NAME}: {case.label}")
-        r, p, check = run_case(ctx, case, jobs)
-        rows, problems = rows + r, problems + p
-        checks += [(case.label, 1, check)] if check else []
-    o = Outcome(NAME, TITLE, SEED, rows=rows, problems=problems, method=method_lines(g, ctx.mode.name))
-    o.status = common.status_of(rows, problems, len(cases) * len(jobs))
+    reps = srm_reps(ctx.mode)
+    for rep in range(1, reps + 1):
+        for case in cases:
+            procs.log(f"{NAME}: {case.label} (repetition {rep}/{reps})")
+            r, p, check = run_case(ctx, case, jobs, rep)
+            rows, problems = rows + r, problems + p
+            checks += [(case.label, rep, check)] if check else []
+    o = Outcome(NAME, TITLE, SEED, rows=rows, problems=problems, method=method_lines(g, ctx.mode.name, reps))
+    o.status = common.status_of(rows, problems, reps * len(cases) * len(jobs))
     aggs = common.aggregate(rows, ["variant", "workload", "rw", "bs", "iodepth", "latency_ms"], METRICS)
     results = targets(aggs, g.latencies_ms, ctx.mode.name == "smoke")
     for t in results:
