@@ -196,5 +196,6 @@ fn resource_sample(resource: &Resource) -> ResourceSample {
         suspended,
         down: resource.is_down(),
         peer_names: resource.peers.iter().map(|p| (p.node_id, p.name.clone())).collect(),
+        srm: resource.srm_view.lock().ok().and_then(|view| view.as_ref().and_then(|v| v.latest.clone())),
     }
 }

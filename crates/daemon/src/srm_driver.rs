@@ -69,6 +69,8 @@ pub(crate) struct SrmView {
     pub(crate) measurements: Vec<String>,
     /// The latest decisions, oldest first.
     pub(crate) history: VecDeque<String>,
+    /// The latest measurements as numbers, every peer in one observation (for metrics).
+    pub(crate) latest: Option<Observation>,
 }
 
 impl SrmView {
@@ -173,9 +175,11 @@ async fn run(resource: Arc<Resource>, mut peers: Vec<PeerManager>, mode: Mode, i
         let writes = lock(&resource.write_counters).take(interval);
         let now = start.elapsed();
         let mut lines = vec![system_line(&system, &writes)];
+        let mut all = Observation { now, system: system.clone(), peers: Vec::with_capacity(peers.len()), writes: writes.clone() };
         for peer in &mut peers {
             let observation = observe_peer(&resource, peer.node_id, interval);
             lines.push(peer_line(&peer.name, &observation));
+            all.peers.push(observation.clone());
             let obs = Observation { now, system: system.clone(), peers: vec![observation], writes: writes.clone() };
             let outcome = peer.manager.observe(&obs);
             for decision in &outcome.decisions {
@@ -187,14 +191,18 @@ async fn run(resource: Arc<Resource>, mut peers: Vec<PeerManager>, mode: Mode, i
         }
         if let Some(view) = lock(&resource.srm_view).as_mut() {
             view.measurements = lines;
+            view.latest = Some(all);
         }
     }
 }
 
 fn observe_peer(resource: &Arc<Resource>, node_id: u8, interval: Duration) -> PeerObservation {
-    let (status, stats, config) = resource.step(|engine, _, _| {
+    let (status, stats, config) = resource.step(|engine, now, out| {
         let status = engine.status().peers.into_iter().find(|p| p.node_id == node_id);
-        (status, engine.take_peer_stats(node_id), engine.peer_config(node_id))
+        let stats = engine.take_peer_stats(node_id);
+        // The next interval's round trip: a ping on the control socket, answered in order.
+        engine.probe_rtt(now, node_id, out);
+        (status, stats, engine.peer_config(node_id))
     });
     let Some(status) = status else { return PeerObservation { peer: node_id, ..PeerObservation::default() } };
     let connected = status.connection == repl::ConnState::Connected;
@@ -208,7 +216,7 @@ fn observe_peer(resource: &Arc<Resource>, node_id: u8, interval: Duration) -> Pe
     PeerObservation {
         peer: node_id,
         connected,
-        rtt: None,
+        rtt: stats.ping_rtt,
         ack_latency_mean: mean,
         ack_latency_min: (stats.acks > 0).then_some(stats.ack_latency_min),
         ack_latency_p99: (stats.acks > 0).then_some(stats.ack_latency_max),
@@ -304,8 +312,9 @@ fn peer_line(name: &str, peer: &PeerObservation) -> String {
         )
     });
     let line = format!(
-        "{name}: connected:{} ack-latency:{:?} min:{:?} max:{:?} goodput:{} KiB/s unreplicated:{} KiB oldest:{:?} queue-fill:{}‰ out-of-sync:{} KiB",
+        "{name}: connected:{} rtt:{} ack-latency:{:?} min:{:?} max:{:?} goodput:{} KiB/s unreplicated:{} KiB oldest:{:?} queue-fill:{}‰ out-of-sync:{} KiB",
         if peer.connected { "yes" } else { "no" },
+        peer.rtt.map_or_else(|| "-".to_string(), |rtt| format!("{rtt:?}")),
         peer.ack_latency_mean.unwrap_or_default(),
         peer.ack_latency_min.unwrap_or_default(),
         peer.ack_latency_p99.unwrap_or_default(),

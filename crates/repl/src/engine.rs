@@ -787,7 +787,9 @@ impl<P: Clone> Engine<P> {
                 Ok(())
             }
             PeerMessage::PingAck => {
-                self.peers[slot].liveness.ping_answered();
+                if let Some(rtt) = self.peers[slot].liveness.ping_answered(now) {
+                    self.note_rtt(slot, rtt);
+                }
                 Ok(())
             }
             PeerMessage::RecvAck { seq } => self.acked(now, slot, seq, PeerStage::Received { since: now }, out),

@@ -2,6 +2,8 @@
 //! escaping, one-hot states, family grouping), the HTTP head parser (tables and properties),
 //! and the server on a real loopback socket with no resources (routes, limits).
 
+use std::time::Duration;
+
 use proptest::prelude::*;
 use repl::{ConnState, DiskState, EngineStatus, LagStatus, PeerStatus, PeerVolumeStatus, Protocol, ReplState, ResyncProgress, Role, VolumeStatus};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -62,6 +64,7 @@ fn resource(name: &str, resync: Option<ResyncProgress>) -> ResourceSample {
         suspended: false,
         down: false,
         peer_names: vec![(1, "bob".to_string())],
+        srm: None,
     }
 }
 
@@ -393,4 +396,25 @@ async fn clients_beyond_the_limit_are_closed_unanswered() {
         assert!(tokio::time::Instant::now() < deadline, "the permits did not come back: {answer:?}");
         tokio::task::yield_now().await;
     }
+}
+
+#[test]
+fn the_managers_measurements_are_metrics_when_it_runs() {
+    let mut with_srm = resource("r0", None);
+    let tcp = srm::TcpInfo { rtt: Duration::from_micros(1500), rtt_variance: Duration::from_micros(100), retransmits_total: 3, congestion_window_segments: 10, unacked_segments: 2, not_sent_bytes: 4096 };
+    let peer = srm::PeerObservation { peer: 1, connected: true, rtt: Some(Duration::from_millis(20)), goodput_bytes_per_s: 1000, send_queue_fill_permille: 250, tcp: Some(tcp), ..srm::PeerObservation::default() };
+    let mut observation = srm::Observation { peers: vec![peer], ..srm::Observation::default() };
+    observation.system.cpu_busy_permille = 500;
+    with_srm.srm = Some(observation);
+    let text = text::render(&node(vec![with_srm]));
+    assert_lines(&text, &[
+        "tandem_srm_cpu_busy_ratio{resource=\"r0\"} 0.5",
+        "tandem_srm_peer_rtt_seconds{resource=\"r0\",peer=\"bob\"} 0.02",
+        "tandem_srm_peer_goodput_bytes_per_second{resource=\"r0\",peer=\"bob\"} 1000",
+        "tandem_srm_peer_send_queue_fill_ratio{resource=\"r0\",peer=\"bob\"} 0.25",
+        "tandem_srm_tcp_retransmits_total{resource=\"r0\",peer=\"bob\"} 3",
+        "tandem_srm_tcp_not_sent_bytes{resource=\"r0\",peer=\"bob\"} 4096",
+    ]);
+    assert!(!text.contains("tandem_srm_peer_ack_latency_seconds{"), "no acks, no ack latency sample");
+    assert!(!text::render(&node(vec![resource("r0", None)])).contains("tandem_srm_"), "srm off: no manager metrics");
 }

@@ -41,6 +41,9 @@ pub(crate) struct ResourceSample {
     pub(crate) down: bool,
     /// Peer names by node id; a peer missing here is shown as `node-ID`.
     pub(crate) peer_names: Vec<(u8, String)>,
+    /// The Selective Replication Manager's latest measurements (None: `srm off`, or no
+    /// interval has passed yet).
+    pub(crate) srm: Option<srm::Observation>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -93,6 +96,19 @@ const PEER_DEVICE_RECEIVED: Metric = counter("tandem_peer_device_received_bytes_
 const PEER_DEVICE_OUT_OF_SYNC: Metric = gauge("tandem_peer_device_out_of_sync_bytes", "Bytes of the volume that may differ on the peer.");
 const PEER_DEVICE_PENDING: Metric = gauge("tandem_peer_device_pending", "Writes received from the peer and not yet written.");
 const PEER_DEVICE_RESYNC_DONE: Metric = gauge("tandem_peer_device_resync_done_percent", "Progress of the running resync or verify with the peer, 0 to 100; absent when none runs.");
+const SRM_CPU_BUSY: Metric = gauge("tandem_srm_cpu_busy_ratio", "Share of CPU time busy over the manager's last interval (0 to 1).");
+const SRM_CPU_STEAL: Metric = gauge("tandem_srm_cpu_steal_ratio", "Share of CPU time stolen by the hypervisor over the manager's last interval (0 to 1).");
+const SRM_MEMORY_AVAILABLE: Metric = gauge("tandem_srm_memory_available_ratio", "MemAvailable / MemTotal at the manager's last interval (0 to 1).");
+const SRM_WRITE_RATE: Metric = gauge("tandem_srm_write_bytes_per_second", "Client write rate over the manager's last interval.");
+const SRM_WRITE_SEQUENTIAL: Metric = gauge("tandem_srm_write_sequential_ratio", "Share of client writes that continued the previous one (0 to 1).");
+const SRM_PEER_RTT: Metric = gauge("tandem_srm_peer_rtt_seconds", "Round trip of the manager's last ping probe to the peer; absent until one was answered.");
+const SRM_PEER_ACK_LATENCY: Metric = gauge("tandem_srm_peer_ack_latency_seconds", "Mean time from sending a write to its write ack over the last interval; absent without acks.");
+const SRM_PEER_GOODPUT: Metric = gauge("tandem_srm_peer_goodput_bytes_per_second", "Bytes the peer confirmed written over the last interval.");
+const SRM_PEER_QUEUE_FILL: Metric = gauge("tandem_srm_peer_send_queue_fill_ratio", "Unconfirmed bytes over the max-buffers window (0 to 1).");
+const SRM_TCP_RTT: Metric = gauge("tandem_srm_tcp_rtt_seconds", "The kernel's smoothed round trip of the replication data socket (TCP_INFO).");
+const SRM_TCP_RETRANSMITS: Metric = counter("tandem_srm_tcp_retransmits_total", "Segments the replication data socket retransmitted (TCP_INFO).");
+const SRM_TCP_CWND: Metric = gauge("tandem_srm_tcp_congestion_window_segments", "Congestion window of the replication data socket (TCP_INFO).");
+const SRM_TCP_NOT_SENT: Metric = gauge("tandem_srm_tcp_not_sent_bytes", "Bytes in the replication data socket not yet sent.");
 const PEER_DEVICE_RESYNC_RATE: Metric = gauge("tandem_peer_device_resync_rate_bytes_per_second", "Rate of the running resync or verify over the last few seconds; absent when none runs.");
 
 /// A sample value.
@@ -248,8 +264,41 @@ pub(crate) fn render(node: &NodeSample) -> String {
                 peer_device(&mut out, &[("resource", &resource.name), ("peer", &name)], volume);
             }
         }
+        if let Some(observation) = &resource.srm {
+            srm_metrics(&mut out, resource, observation);
+        }
     }
     out.finish()
+}
+
+/// The manager's measurements: host-wide per resource, and per peer.
+fn srm_metrics(out: &mut Exposition, resource: &ResourceSample, observation: &srm::Observation) {
+    let labels = [("resource", resource.name.as_str())];
+    let ratio = |permille: u32| Value::Real(f64::from(permille) / 1000.0);
+    let seconds = |d: std::time::Duration| Value::Real(d.as_secs_f64());
+    out.sample(SRM_CPU_BUSY, &labels, ratio(observation.system.cpu_busy_permille));
+    out.sample(SRM_CPU_STEAL, &labels, ratio(observation.system.cpu_steal_permille));
+    out.sample(SRM_MEMORY_AVAILABLE, &labels, ratio(observation.system.memory_available_permille));
+    out.sample(SRM_WRITE_RATE, &labels, observation.writes.bytes_per_s);
+    out.sample(SRM_WRITE_SEQUENTIAL, &labels, ratio(observation.writes.sequential_permille));
+    for peer in &observation.peers {
+        let name = peer_name(resource, peer.peer);
+        let labels = [("resource", resource.name.as_str()), ("peer", name.as_str())];
+        if let Some(rtt) = peer.rtt {
+            out.sample(SRM_PEER_RTT, &labels, seconds(rtt));
+        }
+        if let Some(ack) = peer.ack_latency_mean {
+            out.sample(SRM_PEER_ACK_LATENCY, &labels, seconds(ack));
+        }
+        out.sample(SRM_PEER_GOODPUT, &labels, peer.goodput_bytes_per_s);
+        out.sample(SRM_PEER_QUEUE_FILL, &labels, ratio(peer.send_queue_fill_permille));
+        if let Some(tcp) = peer.tcp {
+            out.sample(SRM_TCP_RTT, &labels, seconds(tcp.rtt));
+            out.sample(SRM_TCP_RETRANSMITS, &labels, tcp.retransmits_total);
+            out.sample(SRM_TCP_CWND, &labels, u64::from(tcp.congestion_window_segments));
+            out.sample(SRM_TCP_NOT_SENT, &labels, tcp.not_sent_bytes);
+        }
+    }
 }
 
 fn peer_name(resource: &ResourceSample, node_id: u8) -> String {

@@ -21,6 +21,8 @@ pub struct PeerStats {
     pub ack_latency_max: Duration,
     /// The shortest (zero when there were none).
     pub ack_latency_min: Duration,
+    /// The shortest round trip a probe ([`Engine::probe_rtt`]) measured, if any answered.
+    pub ping_rtt: Option<Duration>,
 }
 
 /// Local disk writes since the last [`Engine::take_local_stats`].
@@ -36,6 +38,22 @@ impl<P: Clone> Engine<P> {
     /// The peer's confirmations since the previous call (zero for an unknown peer).
     pub fn take_peer_stats(&mut self, peer: u8) -> PeerStats {
         self.peer_slot(peer).map(|slot| std::mem::take(&mut self.peers[slot].stats)).unwrap_or_default()
+    }
+
+    /// Sends a round-trip probe to `peer` (a ping on the control socket) unless one is still
+    /// outstanding; its answer lands in [`PeerStats::ping_rtt`]. A probe never fails the
+    /// connection.
+    pub fn probe_rtt(&mut self, now: Time, peer: u8, out: &mut Vec<Action<P>>) {
+        let Some(slot) = self.peer_slot(peer) else { return };
+        let p = &mut self.peers[slot];
+        if p.connection == ConnState::Connected && p.liveness.start_probe(now) {
+            out.push(Action::SendControl { peer, message: PeerMessage::Ping });
+        }
+    }
+
+    pub(super) fn note_rtt(&mut self, slot: usize, rtt: Duration) {
+        let stats = &mut self.peers[slot].stats;
+        stats.ping_rtt = Some(stats.ping_rtt.map_or(rtt, |old| old.min(rtt)));
     }
 
     /// The local write times since the previous call.

@@ -253,3 +253,27 @@ fn peer_and_local_stats_count_confirmations_and_reset_when_taken() {
     assert_eq!(pair.nodes[A].take_local_stats().writes, 3);
     assert_eq!(pair.nodes[A].take_local_stats().writes, 0);
 }
+
+#[test]
+fn a_round_trip_probe_measures_the_link_and_never_fails_it() {
+    let mut pair = Pair::new(Protocol::C);
+    let mut out = Vec::new();
+    pair.nodes[A].probe_rtt(pair.now, 1, &mut out);
+    assert!(out.iter().any(|a| matches!(a, Action::SendControl { message: PeerMessage::Ping, .. })), "a probe is a ping");
+    pair.route(A, out);
+    // A second probe while the first is outstanding sends nothing.
+    let mut out = Vec::new();
+    pair.nodes[A].probe_rtt(pair.now, 1, &mut out);
+    assert!(out.is_empty(), "one probe at a time");
+    // Unanswered far beyond ping-timeout, the probe does not drop the connection.
+    let links = std::mem::take(&mut pair.links);
+    pair.tick(A, Duration::from_secs(2));
+    assert!(pair.disconnects.is_empty(), "a probe never fails the link");
+    pair.links = links;
+    pair.now = pair.now.after(Duration::from_millis(3));
+    pair.deliver_all();
+    let stats = pair.nodes[A].take_peer_stats(1);
+    let rtt = stats.ping_rtt.expect("the answer measured a round trip");
+    assert!(rtt >= Duration::from_secs(2), "measured from the probe's send: {rtt:?}");
+    assert_eq!(pair.nodes[A].take_peer_stats(1).ping_rtt, None, "taking the stats resets them");
+}
