@@ -70,6 +70,14 @@ pub struct Host {
     /// tandem only: the directory where this node mounts its FUSE export of the resource's
     /// volumes (`fuse-mount PATH;`), if any; always absolute.
     pub fuse_mount: Option<PathBuf>,
+    /// tandem only: this host's TLS certificate and key (PEM files), used when it runs the
+    /// resource with `tls yes`.
+    pub tls_certificate: Option<PathBuf>,
+    /// See [`Host::tls_certificate`].
+    pub tls_key: Option<PathBuf>,
+    /// tandem only: the SHA-256 of this host's certificate (DER): its peers accept exactly
+    /// this certificate from it (`tls-fingerprint sha256:HEX;`).
+    pub tls_fingerprint: Option<[u8; 32]>,
     /// This host's volumes (resource-level volumes with this host's overrides), by number.
     pub volumes: Vec<Volume>,
 }

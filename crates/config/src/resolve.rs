@@ -7,7 +7,7 @@
 
 mod address;
 mod connection;
-mod host;
+pub(crate) mod host;
 mod resource;
 mod sections;
 mod srm;

@@ -35,6 +35,9 @@ pub(crate) struct HostDecl {
     pub nbd_address: Option<(SocketAddr, Location)>,
     pub metrics_address: Option<(SocketAddr, Location)>,
     pub fuse_mount: Option<(PathBuf, Location)>,
+    pub tls_certificate: Option<(PathBuf, Location)>,
+    pub tls_key: Option<(PathBuf, Location)>,
+    pub tls_fingerprint: Option<([u8; 32], Location)>,
     pub volumes: BTreeMap<u16, VolumeDecl>,
     /// The `on` section's `disk { }` options (apply to all its volumes).
     pub disk: OptionSet,
@@ -63,6 +66,9 @@ pub(crate) fn parse_host(node: &Node) -> Result<HostDecl, ConfigError> {
         nbd_address: None,
         metrics_address: None,
         fuse_mount: None,
+        tls_certificate: None,
+        tls_key: None,
+        tls_fingerprint: None,
         volumes: BTreeMap::new(),
         disk: OptionSet::default(),
     };
@@ -122,6 +128,27 @@ impl HostDecl {
                 }
                 self.fuse_mount = Some((PathBuf::from(&token.text), node.at().clone()));
             }
+            "tls-certificate" | "tls-key" => {
+                let slot = if node.name() == "tls-key" { &mut self.tls_key } else { &mut self.tls_certificate };
+                if let Some((_, first)) = slot {
+                    return Err(duplicate(node.name(), first));
+                }
+                let token = single_value(node, "an absolute file path")?;
+                if !Path::new(&token.text).is_absolute() {
+                    return Err(ConfigError::invalid(&token.at, format!("{} '{}' is not an absolute path", node.name(), token.text)));
+                }
+                *slot = Some((PathBuf::from(&token.text), node.at().clone()));
+            }
+            "tls-fingerprint" => {
+                if let Some((_, first)) = &self.tls_fingerprint {
+                    return Err(duplicate("tls-fingerprint", first));
+                }
+                let token = single_value(node, "sha256:HEX (the SHA-256 of the host's certificate)")?;
+                let fingerprint = parse_fingerprint(&token.text).ok_or_else(|| {
+                    ConfigError::invalid(&token.at, format!("tls-fingerprint '{}' is not sha256: followed by 64 hex digits", token.text))
+                })?;
+                self.tls_fingerprint = Some((fingerprint, node.at().clone()));
+            }
             "volume" => insert_volume(&mut self.volumes, parse_volume(node, &[Class::Disk])?)?,
             "disk" => add_all(&mut self.disk, node, &[Class::Disk], "on disk")?,
             _ => {
@@ -151,6 +178,27 @@ impl HostDecl {
         }
         Ok(address)
     }
+}
+
+/// `sha256:HEX`: 64 hex digits, optionally in pairs separated by colons (as `openssl x509
+/// -fingerprint` prints them), case-insensitive.
+pub fn parse_fingerprint(text: &str) -> Option<[u8; 32]> {
+    let hex: String = text.strip_prefix("sha256:").or_else(|| text.strip_prefix("SHA256:"))?.chars().filter(|c| *c != ':').collect();
+    if hex.len() != 64 || !hex.is_ascii() {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (byte, pair) in out.iter_mut().zip(hex.as_bytes().chunks(2)) {
+        let pair = std::str::from_utf8(pair).ok()?;
+        *byte = u8::from_str_radix(pair, 16).ok()?;
+    }
+    Some(out)
+}
+
+/// The text form [`parse_fingerprint`] reads.
+pub fn format_fingerprint(fingerprint: &[u8; 32]) -> String {
+    let hex: String = fingerprint.iter().map(|b| format!("{b:02x}")).collect();
+    format!("sha256:{hex}")
 }
 
 /// What a host's effective volumes inherit from the levels above it.
@@ -192,6 +240,9 @@ pub(crate) fn build_host(
         nbd_address: decl.nbd_address.as_ref().map(|(address, _)| *address),
         metrics_address: decl.metrics_address.as_ref().map(|(address, _)| *address),
         fuse_mount: decl.fuse_mount.as_ref().map(|(path, _)| path.clone()),
+        tls_certificate: decl.tls_certificate.as_ref().map(|(path, _)| path.clone()),
+        tls_key: decl.tls_key.as_ref().map(|(path, _)| path.clone()),
+        tls_fingerprint: decl.tls_fingerprint.as_ref().map(|(fingerprint, _)| *fingerprint),
         volumes,
     };
     Ok(host)

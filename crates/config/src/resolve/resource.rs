@@ -50,6 +50,7 @@ pub(crate) fn resolve(
         at: &decl.at,
     };
     let connections = build_links(&decl.links, &context)?;
+    check_tls(&hosts, &connections, &decl.at)?;
     let resource = Resource {
         name: decl.name.clone(),
         options: ResourceOptions::from_set(&options),
@@ -65,6 +66,27 @@ pub(crate) fn resolve(
         connections,
     };
     Ok((resource, origins(&decl, common)))
+}
+
+/// `tls yes`: every connection of the resource agrees (a listener cannot tell before the
+/// TLS handshake who connects), and both hosts of each pin a certificate.
+fn check_tls(hosts: &[Host], connections: &[crate::model::Connection], at: &Location) -> Result<(), ConfigError> {
+    let Some(first) = connections.first() else { return Ok(()) };
+    if connections.iter().any(|c| c.net.tls != first.net.tls) {
+        return Err(ConfigError::invalid(at, "tls must be the same on every connection of a resource (tandem listens once per resource)".to_string()));
+    }
+    if !first.net.tls {
+        return Ok(());
+    }
+    for connection in connections {
+        for name in &connection.hosts {
+            let pinned = hosts.iter().find(|h| &h.name == name).is_some_and(|h| h.tls_fingerprint.is_some());
+            if !pinned {
+                return Err(ConfigError::invalid(at, format!("tls yes: host '{name}' has no tls-fingerprint (the SHA-256 of its certificate, written in its 'on' section; `tandem tls-keygen` prints it)")));
+            }
+        }
+    }
+    Ok(())
 }
 
 fn parse(node: &Node) -> Result<ResourceDecl, ConfigError> {

@@ -310,3 +310,40 @@ fn fuse_mount() {
         assert_eq!(error.to_string(), wanted, "{statement}");
     }
 }
+
+#[test]
+fn tls_keywords() {
+    let fp_a = format!("sha256:{}", "ab".repeat(32));
+    let fp_b = format!("SHA256:{}", ["CD"; 32].join(":"));
+    let text = |net: &str, b_fp: &str| {
+        format!(
+            "resource r {{\n{VOLUME}\nnet {{ {net} }}\non a {{ node-id 0; address 10.0.0.1:7000; tls-certificate /etc/t/a.pem; tls-key /etc/t/a.key; tls-fingerprint {fp_a}; }}\non b {{ node-id 1; address 10.0.0.2:7000; {b_fp} }}\n}}"
+        )
+    };
+    let config = parse_str(&text("tls yes;", &format!("tls-fingerprint {fp_b};")), Path::new("t.res")).expect("valid");
+    let hosts = &config.resources[0].hosts;
+    assert_eq!(hosts[0].tls_certificate.as_deref(), Some(Path::new("/etc/t/a.pem")));
+    assert_eq!(hosts[0].tls_fingerprint, Some([0xab; 32]));
+    assert_eq!(hosts[1].tls_fingerprint, Some([0xcd; 32]), "colons and upper case are accepted");
+    let dumped = crate::dump(&config, None);
+    assert!(dumped.contains(&format!("tls-fingerprint sha256:{};", "cd".repeat(32))), "{dumped}");
+    assert!(dumped.contains("tls-key /etc/t/a.key;"), "{dumped}");
+    let errors = [
+        (text("tls yes;", ""), "t.res:1:1: tls yes: host 'b' has no tls-fingerprint"),
+        (text("", "tls-fingerprint sha256:abcd;"), "t.res:5:58: tls-fingerprint 'sha256:abcd' is not sha256: followed by 64 hex digits"),
+        (text("", &format!("tls-fingerprint {};", "zz".repeat(32))), "is not sha256: followed by 64 hex digits"),
+        (text("", "tls-key relative.key;"), "t.res:5:50: tls-key 'relative.key' is not an absolute path"),
+    ];
+    for (text, wanted) in errors {
+        let error = parse_str(&text, Path::new("t.res")).expect_err(&text).to_string();
+        assert!(error.contains(wanted), "{error} lacks {wanted}");
+    }
+}
+
+#[test]
+fn fingerprints_round_trip() {
+    let fingerprint: [u8; 32] = std::array::from_fn(|i| u8::try_from(i * 7).unwrap_or(0));
+    assert_eq!(crate::parse_fingerprint(&crate::format_fingerprint(&fingerprint)), Some(fingerprint));
+    assert_eq!(crate::parse_fingerprint("sha1:00"), None);
+    assert_eq!(crate::parse_fingerprint(&format!("sha256:{}", "é".repeat(32))), None);
+}
