@@ -42,6 +42,10 @@
 //!   larger than the lag bound or one nothing would use. With `srm on`, `on-congestion`
 //!   other than `block` is accepted with any protocol (it applies while the manager runs
 //!   the peer asynchronously).
+//! * `tls-certificate PATH;`, `tls-key PATH;` and `tls-fingerprint sha256:HEX;` inside
+//!   `on HOST { }`: the host's TLS identity for `net { tls yes; }` (its peers pin the
+//!   fingerprint). `tls` must be the same on every connection of a resource, and with it every
+//!   host needs a fingerprint. See [`Host::tls_fingerprint`].
 //! * `fuse-mount PATH;` inside `on HOST { }`: the directory (absolute) where that node
 //!   mounts the resource's volumes as files (the FUSE export). See [`Host::fuse_mount`].
 //!

@@ -20,6 +20,7 @@ mod export;
 mod fuse_export;
 mod handlers;
 mod io_workers;
+mod link_stream;
 mod link_tuning;
 mod meta_store;
 mod metadata;
@@ -30,6 +31,7 @@ mod resync_after;
 mod setup;
 mod srm_driver;
 mod status;
+pub mod tls;
 mod wire_map;
 
 use std::path::PathBuf;

@@ -27,7 +27,6 @@ use hmac::{Hmac, Mac};
 use rand::RngCore;
 use repl::{ConnState, DiskOp, PeerMessage, Protocol};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
@@ -36,6 +35,7 @@ use wire::{
     RangeHeader, SocketKind, FRAME_HEADER_LEN, MAC_LEN, PROTOCOL_VERSION,
 };
 
+use crate::link_stream::{LinkReader, LinkStream, LinkWriter};
 use crate::link_tuning::AsyncBuffer;
 use crate::resource::{Outgoing, Payload, PeerInfo, Resource};
 use crate::wire_map::{control_from_wire, control_to_wire, sync_from_wire, sync_to_wire};
@@ -64,7 +64,7 @@ const STREAM_BUFFER_BYTES: usize = 256 * 1024;
 const PAGE_BYTES: u32 = 4096;
 
 /// A pair of handshaken sockets for one peer.
-pub(crate) type SocketPair = (TcpStream, TcpStream);
+pub(crate) type SocketPair = (LinkStream, LinkStream);
 
 /// Why a link attempt or an established link ended.
 #[derive(Debug, thiserror::Error)]
@@ -188,7 +188,7 @@ fn mac(algorithm: &str, secret: &str, input: &[u8]) -> [u8; MAC_LEN] {
 }
 
 /// Both directions of the challenge-response, after the Hellos were exchanged.
-async fn authenticate(stream: &mut TcpStream, resource: &Resource, peer: &PeerInfo, ours: &Hello, theirs: &Hello) -> Result<(), LinkError> {
+async fn authenticate(stream: &mut LinkStream, resource: &Resource, peer: &PeerInfo, ours: &Hello, theirs: &Hello) -> Result<(), LinkError> {
     let Some(secret) = peer.net.shared_secret.as_deref() else { return Ok(()) };
     let algorithm = peer.net.cram_hmac_alg.as_deref().unwrap_or("sha256");
     let peer_name = &peer.name;
@@ -224,7 +224,7 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 }
 
 /// Check their Hello; on a mismatch tell them why before failing.
-async fn check_or_refuse(stream: &mut TcpStream, expect: &HelloExpect, theirs: &Hello) -> Result<(), LinkError> {
+async fn check_or_refuse(stream: &mut LinkStream, expect: &HelloExpect, theirs: &Hello) -> Result<(), LinkError> {
     if let Err(error) = check_hello(expect, theirs) {
         let _ = write_message(stream, &error.refuse()).await;
         return Err(LinkError::Refused(error.to_string()));
@@ -233,9 +233,13 @@ async fn check_or_refuse(stream: &mut TcpStream, expect: &HelloExpect, theirs: &
 }
 
 /// Connect one socket of a pair as the initiator.
-async fn initiate_socket(resource: &Resource, peer: &PeerInfo, kind: SocketKind, session: [u8; 16]) -> Result<TcpStream, LinkError> {
-    let mut stream = TcpStream::connect(peer.address).await?;
-    tune_socket(&stream, &peer.net);
+async fn initiate_socket(resource: &Resource, peer: &PeerInfo, kind: SocketKind, session: [u8; 16]) -> Result<LinkStream, LinkError> {
+    let tcp = TcpStream::connect(peer.address).await?;
+    tune_socket(&tcp, &peer.net);
+    let mut stream = match &resource.tls {
+        Some(tls) => LinkStream::Client(Box::new(tls.connect(peer.node_id, tcp).await.map_err(LinkError::Auth)?)),
+        None => LinkStream::Plain(tcp),
+    };
     let expect = hello_expect(resource, peer);
     let ours = expect.to_hello(kind, fresh_nonces(session));
     write_message(&mut stream, &Message::Hello(ours.clone())).await?;
@@ -279,7 +283,7 @@ fn tune_socket(stream: &TcpStream, net: &config::NetOptions) {
 #[derive(Debug, Default)]
 pub(crate) struct Acceptor {
     pub(crate) handoff: HashMap<u8, mpsc::Sender<SocketPair>>,
-    pending: Mutex<Vec<([u8; 16], u8, TcpStream)>>,
+    pending: Mutex<Vec<([u8; 16], u8, LinkStream)>>,
 }
 
 impl Acceptor {
@@ -311,7 +315,12 @@ pub(crate) async fn listen(resource: Arc<Resource>, listener: TcpListener, accep
     }
 }
 
-async fn accept_socket(resource: &Arc<Resource>, acceptor: &Acceptor, mut stream: TcpStream) -> Result<(), LinkError> {
+async fn accept_socket(resource: &Arc<Resource>, acceptor: &Acceptor, tcp: TcpStream) -> Result<(), LinkError> {
+    let mut stream = match &resource.tls {
+        // Nothing of tandem's crosses before a pinned certificate did.
+        Some(tls) => LinkStream::Server(Box::new(tls.accept(tcp).await.map_err(LinkError::Auth)?)),
+        None => LinkStream::Plain(tcp),
+    };
     let theirs = match read_message(&mut stream).await? {
         Message::Hello(hello) => hello,
         _ => return Err(LinkError::Protocol("expected Hello".into())),
@@ -321,7 +330,13 @@ async fn accept_socket(resource: &Arc<Resource>, acceptor: &Acceptor, mut stream
         let _ = write_message(&mut stream, &Message::Refuse { reason: wire::truncate_text(&reason) }).await;
         return Err(LinkError::Refused(reason));
     };
-    tune_socket(&stream, &peer.net);
+    if let Some(tls) = &resource.tls {
+        if let Err(reason) = tls.check_peer(peer.node_id, stream.presented()) {
+            let _ = write_message(&mut stream, &Message::Refuse { reason: wire::truncate_text(&reason) }).await;
+            return Err(LinkError::Auth(format!("peer {}: {reason}", peer.name)));
+        }
+    }
+    tune_socket(stream.tcp(), &peer.net);
     let expect = hello_expect(resource, peer);
     check_or_refuse(&mut stream, &expect, &theirs).await?;
     let ours = expect.to_hello(theirs.socket, fresh_nonces(theirs.session));
@@ -354,7 +369,7 @@ async fn accept_socket(resource: &Arc<Resource>, acceptor: &Acceptor, mut stream
 /// Run one established link until it fails or is killed; report the end to the engine.
 async fn run_link(resource: &Arc<Resource>, peer: &PeerInfo, (data, control): SocketPair, mut replaced: Option<&mut mpsc::Receiver<SocketPair>>) -> Option<SocketPair> {
     // A duplicate descriptor lets adjust and the manager change sndbuf-size while it runs.
-    let socket = std::os::fd::AsFd::as_fd(&data).try_clone_to_owned().ok();
+    let socket = std::os::fd::AsFd::as_fd(data.tcp()).try_clone_to_owned().ok();
     if let Some(socket) = &socket {
         // The setting may have changed live since the node started.
         let _ = crate::link_tuning::apply_sndbuf(socket, resource.tuning(peer.node_id).sndbuf_bytes());
@@ -415,7 +430,7 @@ async fn run_link(resource: &Arc<Resource>, peer: &PeerInfo, (data, control): So
     next
 }
 
-async fn send_data(resource: Arc<Resource>, peer: PeerInfo, queue: mpsc::UnboundedReceiver<Outgoing>, socket: OwnedWriteHalf, buffer: Arc<AsyncBuffer>) -> LinkError {
+async fn send_data(resource: Arc<Resource>, peer: PeerInfo, queue: mpsc::UnboundedReceiver<Outgoing>, socket: LinkWriter, buffer: Arc<AsyncBuffer>) -> LinkError {
     let mut writer = BufWriter::with_capacity(STREAM_BUFFER_BYTES, socket);
     let mut sent = Vec::new();
     let mut header = Vec::with_capacity(64);
@@ -467,7 +482,7 @@ async fn send_data(resource: Arc<Resource>, peer: PeerInfo, queue: mpsc::Unbound
 }
 
 /// The end of a link the engine dropped: tell the peer why, after everything queued before.
-async fn close(writer: &mut BufWriter<OwnedWriteHalf>, reason: String) -> LinkError {
+async fn close(writer: &mut BufWriter<LinkWriter>, reason: String) -> LinkError {
     let mut bytes = Vec::new();
     let goodbye = Message::Disconnect { reason: wire::truncate_text(&reason) };
     if goodbye.encode(0, &mut bytes).is_ok() {
@@ -486,7 +501,7 @@ static PADDING: [u8; 64 * 1024] = [0; 64 * 1024];
 /// (cut-through), straight to the socket rather than through the stream buffer. If it stops
 /// arriving, the frame is completed with zeroes: the primary's failed local write then marks
 /// the blocks out of sync for this peer, so the zeroes are never taken for data.
-async fn send_payload(writer: &mut BufWriter<OwnedWriteHalf>, data: &Incoming) -> Result<(), LinkError> {
+async fn send_payload(writer: &mut BufWriter<LinkWriter>, data: &Incoming) -> Result<(), LinkError> {
     if let Some(bytes) = data.as_complete() {
         writer.write_all(bytes).await?;
         return Ok(());
@@ -567,7 +582,7 @@ fn encode_outgoing(item: Outgoing, out: &mut Vec<u8>, compression: Option<wire::
     }
 }
 
-async fn send_control(mut queue: mpsc::UnboundedReceiver<Outgoing>, socket: OwnedWriteHalf) -> LinkError {
+async fn send_control(mut queue: mpsc::UnboundedReceiver<Outgoing>, socket: LinkWriter) -> LinkError {
     let mut writer = BufWriter::with_capacity(64 * 1024, socket);
     let mut bytes = Vec::with_capacity(64);
     loop {
@@ -600,7 +615,7 @@ async fn send_control(mut queue: mpsc::UnboundedReceiver<Outgoing>, socket: Owne
 /// this many at a time (one lock for many acks or writes under load).
 const RECEIVE_BATCH_MAX: usize = 64;
 
-async fn receive_data(resource: Arc<Resource>, peer: PeerInfo, socket: OwnedReadHalf) -> LinkError {
+async fn receive_data(resource: Arc<Resource>, peer: PeerInfo, socket: LinkReader) -> LinkError {
     let mut reader = BufReader::with_capacity(STREAM_BUFFER_BYTES, socket);
     let pages_max = peer.net.max_buffers.max(1);
     let budget = Arc::new(Semaphore::new(pages_max as usize));
@@ -635,7 +650,7 @@ async fn receive_data(resource: Arc<Resource>, peer: PeerInfo, socket: OwnedRead
 
 /// Read the rest of a payload that is being streamed: first what the reader has buffered,
 /// then straight from the socket (no copy through the stream buffer).
-async fn fill(reader: &mut BufReader<OwnedReadHalf>, mut filler: Filler) -> Result<(), LinkError> {
+async fn fill(reader: &mut BufReader<LinkReader>, mut filler: Filler) -> Result<(), LinkError> {
     let buffered = reader.buffer();
     let take = buffered.len().min(filler.remaining());
     filler.spare()[..take].copy_from_slice(&buffered[..take]);
@@ -696,7 +711,7 @@ impl Frames<'_> {
 
     /// A write whose payload arrives compressed: read it whole, then inflate it into a pool
     /// buffer of the announced length (within the same `max-buffers` budget as a plain one).
-    async fn receive_packed(&self, reader: &mut BufReader<OwnedReadHalf>, header: &FrameHeader, h: DataHeader, batch: &mut Vec<PeerMessage<Payload>>) -> Result<(PeerMessage<Payload>, Option<Filler>), LinkError> {
+    async fn receive_packed(&self, reader: &mut BufReader<LinkReader>, header: &FrameHeader, h: DataHeader, batch: &mut Vec<PeerMessage<Payload>>) -> Result<(PeerMessage<Payload>, Option<Filler>), LinkError> {
         let compression = wire::Compression::from_flags(h.flags)?.ok_or_else(|| LinkError::Protocol("compressed frame without a compression".into()))?;
         let mut packed = vec![0; header.payload_len() as usize];
         reader.read_exact(&mut packed).await?;
@@ -711,7 +726,7 @@ impl Frames<'_> {
 
     /// The next frame as an engine message; for a streamed payload also the filler that the
     /// caller must fill from the socket (after handing the message to the engine).
-    async fn receive(&self, reader: &mut BufReader<OwnedReadHalf>, batch: &mut Vec<PeerMessage<Payload>>) -> Result<(PeerMessage<Payload>, Option<Filler>), LinkError> {
+    async fn receive(&self, reader: &mut BufReader<LinkReader>, batch: &mut Vec<PeerMessage<Payload>>) -> Result<(PeerMessage<Payload>, Option<Filler>), LinkError> {
         let resource = self.resource;
     let header = read_header(reader).await?;
     let kind = header.check()?;
@@ -760,7 +775,7 @@ impl Frames<'_> {
     }
 }
 
-async fn receive_control(resource: Arc<Resource>, peer: u8, socket: OwnedReadHalf) -> LinkError {
+async fn receive_control(resource: Arc<Resource>, peer: u8, socket: LinkReader) -> LinkError {
     let mut reader = BufReader::with_capacity(64 * 1024, socket);
     let mut batch = Vec::with_capacity(RECEIVE_BATCH_MAX);
     loop {

@@ -191,6 +191,8 @@ pub(crate) struct Resource {
     repl_states: Mutex<Vec<(u8, u16, ReplState)>>,
     /// Each peer's live link settings (sndbuf-size, async-buffer).
     tunings: Vec<(u8, Arc<LinkTuning>)>,
+    /// `tls yes`: the certificates of the replication links.
+    pub(crate) tls: Option<Arc<crate::tls::TlsSetup>>,
     start: Instant,
 }
 
@@ -216,6 +218,8 @@ pub(crate) struct ResourceParts {
     /// The volumes as configured (number, disk, meta-disk), for `adjust` to refuse changes it
     /// cannot apply live.
     pub(crate) volume_layout: String,
+    /// `tls yes`: the certificates of the replication links.
+    pub(crate) tls: Option<Arc<crate::tls::TlsSetup>>,
 }
 
 impl Resource {
@@ -233,6 +237,7 @@ impl Resource {
         let tunings = parts.peers.iter().map(|peer| (peer.node_id, LinkTuning::new(&peer.net))).collect();
         let resource = Arc::new(Resource {
             tunings,
+            tls: parts.tls,
             meta_queues,
             writebacks_queued: Arc::new(AtomicUsize::new(0)),
             io,

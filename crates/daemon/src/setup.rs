@@ -36,7 +36,7 @@ pub(crate) const ACTIVE_OPTIONS: &[&str] = &[
     "srm-fill-high", "srm-fill-low", "srm-min-dwell", "srm-max-buffers-min", "srm-max-buffers-max",
     "srm-max-epoch-size-min", "srm-max-epoch-size-max", "srm-resync-share", "auto-promote",
     "before-resync-target", "after-resync-target", "before-resync-source", "disk-flushes",
-    "on-congestion", "congestion-fill", "congestion-extents", "async-buffer", "async-buffer-compress",
+    "on-congestion", "congestion-fill", "congestion-extents", "async-buffer", "async-buffer-compress", "tls",
 ];
 
 /// Dirty bitmap pages are written every this many engine ticks (1 s), besides on every
@@ -181,11 +181,29 @@ fn build_resource(resource: &config::Resource, host: &config::Host, pool: &Arc<B
     })
     .map_err(|error| setup_error(format!("the metadata does not fit the configuration: {error}")))?;
     let volume_layout = volume_layout(host);
-    let parts = ResourceParts { name: resource.name.clone(), node_id: host.node_id, listen, peers, volumes, metas, pool: Arc::clone(pool), handlers: resource.handlers.clone(), engine, volume_layout, options: resource.options.clone() };
+    let tls = tls_setup(resource, host, &peers).map_err(setup_error)?;
+    let parts = ResourceParts { name: resource.name.clone(), node_id: host.node_id, listen, peers, volumes, metas, pool: Arc::clone(pool), handlers: resource.handlers.clone(), engine, volume_layout, options: resource.options.clone(), tls };
     let built = Resource::new(parts).map_err(|error| setup_error(format!("cannot start I/O threads: {error}")))?;
     let quorum = quorum_config(&resource.options);
     built.step(|engine, now, out| engine.set_quorum(now, quorum, out));
     Ok(built)
+}
+
+/// `tls yes`: this host's certificate and key, and each peer's pinned fingerprint (the
+/// configuration already checked that every host of a TLS resource has one).
+fn tls_setup(resource: &config::Resource, host: &config::Host, peers: &[PeerInfo]) -> Result<Option<Arc<crate::tls::TlsSetup>>, String> {
+    if !peers.iter().any(|p| p.net.tls) {
+        return Ok(None);
+    }
+    let (Some(certificate), Some(key)) = (&host.tls_certificate, &host.tls_key) else {
+        return Err(format!("tls yes: host '{}' needs tls-certificate and tls-key in its on section (`tandem tls-keygen` makes them)", host.name));
+    };
+    let mut pins = Vec::new();
+    for peer in peers {
+        let pin = resource.host(&peer.name).and_then(|h| h.tls_fingerprint).ok_or_else(|| format!("tls yes: host '{}' has no tls-fingerprint", peer.name))?;
+        pins.push((peer.node_id, peer.name.as_str(), pin));
+    }
+    crate::tls::TlsSetup::new(certificate, key, &pins).map(|setup| Some(Arc::new(setup)))
 }
 
 /// The engine's quorum settings from the resource's `options { }`.

@@ -125,6 +125,16 @@ pub enum Command {
     },
     /// Run a self-contained demonstration on this machine.
     Demo,
+    /// Make a self-signed certificate and key for a host's TLS replication links
+    /// (DIR/NAME.crt, DIR/NAME.key mode 0600) and print the lines for its `on` section.
+    TlsKeygen {
+        /// Where to write the two files (never overwritten).
+        #[arg(long, value_name = "DIR", default_value = "/etc/tandem")]
+        out: PathBuf,
+        /// The host's name (its `on NAME` section).
+        #[arg(long, value_name = "NAME")]
+        name: String,
+    },
 }
 
 /// The admin verbs that change state and are answered with a plain `Ok` or `Error`.

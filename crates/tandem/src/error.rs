@@ -58,6 +58,9 @@ pub enum CliError {
     /// `tandem dump` could not load or print the configuration.
     #[error("{0}")]
     Dump(String),
+    /// `tandem tls-keygen` could not make or write the certificate.
+    #[error("tls-keygen: {0}")]
+    TlsKeygen(String),
     /// `tandem demo` failed.
     #[error("{0}")]
     Demo(#[from] crate::demo::DemoError),

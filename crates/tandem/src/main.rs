@@ -81,6 +81,11 @@ fn run(cli: Cli) -> Result<(), CliError> {
         Command::DumpMd { config, node, json, resource } => md::dump(md::MdArgs { config, node, resource }, json),
         Command::WaitSync { timeout, target } => wait_sync::run(run_dir, resource_filter(&target), timeout.map(std::time::Duration::from_secs)),
         Command::Demo => Ok(demo::run()?),
+        Command::TlsKeygen { out, name } => {
+            let lines = daemon::tls::keygen(&out, &name).map_err(CliError::TlsKeygen)?;
+            terminal::print(&format!("{lines}\n"))?;
+            Ok(())
+        }
         Command::Simple(verb) => commands::simple(run_dir, &verb.into_request()),
     }
 }

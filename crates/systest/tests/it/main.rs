@@ -48,4 +48,5 @@ mod replication;
 mod resync;
 mod roles;
 mod srm;
+mod tls;
 mod tools;
