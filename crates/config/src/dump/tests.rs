@@ -291,9 +291,9 @@ fn generated_config() -> impl Strategy<Value = String> {
             format!(
                 "global {{ {} }}\ncommon {{\n{}}}\nresource r0 {{\n{}\
                  volume 0 {{ device minor 0; disk /dev/x; meta-disk internal; }}\n\
-                 on a {{ node-id 0; address 10.0.0.1:7000; volume 0 {{ disk {{ {} }} }} }}\n\
-                 on b {{ node-id 1; address 10.0.0.2:7000; }}\n\
-                 on c {{ node-id 2; address 10.0.0.3:7000; volume 0 {{ disk none; }} }}\n{link}\n}}\n",
+                 on a {{ node-id 0; address 10.0.0.1:7000; tls-fingerprint {FP_A}; volume 0 {{ disk {{ {} }} }} }}\n\
+                 on b {{ node-id 1; address 10.0.0.2:7000; tls-certificate /etc/t/b.crt; tls-key /etc/t/b.key; tls-fingerprint {FP_B}; }}\n\
+                 on c {{ node-id 2; address 10.0.0.3:7000; tls-fingerprint {FP_C}; volume 0 {{ disk none; }} }}\n{link}\n}}\n",
                 global.join(" "),
                 sections(&common),
                 sections(&resource),
@@ -301,6 +301,11 @@ fn generated_config() -> impl Strategy<Value = String> {
             )
         })
 }
+
+/// Pins for the generated hosts, so a generated `tls yes` is valid (and the keywords are dumped).
+const FP_A: &str = "sha256:0000000000000000000000000000000000000000000000000000000000000000";
+const FP_B: &str = "sha256:abababababababababababababababababababababababababababababababab";
+const FP_C: &str = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 
 proptest! {
     #[test]
