@@ -60,7 +60,7 @@ use crate::types::{
     Action, DiskOp, EngineStatus, IoError, IoId, Op, PeerMessage, PeerStatus, PeerVolumeStatus,
     RequestId, StateError, Time, VolumeStatus, WriteFlags,
 };
-use crate::uuid::{GenerationIds, HandshakeNodes, NodeId, SyncError};
+use crate::uuid::{GenerationIds, HandshakeNodes, NodeId, NodeSet, SyncError};
 
 /// Period of the housekeeping in [`Engine::tick`] the driver should keep to.
 pub const TICK_INTERVAL: Duration = Duration::from_millis(100);
@@ -299,6 +299,12 @@ struct Volume {
     /// A Primary replicated to this node asynchronously: it may lack acknowledged writes
     /// (`engine/lag.rs`); promotion needs `--force`.
     possibly_stale: bool,
+    /// Peers that may hold data of the current generation: connected at some time since it
+    /// was made (all peers after a restart, not knowing). A Primary that writes while such a
+    /// peer is away starts a new generation first, even if a bitmap identifier for the peer
+    /// is already set (by an unfinished resync, say): otherwise the peer could take the
+    /// generation as unchanged since it left, and a split brain would go unseen.
+    shared_with: NodeSet,
 }
 
 /// The replication engine of one resource. See the crate documentation for the call protocol.
@@ -1270,7 +1276,7 @@ fn attach_volume<P>(vslot: usize, config: VolumeConfig, peers: &mut [Peer<P>]) -
             }
         }
     }
-    Ok(Volume { number: config.number, size_bytes: config.size_bytes, disk: config.disk, ids, written_bytes: 0, meta: persist::MetaIo::default(), log, bm_writes: 0, after_dependency: false, possibly_stale: config.possibly_stale })
+    Ok(Volume { number: config.number, size_bytes: config.size_bytes, disk: config.disk, ids, written_bytes: 0, meta: persist::MetaIo::default(), log, bm_writes: 0, after_dependency: false, possibly_stale: config.possibly_stale, shared_with: NodeSet::ALL })
 }
 
 /// Send one write to one peer if it is connected; otherwise mark its blocks out of sync.

@@ -141,6 +141,8 @@ pub struct NodeSet(u32);
 impl NodeSet {
     /// The empty set.
     pub const EMPTY: NodeSet = NodeSet(0);
+    /// Every node.
+    pub const ALL: NodeSet = NodeSet(u32::MAX);
 
     /// This set plus `node`.
     #[must_use]
@@ -704,19 +706,20 @@ impl View<'_> {
     /// A resync source stores a fresh sync identifier in its bitmap slot (the old one goes to
     /// its history) before its `SyncStart` reaches the target; if the link breaks in between,
     /// the two bitmap identifiers no longer match although both still diverged from the same
-    /// generation. So one side's bitmap identifier found as the other's newest history entry
-    /// counts as bitmap-both too: a split brain, never "unrelated data" that no resolution can
-    /// clear (found by the simulator).
+    /// generation. So one side's bitmap identifier found in the other's history (newest, or
+    /// older when the other side started further generations since, as a Primary that writes
+    /// after losing a peer it shared its generation with does) counts as bitmap-both too: a
+    /// split brain, never "unrelated data" that no resolution can clear (found by the
+    /// simulator).
     fn split_brain(&self) -> Option<Handshake> {
         let local_bitmap = without_primary(self.local.bitmap_uuid(self.nodes.peer));
         let peer_bitmap = without_primary(self.peer.bitmap_uuid(self.nodes.local));
         if local_bitmap != 0 && local_bitmap == peer_bitmap {
             return decided(SyncDecision::SplitBrain { auto_recoverable: true }, Rule::BitmapBoth);
         }
-        let local_previous = without_primary(self.local.history[0]);
-        let peer_previous = without_primary(self.peer.history[0]);
         let both_counting = local_bitmap != 0 && peer_bitmap != 0;
-        let lost_sync_start = both_counting && (local_bitmap == peer_previous || peer_bitmap == local_previous);
+        let lost_sync_start = both_counting
+            && (history_holds(&self.peer.history, local_bitmap) || history_holds(&self.local.history, peer_bitmap));
         if lost_sync_start {
             return decided(SyncDecision::SplitBrain { auto_recoverable: true }, Rule::BitmapBoth);
         }

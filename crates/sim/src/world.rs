@@ -973,7 +973,14 @@ fn describe(message: &PeerMessage<Payload>) -> String {
         PeerMessage::Data { seq, epoch, offset, .. } => format!("Data seq {seq} epoch {epoch} block {}", offset / BLOCK_BYTES),
         PeerMessage::ResyncReply { id, offset, length, .. } => format!("ResyncReply {id} blocks {}+{}", offset / BLOCK_BYTES, length / BLOCK_BYTES),
         PeerMessage::BitmapChunk { chunk, .. } => format!("BitmapChunk {} bytes", chunk.len()),
-        PeerMessage::SyncUuids(u) => format!("SyncUuids {:?} {:?} {} current {:x} bits {}", u.purpose, u.role, u.disk, u.ids.current, u.bitmap_bits),
+        PeerMessage::SyncUuids(u) => {
+            let bitmaps: Vec<String> = u.ids.bitmap.iter().enumerate().filter(|(_, b)| **b != 0).map(|(node, b)| format!("{node}:{b:x}")).collect();
+            let history: Vec<String> = u.ids.history.iter().filter(|h| **h != 0).map(|h| format!("{h:x}")).collect();
+            format!(
+                "SyncUuids {:?} {:?} {} current {:x} bitmaps [{}] history [{}] flags {:?} bits {}",
+                u.purpose, u.role, u.disk, u.ids.current, bitmaps.join(" "), history.join(" "), u.ids.flags, u.bitmap_bits
+            )
+        }
         other => {
             let text = format!("{other:?}");
             text.chars().take(80).collect()

@@ -230,7 +230,6 @@ fn memory_checker_fails_over_a_bound() {
 /// Secondary is promoted by force and writes; when the old Primary returns, data moves from
 /// the new Primary although both wrote while apart (no split brain reported).
 #[test]
-#[ignore = "engine issue: split brain missed after a forced promotion of an interrupted sync target (seed 289; 189 before the trajectories changed)"]
 fn forced_promotion_after_an_interrupted_resync_still_detects_split_brain() {
     assert_passes(&run(SimConfig::new(289, Scenario::Random).sidestep_known_issues()));
 }

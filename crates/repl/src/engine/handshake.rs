@@ -33,6 +33,7 @@ use crate::state::{ConnState, DiskState, Role};
 use crate::sync::{SentUuids, SourceSync, StartingSource, StartingTarget, SyncState, TargetSync};
 use crate::types::{Action, PeerMessage, Time, UuidsMessage, UuidsPurpose};
 use crate::uuid::{
+    NodeSet,
     compare, Adoption, GenerationIds, Handshake, HandshakeNodes, Rule, SyncDecision, Transfer,
 };
 
@@ -258,6 +259,9 @@ impl<P: Clone> Engine<P> {
         out: &mut Vec<Action<P>>,
     ) {
         self.peers[slot].syncs[vslot] = SyncState::Established;
+        // From now on the peer holds (and receives) data of our current generation.
+        let node = self.peers[slot].node;
+        self.volumes[vslot].shared_with = self.volumes[vslot].shared_with.with(node);
         let disk = self.volumes[vslot].disk;
         if peer.disk == DiskState::UpToDate
             && matches!(disk, DiskState::Outdated | DiskState::Consistent)
@@ -277,6 +281,9 @@ impl<P: Clone> Engine<P> {
         out: &mut Vec<Action<P>>,
     ) {
         let peer = self.peers[slot].node;
+        // The target takes over our current generation when it finishes, which we may not
+        // hear of before the link drops.
+        self.volumes[vslot].shared_with = self.volumes[vslot].shared_with.with(peer);
         if transfer == Transfer::Full {
             self.peers[slot].bitmaps[vslot].set_all();
         }
@@ -353,6 +360,7 @@ impl<P: Clone> Engine<P> {
         }
         let volume = &mut self.volumes[vslot];
         volume.ids.current = sync_uuid;
+        volume.shared_with = NodeSet::ALL;
         volume.ids.mark_role(self.role);
         volume.disk = DiskState::Inconsistent;
         let version = self.meta_changed(vslot, out);
@@ -384,6 +392,7 @@ impl<P: Clone> Engine<P> {
             role: self.role,
         };
         self.volumes[vslot].ids.adopt_source(&message.ids, adoption);
+        self.volumes[vslot].shared_with = NodeSet::ALL;
         self.volumes[vslot].disk = DiskState::UpToDate;
         self.peers[slot].bitmaps[vslot].clear_all();
         self.meta_changed(vslot, out);

@@ -192,8 +192,8 @@ impl<P: Clone> Engine<P> {
         out: &mut Vec<Action<P>>,
     ) -> u64 {
         let absent = self.absent_peers();
-        let ids = &self.volumes[vslot].ids;
-        if absent.iter().any(|peer| ids.bitmap_uuid(peer) == 0) {
+        let volume = &self.volumes[vslot];
+        if absent.iter().any(|peer| volume.ids.bitmap_uuid(peer) == 0 || volume.shared_with.contains(peer)) {
             self.new_generation(vslot, absent, out);
         }
         self.unpersisted_version(vslot)
@@ -212,7 +212,13 @@ impl<P: Clone> Engine<P> {
             absent_peers,
         };
         self.volumes[vslot].ids.new_current(change);
+        self.volumes[vslot].shared_with = self.present_peers();
         self.meta_changed(vslot, out)
+    }
+
+    /// Peers a write would reach now.
+    fn present_peers(&self) -> NodeSet {
+        self.peers.iter().filter(|p| replicates_to(p)).fold(NodeSet::EMPTY, |set, p| set.with(p.node))
     }
 
     /// The peer in `slot` was lost while writes to it were unconfirmed (`drained` per volume):
@@ -229,7 +235,8 @@ impl<P: Clone> Engine<P> {
         }
         let peer = self.peers[slot].node;
         for (vslot, _) in drained.iter().enumerate().filter(|(_, d)| **d) {
-            if self.volumes[vslot].ids.bitmap_uuid(peer) != 0 {
+            let volume = &self.volumes[vslot];
+            if volume.ids.bitmap_uuid(peer) != 0 && !volume.shared_with.contains(peer) {
                 continue;
             }
             let absent = self.absent_peers();

@@ -10,6 +10,7 @@ const G1: u64 = 0x1111_1111_1111_1110;
 const G2: u64 = 0x2222_2222_2222_2220;
 const G3: u64 = 0x3333_3333_3333_3330;
 const G4: u64 = 0x4444_4444_4444_4440;
+const G5: u64 = 0x5555_5555_5555_5550;
 
 fn node(id: u8) -> NodeId {
     match NodeId::new(id) {
@@ -385,4 +386,16 @@ fn a_lost_sync_start_after_a_split_brain_is_still_a_split_brain() {
     // Without the shared generation it stays unrelated.
     let stranger = ids(G3, &[(0, 0x5555_5555_5555_5550)], &[]);
     check(&alice, &stranger, SyncDecision::Unrelated, Rule::UnrelatedData);
+}
+
+/// The same, after the source wrote on: a Primary that lost a peer it shared its generation
+/// with starts a new one before writing, so the common generation is no longer its newest
+/// history entry. Still a split brain.
+#[test]
+fn a_lost_sync_start_is_a_split_brain_also_after_further_generations() {
+    // alice: current G5 (written after the cut), sync identifier G4, history G2 (the
+    // generation of the resolution) then the common G1.
+    let alice = ids(G5, &[(1, G4)], &[G2, G1 | 1]);
+    let bob = ids(G3, &[(0, G1)], &[]);
+    check(&alice, &bob, AUTO, Rule::BitmapBoth);
 }
