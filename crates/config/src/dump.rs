@@ -167,6 +167,9 @@ impl Writer {
                 self.line(&format!("{keyword} {};", word_or_quoted(&path.display().to_string())));
             }
         }
+        if let Some(micros) = host.disk_throttle_latency_us {
+            self.line(&format!("disk-throttle-latency {micros};"));
+        }
         if let Some(fingerprint) = &host.tls_fingerprint {
             self.line(&format!("tls-fingerprint {};", crate::resolve::host::format_fingerprint(fingerprint)));
         }

@@ -46,6 +46,9 @@
 //!   `on HOST { }`: the host's TLS identity for `net { tls yes; }` (its peers pin the
 //!   fingerprint). `tls` must be the same on every connection of a resource, and with it every
 //!   host needs a fingerprint. See [`Host::tls_fingerprint`].
+//! * `disk-throttle-latency USECS;` inside `on HOST { }`: for benchmarks and tests only, every
+//!   local data write of that host takes at least that long (a slow disk; the
+//!   `heterogeneous-disks` benchmark uses it).
 //! * `fuse-mount PATH;` inside `on HOST { }`: the directory (absolute) where that node
 //!   mounts the resource's volumes as files (the FUSE export). See [`Host::fuse_mount`].
 //!

@@ -78,6 +78,9 @@ pub struct Host {
     /// tandem only: the SHA-256 of this host's certificate (DER): its peers accept exactly
     /// this certificate from it (`tls-fingerprint sha256:HEX;`).
     pub tls_fingerprint: Option<[u8; 32]>,
+    /// tandem only, for benchmarks and tests (`disk-throttle-latency USECS;`): every local data
+    /// write of this host takes at least this many microseconds, emulating a slow disk.
+    pub disk_throttle_latency_us: Option<u64>,
     /// This host's volumes (resource-level volumes with this host's overrides), by number.
     pub volumes: Vec<Volume>,
 }

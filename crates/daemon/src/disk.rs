@@ -4,6 +4,10 @@
 //! Invariants: every operation is checked against the usable size before it reaches the
 //! file; a flush is `fdatasync`, a FUA write is a write followed by `fdatasync` of the file
 //! (the file system orders them), so "completed with FUA" means durable.
+//!
+//! For benchmarks and tests a disk can be throttled (`disk-throttle-latency`): every data
+//! write then takes at least that long, on the I/O thread that runs it (a throttled disk's
+//! writes never run inline on a network thread).
 
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{FileExt, FileTypeExt};
@@ -40,6 +44,8 @@ pub struct Disk {
     file: File,
     path: PathBuf,
     size_bytes: u64,
+    /// Least time one data write takes (zero: not throttled).
+    throttle: std::time::Duration,
 }
 
 impl Disk {
@@ -55,7 +61,7 @@ impl Disk {
         if size_bytes < DISK_BYTES_MIN {
             return Err(DiskError::TooSmall { path: path.to_path_buf(), size_bytes });
         }
-        Ok(Disk { file, path: path.to_path_buf(), size_bytes })
+        Ok(Disk { file, path: path.to_path_buf(), size_bytes, throttle: std::time::Duration::ZERO })
     }
 
     /// Open `path` with its usable size cut to `data_bytes` (the part before internal
@@ -68,6 +74,23 @@ impl Disk {
         }
         disk.size_bytes = limited;
         Ok(disk)
+    }
+
+    /// Makes every data write take at least `latency` (benchmarks and tests only).
+    pub fn set_throttle(&mut self, latency: std::time::Duration) {
+        self.throttle = latency;
+    }
+
+    /// Whether writes are throttled.
+    pub fn is_throttled(&self) -> bool {
+        !self.throttle.is_zero()
+    }
+
+    /// Waits out the rest of the throttle for a write that started at `started`.
+    fn throttle_since(&self, started: std::time::Instant) {
+        if let Some(rest) = self.throttle.checked_sub(started.elapsed()) {
+            std::thread::sleep(rest);
+        }
     }
 
     /// Usable size in bytes.
@@ -96,7 +119,9 @@ impl Disk {
     /// Write `data` at `offset`; with `fua`, durably.
     pub fn write(&self, offset: u64, data: &[u8], fua: bool) -> Result<(), IoError> {
         self.check(offset, data.len() as u64)?;
+        let started = std::time::Instant::now();
         self.file.write_all_at(data, offset).map_err(map_io)?;
+        self.throttle_since(started);
         if fua {
             self.flush()?;
         }
@@ -111,6 +136,7 @@ impl Disk {
             return self.write(offset, bytes, fua);
         }
         self.check(offset, data.len() as u64)?;
+        let started = std::time::Instant::now();
         let mut written = 0;
         while written < data.len() {
             let want = written.saturating_add(WRITE_PIECE_BYTES_MIN);
@@ -119,6 +145,7 @@ impl Disk {
             self.file.write_all_at(piece, offset + written as u64).map_err(map_io)?;
             written = available.len();
         }
+        self.throttle_since(started);
         if fua {
             self.flush()?;
         }
@@ -196,5 +223,26 @@ pub(crate) fn device_size(file: &File) -> std::io::Result<u64> {
         Ok(size)
     } else {
         Err(std::io::Error::last_os_error())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_throttled_disk_takes_at_least_its_latency_per_write() {
+        let file = tempfile::NamedTempFile::new().expect("temp file");
+        file.as_file().set_len(DISK_BYTES_MIN).expect("size");
+        let mut disk = Disk::open(file.path()).expect("open");
+        assert!(!disk.is_throttled());
+        disk.set_throttle(std::time::Duration::from_millis(20));
+        assert!(disk.is_throttled());
+        let started = std::time::Instant::now();
+        disk.write(0, &[7; 4096], false).expect("write");
+        assert!(started.elapsed() >= std::time::Duration::from_millis(20), "{:?}", started.elapsed());
+        let mut back = [0; 4096];
+        disk.read(0, &mut back).expect("read");
+        assert_eq!(back, [7; 4096], "the data is written all the same");
     }
 }

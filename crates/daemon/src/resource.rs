@@ -464,7 +464,8 @@ impl Resource {
     }
 
     fn start_local_io(self: &Arc<Self>, action: Action<Payload>) {
-        let inline = runs_inline(&action) && INLINE_DEPTH.with(|depth| depth.get() < INLINE_DEPTH_MAX);
+        let throttled = self.volumes.iter().any(|(_, disk)| disk.is_throttled());
+        let inline = !throttled && runs_inline(&action) && INLINE_DEPTH.with(|depth| depth.get() < INLINE_DEPTH_MAX);
         let arriving = match &action {
             Action::LocalWrite { op: DiskOp::Write { data, .. }, .. } if data.data.as_complete().is_none() => Some(data.data.clone()),
             _ => None,

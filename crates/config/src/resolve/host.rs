@@ -22,6 +22,9 @@ use super::sections::add_all;
 use super::volume::{insert_volume, parse_volume, VolumeDecl};
 use super::{plain_number, single_value, unknown_keyword};
 
+/// Largest `disk-throttle-latency`: one second per write.
+pub const DISK_THROTTLE_LATENCY_US_MAX: u64 = 1_000_000;
+
 /// Highest node id (DRBD_PEERS_MAX - 1).
 pub const NODE_ID_MAX: u8 = 31;
 
@@ -38,6 +41,7 @@ pub(crate) struct HostDecl {
     pub tls_certificate: Option<(PathBuf, Location)>,
     pub tls_key: Option<(PathBuf, Location)>,
     pub tls_fingerprint: Option<([u8; 32], Location)>,
+    pub disk_throttle_latency_us: Option<(u64, Location)>,
     pub volumes: BTreeMap<u16, VolumeDecl>,
     /// The `on` section's `disk { }` options (apply to all its volumes).
     pub disk: OptionSet,
@@ -69,6 +73,7 @@ pub(crate) fn parse_host(node: &Node) -> Result<HostDecl, ConfigError> {
         tls_certificate: None,
         tls_key: None,
         tls_fingerprint: None,
+        disk_throttle_latency_us: None,
         volumes: BTreeMap::new(),
         disk: OptionSet::default(),
     };
@@ -148,6 +153,14 @@ impl HostDecl {
                     ConfigError::invalid(&token.at, format!("tls-fingerprint '{}' is not sha256: followed by 64 hex digits", token.text))
                 })?;
                 self.tls_fingerprint = Some((fingerprint, node.at().clone()));
+            }
+            "disk-throttle-latency" => {
+                if let Some((_, first)) = &self.disk_throttle_latency_us {
+                    return Err(duplicate("disk-throttle-latency", first));
+                }
+                let token = single_value(node, "microseconds per local write")?;
+                let micros = plain_number(token, "disk-throttle-latency", (0, DISK_THROTTLE_LATENCY_US_MAX))?;
+                self.disk_throttle_latency_us = Some((micros, node.at().clone()));
             }
             "volume" => insert_volume(&mut self.volumes, parse_volume(node, &[Class::Disk])?)?,
             "disk" => add_all(&mut self.disk, node, &[Class::Disk], "on disk")?,
@@ -243,6 +256,7 @@ pub(crate) fn build_host(
         tls_certificate: decl.tls_certificate.as_ref().map(|(path, _)| path.clone()),
         tls_key: decl.tls_key.as_ref().map(|(path, _)| path.clone()),
         tls_fingerprint: decl.tls_fingerprint.as_ref().map(|(fingerprint, _)| *fingerprint),
+        disk_throttle_latency_us: decl.disk_throttle_latency_us.as_ref().map(|(micros, _)| *micros),
         volumes,
     };
     Ok(host)

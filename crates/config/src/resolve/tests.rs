@@ -347,3 +347,13 @@ fn fingerprints_round_trip() {
     assert_eq!(crate::parse_fingerprint("sha1:00"), None);
     assert_eq!(crate::parse_fingerprint(&format!("sha256:{}", "é".repeat(32))), None);
 }
+
+#[test]
+fn disk_throttle_latency() {
+    let text = |a: &str| format!("resource r {{\n{VOLUME}\non a {{ address 10.0.0.1:7000; {a} }}\n}}");
+    let config = parse_str(&text("disk-throttle-latency 2000;"), Path::new("t.res")).expect("valid");
+    assert_eq!(config.resources[0].hosts[0].disk_throttle_latency_us, Some(2000));
+    assert!(crate::dump(&config, None).contains("disk-throttle-latency 2000;"));
+    let error = parse_str(&text("disk-throttle-latency 2000000;"), Path::new("t.res")).expect_err("too slow").to_string();
+    assert!(error.contains("out of range"), "{error}");
+}
