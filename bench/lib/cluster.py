@@ -51,7 +51,8 @@ class Setup:
     net: extra `net { }` options as (name, value) pairs, in order; disk: `disk { }` options
     (resync and activity-log options) likewise, none by default; options: the resource's
     `options { }` lines (e.g. `srm on`) likewise, none by default; fuse_mount: an absolute
-    directory for alice's `fuse-mount` line (her FUSE export), none by default."""
+    directory for alice's `fuse-mount` line (her FUSE export), none by default; throttle_us:
+    (alice, bob) `disk-throttle-latency` in microseconds, 0 for a node at full speed."""
 
     kind: str
     protocol: str = "C"
@@ -62,6 +63,7 @@ class Setup:
     disk: tuple = ()
     options: tuple = ()
     fuse_mount: str = None
+    throttle_us: tuple = (0, 0)
 
     def name(self):
         """'standalone' or 'proto-C' unless a label was given."""
@@ -80,7 +82,7 @@ def _section(name, pairs):
     return f"  {name} {{\n{body}  }}\n" if pairs else ""
 
 
-def resource_text(protocol, net, disks, ports, disk_options=(), options=(), fuse_mount=None):
+def resource_text(protocol, net, disks, ports, disk_options=(), options=(), fuse_mount=None, throttle_us=(0, 0)):
     """The drbd.conf text of resource r0 for alice (disks[0], ports[0]) and bob, with external
     metadata beside each backing file (meta_path); a `disk { }` section only if disk_options,
     an `options { }` section (before `net`) only if options; `fuse-mount "DIR";` in alice's
@@ -88,6 +90,7 @@ def resource_text(protocol, net, disks, ports, disk_options=(), options=(), fuse
     opts = "".join(f"    {k} {v};\n" for k, v in net)
     disk = _section("disk", disk_options)
     fuse = f'    fuse-mount "{fuse_mount}";\n' if fuse_mount else ""
+    slow = [f"    disk-throttle-latency {us};\n" if us else "" for us in throttle_us]
     return f"""# written by bench/run
 resource r0 {{
 {_section("options", options)}  net {{
@@ -102,11 +105,11 @@ resource r0 {{
   on alice {{
     node-id 0;
     address 127.0.0.1:{ports[0]};
-{fuse}  }}
+{fuse}{slow[0]}  }}
   on bob {{
     node-id 1;
     address 127.0.0.1:{ports[1]};
-    volume 0 {{
+{slow[1]}    volume 0 {{
       disk {disks[1]};
       meta-disk {meta_path(disks[1])};
     }}
@@ -115,10 +118,11 @@ resource r0 {{
 """
 
 
-def write_res(path, protocol, disks, ports, net=DEFAULT_NET, disk_options=(), options=(), fuse_mount=None):
+def write_res(path, protocol, disks, ports, net=DEFAULT_NET, disk_options=(), options=(), fuse_mount=None,
+              throttle_us=(0, 0)):
     """Writes resource_text to path."""
     with open(path, "w", encoding="utf-8") as f:
-        f.write(resource_text(protocol, net, disks, ports, disk_options, options, fuse_mount))
+        f.write(resource_text(protocol, net, disks, ports, disk_options, options, fuse_mount, throttle_us))
 
 
 def make_image(path, size_bytes=1 << 30):
@@ -266,7 +270,8 @@ class Cluster:
         s = self.setup
         if not pair or s.link_rtt_ms is None:
             res = os.path.join(self.wd, "r0.res")
-            write_res(res, s.protocol, self.disks, procs.free_ports(2), s.net, s.disk, s.options, s.fuse_mount)
+            write_res(res, s.protocol, self.disks, procs.free_ports(2), s.net, s.disk, s.options, s.fuse_mount,
+                      s.throttle_us)
             return {"alice": res, "bob": res}
         if not _binary["linkemu"]:
             raise SetupError("link latency asked for, but no tandem-linkemu binary was selected")
@@ -278,8 +283,10 @@ class Cluster:
         procs.wait_for("tandem-linkemu relays listening", lambda: procs.tail(log, 50).count(" -> ") >= 2,
                        LINKEMU_START_DEADLINE_S, procs=[self.emulator])
         out = {"alice": os.path.join(self.wd, "r0-alice.res"), "bob": os.path.join(self.wd, "r0-bob.res")}
-        write_res(out["alice"], s.protocol, self.disks, [alice, to_bob], s.net, s.disk, s.options, s.fuse_mount)
-        write_res(out["bob"], s.protocol, self.disks, [to_alice, bob], s.net, s.disk, s.options, s.fuse_mount)
+        write_res(out["alice"], s.protocol, self.disks, [alice, to_bob], s.net, s.disk, s.options, s.fuse_mount,
+                  s.throttle_us)
+        write_res(out["bob"], s.protocol, self.disks, [to_alice, bob], s.net, s.disk, s.options, s.fuse_mount,
+                  s.throttle_us)
         return out
 
     def _stop(self):

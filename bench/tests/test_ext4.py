@@ -139,12 +139,14 @@ class Selection(unittest.TestCase):
         quick = default_selection(names, "quick")
         self.assertNotIn("failover", quick)
         self.assertNotIn("ext4", quick)
-        for mode in ("smoke", "default", "full"):
-            self.assertEqual(default_selection(names, mode), names)
+        hetero = [n for n in names if n != "heterogeneous-disks"]
+        for mode in ("smoke", "full"):
+            self.assertEqual(default_selection(names, mode), hetero)
+        self.assertEqual(default_selection(names, "default"), names)
         pending = named_only_pending(names, "quick")
-        self.assertEqual([p.name for p in pending], ["failover", "ext4"])
-        self.assertIn("bench/run --quick failover", pending[0].needs)
-        self.assertEqual(named_only_pending(names, "full"), [])
+        self.assertEqual([p.name for p in pending], ["heterogeneous-disks", "failover", "ext4"])
+        self.assertIn("bench/run --quick failover", pending[1].needs)
+        self.assertEqual([p.name for p in named_only_pending(names, "full")], ["heterogeneous-disks"])
 
     def test_bonnie_pending_names_the_package(self):
         _, pending = registry(None)
