@@ -135,23 +135,25 @@ class Selection(unittest.TestCase):
     def test_plain_quick_leaves_issue_4_out(self):
         available, _ = registry(None)
         names = list(available)
-        self.assertEqual(names[-2:], ["failover", "ext4"])
+        self.assertEqual(names[-3:], ["failover", "ext4", "bonnie"])
         quick = default_selection(names, "quick")
         self.assertNotIn("failover", quick)
         self.assertNotIn("ext4", quick)
-        hetero = [n for n in names if n != "heterogeneous-disks"]
+        by_name = [n for n in names if n not in ("heterogeneous-disks", "bonnie")]
         for mode in ("smoke", "full"):
-            self.assertEqual(default_selection(names, mode), hetero)
+            self.assertEqual(default_selection(names, mode), by_name)
         self.assertEqual(default_selection(names, "default"), names)
         pending = named_only_pending(names, "quick")
-        self.assertEqual([p.name for p in pending], ["heterogeneous-disks", "failover", "ext4"])
+        self.assertEqual([p.name for p in pending], ["heterogeneous-disks", "failover", "ext4", "bonnie"])
         self.assertIn("bench/run --quick failover", pending[1].needs)
-        self.assertEqual([p.name for p in named_only_pending(names, "full")], ["heterogeneous-disks"])
+        self.assertEqual([p.name for p in named_only_pending(names, "full")], ["heterogeneous-disks", "bonnie"])
 
-    def test_bonnie_pending_names_the_package(self):
-        _, pending = registry(None)
-        bonnie = next(p for p in pending if p.name == "bonnie")
-        self.assertIn("apt-get install bonnie++", bonnie.needs)
+    def test_bonnie_parses_its_csv_line(self):
+        from lib.experiments import bonnie
+        line = "1.98,2.00a,vm,1,1795358657,256M,,8192,5,,,515123,37,+++++,+++,,,204800,20,1234.5,30,,,,"
+        self.assertEqual(bonnie.parse_csv(line),
+                         {"block-write": 515123.0, "rewrite": None, "block-read": 204800.0, "seeks": 1234.5})
+        self.assertEqual(bonnie.parse_csv("short,line"), {n: None for n, _, _ in bonnie.COLUMNS})
 
 
 if __name__ == "__main__":

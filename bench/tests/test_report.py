@@ -36,7 +36,8 @@ class Render(unittest.TestCase):
         o = report.Outcome("streaming", "1 MiB QD1", seeds.cite("003"), method=["how"],
                            lines=["| x |"], plots=[("streaming-latency.svg", "latency")], problems=["p1"],
                            csv="streaming.csv", rows=[{"case": "a"}])
-        self.text = report.render(META, [o], list(PENDING), [("cores", "2")], ["- loopback"])
+        pending = list(PENDING) + [report.Pending("x", "an experiment", seeds.cite("004"), "something not built")]
+        self.text = report.render(META, [o], pending, [("cores", "2")], ["- loopback"])
 
     def test_sections(self):
         for needle in ("# tandem benchmark suite, 2026-11-22 (quick)", "## streaming: 1 MiB QD1",
@@ -57,7 +58,7 @@ class Render(unittest.TestCase):
         self.assertEqual([p.name for p in pending[:2]], ["latency-matrix", "srm"])
         self.assertFalse(set(available) & {p.name for p in pending})
         self.assertEqual(list(available), ["peers", "protocols", "streaming", "buffers", "small-write-latency", "resync",
-                                           "activity-log", "heterogeneous-disks", "failover", "ext4"])
+                                           "activity-log", "heterogeneous-disks", "failover", "ext4", "bonnie"])
 
 
 class Budgets(unittest.TestCase):

@@ -11,22 +11,19 @@ run by name in every mode.
 
 from .. import seeds
 from ..report import Pending
-from . import (activity_log, buffers, ext4, failover, heterogeneous_disks, latency_matrix, peers, protocols, resync,
+from . import (activity_log, bonnie, buffers, ext4, failover, heterogeneous_disks, latency_matrix, peers, protocols, resync,
                small_write, srm, streaming)
 from .common import Context
 
 AVAILABLE = {m.NAME: m for m in (peers, protocols, streaming, buffers, small_write, resync, activity_log,
-                                  heterogeneous_disks, failover, ext4)}
+                                  heterogeneous_disks, failover, ext4, bonnie)}
 ORDER = ("peers", "protocols", "latency-matrix", "srm", "streaming", "buffers", "small-write-latency", "resync",
-         "activity-log", "heterogeneous-disks", "failover", "ext4")
+         "activity-log", "heterogeneous-disks", "failover", "ext4", "bonnie")
 # heterogeneous-disks (six fresh pairs) does not fit beside the others in any mode's budget.
-NAMED_ONLY = {"smoke": ("heterogeneous-disks",), "quick": ("heterogeneous-disks", "failover", "ext4"),
-              "full": ("heterogeneous-disks",)}
+NAMED_ONLY = {"smoke": ("heterogeneous-disks", "bonnie"), "quick": ("heterogeneous-disks", "failover", "ext4", "bonnie"),
+              "full": ("heterogeneous-disks", "bonnie")}
 
 PENDING = (
-    Pending("bonnie", "bonnie++ on ext4 over tandem through the tuning guide's steps", seeds.cite("004"),
-            "bonnie++, not installed here (`apt-get install bonnie++`); the FUSE export it runs on has landed "
-            "(see `ext4`)"),
 )
 
 
