@@ -747,7 +747,7 @@ fn check_refills(config: ResyncRateConfig, inputs: Vec<Input>) -> Result<(), Tes
             Input::Answer { per_mille } => {
                 let bytes = model.in_flight / 1000 * per_mille;
                 model.in_flight -= bytes;
-                model.answered += bytes;
+                model.answered = model.answered.saturating_add(bytes);
             }
             Input::Drain { application_active } => {
                 model.active_since_tick |= application_active;
