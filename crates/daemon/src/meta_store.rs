@@ -11,6 +11,11 @@
 //!   the activity-log transaction, then made durable (`fdatasync`) before the job is reported
 //!   done; the engine completes what depends on it only after that (meta crate, write-ordering
 //!   rules 1-3).
+//! - **Data before metadata:** with external metadata, the data disk's completed writes are
+//!   made durable before a job writes anything (`MetaFile::sync_backing`). A job may evict an
+//!   activity-log extent or clear bitmap bits, which the data written there must back: on a
+//!   power loss the data disk's cache would otherwise lose writes that the metadata no longer
+//!   records as possibly different. (Internal metadata shares the data file's `fdatasync`.)
 
 use std::sync::Mutex;
 
@@ -67,6 +72,9 @@ impl MetaStore {
     /// writer thread, in the order the jobs were taken.
     pub(crate) fn execute(&self, job: &MetaJob) -> Result<(), IoError> {
         let mut superblock = self.written.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if !job.is_empty() {
+            self.file.sync_backing().map_err(io_error)?;
+        }
         match job {
             MetaJob::Persist { pages, meta } => {
                 let mut wrote = false;

@@ -273,6 +273,12 @@ impl MetaFile {
         self.area.sync()
     }
 
+    /// Make every completed write of the data disk durable before a metadata write (a no-op
+    /// with internal metadata, see `device.rs`).
+    pub(crate) fn sync_backing(&self) -> std::io::Result<()> {
+        self.area.sync_backing()
+    }
+
     /// The activity-log ring's bytes.
     pub(crate) fn read_al_ring(&self) -> Result<Vec<u8>, MetadataError> {
         let region = self.layout.al_ring();

@@ -324,6 +324,11 @@ pub enum Action<P> {
     /// the algorithm's length; `length / block_bytes` (rounded up) digests must fit in
     /// [`crate::VERIFY_DIGESTS_BYTES_MAX`], or the range counts as unreadable.
     LocalDigest { io: IoId, volume: u16, offset: u64, length: u64, block_bytes: u32, alg: DigestAlg },
+    /// Every metadata write (this, [`Action::WriteActivityLog`], the driver's bitmap
+    /// write-backs) first makes the data disk's completed writes durable: an evicted extent or a
+    /// cleared bit is only true once the data behind it is. (Internal metadata shares the data
+    /// file's flush; external metadata needs a flush of the data disk first.)
+    ///
     /// Write `meta` to the volume's superblock and make it durable (after writing the dirty
     /// bitmap pages: [`crate::Engine::take_dirty_bitmap_pages`]); answer with
     /// `local_done(io)`. At most one is in flight per volume, so they never race.

@@ -366,10 +366,10 @@ impl Sim {
             return;
         }
         node.meta_scheduled = false;
-        if self.cfg.internal_metadata {
-            // Internal metadata lives in the data file: its fdatasync flushes the data too.
-            node.disk.sync_all();
-        }
+        // Data before metadata: internal metadata lives in the data file, whose fdatasync
+        // flushes the data too; with external metadata the driver syncs the data disk before
+        // every metadata write (daemon: `MetaFile::sync_backing`).
+        node.disk.sync_all();
         match node.meta.step() {
             Err(error) => self.fail(Violation { checker: "metadata", detail: error.to_string() }),
             Ok(done) => {

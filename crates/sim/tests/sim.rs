@@ -117,9 +117,9 @@ fn split_brain_of_two_primaries_is_always_detected() {
 
 /// External metadata: an activity-log extent is evicted while the Primary's own completed
 /// writes in it are still only in its volatile cache; a power loss loses them locally, the
-/// peer has them, and recovery does not mark the (cold) extent: replicas differ.
+/// peer has them, and recovery does not mark the (cold) extent: replicas differ. Fixed: the
+/// driver makes the data disk durable before every metadata write (data before metadata).
 #[test]
-#[ignore = "engine issue: external metadata, AL eviction before the data is durable (seed 15; was 256 before the trajectories changed)"]
 fn external_metadata_crash_keeps_replicas_identical() {
     let faults = FaultMask::parse("crash").unwrap_or(FaultMask::ALL);
     let config = SimConfig { faults, nodes: 2, durable_peer_writes: true, internal_metadata: false, ..SimConfig::new(15, Scenario::Random) };

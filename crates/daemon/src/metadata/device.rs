@@ -10,6 +10,9 @@
 //!   `meta-disk PATH [IDX]` slots of one device do not conflict.
 //! - Every offset handed to [`Area::read_at`]/[`Area::write_at`] is relative to the area's
 //!   start (`base_bytes`), i.e. a [`meta::Layout`] offset; I/O is positioned, never seeking.
+//! - **Data before metadata** (external areas): [`Area::sync_backing`] makes the data disk's
+//!   completed writes durable, and the metadata writer calls it before every metadata write.
+//!   With internal metadata the area's own `fdatasync` covers the data (one file).
 
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
@@ -47,6 +50,8 @@ pub(super) struct Area {
     pub(super) backing_bytes: u64,
     /// The `[IDX]` of an indexed external area.
     index: Option<u32>,
+    /// External areas: a read-only descriptor of the data disk, for [`Area::sync_backing`].
+    backing: Option<File>,
 }
 
 impl Area {
@@ -68,6 +73,7 @@ impl Area {
                     placement: Placement::Internal,
                     backing_bytes,
                     index: None,
+                    backing: None,
                 })
             }
             config::MetaDisk::External { path, index } => {
@@ -84,7 +90,6 @@ impl Area {
     ) -> Result<Area, MetadataError> {
         let backing = open_file(disk, Access::Read)?;
         let backing_bytes = size_of(&backing, disk)?;
-        drop(backing);
         let file = open_file(path, access)?;
         let size_bytes = size_of(&file, path)?;
         let (base_bytes, metadata_bytes) = match index {
@@ -113,6 +118,7 @@ impl Area {
             placement,
             backing_bytes,
             index,
+            backing: Some(backing),
         })
     }
 
@@ -215,6 +221,17 @@ impl Area {
     /// `fdatasync` of the metadata device.
     pub(super) fn sync(&self) -> std::io::Result<()> {
         self.file.sync_data()
+    }
+
+    /// `fdatasync` of the data disk when the metadata is external (nothing for internal
+    /// metadata, whose own sync covers the data): a metadata write that follows may drop an
+    /// activity-log extent or clear bitmap bits, which is only true once the data written
+    /// there is durable.
+    pub(super) fn sync_backing(&self) -> std::io::Result<()> {
+        match &self.backing {
+            Some(backing) => backing.sync_data(),
+            None => Ok(()),
+        }
     }
 }
 
