@@ -56,7 +56,7 @@ struct Args {
     /// switch that sets aside the known race of a stale peer state on the control socket).
     #[arg(long = "sockets-in-order")]
     sockets_in_order: bool,
-    /// Set aside the known engine issues: two nodes, internal metadata, durable replicated
+    /// Set aside the known engine issues: two nodes, durable replicated
     /// writes, sockets in order (`SimConfig::sidestep_known_issues`). The CI smoke uses it.
     #[arg(long = "sidestep-known-issues")]
     sidestep_known_issues: bool,
