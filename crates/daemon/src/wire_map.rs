@@ -120,6 +120,7 @@ fn uuids_to_wire(uuids: &UuidsMessage) -> wire::SyncUuids {
         UuidsPurpose::Handshake => wire::UuidsPurpose::Handshake,
         UuidsPurpose::Adopt => wire::UuidsPurpose::Adopt,
         UuidsPurpose::SyncStart => wire::UuidsPurpose::SyncStart,
+        UuidsPurpose::Rotate => wire::UuidsPurpose::Rotate,
     };
     wire::SyncUuids {
         volume: uuids.volume,
@@ -141,6 +142,7 @@ fn uuids_from_wire(uuids: &wire::SyncUuids) -> Result<UuidsMessage, LinkError> {
         wire::UuidsPurpose::Handshake => UuidsPurpose::Handshake,
         wire::UuidsPurpose::Adopt => UuidsPurpose::Adopt,
         wire::UuidsPurpose::SyncStart => UuidsPurpose::SyncStart,
+        wire::UuidsPurpose::Rotate => UuidsPurpose::Rotate,
     };
     let ids = GenerationIds { current: uuids.current, bitmap: uuids.bitmap, history: uuids.history, flags: GenerationFlags::from_bits(uuids.flags) };
     Ok(UuidsMessage {

@@ -32,6 +32,7 @@ mod pause;
 mod quorum;
 mod persist;
 mod resync;
+mod rotate;
 mod stats;
 pub(crate) mod verify;
 
@@ -852,6 +853,7 @@ impl<P: Clone> Engine<P> {
         }
         let Some(extent) = extent else { return Ok(()) };
         self.verify_note_write(volume, extent);
+        self.mark_for_absent_peers(slot, vslot, extent);
         // Counted on receipt: a received write is always written (or NegAcked) in order.
         self.volumes[vslot].written_bytes += length;
         let p = &mut self.peers[slot];

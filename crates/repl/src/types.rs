@@ -216,6 +216,12 @@ pub enum UuidsPurpose {
     /// which the target makes its current, and `ids` are what the target adopts when the
     /// resync finishes. Wire value 2.
     SyncStart,
+    /// A Primary started a new generation (a peer went away) while replicating to the
+    /// receiver. A Secondary in sync with it (Established, UpToDate) makes the new current its
+    /// own, as DRBD's Secondaries do, so that two Secondaries fed by one Primary keep equal
+    /// generations and never resync between themselves over its writes; a sync target of
+    /// the Primary takes the new identifiers as the ones it adopts when done. Wire value 3.
+    Rotate,
 }
 
 /// The body of [`PeerMessage::SyncUuids`].

@@ -192,6 +192,11 @@ pub struct GenerationFlags {
     /// The administrator asked to discard this node's data on connect
     /// (`connect --discard-my-data`): it loses any split-brain resolution.
     pub discard_my_data: bool,
+    /// Sent, never stored: the sender is Established with a connected Primary (a third node)
+    /// on this volume, so that Primary's writes reach it. Two Secondaries fed by one Primary
+    /// never resync between themselves over equal generations (`settle_equal_current`).
+    #[serde(default)]
+    pub primary_peer: bool,
 }
 
 impl GenerationFlags {
@@ -199,12 +204,15 @@ impl GenerationFlags {
     pub const DISCARD_MY_DATA: u64 = 1;
     /// Bit of `crashed_primary` in [`GenerationFlags::bits`].
     pub const CRASHED_PRIMARY: u64 = 2;
+    /// Bit of `primary_peer` in [`GenerationFlags::bits`].
+    pub const PRIMARY_PEER: u64 = 4;
 
     /// The flags as a bit mask (for the log line and the wire).
     pub fn bits(self) -> u64 {
         let discard = if self.discard_my_data { Self::DISCARD_MY_DATA } else { 0 };
         let crashed = if self.crashed_primary { Self::CRASHED_PRIMARY } else { 0 };
-        discard | crashed
+        let fed = if self.primary_peer { Self::PRIMARY_PEER } else { 0 };
+        discard | crashed | fed
     }
 
     /// The flags in `bits`; unknown bits are ignored.
@@ -212,6 +220,7 @@ impl GenerationFlags {
         GenerationFlags {
             crashed_primary: bits & Self::CRASHED_PRIMARY != 0,
             discard_my_data: bits & Self::DISCARD_MY_DATA != 0,
+            primary_peer: bits & Self::PRIMARY_PEER != 0,
         }
     }
 }
@@ -313,10 +322,26 @@ impl GenerationIds {
     /// If no bitmap slot took the old current, it goes into the history so a peer still at
     /// that generation is recognised as an ancestor (full sync) rather than unrelated.
     pub fn new_current(&mut self, change: NewCurrent) {
-        let old = self.current;
         let fresh = self.fresh_uuid(change.random);
+        self.rotate_to(with_role(fresh, change.role), change.absent_peers);
+    }
+
+    /// Takes a Primary's new current identifier as a Secondary in sync with it
+    /// ([`crate::UuidsPurpose::Rotate`]): the old current is kept exactly as
+    /// [`GenerationIds::new_current`] keeps it (bitmap slots of `absent_peers` that are 0, else
+    /// the history), so this node's bitmaps for its own absent peers count from it. Nothing
+    /// changes if `current` is already ours.
+    pub fn adopt_current(&mut self, current: u64, absent_peers: NodeSet) {
+        if without_primary(current) == without_primary(self.current) {
+            return;
+        }
+        self.rotate_to(current, absent_peers);
+    }
+
+    fn rotate_to(&mut self, current: u64, absent_peers: NodeSet) {
+        let old = self.current;
         let mut kept = false;
-        for peer in change.absent_peers.iter() {
+        for peer in absent_peers.iter() {
             let slot = &mut self.bitmap[peer.slot()];
             if *slot == 0 {
                 *slot = old;
@@ -326,7 +351,7 @@ impl GenerationIds {
         if !kept {
             self.push_history(old);
         }
-        self.current = with_role(fresh, change.role);
+        self.current = current;
     }
 
     /// Forgets `peer`'s bitmap identifier; the identifier moves into the history.

@@ -214,7 +214,7 @@ impl SimMeta {
             current: superblock.current_uuid,
             bitmap: superblock.bitmap_uuids_by_node_id(),
             history: superblock.history_uuids,
-            flags: GenerationFlags { crashed_primary, discard_my_data: false },
+            flags: GenerationFlags { crashed_primary, discard_my_data: false, primary_peer: false },
         };
         let disk = VolumeMeta::attach_disk_state(superblock.flags.consistent, superblock.flags.was_up_to_date);
         let activity_log = self.spec.al_enabled.then_some(log);

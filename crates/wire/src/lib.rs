@@ -83,7 +83,7 @@
 //! them is big (a `BitmapChunk` is at most [`MESSAGE_LEN_MAX`] bytes), so they never hold up a
 //! write for long.
 //!
-//! `SyncUuids` body, in order: `volume: u16`, `purpose: u8` (0 handshake, 1 adopt, 2 sync start),
+//! `SyncUuids` body, in order: `volume: u16`, `purpose: u8` (0 handshake, 1 adopt, 2 sync start, 3 rotate),
 //! `role: u8`, `disk_state: u8`, `flags: u64` (bit 0 discard-my-data, bit 1 crashed-primary;
 //! others rejected), `bitmap_bits: u64`, `size_bytes: u64`,
 //! `bitmap_granularity_bytes: u32`, `current: u64`, `bitmap: [u64; 32]`,
@@ -142,12 +142,12 @@ pub use message::{
     DataHeader, Hello, Message, PeerState, RangeHeader, ResyncNegReply, ResyncReplyHeader,
     ResyncRequest, SocketKind, SyncUuids, UuidsPurpose, VolumeDiskState, VolumeInfo, CHALLENGE_LEN,
     DATA_FLAGS_KNOWN, DATA_FLAG_FUA, DATA_FLAG_LZ4, DATA_FLAG_ZSTD, MAC_LEN, SESSION_LEN, UUID_FLAGS_KNOWN,
-    UUID_FLAG_CRASHED_PRIMARY, UUID_FLAG_DISCARD_MY_DATA,
+    UUID_FLAG_CRASHED_PRIMARY, UUID_FLAG_DISCARD_MY_DATA, UUID_FLAG_PRIMARY_PEER,
 };
 pub use verify::{VerifyOutcome, VerifyReply, VerifyRequest, VERIFY_DIGESTS_LEN_MAX};
 
 /// The protocol version this build speaks. Peers negotiate the highest version both support.
-pub const PROTOCOL_VERSION: u16 = 3;
+pub const PROTOCOL_VERSION: u16 = 4;
 
 /// Widens a wire `u32` length to `usize`.
 ///

@@ -38,8 +38,10 @@ pub const DATA_FLAGS_KNOWN: u16 = DATA_FLAG_FUA | DATA_FLAG_LZ4 | DATA_FLAG_ZSTD
 pub const UUID_FLAG_DISCARD_MY_DATA: u64 = 1 << 0;
 /// `SyncUuids::flags` bit: the sender crashed while Primary.
 pub const UUID_FLAG_CRASHED_PRIMARY: u64 = 1 << 1;
+/// `SyncUuids::flags` bit: the sender is fed by a connected Primary (a third node).
+pub const UUID_FLAG_PRIMARY_PEER: u64 = 1 << 2;
 /// Every `SyncUuids::flags` bit this version defines; others are rejected.
-pub const UUID_FLAGS_KNOWN: u64 = UUID_FLAG_DISCARD_MY_DATA | UUID_FLAG_CRASHED_PRIMARY;
+pub const UUID_FLAGS_KNOWN: u64 = UUID_FLAG_DISCARD_MY_DATA | UUID_FLAG_CRASHED_PRIMARY | UUID_FLAG_PRIMARY_PEER;
 
 /// Which of the two connections of a peer pair a socket is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -212,6 +214,10 @@ pub enum UuidsPurpose {
     /// identifier for it its current, and adopts these identifiers when the resync is done.
     /// Wire value 2.
     SyncStart,
+    /// A Primary started a new generation while replicating to the receiver: an in-sync
+    /// Secondary makes it its current (its old current goes to the bitmap slots of its own
+    /// absent peers, or into its history). Wire value 3 (protocol 4).
+    Rotate,
 }
 
 impl UuidsPurpose {
@@ -221,6 +227,7 @@ impl UuidsPurpose {
             UuidsPurpose::Handshake => 0,
             UuidsPurpose::Adopt => 1,
             UuidsPurpose::SyncStart => 2,
+            UuidsPurpose::Rotate => 3,
         }
     }
 
@@ -230,6 +237,7 @@ impl UuidsPurpose {
             0 => Ok(UuidsPurpose::Handshake),
             1 => Ok(UuidsPurpose::Adopt),
             2 => Ok(UuidsPurpose::SyncStart),
+            3 => Ok(UuidsPurpose::Rotate),
             _ => Err(WireError::InvalidUuidsPurpose { value }),
         }
     }
@@ -247,7 +255,7 @@ pub struct SyncUuids {
     pub role: u8,
     /// The sender's disk state code; opaque to this crate.
     pub disk_state: u8,
-    /// [`UUID_FLAG_DISCARD_MY_DATA`] and [`UUID_FLAG_CRASHED_PRIMARY`]; others are rejected.
+    /// [`UUID_FLAG_DISCARD_MY_DATA`], [`UUID_FLAG_CRASHED_PRIMARY`] and [`UUID_FLAG_PRIMARY_PEER`]; others are rejected.
     pub flags: u64,
     /// Bits set in the sender's bitmap for the receiver (its changes, for `after-sb-*`).
     pub bitmap_bits: u64,

@@ -113,6 +113,7 @@ pub(crate) fn arb_sync_uuids() -> impl Strategy<Value = SyncUuids> {
         Just(UuidsPurpose::Handshake),
         Just(UuidsPurpose::Adopt),
         Just(UuidsPurpose::SyncStart),
+        Just(UuidsPurpose::Rotate),
     ];
     let slots = || vec(arb_uuid(), UUID_SLOTS);
     (

@@ -73,6 +73,7 @@ impl<P: Clone> Engine<P> {
         let volume = &self.volumes[vslot];
         let mut ids = volume.ids.clone();
         ids.flags.discard_my_data = p.discard_my_data;
+        ids.flags.primary_peer = self.fed_by_primary(slot, vslot);
         let bitmap_bits = p.bitmaps[vslot].count_set_blocks();
         let message = UuidsMessage {
             volume: volume.number,
@@ -130,6 +131,10 @@ impl<P: Clone> Engine<P> {
             }
             UuidsPurpose::Adopt => self.adopt_uuids(slot, vslot, &message, out),
             UuidsPurpose::SyncStart => self.sync_start(now, slot, vslot, &message, out),
+            UuidsPurpose::Rotate => {
+                self.receive_rotation(slot, vslot, &message, out);
+                Ok(())
+            }
         }
     }
 
@@ -169,12 +174,19 @@ impl<P: Clone> Engine<P> {
         out: &mut Vec<Action<P>>,
     ) {
         let nodes = self.nodes(slot);
-        let handshake = settle_equal_current(
-            compare(&sent.ids, &peer.ids, nodes),
-            sent.bitmap_bits,
-            peer.bitmap_bits,
-            nodes,
-        );
+        let compared = compare(&sent.ids, &peer.ids, nodes);
+        let fed_by_primary = compared.rule == Rule::EqualCurrent
+            && sent.role != Role::Primary
+            && peer.role != Role::Primary
+            && (sent.ids.flags.primary_peer || peer.ids.flags.primary_peer);
+        let handshake = if fed_by_primary {
+            // Both are fed by a Primary (rotate.rs): no resync between them; the bits they
+            // kept for each other are moot.
+            self.forget_bits_for(slot, vslot, out);
+            compared
+        } else {
+            settle_equal_current(compared, sent.bitmap_bits, peer.bitmap_bits, nodes)
+        };
         self.peers[slot].discard_my_data = false;
         let outcome = match handshake.decision {
             SyncDecision::NoSync => Outcome::Established,
@@ -187,7 +199,16 @@ impl<P: Clone> Engine<P> {
                 self.split_brain(slot, vslot, sent, peer, auto_recoverable, out)
             }
         };
-        match refuse_conflicts(outcome, sent, peer) {
+        let outcome = refuse_conflicts(outcome, sent, peer);
+        let resync = matches!(outcome, Outcome::Source(_) | Outcome::Target(_));
+        if resync && sent.role != Role::Primary && peer.role != Role::Primary {
+            let source = matches!(outcome, Outcome::Source(_));
+            if let Some(reason) = self.secondary_resync_must_wait(slot, vslot, source, peer) {
+                self.drop_peer(now, slot, ConnState::Unconnected, reason, out);
+                return;
+            }
+        }
+        match outcome {
             Outcome::Established => self.establish(vslot, slot, peer, out),
             Outcome::Source(transfer) => self.start_source(now, slot, vslot, transfer, out),
             Outcome::Target(transfer) => self.start_target(slot, vslot, transfer, out),

@@ -195,6 +195,7 @@ impl<P: Clone> Engine<P> {
         let volume = &self.volumes[vslot];
         if absent.iter().any(|peer| volume.ids.bitmap_uuid(peer) == 0 || volume.shared_with.contains(peer)) {
             self.new_generation(vslot, absent, out);
+            self.announce_rotation(vslot, out);
         }
         self.unpersisted_version(vslot)
     }
@@ -241,6 +242,7 @@ impl<P: Clone> Engine<P> {
             }
             let absent = self.absent_peers();
             let version = self.new_generation(vslot, absent, out);
+            self.announce_rotation(vslot, out);
             let number = self.volumes[vslot].number;
             for write in self.in_flight.values_mut().filter(|w| w.volume == number) {
                 write.meta_version = write.meta_version.max(version);

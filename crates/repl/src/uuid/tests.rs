@@ -204,6 +204,32 @@ fn adopted_target_forgets_discarded_generation() {
     assert_eq!(seen.decision, SyncDecision::Unrelated, "bob's old data is no ancestor");
 }
 
+/// Three nodes (rotate.rs): alice (Primary) loses charlie and starts a new generation; bob,
+/// in sync with her, adopts it and anchors his own bitmap for charlie at the old one. Alice and
+/// bob stay equal; charlie, back, is a bitmap target of either; a repeated Rotate is a no-op.
+#[test]
+fn a_secondary_follows_its_primarys_new_generation() {
+    let mut alice = ids(G1 | 1, &[], &[]);
+    let mut bob = ids(G1 | 1, &[], &[]);
+    let charlie = ids(G1 | 1, &[], &[]);
+    new_current(&mut alice, G2, Role::Primary, &[2]);
+    bob.adopt_current(alice.current, absent(&[2]));
+    assert_eq!(bob.current, alice.current, "bob follows alice");
+    assert_eq!(bob.bitmap_uuid(node(2)), G1 | 1, "bob's bitmap for charlie counts from the old generation");
+    check(&alice, &bob, SyncDecision::NoSync, Rule::EqualCurrent);
+    assert_eq!(compare(&bob, &charlie, nodes(1, 2)).decision, SOURCE_BITMAP);
+    assert_eq!(compare(&alice, &charlie, nodes(0, 2)).decision, SOURCE_BITMAP);
+    let before = bob.clone();
+    bob.adopt_current(alice.current, absent(&[2]));
+    assert_eq!(bob, before, "the same generation twice changes nothing");
+    // Charlie still connected to bob when alice rotated: the old generation goes to history,
+    // so charlie is later seen as behind (a full sync), never as unrelated.
+    let mut bob2 = ids(G1 | 1, &[], &[]);
+    bob2.adopt_current(alice.current, absent(&[]));
+    assert_eq!(bob2.history[0], G1 | 1);
+    assert_eq!(compare(&bob2, &charlie, nodes(1, 2)).decision, SOURCE_FULL);
+}
+
 #[test]
 fn new_current_keeps_older_bitmap_and_history() {
     let mut alice = ids(G1, &[], &[]);
@@ -324,7 +350,7 @@ fn arbitrary_ids() -> impl Strategy<Value = GenerationIds> {
             ids.current = current;
             ids.bitmap[..bitmaps.len()].copy_from_slice(&bitmaps);
             ids.history[..history.len()].copy_from_slice(&history);
-            ids.flags = GenerationFlags { crashed_primary, discard_my_data };
+            ids.flags = GenerationFlags { crashed_primary, discard_my_data, primary_peer: false };
             ids
         })
 }

@@ -61,7 +61,8 @@ fn fio_command(cluster: &Cluster) -> Command {
 }
 
 /// Two nodes behind the link emulator (no delay yet) with the manager on (200 ms interval,
-/// 1 s dwell, lag bound LAG_BOUND_KIB / 1 s), alice Primary and in sync with bob.
+/// 1 s dwell, latency thresholds 8 ms / 5 ms, lag bound LAG_BOUND_KIB / 1 s), alice Primary
+/// and in sync with bob.
 fn srm_pair() -> (Cluster, LinkEmulator) {
     require_fio();
     let spec = Spec::two_nodes('C')
@@ -70,7 +71,12 @@ fn srm_pair() -> (Cluster, LinkEmulator) {
         .options_line("srm-interval 200;")
         .net_line_all("srm-min-dwell 1;")
         .net_line_all(&format!("srm-max-lag-bytes {LAG_BOUND_KIB}K;"))
-        .net_line_all("srm-max-lag-time 1000;");
+        .net_line_all("srm-max-lag-time 1000;")
+        // The emulated delay is 10 ms each way; thresholds of 8 ms out and 5 ms back keep the
+        // loopback's own latency on a loaded two-core machine (ack latencies of 3 ms, peaks of
+        // 7 ms seen with the default 5/2 ms) from holding the manager in protocol A.
+        .net_line_all("srm-latency-high 8;")
+        .net_line_all("srm-latency-low 5;");
     let cluster = Cluster::create(spec);
     let link = LinkEmulator::start(&cluster);
     cluster.start_all();

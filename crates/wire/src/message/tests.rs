@@ -301,8 +301,8 @@ fn resync_and_setup_decode_errors() {
     check_decode(
         uuids,
         len,
-        &body(|b| b[2] = 3),
-        Err(WireError::InvalidUuidsPurpose { value: 3 }),
+        &body(|b| b[2] = 4),
+        Err(WireError::InvalidUuidsPurpose { value: 4 }),
     );
     check_decode(
         uuids,
@@ -315,8 +315,8 @@ fn resync_and_setup_decode_errors() {
     check_decode(
         uuids,
         len,
-        &body(|b| b[12] = 4),
-        Err(WireError::UnknownUuidFlags { flags: 4 }),
+        &body(|b| b[12] = 8),
+        Err(WireError::UnknownUuidFlags { flags: 8 }),
     );
     check_decode(
         uuids,
@@ -398,11 +398,11 @@ fn encode_refuses_bad_resync_and_setup_messages() {
     }
     check_encode_error(
         Message::SyncUuids(Box::new(SyncUuids {
-            flags: 4,
+            flags: 8,
             ..uuids_sample()
         })),
         0,
-        WireError::UnknownUuidFlags { flags: 4 },
+        WireError::UnknownUuidFlags { flags: 8 },
     );
     check_encode_error(
         Message::ResyncReply(ResyncReplyHeader {

@@ -1,0 +1,145 @@
+//! Generations with more than one Secondary (drbd-semantics.md §2): the Primary's new
+//! generations reach the Secondaries it replicates to, and each Secondary keeps bitmaps for
+//! its own absent peers, so two Secondaries never resync between themselves over writes a
+//! Primary is feeding to both.
+//!
+//! - **Rotation.** A Primary that starts a new generation (a peer went away) sends its new
+//!   identifiers ([`UuidsPurpose::Rotate`]) to every peer it replicates to, on the data socket,
+//!   before any write of the new generation. A Secondary Established with it and UpToDate makes
+//!   the new current its own ([`crate::GenerationIds::adopt_current`]): its old current goes to
+//!   the bitmap slots of its own absent peers. A sync target of that Primary takes the new
+//!   identifiers as the ones it adopts when the resync is done. Anyone else ignores it.
+//! - **Bits on a Secondary.** A replicated write applied on a Secondary is marked in its
+//!   bitmap of every peer not connected to it, as a Primary marks its absent peers: if that
+//!   peer later meets this node first, the bitmap rules move exactly those blocks.
+//! - **Fed by a Primary.** A handshake says whether its sender is Established with a
+//!   connected Primary (a third node; [`crate::GenerationFlags::primary_peer`]). Two
+//!   Secondaries with equal generations of which either is fed by a Primary connect without a
+//!   resync and clear their bits for each other: the Primary's writes reach both (or its own
+//!   bitmap keeps what one misses), and a resync between them would race those writes, since
+//!   the ordering rules of `resync.rs` hold only when the source is the writer.
+//!
+//! Invariant: a Secondary changes its current identifier only by a handshake's resync
+//! (sync start, adoption at the end) or by a Rotate from the Primary it is Established with.
+
+use crate::engine::{mark, Engine};
+use crate::extent::Extent;
+use crate::state::{ConnState, DiskState, Role};
+use crate::sync::SyncState;
+use crate::types::{Action, UuidsMessage, UuidsPurpose};
+use crate::uuid::NodeSet;
+
+impl<P: Clone> Engine<P> {
+    /// After a new generation as Primary: the peers it replicates to get the new identifiers.
+    pub(super) fn announce_rotation(&mut self, vslot: usize, out: &mut Vec<Action<P>>) {
+        if self.role != Role::Primary {
+            return;
+        }
+        for slot in 0..self.peers.len() {
+            if super::replicates_to(&self.peers[slot]) {
+                self.send_uuids(slot, vslot, UuidsPurpose::Rotate, out);
+            }
+        }
+    }
+
+    /// A Rotate from the peer in `slot` (see the module comment).
+    pub(super) fn receive_rotation(
+        &mut self,
+        slot: usize,
+        vslot: usize,
+        message: &UuidsMessage,
+        out: &mut Vec<Action<P>>,
+    ) {
+        if message.role != Role::Primary || self.role == Role::Primary {
+            return;
+        }
+        match &mut self.peers[slot].syncs[vslot] {
+            SyncState::Target(target) => {
+                *target.source_ids = message.ids.clone();
+                return;
+            }
+            SyncState::StartingTarget(starting) => {
+                if let Some(ids) = &mut starting.source_ids {
+                    **ids = message.ids.clone();
+                }
+                return;
+            }
+            SyncState::Established => {}
+            _ => return,
+        }
+        if self.volumes[vslot].disk != DiskState::UpToDate {
+            return;
+        }
+        let absent = self
+            .peers
+            .iter()
+            .filter(|p| p.connection != ConnState::Connected)
+            .fold(NodeSet::EMPTY, |set, p| set.with(p.node));
+        let volume = &mut self.volumes[vslot];
+        volume.ids.adopt_current(message.ids.current, absent);
+        // Anyone may hold the new generation now: as a later Primary, rotate before writing
+        // while any peer is away.
+        volume.shared_with = NodeSet::ALL;
+        self.meta_changed(vslot, out);
+    }
+
+    /// A replicated write applied as Secondary: marked for every peer not connected to us.
+    pub(super) fn mark_for_absent_peers(&mut self, from_slot: usize, vslot: usize, extent: Extent) {
+        for (slot, peer) in self.peers.iter_mut().enumerate() {
+            if slot != from_slot && peer.connection != ConnState::Connected {
+                mark(&mut peer.bitmaps[vslot], extent);
+            }
+        }
+    }
+
+    /// Two Secondaries fed by a Primary connect with equal generations: the bits this node
+    /// kept for the peer in `slot` (and its bitmap identifier) are dropped.
+    pub(super) fn forget_bits_for(&mut self, slot: usize, vslot: usize, out: &mut Vec<Action<P>>) {
+        let node = self.peers[slot].node;
+        let had_bits = self.peers[slot].bitmaps[vslot].count_set_blocks() > 0;
+        self.peers[slot].bitmaps[vslot].clear_all();
+        let had_uuid = self.volumes[vslot].ids.bitmap_uuid(node) != 0;
+        if had_uuid {
+            self.volumes[vslot].ids.clear_bitmap_uuid(node);
+        }
+        if had_bits || had_uuid {
+            self.meta_changed(vslot, out);
+        }
+    }
+
+    /// A resync between this Secondary and the Secondary in `slot` (`source`: we would send)
+    /// waits while a Primary feeds either side, or while this node already receives a resync
+    /// from another peer: the resync's ordering rules (`resync.rs`) hold only when its
+    /// source is the one writer. The connection is dropped with the reason returned and tried
+    /// again later; meanwhile the Primary brings the lagging side up to date itself.
+    pub(super) fn secondary_resync_must_wait(
+        &self,
+        slot: usize,
+        vslot: usize,
+        source: bool,
+        peer: &UuidsMessage,
+    ) -> Option<String> {
+        let name = &self.peers[slot].config.name;
+        if self.fed_by_primary(slot, vslot) || peer.ids.flags.primary_peer {
+            let (from, to) = if source { ("this node", name.as_str()) } else { (name.as_str(), "this node") };
+            return Some(format!(
+                "a resync from {from} to {to} waits: a Primary is replicating to one of them, and it brings the lagging one up to date itself"
+            ));
+        }
+        let other_source = self.peers.iter().enumerate().any(|(other, p)| {
+            other != slot && matches!(p.syncs[vslot], SyncState::StartingTarget(_) | SyncState::Target(_))
+        });
+        (!source && other_source).then(|| format!("a resync from {name} waits: this node is already the target of another resync"))
+    }
+
+    /// Whether another connected peer than `slot` is a Primary we are Established with on
+    /// `vslot` (sent as [`crate::GenerationFlags::primary_peer`]).
+    pub(super) fn fed_by_primary(&self, slot: usize, vslot: usize) -> bool {
+        self.peers.iter().enumerate().any(|(other, p)| {
+            other != slot
+                && p.connection == ConnState::Connected
+                && p.role == Role::Primary
+                && matches!(p.syncs[vslot], SyncState::Established)
+        })
+    }
+}
