@@ -185,7 +185,8 @@ impl<P: Clone> Engine<P> {
             self.forget_bits_for(slot, vslot, out);
             compared
         } else {
-            settle_equal_current(compared, sent.bitmap_bits, peer.bitmap_bits, nodes)
+            let settled = settle_equal_current(compared, sent.bitmap_bits, peer.bitmap_bits, nodes);
+            settle_unrelated_inconsistent(settled, sent.disk, peer.disk)
         };
         self.peers[slot].discard_my_data = false;
         let outcome = match handshake.decision {
@@ -567,6 +568,22 @@ fn settle_equal_current(
         decision,
         rule: Rule::EqualCurrent,
     }
+}
+
+/// "Unrelated data" where one side is Inconsistent and the other UpToDate: a full sync to the
+/// Inconsistent side. Its data is a resync cut short (its current is a sync identifier that
+/// only its source knew, and that source may have moved on), never a usable disk, so nothing
+/// of value is overwritten; without this it could never rejoin. Reads only exchanged values.
+fn settle_unrelated_inconsistent(handshake: Handshake, local: DiskState, peer: DiskState) -> Handshake {
+    if handshake.decision != SyncDecision::Unrelated {
+        return handshake;
+    }
+    let decision = match (local, peer) {
+        (DiskState::UpToDate, DiskState::Inconsistent) => SyncDecision::Source(Transfer::Full),
+        (DiskState::Inconsistent, DiskState::UpToDate) => SyncDecision::Target(Transfer::Full),
+        _ => return handshake,
+    };
+    Handshake { decision, rule: handshake.rule }
 }
 
 /// Refuses a resync whose target is Primary (rr-conflict) or whose source is Inconsistent.

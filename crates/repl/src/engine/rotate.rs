@@ -108,7 +108,8 @@ impl<P: Clone> Engine<P> {
     }
 
     /// A resync between this Secondary and the Secondary in `slot` (`source`: we would send)
-    /// waits while a Primary feeds either side, or while this node already receives a resync
+    /// waits while a Primary feeds the peer, while another connected peer of ours may be a
+    /// Primary (its role known or not yet), or while this node already receives a resync
     /// from another peer: the resync's ordering rules (`resync.rs`) hold only when its
     /// source is the one writer. The connection is dropped with the reason returned and tried
     /// again later; meanwhile the Primary brings the lagging side up to date itself.
@@ -120,7 +121,7 @@ impl<P: Clone> Engine<P> {
         peer: &UuidsMessage,
     ) -> Option<String> {
         let name = &self.peers[slot].config.name;
-        if self.fed_by_primary(slot, vslot) || peer.ids.flags.primary_peer {
+        if self.primary_may_be_near(slot) || peer.ids.flags.primary_peer {
             let (from, to) = if source { ("this node", name.as_str()) } else { (name.as_str(), "this node") };
             return Some(format!(
                 "a resync from {from} to {to} waits: a Primary is replicating to one of them, and it brings the lagging one up to date itself"
@@ -130,6 +131,14 @@ impl<P: Clone> Engine<P> {
             other != slot && matches!(p.syncs[vslot], SyncState::StartingTarget(_) | SyncState::Target(_))
         });
         (!source && other_source).then(|| format!("a resync from {name} waits: this node is already the target of another resync"))
+    }
+
+    /// Whether another peer than `slot` is connected and not known to be Secondary (a Primary,
+    /// or one whose role has not arrived yet: connections that come up together race).
+    fn primary_may_be_near(&self, slot: usize) -> bool {
+        self.peers.iter().enumerate().any(|(other, p)| {
+            other != slot && p.connection == ConnState::Connected && p.role != Role::Secondary
+        })
     }
 
     /// Whether another connected peer than `slot` is a Primary we are Established with on
