@@ -614,3 +614,30 @@ fn refuse_conflicts(outcome: Outcome, sent: &SentUuids, peer: &UuidsMessage) -> 
     }
     outcome
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Only "unrelated data" between an Inconsistent and an UpToDate side becomes a full sync,
+    /// towards the Inconsistent side; every other pairing and decision is left alone.
+    #[test]
+    fn unrelated_data_with_an_inconsistent_side_is_a_full_sync_to_it() {
+        use DiskState::{Consistent, Inconsistent, Outdated, UpToDate};
+        let unrelated = Handshake { decision: SyncDecision::Unrelated, rule: Rule::UnrelatedData };
+        let rows = [
+            (UpToDate, Inconsistent, SyncDecision::Source(Transfer::Full)),
+            (Inconsistent, UpToDate, SyncDecision::Target(Transfer::Full)),
+            (UpToDate, UpToDate, SyncDecision::Unrelated),
+            (Inconsistent, Inconsistent, SyncDecision::Unrelated),
+            (Outdated, Inconsistent, SyncDecision::Unrelated),
+            (Consistent, Inconsistent, SyncDecision::Unrelated),
+        ];
+        for (local, peer, want) in rows {
+            let got = settle_unrelated_inconsistent(unrelated, local, peer);
+            assert_eq!(got.decision, want, "{local} / {peer}");
+        }
+        let no_sync = Handshake { decision: SyncDecision::NoSync, rule: Rule::EqualCurrent };
+        assert_eq!(settle_unrelated_inconsistent(no_sync, UpToDate, Inconsistent).decision, SyncDecision::NoSync);
+    }
+}
