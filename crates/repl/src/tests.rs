@@ -530,3 +530,44 @@ fn replicas_are_identical_after_a_mixed_workload() {
         assert!(pair.disks[A] == pair.disks[B], "protocol {protocol}: replicas differ");
     }
 }
+
+/// A failover by link cut with nothing written on the old Primary after it: the old Primary's
+/// last writes were settled by the peer (only the barrier ack was missing), so losing the peer
+/// starts no new generation; when it returns as Secondary it resyncs from the new Primary
+/// instead of reporting a split brain, and the replicas end identical.
+#[test]
+fn a_cut_without_writes_after_it_is_a_failover_not_a_split_brain() {
+    let mut pair = Pair::new(Protocol::C);
+    pair.write(1, 0, 7, 4096);
+    while pair.run_local(A) | pair.deliver(B) | pair.run_local(B) | pair.deliver(A) {}
+    assert!(pair.is_complete(1), "B wrote it: protocol C completes");
+    let before = pair.persisted[A].clone();
+    pair.disconnect();
+    pair.deliver_all();
+    assert_eq!(pair.persisted[A], before, "no new generation: nothing is written after the cut");
+    assert_eq!(pair.out_of_sync(), 4096, "the unconfirmed block is kept in the bitmap");
+
+    let mut out = Vec::new();
+    pair.nodes[A].demote(&mut out).expect("demote the old Primary");
+    pair.route(A, out);
+    let mut out = Vec::new();
+    pair.nodes[B].promote(false, &mut out).expect("promote the survivor");
+    pair.route(B, out);
+    let op = Op::Write { offset: 8192, length: 4096, data: vec![9; 4096], flags: WriteFlags::default() };
+    let mut out = Vec::new();
+    pair.nodes[B].submit(pair.now, 2, 0, op, &mut out);
+    pair.route(B, out);
+    pair.deliver_all();
+    assert!(pair.is_complete(2), "the new Primary writes");
+
+    pair.connect();
+    for _ in 0..20 {
+        pair.tick(A, TICK_INTERVAL);
+        pair.tick(B, TICK_INTERVAL);
+        pair.deliver_all();
+    }
+    assert!(pair.split_brains.is_empty(), "no split brain: {:?}", pair.split_brains);
+    assert!(pair.disks[A] == pair.disks[B], "the old Primary resynced from the new one");
+    assert_eq!(pair.disks[A][8192], 9);
+    assert_eq!(pair.nodes[A].status().volumes[0].disk, DiskState::UpToDate);
+}
