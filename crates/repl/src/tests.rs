@@ -571,3 +571,41 @@ fn a_cut_without_writes_after_it_is_a_failover_not_a_split_brain() {
     assert_eq!(pair.disks[A][8192], 9);
     assert_eq!(pair.nodes[A].status().volumes[0].disk, DiskState::UpToDate);
 }
+
+/// Quorum returns only when the returning peer's handshake accepted it, not on the TCP
+/// connect: the handshake may still refuse it (a split brain), and writes held for want of
+/// quorum must not complete on the strength of a connection that is about to be dropped.
+#[test]
+fn quorum_returns_after_the_handshake_not_on_connect() {
+    let mut pair = Pair::new(Protocol::C);
+    let config = QuorumConfig { rule: QuorumRule::All, ..QuorumConfig::default() };
+    let mut out = Vec::new();
+    pair.nodes[A].set_quorum(pair.now, config, &mut out);
+    pair.route(A, out);
+    assert!(pair.nodes[A].has_quorum());
+    pair.disconnect();
+    pair.deliver_all();
+    assert!(!pair.nodes[A].has_quorum(), "the peer is gone");
+    pair.write(1, 0, 3, 4096);
+    pair.deliver_all();
+    assert!(!pair.is_complete(1), "held for want of quorum");
+
+    let mut out = Vec::new();
+    pair.nodes[A].peer_connected(pair.now, 1, &mut out);
+    pair.route(A, out);
+    assert!(!pair.nodes[A].has_quorum(), "a connection alone is not a present peer");
+    pair.tick(A, TICK_INTERVAL);
+    assert!(!pair.nodes[A].has_quorum(), "nor after a tick while the handshake waits");
+    assert!(!pair.is_complete(1));
+
+    let mut out = Vec::new();
+    pair.nodes[B].peer_connected(pair.now, 0, &mut out);
+    pair.route(B, out);
+    pair.deliver_all();
+    assert!(pair.nodes[A].has_quorum(), "the handshake accepted the peer");
+    for _ in 0..5 {
+        pair.tick(A, TICK_INTERVAL);
+        pair.deliver_all();
+    }
+    assert!(pair.is_complete(1), "the held write completes with quorum back");
+}

@@ -9,8 +9,10 @@
 //!   finished everywhere it could is held (suspend-io) or failed (io-error), so the other
 //!   partition, which may have quorum and promote, never lacks a write this node acknowledged
 //!   after the partition.
-//! - Quorum is re-evaluated on every connect and disconnect, and when peers report their disk
-//!   states; held writes and flushes are retried as soon as it returns.
+//! - A peer is present once connected and past the generation handshake on every volume (a
+//!   connection the handshake may still refuse never counts).
+//! - Quorum is re-evaluated on every connect, disconnect and tick, and when peers report their
+//!   disk states; held writes and flushes are retried as soon as it returns.
 //! - Unlike DRBD, a gracefully departed peer is not counted as present (tandem's secondaries
 //!   do not yet outdate themselves when they leave), so a two-node resource with
 //!   `quorum majority` loses quorum with its peer: safe, but stricter than DRBD.
@@ -100,7 +102,12 @@ impl<P: Clone> Engine<P> {
 
     fn quorum_counts(&self) -> (usize, usize, usize) {
         let voters = 1 + self.peers.len();
-        let connected = self.peers.iter().filter(|p| p.connection == ConnState::Connected);
+        // A peer counts once its handshake accepted it: a TCP connection alone proves
+        // nothing (the handshake may still find a split brain and drop it).
+        let connected = self.peers.iter().filter(|p| {
+            p.connection == ConnState::Connected
+                && p.syncs.iter().all(|s| !matches!(s, SyncState::Off | SyncState::WaitUuids { .. }))
+        });
         let present = 1 + connected.clone().count();
         let local = usize::from(self.volumes.iter().all(|v| v.disk == DiskState::UpToDate));
         let remote = connected.filter(|p| !p.disks.is_empty() && p.disks.iter().all(|d| *d == DiskState::UpToDate)).count();
