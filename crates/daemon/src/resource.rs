@@ -444,11 +444,24 @@ impl Resource {
                 (false, true, _, _) => "before-resync-target",
                 (true, false, _, _) => "after-resync-target",
                 (_, _, false, true) => "before-resync-source",
+                (_, _, true, false) if state == ReplState::Established => {
+                    self.unfence_after_resync(engine, peer);
+                    continue;
+                }
                 _ => continue,
             };
             let peer_name = self.peer_name(peer);
             let event = self.handler_event(Some(volume), Some(peer), Some(&peer_name));
             handlers::run(&self.handlers, handler, &event);
+        }
+    }
+
+    /// A resync from this node to `peer` finished: with fencing on, `unfence-peer` undoes
+    /// what `fence-peer` may have done (DRBD's connection handler, no volume).
+    fn unfence_after_resync(&self, engine: &Engine<Payload>, peer: u8) {
+        if engine.fence_policy(peer).is_some_and(|policy| policy != repl::FencePolicy::DontCare) {
+            let peer_name = self.peer_name(peer);
+            handlers::run(&self.handlers, "unfence-peer", &self.handler_event(None, Some(peer), Some(&peer_name)));
         }
     }
 

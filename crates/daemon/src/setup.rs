@@ -37,7 +37,7 @@ pub(crate) const ACTIVE_OPTIONS: &[&str] = &[
     "srm-max-epoch-size-min", "srm-max-epoch-size-max", "srm-resync-share", "auto-promote",
     "before-resync-target", "after-resync-target", "before-resync-source", "disk-flushes",
     "on-congestion", "congestion-fill", "congestion-extents", "async-buffer", "async-buffer-compress", "tls",
-    "fencing", "fence-peer", "handler-timeout",
+    "fencing", "fence-peer", "unfence-peer", "handler-timeout",
 ];
 
 /// Dirty bitmap pages are written every this many engine ticks (1 s), besides on every
@@ -211,7 +211,7 @@ pub(crate) fn apply_fencing(resource: &Arc<Resource>, handlers: &config::Handler
     }
 }
 
-fn fence_policy(fencing: config::Fencing) -> FencePolicy {
+pub(crate) fn fence_policy(fencing: config::Fencing) -> FencePolicy {
     match fencing {
         config::Fencing::DontCare => FencePolicy::DontCare,
         config::Fencing::ResourceOnly => FencePolicy::ResourceOnly,

@@ -49,6 +49,17 @@ pub enum FencePolicy {
     ResourceAndStonith,
 }
 
+impl std::fmt::Display for FencePolicy {
+    /// DRBD's word for the policy.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            FencePolicy::DontCare => "dont-care",
+            FencePolicy::ResourceOnly => "resource-only",
+            FencePolicy::ResourceAndStonith => "resource-and-stonith",
+        })
+    }
+}
+
 /// Where fencing of one peer stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(super) enum FenceState {
@@ -93,6 +104,11 @@ impl<P: Clone> Engine<P> {
             self.retry_after_quorum(now, out);
         }
         Ok(())
+    }
+
+    /// The `fencing` policy of the connection to `peer`.
+    pub fn fence_policy(&self, peer: u8) -> Option<FencePolicy> {
+        self.peer_slot(peer).map(|slot| self.peers[slot].fence_policy)
     }
 
     /// Whether fencing holds client I/O now (`suspended:fencing`).

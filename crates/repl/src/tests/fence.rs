@@ -221,3 +221,18 @@ fn forced_promotion_skips_fencing() {
     assert!(pair.fence_calls.is_empty());
     assert!(!pair.nodes[B].io_suspended());
 }
+
+#[test]
+fn turning_stonith_off_releases_frozen_io() {
+    let mut pair = Pair::fencing(FencePolicy::ResourceAndStonith);
+    pair.write_then_lose_peer(1);
+    assert!(!pair.is_complete(1));
+    let mut out = Vec::new();
+    pair.nodes[A].set_fencing(pair.now, PEER_OF_A, FencePolicy::ResourceOnly, &mut out).expect("known peer");
+    pair.route(A, out);
+    while pair.run_local(A) {}
+    assert!(pair.is_complete(1), "resource-only freezes nothing");
+    assert!(pair.nodes[A].fencing_running(PEER_OF_A), "the run under way still answers");
+    assert_eq!(pair.nodes[A].fence_policy(PEER_OF_A), Some(FencePolicy::ResourceOnly));
+    assert_eq!(FencePolicy::ResourceAndStonith.to_string(), "resource-and-stonith");
+}

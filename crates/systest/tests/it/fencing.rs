@@ -177,10 +177,11 @@ fn a_failed_fence_peer_keeps_io_frozen_until_resume_io() {
 
 /// (c) A fence-peer that hangs is killed after `handler-timeout 1` with everything it
 /// started, reported (status 137 = killed by SIGKILL), and the node goes on: under
-/// resource-only writes never waited, and bob, restarted, resyncs.
+/// resource-only writes never waited, and bob, restarted, resyncs (and `unfence-peer` runs
+/// on alice when that resync ends).
 #[test]
 fn a_hung_handler_is_killed_after_its_timeout_and_the_node_goes_on() {
-    let cluster = fencing_pair("resource-only", HANG_SCRIPT, |spec| spec.options_line("handler-timeout 1;"));
+    let cluster = fencing_pair("resource-only", HANG_SCRIPT, |spec| spec.options_line("handler-timeout 1;").handler("unfence-peer", "true"));
     let events = Events::start(&cluster, ALICE);
     cluster.kill(BOB);
     events.wait_for(&cluster, FENCE_CALL);
@@ -199,6 +200,8 @@ fn a_hung_handler_is_killed_after_its_timeout_and_the_node_goes_on() {
     cluster.wait_connected();
     cluster.wait_until("bob catches up", STATE_DEADLINE, || cluster.status(ALICE).peer_disk("bob") == "UpToDate");
     cluster.wait_identical(ALICE, BOB, STATE_DEADLINE);
+    // The resync that brought bob back ends with unfence-peer on its source.
+    events.wait_for(&cluster, "response helper name:r0 peer-node-id:1 conn-name:bob helper:unfence-peer status:0");
 }
 
 /// A Secondary promoted while its peer is away runs fence-peer first: refused when it fails,
