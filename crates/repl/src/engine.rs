@@ -21,7 +21,8 @@
 //!
 //! The handshake and bitmap exchange are in `handshake.rs`, the resync in `resync.rs`, the
 //! metadata (generation identifiers, persistence) in `persist.rs`, the activity log in
-//! `activity_log.rs`, online verify in `verify.rs`, checksum-based resync in `csums.rs`.
+//! `activity_log.rs`, online verify in `verify.rs`, checksum-based resync in `csums.rs`,
+//! fencing in `fence.rs`.
 
 mod activity_log;
 mod csums;

@@ -15,8 +15,9 @@
 //! - Every `LocalWrite`/`LocalFlush`/`PersistMeta`/`WriteActivityLog` must be answered by
 //!   exactly one [`Engine::local_done`] with the same [`IoId`], every `LocalRead` by exactly one
 //!   [`Engine::local_read_done`], every `LocalDigest` by exactly one
-//!   [`Engine::local_digest_done`]; every [`Action::Complete`] is the one answer to a
-//!   submitted request.
+//!   [`Engine::local_digest_done`], every `FencePeer` by exactly one
+//!   [`Engine::fence_peer_done`] (the handler's exit status); every [`Action::Complete`] is
+//!   the one answer to a submitted request.
 //! - `P` is the payload type: the daemon uses a reference-counted buffer, tests use anything
 //!   cloneable. The engine clones it for the local write and each peer, never looks inside.
 //!
