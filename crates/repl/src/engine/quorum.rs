@@ -84,9 +84,10 @@ impl<P: Clone> Engine<P> {
         self.quorum_words()
     }
 
-    /// Whether application writes are frozen for want of quorum (`suspended:quorum`).
+    /// Whether application writes are frozen for want of quorum (`suspended:quorum`) or by
+    /// fencing (`suspended:fencing`).
     pub fn io_suspended(&self) -> bool {
-        self.role == Role::Primary && self.quorum_blocks_new_writes() || self.fencing_freezes()
+        (self.role == Role::Primary && self.quorum_blocks_new_writes()) || self.fencing_freezes()
     }
 
     /// Why this node has no quorum, in words (for refusals and logs).

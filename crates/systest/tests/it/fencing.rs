@@ -222,3 +222,29 @@ fn promotion_without_the_peer_runs_fence_peer_first() {
     let status = cluster.status(BOB);
     assert_eq!((status.role(), status.peer_disk("alice")), ("Primary".to_string(), "Outdated".to_string()));
 }
+
+/// `fencing` changes live with `tandem adjust`; without a fence-peer handler every fence
+/// fails, so after turning on resource-and-stonith the loss of bob freezes alice's writes
+/// (her log says why) until `resume-io`.
+#[test]
+fn adjust_turns_fencing_on_and_without_a_handler_io_stays_frozen() {
+    let cluster = Cluster::with_primary(Spec::two_nodes('C'));
+    let path = cluster.config_path(ALICE);
+    let text = std::fs::read_to_string(path).expect("read alice's config");
+    let edited = text.replace("ping-timeout 20;", "ping-timeout 20;\n    fencing resource-and-stonith;");
+    assert_ne!(text, edited);
+    std::fs::write(path, edited).expect("write alice's config");
+    let report = cluster.admin_ok(ALICE, &["adjust", RESOURCE]);
+    assert!(report.contains("bob: fencing dont-care -> resource-and-stonith"), "report: {report}");
+    let again = cluster.admin_ok(ALICE, &["adjust", RESOURCE]);
+    assert!(again.contains("r0: no changes"), "second adjust: {again}");
+
+    cluster.kill(BOB);
+    cluster.wait_until("alice freezes I/O for fencing", STATE_DEADLINE, || suspended(&cluster, ALICE) == (true, "fencing".to_string()));
+    let (done, writer) = write_in_background(&cluster, 0, 3);
+    cluster.hold_for("the write stays frozen without a handler", FROZEN_HOLD, || done.try_recv().is_err());
+    assert!(cluster.log(ALICE).contains("fence-peer handler did not run"), "alice's log says why");
+    cluster.admin_ok(ALICE, &["resume-io", RESOURCE]);
+    assert_eq!(done.recv_timeout(STATE_DEADLINE), Ok(0));
+    writer.join().expect("writer");
+}
