@@ -82,7 +82,13 @@ impl Events {
     }
 
     fn wait_for(&self, cluster: &Cluster, line: &str) {
-        cluster.wait_until(&format!("events show '{line}'"), STATE_DEADLINE, || self.text().contains(line));
+        let start = std::time::Instant::now();
+        while !self.text().contains(line) {
+            if start.elapsed() > STATE_DEADLINE {
+                cluster.fail(&format!("events never showed '{line}'; they showed:\n{}", self.text()));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 }
 
@@ -144,6 +150,7 @@ fn stonith_freezes_writes_until_fence_peer_says_the_peer_was_shot() {
     assert_eq!(suspended(&cluster, ALICE), (true, "fencing".to_string()));
     let text = cluster.admin_ok(ALICE, &["status", RESOURCE]);
     assert!(text.contains("suspended:fencing"), "status: {text}");
+    events.wait_for(&cluster, "change resource name:r0 suspended:fencing");
 
     let (done, writer) = write_in_background(&cluster, 0, 7);
     cluster.hold_for("the write waits for fence-peer", FROZEN_HOLD, || done.try_recv().is_err());
@@ -153,6 +160,7 @@ fn stonith_freezes_writes_until_fence_peer_says_the_peer_was_shot() {
     events.wait_for(&cluster, "response helper name:r0 peer-node-id:1 conn-name:bob helper:fence-peer status:7");
     assert_eq!(suspended(&cluster, ALICE), (false, String::new()));
     assert_eq!(cluster.status(ALICE).peer_disk("bob"), "Outdated", "a STONITHed peer shows Outdated");
+    events.wait_for(&cluster, "change resource name:r0 suspended:no");
 }
 
 /// (b) A fence-peer that fails (exit 1) keeps I/O frozen until `tandem resume-io`; the
