@@ -431,13 +431,15 @@ impl Resource {
     }
 
     /// Runs `before-resync-target` when a resync towards this node starts,
-    /// `after-resync-target` when it ends, and `before-resync-source` when one from this node
-    /// starts (fire and forget: the resync does not wait for them).
+    /// `after-resync-target` when it ends, `before-resync-source` when one from this node
+    /// starts, and `unfence-peer` (once per peer) when one from this node completes with
+    /// fencing on (fire and forget: the resync does not wait for them).
     fn resync_transitions(&self, engine: &Engine<Payload>) {
         let is_target = |state: ReplState| matches!(state, ReplState::SyncTarget | ReplState::PausedSyncT);
         let is_source = |state: ReplState| matches!(state, ReplState::SyncSource | ReplState::PausedSyncS);
         let now: Vec<(u8, u16, ReplState)> = engine.status().peers.iter().flat_map(|p| p.volumes.iter().map(|v| (p.node_id, v.volume, v.replication))).collect();
         let before = std::mem::replace(&mut *self.repl_states.lock().unwrap_or_else(std::sync::PoisonError::into_inner), now.clone());
+        let mut unfence = Vec::new();
         for (peer, volume, state) in now {
             let old = before.iter().find(|(p, v, _)| (*p, *v) == (peer, volume)).map_or(ReplState::Off, |(_, _, s)| *s);
             let handler = match (is_target(old), is_target(state), is_source(old), is_source(state)) {
@@ -445,7 +447,9 @@ impl Resource {
                 (true, false, _, _) => "after-resync-target",
                 (_, _, false, true) => "before-resync-source",
                 (_, _, true, false) if state == ReplState::Established => {
-                    self.unfence_after_resync(engine, peer);
+                    if !unfence.contains(&peer) {
+                        unfence.push(peer);
+                    }
                     continue;
                 }
                 _ => continue,
@@ -453,6 +457,9 @@ impl Resource {
             let peer_name = self.peer_name(peer);
             let event = self.handler_event(Some(volume), Some(peer), Some(&peer_name));
             handlers::run(&self.handlers, handler, &event);
+        }
+        for peer in unfence {
+            self.unfence_after_resync(engine, peer);
         }
     }
 
