@@ -1056,6 +1056,7 @@ impl<P: Clone> Engine<P> {
             self.close_epoch(false, out);
         }
         self.set_role(Role::Secondary, out);
+        self.fence_on_demote();
         self.leave_async_on_demote(out);
         if was_primary {
             // The primary indicator goes; the driver writes the dirty bitmap pages with it.

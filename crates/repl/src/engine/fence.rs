@@ -219,6 +219,16 @@ impl<P: Clone> Engine<P> {
         }
     }
 
+    /// The node became Secondary: a failed fence of a lost peer mattered only for the
+    /// Primary's frozen I/O, so the next promotion asks the handler again.
+    pub(super) fn fence_on_demote(&mut self) {
+        for peer in &mut self.peers {
+            if let FenceState::Failed { .. } = peer.fence {
+                peer.fence = FenceState::Idle;
+            }
+        }
+    }
+
     /// The disk state status shows for an away peer that fencing settled.
     pub(super) fn fenced_disk(&self, slot: usize) -> Option<DiskState> {
         match self.peers[slot].fence {

@@ -236,3 +236,20 @@ fn turning_stonith_off_releases_frozen_io() {
     assert_eq!(pair.nodes[A].fence_policy(PEER_OF_A), Some(FencePolicy::ResourceOnly));
     assert_eq!(FencePolicy::ResourceAndStonith.to_string(), "resource-and-stonith");
 }
+
+#[test]
+fn a_primary_s_failed_fence_is_forgotten_on_demotion() {
+    let mut pair = Pair::fencing(FencePolicy::ResourceAndStonith);
+    pair.write_then_lose_peer(1);
+    pair.fence_done(A, 1);
+    pair.resume_io(A).expect("resume-io");
+    let mut out = Vec::new();
+    pair.nodes[A].demote(&mut out).expect("demote");
+    pair.route(A, out);
+    while pair.run_local(A) {}
+    assert!(matches!(pair.promote_node(A, false), Err(StateError::FencingPeer { .. })), "the next promotion asks again");
+    assert_eq!(pair.fence_calls.len(), 2);
+    pair.fence_done(A, 5);
+    pair.promote_node(A, false).expect("the peer is unreachable: taken as outdated");
+    assert!(!pair.nodes[A].io_suspended());
+}
