@@ -14,6 +14,7 @@ const B: usize = 1;
 mod activity_log;
 mod ahead;
 mod csums;
+mod fence;
 mod lag;
 mod pause;
 mod resync;
@@ -82,6 +83,8 @@ struct Pair {
     al_written: Vec<(usize, AlRecord)>,
     /// `VerifyFound` and `VerifyFinished` actions, with the node that produced them.
     verify_events: Vec<(usize, Action<Vec<u8>>)>,
+    /// `FencePeer` actions: (the node that asked, the peer to fence).
+    fence_calls: Vec<(usize, u8)>,
 }
 
 /// An [`Action::WriteActivityLog`] as the test driver performed it.
@@ -116,6 +119,7 @@ impl Pair {
             resync_requested_bytes: [0, 0],
             al_written: Vec::new(),
             verify_events: Vec::new(),
+            fence_calls: Vec::new(),
         }
     }
 
@@ -176,6 +180,7 @@ impl Pair {
                 Action::StateChanged => {}
                 Action::LocalDigest { .. } => self.local[from].push_back(action),
                 Action::VerifyFound { .. } | Action::VerifyFinished { .. } => self.verify_events.push((from, action)),
+                Action::FencePeer { peer } => self.fence_calls.push((from, peer)),
             }
         }
     }

@@ -311,7 +311,8 @@ impl Sim {
                     self.sb_detected.insert(norm(n, peer));
                     self.note(|| format!("node {n}: split brain with {peer}: {resolution:?} ({detail})"));
                 }
-                Action::VerifyFound { .. } | Action::VerifyFinished { .. } => {}
+                // The simulated nodes set no `fencing`, so no fence-peer run is ever asked for.
+                Action::VerifyFound { .. } | Action::VerifyFinished { .. } | Action::FencePeer { .. } => {}
                 Action::Disconnect { peer, state, reason } => {
                     self.note(|| format!("node {n} drops {peer} ({state}): {reason}"));
                     if let Some(conn) = self.nodes[usize::from(n)].conns.remove(&peer) {

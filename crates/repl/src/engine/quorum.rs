@@ -86,9 +86,10 @@ impl<P: Clone> Engine<P> {
         self.quorum_words()
     }
 
-    /// Whether application writes are frozen for want of quorum (`suspended:quorum`).
+    /// Whether application writes are frozen for want of quorum (`suspended:quorum`) or by
+    /// fencing (`suspended:fencing`).
     pub fn io_suspended(&self) -> bool {
-        self.role == Role::Primary && self.quorum_blocks_new_writes()
+        (self.role == Role::Primary && self.quorum_blocks_new_writes()) || self.fencing_freezes()
     }
 
     /// Why this node has no quorum, in words (for refusals and logs).
@@ -135,7 +136,7 @@ impl<P: Clone> Engine<P> {
         }
     }
 
-    fn retry_after_quorum(&mut self, now: Time, out: &mut Vec<Action<P>>) {
+    pub(super) fn retry_after_quorum(&mut self, now: Time, out: &mut Vec<Action<P>>) {
         let writes: Vec<u64> = self.in_flight.keys().copied().collect();
         for seq in writes {
             self.try_complete_write(now, seq, out);
@@ -150,6 +151,10 @@ impl<P: Clone> Engine<P> {
     /// For a write or flush that is otherwise done: hold it (None), or the result to
     /// complete it with (an error without quorum under `io-error`).
     pub(super) fn quorum_verdict(&self, result: Result<(), IoError>) -> Option<Result<(), IoError>> {
+        if self.fencing_freezes() {
+            // Held until the lost peer is fenced or the administrator resumes (`fence.rs`).
+            return None;
+        }
         if self.quorum_held || self.role != Role::Primary {
             return Some(result);
         }
@@ -162,6 +167,12 @@ impl<P: Clone> Engine<P> {
     /// Whether a new write must wait for quorum (suspend-io) before it starts.
     pub(super) fn quorum_blocks_new_writes(&self) -> bool {
         !self.quorum_held && self.quorum.on_loss == OnNoQuorum::SuspendIo
+    }
+
+    /// Whether a new write must wait before it starts: quorum's suspend-io or fencing's
+    /// freeze.
+    pub(super) fn new_writes_wait(&self) -> bool {
+        self.quorum_blocks_new_writes() || self.fencing_freezes()
     }
 
     /// Whether a new write is refused at once for lack of quorum (io-error).

@@ -18,6 +18,9 @@
 //!   a killed Secondary or Primary catching up, a clean restart with no resync, the initial
 //!   full sync by `primary --force`, split brain (manual recovery, `after-sb-0pri`), and the
 //!   refusal of a disk without valid metadata.
+//! - `fencing`: `fencing resource-and-stonith` freezes a Primary's writes until fence-peer
+//!   succeeds or `resume-io`; a hung handler is killed after `handler-timeout`; promotion
+//!   without the peer runs fence-peer first; `call helper`/`response helper` events.
 //! - `metrics`: the Prometheus listener (`metrics-address`): key metrics and labels, counters
 //!   that grow with writes, 404/405/400 answers, loopback for a bare port, a busy port.
 //!
@@ -36,6 +39,7 @@ mod auth;
 mod cluster;
 mod config_errors;
 mod failover;
+mod fencing;
 mod fuse;
 mod hostile;
 mod interop;
