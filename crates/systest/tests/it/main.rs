@@ -21,6 +21,10 @@
 //! - `metrics`: the Prometheus listener (`metrics-address`): key metrics and labels, counters
 //!   that grow with writes, 404/405/400 answers, loopback for a bare port, a busy port.
 //!
+//! - `ha_netns`: multi-host scenarios with every node in its own network namespace
+//!   (failover, quorum loss and recovery, the old Primary rejoining, a tbf-limited link);
+//!   the harness for them is `netns`. Needs root and iproute2.
+//!
 //! The harness is in `cluster` (processes, configs, metadata, waits), `tools` (external
 //! programs with deadlines, test data) and `nbd_client` (a byte-level NBD client). Each test
 //! builds its own cluster in its own tempdir with its own ports, so tests run in parallel
@@ -37,11 +41,13 @@ mod cluster;
 mod config_errors;
 mod failover;
 mod fuse;
+mod ha_netns;
 mod hostile;
 mod interop;
 mod link;
 mod metrics;
 mod nbd_client;
+mod netns;
 mod quorum;
 mod pull_ahead;
 mod replication;
