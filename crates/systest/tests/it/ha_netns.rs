@@ -246,20 +246,40 @@ fn a_primary_without_quorum_holds_writes_until_one_peer_returns() {
     }
 }
 
-/// Scenario 4: the old Primary rejoins after a clean failover. Alice's writes are flushed
-/// (every peer confirmed them) before her link is cut, bob is promoted and writes, alice is
-/// demoted and healed: she becomes bob's SyncTarget, no split brain, and the replicas end
-/// identical.
-#[test]
-fn the_old_primary_rejoins_after_a_clean_failover_without_split_brain() {
+/// What alice does between her last acknowledged write and the cut of her link.
+#[derive(Debug, Clone, Copy)]
+enum BeforeCut {
+    /// A flush: under protocol C it completes once bob acknowledged the barrier of every
+    /// write before it.
+    Flush,
+    /// Nothing: the idle epoch's barrier goes out at the engine's next tick (100 ms), so the
+    /// cut usually lands before bob's barrier ack is back.
+    Nothing,
+}
+
+/// Alice writes 16 blocks, does `before_cut`, and her link is cut at once; bob is promoted
+/// and writes over half of them and beyond; alice is demoted and healed. She wrote nothing
+/// after the cut, so nothing diverged: she must rejoin as bob's SyncTarget, without split
+/// brain, and end identical to bob.
+fn failover_and_rejoin(before_cut: BeforeCut) {
     let cluster = two_nodes();
     let mut rng = Rng::new(fresh_seed());
-    let before = write_blocks(&cluster, ALICE, &mut rng, 0, 16);
+    let mut client = nbd_client::open(&cluster.nbd_socket(ALICE), RESOURCE).expect("open alice's export");
+    let before: Vec<Write> = (0..16).map(|block| Write { offset: block * BLOCK_BYTES, data: rng.bytes(64 * 1024) }).collect();
+    for write in &before {
+        assert_eq!(client.write(write.offset, &write.data), 0, "write at {}", write.offset);
+    }
+    if let BeforeCut::Flush = before_cut {
+        assert_eq!(client.flush(), 0, "alice's flush");
+    }
     cluster.network.cut(ALICE);
+    client.disconnect();
+    cluster.wait_until("alice's export is closed", STATE_DEADLINE, || !cluster.status(ALICE).open());
     wait_lost(&cluster, BOB, ALICE);
     wait_lost(&cluster, ALICE, BOB);
+
     cluster.admin_ok(BOB, &["primary", RESOURCE]);
-    // Overlapping alice's blocks and beyond: the resync must carry bob's versions.
+    read_back(&cluster, BOB, &before);
     let after = write_blocks(&cluster, BOB, &mut rng, 8 * BLOCK_BYTES, 16);
     cluster.admin_ok(ALICE, &["secondary", RESOURCE]);
     cluster.network.heal(ALICE);
@@ -268,6 +288,26 @@ fn the_old_primary_rejoins_after_a_clean_failover_without_split_brain() {
     cluster.wait_identical(ALICE, BOB, STATE_DEADLINE);
     read_back(&cluster, BOB, &before[..8]);
     read_back(&cluster, BOB, &after);
+}
+
+/// Scenario 4: the old Primary rejoins after a clean failover (her writes flushed before
+/// the cut).
+#[test]
+fn the_old_primary_rejoins_after_a_clean_failover_without_split_brain() {
+    failover_and_rejoin(BeforeCut::Flush);
+}
+
+/// Known bug (1) of the last attempt, still there: the same failover, but the cut comes
+/// right after alice's last acknowledged write instead of after a flush. All 16 writes were
+/// acknowledged under protocol C (they are on bob's disk), alice writes nothing after the
+/// cut, yet the rejoin ends in split brain (3 runs of 3): on losing bob while the idle
+/// epoch's barrier is unacknowledged, alice (Primary) starts a new generation at once
+/// (`generation_after_loss`, called from `peer_disconnected` because the transfer log still
+/// holds the writes), though no write follows.
+#[test]
+#[ignore = "bug: a Primary that loses its peer while a barrier is unacknowledged starts a new generation at once (repl generation_after_loss); the old Primary's return then ends in split brain though it wrote nothing after the cut"]
+fn the_old_primary_rejoins_after_a_failover_without_a_flush_before_the_cut() {
+    failover_and_rejoin(BeforeCut::Nothing);
 }
 
 /// Scenario 6: a link limited by a token bucket (`tc tbf`, 8 Mbit/s): replication goes
