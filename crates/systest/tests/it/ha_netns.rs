@@ -290,6 +290,56 @@ fn failover_and_rejoin(before_cut: BeforeCut) {
     read_back(&cluster, BOB, &after);
 }
 
+/// Known bug (2) of the last attempt, re-checked: quorum counts a peer from the moment its
+/// connection is up, before the sync handshake accepted it. Alice's write is in flight
+/// (slowed by a token bucket) when she is cut off alone with `suspend-io`; once both peers
+/// are lost it is held for quorum. Bob and carol take over and bob writes; when alice's link
+/// heals, her connections come up and are then refused (two Primaries, rr-conflict), but
+/// in between alice must not count them: her held write must never be acknowledged, since
+/// the majority that went on without her does not have it (quorum.rs's first invariant).
+/// Fails 3 runs of 3: the log shows `quorum regained` when the first connection is up, the
+/// held write acknowledged, and the connection dropped for split brain a millisecond later.
+#[test]
+#[ignore = "bug: quorum counts a peer as soon as its connection is up (engine peer_connected -> update_quorum), before the sync handshake refuses it; the blip completes writes held for quorum with success"]
+fn a_held_write_is_not_acknowledged_when_the_cut_off_primary_meets_the_new_majority() {
+    let cluster = three_nodes_with_quorum("suspend-io");
+    // 1 MiB through 800 kbit/s takes about 10 s: the write is surely in flight at the cut.
+    cluster.network.limit_rate(ALICE, 800);
+    let mut client = nbd_client::open(&cluster.nbd_socket(ALICE), RESOURCE).expect("open alice's export");
+    client.set_reply_timeout(HELD_WRITE_DEADLINE);
+    let (done_sender, done_receiver) = mpsc::channel();
+    let writer = std::thread::spawn(move || {
+        let errno = client.write(MIB, &vec![0xa1; 1 << 20]);
+        let _ = done_sender.send(errno);
+    });
+    cluster.hold_for("alice's write is in flight", Duration::from_millis(300), || done_receiver.try_recv().is_err());
+    cluster.network.cut(ALICE);
+    cluster.wait_until("alice loses quorum", STATE_DEADLINE, || !has_quorum(&cluster, ALICE));
+    cluster.hold_for("the write waits for quorum", HOLD, || done_receiver.try_recv().is_err());
+
+    for node in [BOB, CAROL] {
+        wait_lost(&cluster, node, ALICE);
+    }
+    cluster.promote_and_wait(BOB);
+    let mut rng = Rng::new(fresh_seed());
+    let taken_over = write_blocks(&cluster, BOB, &mut rng, 0, 32);
+
+    cluster.network.heal(ALICE);
+    // Alice's links come up again (connect-int is 1 s) and are refused; watch long enough
+    // for several attempts.
+    let mut outcome = None;
+    cluster.hold_for("alice's held write is not acknowledged", Duration::from_secs(8), || {
+        if let Ok(errno) = done_receiver.try_recv() {
+            outcome = Some(errno);
+        }
+        outcome != Some(0)
+    });
+    read_back(&cluster, BOB, &taken_over);
+    cluster.kill(ALICE);
+    // The held write ends with the node; its thread reports a closed connection.
+    let _ = writer.join();
+}
+
 /// Scenario 4: the old Primary rejoins after a clean failover (her writes flushed before
 /// the cut).
 #[test]
