@@ -26,7 +26,10 @@
 //!   deleted by the next [`Network::create`]: the namespace names carry the pid.
 //! - Traffic flows only between the namespaces the test created.
 //!
-//! Needs root and iproute2 (`ip`, `tc`); without them the test fails and says so.
+//! Needs root and iproute2 (`ip`, `tc`); without them the test fails and says so. A node
+//! started by `ip netns exec` also runs in a mount namespace of its own (`ip` remounts
+//! `/sys` there): files and sockets under the test's tempdir are shared, but a FUSE mount a
+//! node makes would not be visible to the test.
 
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::ops::Deref;
@@ -64,6 +67,9 @@ pub struct Network {
 impl Network {
     /// Creates the bridge namespace and `node_count` node namespaces, linked and up.
     pub fn create(node_count: usize) -> Network {
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        let euid = unsafe { libc::geteuid() };
+        assert_eq!(euid, 0, "the network namespace tests need root (ip netns add); run them as root");
         require("ip", "iproute2");
         require("tc", "iproute2");
         delete_orphans();
