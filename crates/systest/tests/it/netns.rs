@@ -294,6 +294,22 @@ fn tbf_sent_bytes(text: &str) -> u64 {
     0
 }
 
+/// A namespace left by a test process that no longer exists is deleted by the next
+/// network's creation; the network's own namespaces are not.
+#[test]
+fn orphans_of_dead_test_processes_are_deleted() {
+    // pid_max is at most 2^22, so this process id never exists.
+    let orphan = format!("{PREFIX}{}-0-a", 1u32 << 23);
+    ip(&["netns", "add", &orphan]);
+    let network = Network::create(1);
+    let left = std::path::Path::new(NETNS_DIR).join(&orphan).exists();
+    if left {
+        delete_namespace(&orphan);
+    }
+    assert!(!left, "{orphan} survived Network::create");
+    assert!(network.created.iter().all(|name| std::path::Path::new(NETNS_DIR).join(name).exists()));
+}
+
 #[test]
 fn names_and_statistics_parse() {
     assert_eq!(orphan_pid("tdm-123-4-br"), Some(123));
