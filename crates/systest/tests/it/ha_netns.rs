@@ -296,17 +296,16 @@ fn failover_and_rejoin(before_cut: BeforeCut) {
     read_back(&cluster, BOB, &after);
 }
 
-/// Known bug (2) of the last attempt, re-checked: quorum counts a peer from the moment its
-/// connection is up, before the sync handshake accepted it. Alice's write is in flight
+/// Quorum counts a peer only once the sync handshake accepted it (the last attempt's known
+/// bug (2): it counted it from the moment the connection was up). Alice's write is in flight
 /// (slowed by a token bucket) when she is cut off alone with `suspend-io`; once both peers
 /// are lost it is held for quorum. Bob and carol take over and bob writes; when alice's link
 /// heals, her connections come up and are then refused (two Primaries, rr-conflict), but
 /// in between alice must not count them: her held write must never be acknowledged, since
 /// the majority that went on without her does not have it (quorum.rs's first invariant).
-/// Fails 3 runs of 3: the log shows `quorum regained` when the first connection is up, the
-/// held write acknowledged, and the connection dropped for split brain a millisecond later.
+/// Before main's 4cbef1a it failed 3 runs of 3: `quorum regained` when the first connection
+/// came up, the held write acknowledged, the connection dropped for split brain 1 ms later.
 #[test]
-#[ignore = "bug: quorum counts a peer as soon as its connection is up (engine peer_connected -> update_quorum), before the sync handshake refuses it; the blip completes writes held for quorum with success"]
 fn a_held_write_is_not_acknowledged_when_the_cut_off_primary_meets_the_new_majority() {
     let cluster = three_nodes_with_quorum("suspend-io");
     // 1 MiB through 800 kbit/s takes about 10 s: the write is surely in flight at the cut.
@@ -340,6 +339,10 @@ fn a_held_write_is_not_acknowledged_when_the_cut_off_primary_meets_the_new_major
         }
         outcome != Some(0)
     });
+    assert!(
+        cluster.log(ALICE).contains("dropping connection (StandAlone)"),
+        "alice's links came up and were refused while the test watched"
+    );
     read_back(&cluster, BOB, &taken_over);
     cluster.kill(ALICE);
     // The held write ends with the node; its thread reports a closed connection.
@@ -353,15 +356,13 @@ fn the_old_primary_rejoins_after_a_clean_failover_without_split_brain() {
     failover_and_rejoin(BeforeCut::Flush);
 }
 
-/// Known bug (1) of the last attempt, still there: the same failover, but the cut comes
-/// right after alice's last acknowledged write instead of after a flush. All 16 writes were
-/// acknowledged under protocol C (they are on bob's disk), alice writes nothing after the
-/// cut, yet the rejoin ends in split brain (3 runs of 3): on losing bob while the idle
-/// epoch's barrier is unacknowledged, alice (Primary) starts a new generation at once
-/// (`generation_after_loss`, called from `peer_disconnected` because the transfer log still
-/// holds the writes), though no write follows.
+/// The same failover, but the cut comes right after alice's last acknowledged write instead
+/// of after a flush, so bob's ack of the idle epoch's barrier is usually still missing. All
+/// 16 writes were acknowledged under protocol C (they are on bob's disk) and alice writes
+/// nothing after the cut, so this is no split brain either. (The last attempt's known bug
+/// (1): before main's fc091da a Primary started a new generation on losing a peer with a
+/// barrier unacknowledged, and this failed 3 runs of 3 with split brain.)
 #[test]
-#[ignore = "bug: a Primary that loses its peer while a barrier is unacknowledged starts a new generation at once (repl generation_after_loss); the old Primary's return then ends in split brain though it wrote nothing after the cut"]
 fn the_old_primary_rejoins_after_a_failover_without_a_flush_before_the_cut() {
     failover_and_rejoin(BeforeCut::Nothing);
 }

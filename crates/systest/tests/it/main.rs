@@ -22,8 +22,10 @@
 //!   that grow with writes, 404/405/400 answers, loopback for a bare port, a busy port.
 //!
 //! - `ha_netns`: multi-host scenarios with every node in its own network namespace
-//!   (failover, quorum loss and recovery, the old Primary rejoining, a tbf-limited link);
-//!   the harness for them is `netns`. Needs root and iproute2.
+//!   (failover by link cut, a majority taking over from a cut-off Primary, quorum loss and
+//!   recovery, the old Primary rejoining with and without a flush before the cut, a held
+//!   write never acknowledged by a refused connection, a diskless tiebreaker, a tbf-limited
+//!   link); the harness for them is `netns`. Needs root and iproute2 (docs/TESTING.md).
 //!
 //! The harness is in `cluster` (processes, configs, metadata, waits), `tools` (external
 //! programs with deadlines, test data) and `nbd_client` (a byte-level NBD client). Each test
