@@ -24,6 +24,12 @@
 //! - `metrics`: the Prometheus listener (`metrics-address`): key metrics and labels, counters
 //!   that grow with writes, 404/405/400 answers, loopback for a bare port, a busy port.
 //!
+//! - `ha_netns`: multi-host scenarios with every node in its own network namespace
+//!   (failover by link cut, a majority taking over from a cut-off Primary, quorum loss and
+//!   recovery, the old Primary rejoining with and without a flush before the cut, a held
+//!   write never acknowledged by a refused connection, a diskless tiebreaker, a tbf-limited
+//!   link); the harness for them is `netns`. Needs root and iproute2 (docs/TESTING.md).
+//!
 //! The harness is in `cluster` (processes, configs, metadata, waits), `tools` (external
 //! programs with deadlines, test data) and `nbd_client` (a byte-level NBD client). Each test
 //! builds its own cluster in its own tempdir with its own ports, so tests run in parallel
@@ -41,11 +47,13 @@ mod config_errors;
 mod failover;
 mod fencing;
 mod fuse;
+mod ha_netns;
 mod hostile;
 mod interop;
 mod link;
 mod metrics;
 mod nbd_client;
+mod netns;
 mod quorum;
 mod pull_ahead;
 mod replication;
