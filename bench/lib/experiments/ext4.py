@@ -175,9 +175,12 @@ def nbdfuse_file(ctx, td, uri, wd):
 
 
 def run_jobs(ctx, argv_of, variant, rep, pl):
-    """The fio jobs, each command line from argv_of(job, out_json); returns rows."""
+    """The fio jobs, each command line from argv_of(job, out_json), each after a `sync` so the
+    writeback of earlier work (the preallocated backing files, mkfs, the previous job) does not
+    compete with it; returns rows."""
     rows = []
     for job in pl.jobs:
+        os.sync()
         out = ctx.fio_json(NAME, variant, job.name, f"r{rep}")
         proc = ctx.reaper.spawn(argv_of(job, out), out[:-5] + ".log")
         rc = proc.wait()
@@ -312,7 +315,8 @@ def run(ctx):
         f"{fio.human_bytes(pl.file_bytes)}: " + "; ".join(j.describe() for j in pl.jobs)
         + f". `{RAW}` runs the same jobs with fio's nbd engine straight on alice's NBD export of the `{FUSE}` "
         "pair, before its ext4 is made (no filesystem, no loop device): the reference for what ext4 and the "
-        "FUSE/loop path add. "
+        "FUSE/loop path add. Every job starts after a `sync`, so the writeback of earlier work (the "
+        "preallocated backing files, mkfs, the previous job) does not compete with it. "
         f"The percentages are MiB/s against `{LOCAL}` and against `{RAW}` in the same repetition. After each "
         "pair, the filesystem is unmounted, the loop device detached and both backing files compared.",
         "",

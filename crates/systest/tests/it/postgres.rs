@@ -600,6 +600,11 @@ fn postgresql_commits_survive_the_primarys_crash_on_the_promoted_peer() {
     let socket_dir = cluster.dir().join("pg-bob");
     tools.private_dir(&socket_dir);
     let mut server = Server::start(&tools, &ext4.path.join("pgdata"), &socket_dir);
+    let log = server.log_text();
+    assert!(
+        log.contains("automatic recovery in progress"),
+        "PostgreSQL on bob did not recover from a crash, so the test did not crash it:\n{log}"
+    );
     let mut client = server.connect();
     let present: std::collections::BTreeSet<i64> =
         column(&mut client, "SELECT id::text FROM commits")
