@@ -20,8 +20,11 @@
 //!
 //! Needs the Debian packages postgresql and bonnie++ (scripts/test installs them), plus what
 //! `fuse` needs; without /dev/fuse it prints SKIPPED. Cleanup is by drop guards declared after
-//! the cluster: PostgreSQL's process group is killed and reaped before its file system is
-//! unmounted, then loop devices and FUSE mounts go, also when an assertion fails.
+//! the cluster: the postmaster and every process it forked are killed (by pid: its children
+//! leave its process group) and waited for before their file system is unmounted, then loop
+//! devices and FUSE mounts go, also when an assertion fails. After the crash the Primary's
+//! ext4 is unmounted plainly, never lazily, so a PostgreSQL process left behind fails the
+//! test instead of leaking the mount and its loop device.
 
 use std::fs::File;
 use std::io::{self, Read, Write};
@@ -140,8 +143,8 @@ impl PgTools {
     }
 }
 
-/// One postmaster and its children, in their own process group: killed (SIGKILL to the
-/// group) and waited for when dropped, so their files on ext4 are closed before it unmounts.
+/// One postmaster and its children: all killed (SIGKILL, by pid) and waited for when dropped,
+/// so their files on ext4 are closed before it unmounts.
 struct Server {
     child: Option<Child>,
     socket_dir: PathBuf,
@@ -216,58 +219,119 @@ impl Server {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
-    /// SIGKILL to every process of the server (a crash); returns once none is left running.
+    /// SIGKILL to the postmaster and every process it forked (a crash); returns once none is
+    /// left running, so none holds a file on the ext4 below.
     fn kill(&mut self) {
-        self.signal_and_wait(libc::SIGKILL);
+        let Some(mut child) = self.child.take() else {
+            return;
+        };
+        let processes = kill_process_tree(&child);
+        let _ = wait_child(&mut child);
+        assert!(
+            wait_gone(&processes),
+            "PostgreSQL's processes {processes:?} outlived SIGKILL by {PROCESS_EXIT_DEADLINE:?}"
+        );
     }
 
-    /// SIGINT (PostgreSQL's fast shutdown); the server must exit cleanly.
+    /// SIGINT (PostgreSQL's fast shutdown: the postmaster ends its children, then itself);
+    /// the server must exit cleanly.
     fn shut_down(&mut self) {
+        let Some(mut child) = self.child.take() else {
+            return;
+        };
         let log = self.log_text();
-        let status = self.signal_and_wait(libc::SIGINT);
+        let pid = libc::pid_t::try_from(child.id()).expect("pid out of range");
+        // SAFETY: kill(2) takes plain integers; the pid is our own unreaped child.
+        unsafe { libc::kill(pid, libc::SIGINT) };
+        let status = wait_child(&mut child);
         assert!(
             status.is_some_and(|status| status.success()),
             "PostgreSQL's fast shutdown: {status:?}\n{log}"
         );
-    }
-
-    fn signal_and_wait(&mut self, signal: libc::c_int) -> Option<std::process::ExitStatus> {
-        let mut child = self.child.take()?;
-        let group = libc::pid_t::try_from(child.id()).expect("pid out of range");
-        let target = if signal == libc::SIGKILL {
-            -group
-        } else {
-            group
-        };
-        // SAFETY: kill(2) takes plain integers; the group is the one our unreaped child leads.
-        unsafe { libc::kill(target, signal) };
-        let status = wait_child(&mut child);
-        let start = Instant::now();
-        while group_has_live_members(group) {
-            assert!(
-                start.elapsed() < PROCESS_EXIT_DEADLINE,
-                "PostgreSQL's processes outlived {PROCESS_EXIT_DEADLINE:?}"
-            );
-            std::thread::sleep(POLL_INTERVAL);
-        }
-        status
     }
 }
 
 impl Drop for Server {
     fn drop(&mut self) {
         if let Some(mut child) = self.child.take() {
-            if let Ok(group) = libc::pid_t::try_from(child.id()) {
-                // SAFETY: as in signal_and_wait: our own child's process group.
-                unsafe { libc::kill(-group, libc::SIGKILL) };
-                let _ = child.wait();
-                let start = Instant::now();
-                while group_has_live_members(group) && start.elapsed() < PROCESS_EXIT_DEADLINE {
-                    std::thread::sleep(POLL_INTERVAL);
-                }
-            }
+            let processes = kill_process_tree(&child);
+            let _ = wait_child(&mut child);
+            let _ = wait_gone(&processes);
         }
     }
+}
+
+/// SIGKILL to `postmaster` and all its descendants; returns the descendants' pids. The
+/// postmaster is stopped first so it forks no more while they are listed. Its children call
+/// setsid(), so its process group does not hold them, and a backend that waits on a lock of
+/// a killed one never notices the postmaster's death: each must be killed by pid.
+fn kill_process_tree(postmaster: &Child) -> Vec<libc::pid_t> {
+    let Ok(root) = libc::pid_t::try_from(postmaster.id()) else {
+        return Vec::new();
+    };
+    // SAFETY: kill(2) takes plain integers; root is our own unreaped child.
+    unsafe { libc::kill(root, libc::SIGSTOP) };
+    let descendants = descendants_of(root);
+    for pid in descendants.iter().chain([&root]) {
+        // SAFETY: as above; each pid was listed as a live descendant of our stopped child,
+        // which cannot reap it while stopped, so the pid is not reused.
+        unsafe { libc::kill(*pid, libc::SIGKILL) };
+    }
+    descendants
+}
+
+/// The live descendants of `root`, from the parent pids in /proc.
+fn descendants_of(root: libc::pid_t) -> Vec<libc::pid_t> {
+    let parents: Vec<(libc::pid_t, libc::pid_t)> = std::fs::read_dir("/proc")
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .filter_map(|entry| entry.file_name().to_str()?.parse().ok())
+                .filter_map(|pid| Some((pid, stat_fields(pid)?)))
+                .filter(|(_, (state, _))| state != "Z")
+                .map(|(pid, (_, parent))| (pid, parent))
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut found = vec![root];
+    let mut index = 0;
+    while index < found.len() {
+        let parent = found[index];
+        found.extend(
+            parents
+                .iter()
+                .filter(|(_, p)| *p == parent)
+                .map(|(pid, _)| *pid),
+        );
+        index += 1;
+    }
+    found.split_off(1)
+}
+
+/// (state, parent pid) of a process, from /proc/PID/stat.
+fn stat_fields(pid: libc::pid_t) -> Option<(String, libc::pid_t)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // After the command's closing parenthesis: state, ppid.
+    let (_, rest) = stat.rsplit_once(") ")?;
+    let mut fields = rest.split(' ');
+    let state = fields.next()?.to_string();
+    Some((state, fields.next()?.parse().ok()?))
+}
+
+/// Waits until none of `pids` is a live process (zombies hold no files); false after
+/// [`PROCESS_EXIT_DEADLINE`].
+fn wait_gone(pids: &[libc::pid_t]) -> bool {
+    let start = Instant::now();
+    while pids
+        .iter()
+        .any(|pid| stat_fields(*pid).is_some_and(|(state, _)| state != "Z"))
+    {
+        if start.elapsed() > PROCESS_EXIT_DEADLINE {
+            return false;
+        }
+        std::thread::sleep(POLL_INTERVAL);
+    }
+    true
 }
 
 /// Reaps the child within [`PROCESS_EXIT_DEADLINE`], SIGKILLing it if it overstays.
@@ -284,24 +348,6 @@ fn wait_child(child: &mut Child) -> Option<std::process::ExitStatus> {
         }
         std::thread::sleep(POLL_INTERVAL);
     }
-}
-
-/// Whether any process of group `group` is alive (zombies excluded: they hold no files).
-fn group_has_live_members(group: libc::pid_t) -> bool {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return false;
-    };
-    entries.filter_map(Result::ok).any(|entry| {
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
-            return false;
-        };
-        // After the command's closing parenthesis: state, ppid, pgrp.
-        let Some((_, rest)) = stat.rsplit_once(") ") else {
-            return false;
-        };
-        let fields: Vec<&str> = rest.split(' ').collect();
-        fields.len() > 2 && fields[0] != "Z" && fields[2] == group.to_string()
-    })
 }
 
 /// Why a query failed: the connection broke, or the server answered with an error.
@@ -543,8 +589,10 @@ fn run_and_crash_the_primary(cluster: &Cluster, tools: &PgTools) -> Vec<i64> {
     let error = inserter.join().expect("the inserter panicked");
     eprintln!("the inserter stopped at the crash: {error:?}");
     drop(pgbench);
-    drop(ext4); // unmounted lazily if the dead device refuses a plain unmount
-    drop(device);
+    // Plain unmount and detach, failing the test if anything (a process PostgreSQL left
+    // behind) still holds the file system: a lazy unmount would hide it and leak the device.
+    ext4.unmount();
+    device.detach();
     let ids = Arc::try_unwrap(committed).expect("the inserter has ended");
     ids.into_inner().expect("a poisoned lock")
 }
