@@ -14,6 +14,10 @@
 //! - `fuse`: the FUSE export: ext4 on a loop device over the Primary's FUSE file reaches the
 //!   peer; a Secondary refuses its file; a busy mount at shutdown is reported and left; a
 //!   killed node's stale mount is replaced at start.
+//! - `postgres`: a real workload end to end: PostgreSQL (pgbench and the test's own client)
+//!   on ext4 over the Primary's FUSE file; SIGKILL to the Primary's node and PostgreSQL; on
+//!   the promoted peer ext4 is clean after journal replay, every id whose COMMIT returned is
+//!   in the database and pgbench's balances add up; then bonnie++ runs on that ext4.
 //! - `resync`: persistent metadata and resync: bitmap resync of exactly the missed blocks,
 //!   a killed Secondary or Primary catching up, a clean restart with no resync, the initial
 //!   full sync by `primary --force`, split brain (manual recovery, `after-sb-0pri`), and the
@@ -35,7 +39,8 @@
 //! builds its own cluster in its own tempdir with its own ports, so tests run in parallel
 //! threads.
 //!
-//! Needs the Debian packages fio, libnbd-bin and qemu-utils; a test whose client program is
+//! Needs the Debian packages fio, libnbd-bin and qemu-utils (and nbdkit, fuse3, e2fsprogs,
+//! bonnie++ and postgresql for the tests that use them); a test whose client program is
 //! missing fails and names the package. The `tandem` binary is `TANDEM_BIN`, or built once
 //! with `cargo build -p tandem`. Set `SYSTEST_SEED` to replay a run's random data.
 
@@ -55,6 +60,7 @@ mod metrics;
 mod nbd_client;
 mod netns;
 mod quorum;
+mod postgres;
 mod pull_ahead;
 mod replication;
 mod resync;
