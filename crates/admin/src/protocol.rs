@@ -41,10 +41,14 @@ pub enum Request {
         #[serde(default)]
         force: bool,
     },
-    /// Demote this node (`tandem secondary`).
+    /// Demote this node (`tandem secondary [--force]`).
     Secondary {
         /// Which resource; `None` = all.
         resource: Option<String>,
+        /// Demote even with the export open, failing every held or pending write with EIO
+        /// (a Primary whose I/O is suspended for want of quorum or by fencing).
+        #[serde(default)]
+        force: bool,
     },
     /// Start connecting to peers (`tandem connect [--peer NAME]`).
     Connect {

@@ -120,7 +120,7 @@ fn handle(request: Request, resources: &[Arc<Resource>]) -> Reply {
             };
         }
         Request::Primary { resource, force } => (resource, Box::new(move |r| promote(r, force))),
-        Request::Secondary { resource } => (resource, Box::new(demote)),
+        Request::Secondary { resource, force } => (resource, Box::new(move |r| demote(r, force))),
         Request::Connect { resource, peer, discard_my_data } => (resource, Box::new(move |r| connect(r, peer.as_deref(), discard_my_data))),
         Request::NewCurrentUuid { resource, clear_bitmap } => (resource, Box::new(move |r| new_current_uuid(r, clear_bitmap))),
         Request::Invalidate { resource } => (resource, Box::new(|r| r.step(|engine, _, out| engine.invalidate(out)).map_err(|e| format!("State change failed: {e}")))),
@@ -180,8 +180,14 @@ fn wait_for_fencing(resource: &Arc<Resource>) {
     }
 }
 
-fn demote(resource: &Arc<Resource>) -> Result<(), String> {
-    resource.step(|engine, _, out| engine.demote(out)).map_err(|e| format!("State change failed: {e}"))
+fn demote(resource: &Arc<Resource>, force: bool) -> Result<(), String> {
+    if !force {
+        return resource.step(|engine, _, out| engine.demote(out)).map_err(|e| format!("State change failed: {e}"));
+    }
+    resource.step(|engine, now, out| engine.demote_forced(now, out)).map_err(|e| format!("State change failed: {e}"))?;
+    // The open export no longer promotes or demotes this node by itself.
+    resource.auto_promoted.store(false, std::sync::atomic::Ordering::Release);
+    Ok(())
 }
 
 /// The node ids of the peers a request names (`None`: all).
@@ -252,7 +258,7 @@ fn up(resource: &Arc<Resource>) -> Result<(), String> {
 }
 
 fn down(resource: &Arc<Resource>) -> Result<(), String> {
-    demote(resource)?;
+    demote(resource, false)?;
     set_connect(resource, None, false)?;
     resource.down.store(true, Ordering::Relaxed);
     resource.changed.send_modify(|version| *version += 1);

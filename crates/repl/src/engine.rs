@@ -348,6 +348,9 @@ pub struct Engine<P> {
     quorum: QuorumConfig,
     /// Whether the quorum rules are met now.
     quorum_held: bool,
+    /// After `secondary --force`: every write and flush that completes fails with EIO, until
+    /// the next promotion (`quorum.rs`, `demote_forced`).
+    failing_pending: bool,
     /// The disk states last sent to the connected peers (`State`); a change is sent at the
     /// next tick, so peers (and their quorum) see it without a reconnect.
     disks_announced: Vec<(u16, DiskState)>,
@@ -380,6 +383,7 @@ impl<P: Clone> Engine<P> {
             in_flight: BTreeMap::new(),
             flushes: BTreeMap::new(),
             waiting: VecDeque::new(),
+            failing_pending: false,
             held: VecDeque::new(),
             reservations: BTreeMap::new(),
             lower_pending: 0,
@@ -1030,6 +1034,7 @@ impl<P: Clone> Engine<P> {
             }
         }
         self.fence_before_promotion(force, out)?;
+        self.failing_pending = false;
         let was_primary = self.role == Role::Primary;
         self.set_role(Role::Primary, out);
         self.resume_async_on_promote(out);

@@ -614,3 +614,35 @@ fn quorum_returns_after_the_handshake_not_on_connect() {
     }
     assert!(pair.is_complete(1), "the held write completes with quorum back");
 }
+
+/// `secondary --force` on a Primary whose writes are suspended for want of quorum: the held
+/// write and a waiting one fail with EIO (never acknowledged), and the node becomes Secondary
+/// although a client still has the export open; a plain `secondary` is refused meanwhile.
+#[test]
+fn forced_demotion_fails_held_writes_and_demotes_an_open_export() {
+    let mut pair = Pair::new(Protocol::C);
+    let config = QuorumConfig { rule: QuorumRule::All, ..QuorumConfig::default() };
+    let mut out = Vec::new();
+    pair.nodes[A].set_quorum(pair.now, config, &mut out);
+    pair.route(A, out);
+    pair.nodes[A].export_opened(true);
+    pair.write(1, 0, 3, 4096);
+    pair.run_local(A);
+    pair.disconnect();
+    pair.deliver_all();
+    pair.write(2, 8192, 4, 4096);
+    pair.deliver_all();
+    assert!(pair.completed.is_empty(), "both writes are held for want of quorum");
+
+    let mut out = Vec::new();
+    assert!(pair.nodes[A].demote(&mut out).is_err(), "a plain demotion is refused while open");
+    pair.route(A, out);
+    let mut out = Vec::new();
+    pair.nodes[A].demote_forced(pair.now, &mut out).expect("forced demotion");
+    pair.route(A, out);
+    pair.deliver_all();
+    assert_eq!(pair.nodes[A].role(), Role::Secondary);
+    let results: Vec<_> = [1, 2].iter().map(|r| pair.completed.iter().find(|(q, _)| q == r).map(|(_, res)| *res)).collect();
+    assert_eq!(results, vec![Some(Err(IoError::Io)), Some(Err(IoError::Io))], "{:?}", pair.completed);
+    assert!(pair.completed.iter().all(|(_, result)| result.is_err()), "nothing acknowledged");
+}

@@ -154,7 +154,15 @@ pub enum SimpleVerb {
         target: Target,
     },
     /// Demote this node to Secondary.
-    Secondary(Target),
+    Secondary {
+        /// Demote even while the export is open: every write held for want of quorum or by
+        /// fencing, or still pending, fails with EIO (none is acknowledged).
+        #[arg(long)]
+        force: bool,
+        /// Which resource.
+        #[command(flatten)]
+        target: Target,
+    },
     /// Start connecting to peers.
     Connect {
         /// Lose the next split-brain resolution with these peers: their data replaces ours.
@@ -224,8 +232,9 @@ impl SimpleVerb {
                 resource: resource_filter(&target),
                 force,
             },
-            Self::Secondary(target) => Request::Secondary {
+            Self::Secondary { force, target } => Request::Secondary {
                 resource: resource_filter(&target),
+                force,
             },
             Self::Connect { discard_my_data, target: PeerTarget { peer, target } } => Request::Connect {
                 resource: resource_filter(&target),

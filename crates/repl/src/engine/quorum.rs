@@ -136,6 +136,28 @@ impl<P: Clone> Engine<P> {
         }
     }
 
+    /// `secondary --force` (DRBD's way out for a Primary whose I/O is suspended, for want of
+    /// quorum or by fencing): every write and flush held or still in flight fails with EIO
+    /// (none of them may be acknowledged: the other partition may have promoted without
+    /// them), and so does every later completion of this role; then the node becomes
+    /// Secondary even while the export is open (the clients' next writes are refused as on
+    /// any Secondary). A node that is not Primary just demotes as usual.
+    pub fn demote_forced(&mut self, now: Time, out: &mut Vec<Action<P>>) -> Result<(), StateError> {
+        if self.role != Role::Primary {
+            return self.demote(out);
+        }
+        self.failing_pending = true;
+        for waiting in std::mem::take(&mut self.waiting) {
+            out.push(Action::Complete { request: waiting.request, result: Err(IoError::Io) });
+        }
+        let open = std::mem::replace(&mut self.open_count, 0);
+        let demoted = self.demote(out);
+        self.open_count = open;
+        demoted?;
+        self.retry_after_quorum(now, out);
+        Ok(())
+    }
+
     pub(super) fn retry_after_quorum(&mut self, now: Time, out: &mut Vec<Action<P>>) {
         let writes: Vec<u64> = self.in_flight.keys().copied().collect();
         for seq in writes {
@@ -151,6 +173,10 @@ impl<P: Clone> Engine<P> {
     /// For a write or flush that is otherwise done: hold it (None), or the result to
     /// complete it with (an error without quorum under `io-error`).
     pub(super) fn quorum_verdict(&self, result: Result<(), IoError>) -> Option<Result<(), IoError>> {
+        if self.failing_pending {
+            // `secondary --force`: nothing held may still be acknowledged.
+            return Some(Err(IoError::Io));
+        }
         if self.fencing_freezes() {
             // Held until the lost peer is fenced or the administrator resumes (`fence.rs`).
             return None;

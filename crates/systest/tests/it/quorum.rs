@@ -72,3 +72,33 @@ fn with_io_error_writes_fail_without_quorum_and_promotion_is_refused() {
     let stderr = String::from_utf8_lossy(&refused.stderr);
     assert!(!refused.status.success() && stderr.contains("no quorum"), "carol: {stderr}");
 }
+
+/// A Primary cut off from both peers holds a write (suspend-io) and its client keeps the
+/// export open: `secondary` is refused, `secondary --force` fails the held write with EIO
+/// (it is never acknowledged) and demotes, so the node can rejoin the majority as Secondary.
+#[test]
+fn secondary_force_fails_a_held_write_and_demotes_an_open_export() {
+    let cluster = quorum_cluster("suspend-io");
+    let mut client = nbd_client::open(&cluster.nbd_socket(ALICE), RESOURCE).expect("open");
+    cluster.kill(BOB);
+    cluster.kill(CAROL);
+    cluster.wait_until("alice loses quorum", STATE_DEADLINE, || !has_quorum(&cluster, ALICE));
+    let (done_tx, done_rx) = mpsc::channel();
+    let writer = std::thread::spawn(move || {
+        let errno = client.write(4096, &[2; 4096]);
+        let _ = done_tx.send(errno);
+        client
+    });
+    cluster.hold_for("the write waits for quorum", Duration::from_millis(1000), || done_rx.try_recv().is_err());
+
+    let refused = cluster.admin(ALICE, &["secondary", RESOURCE]);
+    assert!(!refused.status.success(), "a plain secondary is refused while the export is open");
+    assert!(done_rx.try_recv().is_err(), "and it did not release the held write");
+    cluster.admin_ok(ALICE, &["secondary", "--force", RESOURCE]);
+    let errno = done_rx.recv_timeout(STATE_DEADLINE).expect("the held write completed");
+    assert_eq!(errno, 5, "the held write fails with EIO, never acknowledged");
+    assert_eq!(cluster.status(ALICE).role(), "Secondary");
+    let mut client = writer.join().expect("writer");
+    assert_ne!(client.write(0, &[3; 4096]), 0, "a Secondary refuses the open client's next write");
+    client.disconnect();
+}

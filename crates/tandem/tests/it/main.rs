@@ -334,8 +334,9 @@ fn a_refused_request_prints_the_reason_and_exits_1() {
 
 #[test]
 fn simple_verbs_send_their_request_and_print_the_ok_message() {
-    let cases: [(&[&str], Request); 5] = [
-        (&["secondary", "all"], Request::Secondary { resource: None }),
+    let cases: [(&[&str], Request); 6] = [
+        (&["secondary", "all"], Request::Secondary { resource: None, force: false }),
+        (&["secondary", "--force", "r0"], Request::Secondary { resource: Some("r0".into()), force: true }),
         (
             &["connect", "--peer", "bob", "r0"],
             Request::Connect {
