@@ -162,7 +162,10 @@ fn build_resource(resource: &config::Resource, host: &config::Host, pool: &Arc<B
     let mut volume_configs = Vec::new();
     for volume in &host.volumes {
         let Some(path) = &volume.disk else {
-            return Err(setup_error(format!("volume {}: diskless nodes are not supported yet", volume.number)));
+            // `disk none;`: no backing file and no metadata; the node connects, votes for
+            // quorum and stores nothing (a tiebreaker).
+            volume_configs.push(diskless_volume(volume.number));
+            continue;
         };
         let volume_error = |error: MetadataError| setup_error(format!("volume {}: {error}", volume.number));
         let spec = MetaSpec { disk: path.clone(), meta_disk: volume.meta_disk.clone(), node_id: host.node_id, peers: peer_ids.clone(), al_extents: volume.disk_options.al_extents };
@@ -191,6 +194,11 @@ fn build_resource(resource: &config::Resource, host: &config::Host, pool: &Arc<B
     let quorum = quorum_config(&resource.options);
     built.step(|engine, now, out| engine.set_quorum(now, quorum, out));
     Ok(built)
+}
+
+/// A volume without a disk (`disk none;`): Diskless, no size, no bitmaps, no activity log.
+pub(crate) fn diskless_volume(number: u16) -> repl::VolumeConfig {
+    repl::VolumeConfig { disk: repl::DiskState::Diskless, ..repl::VolumeConfig::fresh(number, 0) }
 }
 
 /// `tls yes`: this host's certificate and key, and each peer's pinned fingerprint (the

@@ -847,13 +847,18 @@ impl<P: Clone> Engine<P> {
         }
         let vslot = self.volume_slot(volume).ok_or_else(|| format!("write to unknown volume {volume}"))?;
         let length = disk_op_length(&op);
-        let extent = Extent::new(offset, length).filter(|e| e.end() <= self.volumes[vslot].size_bytes);
+        // A diskless volume has no size of its own: the write fails on the missing disk and
+        // is NegAcked (a Primary sends writes before the handshake told it we are diskless).
+        let diskless = self.volumes[vslot].disk == DiskState::Diskless;
+        let extent = Extent::new(offset, length).filter(|e| diskless || e.end() <= self.volumes[vslot].size_bytes);
         if extent.is_none() {
             return Err(format!("write beyond the end of volume {volume}: offset {offset} length {length}"));
         }
         let Some(extent) = extent else { return Ok(()) };
-        self.verify_note_write(volume, extent);
-        self.mark_for_absent_peers(slot, vslot, extent);
+        if !diskless {
+            self.verify_note_write(volume, extent);
+            self.mark_for_absent_peers(slot, vslot, extent);
+        }
         // Counted on receipt: a received write is always written (or NegAcked) in order.
         self.volumes[vslot].written_bytes += length;
         let p = &mut self.peers[slot];
@@ -1188,8 +1193,16 @@ impl<P: Clone> Engine<P> {
 
 /// Whether a write goes to this peer now: connected (its handshake identifiers precede the
 /// write on the data socket), not Primary itself, and not left behind by pull-ahead.
+/// A peer whose every volume is Diskless (a tiebreaker, or detached) stores nothing: it is
+/// left behind like an absent peer (its blocks are marked out of sync for it, so a later
+/// attach resyncs them).
 fn replicates_to<P>(peer: &Peer<P>) -> bool {
-    peer.connection == ConnState::Connected && peer.role != Role::Primary && !peer.ahead.is_ahead()
+    peer.connection == ConnState::Connected && peer.role != Role::Primary && !peer.ahead.is_ahead() && !is_diskless(peer)
+}
+
+/// The peer announced that it has no disk for any volume (`disk none;`, or detached).
+fn is_diskless<P>(peer: &Peer<P>) -> bool {
+    !peer.disks.is_empty() && peer.disks.iter().all(|d| *d == DiskState::Diskless)
 }
 
 /// Marks `extent` out of sync in `bitmap`. The extent was checked against the volume, whose
@@ -1283,7 +1296,7 @@ fn attach_volume<P>(vslot: usize, config: VolumeConfig, peers: &mut [Peer<P>]) -
 
 /// Send one write to one peer if it is connected; otherwise mark its blocks out of sync.
 fn send_to_peer<P: Clone>(peer: &mut Peer<P>, now: Time, sent: Sent, vslot: usize, op: &DiskOp<P>, out: &mut Vec<Action<P>>) -> PeerStage {
-    if !replicates_to(peer) {
+    if !replicates_to(peer) || peer.disks[vslot] == DiskState::Diskless {
         mark(&mut peer.bitmaps[vslot], sent.extent);
         return PeerStage::Skipped;
     }

@@ -14,6 +14,7 @@ const B: usize = 1;
 mod activity_log;
 mod ahead;
 mod csums;
+mod diskless;
 mod lag;
 mod pause;
 mod resync;
@@ -202,7 +203,13 @@ impl Pair {
         let io = match action {
             Action::LocalWrite { io, op: DiskOp::Write { offset, data, .. }, .. } => {
                 let start = offset as usize;
-                self.disks[node][start..start + data.len()].copy_from_slice(&data);
+                let Some(target) = self.disks[node].get_mut(start..start + data.len()) else {
+                    // No such blocks (a diskless node): the write fails, as the driver's would.
+                    self.nodes[node].local_done(self.now, io, Err(IoError::Invalid), &mut out);
+                    self.route(node, out);
+                    return;
+                };
+                target.copy_from_slice(&data);
                 io
             }
             Action::LocalRead { io, offset, length, .. } => {

@@ -142,6 +142,10 @@ impl<P: Clone> Engine<P> {
     /// differ), if they cannot: the connection then goes StandAlone with that reason.
     fn geometry_mismatch(&self, slot: usize, vslot: usize, peer: &UuidsMessage) -> Option<String> {
         let (volume, bitmap) = (&self.volumes[vslot], &self.peers[slot].bitmaps[vslot]);
+        if volume.disk == DiskState::Diskless || peer.disk == DiskState::Diskless {
+            // No bitmap is exchanged with a diskless side, and it has no size of its own.
+            return None;
+        }
         let name = &self.peers[slot].config.name;
         if peer.size_bytes != volume.size_bytes {
             return Some(format!(
@@ -173,6 +177,10 @@ impl<P: Clone> Engine<P> {
         peer: &UuidsMessage,
         out: &mut Vec<Action<P>>,
     ) {
+        if sent.disk == DiskState::Diskless || peer.disk == DiskState::Diskless {
+            self.establish_diskless(slot, vslot, out);
+            return;
+        }
         let nodes = self.nodes(slot);
         let compared = compare(&sent.ids, &peer.ids, nodes);
         let fed_by_primary = compared.rule == Rule::EqualCurrent
@@ -291,6 +299,15 @@ impl<P: Clone> Engine<P> {
             self.volumes[vslot].disk = DiskState::UpToDate;
             self.meta_changed(vslot, out);
         }
+        out.push(Action::StateChanged);
+    }
+
+    /// One side has no disk: it is never a sync source or target, and the generations are not
+    /// compared (a diskless side holds none of its own). The connection carries states,
+    /// quorum and pings; the diskful side keeps marking blocks out of sync for the diskless
+    /// one (`send_to_peer`), so an attach later resyncs them by the bitmap rules.
+    fn establish_diskless(&mut self, slot: usize, vslot: usize, out: &mut Vec<Action<P>>) {
+        self.peers[slot].syncs[vslot] = SyncState::Established;
         out.push(Action::StateChanged);
     }
 

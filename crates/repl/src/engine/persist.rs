@@ -48,6 +48,11 @@ impl<P: Clone> Engine<P> {
     /// Records a change of volume `vslot`'s metadata and makes sure a write of it follows;
     /// returns the version that holds the change.
     pub(super) fn meta_changed(&mut self, vslot: usize, out: &mut Vec<Action<P>>) -> u64 {
+        if self.volumes[vslot].disk == DiskState::Diskless {
+            // No metadata to write: nothing waits for it (version 0 is always durable).
+            out.push(Action::StateChanged);
+            return 0;
+        }
         let meta = &mut self.volumes[vslot].meta;
         meta.version += 1;
         let version = meta.version;
