@@ -146,7 +146,10 @@ async fn write_message<W: AsyncWrite + Unpin>(writer: &mut W, message: &Message)
 // ----- handshake ------------------------------------------------------------------------
 
 fn hello_expect(resource: &Resource, peer: &PeerInfo) -> HelloExpect {
-    let volumes: BTreeMap<u16, u64> = resource.volumes.iter().map(|(n, d)| (*n, d.size_bytes())).collect();
+    // Every volume of the engine; a diskless one (no disk here) announces
+    // `DISKLESS_VOLUME_BYTES`, which matches any size.
+    let mut volumes: BTreeMap<u16, u64> = resource.with_engine(|engine| engine.status().volumes.iter().map(|v| (v.volume, wire::DISKLESS_VOLUME_BYTES)).collect());
+    volumes.extend(resource.volumes.iter().map(|(n, d)| (*n, d.size_bytes())));
     HelloExpect {
         version_min: PROTOCOL_VERSION,
         version_max: PROTOCOL_VERSION,

@@ -129,7 +129,7 @@ pub use error::WireError;
 pub use frame::{decode_frame, Frame, FrameHeader, BODY_LEN_MAX, FRAME_HEADER_LEN, FRAME_MAGIC};
 pub use handshake::{
     auth_mac_input, check_hello, truncate_text, HandshakeError, HelloExpect, HelloNonces,
-    NegotiatedVersion, AUTH_DOMAIN,
+    NegotiatedVersion, AUTH_DOMAIN, DISKLESS_VOLUME_BYTES,
 };
 pub use kind::{
     Kind, BITMAP_CHUNK_LEN_MAX, CSUM_REQUEST_HEADER_LEN, DATA_HEADER_LEN, DATA_PAYLOAD_LEN_MAX,

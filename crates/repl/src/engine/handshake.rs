@@ -425,6 +425,10 @@ impl<P: Clone> Engine<P> {
                 message.volume
             ));
         }
+        if self.volumes[vslot].disk == DiskState::Diskless {
+            // Nothing here to take the identifiers for.
+            return Ok(());
+        }
         let adoption = Adoption {
             local: self.node,
             source: self.peers[slot].node,

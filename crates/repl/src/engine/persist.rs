@@ -310,7 +310,8 @@ impl<P: Clone> Engine<P> {
             });
             self.volumes[vslot].disk = DiskState::UpToDate;
             for slot in 0..self.peers.len() {
-                if self.peers[slot].connection == ConnState::Connected {
+                let diskless = self.peers[slot].disks[vslot] == DiskState::Diskless;
+                if self.peers[slot].connection == ConnState::Connected && !diskless {
                     self.peers[slot].bitmaps[vslot].clear_all();
                     self.peers[slot].disks[vslot] = DiskState::UpToDate;
                     self.send_uuids(slot, vslot, UuidsPurpose::Adopt, out);

@@ -96,6 +96,9 @@ pub struct Spec {
     /// Loopback ports of relays (the link emulator) in front of each node: a node's
     /// configuration names the relay as every other node's address.
     pub relay_ports: Option<Vec<u16>>,
+    /// Nodes whose volume is `disk none;` (diskless tiebreakers): no backing file is used
+    /// and no metadata is created for them.
+    pub diskless: Vec<usize>,
 }
 
 /// Where a node's metadata lives (the `meta-disk` of its volume).
@@ -124,12 +127,19 @@ impl Spec {
             host_extra: Vec::new(),
             options_extra: Vec::new(),
             relay_ports: None,
+            diskless: Vec::new(),
         }
     }
 
     /// Three nodes in a `connection-mesh`, otherwise like [`Spec::two_nodes`].
     pub fn three_nodes(protocol: char) -> Spec {
         Spec { node_count: 3, net_extra: vec![Vec::new(); 3], ..Spec::two_nodes(protocol) }
+    }
+
+    /// Makes `node` diskless (`disk none;`).
+    pub fn diskless_node(mut self, node: usize) -> Spec {
+        self.diskless.push(node);
+        self
     }
 
     /// Peers reach each node through a relay on a fresh loopback port (see
@@ -273,7 +283,7 @@ impl Cluster {
             cluster.write_node_files(index);
         }
         if cluster.spec.create_md {
-            for index in 0..cluster.nodes.len() {
+            for index in (0..cluster.nodes.len()).filter(|index| !cluster.spec.diskless.contains(index)) {
                 cluster.create_md(index);
             }
         }
@@ -370,15 +380,17 @@ impl Cluster {
     /// Whether every node is UpToDate and sees every peer Connected, Established and
     /// UpToDate with nothing out of sync.
     pub fn all_up_to_date(&self) -> bool {
+        // A diskless node is Diskless on every side, and its peers keep its bits.
+        let disk_of = |index: usize| if self.spec.diskless.contains(&index) { "Diskless" } else { "UpToDate" };
         (0..self.nodes.len()).all(|index| {
             let status = self.status(index);
-            status.disk() == "UpToDate"
+            status.disk() == disk_of(index)
                 && self.peers_of(index).all(|peer| {
                     let name = self.name(peer);
                     status.connection_state(name) == "Connected"
                         && status.replication(name) == "Established"
-                        && status.peer_disk(name) == "UpToDate"
-                        && status.out_of_sync_kib(name) == 0
+                        && status.peer_disk(name) == disk_of(peer)
+                        && (self.spec.diskless.contains(&peer) || status.out_of_sync_kib(name) == 0)
                 })
         })
     }
@@ -465,13 +477,20 @@ impl Cluster {
                 Some(ports) if node_id != index => SocketAddr::from(([127, 0, 0, 1], ports[node_id])),
                 _ => node.address,
             };
-            text.push_str(&format!(
-                "  on {} {{\n    node-id {node_id};\n    address {};\n    volume 0 {{\n      disk \"{}\";\n",
-                node.name,
-                address,
-                node.disk.display()
-            ));
-            if self.spec.metadata == Metadata::External {
+            if self.spec.diskless.contains(&node_id) {
+                text.push_str(&format!(
+                    "  on {} {{\n    node-id {node_id};\n    address {};\n    volume 0 {{\n      disk none;\n",
+                    node.name, address
+                ));
+            } else {
+                text.push_str(&format!(
+                    "  on {} {{\n    node-id {node_id};\n    address {};\n    volume 0 {{\n      disk \"{}\";\n",
+                    node.name,
+                    address,
+                    node.disk.display()
+                ));
+            }
+            if self.spec.metadata == Metadata::External && !self.spec.diskless.contains(&node_id) {
                 text.push_str(&format!("      meta-disk \"{}\";\n", node.meta.display()));
             }
             text.push_str("    }\n");

@@ -35,6 +35,7 @@ mod async_buffer;
 mod auth;
 mod cluster;
 mod config_errors;
+mod diskless;
 mod failover;
 mod fuse;
 mod hostile;
