@@ -388,6 +388,20 @@ impl Resource {
                     let _ = link.control.send(Outgoing::Control(message));
                 }
             }
+            Action::Detached { volume, failed, call_handler } => {
+                if let Some(disk) = self.disk(volume) {
+                    disk.set_detached(true);
+                }
+                if failed {
+                    tracing::error!(resource = %self.name, volume, "local disk I/O error: detached, Diskless; I/O goes through the peers (on-io-error)");
+                } else {
+                    tracing::info!(resource = %self.name, volume, "detached: Diskless");
+                }
+                if call_handler {
+                    let event = HandlerEvent { resource: &self.name, volume: Some(volume), peer_node_id: None, peer_name: None };
+                    handlers::run(&self.handlers, "local-io-error", &event);
+                }
+            }
             Action::Disconnect { peer, state, reason } => {
                 if let Some(link) = core.links.remove(&peer) {
                     tracing::warn!(resource = %self.name, peer = %self.peer_name(peer), "dropping connection ({state}): {reason}");
@@ -652,7 +666,7 @@ impl Resource {
     }
 
     fn flush_all(&self) -> Result<(), IoError> {
-        self.volumes.iter().try_for_each(|(_, disk)| disk.flush())
+        self.volumes.iter().filter(|(_, disk)| !disk.is_detached()).try_for_each(|(_, disk)| disk.flush())
     }
 
     /// Submit a client request: its completion waits in `completions` until the engine

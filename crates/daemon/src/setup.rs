@@ -37,6 +37,7 @@ pub(crate) const ACTIVE_OPTIONS: &[&str] = &[
     "srm-max-epoch-size-min", "srm-max-epoch-size-max", "srm-resync-share", "auto-promote",
     "before-resync-target", "after-resync-target", "before-resync-source", "disk-flushes",
     "on-congestion", "congestion-fill", "congestion-extents", "async-buffer", "async-buffer-compress", "tls",
+    "on-io-error", "local-io-error",
 ];
 
 /// Dirty bitmap pages are written every this many engine ticks (1 s), besides on every
@@ -193,7 +194,20 @@ fn build_resource(resource: &config::Resource, host: &config::Host, pool: &Arc<B
     let built = Resource::new(parts).map_err(|error| setup_error(format!("cannot start I/O threads: {error}")))?;
     let quorum = quorum_config(&resource.options);
     built.step(|engine, now, out| engine.set_quorum(now, quorum, out));
+    let on_io_error = on_io_error_of(host);
+    built.step(|engine, _, _| engine.set_on_io_error(on_io_error));
     Ok(built)
+}
+
+/// The engine's `on-io-error` (one per resource in tandem): the first volume's setting, or
+/// DRBD's default, `detach`.
+pub(crate) fn on_io_error_of(host: &config::Host) -> repl::OnIoError {
+    let setting = host.volumes.first().map_or(config::OnIoError::Detach, |v| v.disk_options.on_io_error);
+    match setting {
+        config::OnIoError::PassOn => repl::OnIoError::PassOn,
+        config::OnIoError::Detach => repl::OnIoError::Detach,
+        config::OnIoError::CallLocalIoError => repl::OnIoError::CallLocalIoError,
+    }
 }
 
 /// A volume without a disk (`disk none;`): Diskless, no size, no bitmaps, no activity log.

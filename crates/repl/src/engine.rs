@@ -25,6 +25,7 @@
 
 mod activity_log;
 mod csums;
+mod detach;
 mod handshake;
 mod ahead;
 mod lag;
@@ -38,6 +39,7 @@ pub(crate) mod verify;
 
 pub use handshake::BITMAP_CHUNK_BYTES_MAX;
 pub use ahead::{Congestion, CongestionPolicy, AHEAD_DWELL_MIN, COOL_DOWN_MAX};
+pub use detach::OnIoError;
 pub use lag::{LagBound, LagStatus};
 pub use pause::SyncPause;
 pub use quorum::{OnNoQuorum, QuorumConfig, QuorumRule};
@@ -187,6 +189,9 @@ struct InFlight {
     meta_version: u64,
     /// When the local write was issued (for the local write latency).
     started: Time,
+    /// Bit `slot` set: the peer in that slot wrote it (its `WriteAck`); what a Diskless
+    /// volume's write completes on (`detach.rs`).
+    written_on: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -347,6 +352,8 @@ pub struct Engine<P> {
     disks_announced: Vec<(u16, DiskState)>,
     /// Local write times since the driver last took them.
     local_stats: LocalStats,
+    /// `on-io-error` (`engine/detach.rs`).
+    on_io_error: OnIoError,
 }
 
 impl<P: Clone> Engine<P> {
@@ -385,6 +392,7 @@ impl<P: Clone> Engine<P> {
             quorum_held: true,
             disks_announced: Vec::new(),
             local_stats: LocalStats::default(),
+            on_io_error: OnIoError::default(),
         };
         engine.disks_announced = engine.disk_list();
         Ok(engine)
@@ -486,10 +494,15 @@ impl<P: Clone> Engine<P> {
         for peer in &mut self.peers {
             stages.push(send_to_peer(peer, now, Sent { seq, since: now, epoch: self.epoch, volume, extent }, vslot, &disk_op, out));
         }
-        let write = InFlight { request, epoch: self.epoch, volume, extent, local: Stage::Pending, peers: stages, meta_version, started: now };
+        // A Diskless volume writes nothing locally: its peers alone decide (`detach.rs`).
+        let diskless = self.volumes[vslot].disk == DiskState::Diskless;
+        let local = if diskless { Stage::Done(Err(IoError::Io)) } else { Stage::Pending };
+        let write = InFlight { request, epoch: self.epoch, volume, extent, local, peers: stages, meta_version, started: now, written_on: 0 };
         assert!(self.in_flight.insert(seq, write).is_none(), "sequence numbers are unique");
-        self.lower_pending += 1;
-        out.push(Action::LocalWrite { io: IoId::Write { seq }, volume, op: disk_op });
+        if !diskless {
+            self.lower_pending += 1;
+            out.push(Action::LocalWrite { io: IoId::Write { seq }, volume, op: disk_op });
+        }
         Some(seq)
     }
 
@@ -535,8 +548,14 @@ impl<P: Clone> Engine<P> {
                 if let Some(write) = self.in_flight.get_mut(&seq) {
                     assert_eq!(write.local, Stage::Pending, "one completion per local write");
                     write.local = Stage::Done(result);
-                    let started = write.started;
+                    let (started, volume) = (write.started, write.volume);
                     self.note_local_write(now, started);
+                    if result == Err(IoError::Io) {
+                        // A disk error (not an aborted payload): under a detaching policy the volume is Diskless now, and this
+                        // write is judged by its peers.
+                        let vslot = self.volume_slot(volume).unwrap_or(0);
+                        self.local_io_failed(now, vslot, out);
+                    }
                     self.try_complete_write(now, seq, out);
                 }
             }
@@ -550,6 +569,15 @@ impl<P: Clone> Engine<P> {
             IoId::PeerWrite { peer, seq } => {
                 if let Some(slot) = self.peer_slot(peer) {
                     self.peers[slot].receiver.write_done(seq, result, out);
+                }
+                if result == Err(IoError::Io) {
+                    // A replicated write failed here on a disk error (NegAcked above): detach as for a
+                    // client write. Every volume: the engine does not track the volume of
+                    // a replicated write beyond the receiver.
+                    let failed: Vec<usize> = (0..self.volumes.len()).filter(|&v| self.volumes[v].disk != DiskState::Diskless).collect();
+                    for vslot in failed {
+                        self.local_io_failed(now, vslot, out);
+                    }
                 }
             }
             IoId::PeerGroupFlush { peer, tag } => {
@@ -575,16 +603,22 @@ impl<P: Clone> Engine<P> {
 
     fn try_complete_write(&mut self, now: Time, seq: u64, out: &mut Vec<Action<P>>) {
         let Some(write) = self.in_flight.get(&seq) else { return };
+        let vslot = self.volume_slot(write.volume).unwrap_or(0);
+        let diskless = self.volumes[vslot].disk == DiskState::Diskless;
+        let diskless_result = if diskless { self.diskless_write_result(write) } else { None };
+        if diskless && diskless_result.is_none() {
+            return;
+        }
         if !self.write_is_done(write) || self.quorum_verdict(Ok(())).is_none() {
             // Not done, or done but held until quorum returns (suspend-io).
             return;
         }
         let Some(write) = self.in_flight.remove(&seq) else { return };
-        let result = match write.local {
-            Stage::Done(result) => result,
-            Stage::Pending => unreachable!("write_is_done requires the local write"),
+        let result = match (diskless_result, write.local) {
+            (Some(result), _) => result,
+            (None, Stage::Done(result)) => result,
+            (None, Stage::Pending) => unreachable!("write_is_done requires the local write"),
         };
-        let vslot = self.volume_slot(write.volume).unwrap_or(0);
         let result = if write.meta_version > 0 && self.volumes[vslot].meta.failed { Err(IoError::Io) } else { result };
         let result = self.quorum_verdict(result).unwrap_or(Err(IoError::Io));
         if write.epoch == self.epoch {
@@ -800,7 +834,12 @@ impl<P: Clone> Engine<P> {
                 Ok(())
             }
             PeerMessage::RecvAck { seq } => self.acked(now, slot, seq, PeerStage::Received { since: now }, out),
-            PeerMessage::WriteAck { seq } => self.acked(now, slot, seq, PeerStage::Settled, out),
+            PeerMessage::WriteAck { seq } => {
+                if let Some(write) = self.in_flight.get_mut(&seq) {
+                    write.written_on |= 1u64 << slot.min(63);
+                }
+                self.acked(now, slot, seq, PeerStage::Settled, out)
+            }
             PeerMessage::NegAck { seq } => {
                 self.mark_out_of_sync(slot, seq);
                 self.acked(now, slot, seq, PeerStage::Settled, out)

@@ -174,7 +174,7 @@ impl Pair {
                 Action::SendControl { message, .. } => self.links[to].push_back((Kind::Control, message)),
                 Action::Complete { request, result } => self.completed.push((request, result)),
                 Action::Disconnect { state, .. } => self.disconnects.push((from, state)),
-                Action::StateChanged => {}
+                Action::StateChanged | Action::Detached { .. } => {}
                 Action::LocalDigest { .. } => self.local[from].push_back(action),
                 Action::VerifyFound { .. } | Action::VerifyFinished { .. } => self.verify_events.push((from, action)),
             }

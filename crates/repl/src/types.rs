@@ -364,6 +364,11 @@ pub enum Action<P> {
     /// sync, `skipped_bytes` not judged (written meanwhile). Write the dirty bitmap pages; run
     /// the `out-of-sync` handler if `oos_bytes` is not 0.
     VerifyFinished { peer: u8, volume: u16, oos_bytes: u64, skipped_bytes: u64 },
+    /// Volume `volume` is Diskless now (`engine/detach.rs`): `failed` after a local I/O error
+    /// (log it), otherwise by the administrator's `detach`. Stop local data I/O on it (reads
+    /// go to [`crate::Engine::read_source`]); with `call_handler`, run the `local-io-error`
+    /// handler.
+    Detached { volume: u16, failed: bool, call_handler: bool },
     /// Close the connection to a peer (the driver reconnects unless it is StandAlone).
     Disconnect { peer: u8, state: ConnState, reason: String },
     /// Answer a client request.

@@ -312,6 +312,9 @@ impl Sim {
                     self.note(|| format!("node {n}: split brain with {peer}: {resolution:?} ({detail})"));
                 }
                 Action::VerifyFound { .. } | Action::VerifyFinished { .. } => {}
+                // The simulator never sets a detaching `on-io-error` (the engine's default is
+                // pass_on), so no volume is detached.
+                Action::Detached { volume, .. } => self.note(|| format!("node {n}: volume {volume} detached")),
                 Action::Disconnect { peer, state, reason } => {
                     self.note(|| format!("node {n} drops {peer} ({state}): {reason}"));
                     if let Some(conn) = self.nodes[usize::from(n)].conns.remove(&peer) {

@@ -173,7 +173,9 @@ impl<P: Clone> Engine<P> {
         let vslot = self.volume_slot(volume);
         let logged = vslot.is_some_and(|v| self.volumes[v].log.is_some());
         let (Some(vslot), Some(extent), true) = (vslot, op_extent(&op), logged) else {
-            self.start_write(now, request, volume, op, out);
+            if let Some(seq) = self.start_write(now, request, volume, op, out) {
+                self.complete_if_diskless(now, seq, out);
+            }
             return;
         };
         let Ok(range) = ExtentRange::covering(extent.offset, extent.length) else {
@@ -289,6 +291,7 @@ impl<P: Clone> Engine<P> {
                     self.reservations.insert(seq, reservation).is_none(),
                     "one reservation per write"
                 );
+                self.complete_if_diskless(now, seq, out);
             }
             None => {
                 if let Some(log) = self.volumes[vslot].log.as_mut() {

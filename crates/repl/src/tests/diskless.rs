@@ -85,3 +85,88 @@ fn a_write_that_reaches_a_diskless_node_before_its_handshake_is_refused_not_fata
     assert!(pair.disconnects.is_empty(), "not a protocol error: {:?}", pair.disconnects);
     assert_eq!(pair.nodes[A].status().peers[0].volumes[0].peer_disk, DiskState::Diskless);
 }
+
+/// Runs A's queued local I/O, failing every data write with EIO (a dying disk).
+fn run_local_failing_writes(pair: &mut Pair) {
+    while let Some(action) = pair.local[A].pop_front() {
+        match action {
+            Action::LocalWrite { io, .. } => {
+                let mut out = Vec::new();
+                pair.nodes[A].local_done(pair.now, io, Err(IoError::Io), &mut out);
+                pair.route(A, out);
+            }
+            other => pair.perform(A, other),
+        }
+    }
+}
+
+fn result_of(pair: &Pair, request: RequestId) -> Option<Result<(), IoError>> {
+    pair.completed.iter().find(|(r, _)| *r == request).map(|(_, result)| *result)
+}
+
+/// drbd-semantics.md §2 (Diskless), `on-io-error detach`: the write whose local leg failed is
+/// acknowledged because the peer wrote it; the Primary goes Diskless and later writes go only
+/// to the peer, which marks them for the Diskless node.
+#[test]
+fn detach_on_a_write_error_completes_through_the_peer_and_goes_diskless() {
+    let mut pair = Pair::new(Protocol::C);
+    pair.nodes[A].set_on_io_error(OnIoError::Detach);
+    pair.write(1, 0, 7, 4096);
+    run_local_failing_writes(&mut pair);
+    assert_eq!(result_of(&pair, 1), None, "not before the peer wrote it");
+    assert_eq!(pair.nodes[A].status().volumes[0].disk, DiskState::Diskless);
+    pair.deliver_all();
+    assert_eq!(result_of(&pair, 1), Some(Ok(())), "the peer has it");
+    assert_eq!(pair.disks[B][0], 7);
+    assert_eq!(pair.nodes[B].status().peers[0].volumes[0].peer_disk, DiskState::Diskless, "B heard A is Diskless");
+
+    pair.write(2, 8192, 9, 4096);
+    assert!(pair.local[A].iter().all(|a| !matches!(a, Action::LocalWrite { .. })), "a Diskless volume writes nothing locally");
+    pair.deliver_all();
+    assert_eq!(result_of(&pair, 2), Some(Ok(())));
+    assert_eq!(pair.disks[B][8192], 9);
+    assert!(pair.nodes[B].status().peers[0].volumes[0].out_of_sync_bytes >= 4096, "B keeps the blocks A lacks");
+    assert_eq!(pair.nodes[A].read_source(0), Some(1), "reads go to B");
+}
+
+/// `on-io-error pass_on`: the error reaches the client and the disk stays attached.
+#[test]
+fn pass_on_fails_the_write_and_stays_attached() {
+    let mut pair = Pair::new(Protocol::C);
+    pair.nodes[A].set_on_io_error(OnIoError::PassOn);
+    pair.write(1, 0, 7, 4096);
+    run_local_failing_writes(&mut pair);
+    pair.deliver_all();
+    assert_eq!(result_of(&pair, 1), Some(Err(IoError::Io)));
+    assert_eq!(pair.nodes[A].status().volumes[0].disk, DiskState::UpToDate);
+}
+
+/// With no peer to write it, a Diskless Primary's write is on no disk: EIO, never Ok.
+#[test]
+fn a_detached_primary_without_peers_fails_writes() {
+    let mut pair = Pair::new(Protocol::C);
+    pair.nodes[A].set_on_io_error(OnIoError::Detach);
+    pair.disconnect();
+    pair.write(1, 0, 7, 4096);
+    run_local_failing_writes(&mut pair);
+    assert_eq!(result_of(&pair, 1), Some(Err(IoError::Io)));
+    assert_eq!(pair.nodes[A].status().volumes[0].disk, DiskState::Diskless);
+    pair.write(2, 4096, 7, 4096);
+    run_local_failing_writes(&mut pair);
+    assert_eq!(result_of(&pair, 2), Some(Err(IoError::Io)));
+}
+
+/// `detach` by the administrator: refused on a Primary without a connected UpToDate peer.
+#[test]
+fn an_administrators_detach_of_a_primary_needs_an_up_to_date_peer() {
+    let mut pair = Pair::new(Protocol::C);
+    let mut out = Vec::new();
+    pair.disconnect();
+    assert!(pair.nodes[A].detach(pair.now, &mut out).is_err());
+    pair.connect();
+    pair.deliver_all();
+    let mut out = Vec::new();
+    pair.nodes[A].detach(pair.now, &mut out).expect("B is UpToDate");
+    assert!(out.iter().any(|a| matches!(a, Action::Detached { failed: false, .. })));
+    assert_eq!(pair.nodes[A].status().volumes[0].disk, DiskState::Diskless);
+}
