@@ -410,6 +410,14 @@ impl Resource {
                     let _ = link.kill.send(crate::peer::Stop::Drain);
                 }
             }
+            Action::ReadDone { request, result } => {
+                if let Some(completion) = core.completions.remove(&request) {
+                    match result.and_then(|payload| payload.data.as_complete().map(bytes::Bytes::copy_from_slice).ok_or(IoError::Io)) {
+                        Ok(data) => completion.read_data(data),
+                        Err(error) => completion.error(crate::export::errno_of(error)),
+                    }
+                }
+            }
             Action::Complete { request, result } => {
                 if let Some(completion) = core.completions.remove(&request) {
                     match result {
@@ -680,7 +688,13 @@ impl Resource {
     }
 
     /// Read from the local disk (client reads are served locally; the Primary is UpToDate).
+    /// A detached disk's reads go to an UpToDate peer; a read that fails with a disk error
+    /// detaches the disk under `on-io-error detach` and is then retried through the peer.
     pub(crate) fn read(self: &Arc<Self>, volume: u16, offset: u64, length: u32, completion: Completion) {
+        if self.disk(volume).is_some_and(|disk| disk.is_detached()) {
+            self.read_through_peer(volume, offset, length, completion);
+            return;
+        }
         let resource = Arc::clone(self);
         self.io.run(Box::new(move || {
             let Some(mut buf) = resource.pool.take(length as usize) else {
@@ -690,9 +704,22 @@ impl Resource {
             let result = resource.disk(volume).ok_or(IoError::Invalid).and_then(|d| d.read(offset, &mut buf));
             match result {
                 Ok(()) => completion.read_data(buf.freeze()),
+                Err(IoError::Io) if resource.step(|engine, now, out| engine.local_read_failed(now, volume, out)) => {
+                    tracing::warn!(resource = %resource.name, volume, offset, length, "local read failed: read through a peer");
+                    resource.read_through_peer(volume, offset, length, completion);
+                }
                 Err(error) => completion.error(crate::export::errno_of(error)),
             }
         }));
+    }
+
+    /// A client read of a Diskless volume, sent to a peer by the engine.
+    fn read_through_peer(self: &Arc<Self>, volume: u16, offset: u64, length: u32, completion: Completion) {
+        let request: RequestId = self.next_request.fetch_add(1, Ordering::Relaxed);
+        self.step_core(|core, _, out| {
+            core.completions.insert(request, completion);
+            core.engine.read_through_peer(request, volume, offset, u64::from(length), out);
+        });
     }
 
     pub(crate) fn peer_name(&self, node_id: u8) -> String {

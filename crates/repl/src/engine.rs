@@ -354,6 +354,12 @@ pub struct Engine<P> {
     local_stats: LocalStats,
     /// `on-io-error` (`engine/detach.rs`).
     on_io_error: OnIoError,
+    /// Client reads of Diskless volumes waiting for a peer, by read id (`detach.rs`).
+    forwarded_reads: BTreeMap<u64, detach::ForwardedRead>,
+    /// Reads Diskless peers asked us for, being read: (peer, their id) to the range.
+    pending_forwarded_serves: BTreeMap<(u8, u64), (u16, Extent)>,
+    /// The next read id.
+    next_read_id: u64,
 }
 
 impl<P: Clone> Engine<P> {
@@ -393,6 +399,9 @@ impl<P: Clone> Engine<P> {
             disks_announced: Vec::new(),
             local_stats: LocalStats::default(),
             on_io_error: OnIoError::default(),
+            forwarded_reads: BTreeMap::new(),
+            pending_forwarded_serves: BTreeMap::new(),
+            next_read_id: 1,
         };
         engine.disks_announced = engine.disk_list();
         Ok(engine)
@@ -595,7 +604,7 @@ impl<P: Clone> Engine<P> {
             IoId::ActivityLog { volume, seq } => self.transaction_done(now, volume, seq, result, out),
             // Answered through `local_read_done`; a driver that sends it here has nothing to
             // complete.
-            IoId::ResyncRead { .. } => {}
+            IoId::ResyncRead { .. } | IoId::ForwardedRead { .. } => {}
             // Answered through `local_digest_done`.
             IoId::VerifyRead { .. } | IoId::VerifyPeerRead { .. } | IoId::CsumRead { .. } | IoId::CsumPeerRead { .. } => {}
         }
@@ -741,6 +750,7 @@ impl<P: Clone> Engine<P> {
             drained_seqs.push(sent.seq);
         }
         p.receiver.connection_lost(out);
+        self.fail_forwarded_reads(slot, out);
         self.generation_after_loss(slot, &drained, out);
         self.settle_peer_in_flight(now, slot, out);
         for seq in drained_seqs {
@@ -876,6 +886,11 @@ impl<P: Clone> Engine<P> {
                 self.receive_verify_reply(now, slot, id, volume, Extent { offset, length }, outcome, out)
             }
             PeerMessage::VerifyDone { volume, oos_bytes } => self.receive_verify_done(slot, volume, oos_bytes, out),
+            PeerMessage::ReadRequest { id, volume, offset, length } => self.receive_read_request(slot, id, volume, Extent { offset, length }, out),
+            PeerMessage::ReadReply { id, volume, offset, length, data } => self.receive_read_reply(slot, id, volume, Extent { offset, length }, Ok(data), out),
+            PeerMessage::ReadNegReply { id, volume, offset, length } => {
+                self.receive_read_reply(slot, id, volume, Extent { offset, length }, Err(IoError::Io), out)
+            }
         }
     }
 

@@ -83,6 +83,8 @@ struct Pair {
     al_written: Vec<(usize, AlRecord)>,
     /// `VerifyFound` and `VerifyFinished` actions, with the node that produced them.
     verify_events: Vec<(usize, Action<Vec<u8>>)>,
+    /// Client reads of a Diskless volume answered (`ReadDone`).
+    reads_done: Vec<(RequestId, Result<Vec<u8>, IoError>)>,
 }
 
 /// An [`Action::WriteActivityLog`] as the test driver performed it.
@@ -117,6 +119,7 @@ impl Pair {
             resync_requested_bytes: [0, 0],
             al_written: Vec::new(),
             verify_events: Vec::new(),
+            reads_done: Vec::new(),
         }
     }
 
@@ -175,6 +178,7 @@ impl Pair {
                 Action::Complete { request, result } => self.completed.push((request, result)),
                 Action::Disconnect { state, .. } => self.disconnects.push((from, state)),
                 Action::StateChanged | Action::Detached { .. } => {}
+                Action::ReadDone { request, result } => self.reads_done.push((request, result)),
                 Action::LocalDigest { .. } => self.local[from].push_back(action),
                 Action::VerifyFound { .. } | Action::VerifyFinished { .. } => self.verify_events.push((from, action)),
             }

@@ -93,6 +93,9 @@ pub enum IoId {
     /// A verify target's digests of a range the peer asked for (`id` is ours, not the
     /// request's).
     VerifyPeerRead { peer: u8, id: u64 },
+    /// A read a Diskless peer asked for (`id` is the peer's), answered with
+    /// `local_read_done`.
+    ForwardedRead { peer: u8, id: u64 },
 }
 
 /// Why a local I/O failed.
@@ -150,6 +153,12 @@ pub enum PeerMessage<P> {
     ResyncReply { id: u64, volume: u16, offset: u64, length: u64, data: P },
     /// The sync source could not read the range of request `id` (data socket).
     ResyncNegReply { id: u64, volume: u16, offset: u64, length: u64 },
+    /// A Diskless node asks for `length` bytes at `offset` for its client (data socket).
+    ReadRequest { id: u64, volume: u16, offset: u64, length: u64 },
+    /// The data of read request `id` (data socket; wire: header plus payload).
+    ReadReply { id: u64, volume: u16, offset: u64, length: u64, data: P },
+    /// The range of read request `id` could not be read here (data socket).
+    ReadNegReply { id: u64, volume: u16, offset: u64, length: u64 },
     /// The sync target wrote (`ok`) or failed to write the range of reply `id` (data socket).
     ResyncAck { id: u64, volume: u16, ok: bool },
     /// The sync target has every block it lacked, except `failed_bytes` (data socket).
@@ -373,6 +382,9 @@ pub enum Action<P> {
     Disconnect { peer: u8, state: ConnState, reason: String },
     /// Answer a client request.
     Complete { request: RequestId, result: Result<(), IoError> },
+    /// Answer a client read of a Diskless volume ([`crate::Engine::read_through_peer`]) with
+    /// the data a peer sent, or an error.
+    ReadDone { request: RequestId, result: Result<P, IoError> },
     /// Something changed that status and events show.
     StateChanged,
 }

@@ -16,12 +16,24 @@
 //! - A Diskless volume issues no local data I/O (writes, flushes); its peers learn the state at
 //!   once and mark what they apply for it (`mark_for_absent_peers`), so it is never a sync
 //!   source; the driver serves its reads from an UpToDate peer.
+//! - A client read of a Diskless volume goes to one connected UpToDate peer
+//!   ([`Engine::read_through_peer`], wire `ReadRequest`); the peer reads its disk and answers
+//!   with the data or an error; a lost connection fails the reads that waited on it (EIO).
 //! - An administrator's detach of a Primary is refused unless an UpToDate peer is connected
 //!   (DRBD refuses too): the export would have no data left.
 
 use serde::{Deserialize, Serialize};
 
 use super::*;
+
+/// A client read sent to a peer.
+#[derive(Debug)]
+pub(super) struct ForwardedRead {
+    request: RequestId,
+    slot: usize,
+    volume: u16,
+    extent: Extent,
+}
 
 /// What a local data I/O error does (`on-io-error`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -132,4 +144,80 @@ impl<P: Clone> Engine<P> {
         }
         Some(if write.written_on != 0 { Ok(()) } else { Err(IoError::Io) })
     }
+
+    /// A client read of a Diskless `volume`: asks an UpToDate peer for the range; answered
+    /// with exactly one [`Action::ReadDone`] (EIO at once if no such peer is connected).
+    pub fn read_through_peer(&mut self, request: RequestId, volume: u16, offset: u64, length: u64, out: &mut Vec<Action<P>>) {
+        let source = self.read_source(volume).and_then(|peer| self.peer_slot(peer));
+        let (Some(slot), Some(extent)) = (source, Extent::new(offset, length)) else {
+            out.push(Action::ReadDone { request, result: Err(IoError::Io) });
+            return;
+        };
+        let id = self.next_read_id;
+        self.next_read_id += 1;
+        self.forwarded_reads.insert(id, ForwardedRead { request, slot, volume, extent });
+        let peer = self.peers[slot].config.node_id;
+        out.push(Action::SendOnData { peer, message: PeerMessage::ReadRequest { id, volume, offset, length } });
+    }
+
+    /// A Diskless peer's read: served from our disk if it is UpToDate, refused otherwise.
+    pub(super) fn receive_read_request(&mut self, slot: usize, id: u64, volume: u16, extent: Extent, out: &mut Vec<Action<P>>) -> Result<(), String> {
+        let vslot = self.volume_slot(volume).ok_or_else(|| format!("read request for unknown volume {volume}"))?;
+        let fits = extent.length > 0 && extent.length <= FORWARDED_READ_BYTES_MAX && extent.end() <= self.volumes[vslot].size_bytes;
+        let peer = self.peers[slot].config.node_id;
+        if self.volumes[vslot].disk == DiskState::Diskless {
+            // Not a protocol error: we may have detached since the peer chose us.
+            let Extent { offset, length } = extent;
+            out.push(Action::SendOnData { peer, message: PeerMessage::ReadNegReply { id, volume, offset, length } });
+            return Ok(());
+        }
+        if !fits {
+            return Err(format!("read request beyond volume {volume} or too long: {extent:?}"));
+        }
+        self.pending_forwarded_serves.insert((peer, id), (volume, extent));
+        out.push(Action::LocalRead { io: IoId::ForwardedRead { peer, id }, volume, offset: extent.offset, length: extent.length });
+        Ok(())
+    }
+
+    /// Our read for a Diskless peer finished: send the data, or say it failed.
+    pub(super) fn forwarded_read_done(&mut self, peer: u8, id: u64, result: Result<P, IoError>, out: &mut Vec<Action<P>>) {
+        let Some(slot) = self.peer_slot(peer) else { return };
+        if self.peers[slot].connection != ConnState::Connected {
+            return;
+        }
+        let pending = self.pending_forwarded_serves.remove(&(peer, id));
+        let Some((volume, extent)) = pending else { return };
+        let Extent { offset, length } = extent;
+        let message = match result {
+            Ok(data) => PeerMessage::ReadReply { id, volume, offset, length, data },
+            Err(_) => PeerMessage::ReadNegReply { id, volume, offset, length },
+        };
+        out.push(Action::SendOnData { peer, message });
+    }
+
+    /// A peer answered read `id`.
+    pub(super) fn receive_read_reply(&mut self, slot: usize, id: u64, volume: u16, extent: Extent, result: Result<P, IoError>, out: &mut Vec<Action<P>>) -> Result<(), String> {
+        let matches = self.forwarded_reads.get(&id).is_some_and(|r| r.slot == slot && r.volume == volume && r.extent == extent);
+        if !matches {
+            return Err(format!("read reply {id} answers no read of ours"));
+        }
+        let Some(read) = self.forwarded_reads.remove(&id) else { return Ok(()) };
+        out.push(Action::ReadDone { request: read.request, result });
+        Ok(())
+    }
+
+    /// The peer in `slot` is gone: the reads that waited on it fail (EIO).
+    pub(super) fn fail_forwarded_reads(&mut self, slot: usize, out: &mut Vec<Action<P>>) {
+        let lost: Vec<u64> = self.forwarded_reads.iter().filter(|(_, r)| r.slot == slot).map(|(&id, _)| id).collect();
+        for id in lost {
+            if let Some(read) = self.forwarded_reads.remove(&id) {
+                out.push(Action::ReadDone { request: read.request, result: Err(IoError::Io) });
+            }
+        }
+        let peer = self.peers[slot].config.node_id;
+        self.pending_forwarded_serves.retain(|(p, _), _| *p != peer);
+    }
 }
+
+/// The longest read a Diskless peer may ask for: the longest NBD request.
+pub const FORWARDED_READ_BYTES_MAX: u64 = 32 << 20;

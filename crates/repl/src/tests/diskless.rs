@@ -170,3 +170,38 @@ fn an_administrators_detach_of_a_primary_needs_an_up_to_date_peer() {
     assert!(out.iter().any(|a| matches!(a, Action::Detached { failed: false, .. })));
     assert_eq!(pair.nodes[A].status().volumes[0].disk, DiskState::Diskless);
 }
+
+/// A Diskless Primary's client read is served by the UpToDate peer (wire `ReadRequest`).
+#[test]
+fn a_diskless_primary_reads_through_its_peer() {
+    let mut pair = Pair::new(Protocol::C);
+    pair.nodes[A].set_on_io_error(OnIoError::Detach);
+    pair.write(1, 4096, 5, 8192);
+    run_local_failing_writes(&mut pair);
+    pair.deliver_all();
+    assert_eq!(result_of(&pair, 1), Some(Ok(())));
+    let mut out = Vec::new();
+    pair.nodes[A].read_through_peer(77, 0, 4096, 8192, &mut out);
+    pair.route(A, out);
+    pair.deliver_all();
+    assert_eq!(pair.reads_done, vec![(77, Ok(vec![5; 8192]))]);
+}
+
+/// With no UpToDate peer connected, the read fails at once; a read in flight when the peer
+/// goes fails too.
+#[test]
+fn a_diskless_read_without_a_peer_fails() {
+    let mut pair = Pair::new(Protocol::C);
+    let mut out = Vec::new();
+    pair.nodes[A].detach(pair.now, &mut out).expect("B is UpToDate");
+    pair.route(A, out);
+    pair.deliver_all();
+    let mut out = Vec::new();
+    pair.nodes[A].read_through_peer(1, 0, 0, 4096, &mut out);
+    pair.route(A, out);
+    pair.disconnect();
+    let mut out = Vec::new();
+    pair.nodes[A].read_through_peer(2, 0, 0, 4096, &mut out);
+    pair.route(A, out);
+    assert_eq!(pair.reads_done, vec![(1, Err(IoError::Io)), (2, Err(IoError::Io))]);
+}

@@ -127,7 +127,7 @@ impl Rig {
                 Action::LocalDigest { .. } | Action::VerifyFound { .. } | Action::VerifyFinished { .. } => {
                     panic!("the pacing tests run no verify and no csums")
                 }
-                Action::Detached { .. } => panic!("the pacing tests fail no disk"),
+                Action::Detached { .. } | Action::ReadDone { .. } => panic!("the pacing tests fail no disk"),
                 Action::StateChanged => {}
             }
         }
