@@ -99,6 +99,9 @@ pub struct Spec {
     /// Nodes whose volume is `disk none;` (diskless tiebreakers): no backing file is used
     /// and no metadata is created for them.
     pub diskless: Vec<usize>,
+    /// Run every node with the test-only disk fault injection (`TANDEM_TEST_DISK_FAULT`):
+    /// [`Cluster::fail_disk`] then makes its data disk fail every I/O with EIO.
+    pub disk_faults: bool,
 }
 
 /// Where a node's metadata lives (the `meta-disk` of its volume).
@@ -128,12 +131,19 @@ impl Spec {
             options_extra: Vec::new(),
             relay_ports: None,
             diskless: Vec::new(),
+            disk_faults: false,
         }
     }
 
     /// Three nodes in a `connection-mesh`, otherwise like [`Spec::two_nodes`].
     pub fn three_nodes(protocol: char) -> Spec {
         Spec { node_count: 3, net_extra: vec![Vec::new(); 3], ..Spec::two_nodes(protocol) }
+    }
+
+    /// Nodes can be made to fail their disk I/O ([`Cluster::fail_disk`]).
+    pub fn with_disk_faults(mut self) -> Spec {
+        self.disk_faults = true;
+        self
     }
 
     /// Makes `node` diskless (`disk none;`).
@@ -527,7 +537,27 @@ impl Cluster {
         if std::env::var_os("RUST_LOG").is_none() {
             command.env("RUST_LOG", "info");
         }
+        if self.spec.disk_faults {
+            command.env("TANDEM_TEST_DISK_FAULT", self.disk_fault_trigger(index));
+        }
         command
+    }
+
+    /// The file whose existence fails one node's data disk I/O ([`Spec::with_disk_faults`]).
+    fn disk_fault_trigger(&self, index: usize) -> PathBuf {
+        self.dir.path().join(format!("{}.disk-fault", self.nodes[index].name))
+    }
+
+    /// From now on every data read, write and flush of one node's backing disk fails with
+    /// EIO (needs [`Spec::with_disk_faults`]).
+    pub fn fail_disk(&self, index: usize) {
+        assert!(self.spec.disk_faults, "fail_disk needs Spec::with_disk_faults");
+        std::fs::write(self.disk_fault_trigger(index), b"").expect("cannot create the fault trigger");
+    }
+
+    /// Ends [`Cluster::fail_disk`].
+    pub fn heal_disk(&self, index: usize) {
+        let _ = std::fs::remove_file(self.disk_fault_trigger(index));
     }
 
     /// Spawns one node with its output appended to its log file; does not wait.

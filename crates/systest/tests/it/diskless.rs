@@ -63,3 +63,70 @@ fn the_data_node_left_with_the_tiebreaker_keeps_quorum_and_may_be_promoted() {
     let refused = cluster.admin(CAROL, &["primary", "--force", RESOURCE]);
     assert!(!refused.status.success(), "a diskless node has nothing to serve");
 }
+
+fn disk_of(cluster: &Cluster, index: usize) -> String {
+    cluster.status(index).disk().to_string()
+}
+
+/// Issue 4 item 5, `on-io-error detach` (DRBD's default): a backing-device error on the
+/// Primary makes it Diskless; the write that hit the error is acknowledged because the peer
+/// wrote it, and later writes and reads go through the peer with the right data.
+#[test]
+fn a_disk_error_on_the_primary_detaches_and_io_goes_on_through_the_peer() {
+    let spec = Spec::two_nodes('C').with_disk_faults().disk_line("on-io-error detach;");
+    let cluster = Cluster::with_primary(spec);
+    let mut client = nbd_client::open(&cluster.nbd_socket(ALICE), RESOURCE).expect("open");
+    assert_eq!(client.write(0, &[0x11; 8192]), 0, "before the failure");
+
+    cluster.fail_disk(ALICE);
+    assert_eq!(client.write(65536, &[0x22; 8192]), 0, "the peer wrote it: acknowledged");
+    cluster.wait_disk(ALICE, "Diskless", STATE_DEADLINE);
+    assert_eq!(client.write(131_072, &[0x33; 4096]), 0, "written through the peer");
+    assert_eq!(client.read(0, 8192), vec![0x11; 8192], "written before the failure, read from the peer");
+    assert_eq!(client.read(65536, 8192), vec![0x22; 8192]);
+    assert_eq!(client.read(131_072, 4096), vec![0x33; 4096]);
+
+    let alice = cluster.admin_ok(ALICE, &["status", RESOURCE]);
+    assert!(alice.contains("disk:Diskless"), "alice's status: {alice}");
+    cluster.wait_until("bob sees alice Diskless", STATE_DEADLINE, || cluster.status(BOB).peer_disk("alice") == "Diskless");
+    assert!(cluster.log(ALICE).contains("detached"), "alice logs the detach:\n{}", cluster.log(ALICE));
+    client.disconnect();
+    cluster.heal_disk(ALICE);
+    let bob = std::fs::read(cluster.disk(BOB)).expect("bob's disk");
+    assert_eq!(&bob[65536..65536 + 8192], &[0x22; 8192][..], "bob's disk has the write alice's disk failed");
+    assert_eq!(&bob[131_072..131_072 + 4096], &[0x33; 4096][..]);
+}
+
+/// `on-io-error call-local-io-error`: the `local-io-error` handler runs, and the node
+/// detaches as with `detach`.
+#[test]
+fn call_local_io_error_runs_the_handler_and_detaches() {
+    let spec = Spec::two_nodes('C')
+        .with_disk_faults()
+        .disk_line("on-io-error call-local-io-error;")
+        .handler("local-io-error", "echo \\\"$DRBD_RESOURCE\\\" > {dir}/local-io-error.out");
+    let cluster = Cluster::with_primary(spec);
+    let mut client = nbd_client::open(&cluster.nbd_socket(ALICE), RESOURCE).expect("open");
+    cluster.fail_disk(ALICE);
+    assert_eq!(client.write(0, &[0x44; 4096]), 0);
+    cluster.wait_disk(ALICE, "Diskless", STATE_DEADLINE);
+    let out = cluster.dir().join("local-io-error.out");
+    cluster.wait_until("the local-io-error handler ran", STATE_DEADLINE, || std::fs::read_to_string(&out).is_ok_and(|text| text.trim() == RESOURCE));
+    assert_eq!(client.read(0, 4096), vec![0x44; 4096]);
+    client.disconnect();
+}
+
+/// `on-io-error pass_on`: the client gets EIO and the node stays attached.
+#[test]
+fn pass_on_returns_eio_to_the_client_and_stays_attached() {
+    let spec = Spec::two_nodes('C').with_disk_faults().disk_line("on-io-error pass_on;");
+    let cluster = Cluster::with_primary(spec);
+    let mut client = nbd_client::open(&cluster.nbd_socket(ALICE), RESOURCE).expect("open");
+    cluster.fail_disk(ALICE);
+    assert_eq!(client.write(0, &[0x55; 4096]), 5, "EIO");
+    assert_eq!(disk_of(&cluster, ALICE), "UpToDate", "pass_on does not detach");
+    cluster.heal_disk(ALICE);
+    assert_eq!(client.write(4096, &[0x66; 4096]), 0, "the disk works again");
+    assert_eq!(client.read(4096, 4096), vec![0x66; 4096]);
+    client.disconnect();
+}
