@@ -548,6 +548,10 @@ impl Resource {
 
     fn disk_op(&self, volume: u16, op: DiskOp<Payload>) -> Result<(), IoError> {
         let disk = self.disk(volume).ok_or(IoError::Invalid)?;
+        if disk.is_detached() {
+            // A write that raced with the detach: refused, so the peer marks it for us.
+            return Err(IoError::Io);
+        }
         match op {
             DiskOp::Write { offset, data, fua, .. } => disk.write_incoming(offset, &data.data, fua),
             DiskOp::Trim { offset, length, fua } => disk.zero(offset, length, true, fua),
@@ -711,6 +715,36 @@ impl Resource {
                 Err(error) => completion.error(crate::export::errno_of(error)),
             }
         }));
+    }
+
+    /// `attach`: every Diskless volume that has a backing disk shows Attaching, is checked
+    /// with a read, and is attached again (then resyncs from its peers) or stays Diskless.
+    /// A `disk none;` volume cannot be attached.
+    pub(crate) fn attach(self: &Arc<Self>) -> Result<(), String> {
+        let numbers: Vec<u16> = self.with_engine(|engine| engine.status().volumes.iter().map(|v| v.volume).collect());
+        let mut attached = 0;
+        for volume in numbers {
+            if !self.with_engine(|engine| engine.is_diskless(volume)) {
+                continue;
+            }
+            let Some(disk) = self.disk(volume).map(Arc::clone) else {
+                return Err(format!("volume {volume} is configured without a disk (disk none;)"));
+            };
+            self.step(|engine, _, out| engine.begin_attach(volume, out)).map_err(|e| format!("State change failed: {e}"))?;
+            let mut probe = vec![0; 4096];
+            let usable = disk.read(0, &mut probe).and_then(|()| disk.flush());
+            if usable.is_ok() {
+                disk.set_detached(false);
+            }
+            self.step(|engine, now, out| engine.finish_attach(now, volume, usable.is_ok(), out));
+            usable.map_err(|error| format!("volume {volume}: the disk still fails ({error}); Diskless"))?;
+            tracing::info!(resource = %self.name, volume, "attached; resyncing what it missed from the peers");
+            attached += 1;
+        }
+        if attached == 0 {
+            return Err("no volume is Diskless; nothing to attach".into());
+        }
+        Ok(())
     }
 
     /// A client read of a Diskless volume, sent to a peer by the engine.

@@ -429,6 +429,13 @@ pub enum StateError {
     /// A setting given to `adjust` is out of range.
     #[error("invalid setting: {0}")]
     InvalidSetting(String),
+    /// `attach` needs a Diskless volume.
+    #[error("the disk is {0}; only a Diskless (detached) volume can be attached")]
+    NotDetached(DiskState),
+    /// `attach` on a Primary: its disk would be a sync target under a Primary, which tandem
+    /// does not do yet.
+    #[error("attach on a Primary is not supported: demote it (the peer serves the data meanwhile) and attach on the Secondary")]
+    AttachOnPrimary,
     /// The node may lack writes a Primary acknowledged under asynchronous replication.
     #[error("this node may lack acknowledged writes (it was replicated to asynchronously and has not caught up); promote with --force to accept that")]
     PossiblyStale,

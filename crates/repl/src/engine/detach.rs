@@ -97,6 +97,43 @@ impl<P: Clone> Engine<P> {
         Ok(())
     }
 
+    /// `attach`, first step: the Diskless `volume` shows Attaching while the driver checks its
+    /// disk, then [`Engine::finish_attach`]. Refused on a Primary (see [`StateError::AttachOnPrimary`]).
+    pub fn begin_attach(&mut self, volume: u16, out: &mut Vec<Action<P>>) -> Result<(), StateError> {
+        let vslot = self.volume_slot(volume).ok_or(StateError::NotDetached(DiskState::DUnknown))?;
+        if self.volumes[vslot].disk != DiskState::Diskless {
+            return Err(StateError::NotDetached(self.volumes[vslot].disk));
+        }
+        if self.role == Role::Primary {
+            return Err(StateError::AttachOnPrimary);
+        }
+        self.volumes[vslot].disk = DiskState::Attaching;
+        out.push(Action::StateChanged);
+        Ok(())
+    }
+
+    /// `attach`, second step: the driver could use the disk (`ok`) or not (Diskless again).
+    /// An attached disk is Outdated (it missed what was written while it was away) and
+    /// handshakes again with every connected peer: the generations decide the resync — a
+    /// bitmap resync of the blocks written meanwhile when a Primary started a new generation
+    /// for it, or kept bits for it (drbd-semantics.md §2, rules 2 and 3).
+    pub fn finish_attach(&mut self, now: Time, volume: u16, ok: bool, out: &mut Vec<Action<P>>) {
+        let Some(vslot) = self.volume_slot(volume) else { return };
+        if self.volumes[vslot].disk != DiskState::Attaching {
+            return;
+        }
+        if !ok {
+            self.volumes[vslot].disk = DiskState::Diskless;
+            out.push(Action::StateChanged);
+            return;
+        }
+        self.volumes[vslot].disk = DiskState::Outdated;
+        self.meta_changed(vslot, out);
+        self.announce_disks(out);
+        self.rehandshake(vslot, out);
+        self.update_quorum(now, out);
+    }
+
     /// A local data I/O of `vslot` failed: detach it under a detaching policy. Returns
     /// whether the volume is Diskless now.
     pub(super) fn local_io_failed(&mut self, now: Time, vslot: usize, out: &mut Vec<Action<P>>) -> bool {

@@ -273,7 +273,7 @@ impl<P: Clone> Engine<P> {
     }
 
     /// Sends a new handshake for `vslot` to every connected peer that is Established.
-    fn rehandshake(&mut self, vslot: usize, out: &mut Vec<Action<P>>) {
+    pub(super) fn rehandshake(&mut self, vslot: usize, out: &mut Vec<Action<P>>) {
         for slot in 0..self.peers.len() {
             let p = &self.peers[slot];
             if p.connection == ConnState::Connected

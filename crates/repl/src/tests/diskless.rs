@@ -205,3 +205,46 @@ fn a_diskless_read_without_a_peer_fails() {
     pair.route(A, out);
     assert_eq!(pair.reads_done, vec![(1, Err(IoError::Io)), (2, Err(IoError::Io))]);
 }
+
+/// `detach` then `attach` on a Secondary (drbd-semantics.md §2, Diskless → Attaching →
+/// Outdated → SyncTarget → UpToDate): only the blocks written meanwhile are resynced.
+#[test]
+fn a_detached_secondary_attaches_and_resyncs_only_what_it_missed() {
+    let mut pair = Pair::new(Protocol::C);
+    pair.write(1, 0, 1, 4096);
+    pair.deliver_all();
+    let mut out = Vec::new();
+    pair.nodes[B].detach(pair.now, &mut out).expect("a Secondary may detach");
+    pair.route(B, out);
+    pair.deliver_all();
+    assert_eq!(pair.nodes[A].status().peers[0].volumes[0].peer_disk, DiskState::Diskless);
+    pair.write(2, 65536, 2, 8192);
+    pair.deliver_all();
+    assert!(pair.is_complete(2));
+    assert_eq!(pair.disks[B][65536], 0, "nothing reaches a Diskless peer");
+    assert_eq!(pair.out_of_sync(), 8192, "A keeps the bits for B");
+
+    let mut out = Vec::new();
+    pair.nodes[B].begin_attach(0, &mut out).expect("Diskless");
+    assert_eq!(pair.nodes[B].status().volumes[0].disk, DiskState::Attaching);
+    pair.nodes[B].finish_attach(pair.now, 0, true, &mut out);
+    pair.route(B, out);
+    for _ in 0..20 {
+        pair.tick(A, TICK_INTERVAL);
+        pair.tick(B, TICK_INTERVAL);
+        pair.deliver_all();
+    }
+    assert_eq!(pair.nodes[B].status().volumes[0].disk, DiskState::UpToDate);
+    assert_eq!(pair.disks[A], pair.disks[B], "identical after the resync");
+    assert_eq!(pair.resync_sent_bytes[A], 8192, "only the blocks written meanwhile");
+    assert!(pair.disconnects.is_empty(), "{:?}", pair.disconnects);
+}
+
+#[test]
+fn attach_is_refused_on_a_primary_and_on_an_attached_disk() {
+    let mut pair = Pair::new(Protocol::C);
+    let mut out = Vec::new();
+    assert_eq!(pair.nodes[A].begin_attach(0, &mut out), Err(StateError::NotDetached(DiskState::UpToDate)));
+    pair.nodes[A].detach(pair.now, &mut out).expect("B is UpToDate");
+    assert_eq!(pair.nodes[A].begin_attach(0, &mut out), Err(StateError::AttachOnPrimary));
+}

@@ -130,3 +130,66 @@ fn pass_on_returns_eio_to_the_client_and_stays_attached() {
     assert_eq!(client.read(4096, 4096), vec![0x66; 4096]);
     client.disconnect();
 }
+
+/// `tandem detach` / `tandem attach` (drbdadm's verbs) on a Secondary: Diskless meanwhile
+/// (the Primary keeps its bits), then Attaching, a resync of what it missed, and UpToDate
+/// with data identical to the Primary's. `tandem events` shows the disk states.
+#[test]
+fn detach_and_attach_resync_the_secondary_to_identical_data() {
+    let cluster = Cluster::with_primary(Spec::two_nodes('C'));
+    let events_out = cluster.dir().join("bob-events.out");
+    let mut events = std::process::Command::new(crate::cluster::tandem_bin())
+        .arg("--run-dir")
+        .arg(cluster.run_dir(BOB))
+        .args(["events", RESOURCE])
+        .stdout(std::fs::File::create(&events_out).expect("events output file"))
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start tandem events");
+    let mut client = nbd_client::open(&cluster.nbd_socket(ALICE), RESOURCE).expect("open");
+    assert_eq!(client.write(0, &[0x71; 65536]), 0);
+    cluster.admin_ok(BOB, &["detach", RESOURCE]);
+    cluster.wait_disk(BOB, "Diskless", STATE_DEADLINE);
+    cluster.wait_until("alice sees bob Diskless", STATE_DEADLINE, || cluster.status(ALICE).peer_disk("bob") == "Diskless");
+    cluster.wait_until("bob's events show the detach", STATE_DEADLINE, || {
+        std::fs::read_to_string(&events_out).is_ok_and(|text| text.contains("change device name:r0 volume:0 disk:Diskless"))
+    });
+    assert_eq!(client.write(1 << 20, &[0x72; 65536]), 0, "alice writes without bob's disk");
+    cluster.wait_until("alice keeps bits for bob", STATE_DEADLINE, || cluster.out_of_sync_kib(ALICE, BOB) >= 64);
+
+    cluster.admin_ok(BOB, &["attach", RESOURCE]);
+    cluster.wait_until("bob is UpToDate again", Duration::from_secs(30), || cluster.all_up_to_date());
+    client.disconnect();
+    cluster.wait_identical(ALICE, BOB, STATE_DEADLINE);
+    let text = std::fs::read_to_string(&events_out).unwrap_or_default();
+    let _ = events.kill();
+    let _ = events.wait();
+    // Events are polled, so the short Attaching and Outdated states may be folded into one
+    // change; the return to UpToDate after the detach is always there.
+    let after_detach = text.split("disk:Diskless").nth(1).unwrap_or_default();
+    assert!(after_detach.contains("disk:UpToDate"), "events show the disk back UpToDate:\n{text}");
+    let refused = cluster.admin(BOB, &["attach", RESOURCE]);
+    assert!(!refused.status.success(), "nothing left to attach");
+}
+
+/// `tandem detach` on the Primary: allowed only with a connected UpToDate peer (as DRBD);
+/// then its I/O goes through the peer.
+#[test]
+fn detach_on_the_primary_needs_an_up_to_date_peer_and_serves_through_it() {
+    let cluster = Cluster::with_primary(Spec::two_nodes('C'));
+    cluster.admin_ok(ALICE, &["disconnect", RESOURCE]);
+    let refused = cluster.admin(ALICE, &["detach", RESOURCE]);
+    assert!(!refused.status.success(), "no UpToDate peer connected: refused");
+    cluster.admin_ok(ALICE, &["connect", RESOURCE]);
+    cluster.wait_until("connected and in sync", STATE_DEADLINE, || cluster.all_up_to_date());
+    cluster.admin_ok(ALICE, &["detach", RESOURCE]);
+    cluster.wait_disk(ALICE, "Diskless", STATE_DEADLINE);
+    let mut client = nbd_client::open(&cluster.nbd_socket(ALICE), RESOURCE).expect("open");
+    assert_eq!(client.write(4096, &[0x81; 4096]), 0);
+    assert_eq!(client.read(4096, 4096), vec![0x81; 4096]);
+    client.disconnect();
+    let bob = std::fs::read(cluster.disk(BOB)).expect("bob's disk");
+    assert_eq!(&bob[4096..8192], &[0x81; 4096][..]);
+    let alice = std::fs::read(cluster.disk(ALICE)).expect("alice's disk");
+    assert_eq!(&alice[4096..8192], &[0; 4096][..], "nothing written on a detached disk");
+}
