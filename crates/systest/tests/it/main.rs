@@ -18,6 +18,11 @@
 //!   a killed Secondary or Primary catching up, a clean restart with no resync, the initial
 //!   full sync by `primary --force`, split brain (manual recovery, `after-sb-0pri`), and the
 //!   refusal of a disk without valid metadata.
+//! - `diskless`: a `disk none;` tiebreaker keeps quorum for the data node it stays with and
+//!   stores nothing; a disk error with `on-io-error detach` / `call-local-io-error` makes the
+//!   Primary Diskless while writes and reads go on through the peer (the test-only
+//!   `TANDEM_TEST_DISK_FAULT` injection, `Spec::with_disk_faults`); `pass_on` returns EIO;
+//!   `detach`/`attach` resync a Secondary to identical data.
 //! - `metrics`: the Prometheus listener (`metrics-address`): key metrics and labels, counters
 //!   that grow with writes, 404/405/400 answers, loopback for a bare port, a busy port.
 //!
