@@ -604,6 +604,11 @@ impl Resource {
         let mut waits = Vec::new();
         self.step_core(|core, _, _| {
             for (volume, _) in &self.metas {
+                if core.engine.is_diskless(*volume) {
+                    // Detached: its metadata stays as it was (the next attach or start
+                    // handshakes from it); dirty pages wait in the engine.
+                    continue;
+                }
                 let pages = self.peers.iter().map(|peer| (peer.node_id, core.engine.take_dirty_bitmap_pages(*volume, peer.node_id))).collect();
                 let meta = if with_meta { core.engine.meta(*volume).map(Box::new) } else { None };
                 let job = MetaJob::Persist { pages, meta };
