@@ -80,8 +80,11 @@ impl<P: Clone> Engine<P> {
     }
 
     /// `detach`: the administrator takes every volume's disk away. A Primary needs a
-    /// connected UpToDate peer for every volume.
+    /// connected UpToDate peer for every volume; refused while a handshake, resync or verify
+    /// runs with a connected peer.
     pub fn detach(&mut self, now: Time, out: &mut Vec<Action<P>>) -> Result<(), StateError> {
+        // A resync (or handshake, or verify) in progress would lose its disk midway.
+        self.refuse_if_syncing()?;
         if self.role == Role::Primary {
             for volume in &self.volumes {
                 if volume.disk != DiskState::Diskless && self.read_source(volume.number).is_none() {

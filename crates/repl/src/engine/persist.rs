@@ -375,7 +375,7 @@ impl<P: Clone> Engine<P> {
     }
 
     /// Refuses an administrative change while a handshake or resync runs with any peer.
-    fn refuse_if_syncing(&self) -> Result<(), StateError> {
+    pub(super) fn refuse_if_syncing(&self) -> Result<(), StateError> {
         let busy = self.peers.iter().find(|p| p.connection == ConnState::Connected && p.syncs.iter().any(|s| !matches!(s, SyncState::Established)));
         match busy {
             Some(peer) => Err(StateError::SyncInProgress { peer: peer.config.name.clone() }),
