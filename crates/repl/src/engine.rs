@@ -285,6 +285,9 @@ struct Peer<P> {
     stats: PeerStats,
     /// Pull-ahead episodes (`ahead.rs`).
     ahead: ahead::AheadTrack,
+    /// Per volume slot: the peer has no disk of its own (`disk none;`: it announced size 0),
+    /// so no bitmap is kept for it (DRBD's `--bitmap=no`). Set and cleared by handshakes.
+    bitmap_free: Vec<bool>,
 }
 
 /// Local state of one volume.
@@ -960,7 +963,9 @@ impl<P: Clone> Engine<P> {
         });
         if let Some((volume, extent)) = found {
             let vslot = self.volume_slot(volume).unwrap_or(0);
-            mark(&mut self.peers[slot].bitmaps[vslot], extent);
+            if !self.peers[slot].bitmap_free[vslot] {
+                mark(&mut self.peers[slot].bitmaps[vslot], extent);
+            }
         }
     }
 
@@ -1320,6 +1325,7 @@ fn new_peer<P: Clone>(local: NodeId, config: &PeerConfig, volumes: &[VolumeConfi
         stale_ack: None,
         stats: PeerStats::default(),
         ahead: ahead::AheadTrack::default(),
+        bitmap_free: vec![false; count],
     })
 }
 
@@ -1351,7 +1357,9 @@ fn attach_volume<P>(vslot: usize, config: VolumeConfig, peers: &mut [Peer<P>]) -
 /// Send one write to one peer if it is connected; otherwise mark its blocks out of sync.
 fn send_to_peer<P: Clone>(peer: &mut Peer<P>, now: Time, sent: Sent, vslot: usize, op: &DiskOp<P>, out: &mut Vec<Action<P>>) -> PeerStage {
     if !replicates_to(peer) || peer.disks[vslot] == DiskState::Diskless {
-        mark(&mut peer.bitmaps[vslot], sent.extent);
+        if !peer.bitmap_free[vslot] {
+            mark(&mut peer.bitmaps[vslot], sent.extent);
+        }
         return PeerStage::Skipped;
     }
     peer.sent_bytes[vslot] += sent.extent.length;

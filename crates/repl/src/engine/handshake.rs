@@ -177,6 +177,9 @@ impl<P: Clone> Engine<P> {
         peer: &UuidsMessage,
         out: &mut Vec<Action<P>>,
     ) {
+        // A peer without a disk of its own (`disk none;`) announces size 0; a detached one
+        // keeps its size.
+        self.peers[slot].bitmap_free[vslot] = peer.disk == DiskState::Diskless && peer.size_bytes == 0;
         if sent.disk == DiskState::Diskless || peer.disk == DiskState::Diskless {
             self.establish_diskless(slot, vslot, out);
             return;
@@ -305,9 +308,15 @@ impl<P: Clone> Engine<P> {
     /// One side has no disk: it is never a sync source or target, and the generations are not
     /// compared (a diskless side holds none of its own). The connection carries states,
     /// quorum and pings; the diskful side keeps marking blocks out of sync for the diskless
-    /// one (`send_to_peer`), so an attach later resyncs them by the bitmap rules.
+    /// one (`send_to_peer`), so an attach later resyncs them by the bitmap rules — unless it has
+    /// no disk at all (`disk none;`), for which no bitmap is kept (DRBD's `--bitmap=no`).
     fn establish_diskless(&mut self, slot: usize, vslot: usize, out: &mut Vec<Action<P>>) {
         self.peers[slot].syncs[vslot] = SyncState::Established;
+        if self.peers[slot].bitmap_free[vslot] && self.peers[slot].bitmaps[vslot].count_set_blocks() > 0 {
+            // Bits kept before we knew it has no disk: moot.
+            self.peers[slot].bitmaps[vslot].clear_all();
+            self.meta_changed(vslot, out);
+        }
         out.push(Action::StateChanged);
     }
 

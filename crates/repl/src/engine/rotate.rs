@@ -89,7 +89,8 @@ impl<P: Clone> Engine<P> {
     pub(super) fn mark_for_absent_peers(&mut self, from_slot: usize, vslot: usize, extent: Extent) {
         for (slot, peer) in self.peers.iter_mut().enumerate() {
             let diskless = peer.disks[vslot] == DiskState::Diskless;
-            if diskless || (slot != from_slot && peer.connection != ConnState::Connected) {
+            let marked = diskless || (slot != from_slot && peer.connection != ConnState::Connected);
+            if marked && !peer.bitmap_free[vslot] {
                 mark(&mut peer.bitmaps[vslot], extent);
             }
         }

@@ -39,14 +39,14 @@ fn a_diskless_peer_connects_without_a_resync_and_both_sides_say_diskless() {
 }
 
 #[test]
-fn writes_complete_without_the_diskless_peer_and_are_marked_for_it() {
+fn writes_complete_without_the_diskless_peer_which_gets_no_bitmap() {
     let mut pair = pair_with_diskless_peer(Protocol::C);
     pair.write(1, 0, 7, 8192);
     // The local write, and the new generation a peer left behind calls for (rotate.rs).
     while pair.run_local(A) {}
     assert!(pair.is_complete(1), "protocol C does not wait for a peer that stores nothing");
     assert!(pair.links[B].iter().all(|(_, m)| !matches!(m, PeerMessage::Data { .. })), "no data goes to a diskless peer");
-    assert_eq!(pair.out_of_sync(), 8192, "the blocks are marked for the diskless peer");
+    assert_eq!(pair.out_of_sync(), 0, "no bitmap for a peer without a disk (DRBD's --bitmap=no)");
     pair.deliver_all();
     assert!(pair.disconnects.is_empty());
 }
@@ -83,6 +83,7 @@ fn a_write_that_reaches_a_diskless_node_before_its_handshake_is_refused_not_fata
     pair.deliver_all();
     assert!(pair.is_complete(1));
     assert!(pair.disconnects.is_empty(), "not a protocol error: {:?}", pair.disconnects);
+    assert_eq!(pair.out_of_sync(), 0, "the refused write is not kept for a peer without a disk");
     assert_eq!(pair.nodes[A].status().peers[0].volumes[0].peer_disk, DiskState::Diskless);
 }
 

@@ -390,7 +390,7 @@ impl Cluster {
     /// Whether every node is UpToDate and sees every peer Connected, Established and
     /// UpToDate with nothing out of sync.
     pub fn all_up_to_date(&self) -> bool {
-        // A diskless node is Diskless on every side, and its peers keep its bits.
+        // A diskless node is Diskless on every side; its peers keep no bits for it.
         let disk_of = |index: usize| if self.spec.diskless.contains(&index) { "Diskless" } else { "UpToDate" };
         (0..self.nodes.len()).all(|index| {
             let status = self.status(index);
@@ -400,7 +400,7 @@ impl Cluster {
                     status.connection_state(name) == "Connected"
                         && status.replication(name) == "Established"
                         && status.peer_disk(name) == disk_of(peer)
-                        && (self.spec.diskless.contains(&peer) || status.out_of_sync_kib(name) == 0)
+                        && status.out_of_sync_kib(name) == 0
                 })
         })
     }

@@ -37,6 +37,7 @@ fn a_diskless_tiebreaker_keeps_quorum_for_the_primary_and_stores_nothing() {
     assert!(has_quorum(&cluster, ALICE), "alice and the tiebreaker are 2 of 3");
     assert_eq!(client.write(4096, &[2; 4096]), 0, "writes go on with the tiebreaker's vote");
     assert_eq!(client.read(4096, 4096), vec![2; 4096]);
+    assert_eq!(cluster.out_of_sync_kib(ALICE, CAROL), 0, "no bitmap is kept for a node without a disk");
 
     cluster.kill(CAROL);
     cluster.wait_until("alice, alone, loses quorum", STATE_DEADLINE, || !has_quorum(&cluster, ALICE));
