@@ -194,3 +194,29 @@ fn detach_on_the_primary_needs_an_up_to_date_peer_and_serves_through_it() {
     let alice = std::fs::read(cluster.disk(ALICE)).expect("alice's disk");
     assert_eq!(&alice[4096..8192], &[0; 4096][..], "nothing written on a detached disk");
 }
+
+/// A disk error on the Secondary: it detaches (the Primary marks what it could not write),
+/// and after the disk is repaired `tandem attach` resyncs it to data identical to the
+/// Primary's.
+#[test]
+fn a_failed_secondary_detaches_and_attach_resyncs_it_after_repair() {
+    let spec = Spec::two_nodes('C').with_disk_faults();
+    let cluster = Cluster::with_primary(spec);
+    let mut client = nbd_client::open(&cluster.nbd_socket(ALICE), RESOURCE).expect("open");
+    assert_eq!(client.write(0, &[0x91; 16384]), 0);
+    cluster.fail_disk(BOB);
+    assert_eq!(client.write(1 << 20, &[0x92; 16384]), 0, "alice wrote it: the write succeeds");
+    cluster.wait_disk(BOB, "Diskless", STATE_DEADLINE);
+    cluster.wait_until("alice sees bob Diskless", STATE_DEADLINE, || cluster.status(ALICE).peer_disk("bob") == "Diskless");
+    assert_eq!(client.write(2 << 20, &[0x93; 16384]), 0);
+    assert!(cluster.out_of_sync_kib(ALICE, BOB) >= 16, "alice keeps what bob lacks");
+
+    let refused = cluster.admin(BOB, &["attach", RESOURCE]);
+    assert!(!refused.status.success(), "the disk still fails: stays Diskless");
+    assert_eq!(disk_of(&cluster, BOB), "Diskless");
+    cluster.heal_disk(BOB);
+    cluster.admin_ok(BOB, &["attach", RESOURCE]);
+    cluster.wait_until("bob is UpToDate again", Duration::from_secs(30), || cluster.all_up_to_date());
+    client.disconnect();
+    cluster.wait_identical(ALICE, BOB, STATE_DEADLINE);
+}

@@ -22,7 +22,8 @@
 //!   stores nothing; a disk error with `on-io-error detach` / `call-local-io-error` makes the
 //!   Primary Diskless while writes and reads go on through the peer (the test-only
 //!   `TANDEM_TEST_DISK_FAULT` injection, `Spec::with_disk_faults`); `pass_on` returns EIO;
-//!   `detach`/`attach` resync a Secondary to identical data.
+//!   `detach`/`attach` resync a Secondary to identical data, also after its disk failed and
+//!   was repaired.
 //! - `metrics`: the Prometheus listener (`metrics-address`): key metrics and labels, counters
 //!   that grow with writes, 404/405/400 answers, loopback for a bare port, a busy port.
 //!
