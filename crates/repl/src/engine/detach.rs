@@ -55,6 +55,11 @@ impl<P: Clone> Engine<P> {
         self.on_io_error = policy;
     }
 
+    /// The `on-io-error` policy in effect.
+    pub fn on_io_error(&self) -> OnIoError {
+        self.on_io_error
+    }
+
     /// Whether volume `volume` has no disk (never had one, failed, or detached).
     pub fn is_diskless(&self, volume: u16) -> bool {
         self.volume_slot(volume).is_some_and(|vslot| self.volumes[vslot].disk == DiskState::Diskless)

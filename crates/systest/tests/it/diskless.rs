@@ -220,3 +220,21 @@ fn a_failed_secondary_detaches_and_attach_resyncs_it_after_repair() {
     client.disconnect();
     cluster.wait_identical(ALICE, BOB, STATE_DEADLINE);
 }
+
+/// `tandem adjust` changes `on-io-error` live: pass_on, then detach after the adjust.
+#[test]
+fn adjust_switches_on_io_error_live() {
+    let spec = Spec::two_nodes('C').with_disk_faults().disk_line("on-io-error pass_on;");
+    let cluster = Cluster::with_primary(spec);
+    let path = cluster.config_path(ALICE);
+    let text = std::fs::read_to_string(path).expect("read config");
+    std::fs::write(path, text.replace("on-io-error pass_on;", "on-io-error detach;")).expect("write config");
+    let report = cluster.admin_ok(ALICE, &["adjust", RESOURCE]);
+    assert!(report.contains("on-io-error PassOn -> Detach"), "report: {report}");
+    let mut client = nbd_client::open(&cluster.nbd_socket(ALICE), RESOURCE).expect("open");
+    cluster.fail_disk(ALICE);
+    assert_eq!(client.write(0, &[0xA1; 4096]), 0, "detached, written by the peer");
+    cluster.wait_disk(ALICE, "Diskless", STATE_DEADLINE);
+    assert_eq!(client.read(0, 4096), vec![0xA1; 4096]);
+    client.disconnect();
+}
