@@ -429,6 +429,9 @@ pub enum StateError {
     /// A setting given to `adjust` is out of range.
     #[error("invalid setting: {0}")]
     InvalidSetting(String),
+    /// The request needs a disk and this node has none (or it is detached).
+    #[error("this node has no disk for the resource (Diskless); attach one first")]
+    Diskless,
     /// `attach` needs a Diskless volume.
     #[error("the disk is {0}; only a Diskless (detached) volume can be attached")]
     NotDetached(DiskState),

@@ -142,6 +142,15 @@ impl<P: Clone> Engine<P> {
         self.update_quorum(now, out);
     }
 
+    /// Refuses what needs a disk (`invalidate`, `new-current-uuid`) on a node whose volume
+    /// has none: it would make a Diskless volume Inconsistent or UpToDate.
+    pub(super) fn refuse_if_diskless(&self) -> Result<(), StateError> {
+        match self.volumes.iter().any(|v| matches!(v.disk, DiskState::Diskless | DiskState::Attaching)) {
+            true => Err(StateError::Diskless),
+            false => Ok(()),
+        }
+    }
+
     /// A local data I/O of `vslot` failed: detach it under a detaching policy. Returns
     /// whether the volume is Diskless now.
     pub(super) fn local_io_failed(&mut self, now: Time, vslot: usize, out: &mut Vec<Action<P>>) -> bool {

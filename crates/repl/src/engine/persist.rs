@@ -295,6 +295,7 @@ impl<P: Clone> Engine<P> {
         out: &mut Vec<Action<P>>,
     ) -> Result<(), StateError> {
         self.refuse_if_syncing()?;
+        self.refuse_if_diskless()?;
         for vslot in 0..self.volumes.len() {
             let absent = self.absent_peers();
             if !clear_bitmap {
@@ -332,6 +333,7 @@ impl<P: Clone> Engine<P> {
             return Err(StateError::IsPrimary);
         }
         self.refuse_if_syncing()?;
+        self.refuse_if_diskless()?;
         for vslot in 0..self.volumes.len() {
             let source = self.peers.iter().any(|p| p.connection == ConnState::Connected && p.disks[vslot] == DiskState::UpToDate);
             if !source {

@@ -249,3 +249,14 @@ fn attach_is_refused_on_a_primary_and_on_an_attached_disk() {
     pair.nodes[A].detach(pair.now, &mut out).expect("B is UpToDate");
     assert_eq!(pair.nodes[A].begin_attach(0, &mut out), Err(StateError::AttachOnPrimary));
 }
+
+/// A Diskless node's volume never becomes Inconsistent or UpToDate by `invalidate` or
+/// `new-current-uuid`: it has nothing to hold the data.
+#[test]
+fn invalidate_and_new_current_uuid_are_refused_without_a_disk() {
+    let mut pair = pair_with_diskless_peer(Protocol::C);
+    let mut out = Vec::new();
+    assert_eq!(pair.nodes[B].invalidate(&mut out), Err(StateError::Diskless));
+    assert_eq!(pair.nodes[B].new_current_uuid(true, &mut out), Err(StateError::Diskless));
+    assert_eq!(pair.nodes[B].status().volumes[0].disk, DiskState::Diskless);
+}
