@@ -222,6 +222,12 @@ struct FlushInFlight {
     local: Stage,
     /// Peers whose barrier ack we wait for.
     waiting_for: Vec<u8>,
+    /// A Diskless volume's data is only on the peers: every connected peer's barrier ack is
+    /// waited for (whatever the protocol), and the flush succeeds only if at least one peer
+    /// acknowledged it (`detach.rs`).
+    needs_peers: bool,
+    /// A peer acknowledged the flush's barrier.
+    acked: bool,
 }
 
 /// A write waiting for an overlapping write to complete.
@@ -531,15 +537,16 @@ impl<P: Clone> Engine<P> {
     fn start_flush(&mut self, request: RequestId, out: &mut Vec<Action<P>>) {
         let epoch = self.epoch;
         self.close_epoch(true, out);
-        let waiting_for = self
+        let needs_peers = self.volumes.iter().any(|v| v.disk == DiskState::Diskless);
+        let waiting_for: Vec<u8> = self
             .peers
             .iter()
-            .filter(|p| p.connection == ConnState::Connected && p.protocol != Protocol::A)
+            .filter(|p| p.connection == ConnState::Connected && (p.protocol != Protocol::A || needs_peers) && !is_diskless(p))
             .map(|p| p.config.node_id)
             .collect();
         let seq = self.next_seq;
         self.next_seq += 1;
-        self.flushes.insert(seq, FlushInFlight { request, epoch, local: Stage::Pending, waiting_for });
+        self.flushes.insert(seq, FlushInFlight { request, epoch, local: Stage::Pending, waiting_for, needs_peers, acked: false });
         self.lower_pending += 1;
         out.push(Action::LocalFlush { io: IoId::Flush { seq } });
     }
@@ -693,6 +700,8 @@ impl<P: Clone> Engine<P> {
         if !flush.waiting_for.is_empty() {
             return;
         }
+        // With a Diskless volume, a flush no peer acknowledged made nothing durable.
+        let result = if flush.needs_peers && !flush.acked { Err(IoError::Io) } else { result };
         let Some(result) = self.quorum_verdict(result) else { return };
         let request = flush.request;
         self.flushes.remove(&seq);
@@ -979,6 +988,7 @@ impl<P: Clone> Engine<P> {
         let ready: Vec<u64> = self.flushes.iter().filter(|(_, f)| f.epoch <= epoch).map(|(&s, _)| s).collect();
         for seq in ready {
             if let Some(flush) = self.flushes.get_mut(&seq) {
+                flush.acked |= flush.waiting_for.contains(&peer);
                 flush.waiting_for.retain(|&p| p != peer);
             }
             self.try_complete_flush(seq, out);

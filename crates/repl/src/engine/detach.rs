@@ -13,6 +13,8 @@
 //!   settled it and at least one of them wrote it (its `WriteAck`); otherwise it fails with
 //!   EIO. Nothing is acknowledged that is on no disk. This holds for the write whose local
 //!   failure caused the detach too: it was sent to the peers with the local write.
+//! - A flush with a Diskless volume waits for every connected peer's barrier ack whatever
+//!   the protocol, and succeeds only if one acknowledged (its data is only there).
 //! - A Diskless volume issues no local data I/O (writes, flushes); its peers learn the state at
 //!   once and mark what they apply for it (`mark_for_absent_peers`), so it is never a sync
 //!   source; the driver serves its reads from an UpToDate peer.

@@ -260,3 +260,25 @@ fn invalidate_and_new_current_uuid_are_refused_without_a_disk() {
     assert_eq!(pair.nodes[B].new_current_uuid(true, &mut out), Err(StateError::Diskless));
     assert_eq!(pair.nodes[B].status().volumes[0].disk, DiskState::Diskless);
 }
+
+/// A Diskless Primary's flush waits for the peer's barrier ack even under protocol A (its
+/// data is only there), and fails when no peer acknowledged it.
+#[test]
+fn a_diskless_flush_needs_a_peers_barrier_ack() {
+    let mut pair = Pair::new(Protocol::A);
+    let mut out = Vec::new();
+    pair.nodes[A].detach(pair.now, &mut out).expect("B is UpToDate");
+    pair.route(A, out);
+    pair.deliver_all();
+    pair.write(1, 0, 7, 4096);
+    pair.flush(2);
+    while pair.run_local(A) {}
+    assert_eq!(result_of(&pair, 2), None, "not before B acknowledged the barrier");
+    pair.deliver_all();
+    assert_eq!(result_of(&pair, 2), Some(Ok(())));
+
+    pair.disconnect();
+    pair.flush(3);
+    while pair.run_local(A) {}
+    assert_eq!(result_of(&pair, 3), Some(Err(IoError::Io)), "no peer: nothing is durable");
+}
