@@ -121,14 +121,27 @@ class Ratios(unittest.TestCase):
                 {"case": ext4.FUSE, "workload": "w", "rep": 2, "mib_s": 150.0, "iops": 150}]
         out = ext4.ratio_rows(rows, 2)
         self.assertEqual(out[0][0], ext4.LOCAL)
-        self.assertEqual(out[0][-1], "100")
+        self.assertEqual(out[0][-2], "100")
         self.assertEqual(out[1][0], ext4.FUSE)
-        self.assertEqual(out[1][-1], "62")  # median of 50% and 75%
+        self.assertEqual(out[1][-2], "62")  # median of 50% and 75%
         self.assertEqual(out[1][2], "100.0 (50.0–150.0)")
+        self.assertEqual(out[1][-1], "–")  # no tandem-nbd rows
+
+    def test_percent_of_the_raw_nbd_export_within_each_repetition(self):
+        rows = [{"case": ext4.RAW, "workload": "w", "rep": 1, "mib_s": 100.0},
+                {"case": ext4.FUSE, "workload": "w", "rep": 1, "mib_s": 80.0},
+                {"case": ext4.RAW, "workload": "v", "rep": 1, "mib_s": 10.0},
+                {"case": ext4.FUSE, "workload": "v", "rep": 1, "mib_s": 5.0}]
+        out = {(r[0], r[1]): r for r in ext4.ratio_rows(rows, 1)}
+        self.assertEqual(out[(ext4.FUSE, "w")][-1], "80")
+        self.assertEqual(out[(ext4.FUSE, "v")][-1], "50")
+        self.assertEqual(out[(ext4.RAW, "w")][-1], "100")
+        self.assertEqual(out[(ext4.FUSE, "w")][-2], "–")  # no local-file rows
 
     def test_no_baseline_prints_a_dash(self):
         out = ext4.ratio_rows([{"case": ext4.FUSE, "workload": "w", "rep": 1, "mib_s": 5.0}], 1)
         self.assertEqual(out[0][-1], "–")
+        self.assertEqual(out[0][-2], "–")
 
 
 class Selection(unittest.TestCase):

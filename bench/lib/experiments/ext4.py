@@ -3,7 +3,11 @@ three files, in the same run: tandem's FUSE export (`fuse-mount DIR;`, the file 
 NBD export through libnbd's nbdfuse (the file DIR/nbd), and the local backing file alone (the
 baseline). fio runs inside the mounted filesystem: 1 MiB sequential writes at QD1 and 4 KiB
 random writes at QD16, direct=1, libaio, on one file of the mode's image size (the device is a
-quarter larger, for ext4's own blocks).
+quarter larger, for ext4's own blocks). A fourth row, `tandem-nbd`, runs the same jobs with
+fio's nbd engine straight on alice's NBD export (no filesystem, no loop device, no FUSE), on the
+`tandem-fuse` pair just before its ext4 is made (same pair, same files, same repetition): the ext4
+variants are also given as a percentage of it, which is what the filesystem and the FUSE/loop
+path cost on top of the replicated device.
 
 Per repetition and variant: fresh backing files (a protocol C pair for the two tandem variants,
 alice Primary), `losetup --direct-io=on --find --show FILE`, `mkfs.ext4` (lazy initialisation
@@ -31,12 +35,18 @@ from ..report import Outcome, cell, fmt, table
 from . import common
 
 NAME = "ext4"
-TITLE = "ext4 over the FUSE export and a loop device, over the NBD export (nbdfuse), and on the local file"
+TITLE = ("ext4 over the FUSE export and a loop device, over the NBD export (nbdfuse), and on the local file; "
+         "fio on the raw NBD export")
 SEED = "seed 004, \"Tuning DRBD on a Linux System: A Practical Guide for Engineers\" " \
        "(`shared/seeds/004_6f30b477539c3d8c.txt`), a filesystem on the replicated device; issue 4's FUSE export"
 MIB = 1 << 20
-LOCAL, FUSE, NBD = "local-file", "tandem-fuse", "tandem-nbdfuse"
+LOCAL, FUSE, NBD, RAW = "local-file", "tandem-fuse", "tandem-nbdfuse", "tandem-nbd"
+#: The variants, each on its own files; `tandem-nbd`'s rows come from the `tandem-fuse` pair.
 VARIANTS = (LOCAL, FUSE, NBD)
+#: The variants that run on a protocol C pair (each is followed by a replica check).
+PAIRS = (FUSE, NBD)
+#: Row order in the table and the plot.
+ROWS = (LOCAL, RAW, FUSE, NBD)
 TOOL_DEADLINE_S = 300.0
 MOUNT_DEADLINE_S = 20.0
 MKFS_S_FIXED = 0.5
@@ -164,12 +174,15 @@ def nbdfuse_file(ctx, td, uri, wd):
     return path
 
 
-def run_jobs(ctx, mnt, variant, rep, pl):
-    """The fio jobs inside the filesystem at mnt; returns rows."""
+def run_jobs(ctx, argv_of, variant, rep, pl):
+    """The fio jobs, each command line from argv_of(job, out_json), each after a `sync` so the
+    writeback of earlier work (the preallocated backing files, mkfs, the previous job) does not
+    compete with it; returns rows."""
     rows = []
     for job in pl.jobs:
+        os.sync()
         out = ctx.fio_json(NAME, variant, job.name, f"r{rep}")
-        proc = ctx.reaper.spawn(fio_args(job, os.path.join(mnt, "fio.dat"), out), out[:-5] + ".log")
+        proc = ctx.reaper.spawn(argv_of(job, out), out[:-5] + ".log")
         rc = proc.wait()
         ctx.reaper.stop(proc)
         if rc != 0:
@@ -179,6 +192,25 @@ def run_jobs(ctx, mnt, variant, rep, pl):
         procs.log(f"  {NAME} {variant:15} {job.name:13} {m['mib_s']:8.1f} MiB/s {m['iops']:9.0f} IOPS  "
                   f"mean {m['clat_mean_us']:8.1f} us")
     return rows
+
+
+def export_open(run_dir):
+    """True while an NBD client (or a FUSE opener) holds alice's volume open."""
+    devices = (cluster.tandem_status(run_dir) or {}).get("devices") or [{}]
+    return devices[0].get("open") is not False
+
+
+def raw_export_rows(ctx, c, rep, pl):
+    """`tandem-nbd`: the jobs with fio's nbd engine on alice's export of pair c; returns once the
+    export is closed again, so the FUSE file can be opened."""
+    rows = run_jobs(ctx, lambda job, out: fio.args(job, c.uri, out), RAW, rep, pl)
+    procs.wait_for("alice's export closed after fio", lambda: not export_open(c.dirs["alice"]), MOUNT_DEADLINE_S)
+    return rows
+
+
+def in_file(mnt):
+    """argv_of for run_jobs: fio on the file fio.dat in the filesystem at mnt."""
+    return lambda job, out: fio_args(job, os.path.join(mnt, "fio.dat"), out)
 
 
 def run_variant(ctx, variant, rep, pl, notes):
@@ -194,15 +226,17 @@ def run_variant(ctx, variant, rep, pl, notes):
             cluster.make_image(target, pl.device_bytes)
             td.push("removing the image", os.remove, target)
             mnt = ext4_on(td, target, wd)
-            return run_jobs(ctx, mnt, variant, rep, pl), None
+            return run_jobs(ctx, in_file(mnt), variant, rep, pl), None
         td.push(f"umount {fuse_dir} (left by a stopped node)", unmount, fuse_dir)
         setup = Setup("pair", size_bytes=pl.device_bytes, label=variant,
                       fuse_mount=fuse_dir if variant == FUSE else None)
         c = stack.enter_context(cluster.Cluster(ctx.reaper, wd, setup))
+        if variant == FUSE:
+            rows += raw_export_rows(ctx, c, rep, pl)
         target = os.path.join(fuse_dir, "r0") if variant == FUSE else nbdfuse_file(ctx, td, c.uri, wd)
         with contextlib.ExitStack() as inner:
             mnt = ext4_on(Teardown(inner, notes), target, wd)
-            rows = run_jobs(ctx, mnt, variant, rep, pl)
+            rows += run_jobs(ctx, in_file(mnt), variant, rep, pl)
         if variant == NBD:
             unmount(os.path.dirname(target))
         check = c.check_replicas()
@@ -243,21 +277,25 @@ def estimate_s(mode):
     mkfs_s = MKFS_S_FIXED + MKFS_S_PER_GIB * gib
     per_variant = common.CASE_SETUP_S_FIXED + common.CASE_SETUP_S_PER_GIB * gib + mkfs_s + jobs_s
     check_s = 2 * pl.device_bytes / (common.SEQ_MIB_PER_S * MIB)
-    return mode.reps * (len(VARIANTS) * (per_variant + TEARDOWN_S_GUESS) + 2 * check_s)
+    raw_s = jobs_s  # tandem-nbd: the same jobs on the tandem-fuse pair
+    return mode.reps * (len(VARIANTS) * (per_variant + TEARDOWN_S_GUESS) + len(PAIRS) * check_s + raw_s)
 
 
 def ratio_rows(rows, reps):
-    """[variant, workload, MiB/s, IOPS, mean µs, p99 µs, % of local-file] per aggregated row; the
-    percentage is the median of per-repetition ratios of MiB/s to the local file's."""
+    """[variant, workload, MiB/s, IOPS, mean µs, p99 µs, % of local-file, % of tandem-nbd] per
+    aggregated row; each percentage is the median of per-repetition ratios of MiB/s to that
+    baseline's in the same workload."""
     aggs = common.aggregate(rows, ["case", "workload"], ["mib_s", "iops", "clat_mean_us", "clat_p99_us"])
     out = []
     for a in aggs:
-        ratios = stats.paired_ratios(rows, "mib_s", {"case": a["case"], "workload": a["workload"]},
-                                     {"case": LOCAL, "workload": a["workload"]})
-        pct = stats.median(ratios)
+        pcts = []
+        for baseline in (LOCAL, RAW):
+            ratios = stats.paired_ratios(rows, "mib_s", {"case": a["case"], "workload": a["workload"]},
+                                         {"case": baseline, "workload": a["workload"]})
+            pct = stats.median(ratios)
+            pcts.append(fmt(None if pct is None else 100 * pct))
         out.append([a["case"], a["workload"], cell(a, "mib_s", 1, reps), cell(a, "iops", 0, reps),
-                    cell(a, "clat_mean_us", 0, reps), cell(a, "clat_p99_us", 0, reps),
-                    fmt(None if pct is None else 100 * pct)])
+                    cell(a, "clat_mean_us", 0, reps), cell(a, "clat_p99_us", 0, reps)] + pcts)
     return out
 
 
@@ -267,7 +305,7 @@ def run(ctx):
     rows, problems, checks, skipped = measure(ctx, pl)
     ran = [v for v in VARIANTS if v not in skipped]
     o = Outcome(NAME, TITLE, SEED, rows=rows, problems=problems)
-    o.status = common.status_of(rows, problems, ctx.mode.reps * len(ran) * len(pl.jobs))
+    o.status = common.status_of(rows, problems, ctx.mode.reps * (len(ran) + (FUSE in ran)) * len(pl.jobs))
     o.method = [
         f"ext4 (`{' '.join(MKFS_ARGS)}`, default mount options) on a direct-I/O loop device "
         f"(`losetup --direct-io=on`) over a {fio.human_bytes(pl.device_bytes)} file: `{FUSE}` is alice's FUSE export "
@@ -275,14 +313,18 @@ def run(ctx):
         f"`nbdfuse` (the file DIR/nbd), both on a fresh protocol C pair; `{LOCAL}` is a preallocated local "
         "file, the baseline. fio inside the filesystem, libaio, direct=1, one file of "
         f"{fio.human_bytes(pl.file_bytes)}: " + "; ".join(j.describe() for j in pl.jobs)
-        + ". The percentage is MiB/s against the local file in the same repetition. After each pair, "
-        "the filesystem is unmounted, the loop device detached and both backing files compared.",
+        + f". `{RAW}` runs the same jobs with fio's nbd engine straight on alice's NBD export of the `{FUSE}` "
+        "pair, before its ext4 is made (no filesystem, no loop device): the reference for what ext4 and the "
+        "FUSE/loop path add. Every job starts after a `sync`, so the writeback of earlier work (the "
+        "preallocated backing files, mkfs, the previous job) does not compete with it. "
+        f"The percentages are MiB/s against `{LOCAL}` and against `{RAW}` in the same repetition. After each "
+        "pair, the filesystem is unmounted, the loop device detached and both backing files compared.",
         "",
         "Read the sequential numbers with care: the local file's loop device does direct I/O to the disk, "
         "while tandem writes its backing files through the page cache (bench/README.md), so a tandem "
         "variant can beat the baseline on writes the disk has not yet absorbed."]
-    o.lines += table(["variant", "workload", "MiB/s", "IOPS", "clat mean µs", "clat p99 µs", "% of local-file"],
-                     ratio_rows(rows, ctx.mode.reps), "llrrrrr")
+    o.lines += table(["variant", "workload", "MiB/s", "IOPS", "clat mean µs", "clat p99 µs", f"% of {LOCAL}",
+                      f"% of {RAW}"], ratio_rows(rows, ctx.mode.reps), "llrrrrrr")
     for variant, why in skipped.items():
         o.lines += ["", f"Skipped `{variant}`: missing {why}."]
     o.lines += [""] + common.replica_lines(checks)
@@ -293,8 +335,9 @@ def run(ctx):
 def _plot(ctx, o, rows, ran):
     aggs = common.aggregate(rows, ["workload", "case"], ["mib_s"])
     groups, series = common.bars(aggs, "workload", "case", "mib_s")
-    order = {v: i for i, v in enumerate(ran)}
+    order = {v: i for i, v in enumerate(r for r in ROWS if r in ran or (r == RAW and FUSE in ran))}
     series = sorted(series, key=lambda s: order.get(s[0], len(order)))
     common.try_plot(ctx, o, "ext4.svg", "ext4: MiB/s per workload, a bar per variant",
-                    lambda: svg.bar_chart("ext4 over tandem (FUSE, nbdfuse) and on the local file", "MiB/s",
+                    lambda: svg.bar_chart("ext4 over tandem (FUSE, nbdfuse), on the local file; tandem's NBD export raw",
+                                          "MiB/s",
                                           groups, series))

@@ -170,7 +170,7 @@ fn resource_object(resource: &ResourceStatus) -> Object {
         ids: format!("name:{}", resource.name),
         state: vec![
             ("role", resource.role.clone()),
-            ("suspended", words::yes_no(resource.suspended).to_string()),
+            ("suspended", resource.suspended_words()),
         ],
         counters: vec![("write-ordering", resource.write_ordering.clone())],
     }

@@ -11,6 +11,7 @@ pub(crate) fn resource(name: &str) -> ResourceStatus {
         node_id: 0,
         role: "Secondary".to_string(),
         suspended: false,
+        suspend_reasons: Vec::new(),
         write_ordering: "flush".to_string(),
         devices: Vec::new(),
         connections: Vec::new(),

@@ -126,6 +126,12 @@ pub enum Request {
         /// Which peer (connection name); `None` = all peers.
         peer: Option<String>,
     },
+    /// Resume client I/O frozen by fencing (`tandem resume-io`, drbdadm's verb): after a
+    /// `fence-peer` failure under `fencing resource-and-stonith`.
+    ResumeIo {
+        /// Which resource; `None` = all.
+        resource: Option<String>,
+    },
     /// Drop connections to peers (`tandem disconnect [--peer NAME]`).
     Disconnect {
         /// Which resource; `None` = all.

@@ -28,12 +28,28 @@ pub struct ResourceStatus {
     pub role: String,
     /// Whether application I/O is suspended (for fencing, quorum or by the operator).
     pub suspended: bool,
+    /// Why, in DRBD's words (`fencing`, `quorum`); empty when not suspended or when the
+    /// daemon does not say.
+    #[serde(default)]
+    pub suspend_reasons: Vec<String>,
     /// The write-ordering method in use: `none`, `drain`, `flush` or `barrier`.
     pub write_ordering: String,
     /// The local volumes.
     pub devices: Vec<DeviceStatus>,
     /// The connections to peers.
     pub connections: Vec<ConnectionStatus>,
+}
+
+impl ResourceStatus {
+    /// DRBD's `suspended:` value: `no`, the reasons joined by commas, or `yes` when
+    /// suspended for reasons not given.
+    pub fn suspended_words(&self) -> String {
+        match (self.suspended, self.suspend_reasons.is_empty()) {
+            (false, _) => "no".into(),
+            (true, true) => "yes".into(),
+            (true, false) => self.suspend_reasons.join(","),
+        }
+    }
 }
 
 /// One local volume of a resource.

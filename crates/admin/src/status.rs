@@ -26,8 +26,8 @@
 //!
 //! Fields DRBD prints that tandem's report does not carry are left out rather than invented:
 //! `force-io-failures:`, `client:`, `tls:`, `al-suspended:`, and the `-vv` resync rates.
-//! `suspended:` prints `yes` instead of DRBD's reason list; `resync-suspended:` prints DRBD's
-//! reasons (`user`, `peer`, `dependency`).
+//! `suspended:` prints DRBD's reasons (`fencing`, `quorum`; `yes` when the report gives
+//! none); `resync-suspended:` prints DRBD's reasons (`user`, `peer`, `dependency`).
 
 use crate::report::{
     ConnectionStatus, DeviceStatus, PeerDeviceStatus, ResourceStatus, StatusReport,
@@ -105,7 +105,7 @@ fn write_resource_line(out: &mut Wrapped, resource: &ResourceStatus, options: &S
     if options.verbose || resource.suspended {
         out.word(
             indent,
-            &format!(" suspended:{}", words::yes_no(resource.suspended)),
+            &format!(" suspended:{}", resource.suspended_words()),
         );
     }
     if options.verbose && options.statistics {

@@ -42,6 +42,9 @@
 //!   larger than the lag bound or one nothing would use. With `srm on`, `on-congestion`
 //!   other than `block` is accepted with any protocol (it applies while the manager runs
 //!   the peer asynchronously).
+//! * `handler-timeout SECONDS;` in `options` (1 to 3600, default 120): a handler (`fence-peer`,
+//!   `split-brain`, ...) still running after that long is killed, and its `response helper` line
+//!   reports the signal (status 137).
 //! * `tls-certificate PATH;`, `tls-key PATH;` and `tls-fingerprint sha256:HEX;` inside
 //!   `on HOST { }`: the host's TLS identity for `net { tls yes; }` (its peers pin the
 //!   fingerprint). `tls` must be the same on every connection of a resource, and with it every

@@ -3,8 +3,9 @@
 //!
 //! Live (through `Engine::reconfigure_peer`): protocol, max-epoch-size, max-buffers, ping-int,
 //! ping-timeout, timeout, ko-count, the resync rate options, the after-sb policies,
-//! on-congestion and its thresholds, and whether csums-alg is used; on the running link:
-//! sndbuf-size and async-buffer; on-io-error. Not yet live (reported, applied at the node's next start):
+//! on-congestion and its thresholds, and whether csums-alg is used; `fencing` (through
+//! `Engine::set_fencing`); on-io-error; on the running link:
+//! sndbuf-size and async-buffer. Not yet live (reported, applied at the node's next start):
 //! rcvbuf-size, connect-int, shared secret, verify-alg/csums-alg algorithm names, handlers. Refused as a whole (nothing applied): a file that does not load, a resource or
 //! host section that is gone, peers, addresses or volumes that changed.
 //!
@@ -36,6 +37,8 @@ struct Plan {
     links: Vec<(u8, config::NetOptions)>,
     /// A new `on-io-error`, if it changed.
     on_io_error: Option<repl::OnIoError>,
+    /// Per peer whose `fencing` changed: the new policy.
+    fencing: Vec<(u8, repl::FencePolicy)>,
     report: Vec<String>,
 }
 
@@ -57,6 +60,11 @@ pub(crate) fn adjust(context: &NodeContext, selected: &[Arc<Resource>]) -> Resul
         }
         if let Some(policy) = plan.on_io_error {
             plan.resource.step(|engine, _, _| engine.set_on_io_error(policy));
+        }
+        for (peer, policy) in plan.fencing {
+            plan.resource
+                .step(|engine, now, out| engine.set_fencing(now, peer, policy, out))
+                .map_err(|error| format!("{}: {error}", plan.resource.name))?;
         }
         for config in plan.configs {
             plan.resource
@@ -91,6 +99,7 @@ fn plan(config: &config::Config, resource: &Arc<Resource>, node: &str) -> Result
     }
     let mut configs = Vec::new();
     let mut links = Vec::new();
+    let mut fencing = Vec::new();
     let mut report = Vec::new();
     for info in &peers {
         let Some(old) = resource.peers.iter().find(|p| p.node_id == info.node_id) else { continue };
@@ -106,6 +115,12 @@ fn plan(config: &config::Config, resource: &Arc<Resource>, node: &str) -> Result
             report.push(format!("{}: {}", info.name, changes.join(", ")));
             configs.push(after);
         }
+        let policy = crate::setup::fence_policy(info.net.fencing);
+        let running = resource.with_engine(|engine| engine.fence_policy(info.node_id));
+        if running.is_some_and(|running| running != policy) {
+            report.push(format!("{}: fencing {} -> {policy}", info.name, running.unwrap_or_default()));
+            fencing.push((info.node_id, policy));
+        }
         let pending = pending_changes(old, info);
         if !pending.is_empty() {
             report.push(format!("{}: changed but not applied until the node restarts: {}", info.name, pending.join(", ")));
@@ -117,7 +132,7 @@ fn plan(config: &config::Config, resource: &Arc<Resource>, node: &str) -> Result
     if on_io_error.is_some() {
         report.push(format!("on-io-error {running:?} -> {wanted:?}"));
     }
-    Ok(Plan { resource: Arc::clone(resource), configs, links, on_io_error, report })
+    Ok(Plan { resource: Arc::clone(resource), configs, links, on_io_error, fencing, report })
 }
 
 /// `name old -> new` for the running link's settings that differ.

@@ -74,7 +74,13 @@ async fn serve_client(stream: UnixStream, resources: &[Arc<Resource>], context: 
         };
         return send(&mut write, &reply).await;
     }
-    let reply = handle(request, resources);
+    let reply = if matches!(request, Request::Primary { .. }) {
+        // A promotion may wait for fence-peer (up to its handler-timeout): off the runtime.
+        let resources = resources.to_vec();
+        tokio::task::spawn_blocking(move || handle(request, &resources)).await.unwrap_or_else(|error| Reply::Error { message: format!("primary failed: {error}") })
+    } else {
+        handle(request, resources)
+    };
     send(&mut write, &reply).await
 }
 
@@ -125,6 +131,7 @@ fn handle(request: Request, resources: &[Arc<Resource>]) -> Reply {
         Request::Disconnect { resource, peer } => (resource, Box::new(move |r| set_connect(r, peer.as_deref(), false))),
         Request::PauseSync { resource, peer } => (resource, Box::new(move |r| pause_sync(r, peer.as_deref(), true))),
         Request::ResumeSync { resource, peer } => (resource, Box::new(move |r| pause_sync(r, peer.as_deref(), false))),
+        Request::ResumeIo { resource } => (resource, Box::new(|r| r.step(|engine, now, out| engine.resume_io(now, out)).map_err(|e| format!("State change failed: {e}")))),
         Request::Up { resource } => (resource, Box::new(up)),
         Request::Down { resource } => (resource, Box::new(down)),
         Request::Events { .. } => return Reply::Error { message: "events is a stream".into() },
@@ -152,10 +159,27 @@ fn promote(resource: &Arc<Resource>, force: bool) -> Result<(), String> {
     if resource.is_down() {
         return Err("resource is down; run 'tandem up' first".into());
     }
-    resource.step(|engine, _, out| engine.promote(force, out)).map_err(|e| format!("State change failed: {e}"))?;
+    let mut result = resource.step(|engine, _, out| engine.promote(force, out));
+    if let Err(repl::StateError::FencingPeer { .. }) = result {
+        // drbdadm primary waits for fence-peer against an absent peer; so does tandem.
+        wait_for_fencing(resource);
+        result = resource.step(|engine, _, out| engine.promote(force, out));
+    }
+    result.map_err(|e| format!("State change failed: {e}"))?;
     // An explicit promotion outlives the export's last opener.
     resource.auto_promoted.store(false, std::sync::atomic::Ordering::Release);
     Ok(())
+}
+
+/// Blocks until no `fence-peer` run of the resource is awaited, or a little longer than a
+/// handler may run.
+fn wait_for_fencing(resource: &Arc<Resource>) {
+    const POLL: Duration = Duration::from_millis(50);
+    let deadline = std::time::Instant::now() + resource.options.handler_timeout + Duration::from_secs(2);
+    let running = || resource.with_engine(|engine| resource.peers.iter().any(|p| engine.fencing_running(p.node_id)));
+    while running() && std::time::Instant::now() < deadline {
+        std::thread::sleep(POLL);
+    }
 }
 
 fn demote(resource: &Arc<Resource>) -> Result<(), String> {

@@ -3,7 +3,10 @@
 //!
 //! Invariants: a handler never blocks the engine or an I/O thread (it runs on its own thread);
 //! at most [`RUNNING_MAX`] handlers run at once per node (more are skipped with an error in the
-//! log, never queued without bound); a handler that outlives [`HANDLER_TIMEOUT`] is killed.
+//! log, never queued without bound); a handler that outlives its timeout (`handler-timeout`,
+//! tandem only, default 120 s) is killed, and its `response helper` line says so (status
+//! 128 + 9). A handler whose answer the engine waits for (`fence-peer`) always gets one:
+//! its exit status, or -1 when it could not run.
 //! Every call and its outcome is also an events2 line (`call helper` / `response helper`,
 //! DRBD's words) kept in a node-wide ring of [`EVENT_LINES_MAX`] lines for `tandem events`.
 
@@ -15,12 +18,23 @@ use std::time::{Duration, Instant};
 
 /// Handlers running at once, node-wide.
 const RUNNING_MAX: usize = 8;
-/// How long a handler may run before it is killed.
-const HANDLER_TIMEOUT: Duration = Duration::from_secs(120);
 /// How often a running handler is checked.
 const POLL_INTERVAL: Duration = Duration::from_millis(50);
 
 static RUNNING: AtomicUsize = AtomicUsize::new(0);
+
+/// The configuration file (`DRBD_CONF`), set once at start-up.
+static CONF_PATH: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+
+/// Remembers the configuration file for `DRBD_CONF` (the first call wins).
+pub(crate) fn set_conf_path(path: &std::path::Path) {
+    let _ = CONF_PATH.set(path.to_path_buf());
+}
+
+/// The configuration file, once known.
+pub(crate) fn conf_path() -> Option<&'static std::path::Path> {
+    CONF_PATH.get().map(std::path::PathBuf::as_path)
+}
 
 /// Helper event lines kept for `tandem events` (older ones are dropped).
 pub(crate) const EVENT_LINES_MAX: usize = 256;
@@ -72,17 +86,35 @@ pub(crate) struct HandlerEvent<'a> {
     pub(crate) volume: Option<u16>,
     pub(crate) peer_node_id: Option<u8>,
     pub(crate) peer_name: Option<&'a str>,
+    /// More of DRBD's variables (`DRBD_PEER_ADDRESS`, `DRBD_MY_NODE_ID`, `DRBD_CONF`, ...).
+    pub(crate) env: Vec<(String, String)>,
+    /// How long the handler may run (`handler-timeout`).
+    pub(crate) timeout: Duration,
 }
+
+/// Called with a handler's status (see [`supervise`]) once it ended.
+pub(crate) type OnExit = Box<dyn FnOnce(i32) + Send>;
 
 /// Runs handler `name` if the resource configures it; returns at once.
 pub(crate) fn run(handlers: &config::Handlers, name: &str, event: &HandlerEvent<'_>) {
-    let Some(command) = handlers.get(name) else { return };
+    let _ = run_then(handlers, name, event, None);
+}
+
+/// Like [`run`]; `on_exit` gets the handler's status on the handler's thread. Returns false
+/// (and does not call `on_exit`) when the handler is not configured or could not be started:
+/// the caller answers for it then, outside any lock `on_exit` may take.
+pub(crate) fn run_then(handlers: &config::Handlers, name: &str, event: &HandlerEvent<'_>, on_exit: Option<OnExit>) -> bool {
+    let Some(command) = handlers.get(name) else { return false };
     if RUNNING.fetch_add(1, Ordering::AcqRel) >= RUNNING_MAX {
         RUNNING.fetch_sub(1, Ordering::AcqRel);
         tracing::error!(resource = event.resource, handler = name, "{RUNNING_MAX} handlers are running already; not running this one");
-        return;
+        record(event.resource, format!("call helper {}", event_words(event, name)));
+        record(event.resource, format!("response helper {} status:-1", event_words(event, name)));
+        return false;
     }
     let mut process = Command::new("/bin/sh");
+    // Its own process group, so a timeout kills what the shell started too.
+    std::os::unix::process::CommandExt::process_group(&mut process, 0);
     process.arg("-c").arg(command).stdin(Stdio::null()).env("DRBD_RESOURCE", event.resource).env("DRBD_HANDLER", name);
     if let Some(volume) = event.volume {
         process.env("DRBD_VOLUME", volume.to_string());
@@ -93,23 +125,40 @@ pub(crate) fn run(handlers: &config::Handlers, name: &str, event: &HandlerEvent<
     if let Some(peer) = event.peer_name {
         process.env("DRBD_PEER", peer);
     }
-    let (resource, handler, command) = (event.resource.to_string(), name.to_string(), command.clone());
+    process.envs(event.env.iter().map(|(key, value)| (key, value)));
+    let (resource, handler, command, timeout) = (event.resource.to_string(), name.to_string(), command.clone(), event.timeout);
     let words = event_words(event, name);
     record(event.resource, format!("call helper {words}"));
+    let failed_words = words.clone();
     let spawned = std::thread::Builder::new().name("tandem-handler".into()).spawn(move || {
-        let status = supervise(process, &resource, &handler, &command);
+        let status = supervise(process, &Supervised { resource: &resource, name: &handler, command: &command, timeout });
         record(&resource, format!("response helper {words} status:{status}"));
         RUNNING.fetch_sub(1, Ordering::AcqRel);
+        if let Some(on_exit) = on_exit {
+            on_exit(status);
+        }
     });
     if let Err(error) = spawned {
         RUNNING.fetch_sub(1, Ordering::AcqRel);
         tracing::error!(resource = event.resource, handler = name, "cannot start a thread for the handler: {error}");
+        record(event.resource, format!("response helper {failed_words} status:-1"));
+        return false;
     }
+    true
+}
+
+/// One handler run, for [`supervise`].
+struct Supervised<'a> {
+    resource: &'a str,
+    name: &'a str,
+    command: &'a str,
+    timeout: Duration,
 }
 
 /// Runs one handler to its end (or its timeout); returns the status events2 reports: the
 /// exit code, 128 + the signal that ended it, or -1 when it could not run or be waited for.
-fn supervise(mut process: Command, resource: &str, name: &str, command: &str) -> i32 {
+fn supervise(mut process: Command, run: &Supervised<'_>) -> i32 {
+    let Supervised { resource, name, command, timeout } = *run;
     tracing::info!(resource, handler = name, "running handler: {command}");
     let mut child = match process.spawn() {
         Ok(child) => child,
@@ -129,10 +178,11 @@ fn supervise(mut process: Command, resource: &str, name: &str, command: &str) ->
                 }
                 return exit_code(status);
             }
-            Ok(None) if start.elapsed() > HANDLER_TIMEOUT => {
+            Ok(None) if start.elapsed() > timeout => {
+                kill_group(&child);
                 let _ = child.kill();
                 let status = child.wait().map_or(-1, exit_code);
-                tracing::error!(resource, handler = name, "handler killed after {HANDLER_TIMEOUT:?}");
+                tracing::error!(resource, handler = name, "handler killed after {timeout:?} (handler-timeout)");
                 return status;
             }
             Ok(None) => std::thread::sleep(POLL_INTERVAL),
@@ -141,6 +191,17 @@ fn supervise(mut process: Command, resource: &str, name: &str, command: &str) ->
                 return -1;
             }
         }
+    }
+}
+
+/// Kills the process group the handler leads (its shell and everything the shell started).
+fn kill_group(child: &std::process::Child) {
+    let Ok(pid) = i32::try_from(child.id()) else { return };
+    // SAFETY: kill(2) with a negative pid signals that process group; it touches no memory.
+    // The group is the child's own (process_group(0)) and the child is not yet reaped, so the
+    // id cannot have been reused.
+    unsafe {
+        libc::kill(-pid, libc::SIGKILL);
     }
 }
 

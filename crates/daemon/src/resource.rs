@@ -119,6 +119,15 @@ pub(crate) struct LinkTx {
     pub(crate) buffer: Arc<AsyncBuffer>,
 }
 
+/// DRBD's `DRBD_*_AF` word for an address.
+fn address_family(address: &std::net::SocketAddr) -> &'static str {
+    if address.is_ipv4() {
+        "ipv4"
+    } else {
+        "ipv6"
+    }
+}
+
 /// What one NBD client request waits for.
 pub(crate) type Completion = nbd::Completion;
 
@@ -328,7 +337,8 @@ impl Resource {
     /// the async buffer admitted go to `buffered` (peer, seq).
     fn route(&self, core: &mut Core, action: Action<Payload>, buffered: &mut Vec<(u8, u64)>) -> Option<Action<Payload>> {
         match action {
-            Action::LocalWrite { .. } | Action::LocalFlush { .. } | Action::LocalRead { .. } | Action::LocalDigest { .. } => return Some(action),
+            // fence-peer may answer at once (no handler configured): outside the lock.
+            Action::LocalWrite { .. } | Action::LocalFlush { .. } | Action::LocalRead { .. } | Action::LocalDigest { .. } | Action::FencePeer { .. } => return Some(action),
             Action::VerifyFound { peer, volume, offset, length } => {
                 tracing::warn!(resource = %self.name, peer = %self.peer_name(peer), volume, offset, length, "online verify: blocks differ (marked out of sync)");
             }
@@ -339,7 +349,7 @@ impl Resource {
                 self.writebacks_queued.fetch_add(1, Ordering::AcqRel);
                 self.queue_meta(volume, MetaJob::Persist { pages, meta: None }, MetaDone::Log(Arc::clone(&self.writebacks_queued)));
                 if oos_bytes > 0 {
-                    let event = HandlerEvent { resource: &self.name, volume: Some(volume), peer_node_id: Some(peer), peer_name: Some(&peer_name) };
+                    let event = self.handler_event(Some(volume), Some(peer), Some(&peer_name));
                     handlers::run(&self.handlers, "out-of-sync", &event);
                 }
             }
@@ -358,7 +368,7 @@ impl Resource {
             Action::SplitBrain { peer, volume, resolution, detail } => {
                 let peer_name = self.peer_name(peer);
                 tracing::error!(resource = %self.name, peer = %peer_name, volume, ?resolution, "split brain detected: {detail}");
-                let event = HandlerEvent { resource: &self.name, volume: Some(volume), peer_node_id: Some(peer), peer_name: Some(&peer_name) };
+                let event = self.handler_event(Some(volume), Some(peer), Some(&peer_name));
                 handlers::run(&self.handlers, "initial-split-brain", &event);
                 match resolution {
                     Resolution::Disconnect => handlers::run(&self.handlers, "split-brain", &event),
@@ -398,7 +408,7 @@ impl Resource {
                     tracing::info!(resource = %self.name, volume, "detached: Diskless");
                 }
                 if call_handler {
-                    let event = HandlerEvent { resource: &self.name, volume: Some(volume), peer_node_id: None, peer_name: None };
+                    let event = self.handler_event(Some(volume), None, None);
                     handlers::run(&self.handlers, "local-io-error", &event);
                 }
             }
@@ -443,25 +453,93 @@ impl Resource {
     }
 
     /// Runs `before-resync-target` when a resync towards this node starts,
-    /// `after-resync-target` when it ends, and `before-resync-source` when one from this node
-    /// starts (fire and forget: the resync does not wait for them).
+    /// `after-resync-target` when it ends, `before-resync-source` when one from this node
+    /// starts, and `unfence-peer` (once per peer) when one from this node completes with
+    /// fencing on (fire and forget: the resync does not wait for them).
     fn resync_transitions(&self, engine: &Engine<Payload>) {
         let is_target = |state: ReplState| matches!(state, ReplState::SyncTarget | ReplState::PausedSyncT);
         let is_source = |state: ReplState| matches!(state, ReplState::SyncSource | ReplState::PausedSyncS);
         let now: Vec<(u8, u16, ReplState)> = engine.status().peers.iter().flat_map(|p| p.volumes.iter().map(|v| (p.node_id, v.volume, v.replication))).collect();
         let before = std::mem::replace(&mut *self.repl_states.lock().unwrap_or_else(std::sync::PoisonError::into_inner), now.clone());
+        let mut unfence = Vec::new();
         for (peer, volume, state) in now {
             let old = before.iter().find(|(p, v, _)| (*p, *v) == (peer, volume)).map_or(ReplState::Off, |(_, _, s)| *s);
             let handler = match (is_target(old), is_target(state), is_source(old), is_source(state)) {
                 (false, true, _, _) => "before-resync-target",
                 (true, false, _, _) => "after-resync-target",
                 (_, _, false, true) => "before-resync-source",
+                (_, _, true, false) if state == ReplState::Established => {
+                    if !unfence.contains(&peer) {
+                        unfence.push(peer);
+                    }
+                    continue;
+                }
                 _ => continue,
             };
             let peer_name = self.peer_name(peer);
-            let event = HandlerEvent { resource: &self.name, volume: Some(volume), peer_node_id: Some(peer), peer_name: Some(&peer_name) };
+            let event = self.handler_event(Some(volume), Some(peer), Some(&peer_name));
             handlers::run(&self.handlers, handler, &event);
         }
+        for peer in unfence {
+            self.unfence_after_resync(engine, peer);
+        }
+    }
+
+    /// A resync from this node to `peer` finished: with fencing on, `unfence-peer` undoes
+    /// what `fence-peer` may have done (DRBD's connection handler, no volume).
+    fn unfence_after_resync(&self, engine: &Engine<Payload>, peer: u8) {
+        if engine.fence_policy(peer).is_some_and(|policy| policy != repl::FencePolicy::DontCare) {
+            let peer_name = self.peer_name(peer);
+            handlers::run(&self.handlers, "unfence-peer", &self.handler_event(None, Some(peer), Some(&peer_name)));
+        }
+    }
+
+    /// What a handler is told: DRBD's variables for this resource, `volume` and `peer`.
+    fn handler_event<'a>(&'a self, volume: Option<u16>, peer: Option<u8>, peer_name: Option<&'a str>) -> HandlerEvent<'a> {
+        let mut env = vec![("DRBD_MY_NODE_ID".to_string(), self.node_id.to_string())];
+        if let Some(address) = self.listen.first() {
+            env.push(("DRBD_MY_ADDRESS".into(), address.ip().to_string()));
+            env.push(("DRBD_MY_AF".into(), address_family(address).into()));
+        }
+        if let Some(info) = peer.and_then(|id| self.peers.iter().find(|p| p.node_id == id)) {
+            env.push(("DRBD_PEER_ADDRESS".into(), info.address.ip().to_string()));
+            env.push(("DRBD_PEER_AF".into(), address_family(&info.address).into()));
+        }
+        for info in &self.peers {
+            env.push((format!("DRBD_NODE_ID_{}", info.node_id), info.name.clone()));
+        }
+        if let Some(disk) = volume.and_then(|v| self.disk(v)) {
+            env.push(("DRBD_BACKING_DEV".into(), disk.path().display().to_string()));
+        }
+        if let Some(conf) = handlers::conf_path() {
+            env.push(("DRBD_CONF".into(), conf.display().to_string()));
+        }
+        HandlerEvent { resource: &self.name, volume, peer_node_id: peer, peer_name, env, timeout: self.options.handler_timeout }
+    }
+
+    /// Runs `fence-peer` against `peer` (engine's [`Action::FencePeer`]) and hands its status
+    /// back; without a handler (or a free handler slot) the answer is a failure at once.
+    fn fence_peer(self: &Arc<Self>, peer: u8) {
+        let peer_name = self.peer_name(peer);
+        let event = self.handler_event(None, Some(peer), Some(&peer_name));
+        let resource = Arc::downgrade(self);
+        let on_exit: handlers::OnExit = Box::new(move |status| {
+            if let Some(resource) = resource.upgrade() {
+                resource.fence_peer_answered(peer, status);
+            }
+        });
+        if !handlers::run_then(&self.handlers, "fence-peer", &event, Some(on_exit)) {
+            tracing::error!(resource = %self.name, peer = %peer_name, "fencing is on but the fence-peer handler did not run (none configured, or too many handlers running)");
+            self.fence_peer_answered(peer, -1);
+        }
+    }
+
+    fn fence_peer_answered(self: &Arc<Self>, peer: u8, status: i32) {
+        match repl::fence_outcome(status) {
+            Some(disk) => tracing::info!(resource = %self.name, peer = %self.peer_name(peer), status, "fence-peer: the peer is {disk}"),
+            None => tracing::error!(resource = %self.name, peer = %self.peer_name(peer), status, "fence-peer failed; with resource-and-stonith I/O stays frozen until 'tandem resume-io'"),
+        }
+        self.step(|engine, now, out| engine.fence_peer_done(now, peer, status, out));
     }
 
     /// Logs quorum changes and runs `quorum-lost` when a Primary loses it.
@@ -480,12 +558,16 @@ impl Resource {
         }
         tracing::error!(resource = %self.name, "quorum lost by the Primary: {}", engine.quorum_report());
         {
-            let event = HandlerEvent { resource: &self.name, volume: None, peer_node_id: None, peer_name: None };
+            let event = self.handler_event(None, None, None);
             handlers::run(&self.handlers, "quorum-lost", &event);
         }
     }
 
     fn start_local_io(self: &Arc<Self>, action: Action<Payload>) {
+        if let Action::FencePeer { peer } = action {
+            self.fence_peer(peer);
+            return;
+        }
         let throttled = self.volumes.iter().any(|(_, disk)| disk.is_throttled());
         let inline = !throttled && runs_inline(&action) && INLINE_DEPTH.with(|depth| depth.get() < INLINE_DEPTH_MAX);
         let arriving = match &action {

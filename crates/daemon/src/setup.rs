@@ -10,7 +10,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use bufpool::{BufPool, PoolConfig};
-use repl::{AfterSb0Pri, AfterSb1Pri, AfterSb2Pri, Engine, EngineConfig, NodeId, OnNoQuorum, PeerConfig, QuorumConfig, QuorumRule, ResyncRateConfig, SplitBrainPolicies};
+use repl::{AfterSb0Pri, AfterSb1Pri, AfterSb2Pri, Engine, EngineConfig, FencePolicy, NodeId, OnNoQuorum, PeerConfig, QuorumConfig, QuorumRule, ResyncRateConfig, SplitBrainPolicies};
 use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::mpsc;
 
@@ -38,6 +38,7 @@ pub(crate) const ACTIVE_OPTIONS: &[&str] = &[
     "before-resync-target", "after-resync-target", "before-resync-source", "disk-flushes",
     "on-congestion", "congestion-fill", "congestion-extents", "async-buffer", "async-buffer-compress", "tls",
     "on-io-error", "local-io-error",
+    "fencing", "fence-peer", "unfence-peer", "handler-timeout",
 ];
 
 /// Dirty bitmap pages are written every this many engine ticks (1 s), besides on every
@@ -71,6 +72,7 @@ fn request_bytes_max_for(al_extents: u32) -> u32 {
 /// Load and check everything; open the disks.
 pub(crate) fn prepare(options: &NodeOptions) -> Result<PreparedNode, DaemonError> {
     let config = config::load(&options.config)?;
+    crate::handlers::set_conf_path(&options.config);
     let name = match &options.node {
         Some(name) => name.clone(),
         None => host_name()?,
@@ -196,6 +198,7 @@ fn build_resource(resource: &config::Resource, host: &config::Host, pool: &Arc<B
     built.step(|engine, now, out| engine.set_quorum(now, quorum, out));
     let on_io_error = on_io_error_of(host);
     built.step(|engine, _, _| engine.set_on_io_error(on_io_error));
+    apply_fencing(&built, &resource.handlers);
     Ok(built)
 }
 
@@ -213,6 +216,29 @@ pub(crate) fn on_io_error_of(host: &config::Host) -> repl::OnIoError {
 /// A volume without a disk (`disk none;`): Diskless, no size, no bitmaps, no activity log.
 pub(crate) fn diskless_volume(number: u16) -> repl::VolumeConfig {
     repl::VolumeConfig { disk: repl::DiskState::Diskless, ..repl::VolumeConfig::fresh(number, 0) }
+}
+
+/// Each connection's `fencing` to the engine; fencing without a `fence-peer` handler is
+/// reported (every fence then fails, and `resource-and-stonith` freezes I/O until
+/// `resume-io`).
+pub(crate) fn apply_fencing(resource: &Arc<Resource>, handlers: &config::Handlers) {
+    for peer in &resource.peers {
+        let policy = fence_policy(peer.net.fencing);
+        if policy != FencePolicy::DontCare && !handlers.contains_key("fence-peer") {
+            tracing::warn!(resource = %resource.name, peer = %peer.name, "fencing {} without a fence-peer handler: every fence fails", peer.net.fencing);
+        }
+        if let Err(error) = resource.step(|engine, now, out| engine.set_fencing(now, peer.node_id, policy, out)) {
+            tracing::error!(resource = %resource.name, peer = %peer.name, "cannot set fencing: {error}");
+        }
+    }
+}
+
+pub(crate) fn fence_policy(fencing: config::Fencing) -> FencePolicy {
+    match fencing {
+        config::Fencing::DontCare => FencePolicy::DontCare,
+        config::Fencing::ResourceOnly => FencePolicy::ResourceOnly,
+        config::Fencing::ResourceAndStonith => FencePolicy::ResourceAndStonith,
+    }
 }
 
 /// `tls yes`: this host's certificate and key, and each peer's pinned fingerprint (the

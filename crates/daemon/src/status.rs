@@ -10,7 +10,7 @@ const KIB: u64 = 1024;
 
 /// The status of one resource as `tandem status` shows it.
 pub(crate) fn resource_status(resource: &Resource) -> ResourceStatus {
-    let (status, open, quorum, suspended) = resource.with_engine(|engine| (engine.status(), engine.is_open(), engine.has_quorum(), engine.io_suspended()));
+    let (status, open, quorum, suspended, reasons) = resource.with_engine(|engine| (engine.status(), engine.is_open(), engine.has_quorum(), engine.io_suspended(), engine.suspend_reasons()));
     let down = resource.down.load(Ordering::Relaxed);
     let devices = status
         .volumes
@@ -76,6 +76,7 @@ pub(crate) fn resource_status(resource: &Resource) -> ResourceStatus {
         node_id: status.node_id,
         role: status.role.to_string(),
         suspended,
+        suspend_reasons: reasons.into_iter().map(str::to_owned).collect(),
         write_ordering: "flush".into(),
         devices,
         connections,

@@ -21,11 +21,13 @@
 //!
 //! The handshake and bitmap exchange are in `handshake.rs`, the resync in `resync.rs`, the
 //! metadata (generation identifiers, persistence) in `persist.rs`, the activity log in
-//! `activity_log.rs`, online verify in `verify.rs`, checksum-based resync in `csums.rs`.
+//! `activity_log.rs`, online verify in `verify.rs`, checksum-based resync in `csums.rs`,
+//! fencing in `fence.rs`.
 
 mod activity_log;
 mod csums;
 mod detach;
+mod fence;
 mod handshake;
 mod ahead;
 mod lag;
@@ -40,6 +42,7 @@ pub(crate) mod verify;
 pub use handshake::BITMAP_CHUNK_BYTES_MAX;
 pub use ahead::{Congestion, CongestionPolicy, AHEAD_DWELL_MIN, COOL_DOWN_MAX};
 pub use detach::OnIoError;
+pub use fence::{fence_outcome, FencePolicy};
 pub use lag::{LagBound, LagStatus};
 pub use pause::SyncPause;
 pub use quorum::{OnNoQuorum, QuorumConfig, QuorumRule};
@@ -294,6 +297,9 @@ struct Peer<P> {
     /// Per volume slot: the peer has no disk of its own (`disk none;`: it announced size 0),
     /// so no bitmap is kept for it (DRBD's `--bitmap=no`). Set and cleared by handshakes.
     bitmap_free: Vec<bool>,
+    /// `fencing` of the connection and where fencing of the peer stands (`fence.rs`).
+    fence_policy: FencePolicy,
+    fence: fence::FenceState,
 }
 
 /// Local state of one volume.
@@ -466,7 +472,7 @@ impl<P: Clone> Engine<P> {
             out.push(Action::Complete { request, result: Err(IoError::Invalid) });
             return;
         };
-        if self.conflicts(volume, extent, self.waiting.len()) || self.lag_blocks(now, extent.length) || self.quorum_blocks_new_writes() {
+        if self.conflicts(volume, extent, self.waiting.len()) || self.lag_blocks(now, extent.length) || self.new_writes_wait() {
             self.waiting.push_back(Waiting { request, volume, op });
             return;
         }
@@ -672,7 +678,7 @@ impl<P: Clone> Engine<P> {
     }
 
     fn start_waiting(&mut self, now: Time, out: &mut Vec<Action<P>>) {
-        if self.quorum_blocks_new_writes() {
+        if self.new_writes_wait() {
             return;
         }
         let mut index = 0;
@@ -726,6 +732,7 @@ impl<P: Clone> Engine<P> {
         self.announce_pauses(slot, out);
         self.reset_async_on_connect(slot, out);
         self.update_quorum(now, out);
+        self.fence_on_connect(now, slot, out);
         out.push(Action::StateChanged);
     }
 
@@ -744,10 +751,13 @@ impl<P: Clone> Engine<P> {
         }
         p.last_error = Some(format!("{state}: {reason}"));
         p.role = Role::Unknown;
+        let up_to_date = was_connected && p.disks.contains(&DiskState::UpToDate);
         p.disks.fill(DiskState::DUnknown);
         p.ahead.connection_lost();
-        // Before anything completes for want of this peer: quorum may be gone.
+        // Before anything completes for want of this peer: quorum may be gone, and the peer
+        // may need fencing.
         self.update_quorum(now, out);
+        self.fence_on_loss(slot, up_to_date, out);
         let p = &mut self.peers[slot];
         // The bitmaps keep every block whose resync was not confirmed: the next connect
         // resumes from them.
@@ -1084,6 +1094,7 @@ impl<P: Clone> Engine<P> {
         if !self.compute_quorum() {
             return Err(StateError::NoQuorum(self.quorum_words()));
         }
+
         for (vslot, volume) in self.volumes.iter().enumerate() {
             match volume.disk {
                 DiskState::UpToDate => {}
@@ -1092,6 +1103,7 @@ impl<P: Clone> Engine<P> {
                 disk => return Err(StateError::CannotForce(disk)),
             }
         }
+        self.fence_before_promotion(force, out)?;
         let was_primary = self.role == Role::Primary;
         self.set_role(Role::Primary, out);
         self.resume_async_on_promote(out);
@@ -1118,6 +1130,7 @@ impl<P: Clone> Engine<P> {
             self.close_epoch(false, out);
         }
         self.set_role(Role::Secondary, out);
+        self.fence_on_demote();
         self.leave_async_on_demote(out);
         if was_primary {
             // The primary indicator goes; the driver writes the dirty bitmap pages with it.
@@ -1218,7 +1231,7 @@ impl<P: Clone> Engine<P> {
             .enumerate()
             .map(|(vslot, v)| {
                 let out_of_sync_bytes = p.bitmaps[vslot].count_set_bytes();
-                let known = p.disks[vslot];
+                let known = self.fenced_disk(slot).unwrap_or(p.disks[vslot]);
                 let sync = &p.syncs[vslot];
                 let peer_disk = match sync {
                     SyncState::StartingSource(_) | SyncState::Source(_) => DiskState::Inconsistent,
@@ -1336,6 +1349,8 @@ fn new_peer<P: Clone>(local: NodeId, config: &PeerConfig, volumes: &[VolumeConfi
         stats: PeerStats::default(),
         ahead: ahead::AheadTrack::default(),
         bitmap_free: vec![false; count],
+        fence_policy: FencePolicy::default(),
+        fence: fence::FenceState::default(),
     })
 }
 

@@ -15,8 +15,9 @@
 //! - Every `LocalWrite`/`LocalFlush`/`PersistMeta`/`WriteActivityLog` must be answered by
 //!   exactly one [`Engine::local_done`] with the same [`IoId`], every `LocalRead` by exactly one
 //!   [`Engine::local_read_done`], every `LocalDigest` by exactly one
-//!   [`Engine::local_digest_done`]; every [`Action::Complete`] is the one answer to a
-//!   submitted request.
+//!   [`Engine::local_digest_done`], every `FencePeer` by exactly one
+//!   [`Engine::fence_peer_done`] (the handler's exit status); every [`Action::Complete`] is
+//!   the one answer to a submitted request.
 //! - `P` is the payload type: the daemon uses a reference-counted buffer, tests use anything
 //!   cloneable. The engine clones it for the local write and each peer, never looks inside.
 //!
@@ -100,7 +101,7 @@ pub use after_split_brain::{
     SideFacts, SplitBrainFacts, SplitBrainPolicies,
 };
 pub use engine::{
-    Congestion, CongestionPolicy, Engine, AHEAD_DWELL_MIN, COOL_DOWN_MAX, EngineConfig, LagBound, LagStatus, LocalStats, OnIoError, OnNoQuorum, PeerStats, PeerBitmap, PeerConfig, QuorumConfig, QuorumRule, SyncPause, VolumeConfig, BITMAP_CHUNK_BYTES_MAX,
+    fence_outcome, Congestion, CongestionPolicy, Engine, AHEAD_DWELL_MIN, COOL_DOWN_MAX, EngineConfig, FencePolicy, LagBound, LagStatus, LocalStats, OnIoError, OnNoQuorum, PeerStats, PeerBitmap, PeerConfig, QuorumConfig, QuorumRule, SyncPause, VolumeConfig, BITMAP_CHUNK_BYTES_MAX,
     BITMAP_GRANULARITY_BYTES_DEFAULT, RESYNC_REQUEST_BYTES_MAX, TICK_INTERVAL,
     VERIFY_DIGESTS_BYTES_MAX, VERIFY_REQUEST_BYTES_MAX,
 };

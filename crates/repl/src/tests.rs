@@ -15,6 +15,7 @@ mod activity_log;
 mod ahead;
 mod csums;
 mod diskless;
+mod fence;
 mod lag;
 mod pause;
 mod resync;
@@ -85,6 +86,8 @@ struct Pair {
     verify_events: Vec<(usize, Action<Vec<u8>>)>,
     /// Client reads of a Diskless volume answered (`ReadDone`).
     reads_done: Vec<(RequestId, Result<Vec<u8>, IoError>)>,
+    /// `FencePeer` actions: (the node that asked, the peer to fence).
+    fence_calls: Vec<(usize, u8)>,
 }
 
 /// An [`Action::WriteActivityLog`] as the test driver performed it.
@@ -120,6 +123,7 @@ impl Pair {
             al_written: Vec::new(),
             verify_events: Vec::new(),
             reads_done: Vec::new(),
+            fence_calls: Vec::new(),
         }
     }
 
@@ -181,6 +185,7 @@ impl Pair {
                 Action::ReadDone { request, result } => self.reads_done.push((request, result)),
                 Action::LocalDigest { .. } => self.local[from].push_back(action),
                 Action::VerifyFound { .. } | Action::VerifyFinished { .. } => self.verify_events.push((from, action)),
+                Action::FencePeer { peer } => self.fence_calls.push((from, peer)),
             }
         }
     }
@@ -540,4 +545,83 @@ fn replicas_are_identical_after_a_mixed_workload() {
         assert_eq!(pair.completed.len(), 500);
         assert!(pair.disks[A] == pair.disks[B], "protocol {protocol}: replicas differ");
     }
+}
+
+/// A failover by link cut with nothing written on the old Primary after it: the old Primary's
+/// last writes were settled by the peer (only the barrier ack was missing), so losing the peer
+/// starts no new generation; when it returns as Secondary it resyncs from the new Primary
+/// instead of reporting a split brain, and the replicas end identical.
+#[test]
+fn a_cut_without_writes_after_it_is_a_failover_not_a_split_brain() {
+    let mut pair = Pair::new(Protocol::C);
+    pair.write(1, 0, 7, 4096);
+    while pair.run_local(A) | pair.deliver(B) | pair.run_local(B) | pair.deliver(A) {}
+    assert!(pair.is_complete(1), "B wrote it: protocol C completes");
+    let before = pair.persisted[A].clone();
+    pair.disconnect();
+    pair.deliver_all();
+    assert_eq!(pair.persisted[A], before, "no new generation: nothing is written after the cut");
+    assert_eq!(pair.out_of_sync(), 4096, "the unconfirmed block is kept in the bitmap");
+
+    let mut out = Vec::new();
+    pair.nodes[A].demote(&mut out).expect("demote the old Primary");
+    pair.route(A, out);
+    let mut out = Vec::new();
+    pair.nodes[B].promote(false, &mut out).expect("promote the survivor");
+    pair.route(B, out);
+    let op = Op::Write { offset: 8192, length: 4096, data: vec![9; 4096], flags: WriteFlags::default() };
+    let mut out = Vec::new();
+    pair.nodes[B].submit(pair.now, 2, 0, op, &mut out);
+    pair.route(B, out);
+    pair.deliver_all();
+    assert!(pair.is_complete(2), "the new Primary writes");
+
+    pair.connect();
+    for _ in 0..20 {
+        pair.tick(A, TICK_INTERVAL);
+        pair.tick(B, TICK_INTERVAL);
+        pair.deliver_all();
+    }
+    assert!(pair.split_brains.is_empty(), "no split brain: {:?}", pair.split_brains);
+    assert!(pair.disks[A] == pair.disks[B], "the old Primary resynced from the new one");
+    assert_eq!(pair.disks[A][8192], 9);
+    assert_eq!(pair.nodes[A].status().volumes[0].disk, DiskState::UpToDate);
+}
+
+/// Quorum returns only when the returning peer's handshake accepted it, not on the TCP
+/// connect: the handshake may still refuse it (a split brain), and writes held for want of
+/// quorum must not complete on the strength of a connection that is about to be dropped.
+#[test]
+fn quorum_returns_after_the_handshake_not_on_connect() {
+    let mut pair = Pair::new(Protocol::C);
+    let config = QuorumConfig { rule: QuorumRule::All, ..QuorumConfig::default() };
+    let mut out = Vec::new();
+    pair.nodes[A].set_quorum(pair.now, config, &mut out);
+    pair.route(A, out);
+    assert!(pair.nodes[A].has_quorum());
+    pair.disconnect();
+    pair.deliver_all();
+    assert!(!pair.nodes[A].has_quorum(), "the peer is gone");
+    pair.write(1, 0, 3, 4096);
+    pair.deliver_all();
+    assert!(!pair.is_complete(1), "held for want of quorum");
+
+    let mut out = Vec::new();
+    pair.nodes[A].peer_connected(pair.now, 1, &mut out);
+    pair.route(A, out);
+    assert!(!pair.nodes[A].has_quorum(), "a connection alone is not a present peer");
+    pair.tick(A, TICK_INTERVAL);
+    assert!(!pair.nodes[A].has_quorum(), "nor after a tick while the handshake waits");
+    assert!(!pair.is_complete(1));
+
+    let mut out = Vec::new();
+    pair.nodes[B].peer_connected(pair.now, 0, &mut out);
+    pair.route(B, out);
+    pair.deliver_all();
+    assert!(pair.nodes[A].has_quorum(), "the handshake accepted the peer");
+    for _ in 0..5 {
+        pair.tick(A, TICK_INTERVAL);
+        pair.deliver_all();
+    }
+    assert!(pair.is_complete(1), "the held write completes with quorum back");
 }

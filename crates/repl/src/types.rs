@@ -378,6 +378,11 @@ pub enum Action<P> {
     /// go to [`crate::Engine::read_source`]); with `call_handler`, run the `local-io-error`
     /// handler.
     Detached { volume: u16, failed: bool, call_handler: bool },
+    /// Run the `fence-peer` handler against `peer` (with `fencing` set, after this Primary
+    /// lost it, or before a promotion without it); answer with `fence_peer_done(peer,
+    /// status)` once it exited or was killed after its timeout. At most one per peer is
+    /// outstanding.
+    FencePeer { peer: u8 },
     /// Close the connection to a peer (the driver reconnects unless it is StandAlone).
     Disconnect { peer: u8, state: ConnState, reason: String },
     /// Answer a client request.
@@ -442,6 +447,15 @@ pub enum StateError {
     /// The node may lack writes a Primary acknowledged under asynchronous replication.
     #[error("this node may lack acknowledged writes (it was replicated to asynchronously and has not caught up); promote with --force to accept that")]
     PossiblyStale,
+    /// `resume-io` with nothing suspended by fencing.
+    #[error("I/O is not suspended by fencing")]
+    NotSuspended,
+    /// Promotion waits for `fence-peer` against an absent peer.
+    #[error("fencing peer {peer} (the fence-peer handler runs); promotion waits for it")]
+    FencingPeer { peer: String },
+    /// `fence-peer` could not make sure the absent peer cannot be promoted.
+    #[error("the fence-peer handler failed for peer {peer} (status {status}); refusing to become Primary without --force")]
+    PeerNotFenced { peer: String, status: i32 },
     /// Online verify compares UpToDate data only.
     #[error("verify with peer {peer} needs UpToDate disks on both sides (local {local}, peer {peer_disk})")]
     VerifyNeedsUpToDate { peer: String, local: DiskState, peer_disk: DiskState },

@@ -53,11 +53,12 @@ struct Args {
     #[arg(long)]
     metadata: Option<String>,
     /// The data and control sockets of a direction deliver in one order (a network-model
-    /// switch that sets aside the known race of a stale peer state on the control socket).
+    /// switch; the engine no longer needs it: kept to narrow down a failure).
     #[arg(long = "sockets-in-order")]
     sockets_in_order: bool,
-    /// Set aside the known engine issues: two nodes, durable replicated
-    /// writes, sockets in order (`SimConfig::sidestep_known_issues`). The CI smoke uses it.
+    /// Set aside the one known failure class, a double failure outside protocol C's promise:
+    /// replicated writes durable on the Secondary (`SimConfig::sidestep_known_issues`; the
+    /// same as --durable-peer-writes). The CI smoke uses it.
     #[arg(long = "sidestep-known-issues")]
     sidestep_known_issues: bool,
     /// Also trace every local I/O (debugging a replay).

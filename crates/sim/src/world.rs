@@ -311,7 +311,8 @@ impl Sim {
                     self.sb_detected.insert(norm(n, peer));
                     self.note(|| format!("node {n}: split brain with {peer}: {resolution:?} ({detail})"));
                 }
-                Action::VerifyFound { .. } | Action::VerifyFinished { .. } => {}
+                // The simulated nodes set no `fencing`, so no fence-peer run is ever asked for.
+                Action::VerifyFound { .. } | Action::VerifyFinished { .. } | Action::FencePeer { .. } => {}
                 // The simulator never sets a detaching `on-io-error` (the engine's default is
                 // pass_on), so no volume is detached.
                 Action::Detached { volume, .. } => self.note(|| format!("node {n}: volume {volume} detached")),

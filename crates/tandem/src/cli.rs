@@ -204,6 +204,9 @@ pub enum SimpleVerb {
     PauseSync(PeerTarget),
     /// Let resyncs suspended by pause-sync run again.
     ResumeSync(PeerTarget),
+    /// Resume client I/O frozen by fencing (`fencing resource-and-stonith` after the
+    /// fence-peer handler failed or still runs); the lost peer stays unfenced.
+    ResumeIo(Target),
 }
 
 /// `tandem srm ...`.
@@ -269,6 +272,9 @@ impl SimpleVerb {
             Self::ResumeSync(PeerTarget { peer, target }) => Request::ResumeSync {
                 resource: resource_filter(&target),
                 peer,
+            },
+            Self::ResumeIo(target) => Request::ResumeIo {
+                resource: resource_filter(&target),
             },
         }
     }

@@ -110,6 +110,7 @@ fn request_kind(request: &Request) -> &'static str {
         Request::SrmStatus { .. } => "srm status",
         Request::PauseSync { .. } => "pause-sync",
         Request::ResumeSync { .. } => "resume-sync",
+        Request::ResumeIo { .. } => "resume-io",
         Request::Events { .. } => "events",
     }
 }

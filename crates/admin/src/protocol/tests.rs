@@ -78,6 +78,12 @@ fn requests_are_tagged_by_cmd() {
         r#"{"cmd":"resume-sync","resource":null,"peer":"bob"}"#,
     );
     check_request(
+        Request::ResumeIo {
+            resource: Some("r0".to_string()),
+        },
+        r#"{"cmd":"resume-io","resource":"r0"}"#,
+    );
+    check_request(
         Request::Events {
             resource: None,
             statistics: false,

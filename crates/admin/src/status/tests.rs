@@ -142,6 +142,15 @@ fn a_single_volume_other_than_zero_is_numbered() {
 }
 
 #[test]
+fn suspension_reasons_are_shown() {
+    let mut r0 = resource("r0");
+    r0.role = "Primary".to_string();
+    r0.suspended = true;
+    r0.suspend_reasons = vec!["fencing".to_string()];
+    check(vec![r0], PLAIN, "r0 role:Primary suspended:fencing\n\n");
+}
+
+#[test]
 fn lost_quorum_and_suspension_are_shown() {
     // §4 "disk:Outdated quorum:no".
     let mut r0 = resource("r0");

@@ -88,6 +88,7 @@ const EXPECTED: &[Expectation] = &[
         Some(("100", "60000")),
         " (milliseconds)",
     ),
+    ("handler-timeout", "120", Some(("1", "3600")), " (seconds)"),
     ("protocol", "C", None, ""),
     ("timeout", "60", Some(("1", "600")), " (1/10 seconds)"),
     ("max-epoch-size", "2048", Some(("1", "20000")), ""),

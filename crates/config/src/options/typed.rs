@@ -121,6 +121,8 @@ option_struct! {
         srm: Srm = "srm",
         /// tandem only: `srm-interval`, time between the manager's observations.
         srm_interval: Duration = "srm-interval",
+        /// tandem only: `handler-timeout`, how long a handler may run before it is killed.
+        handler_timeout: Duration = "handler-timeout",
     }
 }
 

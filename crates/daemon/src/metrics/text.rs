@@ -35,7 +35,7 @@ pub(crate) struct ResourceSample {
     pub(crate) status: EngineStatus,
     /// This node has quorum.
     pub(crate) quorum: bool,
-    /// Client I/O is suspended (quorum lost with `on-no-quorum suspend-io`).
+    /// Client I/O is suspended (quorum lost with `on-no-quorum suspend-io`, or fencing).
     pub(crate) suspended: bool,
     /// The resource is down (`tandem down`): every connection shows `StandAlone`.
     pub(crate) down: bool,
@@ -71,7 +71,7 @@ const fn counter(name: &'static str, help: &'static str) -> Metric {
 const BUILD_INFO: Metric = gauge("tandem_build_info", "Always 1; the labels name the tandem version and this node.");
 const RESOURCE_ROLE: Metric = gauge("tandem_resource_role", "1 for this node's role in the resource (label role), 0 for the other roles.");
 const RESOURCE_QUORUM: Metric = gauge("tandem_resource_quorum", "1 while this node has quorum for the resource (always 1 with quorum off).");
-const RESOURCE_SUSPENDED: Metric = gauge("tandem_resource_suspended", "1 while client I/O is suspended (quorum lost with on-no-quorum suspend-io).");
+const RESOURCE_SUSPENDED: Metric = gauge("tandem_resource_suspended", "1 while client I/O is suspended (quorum lost with on-no-quorum suspend-io, or fencing).");
 const DEVICE_DISK_STATE: Metric = gauge("tandem_device_disk_state", "1 for the local disk state of the volume (label state), 0 for the other states.");
 const DEVICE_SIZE: Metric = gauge("tandem_device_size_bytes", "Exported size of the volume.");
 const DEVICE_WRITTEN: Metric = counter("tandem_device_written_bytes_total", "Bytes written by clients to the volume since the node started.");

@@ -127,6 +127,8 @@ impl<P: Clone> Engine<P> {
                     return Ok(());
                 }
                 self.decide(now, slot, vslot, &sent, &message, out);
+                // The peer may now count toward quorum (`quorum_counts`).
+                self.update_quorum(now, out);
                 Ok(())
             }
             UuidsPurpose::Adopt => self.adopt_uuids(slot, vslot, &message, out),

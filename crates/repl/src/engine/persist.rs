@@ -12,7 +12,7 @@
 //!   first write while a peer with no bitmap identifier is absent, and at once when a peer is
 //!   lost with writes it never confirmed (drbd-semantics.md §2).
 
-use crate::engine::{replicates_to, Engine};
+use crate::engine::{replicates_to, Engine, PeerStage};
 use crate::state::{ConnState, DiskState, Role};
 use crate::sync::SyncState;
 use crate::types::{Action, IoError, IoId, StateError, Time, UuidsPurpose, VolumeMeta};
@@ -227,9 +227,16 @@ impl<P: Clone> Engine<P> {
         self.peers.iter().filter(|p| replicates_to(p)).fold(NodeSet::EMPTY, |set, p| set.with(p.node))
     }
 
-    /// The peer in `slot` was lost while writes to it were unconfirmed (`drained` per volume):
-    /// as Primary, start a new generation now so the bits carry a bitmap identifier, and hold
-    /// the writes being settled until it is durable.
+    /// The peer in `slot` was lost while writes to it were unconfirmed (`drained` per volume).
+    /// As Primary, a write still in flight that the peer had not settled now completes without
+    /// it: that is a write made after the peer was cut off, so a new generation starts now
+    /// (the bits carry a bitmap identifier) and those writes wait until it is durable.
+    ///
+    /// Writes the peer had settled and only its barrier ack was missing do not start one:
+    /// their bits are kept, and with equal current identifiers the next handshake resyncs
+    /// them (a bitmap resync). Rotating for them would turn a plain failover by link cut,
+    /// with nothing written after it, into a split brain when this node returns; the next
+    /// write rotates anyway (`new_generation_if_needed`), as DRBD does.
     pub(super) fn generation_after_loss(
         &mut self,
         slot: usize,
@@ -245,10 +252,16 @@ impl<P: Clone> Engine<P> {
             if volume.ids.bitmap_uuid(peer) != 0 && !volume.shared_with.contains(peer) {
                 continue;
             }
+            let number = volume.number;
+            let unsettled = self.in_flight.values().any(|w| {
+                w.volume == number && !matches!(w.peers[slot], PeerStage::Skipped | PeerStage::Settled)
+            });
+            if !unsettled {
+                continue;
+            }
             let absent = self.absent_peers();
             let version = self.new_generation(vslot, absent, out);
             self.announce_rotation(vslot, out);
-            let number = self.volumes[vslot].number;
             for write in self.in_flight.values_mut().filter(|w| w.volume == number) {
                 write.meta_version = write.meta_version.max(version);
             }

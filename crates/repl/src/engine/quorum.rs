@@ -9,8 +9,10 @@
 //!   finished everywhere it could is held (suspend-io) or failed (io-error), so the other
 //!   partition, which may have quorum and promote, never lacks a write this node acknowledged
 //!   after the partition.
-//! - Quorum is re-evaluated on every connect and disconnect, and when peers report their disk
-//!   states; held writes and flushes are retried as soon as it returns.
+//! - A peer is present once connected and past the generation handshake on every volume (a
+//!   connection the handshake may still refuse never counts).
+//! - Quorum is re-evaluated on every connect, disconnect and tick, and when peers report their
+//!   disk states; held writes and flushes are retried as soon as it returns.
 //! - Unlike DRBD, a gracefully departed peer is not counted as present (tandem's secondaries
 //!   do not yet outdate themselves when they leave), so a two-node resource with
 //!   `quorum majority` loses quorum with its peer: safe, but stricter than DRBD.
@@ -84,9 +86,10 @@ impl<P: Clone> Engine<P> {
         self.quorum_words()
     }
 
-    /// Whether application writes are frozen for want of quorum (`suspended:quorum`).
+    /// Whether application writes are frozen for want of quorum (`suspended:quorum`) or by
+    /// fencing (`suspended:fencing`).
     pub fn io_suspended(&self) -> bool {
-        self.role == Role::Primary && self.quorum_blocks_new_writes()
+        (self.role == Role::Primary && self.quorum_blocks_new_writes()) || self.fencing_freezes()
     }
 
     /// Why this node has no quorum, in words (for refusals and logs).
@@ -100,7 +103,12 @@ impl<P: Clone> Engine<P> {
 
     fn quorum_counts(&self) -> (usize, usize, usize) {
         let voters = 1 + self.peers.len();
-        let connected = self.peers.iter().filter(|p| p.connection == ConnState::Connected);
+        // A peer counts once its handshake accepted it: a TCP connection alone proves
+        // nothing (the handshake may still find a split brain and drop it).
+        let connected = self.peers.iter().filter(|p| {
+            p.connection == ConnState::Connected
+                && p.syncs.iter().all(|s| !matches!(s, SyncState::Off | SyncState::WaitUuids { .. }))
+        });
         let present = 1 + connected.clone().count();
         let local = usize::from(self.volumes.iter().all(|v| v.disk == DiskState::UpToDate));
         let remote = connected.filter(|p| !p.disks.is_empty() && p.disks.iter().all(|d| *d == DiskState::UpToDate)).count();
@@ -128,7 +136,7 @@ impl<P: Clone> Engine<P> {
         }
     }
 
-    fn retry_after_quorum(&mut self, now: Time, out: &mut Vec<Action<P>>) {
+    pub(super) fn retry_after_quorum(&mut self, now: Time, out: &mut Vec<Action<P>>) {
         let writes: Vec<u64> = self.in_flight.keys().copied().collect();
         for seq in writes {
             self.try_complete_write(now, seq, out);
@@ -143,6 +151,10 @@ impl<P: Clone> Engine<P> {
     /// For a write or flush that is otherwise done: hold it (None), or the result to
     /// complete it with (an error without quorum under `io-error`).
     pub(super) fn quorum_verdict(&self, result: Result<(), IoError>) -> Option<Result<(), IoError>> {
+        if self.fencing_freezes() {
+            // Held until the lost peer is fenced or the administrator resumes (`fence.rs`).
+            return None;
+        }
         if self.quorum_held || self.role != Role::Primary {
             return Some(result);
         }
@@ -155,6 +167,12 @@ impl<P: Clone> Engine<P> {
     /// Whether a new write must wait for quorum (suspend-io) before it starts.
     pub(super) fn quorum_blocks_new_writes(&self) -> bool {
         !self.quorum_held && self.quorum.on_loss == OnNoQuorum::SuspendIo
+    }
+
+    /// Whether a new write must wait before it starts: quorum's suspend-io or fencing's
+    /// freeze.
+    pub(super) fn new_writes_wait(&self) -> bool {
+        self.quorum_blocks_new_writes() || self.fencing_freezes()
     }
 
     /// Whether a new write is refused at once for lack of quorum (io-error).

@@ -464,6 +464,9 @@ impl<P: Clone> Engine<P> {
         target.answered_since_tick += extent.length;
         target.writing.insert(id, request);
         p.received_bytes[vslot] += extent.length;
+        // The block changes here: a peer away from us must get it too when it returns.
+        self.mark_for_absent_peers(slot, vslot, extent);
+        let p = &mut self.peers[slot];
         let op = DiskOp::Write {
             offset: extent.offset,
             length: extent.length,

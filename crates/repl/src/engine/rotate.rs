@@ -9,7 +9,7 @@
 //!   the new current its own ([`crate::GenerationIds::adopt_current`]): its old current goes to
 //!   the bitmap slots of its own absent peers. A sync target of that Primary takes the new
 //!   identifiers as the ones it adopts when the resync is done. Anyone else ignores it.
-//! - **Bits on a Secondary.** A replicated write applied on a Secondary is marked in its
+//! - **Bits on a Secondary.** A replicated or resync write applied on a Secondary is marked in its
 //!   bitmap of every peer not connected to it, as a Primary marks its absent peers: if that
 //!   peer later meets this node first, the bitmap rules move exactly those blocks.
 //! - **Fed by a Primary.** A handshake says whether its sender is Established with a

@@ -128,6 +128,7 @@ impl Rig {
                     panic!("the pacing tests run no verify and no csums")
                 }
                 Action::Detached { .. } | Action::ReadDone { .. } => panic!("the pacing tests fail no disk"),
+                Action::FencePeer { .. } => panic!("the pacing tests set no fencing"),
                 Action::StateChanged => {}
             }
         }

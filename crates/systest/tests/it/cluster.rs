@@ -102,6 +102,19 @@ pub struct Spec {
     /// Run every node with the test-only disk fault injection (`TANDEM_TEST_DISK_FAULT`):
     /// [`Cluster::fail_disk`] then makes its data disk fail every I/O with EIO.
     pub disk_faults: bool,
+    /// Where each node runs when not on loopback: its network namespace and its address
+    /// there (`netns::Network::placements`); `None` runs every node in the test's own
+    /// namespace on a loopback port.
+    pub placements: Option<Vec<Placement>>,
+}
+
+/// One node's network namespace and the peer address it listens on inside it.
+#[derive(Debug, Clone)]
+pub struct Placement {
+    /// The name `ip netns exec` takes.
+    pub namespace: String,
+    /// The node's `address` in every configuration.
+    pub address: SocketAddr,
 }
 
 /// Where a node's metadata lives (the `meta-disk` of its volume).
@@ -132,6 +145,7 @@ impl Spec {
             relay_ports: None,
             diskless: Vec::new(),
             disk_faults: false,
+            placements: None,
         }
     }
 
@@ -156,6 +170,14 @@ impl Spec {
     /// `link::LinkEmulator`, which must be started before the nodes).
     pub fn through_relays(mut self) -> Spec {
         self.relay_ports = Some((0..self.node_count).map(|_| free_port()).collect());
+        self
+    }
+
+    /// Runs node `i` inside `placements[i].namespace` (with `ip netns exec`), listening on
+    /// `placements[i].address`.
+    pub fn in_namespaces(mut self, placements: Vec<Placement>) -> Spec {
+        assert_eq!(placements.len(), self.node_count, "one placement per node");
+        self.placements = Some(placements);
         self
     }
 
@@ -271,7 +293,10 @@ impl Cluster {
                 };
                 Node {
                     name,
-                    address: SocketAddr::from(([127, 0, 0, 1], free_port())),
+                    address: match &spec.placements {
+                        Some(placements) => placements[index].address,
+                        None => SocketAddr::from(([127, 0, 0, 1], free_port())),
+                    },
                     run_dir: dir.path().join(format!("{name}.run")),
                     disk,
                     meta,
@@ -524,7 +549,16 @@ impl Cluster {
     /// The command line that runs one node (not spawned).
     pub fn node_command(&self, index: usize) -> Command {
         let node = &self.nodes[index];
-        let mut command = Command::new(tandem_bin());
+        let mut command = match &self.spec.placements {
+            Some(placements) => {
+                // `ip netns exec` execs the program in place, so the child is the node itself
+                // and kill/stop reach it.
+                let mut command = Command::new("ip");
+                command.args(["netns", "exec", &placements[index].namespace]).arg(tandem_bin());
+                command
+            }
+            None => Command::new(tandem_bin()),
+        };
         command
             .arg("node")
             .arg("--config")

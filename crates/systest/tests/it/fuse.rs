@@ -20,29 +20,29 @@ use crate::cluster::{Cluster, Spec, NODE_NAMES, RESOURCE};
 use crate::tools::{fresh_seed, require, run_ok, run_with_deadline, Rng};
 
 /// How long one external tool (losetup, mkfs.ext4, mount, fsck) may take.
-const TOOL_DEADLINE: Duration = Duration::from_secs(120);
+pub(crate) const TOOL_DEADLINE: Duration = Duration::from_secs(120);
 /// How long the replicas may take to become identical, or a state change to show.
 const SETTLE_DEADLINE: Duration = Duration::from_secs(30);
 
 /// Two nodes, protocol C, each mounting its FUSE export in the cluster directory.
-fn fuse_spec() -> Spec {
+pub(crate) fn fuse_spec() -> Spec {
     Spec::two_nodes('C')
         .host_line(0, &format!("fuse-mount \"{{dir}}/{}.fuse\";", NODE_NAMES[0]))
         .host_line(1, &format!("fuse-mount \"{{dir}}/{}.fuse\";", NODE_NAMES[1]))
 }
 
 /// The FUSE mount directory of one node.
-fn fuse_dir(cluster: &Cluster, index: usize) -> PathBuf {
+pub(crate) fn fuse_dir(cluster: &Cluster, index: usize) -> PathBuf {
     cluster.dir().join(format!("{}.fuse", cluster.name(index)))
 }
 
 /// The file of volume 0 in one node's FUSE mount.
-fn fuse_file(cluster: &Cluster, index: usize) -> PathBuf {
+pub(crate) fn fuse_file(cluster: &Cluster, index: usize) -> PathBuf {
     fuse_dir(cluster, index).join(RESOURCE)
 }
 
 /// Whether the kernel offers FUSE here; says SKIPPED when it does not.
-fn fuse_available() -> bool {
+pub(crate) fn fuse_available() -> bool {
     if Path::new("/dev/fuse").exists() {
         require("losetup", "mount");
         require("mkfs.ext4", "e2fsprogs");
@@ -52,7 +52,7 @@ fn fuse_available() -> bool {
     false
 }
 
-fn tool(program: &str, args: &[&str]) -> Command {
+pub(crate) fn tool(program: &str, args: &[&str]) -> Command {
     let mut command = Command::new(program);
     command.args(args).stdin(Stdio::null());
     command
@@ -60,7 +60,7 @@ fn tool(program: &str, args: &[&str]) -> Command {
 
 /// Whether `path` is a mount point now (per /proc/self/mountinfo; the test paths have no
 /// characters that mountinfo escapes).
-fn is_mount_point(path: &Path) -> bool {
+pub(crate) fn is_mount_point(path: &Path) -> bool {
     let mounts = std::fs::read_to_string("/proc/self/mountinfo").expect("cannot read mountinfo");
     let wanted = path.to_str().expect("test paths are UTF-8");
     mounts.lines().any(|line| line.split(' ').nth(4) == Some(wanted))
@@ -68,13 +68,13 @@ fn is_mount_point(path: &Path) -> bool {
 
 /// A mount point that is unmounted when dropped: plainly, then lazily as a last resort so a
 /// failed test leaves nothing behind.
-struct MountGuard {
-    path: PathBuf,
+pub(crate) struct MountGuard {
+    pub(crate) path: PathBuf,
 }
 
 impl MountGuard {
     /// Mounts `device` at `path` (created) with extra `mount` arguments.
-    fn mount(device: &str, path: PathBuf, args: &[&str]) -> MountGuard {
+    pub(crate) fn mount(device: &str, path: PathBuf, args: &[&str]) -> MountGuard {
         std::fs::create_dir_all(&path).expect("cannot create a mount point");
         let mut command = tool("mount", args);
         command.arg(device).arg(&path);
@@ -83,7 +83,7 @@ impl MountGuard {
     }
 
     /// Unmounts now; the test fails if that fails.
-    fn unmount(self) {
+    pub(crate) fn unmount(self) {
         run_ok(tool("umount", &[self.path.to_str().expect("UTF-8 path")]), TOOL_DEADLINE);
     }
 }
@@ -102,14 +102,14 @@ impl Drop for MountGuard {
 }
 
 /// A loop device, detached when dropped.
-struct LoopDevice {
-    device: String,
+pub(crate) struct LoopDevice {
+    pub(crate) device: String,
     attached: bool,
 }
 
 impl LoopDevice {
     /// `losetup --direct-io=on --find --show [-r] FILE`.
-    fn attach(file: &Path, read_only: bool) -> LoopDevice {
+    pub(crate) fn attach(file: &Path, read_only: bool) -> LoopDevice {
         let mut command = tool("losetup", &["--direct-io=on", "--find", "--show"]);
         if read_only {
             command.arg("--read-only");
@@ -129,7 +129,7 @@ impl LoopDevice {
     }
 
     /// Detaches now; the test fails if that fails.
-    fn detach(mut self) {
+    pub(crate) fn detach(mut self) {
         self.attached = false;
         run_ok(tool("losetup", &["-d", &self.device]), TOOL_DEADLINE);
     }

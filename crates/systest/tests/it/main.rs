@@ -14,6 +14,10 @@
 //! - `fuse`: the FUSE export: ext4 on a loop device over the Primary's FUSE file reaches the
 //!   peer; a Secondary refuses its file; a busy mount at shutdown is reported and left; a
 //!   killed node's stale mount is replaced at start.
+//! - `postgres`: a real workload end to end: PostgreSQL (pgbench and the test's own client)
+//!   on ext4 over the Primary's FUSE file; SIGKILL to the Primary's node and PostgreSQL; on
+//!   the promoted peer ext4 is clean after journal replay, every id whose COMMIT returned is
+//!   in the database and pgbench's balances add up; then bonnie++ runs on that ext4.
 //! - `resync`: persistent metadata and resync: bitmap resync of exactly the missed blocks,
 //!   a killed Secondary or Primary catching up, a clean restart with no resync, the initial
 //!   full sync by `primary --force`, split brain (manual recovery, `after-sb-0pri`), and the
@@ -24,15 +28,25 @@
 //!   `TANDEM_TEST_DISK_FAULT` injection, `Spec::with_disk_faults`); `pass_on` returns EIO;
 //!   `detach`/`attach` resync a Secondary to identical data, also after its disk failed and
 //!   was repaired.
+//! - `fencing`: `fencing resource-and-stonith` freezes a Primary's writes until fence-peer
+//!   succeeds or `resume-io`; a hung handler is killed after `handler-timeout`; promotion
+//!   without the peer runs fence-peer first; `call helper`/`response helper` events.
 //! - `metrics`: the Prometheus listener (`metrics-address`): key metrics and labels, counters
 //!   that grow with writes, 404/405/400 answers, loopback for a bare port, a busy port.
+//!
+//! - `ha_netns`: multi-host scenarios with every node in its own network namespace
+//!   (failover by link cut, a majority taking over from a cut-off Primary, quorum loss and
+//!   recovery, the old Primary rejoining with and without a flush before the cut, a held
+//!   write never acknowledged by a refused connection, a diskless tiebreaker, a tbf-limited
+//!   link); the harness for them is `netns`. Needs root and iproute2 (docs/TESTING.md).
 //!
 //! The harness is in `cluster` (processes, configs, metadata, waits), `tools` (external
 //! programs with deadlines, test data) and `nbd_client` (a byte-level NBD client). Each test
 //! builds its own cluster in its own tempdir with its own ports, so tests run in parallel
 //! threads.
 //!
-//! Needs the Debian packages fio, libnbd-bin and qemu-utils; a test whose client program is
+//! Needs the Debian packages fio, libnbd-bin and qemu-utils (and nbdkit, fuse3, e2fsprogs,
+//! bonnie++ and postgresql for the tests that use them); a test whose client program is
 //! missing fails and names the package. The `tandem` binary is `TANDEM_BIN`, or built once
 //! with `cargo build -p tandem`. Set `SYSTEST_SEED` to replay a run's random data.
 
@@ -43,13 +57,17 @@ mod cluster;
 mod config_errors;
 mod diskless;
 mod failover;
+mod fencing;
 mod fuse;
+mod ha_netns;
 mod hostile;
 mod interop;
 mod link;
 mod metrics;
 mod nbd_client;
+mod netns;
 mod quorum;
+mod postgres;
 mod pull_ahead;
 mod replication;
 mod resync;

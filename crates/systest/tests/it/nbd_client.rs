@@ -145,6 +145,19 @@ impl NbdClient {
         self.read_simple_reply(cookie)
     }
 
+    /// How long to wait for each reply from now on (10 s unless changed), for writes that
+    /// are meant to wait, e.g. for quorum to return.
+    pub fn set_reply_timeout(&mut self, timeout: Duration) {
+        self.stream.set_read_timeout(Some(timeout)).expect("cannot set a read timeout");
+    }
+
+    /// Sends `NBD_CMD_FLUSH` and waits for the reply; returns the NBD errno. Under protocol
+    /// C a flush completes only once every connected peer acknowledged the writes before it.
+    pub fn flush(&mut self) -> u32 {
+        let cookie = self.send_request(3, 0, 0);
+        self.read_simple_reply(cookie)
+    }
+
     /// Reads `length` bytes at `offset`; panics on an error reply.
     pub fn read(&mut self, offset: u64, length: u32) -> Vec<u8> {
         let cookie = self.send_request(0, offset, length);

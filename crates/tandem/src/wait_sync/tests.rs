@@ -10,6 +10,7 @@ fn resource(disk: &str, connection: &str, replication: &str, peer_disk: &str, ou
         node_id: 0,
         role: "Secondary".into(),
         suspended: false,
+        suspend_reasons: Vec::new(),
         write_ordering: "flush".into(),
         devices: vec![DeviceStatus {
             volume: 0,

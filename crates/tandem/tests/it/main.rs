@@ -171,6 +171,7 @@ fn report() -> StatusReport {
         node_id: 0,
         role: "Primary".to_string(),
         suspended: false,
+        suspend_reasons: Vec::new(),
         write_ordering: "flush".to_string(),
         devices: vec![device],
         connections: vec![connection],
