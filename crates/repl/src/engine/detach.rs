@@ -86,6 +86,25 @@ impl<P: Clone> Engine<P> {
             .min()
     }
 
+    /// Where a read of `extent` of `vslot` goes: a connected UpToDate peer for which we keep
+    /// no out-of-sync bit in the range (a peer that missed a write while away, or failed
+    /// it, may hold older data there even though it says UpToDate: with three nodes it may
+    /// have been Established with us again without a resync). The lowest node id.
+    fn read_source_for(&self, vslot: usize, extent: Extent) -> Option<usize> {
+        let clean = |bitmap: &meta::Bitmap| {
+            let granularity = u64::from(bitmap.granularity_bytes());
+            let first = extent.offset / granularity;
+            let last = extent.end().saturating_sub(1) / granularity;
+            bitmap.next_set(first).is_none_or(|block| block > last)
+        };
+        (0..self.peers.len())
+            .filter(|&slot| {
+                let p = &self.peers[slot];
+                p.connection == ConnState::Connected && p.disks[vslot] == DiskState::UpToDate && clean(&p.bitmaps[vslot])
+            })
+            .min_by_key(|&slot| self.peers[slot].config.node_id)
+    }
+
     /// `detach`: the administrator takes every volume's disk away. A Primary needs a
     /// connected UpToDate peer for every volume; refused while a handshake, resync or verify
     /// runs with a connected peer.
@@ -201,11 +220,14 @@ impl<P: Clone> Engine<P> {
         Some(if write.written_on != 0 { Ok(()) } else { Err(IoError::Io) })
     }
 
-    /// A client read of a Diskless `volume`: asks an UpToDate peer for the range; answered
-    /// with exactly one [`Action::ReadDone`] (EIO at once if no such peer is connected).
+    /// A client read of a Diskless `volume`: asks an UpToDate peer that has every block of the
+    /// range for it; answered with exactly one [`Action::ReadDone`] (EIO at once if no such
+    /// peer is connected, or the range is beyond the volume).
     pub fn read_through_peer(&mut self, request: RequestId, volume: u16, offset: u64, length: u64, out: &mut Vec<Action<P>>) {
-        let source = self.read_source(volume).and_then(|peer| self.peer_slot(peer));
-        let (Some(slot), Some(extent)) = (source, Extent::new(offset, length)) else {
+        let vslot = self.volume_slot(volume);
+        let extent = Extent::new(offset, length).filter(|e| vslot.is_some_and(|v| e.end() <= self.volumes[v].size_bytes));
+        let source = vslot.zip(extent).and_then(|(vslot, extent)| self.read_source_for(vslot, extent));
+        let (Some(slot), Some(extent)) = (source, extent) else {
             out.push(Action::ReadDone { request, result: Err(IoError::Io) });
             return;
         };

@@ -282,3 +282,26 @@ fn a_diskless_flush_needs_a_peers_barrier_ack() {
     while pair.run_local(A) {}
     assert_eq!(result_of(&pair, 3), Some(Err(IoError::Io)), "no peer: nothing is durable");
 }
+
+/// A peer that missed a write of a Diskless Primary (it was away, the write failed) is not
+/// asked for those blocks even once it is back and says UpToDate; other blocks still are.
+#[test]
+fn reads_avoid_blocks_a_peer_missed() {
+    let mut pair = Pair::new(Protocol::C);
+    let mut out = Vec::new();
+    pair.nodes[A].detach(pair.now, &mut out).expect("B is UpToDate");
+    pair.route(A, out);
+    pair.deliver_all();
+    pair.disconnect();
+    pair.write(1, 0, 7, 4096);
+    while pair.run_local(A) {}
+    assert_eq!(result_of(&pair, 1), Some(Err(IoError::Io)), "on no disk");
+    pair.connect();
+    pair.deliver_all();
+    let mut out = Vec::new();
+    pair.nodes[A].read_through_peer(10, 0, 0, 4096, &mut out);
+    pair.nodes[A].read_through_peer(11, 0, 8192, 4096, &mut out);
+    pair.route(A, out);
+    pair.deliver_all();
+    assert_eq!(pair.reads_done, vec![(10, Err(IoError::Io)), (11, Ok(vec![0; 4096]))]);
+}
