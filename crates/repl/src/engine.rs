@@ -507,7 +507,10 @@ impl<P: Clone> Engine<P> {
         // A peer going Ahead counts as absent for this write already.
         self.check_congestion(now, volume, extent.length, out);
         let vslot = self.volume_slot(volume).unwrap_or(0);
-        let meta_version = self.new_generation_if_needed(vslot, out);
+        // A Diskless volume that reaches no peer writes nothing anywhere (the write fails):
+        // no new generation, so a peer that comes back is not taken for stale.
+        let reaches_nobody = self.volumes[vslot].disk == DiskState::Diskless && !self.peers.iter().any(replicates_to);
+        let meta_version = if reaches_nobody { 0 } else { self.new_generation_if_needed(vslot, out) };
         assert!(!self.resync_busy(volume, &extent), "a client write overlaps a resync read or its unconfirmed reply");
         self.verify_note_write(volume, extent);
         let seq = self.next_seq;

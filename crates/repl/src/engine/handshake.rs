@@ -184,6 +184,7 @@ impl<P: Clone> Engine<P> {
         self.peers[slot].bitmap_free[vslot] = peer.disk == DiskState::Diskless && peer.size_bytes == 0;
         if sent.disk == DiskState::Diskless || peer.disk == DiskState::Diskless {
             self.establish_diskless(slot, vslot, out);
+            self.outdate_behind_diskless_primary(vslot, sent, peer, out);
             return;
         }
         let nodes = self.nodes(slot);
@@ -320,6 +321,21 @@ impl<P: Clone> Engine<P> {
             self.meta_changed(vslot, out);
         }
         out.push(Action::StateChanged);
+    }
+
+    /// A Diskless Primary holds no data to resync us from, so a generation of its that we do
+    /// not have means we missed writes it made through other peers while we were away: this
+    /// disk is Outdated until a resync from one of them (its reads avoid us meanwhile).
+    fn outdate_behind_diskless_primary(&mut self, vslot: usize, sent: &SentUuids, peer: &UuidsMessage, out: &mut Vec<Action<P>>) {
+        let base = |uuid: u64| uuid & !crate::uuid::UUID_PRIMARY;
+        let behind = peer.role == Role::Primary
+            && peer.disk == DiskState::Diskless
+            && sent.disk == DiskState::UpToDate
+            && base(peer.ids.current) != base(sent.ids.current);
+        if behind && self.volumes[vslot].disk == DiskState::UpToDate {
+            self.volumes[vslot].disk = DiskState::Outdated;
+            self.meta_changed(vslot, out);
+        }
     }
 
     fn start_source(

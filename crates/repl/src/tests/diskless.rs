@@ -305,3 +305,50 @@ fn reads_avoid_blocks_a_peer_missed() {
     pair.deliver_all();
     assert_eq!(pair.reads_done, vec![(10, Err(IoError::Io)), (11, Ok(vec![0; 4096]))]);
 }
+
+/// Two nodes, the Diskless Primary's peer away for a moment: the writes meanwhile failed
+/// (on no disk), no new generation was made, so the peer comes back UpToDate and serves
+/// reads again.
+#[test]
+fn a_peer_back_after_a_blip_of_a_diskless_primary_stays_up_to_date() {
+    let mut pair = Pair::new(Protocol::C);
+    let mut out = Vec::new();
+    pair.nodes[A].detach(pair.now, &mut out).expect("B is UpToDate");
+    pair.route(A, out);
+    pair.deliver_all();
+    pair.disconnect();
+    pair.write(1, 0, 7, 4096);
+    while pair.run_local(A) {}
+    assert_eq!(result_of(&pair, 1), Some(Err(IoError::Io)));
+    pair.connect();
+    pair.deliver_all();
+    assert_eq!(pair.nodes[B].status().volumes[0].disk, DiskState::UpToDate);
+    assert_eq!(pair.nodes[A].read_source(0), Some(1));
+}
+
+/// A Diskless Primary whose generation the returning peer lacks (it wrote through others
+/// meanwhile): the peer marks itself Outdated, and no read goes to it.
+#[test]
+fn a_peer_behind_a_diskless_primary_outdates_itself() {
+    let a = engine(0, 1, Protocol::C);
+    let mut behind = synced_volume();
+    behind.ids.current = SYNCED_UUID + 0x100;
+    let b = engine_with(1, peer_config(0, Protocol::C), behind);
+    let mut pair = Pair::unconnected([a, b]);
+    let mut out = Vec::new();
+    pair.nodes[A].promote(false, &mut out).expect("promote alone");
+    pair.route(A, out);
+    pair.nodes[A].set_on_io_error(OnIoError::Detach);
+    pair.write(1, 0, 7, 4096);
+    run_local_failing_writes(&mut pair);
+    assert_eq!(pair.nodes[A].status().volumes[0].disk, DiskState::Diskless);
+    pair.connect();
+    pair.deliver_all();
+    for _ in 0..3 {
+        pair.tick(B, TICK_INTERVAL);
+        pair.deliver_all();
+    }
+    assert_eq!(pair.nodes[B].status().volumes[0].disk, DiskState::Outdated);
+    assert_eq!(pair.nodes[A].read_source(0), None, "no UpToDate source");
+    assert!(pair.disconnects.is_empty(), "{:?}", pair.disconnects);
+}
