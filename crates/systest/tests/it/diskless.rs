@@ -238,3 +238,25 @@ fn adjust_switches_on_io_error_live() {
     assert_eq!(client.read(0, 4096), vec![0xA1; 4096]);
     client.disconnect();
 }
+
+/// Three nodes, the Primary's disk failed: a Secondary that was away while the Primary wrote
+/// through the other one comes back Outdated (the Diskless Primary cannot resync it), and
+/// reads never come from it.
+#[test]
+fn a_secondary_back_behind_a_diskless_primary_is_outdated_and_not_read() {
+    let cluster = Cluster::with_primary(Spec::three_nodes('C').with_disk_faults());
+    let mut client = nbd_client::open(&cluster.nbd_socket(ALICE), RESOURCE).expect("open");
+    cluster.fail_disk(ALICE);
+    assert_eq!(client.write(0, &[0xB1; 4096]), 0);
+    cluster.wait_disk(ALICE, "Diskless", STATE_DEADLINE);
+    cluster.kill(CAROL);
+    cluster.wait_until("alice notices carol is gone", STATE_DEADLINE, || cluster.status(ALICE).connection_state("carol") != "Connected");
+    assert_eq!(client.write(0, &[0xB2; 4096]), 0, "written through bob alone");
+    cluster.start_node(CAROL);
+    cluster.wait_until("carol is back with alice", STATE_DEADLINE, || cluster.status(ALICE).connection_state("carol") == "Connected");
+    cluster.wait_disk(CAROL, "Outdated", STATE_DEADLINE);
+    for _ in 0..5 {
+        assert_eq!(client.read(0, 4096), vec![0xB2; 4096], "the newest data, from bob");
+    }
+    client.disconnect();
+}

@@ -27,7 +27,7 @@
 //!   Primary Diskless while writes and reads go on through the peer (the test-only
 //!   `TANDEM_TEST_DISK_FAULT` injection, `Spec::with_disk_faults`); `pass_on` returns EIO;
 //!   `detach`/`attach` resync a Secondary to identical data, also after its disk failed and
-//!   was repaired.
+//!   was repaired; a Secondary back behind a Diskless Primary is Outdated and never read.
 //! - `fencing`: `fencing resource-and-stonith` freezes a Primary's writes until fence-peer
 //!   succeeds or `resume-io`; a hung handler is killed after `handler-timeout`; promotion
 //!   without the peer runs fence-peer first; `call helper`/`response helper` events.
