@@ -311,6 +311,33 @@ fn resync_messages() -> Vec<(Message, u32)> {
             0,
         ),
         (
+            Message::ReadRequest(ResyncRequest {
+                id: 3,
+                volume: 0,
+                offset: 8192,
+                length: 4096,
+            }),
+            0,
+        ),
+        (
+            Message::ReadReply(ResyncReplyHeader {
+                id: 3,
+                volume: 0,
+                offset: 8192,
+            }),
+            8,
+        ),
+        (
+            Message::ReadNegReply(ResyncNegReply {
+                id: 3,
+                volume: 0,
+                offset: 8192,
+                length: 4096,
+                errno: 5,
+            }),
+            0,
+        ),
+        (
             Message::ResyncAck {
                 id: 9,
                 volume: 0,

@@ -83,6 +83,18 @@ pub enum Request {
         /// Which peer (connection name); `None` = all peers.
         peer: Option<String>,
     },
+    /// Take the backing disks away: the node goes Diskless and serves through its peers
+    /// (`tandem detach`; a Primary needs a connected UpToDate peer).
+    Detach {
+        /// Which resource; `None` = all.
+        resource: Option<String>,
+    },
+    /// Attach the backing disks again after a detach or disk failure (`tandem attach`): the
+    /// node resyncs what it missed from an UpToDate peer.
+    Attach {
+        /// Which resource; `None` = all.
+        resource: Option<String>,
+    },
     /// Start an online verify against peers (`tandem verify [--peer NAME]`): only digests
     /// cross the wire; blocks found different are marked out of sync.
     Verify {

@@ -4,7 +4,7 @@
 //! Live (through `Engine::reconfigure_peer`): protocol, max-epoch-size, max-buffers, ping-int,
 //! ping-timeout, timeout, ko-count, the resync rate options, the after-sb policies,
 //! on-congestion and its thresholds, and whether csums-alg is used; `fencing` (through
-//! `Engine::set_fencing`); on the running link:
+//! `Engine::set_fencing`); on-io-error; on the running link:
 //! sndbuf-size and async-buffer. Not yet live (reported, applied at the node's next start):
 //! rcvbuf-size, connect-int, shared secret, verify-alg/csums-alg algorithm names, handlers. Refused as a whole (nothing applied): a file that does not load, a resource or
 //! host section that is gone, peers, addresses or volumes that changed.
@@ -35,6 +35,8 @@ struct Plan {
     configs: Vec<PeerConfig>,
     /// Per peer: its new net options, for the settings of its running link.
     links: Vec<(u8, config::NetOptions)>,
+    /// A new `on-io-error`, if it changed.
+    on_io_error: Option<repl::OnIoError>,
     /// Per peer whose `fencing` changed: the new policy.
     fencing: Vec<(u8, repl::FencePolicy)>,
     report: Vec<String>,
@@ -55,6 +57,9 @@ pub(crate) fn adjust(context: &NodeContext, selected: &[Arc<Resource>]) -> Resul
             tuning.set_compression(net.async_buffer_compress);
             let sndbuf = net.sndbuf_size_bytes;
             plan.resource.set_sndbuf(*peer, sndbuf).map_err(|error| format!("{}: sndbuf-size {sndbuf}: {error}", plan.resource.name))?;
+        }
+        if let Some(policy) = plan.on_io_error {
+            plan.resource.step(|engine, _, _| engine.set_on_io_error(policy));
         }
         for (peer, policy) in plan.fencing {
             plan.resource
@@ -121,7 +126,13 @@ fn plan(config: &config::Config, resource: &Arc<Resource>, node: &str) -> Result
             report.push(format!("{}: changed but not applied until the node restarts: {}", info.name, pending.join(", ")));
         }
     }
-    Ok(Plan { resource: Arc::clone(resource), configs, links, fencing, report })
+    let running = resource.with_engine(|engine| engine.on_io_error());
+    let wanted = crate::setup::on_io_error_of(host);
+    let on_io_error = (running != wanted).then_some(wanted);
+    if on_io_error.is_some() {
+        report.push(format!("on-io-error {running:?} -> {wanted:?}"));
+    }
+    Ok(Plan { resource: Arc::clone(resource), configs, links, on_io_error, fencing, report })
 }
 
 /// `name old -> new` for the running link's settings that differ.

@@ -125,6 +125,8 @@ fn handle(request: Request, resources: &[Arc<Resource>]) -> Reply {
         Request::NewCurrentUuid { resource, clear_bitmap } => (resource, Box::new(move |r| new_current_uuid(r, clear_bitmap))),
         Request::Invalidate { resource } => (resource, Box::new(|r| r.step(|engine, _, out| engine.invalidate(out)).map_err(|e| format!("State change failed: {e}")))),
         Request::InvalidateRemote { resource, peer } => (resource, Box::new(move |r| invalidate_remote(r, peer.as_deref()))),
+        Request::Detach { resource } => (resource, Box::new(|r| r.step(|engine, now, out| engine.detach(now, out)).map_err(|e| format!("State change failed: {e}")))),
+        Request::Attach { resource } => (resource, Box::new(|r| r.attach())),
         Request::Verify { resource, peer } => (resource, Box::new(move |r| verify(r, peer.as_deref()))),
         Request::Disconnect { resource, peer } => (resource, Box::new(move |r| set_connect(r, peer.as_deref(), false))),
         Request::PauseSync { resource, peer } => (resource, Box::new(move |r| pause_sync(r, peer.as_deref(), true))),

@@ -8,6 +8,11 @@
 //! For benchmarks and tests a disk can be throttled (`disk-throttle-latency`): every data
 //! write then takes at least that long, on the I/O thread that runs it (a throttled disk's
 //! writes never run inline on a network thread).
+//!
+//! For tests only, faults can be injected (off by default): when the node runs with the
+//! environment variable [`DISK_FAULT_ENV`] naming a file, every data read, write, zero and
+//! flush of its backing disks fails with EIO while that file exists (metadata I/O is not
+//! affected). The system tests use it for `on-io-error`.
 
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{FileExt, FileTypeExt};
@@ -23,6 +28,10 @@ pub const DISK_BYTES_MIN: u64 = 1024 * 1024;
 const WRITE_PIECE_BYTES_MIN: usize = 128 * 1024;
 /// Usable sizes are rounded down to this.
 pub const DISK_ALIGN_BYTES: u64 = 4096;
+
+/// The environment variable naming the fault trigger file (tests only, see the module
+/// comment).
+pub const DISK_FAULT_ENV: &str = "TANDEM_TEST_DISK_FAULT";
 
 /// Why a backing disk could not be opened.
 #[derive(Debug, thiserror::Error)]
@@ -46,6 +55,10 @@ pub struct Disk {
     size_bytes: u64,
     /// Least time one data write takes (zero: not throttled).
     throttle: std::time::Duration,
+    /// While this file exists, data I/O fails with EIO ([`DISK_FAULT_ENV`]; tests only).
+    fault_trigger: Option<PathBuf>,
+    /// The engine detached the volume (failed or by `detach`): no more I/O goes here.
+    detached: std::sync::atomic::AtomicBool,
 }
 
 impl Disk {
@@ -61,7 +74,11 @@ impl Disk {
         if size_bytes < DISK_BYTES_MIN {
             return Err(DiskError::TooSmall { path: path.to_path_buf(), size_bytes });
         }
-        Ok(Disk { file, path: path.to_path_buf(), size_bytes, throttle: std::time::Duration::ZERO })
+        let fault_trigger = std::env::var_os(DISK_FAULT_ENV).map(PathBuf::from);
+        if let Some(trigger) = &fault_trigger {
+            tracing::warn!("{}: I/O fails while {} exists ({DISK_FAULT_ENV}, tests only)", path.display(), trigger.display());
+        }
+        Ok(Disk { file, path: path.to_path_buf(), size_bytes, throttle: std::time::Duration::ZERO, fault_trigger, detached: std::sync::atomic::AtomicBool::new(false) })
     }
 
     /// Open `path` with its usable size cut to `data_bytes` (the part before internal
@@ -93,6 +110,16 @@ impl Disk {
         }
     }
 
+    /// Marks the disk detached (`repl::Action::Detached`): reads go to a peer, flushes skip it.
+    pub fn set_detached(&self, detached: bool) {
+        self.detached.store(detached, std::sync::atomic::Ordering::Release);
+    }
+
+    /// Whether the engine detached this disk.
+    pub fn is_detached(&self) -> bool {
+        self.detached.load(std::sync::atomic::Ordering::Acquire)
+    }
+
     /// Usable size in bytes.
     pub fn size_bytes(&self) -> u64 {
         self.size_bytes
@@ -103,7 +130,16 @@ impl Disk {
         &self.path
     }
 
+    /// An injected fault ([`DISK_FAULT_ENV`]), if one is on.
+    fn injected_fault(&self) -> Result<(), IoError> {
+        match &self.fault_trigger {
+            Some(trigger) if trigger.exists() => Err(IoError::Io),
+            _ => Ok(()),
+        }
+    }
+
     fn check(&self, offset: u64, length: u64) -> Result<(), IoError> {
+        self.injected_fault()?;
         match offset.checked_add(length) {
             Some(end) if end <= self.size_bytes => Ok(()),
             _ => Err(IoError::Invalid),
@@ -154,6 +190,7 @@ impl Disk {
 
     /// Make every completed write durable.
     pub fn flush(&self) -> Result<(), IoError> {
+        self.injected_fault()?;
         self.file.sync_data().map_err(map_io)
     }
 

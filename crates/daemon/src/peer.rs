@@ -146,7 +146,10 @@ async fn write_message<W: AsyncWrite + Unpin>(writer: &mut W, message: &Message)
 // ----- handshake ------------------------------------------------------------------------
 
 fn hello_expect(resource: &Resource, peer: &PeerInfo) -> HelloExpect {
-    let volumes: BTreeMap<u16, u64> = resource.volumes.iter().map(|(n, d)| (*n, d.size_bytes())).collect();
+    // Every volume of the engine; a diskless one (no disk here) announces
+    // `DISKLESS_VOLUME_BYTES`, which matches any size.
+    let mut volumes: BTreeMap<u16, u64> = resource.with_engine(|engine| engine.status().volumes.iter().map(|v| (v.volume, wire::DISKLESS_VOLUME_BYTES)).collect());
+    volumes.extend(resource.volumes.iter().map(|(n, d)| (*n, d.size_bytes())));
     HelloExpect {
         version_min: PROTOCOL_VERSION,
         version_max: PROTOCOL_VERSION,
@@ -571,6 +574,11 @@ fn encode_outgoing(item: Outgoing, out: &mut Vec<u8>, compression: Option<wire::
             Message::ResyncReply(wire::ResyncReplyHeader { id, volume, offset }).encode(length, out)?;
             Ok((None, Some(Body::Payload(data))))
         }
+        Outgoing::OnData(PeerMessage::ReadReply { id, volume, offset, data, .. }) => {
+            let length = u32::try_from(data.data.len()).map_err(|_| LinkError::Protocol("read reply too long".into()))?;
+            Message::ReadReply(wire::ResyncReplyHeader { id, volume, offset }).encode(length, out)?;
+            Ok((None, Some(Body::Payload(data))))
+        }
         Outgoing::OnData(message) => match sync_to_wire(message)? {
             Some(message) => {
                 message.encode(0, out)?;
@@ -762,6 +770,14 @@ impl Frames<'_> {
             reader.read_exact(&mut buf).await?;
             let data = Payload { data: Incoming::complete(buf), _permit: Some(Arc::new(permit)) };
             Ok((PeerMessage::ResyncReply { id: h.id, volume: h.volume, offset: h.offset, length: u64::from(length), data }, None))
+        }
+        Message::ReadReply(h) => {
+            let length = header.payload_len();
+            let permit = self.permit(length, batch).await?;
+            let mut buf = resource.pool.take(length as usize).ok_or_else(|| LinkError::Protocol("payload too large".into()))?;
+            reader.read_exact(&mut buf).await?;
+            let data = Payload { data: Incoming::complete(buf), _permit: Some(Arc::new(permit)) };
+            Ok((PeerMessage::ReadReply { id: h.id, volume: h.volume, offset: h.offset, length: u64::from(length), data }, None))
         }
         Message::Trim(h) => Ok((range_op(h, false), None)),
         Message::WriteZeroes(h) => Ok((range_op(h, true), None)),

@@ -398,12 +398,34 @@ impl Resource {
                     let _ = link.control.send(Outgoing::Control(message));
                 }
             }
+            Action::Detached { volume, failed, call_handler } => {
+                if let Some(disk) = self.disk(volume) {
+                    disk.set_detached(true);
+                }
+                if failed {
+                    tracing::error!(resource = %self.name, volume, "local disk I/O error: detached, Diskless; I/O goes through the peers (on-io-error)");
+                } else {
+                    tracing::info!(resource = %self.name, volume, "detached: Diskless");
+                }
+                if call_handler {
+                    let event = self.handler_event(Some(volume), None, None);
+                    handlers::run(&self.handlers, "local-io-error", &event);
+                }
+            }
             Action::Disconnect { peer, state, reason } => {
                 if let Some(link) = core.links.remove(&peer) {
                     tracing::warn!(resource = %self.name, peer = %self.peer_name(peer), "dropping connection ({state}): {reason}");
                     let _ = link.data.send(Outgoing::Close { reason: reason.clone() });
                     let _ = link.control.send(Outgoing::Close { reason });
                     let _ = link.kill.send(crate::peer::Stop::Drain);
+                }
+            }
+            Action::ReadDone { request, result } => {
+                if let Some(completion) = core.completions.remove(&request) {
+                    match result.and_then(|payload| payload.data.as_complete().map(bytes::Bytes::copy_from_slice).ok_or(IoError::Io)) {
+                        Ok(data) => completion.read_data(data),
+                        Err(error) => completion.error(crate::export::errno_of(error)),
+                    }
                 }
             }
             Action::Complete { request, result } => {
@@ -608,6 +630,10 @@ impl Resource {
 
     fn disk_op(&self, volume: u16, op: DiskOp<Payload>) -> Result<(), IoError> {
         let disk = self.disk(volume).ok_or(IoError::Invalid)?;
+        if disk.is_detached() {
+            // A write that raced with the detach: refused, so the peer marks it for us.
+            return Err(IoError::Io);
+        }
         match op {
             DiskOp::Write { offset, data, fua, .. } => disk.write_incoming(offset, &data.data, fua),
             DiskOp::Trim { offset, length, fua } => disk.zero(offset, length, true, fua),
@@ -660,6 +686,11 @@ impl Resource {
         let mut waits = Vec::new();
         self.step_core(|core, _, _| {
             for (volume, _) in &self.metas {
+                if core.engine.is_diskless(*volume) {
+                    // Detached: its metadata stays as it was (the next attach or start
+                    // handshakes from it); dirty pages wait in the engine.
+                    continue;
+                }
                 let pages = self.peers.iter().map(|peer| (peer.node_id, core.engine.take_dirty_bitmap_pages(*volume, peer.node_id))).collect();
                 let meta = if with_meta { core.engine.meta(*volume).map(Box::new) } else { None };
                 let job = MetaJob::Persist { pages, meta };
@@ -734,7 +765,7 @@ impl Resource {
     }
 
     fn flush_all(&self) -> Result<(), IoError> {
-        self.volumes.iter().try_for_each(|(_, disk)| disk.flush())
+        self.volumes.iter().filter(|(_, disk)| !disk.is_detached()).try_for_each(|(_, disk)| disk.flush())
     }
 
     /// Submit a client request: its completion waits in `completions` until the engine
@@ -748,7 +779,13 @@ impl Resource {
     }
 
     /// Read from the local disk (client reads are served locally; the Primary is UpToDate).
+    /// A detached disk's reads go to an UpToDate peer; a read that fails with a disk error
+    /// detaches the disk under `on-io-error detach` and is then retried through the peer.
     pub(crate) fn read(self: &Arc<Self>, volume: u16, offset: u64, length: u32, completion: Completion) {
+        if self.disk(volume).is_some_and(|disk| disk.is_detached()) {
+            self.read_through_peer(volume, offset, length, completion);
+            return;
+        }
         let resource = Arc::clone(self);
         self.io.run(Box::new(move || {
             let Some(mut buf) = resource.pool.take(length as usize) else {
@@ -758,9 +795,52 @@ impl Resource {
             let result = resource.disk(volume).ok_or(IoError::Invalid).and_then(|d| d.read(offset, &mut buf));
             match result {
                 Ok(()) => completion.read_data(buf.freeze()),
+                Err(IoError::Io) if resource.step(|engine, now, out| engine.local_read_failed(now, volume, out)) => {
+                    tracing::warn!(resource = %resource.name, volume, offset, length, "local read failed: read through a peer");
+                    resource.read_through_peer(volume, offset, length, completion);
+                }
                 Err(error) => completion.error(crate::export::errno_of(error)),
             }
         }));
+    }
+
+    /// `attach`: every Diskless volume that has a backing disk shows Attaching, is checked
+    /// with a read, and is attached again (then resyncs from its peers) or stays Diskless.
+    /// A `disk none;` volume cannot be attached.
+    pub(crate) fn attach(self: &Arc<Self>) -> Result<(), String> {
+        let numbers: Vec<u16> = self.with_engine(|engine| engine.status().volumes.iter().map(|v| v.volume).collect());
+        let mut attached = 0;
+        for volume in numbers {
+            if !self.with_engine(|engine| engine.is_diskless(volume)) {
+                continue;
+            }
+            let Some(disk) = self.disk(volume).map(Arc::clone) else {
+                return Err(format!("volume {volume} is configured without a disk (disk none;)"));
+            };
+            self.step(|engine, _, out| engine.begin_attach(volume, out)).map_err(|e| format!("State change failed: {e}"))?;
+            let mut probe = vec![0; 4096];
+            let usable = disk.read(0, &mut probe).and_then(|()| disk.flush());
+            if usable.is_ok() {
+                disk.set_detached(false);
+            }
+            self.step(|engine, now, out| engine.finish_attach(now, volume, usable.is_ok(), out));
+            usable.map_err(|error| format!("volume {volume}: the disk still fails ({error}); Diskless"))?;
+            tracing::info!(resource = %self.name, volume, "attached; resyncing what it missed from the peers");
+            attached += 1;
+        }
+        if attached == 0 {
+            return Err("no volume is Diskless; nothing to attach".into());
+        }
+        Ok(())
+    }
+
+    /// A client read of a Diskless volume, sent to a peer by the engine.
+    fn read_through_peer(self: &Arc<Self>, volume: u16, offset: u64, length: u32, completion: Completion) {
+        let request: RequestId = self.next_request.fetch_add(1, Ordering::Relaxed);
+        self.step_core(|core, _, out| {
+            core.completions.insert(request, completion);
+            core.engine.read_through_peer(request, volume, offset, u64::from(length), out);
+        });
     }
 
     pub(crate) fn peer_name(&self, node_id: u8) -> String {

@@ -37,6 +37,7 @@ pub(crate) const ACTIVE_OPTIONS: &[&str] = &[
     "srm-max-epoch-size-min", "srm-max-epoch-size-max", "srm-resync-share", "auto-promote",
     "before-resync-target", "after-resync-target", "before-resync-source", "disk-flushes",
     "on-congestion", "congestion-fill", "congestion-extents", "async-buffer", "async-buffer-compress", "tls",
+    "on-io-error", "local-io-error",
     "fencing", "fence-peer", "unfence-peer", "handler-timeout",
 ];
 
@@ -164,7 +165,10 @@ fn build_resource(resource: &config::Resource, host: &config::Host, pool: &Arc<B
     let mut volume_configs = Vec::new();
     for volume in &host.volumes {
         let Some(path) = &volume.disk else {
-            return Err(setup_error(format!("volume {}: diskless nodes are not supported yet", volume.number)));
+            // `disk none;`: no backing file and no metadata; the node connects, votes for
+            // quorum and stores nothing (a tiebreaker).
+            volume_configs.push(diskless_volume(volume.number));
+            continue;
         };
         let volume_error = |error: MetadataError| setup_error(format!("volume {}: {error}", volume.number));
         let spec = MetaSpec { disk: path.clone(), meta_disk: volume.meta_disk.clone(), node_id: host.node_id, peers: peer_ids.clone(), al_extents: volume.disk_options.al_extents };
@@ -192,8 +196,26 @@ fn build_resource(resource: &config::Resource, host: &config::Host, pool: &Arc<B
     let built = Resource::new(parts).map_err(|error| setup_error(format!("cannot start I/O threads: {error}")))?;
     let quorum = quorum_config(&resource.options);
     built.step(|engine, now, out| engine.set_quorum(now, quorum, out));
+    let on_io_error = on_io_error_of(host);
+    built.step(|engine, _, _| engine.set_on_io_error(on_io_error));
     apply_fencing(&built, &resource.handlers);
     Ok(built)
+}
+
+/// The engine's `on-io-error` (one per resource in tandem): the first volume's setting, or
+/// DRBD's default, `detach`.
+pub(crate) fn on_io_error_of(host: &config::Host) -> repl::OnIoError {
+    let setting = host.volumes.first().map_or(config::OnIoError::Detach, |v| v.disk_options.on_io_error);
+    match setting {
+        config::OnIoError::PassOn => repl::OnIoError::PassOn,
+        config::OnIoError::Detach => repl::OnIoError::Detach,
+        config::OnIoError::CallLocalIoError => repl::OnIoError::CallLocalIoError,
+    }
+}
+
+/// A volume without a disk (`disk none;`): Diskless, no size, no bitmaps, no activity log.
+pub(crate) fn diskless_volume(number: u16) -> repl::VolumeConfig {
+    repl::VolumeConfig { disk: repl::DiskState::Diskless, ..repl::VolumeConfig::fresh(number, 0) }
 }
 
 /// Each connection's `fencing` to the engine; fencing without a `fence-peer` handler is

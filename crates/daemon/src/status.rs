@@ -19,7 +19,8 @@ pub(crate) fn resource_status(resource: &Resource) -> ResourceStatus {
             volume: v.volume,
             minor: None,
             disk: v.disk.to_string(),
-            backing_dev: resource.volumes.iter().find(|(n, _)| *n == v.volume).map_or_else(String::new, |(_, d)| d.path().display().to_string()),
+            // DRBD's `backing_dev:none` for a volume without a disk (`disk none;`).
+            backing_dev: resource.volumes.iter().find(|(n, _)| *n == v.volume).map_or_else(|| "none".to_string(), |(_, d)| d.path().display().to_string()),
             quorum,
             open,
             size_kib: v.size_bytes / KIB,

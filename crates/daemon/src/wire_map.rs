@@ -67,6 +67,12 @@ pub(crate) fn sync_to_wire(message: PeerMessage<Payload>) -> Result<Option<Messa
         PeerMessage::ResyncNegReply { id, volume, offset, length } => {
             Message::ResyncNegReply(wire::ResyncNegReply { id, volume, offset, length: length32(length)?, errno: ERRNO_IO })
         }
+        PeerMessage::ReadRequest { id, volume, offset, length } => {
+            Message::ReadRequest(wire::ResyncRequest { id, volume, offset, length: length32(length)? })
+        }
+        PeerMessage::ReadNegReply { id, volume, offset, length } => {
+            Message::ReadNegReply(wire::ResyncNegReply { id, volume, offset, length: length32(length)?, errno: ERRNO_IO })
+        }
         PeerMessage::ResyncAck { id, volume, ok } => Message::ResyncAck { id, volume, ok },
         PeerMessage::ResyncDone { volume, failed_bytes } => Message::ResyncDone { volume, failed_bytes },
         PeerMessage::CsumRequest { id, volume, offset, length, digests } => {
@@ -97,6 +103,8 @@ pub(crate) fn sync_from_wire(message: &Message) -> Result<Option<PeerMessage<Pay
         Message::BitmapChunk { volume, chunk } => PeerMessage::BitmapChunk { volume: *volume, chunk: chunk.clone() },
         Message::ResyncRequest(r) => PeerMessage::ResyncRequest { id: r.id, volume: r.volume, offset: r.offset, length: u64::from(r.length) },
         Message::ResyncNegReply(r) => PeerMessage::ResyncNegReply { id: r.id, volume: r.volume, offset: r.offset, length: u64::from(r.length) },
+        Message::ReadRequest(r) => PeerMessage::ReadRequest { id: r.id, volume: r.volume, offset: r.offset, length: u64::from(r.length) },
+        Message::ReadNegReply(r) => PeerMessage::ReadNegReply { id: r.id, volume: r.volume, offset: r.offset, length: u64::from(r.length) },
         Message::ResyncAck { id, volume, ok } => PeerMessage::ResyncAck { id: *id, volume: *volume, ok: *ok },
         Message::ResyncDone { volume, failed_bytes } => PeerMessage::ResyncDone { volume: *volume, failed_bytes: *failed_bytes },
         Message::CsumRequest(r) => PeerMessage::CsumRequest { id: r.id, volume: r.volume, offset: r.offset, length: u64::from(r.length), digests: r.digests.clone() },

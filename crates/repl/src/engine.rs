@@ -26,6 +26,7 @@
 
 mod activity_log;
 mod csums;
+mod detach;
 mod fence;
 mod handshake;
 mod ahead;
@@ -40,6 +41,7 @@ pub(crate) mod verify;
 
 pub use handshake::BITMAP_CHUNK_BYTES_MAX;
 pub use ahead::{Congestion, CongestionPolicy, AHEAD_DWELL_MIN, COOL_DOWN_MAX};
+pub use detach::OnIoError;
 pub use fence::{fence_outcome, FencePolicy};
 pub use lag::{LagBound, LagStatus};
 pub use pause::SyncPause;
@@ -190,6 +192,9 @@ struct InFlight {
     meta_version: u64,
     /// When the local write was issued (for the local write latency).
     started: Time,
+    /// Bit `slot` set: the peer in that slot wrote it (its `WriteAck`); what a Diskless
+    /// volume's write completes on (`detach.rs`).
+    written_on: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -220,6 +225,12 @@ struct FlushInFlight {
     local: Stage,
     /// Peers whose barrier ack we wait for.
     waiting_for: Vec<u8>,
+    /// A Diskless volume's data is only on the peers: every connected peer's barrier ack is
+    /// waited for (whatever the protocol), and the flush succeeds only if at least one peer
+    /// acknowledged it (`detach.rs`).
+    needs_peers: bool,
+    /// A peer acknowledged the flush's barrier.
+    acked: bool,
 }
 
 /// A write waiting for an overlapping write to complete.
@@ -283,6 +294,9 @@ struct Peer<P> {
     stats: PeerStats,
     /// Pull-ahead episodes (`ahead.rs`).
     ahead: ahead::AheadTrack,
+    /// Per volume slot: the peer has no disk of its own (`disk none;`: it announced size 0),
+    /// so no bitmap is kept for it (DRBD's `--bitmap=no`). Set and cleared by handshakes.
+    bitmap_free: Vec<bool>,
     /// `fencing` of the connection and where fencing of the peer stands (`fence.rs`).
     fence_policy: FencePolicy,
     fence: fence::FenceState,
@@ -356,6 +370,14 @@ pub struct Engine<P> {
     disks_announced: Vec<(u16, DiskState)>,
     /// Local write times since the driver last took them.
     local_stats: LocalStats,
+    /// `on-io-error` (`engine/detach.rs`).
+    on_io_error: OnIoError,
+    /// Client reads of Diskless volumes waiting for a peer, by read id (`detach.rs`).
+    forwarded_reads: BTreeMap<u64, detach::ForwardedRead>,
+    /// Reads Diskless peers asked us for, being read: (peer, their id) to the range.
+    pending_forwarded_serves: BTreeMap<(u8, u64), (u16, Extent)>,
+    /// The next read id.
+    next_read_id: u64,
 }
 
 impl<P: Clone> Engine<P> {
@@ -395,6 +417,10 @@ impl<P: Clone> Engine<P> {
             quorum_held: true,
             disks_announced: Vec::new(),
             local_stats: LocalStats::default(),
+            on_io_error: OnIoError::default(),
+            forwarded_reads: BTreeMap::new(),
+            pending_forwarded_serves: BTreeMap::new(),
+            next_read_id: 1,
         };
         engine.disks_announced = engine.disk_list();
         Ok(engine)
@@ -485,7 +511,10 @@ impl<P: Clone> Engine<P> {
         // A peer going Ahead counts as absent for this write already.
         self.check_congestion(now, volume, extent.length, out);
         let vslot = self.volume_slot(volume).unwrap_or(0);
-        let meta_version = self.new_generation_if_needed(vslot, out);
+        // A Diskless volume that reaches no peer writes nothing anywhere (the write fails):
+        // no new generation, so a peer that comes back is not taken for stale.
+        let reaches_nobody = self.volumes[vslot].disk == DiskState::Diskless && !self.peers.iter().any(replicates_to);
+        let meta_version = if reaches_nobody { 0 } else { self.new_generation_if_needed(vslot, out) };
         assert!(!self.resync_busy(volume, &extent), "a client write overlaps a resync read or its unconfirmed reply");
         self.verify_note_write(volume, extent);
         let seq = self.next_seq;
@@ -496,10 +525,15 @@ impl<P: Clone> Engine<P> {
         for peer in &mut self.peers {
             stages.push(send_to_peer(peer, now, Sent { seq, since: now, epoch: self.epoch, volume, extent }, vslot, &disk_op, out));
         }
-        let write = InFlight { request, epoch: self.epoch, volume, extent, local: Stage::Pending, peers: stages, meta_version, started: now };
+        // A Diskless volume writes nothing locally: its peers alone decide (`detach.rs`).
+        let diskless = self.volumes[vslot].disk == DiskState::Diskless;
+        let local = if diskless { Stage::Done(Err(IoError::Io)) } else { Stage::Pending };
+        let write = InFlight { request, epoch: self.epoch, volume, extent, local, peers: stages, meta_version, started: now, written_on: 0 };
         assert!(self.in_flight.insert(seq, write).is_none(), "sequence numbers are unique");
-        self.lower_pending += 1;
-        out.push(Action::LocalWrite { io: IoId::Write { seq }, volume, op: disk_op });
+        if !diskless {
+            self.lower_pending += 1;
+            out.push(Action::LocalWrite { io: IoId::Write { seq }, volume, op: disk_op });
+        }
         Some(seq)
     }
 
@@ -516,15 +550,16 @@ impl<P: Clone> Engine<P> {
     fn start_flush(&mut self, request: RequestId, out: &mut Vec<Action<P>>) {
         let epoch = self.epoch;
         self.close_epoch(true, out);
-        let waiting_for = self
+        let needs_peers = self.volumes.iter().any(|v| v.disk == DiskState::Diskless);
+        let waiting_for: Vec<u8> = self
             .peers
             .iter()
-            .filter(|p| p.connection == ConnState::Connected && p.protocol != Protocol::A)
+            .filter(|p| p.connection == ConnState::Connected && (p.protocol != Protocol::A || needs_peers) && !is_diskless(p))
             .map(|p| p.config.node_id)
             .collect();
         let seq = self.next_seq;
         self.next_seq += 1;
-        self.flushes.insert(seq, FlushInFlight { request, epoch, local: Stage::Pending, waiting_for });
+        self.flushes.insert(seq, FlushInFlight { request, epoch, local: Stage::Pending, waiting_for, needs_peers, acked: false });
         self.lower_pending += 1;
         out.push(Action::LocalFlush { io: IoId::Flush { seq } });
     }
@@ -545,8 +580,14 @@ impl<P: Clone> Engine<P> {
                 if let Some(write) = self.in_flight.get_mut(&seq) {
                     assert_eq!(write.local, Stage::Pending, "one completion per local write");
                     write.local = Stage::Done(result);
-                    let started = write.started;
+                    let (started, volume) = (write.started, write.volume);
                     self.note_local_write(now, started);
+                    if result == Err(IoError::Io) {
+                        // A disk error (not an aborted payload): under a detaching policy the volume is Diskless now, and this
+                        // write is judged by its peers.
+                        let vslot = self.volume_slot(volume).unwrap_or(0);
+                        self.local_io_failed(now, vslot, out);
+                    }
                     self.try_complete_write(now, seq, out);
                 }
             }
@@ -560,6 +601,15 @@ impl<P: Clone> Engine<P> {
             IoId::PeerWrite { peer, seq } => {
                 if let Some(slot) = self.peer_slot(peer) {
                     self.peers[slot].receiver.write_done(seq, result, out);
+                }
+                if result == Err(IoError::Io) {
+                    // A replicated write failed here on a disk error (NegAcked above): detach as for a
+                    // client write. Every volume: the engine does not track the volume of
+                    // a replicated write beyond the receiver.
+                    let failed: Vec<usize> = (0..self.volumes.len()).filter(|&v| self.volumes[v].disk != DiskState::Diskless).collect();
+                    for vslot in failed {
+                        self.local_io_failed(now, vslot, out);
+                    }
                 }
             }
             IoId::PeerGroupFlush { peer, tag } => {
@@ -577,7 +627,7 @@ impl<P: Clone> Engine<P> {
             IoId::ActivityLog { volume, seq } => self.transaction_done(now, volume, seq, result, out),
             // Answered through `local_read_done`; a driver that sends it here has nothing to
             // complete.
-            IoId::ResyncRead { .. } => {}
+            IoId::ResyncRead { .. } | IoId::ForwardedRead { .. } => {}
             // Answered through `local_digest_done`.
             IoId::VerifyRead { .. } | IoId::VerifyPeerRead { .. } | IoId::CsumRead { .. } | IoId::CsumPeerRead { .. } => {}
         }
@@ -585,16 +635,22 @@ impl<P: Clone> Engine<P> {
 
     fn try_complete_write(&mut self, now: Time, seq: u64, out: &mut Vec<Action<P>>) {
         let Some(write) = self.in_flight.get(&seq) else { return };
+        let vslot = self.volume_slot(write.volume).unwrap_or(0);
+        let diskless = self.volumes[vslot].disk == DiskState::Diskless;
+        let diskless_result = if diskless { self.diskless_write_result(write) } else { None };
+        if diskless && diskless_result.is_none() {
+            return;
+        }
         if !self.write_is_done(write) || self.quorum_verdict(Ok(())).is_none() {
             // Not done, or done but held until quorum returns (suspend-io).
             return;
         }
         let Some(write) = self.in_flight.remove(&seq) else { return };
-        let result = match write.local {
-            Stage::Done(result) => result,
-            Stage::Pending => unreachable!("write_is_done requires the local write"),
+        let result = match (diskless_result, write.local) {
+            (Some(result), _) => result,
+            (None, Stage::Done(result)) => result,
+            (None, Stage::Pending) => unreachable!("write_is_done requires the local write"),
         };
-        let vslot = self.volume_slot(write.volume).unwrap_or(0);
         let result = if write.meta_version > 0 && self.volumes[vslot].meta.failed { Err(IoError::Io) } else { result };
         let result = self.quorum_verdict(result).unwrap_or(Err(IoError::Io));
         if write.epoch == self.epoch {
@@ -657,6 +713,8 @@ impl<P: Clone> Engine<P> {
         if !flush.waiting_for.is_empty() {
             return;
         }
+        // With a Diskless volume, a flush no peer acknowledged made nothing durable.
+        let result = if flush.needs_peers && !flush.acked { Err(IoError::Io) } else { result };
         let Some(result) = self.quorum_verdict(result) else { return };
         let request = flush.request;
         self.flushes.remove(&seq);
@@ -721,6 +779,7 @@ impl<P: Clone> Engine<P> {
             drained_seqs.push(sent.seq);
         }
         p.receiver.connection_lost(out);
+        self.fail_forwarded_reads(slot, out);
         self.generation_after_loss(slot, &drained, out);
         self.settle_peer_in_flight(now, slot, out);
         for seq in drained_seqs {
@@ -814,7 +873,12 @@ impl<P: Clone> Engine<P> {
                 Ok(())
             }
             PeerMessage::RecvAck { seq } => self.acked(now, slot, seq, PeerStage::Received { since: now }, out),
-            PeerMessage::WriteAck { seq } => self.acked(now, slot, seq, PeerStage::Settled, out),
+            PeerMessage::WriteAck { seq } => {
+                if let Some(write) = self.in_flight.get_mut(&seq) {
+                    write.written_on |= 1u64 << slot.min(63);
+                }
+                self.acked(now, slot, seq, PeerStage::Settled, out)
+            }
             PeerMessage::NegAck { seq } => {
                 self.mark_out_of_sync(slot, seq);
                 self.acked(now, slot, seq, PeerStage::Settled, out)
@@ -851,6 +915,11 @@ impl<P: Clone> Engine<P> {
                 self.receive_verify_reply(now, slot, id, volume, Extent { offset, length }, outcome, out)
             }
             PeerMessage::VerifyDone { volume, oos_bytes } => self.receive_verify_done(slot, volume, oos_bytes, out),
+            PeerMessage::ReadRequest { id, volume, offset, length } => self.receive_read_request(slot, id, volume, Extent { offset, length }, out),
+            PeerMessage::ReadReply { id, volume, offset, length, data } => self.receive_read_reply(slot, id, volume, Extent { offset, length }, Ok(data), out),
+            PeerMessage::ReadNegReply { id, volume, offset, length } => {
+                self.receive_read_reply(slot, id, volume, Extent { offset, length }, Err(IoError::Io), out)
+            }
         }
     }
 
@@ -861,13 +930,18 @@ impl<P: Clone> Engine<P> {
         }
         let vslot = self.volume_slot(volume).ok_or_else(|| format!("write to unknown volume {volume}"))?;
         let length = disk_op_length(&op);
-        let extent = Extent::new(offset, length).filter(|e| e.end() <= self.volumes[vslot].size_bytes);
+        // A diskless volume has no size of its own: the write fails on the missing disk and
+        // is NegAcked (a Primary sends writes before the handshake told it we are diskless).
+        let diskless = self.volumes[vslot].disk == DiskState::Diskless;
+        let extent = Extent::new(offset, length).filter(|e| diskless || e.end() <= self.volumes[vslot].size_bytes);
         if extent.is_none() {
             return Err(format!("write beyond the end of volume {volume}: offset {offset} length {length}"));
         }
         let Some(extent) = extent else { return Ok(()) };
-        self.verify_note_write(volume, extent);
-        self.mark_for_absent_peers(slot, vslot, extent);
+        if !diskless {
+            self.verify_note_write(volume, extent);
+            self.mark_for_absent_peers(slot, vslot, extent);
+        }
         // Counted on receipt: a received write is always written (or NegAcked) in order.
         self.volumes[vslot].written_bytes += length;
         let p = &mut self.peers[slot];
@@ -915,7 +989,9 @@ impl<P: Clone> Engine<P> {
         });
         if let Some((volume, extent)) = found {
             let vslot = self.volume_slot(volume).unwrap_or(0);
-            mark(&mut self.peers[slot].bitmaps[vslot], extent);
+            if !self.peers[slot].bitmap_free[vslot] {
+                mark(&mut self.peers[slot].bitmaps[vslot], extent);
+            }
         }
     }
 
@@ -929,6 +1005,7 @@ impl<P: Clone> Engine<P> {
         let ready: Vec<u64> = self.flushes.iter().filter(|(_, f)| f.epoch <= epoch).map(|(&s, _)| s).collect();
         for seq in ready {
             if let Some(flush) = self.flushes.get_mut(&seq) {
+                flush.acked |= flush.waiting_for.contains(&peer);
                 flush.waiting_for.retain(|&p| p != peer);
             }
             self.try_complete_flush(seq, out);
@@ -1206,8 +1283,16 @@ impl<P: Clone> Engine<P> {
 
 /// Whether a write goes to this peer now: connected (its handshake identifiers precede the
 /// write on the data socket), not Primary itself, and not left behind by pull-ahead.
+/// A peer whose every volume is Diskless (a tiebreaker, or detached) stores nothing: it is
+/// left behind like an absent peer (its blocks are marked out of sync for it, so a later
+/// attach resyncs them).
 fn replicates_to<P>(peer: &Peer<P>) -> bool {
-    peer.connection == ConnState::Connected && peer.role != Role::Primary && !peer.ahead.is_ahead()
+    peer.connection == ConnState::Connected && peer.role != Role::Primary && !peer.ahead.is_ahead() && !is_diskless(peer)
+}
+
+/// The peer announced that it has no disk for any volume (`disk none;`, or detached).
+fn is_diskless<P>(peer: &Peer<P>) -> bool {
+    !peer.disks.is_empty() && peer.disks.iter().all(|d| *d == DiskState::Diskless)
 }
 
 /// Marks `extent` out of sync in `bitmap`. The extent was checked against the volume, whose
@@ -1271,6 +1356,7 @@ fn new_peer<P: Clone>(local: NodeId, config: &PeerConfig, volumes: &[VolumeConfi
         stale_ack: None,
         stats: PeerStats::default(),
         ahead: ahead::AheadTrack::default(),
+        bitmap_free: vec![false; count],
         fence_policy: FencePolicy::default(),
         fence: fence::FenceState::default(),
     })
@@ -1303,8 +1389,10 @@ fn attach_volume<P>(vslot: usize, config: VolumeConfig, peers: &mut [Peer<P>]) -
 
 /// Send one write to one peer if it is connected; otherwise mark its blocks out of sync.
 fn send_to_peer<P: Clone>(peer: &mut Peer<P>, now: Time, sent: Sent, vslot: usize, op: &DiskOp<P>, out: &mut Vec<Action<P>>) -> PeerStage {
-    if !replicates_to(peer) {
-        mark(&mut peer.bitmaps[vslot], sent.extent);
+    if !replicates_to(peer) || peer.disks[vslot] == DiskState::Diskless {
+        if !peer.bitmap_free[vslot] {
+            mark(&mut peer.bitmaps[vslot], sent.extent);
+        }
         return PeerStage::Skipped;
     }
     peer.sent_bytes[vslot] += sent.extent.length;

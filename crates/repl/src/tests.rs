@@ -14,6 +14,7 @@ const B: usize = 1;
 mod activity_log;
 mod ahead;
 mod csums;
+mod diskless;
 mod fence;
 mod lag;
 mod pause;
@@ -83,6 +84,8 @@ struct Pair {
     al_written: Vec<(usize, AlRecord)>,
     /// `VerifyFound` and `VerifyFinished` actions, with the node that produced them.
     verify_events: Vec<(usize, Action<Vec<u8>>)>,
+    /// Client reads of a Diskless volume answered (`ReadDone`).
+    reads_done: Vec<(RequestId, Result<Vec<u8>, IoError>)>,
     /// `FencePeer` actions: (the node that asked, the peer to fence).
     fence_calls: Vec<(usize, u8)>,
 }
@@ -119,6 +122,7 @@ impl Pair {
             resync_requested_bytes: [0, 0],
             al_written: Vec::new(),
             verify_events: Vec::new(),
+            reads_done: Vec::new(),
             fence_calls: Vec::new(),
         }
     }
@@ -177,7 +181,8 @@ impl Pair {
                 Action::SendControl { message, .. } => self.links[to].push_back((Kind::Control, message)),
                 Action::Complete { request, result } => self.completed.push((request, result)),
                 Action::Disconnect { state, .. } => self.disconnects.push((from, state)),
-                Action::StateChanged => {}
+                Action::StateChanged | Action::Detached { .. } => {}
+                Action::ReadDone { request, result } => self.reads_done.push((request, result)),
                 Action::LocalDigest { .. } => self.local[from].push_back(action),
                 Action::VerifyFound { .. } | Action::VerifyFinished { .. } => self.verify_events.push((from, action)),
                 Action::FencePeer { peer } => self.fence_calls.push((from, peer)),
@@ -207,7 +212,13 @@ impl Pair {
         let io = match action {
             Action::LocalWrite { io, op: DiskOp::Write { offset, data, .. }, .. } => {
                 let start = offset as usize;
-                self.disks[node][start..start + data.len()].copy_from_slice(&data);
+                let Some(target) = self.disks[node].get_mut(start..start + data.len()) else {
+                    // No such blocks (a diskless node): the write fails, as the driver's would.
+                    self.nodes[node].local_done(self.now, io, Err(IoError::Invalid), &mut out);
+                    self.route(node, out);
+                    return;
+                };
+                target.copy_from_slice(&data);
                 io
             }
             Action::LocalRead { io, offset, length, .. } => {

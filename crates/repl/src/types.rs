@@ -93,6 +93,9 @@ pub enum IoId {
     /// A verify target's digests of a range the peer asked for (`id` is ours, not the
     /// request's).
     VerifyPeerRead { peer: u8, id: u64 },
+    /// A read a Diskless peer asked for (`id` is the peer's), answered with
+    /// `local_read_done`.
+    ForwardedRead { peer: u8, id: u64 },
 }
 
 /// Why a local I/O failed.
@@ -150,6 +153,12 @@ pub enum PeerMessage<P> {
     ResyncReply { id: u64, volume: u16, offset: u64, length: u64, data: P },
     /// The sync source could not read the range of request `id` (data socket).
     ResyncNegReply { id: u64, volume: u16, offset: u64, length: u64 },
+    /// A Diskless node asks for `length` bytes at `offset` for its client (data socket).
+    ReadRequest { id: u64, volume: u16, offset: u64, length: u64 },
+    /// The data of read request `id` (data socket; wire: header plus payload).
+    ReadReply { id: u64, volume: u16, offset: u64, length: u64, data: P },
+    /// The range of read request `id` could not be read here (data socket).
+    ReadNegReply { id: u64, volume: u16, offset: u64, length: u64 },
     /// The sync target wrote (`ok`) or failed to write the range of reply `id` (data socket).
     ResyncAck { id: u64, volume: u16, ok: bool },
     /// The sync target has every block it lacked, except `failed_bytes` (data socket).
@@ -364,6 +373,11 @@ pub enum Action<P> {
     /// sync, `skipped_bytes` not judged (written meanwhile). Write the dirty bitmap pages; run
     /// the `out-of-sync` handler if `oos_bytes` is not 0.
     VerifyFinished { peer: u8, volume: u16, oos_bytes: u64, skipped_bytes: u64 },
+    /// Volume `volume` is Diskless now (`engine/detach.rs`): `failed` after a local I/O error
+    /// (log it), otherwise by the administrator's `detach`. Stop local data I/O on it (reads
+    /// go to [`crate::Engine::read_source`]); with `call_handler`, run the `local-io-error`
+    /// handler.
+    Detached { volume: u16, failed: bool, call_handler: bool },
     /// Run the `fence-peer` handler against `peer` (with `fencing` set, after this Primary
     /// lost it, or before a promotion without it); answer with `fence_peer_done(peer,
     /// status)` once it exited or was killed after its timeout. At most one per peer is
@@ -373,6 +387,9 @@ pub enum Action<P> {
     Disconnect { peer: u8, state: ConnState, reason: String },
     /// Answer a client request.
     Complete { request: RequestId, result: Result<(), IoError> },
+    /// Answer a client read of a Diskless volume ([`crate::Engine::read_through_peer`]) with
+    /// the data a peer sent, or an error.
+    ReadDone { request: RequestId, result: Result<P, IoError> },
     /// Something changed that status and events show.
     StateChanged,
 }
@@ -417,6 +434,16 @@ pub enum StateError {
     /// A setting given to `adjust` is out of range.
     #[error("invalid setting: {0}")]
     InvalidSetting(String),
+    /// The request needs a disk and this node has none (or it is detached).
+    #[error("this node has no disk for the resource (Diskless); attach one first")]
+    Diskless,
+    /// `attach` needs a Diskless volume.
+    #[error("the disk is {0}; only a Diskless (detached) volume can be attached")]
+    NotDetached(DiskState),
+    /// `attach` on a Primary: its disk would be a sync target under a Primary, which tandem
+    /// does not do yet.
+    #[error("attach on a Primary is not supported: demote it (the peer serves the data meanwhile) and attach on the Secondary")]
+    AttachOnPrimary,
     /// The node may lack writes a Primary acknowledged under asynchronous replication.
     #[error("this node may lack acknowledged writes (it was replicated to asynchronously and has not caught up); promote with --force to accept that")]
     PossiblyStale,

@@ -313,6 +313,10 @@ impl Sim {
                 }
                 // The simulated nodes set no `fencing`, so no fence-peer run is ever asked for.
                 Action::VerifyFound { .. } | Action::VerifyFinished { .. } | Action::FencePeer { .. } => {}
+                // The simulator never sets a detaching `on-io-error` (the engine's default is
+                // pass_on), so no volume is detached.
+                Action::Detached { volume, .. } => self.note(|| format!("node {n}: volume {volume} detached")),
+                Action::ReadDone { .. } => {}
                 Action::Disconnect { peer, state, reason } => {
                     self.note(|| format!("node {n} drops {peer} ({state}): {reason}"));
                     if let Some(conn) = self.nodes[usize::from(n)].conns.remove(&peer) {

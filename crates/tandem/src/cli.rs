@@ -177,6 +177,12 @@ pub enum SimpleVerb {
     Verify(PeerTarget),
     /// Discard this node's data: a full resync from a peer with UpToDate data replaces it.
     Invalidate(Target),
+    /// Take the backing disk away: the node goes Diskless and serves through a peer (a
+    /// Primary needs a connected UpToDate peer).
+    Detach(Target),
+    /// Attach the backing disk again (after detach or a disk failure): Attaching, then a
+    /// resync of what it missed from an UpToDate peer (on a Secondary).
+    Attach(Target),
     /// Discard a peer's data: a full resync from this node replaces it.
     InvalidateRemote(PeerTarget),
     /// Start a new generation of the data; with --clear-bitmap, connected peers take it
@@ -248,6 +254,8 @@ impl SimpleVerb {
             Self::Invalidate(target) => Request::Invalidate {
                 resource: resource_filter(&target),
             },
+            Self::Detach(target) => Request::Detach { resource: resource_filter(&target) },
+            Self::Attach(target) => Request::Attach { resource: resource_filter(&target) },
             Self::InvalidateRemote(PeerTarget { peer, target }) => Request::InvalidateRemote {
                 resource: resource_filter(&target),
                 peer,

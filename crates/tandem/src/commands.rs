@@ -101,6 +101,8 @@ fn request_kind(request: &Request) -> &'static str {
         Request::Connect { .. } => "connect",
         Request::NewCurrentUuid { .. } => "new-current-uuid",
         Request::Invalidate { .. } => "invalidate",
+        Request::Detach { .. } => "detach",
+        Request::Attach { .. } => "attach",
         Request::Verify { .. } => "verify",
         Request::InvalidateRemote { .. } => "invalidate-remote",
         Request::Disconnect { .. } => "disconnect",

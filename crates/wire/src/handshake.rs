@@ -242,7 +242,11 @@ fn negotiate_version(
     Ok(NegotiatedVersion { version: high })
 }
 
-/// Requires the same volume numbers on both sides, each with the same size.
+/// The size a diskless volume announces in its Hello: it matches any size.
+pub const DISKLESS_VOLUME_BYTES: u64 = 0;
+
+/// Requires the same volume numbers on both sides, each with the same size (unless one side
+/// is diskless, [`DISKLESS_VOLUME_BYTES`]).
 fn check_volumes(ours: &BTreeMap<u16, u64>, theirs: &[VolumeInfo]) -> Result<(), HandshakeError> {
     let mut theirs_by_number = BTreeMap::new();
     for volume in theirs {
@@ -276,7 +280,9 @@ fn check_volumes(ours: &BTreeMap<u16, u64>, theirs: &[VolumeInfo]) -> Result<(),
         ours.iter().zip(&theirs_by_number)
     {
         assert_eq!(volume, theirs_volume);
-        if theirs_bytes != ours_bytes {
+        // A diskless side (`disk none;`) announces size 0: it has no size of its own.
+        let diskless = theirs_bytes == DISKLESS_VOLUME_BYTES || ours_bytes == DISKLESS_VOLUME_BYTES;
+        if theirs_bytes != ours_bytes && !diskless {
             return Err(HandshakeError::VolumeSizeMismatch {
                 volume,
                 ours_bytes,

@@ -4,7 +4,7 @@
 //! - every kind number is nonzero and appears once in [`Kind::ALL`];
 //! - every kind's `body_len_min <= body_len_max <= BODY_LEN_MAX`;
 //! - every kind's message part (the body minus any data payload) fits in [`MESSAGE_LEN_MAX`];
-//! - exactly the payload kinds (`Data`, `ResyncReply`) have a fixed message part, so the
+//! - exactly the payload kinds (`Data`, `ResyncReply`, `ReadReply`) have a fixed message part, so the
 //!   payload length is `body_len` minus that part.
 
 use crate::{widen, SocketKind, WireError, BODY_LEN_MAX};
@@ -149,11 +149,20 @@ pub enum Kind {
     SyncUuids = 0x0400,
     /// Data socket: one RLE chunk of the sender's out-of-sync bitmap for one volume.
     BitmapChunk = 0x0401,
+    /// Data socket (a Diskless node to an UpToDate peer): read this range of your disk for
+    /// my client (the body of a `ResyncRequest`).
+    ReadRequest = 0x0500,
+    /// Data socket: the range of a `ReadRequest`, followed by its payload (the header of a
+    /// `ResyncReply`).
+    ReadReply = 0x0501,
+    /// Data socket: the range of a `ReadRequest` could not be read (the body of a
+    /// `ResyncNegReply`).
+    ReadNegReply = 0x0502,
 }
 
 impl Kind {
     /// Every kind, in kind-number order.
-    pub const ALL: [Kind; 31] = [
+    pub const ALL: [Kind; 34] = [
         Kind::Hello,
         Kind::AuthResponse,
         Kind::AuthResult,
@@ -185,6 +194,9 @@ impl Kind {
         Kind::VerifyDone,
         Kind::SyncUuids,
         Kind::BitmapChunk,
+        Kind::ReadRequest,
+        Kind::ReadReply,
+        Kind::ReadNegReply,
     ];
 
     /// The kind number carried in the frame header.
@@ -230,7 +242,10 @@ impl Kind {
             | Kind::VerifyReply
             | Kind::VerifyDone
             | Kind::SyncUuids
-            | Kind::BitmapChunk => matches!(socket, SocketKind::Data),
+            | Kind::BitmapChunk
+            | Kind::ReadRequest
+            | Kind::ReadReply
+            | Kind::ReadNegReply => matches!(socket, SocketKind::Data),
             Kind::Ping
             | Kind::PingAck
             | Kind::RecvAck
@@ -246,14 +261,14 @@ impl Kind {
 
     /// Whether frames of this kind carry a payload after the message part.
     pub const fn has_payload(self) -> bool {
-        matches!(self, Kind::Data | Kind::ResyncReply)
+        matches!(self, Kind::Data | Kind::ResyncReply | Kind::ReadReply)
     }
 
     /// The fixed message part of a payload kind (in the type of `body_len`); 0 for the others.
     pub(crate) const fn payload_header_len(self) -> u32 {
         match self {
             Kind::Data => DATA_HEADER_LEN_U32,
-            Kind::ResyncReply => RESYNC_REPLY_HEADER_LEN_U32,
+            Kind::ResyncReply | Kind::ReadReply => RESYNC_REPLY_HEADER_LEN_U32,
             _ => 0,
         }
     }
@@ -278,7 +293,7 @@ impl Kind {
             Kind::PeerState => PEER_STATE_LEN_MAX,
             Kind::Refuse | Kind::Disconnect => REASON_LEN_MAX,
             Kind::Data => DATA_HEADER_LEN + widen(DATA_PAYLOAD_LEN_MAX),
-            Kind::ResyncReply => RESYNC_REPLY_HEADER_LEN + widen(DATA_PAYLOAD_LEN_MAX),
+            Kind::ResyncReply | Kind::ReadReply => RESYNC_REPLY_HEADER_LEN + widen(DATA_PAYLOAD_LEN_MAX),
             Kind::BitmapChunk => 2 + BITMAP_CHUNK_LEN_MAX,
             Kind::VerifyReply | Kind::CsumRequest => MESSAGE_LEN_MAX,
             _ => self.body_len_fixed(),
@@ -309,9 +324,9 @@ impl Kind {
             Kind::Hello => HELLO_LEN_MIN,
             Kind::PeerState => PEER_STATE_LEN_MIN,
             Kind::Refuse | Kind::Disconnect => STRING_PREFIX_LEN,
-            Kind::ResyncRequest => RESYNC_REQUEST_LEN,
-            Kind::ResyncReply => RESYNC_REPLY_HEADER_LEN,
-            Kind::ResyncNegReply => RESYNC_NEG_REPLY_LEN,
+            Kind::ResyncRequest | Kind::ReadRequest => RESYNC_REQUEST_LEN,
+            Kind::ResyncReply | Kind::ReadReply => RESYNC_REPLY_HEADER_LEN,
+            Kind::ResyncNegReply | Kind::ReadNegReply => RESYNC_NEG_REPLY_LEN,
             Kind::ResyncAck => RESYNC_ACK_LEN,
             Kind::ResyncDone => RESYNC_DONE_LEN,
             Kind::CsumRequest => CSUM_REQUEST_HEADER_LEN + 1,

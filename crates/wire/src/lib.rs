@@ -73,6 +73,9 @@
 //! | `0x0310` | `VerifyRequest`| data    | `id: u64, volume: u16, offset: u64, length: u32`          |
 //! | `0x0311` | `VerifyReply`  | data    | `id: u64, volume: u16, offset: u64, length: u32, status: u8`, then the digests |
 //! | `0x0312` | `VerifyDone`   | data    | `volume: u16, oos_bytes: u64`                             |
+//! | `0x0500` | `ReadRequest`  | data    | as `ResyncRequest` (a Diskless node's client read)        |
+//! | `0x0501` | `ReadReply`    | data    | as `ResyncReply`, then the payload                        |
+//! | `0x0502` | `ReadNegReply` | data    | as `ResyncNegReply`                                       |
 //! | `0x0400` | `SyncUuids`    | data    | [`SyncUuids`] ([`SYNC_UUIDS_LEN`] bytes)                  |
 //! | `0x0401` | `BitmapChunk`  | data    | `volume: u16`, then 1..=[`BITMAP_CHUNK_LEN_MAX`] RLE bytes |
 //!
@@ -129,7 +132,7 @@ pub use error::WireError;
 pub use frame::{decode_frame, Frame, FrameHeader, BODY_LEN_MAX, FRAME_HEADER_LEN, FRAME_MAGIC};
 pub use handshake::{
     auth_mac_input, check_hello, truncate_text, HandshakeError, HelloExpect, HelloNonces,
-    NegotiatedVersion, AUTH_DOMAIN,
+    NegotiatedVersion, AUTH_DOMAIN, DISKLESS_VOLUME_BYTES,
 };
 pub use kind::{
     Kind, BITMAP_CHUNK_LEN_MAX, CSUM_REQUEST_HEADER_LEN, DATA_HEADER_LEN, DATA_PAYLOAD_LEN_MAX,
@@ -147,7 +150,8 @@ pub use message::{
 pub use verify::{VerifyOutcome, VerifyReply, VerifyRequest, VERIFY_DIGESTS_LEN_MAX};
 
 /// The protocol version this build speaks. Peers negotiate the highest version both support.
-pub const PROTOCOL_VERSION: u16 = 4;
+/// Version 5 added `ReadRequest`, `ReadReply` and `ReadNegReply` (reads of a Diskless node).
+pub const PROTOCOL_VERSION: u16 = 5;
 
 /// Widens a wire `u32` length to `usize`.
 ///

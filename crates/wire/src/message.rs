@@ -353,6 +353,13 @@ pub enum Message {
     ResyncReply(ResyncReplyHeader),
     /// The range asked for could not be read.
     ResyncNegReply(ResyncNegReply),
+    /// A Diskless node asks an UpToDate peer for a range its client reads (the layout of a
+    /// `ResyncRequest`; `id` is the asker's).
+    ReadRequest(ResyncRequest),
+    /// The range of a `ReadRequest`; `FrameHeader::payload_len` bytes of data follow.
+    ReadReply(ResyncReplyHeader),
+    /// The range of a `ReadRequest` could not be read.
+    ReadNegReply(ResyncNegReply),
     /// The target wrote the range of reply `id` (`ok`), or failed to.
     ResyncAck {
         /// The request's id.
@@ -445,6 +452,9 @@ impl Message {
             Message::VerifyDone { .. } => Kind::VerifyDone,
             Message::SyncUuids(_) => Kind::SyncUuids,
             Message::BitmapChunk { .. } => Kind::BitmapChunk,
+            Message::ReadRequest(_) => Kind::ReadRequest,
+            Message::ReadReply(_) => Kind::ReadReply,
+            Message::ReadNegReply(_) => Kind::ReadNegReply,
         }
     }
 
@@ -564,24 +574,33 @@ impl Message {
     /// Reads the fields of a resync, verify, generation-identifier or bitmap message.
     fn decode_sync_fields(kind: Kind, reader: &mut Reader<'_>) -> Result<Message, WireError> {
         let message = match kind {
-            Kind::ResyncRequest => Message::ResyncRequest(ResyncRequest {
-                id: reader.u64("resync_request.id")?,
-                volume: reader.u16("resync_request.volume")?,
-                offset: reader.u64("resync_request.offset")?,
-                length: reader.u32("resync_request.length")?,
-            }),
-            Kind::ResyncReply => Message::ResyncReply(ResyncReplyHeader {
-                id: reader.u64("resync_reply.id")?,
-                volume: reader.u16("resync_reply.volume")?,
-                offset: reader.u64("resync_reply.offset")?,
-            }),
-            Kind::ResyncNegReply => Message::ResyncNegReply(ResyncNegReply {
-                id: reader.u64("resync_neg_reply.id")?,
-                volume: reader.u16("resync_neg_reply.volume")?,
-                offset: reader.u64("resync_neg_reply.offset")?,
-                length: reader.u32("resync_neg_reply.length")?,
-                errno: reader.u32("resync_neg_reply.errno")?,
-            }),
+            Kind::ResyncRequest | Kind::ReadRequest => {
+                let request = ResyncRequest {
+                    id: reader.u64("resync_request.id")?,
+                    volume: reader.u16("resync_request.volume")?,
+                    offset: reader.u64("resync_request.offset")?,
+                    length: reader.u32("resync_request.length")?,
+                };
+                if kind == Kind::ReadRequest { Message::ReadRequest(request) } else { Message::ResyncRequest(request) }
+            }
+            Kind::ResyncReply | Kind::ReadReply => {
+                let reply = ResyncReplyHeader {
+                    id: reader.u64("resync_reply.id")?,
+                    volume: reader.u16("resync_reply.volume")?,
+                    offset: reader.u64("resync_reply.offset")?,
+                };
+                if kind == Kind::ReadReply { Message::ReadReply(reply) } else { Message::ResyncReply(reply) }
+            }
+            Kind::ResyncNegReply | Kind::ReadNegReply => {
+                let reply = ResyncNegReply {
+                    id: reader.u64("resync_neg_reply.id")?,
+                    volume: reader.u16("resync_neg_reply.volume")?,
+                    offset: reader.u64("resync_neg_reply.offset")?,
+                    length: reader.u32("resync_neg_reply.length")?,
+                    errno: reader.u32("resync_neg_reply.errno")?,
+                };
+                if kind == Kind::ReadNegReply { Message::ReadNegReply(reply) } else { Message::ResyncNegReply(reply) }
+            }
             Kind::ResyncAck => Message::ResyncAck {
                 id: reader.u64("resync_ack.id")?,
                 volume: reader.u16("resync_ack.volume")?,
@@ -652,18 +671,18 @@ impl Message {
     /// `decode_sync_fields` reads them.
     fn encode_sync_fields(&self, writer: &mut Writer<'_>) -> Result<(), WireError> {
         match self {
-            Message::ResyncRequest(request) => {
+            Message::ResyncRequest(request) | Message::ReadRequest(request) => {
                 writer.u64(request.id);
                 writer.u16(request.volume);
                 writer.u64(request.offset);
                 writer.u32(request.length);
             }
-            Message::ResyncReply(reply) => {
+            Message::ResyncReply(reply) | Message::ReadReply(reply) => {
                 writer.u64(reply.id);
                 writer.u16(reply.volume);
                 writer.u64(reply.offset);
             }
-            Message::ResyncNegReply(reply) => {
+            Message::ResyncNegReply(reply) | Message::ReadNegReply(reply) => {
                 writer.u64(reply.id);
                 writer.u16(reply.volume);
                 writer.u64(reply.offset);

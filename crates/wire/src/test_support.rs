@@ -171,6 +171,15 @@ pub(crate) fn arb_resync_message() -> impl Strategy<Value = Message> {
         ids.prop_map(|(id, volume, offset)| {
             Message::ResyncReply(ResyncReplyHeader { id, volume, offset })
         }),
+        (ids, any::<u32>()).prop_map(|((id, volume, offset), length)| {
+            Message::ReadRequest(ResyncRequest { id, volume, offset, length })
+        }),
+        ids.prop_map(|(id, volume, offset)| {
+            Message::ReadReply(ResyncReplyHeader { id, volume, offset })
+        }),
+        (ids, any::<u32>(), any::<u32>()).prop_map(|((id, volume, offset), length, errno)| {
+            Message::ReadNegReply(ResyncNegReply { id, volume, offset, length, errno })
+        }),
         (ids, any::<u32>(), any::<u32>()).prop_map(|((id, volume, offset), length, errno)| {
             Message::ResyncNegReply(ResyncNegReply {
                 id,

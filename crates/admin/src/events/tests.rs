@@ -206,3 +206,22 @@ create device name:r0 volume:0 minor:7 backing_dev:/dev/vg0/r0 disk:UpToDate ope
 ",
     );
 }
+
+/// Issue 3: a detach and an attach show as `disk:` changes (Diskless, Attaching), and a
+/// node without a disk has `backing_dev:none` (drbd-semantics.md §4's `create device` line).
+#[test]
+fn detach_and_attach_show_diskless_and_attaching() {
+    let attached = two_nodes();
+    let mut detached = two_nodes();
+    detached.devices[0].disk = "Diskless".to_string();
+    let mut attaching = two_nodes();
+    attaching.devices[0].disk = "Attaching".to_string();
+    check_change(vec![attached], vec![detached.clone()], false, "change device name:r0 volume:0 minor:0 disk:Diskless");
+    check_change(vec![detached], vec![attaching], false, "change device name:r0 volume:0 minor:0 disk:Attaching");
+    let mut tiebreaker = two_nodes();
+    tiebreaker.devices[0].disk = "Diskless".to_string();
+    tiebreaker.devices[0].backing_dev = "none".to_string();
+    tiebreaker.devices[0].minor = None;
+    let line = initial_events(&report(vec![tiebreaker]), false).join("\n");
+    assert!(line.contains("exists device name:r0 volume:0 backing_dev:none disk:Diskless"), "{line}");
+}

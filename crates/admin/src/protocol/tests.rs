@@ -54,6 +54,8 @@ fn requests_are_tagged_by_cmd() {
         },
         r#"{"cmd":"connect","resource":null,"peer":null,"discard_my_data":true}"#,
     );
+    check_request(Request::Detach { resource: Some("r0".to_string()) }, r#"{"cmd":"detach","resource":"r0"}"#);
+    check_request(Request::Attach { resource: None }, r#"{"cmd":"attach","resource":null}"#);
     check_request(
         Request::InvalidateRemote {
             resource: None,

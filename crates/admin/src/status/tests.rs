@@ -364,3 +364,21 @@ fn rates_below_one_mib_per_second_are_in_kib() {
     assert_eq!(crate::words::rate(1024), "1.0MiB/s");
     assert_eq!(crate::words::rate(100 * 1024 + 512), "100.5MiB/s");
 }
+
+/// Issue 3: a Diskless node and a Diskless peer in `status` (drbd-semantics.md §4).
+#[test]
+fn diskless_local_and_peer_disks() {
+    let mut r0 = two_nodes();
+    r0.devices[0].disk = "Diskless".to_string();
+    r0.connections[0].peer_devices[0].peer_disk = "Diskless".to_string();
+    check(
+        vec![r0],
+        PLAIN,
+        "r0 role:Primary
+  disk:Diskless open:no
+  bob role:Secondary
+    peer-disk:Diskless
+
+",
+    );
+}

@@ -43,6 +43,7 @@ use meta::{extent_byte_range, ActivityLog, AlUpdates, AlWrite, Begin, ExtentRang
 
 use crate::engine::{op_extent, Engine, Peer};
 use crate::extent::Extent;
+use crate::state::DiskState;
 use crate::types::{Action, IoError, IoId, Op, RequestId, Time};
 use crate::uuid::SyncError;
 
@@ -171,9 +172,14 @@ impl<P: Clone> Engine<P> {
         out: &mut Vec<Action<P>>,
     ) {
         let vslot = self.volume_slot(volume);
-        let logged = vslot.is_some_and(|v| self.volumes[v].log.is_some());
+        // A Diskless volume writes nothing locally, so there is nothing its log would have
+        // to recover after a crash: its writes skip the log (and the metadata it lives in,
+        // which may be on the failed disk).
+        let logged = vslot.is_some_and(|v| self.volumes[v].log.is_some() && self.volumes[v].disk != DiskState::Diskless);
         let (Some(vslot), Some(extent), true) = (vslot, op_extent(&op), logged) else {
-            self.start_write(now, request, volume, op, out);
+            if let Some(seq) = self.start_write(now, request, volume, op, out) {
+                self.complete_if_diskless(now, seq, out);
+            }
             return;
         };
         let Ok(range) = ExtentRange::covering(extent.offset, extent.length) else {
@@ -289,6 +295,7 @@ impl<P: Clone> Engine<P> {
                     self.reservations.insert(seq, reservation).is_none(),
                     "one reservation per write"
                 );
+                self.complete_if_diskless(now, seq, out);
             }
             None => {
                 if let Some(log) = self.volumes[vslot].log.as_mut() {

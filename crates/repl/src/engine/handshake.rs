@@ -144,6 +144,10 @@ impl<P: Clone> Engine<P> {
     /// differ), if they cannot: the connection then goes StandAlone with that reason.
     fn geometry_mismatch(&self, slot: usize, vslot: usize, peer: &UuidsMessage) -> Option<String> {
         let (volume, bitmap) = (&self.volumes[vslot], &self.peers[slot].bitmaps[vslot]);
+        if volume.disk == DiskState::Diskless || peer.disk == DiskState::Diskless {
+            // No bitmap is exchanged with a diskless side, and it has no size of its own.
+            return None;
+        }
         let name = &self.peers[slot].config.name;
         if peer.size_bytes != volume.size_bytes {
             return Some(format!(
@@ -175,6 +179,14 @@ impl<P: Clone> Engine<P> {
         peer: &UuidsMessage,
         out: &mut Vec<Action<P>>,
     ) {
+        // A peer without a disk of its own (`disk none;`) announces size 0; a detached one
+        // keeps its size.
+        self.peers[slot].bitmap_free[vslot] = peer.disk == DiskState::Diskless && peer.size_bytes == 0;
+        if sent.disk == DiskState::Diskless || peer.disk == DiskState::Diskless {
+            self.establish_diskless(slot, vslot, out);
+            self.outdate_behind_diskless_primary(vslot, sent, peer, out);
+            return;
+        }
         let nodes = self.nodes(slot);
         let compared = compare(&sent.ids, &peer.ids, nodes);
         let fed_by_primary = compared.rule == Rule::EqualCurrent
@@ -296,6 +308,36 @@ impl<P: Clone> Engine<P> {
         out.push(Action::StateChanged);
     }
 
+    /// One side has no disk: it is never a sync source or target, and the generations are not
+    /// compared (a diskless side holds none of its own). The connection carries states,
+    /// quorum and pings; the diskful side keeps marking blocks out of sync for the diskless
+    /// one (`send_to_peer`), so an attach later resyncs them by the bitmap rules — unless it has
+    /// no disk at all (`disk none;`), for which no bitmap is kept (DRBD's `--bitmap=no`).
+    fn establish_diskless(&mut self, slot: usize, vslot: usize, out: &mut Vec<Action<P>>) {
+        self.peers[slot].syncs[vslot] = SyncState::Established;
+        if self.peers[slot].bitmap_free[vslot] && self.peers[slot].bitmaps[vslot].count_set_blocks() > 0 {
+            // Bits kept before we knew it has no disk: moot.
+            self.peers[slot].bitmaps[vslot].clear_all();
+            self.meta_changed(vslot, out);
+        }
+        out.push(Action::StateChanged);
+    }
+
+    /// A Diskless Primary holds no data to resync us from, so a generation of its that we do
+    /// not have means we missed writes it made through other peers while we were away: this
+    /// disk is Outdated until a resync from one of them (its reads avoid us meanwhile).
+    fn outdate_behind_diskless_primary(&mut self, vslot: usize, sent: &SentUuids, peer: &UuidsMessage, out: &mut Vec<Action<P>>) {
+        let base = |uuid: u64| uuid & !crate::uuid::UUID_PRIMARY;
+        let behind = peer.role == Role::Primary
+            && peer.disk == DiskState::Diskless
+            && sent.disk == DiskState::UpToDate
+            && base(peer.ids.current) != base(sent.ids.current);
+        if behind && self.volumes[vslot].disk == DiskState::UpToDate {
+            self.volumes[vslot].disk = DiskState::Outdated;
+            self.meta_changed(vslot, out);
+        }
+    }
+
     fn start_source(
         &mut self,
         now: Time,
@@ -409,6 +451,10 @@ impl<P: Clone> Engine<P> {
                 "identifiers to adopt for volume {} during a handshake or resync",
                 message.volume
             ));
+        }
+        if self.volumes[vslot].disk == DiskState::Diskless {
+            // Nothing here to take the identifiers for.
+            return Ok(());
         }
         let adoption = Adoption {
             local: self.node,

@@ -48,6 +48,11 @@ impl<P: Clone> Engine<P> {
     /// Records a change of volume `vslot`'s metadata and makes sure a write of it follows;
     /// returns the version that holds the change.
     pub(super) fn meta_changed(&mut self, vslot: usize, out: &mut Vec<Action<P>>) -> u64 {
+        if self.volumes[vslot].disk == DiskState::Diskless {
+            // No metadata to write: nothing waits for it (version 0 is always durable).
+            out.push(Action::StateChanged);
+            return 0;
+        }
         let meta = &mut self.volumes[vslot].meta;
         meta.version += 1;
         let version = meta.version;
@@ -281,7 +286,7 @@ impl<P: Clone> Engine<P> {
     }
 
     /// Sends a new handshake for `vslot` to every connected peer that is Established.
-    fn rehandshake(&mut self, vslot: usize, out: &mut Vec<Action<P>>) {
+    pub(super) fn rehandshake(&mut self, vslot: usize, out: &mut Vec<Action<P>>) {
         for slot in 0..self.peers.len() {
             let p = &self.peers[slot];
             if p.connection == ConnState::Connected
@@ -303,6 +308,7 @@ impl<P: Clone> Engine<P> {
         out: &mut Vec<Action<P>>,
     ) -> Result<(), StateError> {
         self.refuse_if_syncing()?;
+        self.refuse_if_diskless()?;
         for vslot in 0..self.volumes.len() {
             let absent = self.absent_peers();
             if !clear_bitmap {
@@ -318,7 +324,8 @@ impl<P: Clone> Engine<P> {
             });
             self.volumes[vslot].disk = DiskState::UpToDate;
             for slot in 0..self.peers.len() {
-                if self.peers[slot].connection == ConnState::Connected {
+                let diskless = self.peers[slot].disks[vslot] == DiskState::Diskless;
+                if self.peers[slot].connection == ConnState::Connected && !diskless {
                     self.peers[slot].bitmaps[vslot].clear_all();
                     self.peers[slot].disks[vslot] = DiskState::UpToDate;
                     self.send_uuids(slot, vslot, UuidsPurpose::Adopt, out);
@@ -339,6 +346,7 @@ impl<P: Clone> Engine<P> {
             return Err(StateError::IsPrimary);
         }
         self.refuse_if_syncing()?;
+        self.refuse_if_diskless()?;
         for vslot in 0..self.volumes.len() {
             let source = self.peers.iter().any(|p| p.connection == ConnState::Connected && p.disks[vslot] == DiskState::UpToDate);
             if !source {
@@ -382,7 +390,7 @@ impl<P: Clone> Engine<P> {
     }
 
     /// Refuses an administrative change while a handshake or resync runs with any peer.
-    fn refuse_if_syncing(&self) -> Result<(), StateError> {
+    pub(super) fn refuse_if_syncing(&self) -> Result<(), StateError> {
         let busy = self.peers.iter().find(|p| p.connection == ConnState::Connected && p.syncs.iter().any(|s| !matches!(s, SyncState::Established)));
         match busy {
             Some(peer) => Err(StateError::SyncInProgress { peer: peer.config.name.clone() }),

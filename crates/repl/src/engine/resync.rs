@@ -187,6 +187,10 @@ impl<P: Clone> Engine<P> {
         result: Result<P, IoError>,
         out: &mut Vec<Action<P>>,
     ) {
+        if let IoId::ForwardedRead { peer, id } = io {
+            self.forwarded_read_done(peer, id, result, out);
+            return;
+        }
         let IoId::ResyncRead { peer, id } = io else {
             return;
         };

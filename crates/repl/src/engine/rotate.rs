@@ -83,10 +83,14 @@ impl<P: Clone> Engine<P> {
         self.meta_changed(vslot, out);
     }
 
-    /// A replicated write applied as Secondary: marked for every peer not connected to us.
+    /// A replicated write applied as Secondary: marked for every peer not connected to us,
+    /// and for every Diskless peer (the sender too, when it is a diskless Primary), which
+    /// stores nothing.
     pub(super) fn mark_for_absent_peers(&mut self, from_slot: usize, vslot: usize, extent: Extent) {
         for (slot, peer) in self.peers.iter_mut().enumerate() {
-            if slot != from_slot && peer.connection != ConnState::Connected {
+            let diskless = peer.disks[vslot] == DiskState::Diskless;
+            let marked = diskless || (slot != from_slot && peer.connection != ConnState::Connected);
+            if marked && !peer.bitmap_free[vslot] {
                 mark(&mut peer.bitmaps[vslot], extent);
             }
         }

@@ -1038,3 +1038,20 @@ fn drain(
         pair.completed.len()
     );
 }
+
+/// A Diskless volume (detached) writes nothing locally, so its writes skip the activity log
+/// and the metadata area it lives in (engine/detach.rs).
+#[test]
+fn a_detached_primary_writes_without_transactions() {
+    let mut pair = Pair::logged(Protocol::C);
+    let mut out = Vec::new();
+    pair.nodes[A].detach(pair.now, &mut out).expect("B is UpToDate");
+    pair.route(A, out);
+    pair.deliver_all();
+    pair.write(1, 0, 7, 4096);
+    assert_eq!(count(&kinds(&pair, A), "al"), 0, "no transaction: {:?}", kinds(&pair, A));
+    pair.deliver_all();
+    assert!(pair.is_complete(1));
+    assert_eq!(pair.disks[B][0], 7);
+    assert_eq!(pair.disks[A][0], 0, "nothing written on the detached disk");
+}

@@ -127,6 +127,7 @@ impl Rig {
                 Action::LocalDigest { .. } | Action::VerifyFound { .. } | Action::VerifyFinished { .. } => {
                     panic!("the pacing tests run no verify and no csums")
                 }
+                Action::Detached { .. } | Action::ReadDone { .. } => panic!("the pacing tests fail no disk"),
                 Action::FencePeer { .. } => panic!("the pacing tests set no fencing"),
                 Action::StateChanged => {}
             }

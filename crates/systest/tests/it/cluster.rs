@@ -96,6 +96,12 @@ pub struct Spec {
     /// Loopback ports of relays (the link emulator) in front of each node: a node's
     /// configuration names the relay as every other node's address.
     pub relay_ports: Option<Vec<u16>>,
+    /// Nodes whose volume is `disk none;` (diskless tiebreakers): no backing file is used
+    /// and no metadata is created for them.
+    pub diskless: Vec<usize>,
+    /// Run every node with the test-only disk fault injection (`TANDEM_TEST_DISK_FAULT`):
+    /// [`Cluster::fail_disk`] then makes its data disk fail every I/O with EIO.
+    pub disk_faults: bool,
     /// Where each node runs when not on loopback: its network namespace and its address
     /// there (`netns::Network::placements`); `None` runs every node in the test's own
     /// namespace on a loopback port.
@@ -137,6 +143,8 @@ impl Spec {
             host_extra: Vec::new(),
             options_extra: Vec::new(),
             relay_ports: None,
+            diskless: Vec::new(),
+            disk_faults: false,
             placements: None,
         }
     }
@@ -144,6 +152,18 @@ impl Spec {
     /// Three nodes in a `connection-mesh`, otherwise like [`Spec::two_nodes`].
     pub fn three_nodes(protocol: char) -> Spec {
         Spec { node_count: 3, net_extra: vec![Vec::new(); 3], ..Spec::two_nodes(protocol) }
+    }
+
+    /// Nodes can be made to fail their disk I/O ([`Cluster::fail_disk`]).
+    pub fn with_disk_faults(mut self) -> Spec {
+        self.disk_faults = true;
+        self
+    }
+
+    /// Makes `node` diskless (`disk none;`).
+    pub fn diskless_node(mut self, node: usize) -> Spec {
+        self.diskless.push(node);
+        self
     }
 
     /// Peers reach each node through a relay on a fresh loopback port (see
@@ -298,7 +318,7 @@ impl Cluster {
             cluster.write_node_files(index);
         }
         if cluster.spec.create_md {
-            for index in 0..cluster.nodes.len() {
+            for index in (0..cluster.nodes.len()).filter(|index| !cluster.spec.diskless.contains(index)) {
                 cluster.create_md(index);
             }
         }
@@ -395,14 +415,16 @@ impl Cluster {
     /// Whether every node is UpToDate and sees every peer Connected, Established and
     /// UpToDate with nothing out of sync.
     pub fn all_up_to_date(&self) -> bool {
+        // A diskless node is Diskless on every side; its peers keep no bits for it.
+        let disk_of = |index: usize| if self.spec.diskless.contains(&index) { "Diskless" } else { "UpToDate" };
         (0..self.nodes.len()).all(|index| {
             let status = self.status(index);
-            status.disk() == "UpToDate"
+            status.disk() == disk_of(index)
                 && self.peers_of(index).all(|peer| {
                     let name = self.name(peer);
                     status.connection_state(name) == "Connected"
                         && status.replication(name) == "Established"
-                        && status.peer_disk(name) == "UpToDate"
+                        && status.peer_disk(name) == disk_of(peer)
                         && status.out_of_sync_kib(name) == 0
                 })
         })
@@ -490,13 +512,20 @@ impl Cluster {
                 Some(ports) if node_id != index => SocketAddr::from(([127, 0, 0, 1], ports[node_id])),
                 _ => node.address,
             };
-            text.push_str(&format!(
-                "  on {} {{\n    node-id {node_id};\n    address {};\n    volume 0 {{\n      disk \"{}\";\n",
-                node.name,
-                address,
-                node.disk.display()
-            ));
-            if self.spec.metadata == Metadata::External {
+            if self.spec.diskless.contains(&node_id) {
+                text.push_str(&format!(
+                    "  on {} {{\n    node-id {node_id};\n    address {};\n    volume 0 {{\n      disk none;\n",
+                    node.name, address
+                ));
+            } else {
+                text.push_str(&format!(
+                    "  on {} {{\n    node-id {node_id};\n    address {};\n    volume 0 {{\n      disk \"{}\";\n",
+                    node.name,
+                    address,
+                    node.disk.display()
+                ));
+            }
+            if self.spec.metadata == Metadata::External && !self.spec.diskless.contains(&node_id) {
                 text.push_str(&format!("      meta-disk \"{}\";\n", node.meta.display()));
             }
             text.push_str("    }\n");
@@ -542,7 +571,27 @@ impl Cluster {
         if std::env::var_os("RUST_LOG").is_none() {
             command.env("RUST_LOG", "info");
         }
+        if self.spec.disk_faults {
+            command.env("TANDEM_TEST_DISK_FAULT", self.disk_fault_trigger(index));
+        }
         command
+    }
+
+    /// The file whose existence fails one node's data disk I/O ([`Spec::with_disk_faults`]).
+    fn disk_fault_trigger(&self, index: usize) -> PathBuf {
+        self.dir.path().join(format!("{}.disk-fault", self.nodes[index].name))
+    }
+
+    /// From now on every data read, write and flush of one node's backing disk fails with
+    /// EIO (needs [`Spec::with_disk_faults`]).
+    pub fn fail_disk(&self, index: usize) {
+        assert!(self.spec.disk_faults, "fail_disk needs Spec::with_disk_faults");
+        std::fs::write(self.disk_fault_trigger(index), b"").expect("cannot create the fault trigger");
+    }
+
+    /// Ends [`Cluster::fail_disk`].
+    pub fn heal_disk(&self, index: usize) {
+        let _ = std::fs::remove_file(self.disk_fault_trigger(index));
     }
 
     /// Spawns one node with its output appended to its log file; does not wait.

@@ -371,11 +371,8 @@ fn the_old_primary_rejoins_after_a_failover_without_a_flush_before_the_cut() {
 /// pair keeps quorum (`quorum majority`, drbd-semantics.md on quorum and tiebreakers): bob
 /// cut off, alice keeps writing with carol's vote and bob resyncs on his return; then alice
 /// cut off, her writes fail and bob, with carol, takes over with every write.
-/// Checked: passes on branch s7-diskless (0f74cec) merged with this one; once diskless nodes
-/// are on main, drop the ignore (and `Spec::diskless_node`, if it lands, can replace the
-/// configuration rewrite in [`with_tiebreaker`]).
+/// (`Spec::diskless_node` could replace the configuration rewrite in [`with_tiebreaker`].)
 #[test]
-#[ignore = "needs diskless nodes (disk none): on main, tandem node refuses a volume with `disk none;` at start-up (daemon setup.rs: diskless nodes are not supported yet)"]
 fn a_diskless_tiebreaker_decides_which_side_keeps_quorum() {
     let spec = Spec::three_nodes('C')
         .options_line("quorum majority;")

@@ -22,6 +22,12 @@
 //!   a killed Secondary or Primary catching up, a clean restart with no resync, the initial
 //!   full sync by `primary --force`, split brain (manual recovery, `after-sb-0pri`), and the
 //!   refusal of a disk without valid metadata.
+//! - `diskless`: a `disk none;` tiebreaker keeps quorum for the data node it stays with and
+//!   stores nothing; a disk error with `on-io-error detach` / `call-local-io-error` makes the
+//!   Primary Diskless while writes and reads go on through the peer (the test-only
+//!   `TANDEM_TEST_DISK_FAULT` injection, `Spec::with_disk_faults`); `pass_on` returns EIO;
+//!   `detach`/`attach` resync a Secondary to identical data, also after its disk failed and
+//!   was repaired; a Secondary back behind a Diskless Primary is Outdated and never read.
 //! - `fencing`: `fencing resource-and-stonith` freezes a Primary's writes until fence-peer
 //!   succeeds or `resume-io`; a hung handler is killed after `handler-timeout`; promotion
 //!   without the peer runs fence-peer first; `call helper`/`response helper` events.
@@ -49,6 +55,7 @@ mod async_buffer;
 mod auth;
 mod cluster;
 mod config_errors;
+mod diskless;
 mod failover;
 mod fencing;
 mod fuse;

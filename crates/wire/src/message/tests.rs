@@ -146,6 +146,24 @@ fn one_of_each_kind() -> Vec<Message> {
             volume: 0,
             chunk: vec![1, 2, 3],
         },
+        Message::ReadRequest(ResyncRequest {
+            id: 9,
+            volume: 0,
+            offset: 8192,
+            length: 4096,
+        }),
+        Message::ReadReply(ResyncReplyHeader {
+            id: 9,
+            volume: 0,
+            offset: 8192,
+        }),
+        Message::ReadNegReply(ResyncNegReply {
+            id: 9,
+            volume: 0,
+            offset: 8192,
+            length: 4096,
+            errno: 5,
+        }),
     ]
 }
 
@@ -279,13 +297,16 @@ fn sockets_of_the_resync_and_setup_kinds() {
         Kind::VerifyDone,
         Kind::SyncUuids,
         Kind::BitmapChunk,
+        Kind::ReadRequest,
+        Kind::ReadReply,
+        Kind::ReadNegReply,
     ];
     for kind in data_only {
         assert!(kind.allowed_on(SocketKind::Data), "{kind:?}");
         assert!(!kind.allowed_on(SocketKind::Control), "{kind:?}");
     }
     let with_payload: Vec<Kind> = Kind::ALL.into_iter().filter(|k| k.has_payload()).collect();
-    assert_eq!(with_payload, vec![Kind::Data, Kind::ResyncReply]);
+    assert_eq!(with_payload, vec![Kind::Data, Kind::ResyncReply, Kind::ReadReply]);
 }
 
 #[test]

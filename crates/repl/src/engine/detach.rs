@@ -1,0 +1,301 @@
+//! Disk failure and detach (drbd-semantics.md §2 disk states; DRBD's `on-io-error` and
+//! `drbdadm detach`): a volume whose backing disk failed (or was detached by the
+//! administrator) becomes Diskless and goes on through its peers.
+//!
+//! - `on-io-error pass_on`: a local I/O error is passed up to the client (EIO); the disk stays
+//!   attached (the engine's behaviour before the policy is set, see [`OnIoError`]).
+//! - `detach` (DRBD's default): the volume becomes Diskless at the first local data error;
+//!   `call-local-io-error`: the same, and the driver runs the `local-io-error` handler
+//!   ([`Action::Detached`]).
+//!
+//! Invariants:
+//! - A write of a Diskless volume completes successfully only once every peer it was sent to
+//!   settled it and at least one of them wrote it (its `WriteAck`); otherwise it fails with
+//!   EIO. Nothing is acknowledged that is on no disk. This holds for the write whose local
+//!   failure caused the detach too: it was sent to the peers with the local write.
+//! - A flush with a Diskless volume waits for every connected peer's barrier ack whatever
+//!   the protocol, and succeeds only if one acknowledged (its data is only there).
+//! - A Diskless volume issues no local data I/O (writes, flushes); its peers learn the state at
+//!   once and mark what they apply for it (`mark_for_absent_peers`), so it is never a sync
+//!   source; the driver serves its reads from an UpToDate peer.
+//! - A client read of a Diskless volume goes to one connected UpToDate peer
+//!   ([`Engine::read_through_peer`], wire `ReadRequest`); the peer reads its disk and answers
+//!   with the data or an error; a lost connection fails the reads that waited on it (EIO).
+//! - An administrator's detach of a Primary is refused unless an UpToDate peer is connected
+//!   (DRBD refuses too): the export would have no data left.
+
+use serde::{Deserialize, Serialize};
+
+use super::*;
+
+/// A client read sent to a peer.
+#[derive(Debug)]
+pub(super) struct ForwardedRead {
+    request: RequestId,
+    slot: usize,
+    volume: u16,
+    extent: Extent,
+}
+
+/// What a local data I/O error does (`on-io-error`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum OnIoError {
+    /// Pass the error up to the client; stay attached. The engine's default, so drivers and
+    /// tests that never set a policy see every error; the daemon sets the configured one
+    /// (DRBD's default, `detach`).
+    #[default]
+    PassOn,
+    /// Detach: go Diskless and serve through the peers.
+    Detach,
+    /// Run the `local-io-error` handler, then detach.
+    CallLocalIoError,
+}
+
+impl<P: Clone> Engine<P> {
+    /// Sets the `on-io-error` policy (at start and by `adjust`).
+    pub fn set_on_io_error(&mut self, policy: OnIoError) {
+        self.on_io_error = policy;
+    }
+
+    /// The `on-io-error` policy in effect.
+    pub fn on_io_error(&self) -> OnIoError {
+        self.on_io_error
+    }
+
+    /// Whether volume `volume` has no disk (never had one, failed, or detached).
+    pub fn is_diskless(&self, volume: u16) -> bool {
+        self.volume_slot(volume).is_some_and(|vslot| self.volumes[vslot].disk == DiskState::Diskless)
+    }
+
+    /// A local data read of `volume` failed (the driver serves client reads itself): under a
+    /// detaching policy the volume is detached. Returns whether the volume is Diskless now
+    /// (then the driver fetches the data from a peer instead of failing the read).
+    pub fn local_read_failed(&mut self, now: Time, volume: u16, out: &mut Vec<Action<P>>) -> bool {
+        let Some(vslot) = self.volume_slot(volume) else { return false };
+        self.local_io_failed(now, vslot, out)
+    }
+
+    /// A connected peer with UpToDate data for `volume` (where a Diskless volume's reads go),
+    /// if any; the lowest node id, so the choice is stable.
+    pub fn read_source(&self, volume: u16) -> Option<u8> {
+        let vslot = self.volume_slot(volume)?;
+        self.peers
+            .iter()
+            .filter(|p| p.connection == ConnState::Connected && p.disks[vslot] == DiskState::UpToDate)
+            .map(|p| p.config.node_id)
+            .min()
+    }
+
+    /// Where a read of `extent` of `vslot` goes: a connected UpToDate peer for which we keep
+    /// no out-of-sync bit in the range (a peer that missed a write while away, or failed
+    /// it, may hold older data there even though it says UpToDate: with three nodes it may
+    /// have been Established with us again without a resync). The lowest node id.
+    fn read_source_for(&self, vslot: usize, extent: Extent) -> Option<usize> {
+        let clean = |bitmap: &meta::Bitmap| {
+            let granularity = u64::from(bitmap.granularity_bytes());
+            let first = extent.offset / granularity;
+            let last = extent.end().saturating_sub(1) / granularity;
+            bitmap.next_set(first).is_none_or(|block| block > last)
+        };
+        (0..self.peers.len())
+            .filter(|&slot| {
+                let p = &self.peers[slot];
+                p.connection == ConnState::Connected && p.disks[vslot] == DiskState::UpToDate && clean(&p.bitmaps[vslot])
+            })
+            .min_by_key(|&slot| self.peers[slot].config.node_id)
+    }
+
+    /// `detach`: the administrator takes every volume's disk away. A Primary needs a
+    /// connected UpToDate peer for every volume; refused while a handshake, resync or verify
+    /// runs with a connected peer.
+    pub fn detach(&mut self, now: Time, out: &mut Vec<Action<P>>) -> Result<(), StateError> {
+        // A resync (or handshake, or verify) in progress would lose its disk midway.
+        self.refuse_if_syncing()?;
+        if self.role == Role::Primary {
+            for volume in &self.volumes {
+                if volume.disk != DiskState::Diskless && self.read_source(volume.number).is_none() {
+                    return Err(StateError::NoSyncSource);
+                }
+            }
+        }
+        for vslot in 0..self.volumes.len() {
+            if self.volumes[vslot].disk != DiskState::Diskless {
+                self.detach_volume(now, vslot, false, out);
+            }
+        }
+        Ok(())
+    }
+
+    /// `attach`, first step: the Diskless `volume` shows Attaching while the driver checks its
+    /// disk, then [`Engine::finish_attach`]. Refused on a Primary (see [`StateError::AttachOnPrimary`]).
+    pub fn begin_attach(&mut self, volume: u16, out: &mut Vec<Action<P>>) -> Result<(), StateError> {
+        let vslot = self.volume_slot(volume).ok_or(StateError::NotDetached(DiskState::DUnknown))?;
+        if self.volumes[vslot].disk != DiskState::Diskless {
+            return Err(StateError::NotDetached(self.volumes[vslot].disk));
+        }
+        if self.role == Role::Primary {
+            return Err(StateError::AttachOnPrimary);
+        }
+        self.volumes[vslot].disk = DiskState::Attaching;
+        out.push(Action::StateChanged);
+        Ok(())
+    }
+
+    /// `attach`, second step: the driver could use the disk (`ok`) or not (Diskless again).
+    /// An attached disk is Outdated (it missed what was written while it was away) and
+    /// handshakes again with every connected peer: the generations decide the resync — a
+    /// bitmap resync of the blocks written meanwhile when a Primary started a new generation
+    /// for it, or kept bits for it (drbd-semantics.md §2, rules 2 and 3).
+    pub fn finish_attach(&mut self, now: Time, volume: u16, ok: bool, out: &mut Vec<Action<P>>) {
+        let Some(vslot) = self.volume_slot(volume) else { return };
+        if self.volumes[vslot].disk != DiskState::Attaching {
+            return;
+        }
+        if !ok {
+            self.volumes[vslot].disk = DiskState::Diskless;
+            out.push(Action::StateChanged);
+            return;
+        }
+        self.volumes[vslot].disk = DiskState::Outdated;
+        self.meta_changed(vslot, out);
+        self.announce_disks(out);
+        self.rehandshake(vslot, out);
+        self.update_quorum(now, out);
+    }
+
+    /// Refuses what needs a disk (`invalidate`, `new-current-uuid`) on a node whose volume
+    /// has none: it would make a Diskless volume Inconsistent or UpToDate.
+    pub(super) fn refuse_if_diskless(&self) -> Result<(), StateError> {
+        match self.volumes.iter().any(|v| matches!(v.disk, DiskState::Diskless | DiskState::Attaching)) {
+            true => Err(StateError::Diskless),
+            false => Ok(()),
+        }
+    }
+
+    /// A local data I/O of `vslot` failed: detach it under a detaching policy. Returns
+    /// whether the volume is Diskless now.
+    pub(super) fn local_io_failed(&mut self, now: Time, vslot: usize, out: &mut Vec<Action<P>>) -> bool {
+        if self.volumes[vslot].disk == DiskState::Diskless {
+            return true;
+        }
+        if self.on_io_error == OnIoError::PassOn {
+            return false;
+        }
+        self.detach_volume(now, vslot, true, out);
+        true
+    }
+
+    fn detach_volume(&mut self, now: Time, vslot: usize, failed: bool, out: &mut Vec<Action<P>>) {
+        let volume = self.volumes[vslot].number;
+        self.volumes[vslot].disk = DiskState::Diskless;
+        let call_handler = failed && self.on_io_error == OnIoError::CallLocalIoError;
+        out.push(Action::Detached { volume, failed, call_handler });
+        // The peers mark what they apply for us from the moment they hear it.
+        self.announce_disks(out);
+        self.update_quorum(now, out);
+        // Writes that only waited for the local disk are judged by their peers now.
+        let writes: Vec<u64> = self.in_flight.iter().filter(|(_, w)| w.volume == volume).map(|(&seq, _)| seq).collect();
+        for seq in writes {
+            self.try_complete_write(now, seq, out);
+        }
+        out.push(Action::StateChanged);
+    }
+
+    /// A write just started on a Diskless volume has no local completion to wait for: it may
+    /// be done at once (no peer to send it to).
+    pub(super) fn complete_if_diskless(&mut self, now: Time, seq: u64, out: &mut Vec<Action<P>>) {
+        let diskless = self.in_flight.get(&seq).is_some_and(|w| self.is_diskless(w.volume));
+        if diskless {
+            self.try_complete_write(now, seq, out);
+        }
+    }
+
+    /// For a write of a Diskless volume: None while a peer it was sent to has not settled it;
+    /// then Ok if at least one peer wrote it, EIO if none did.
+    pub(super) fn diskless_write_result(&self, write: &InFlight) -> Option<Result<(), IoError>> {
+        let settled = write.peers.iter().all(|stage| matches!(stage, PeerStage::Skipped | PeerStage::Settled));
+        if !settled {
+            return None;
+        }
+        Some(if write.written_on != 0 { Ok(()) } else { Err(IoError::Io) })
+    }
+
+    /// A client read of a Diskless `volume`: asks an UpToDate peer that has every block of the
+    /// range for it; answered with exactly one [`Action::ReadDone`] (EIO at once if no such
+    /// peer is connected, or the range is beyond the volume).
+    pub fn read_through_peer(&mut self, request: RequestId, volume: u16, offset: u64, length: u64, out: &mut Vec<Action<P>>) {
+        let vslot = self.volume_slot(volume);
+        let extent = Extent::new(offset, length).filter(|e| vslot.is_some_and(|v| e.end() <= self.volumes[v].size_bytes));
+        let source = vslot.zip(extent).and_then(|(vslot, extent)| self.read_source_for(vslot, extent));
+        let (Some(slot), Some(extent)) = (source, extent) else {
+            out.push(Action::ReadDone { request, result: Err(IoError::Io) });
+            return;
+        };
+        let id = self.next_read_id;
+        self.next_read_id += 1;
+        self.forwarded_reads.insert(id, ForwardedRead { request, slot, volume, extent });
+        let peer = self.peers[slot].config.node_id;
+        out.push(Action::SendOnData { peer, message: PeerMessage::ReadRequest { id, volume, offset, length } });
+    }
+
+    /// A Diskless peer's read: served from our disk if it is UpToDate, refused otherwise.
+    pub(super) fn receive_read_request(&mut self, slot: usize, id: u64, volume: u16, extent: Extent, out: &mut Vec<Action<P>>) -> Result<(), String> {
+        let vslot = self.volume_slot(volume).ok_or_else(|| format!("read request for unknown volume {volume}"))?;
+        let fits = extent.length > 0 && extent.length <= FORWARDED_READ_BYTES_MAX && extent.end() <= self.volumes[vslot].size_bytes;
+        let peer = self.peers[slot].config.node_id;
+        if self.volumes[vslot].disk == DiskState::Diskless {
+            // Not a protocol error: we may have detached since the peer chose us.
+            let Extent { offset, length } = extent;
+            out.push(Action::SendOnData { peer, message: PeerMessage::ReadNegReply { id, volume, offset, length } });
+            return Ok(());
+        }
+        if !fits {
+            return Err(format!("read request beyond volume {volume} or too long: {extent:?}"));
+        }
+        self.pending_forwarded_serves.insert((peer, id), (volume, extent));
+        out.push(Action::LocalRead { io: IoId::ForwardedRead { peer, id }, volume, offset: extent.offset, length: extent.length });
+        Ok(())
+    }
+
+    /// Our read for a Diskless peer finished: send the data, or say it failed.
+    pub(super) fn forwarded_read_done(&mut self, peer: u8, id: u64, result: Result<P, IoError>, out: &mut Vec<Action<P>>) {
+        let Some(slot) = self.peer_slot(peer) else { return };
+        if self.peers[slot].connection != ConnState::Connected {
+            return;
+        }
+        let pending = self.pending_forwarded_serves.remove(&(peer, id));
+        let Some((volume, extent)) = pending else { return };
+        let Extent { offset, length } = extent;
+        let message = match result {
+            Ok(data) => PeerMessage::ReadReply { id, volume, offset, length, data },
+            Err(_) => PeerMessage::ReadNegReply { id, volume, offset, length },
+        };
+        out.push(Action::SendOnData { peer, message });
+    }
+
+    /// A peer answered read `id`.
+    pub(super) fn receive_read_reply(&mut self, slot: usize, id: u64, volume: u16, extent: Extent, result: Result<P, IoError>, out: &mut Vec<Action<P>>) -> Result<(), String> {
+        let matches = self.forwarded_reads.get(&id).is_some_and(|r| r.slot == slot && r.volume == volume && r.extent == extent);
+        if !matches {
+            return Err(format!("read reply {id} answers no read of ours"));
+        }
+        let Some(read) = self.forwarded_reads.remove(&id) else { return Ok(()) };
+        out.push(Action::ReadDone { request: read.request, result });
+        Ok(())
+    }
+
+    /// The peer in `slot` is gone: the reads that waited on it fail (EIO).
+    pub(super) fn fail_forwarded_reads(&mut self, slot: usize, out: &mut Vec<Action<P>>) {
+        let lost: Vec<u64> = self.forwarded_reads.iter().filter(|(_, r)| r.slot == slot).map(|(&id, _)| id).collect();
+        for id in lost {
+            if let Some(read) = self.forwarded_reads.remove(&id) {
+                out.push(Action::ReadDone { request: read.request, result: Err(IoError::Io) });
+            }
+        }
+        let peer = self.peers[slot].config.node_id;
+        self.pending_forwarded_serves.retain(|(p, _), _| *p != peer);
+    }
+}
+
+/// The longest read a Diskless peer may ask for: the longest NBD request.
+pub const FORWARDED_READ_BYTES_MAX: u64 = 32 << 20;

@@ -1,0 +1,354 @@
+//! Diskless nodes (drbd-semantics.md §6, "diskless tiebreaker"): a node whose volume is
+//! `disk none;` connects, shows Diskless on both sides, is never a sync source or target, and
+//! stores nothing; its peer keeps marking what it writes out of sync for it.
+
+use super::*;
+
+/// The volume of a `disk none;` node, as the daemon builds it.
+fn diskless_volume() -> VolumeConfig {
+    VolumeConfig { disk: DiskState::Diskless, ..VolumeConfig::fresh(0, 0) }
+}
+
+/// A (UpToDate) and B (diskless), connected; A Primary.
+fn pair_with_diskless_peer(protocol: Protocol) -> Pair {
+    let a = engine(0, 1, protocol);
+    let b = engine_with(1, peer_config(0, protocol), diskless_volume());
+    let mut pair = Pair::unconnected([a, b]);
+    pair.connect();
+    let mut out = Vec::new();
+    pair.nodes[A].promote(false, &mut out).expect("an UpToDate node beside a diskless one may promote");
+    pair.route(A, out);
+    pair.deliver_all();
+    pair
+}
+
+#[test]
+fn a_diskless_peer_connects_without_a_resync_and_both_sides_say_diskless() {
+    let pair = pair_with_diskless_peer(Protocol::C);
+    let a = pair.nodes[A].status();
+    let b = pair.nodes[B].status();
+    assert_eq!(a.peers[0].connection, ConnState::Connected);
+    assert_eq!(a.peers[0].volumes[0].replication, ReplState::Established, "no resync with a diskless peer");
+    assert_eq!(a.peers[0].volumes[0].peer_disk, DiskState::Diskless);
+    assert_eq!(a.volumes[0].disk, DiskState::UpToDate);
+    assert_eq!(b.volumes[0].disk, DiskState::Diskless);
+    assert_eq!(b.peers[0].volumes[0].replication, ReplState::Established);
+    assert_eq!(b.peers[0].volumes[0].peer_disk, DiskState::UpToDate);
+    assert!(pair.disconnects.is_empty(), "no geometry or handshake refusal: {:?}", pair.disconnects);
+    assert!(pair.persisted[B].is_none(), "a diskless node has no metadata to write");
+}
+
+#[test]
+fn writes_complete_without_the_diskless_peer_which_gets_no_bitmap() {
+    let mut pair = pair_with_diskless_peer(Protocol::C);
+    pair.write(1, 0, 7, 8192);
+    // The local write, and the new generation a peer left behind calls for (rotate.rs).
+    while pair.run_local(A) {}
+    assert!(pair.is_complete(1), "protocol C does not wait for a peer that stores nothing");
+    assert!(pair.links[B].iter().all(|(_, m)| !matches!(m, PeerMessage::Data { .. })), "no data goes to a diskless peer");
+    assert_eq!(pair.out_of_sync(), 0, "no bitmap for a peer without a disk (DRBD's --bitmap=no)");
+    pair.deliver_all();
+    assert!(pair.disconnects.is_empty());
+}
+
+#[test]
+fn a_diskless_node_cannot_be_promoted() {
+    let mut pair = pair_with_diskless_peer(Protocol::C);
+    let mut out = Vec::new();
+    pair.nodes[A].demote(&mut out).expect("demote");
+    pair.route(A, out);
+    pair.deliver_all();
+    let mut out = Vec::new();
+    assert!(pair.nodes[B].promote(false, &mut out).is_err(), "nothing to serve from");
+    assert!(pair.nodes[B].promote(true, &mut out).is_err(), "not even forced");
+}
+
+#[test]
+fn a_write_that_reaches_a_diskless_node_before_its_handshake_is_refused_not_fatal() {
+    // The Primary may send a write in the moment between connect and handshake.
+    let a = engine(0, 1, Protocol::C);
+    let b = engine_with(1, peer_config(0, Protocol::C), diskless_volume());
+    let mut pair = Pair::unconnected([a, b]);
+    let mut out = Vec::new();
+    pair.nodes[A].promote(true, &mut out).expect("promote alone");
+    pair.route(A, out);
+    pair.deliver_all();
+    let mut out = Vec::new();
+    pair.nodes[A].peer_connected(pair.now, 1, &mut out);
+    pair.route(A, out);
+    pair.write(1, 4096, 9, 4096);
+    let mut out = Vec::new();
+    pair.nodes[B].peer_connected(pair.now, 0, &mut out);
+    pair.route(B, out);
+    pair.deliver_all();
+    assert!(pair.is_complete(1));
+    assert!(pair.disconnects.is_empty(), "not a protocol error: {:?}", pair.disconnects);
+    assert_eq!(pair.out_of_sync(), 0, "the refused write is not kept for a peer without a disk");
+    assert_eq!(pair.nodes[A].status().peers[0].volumes[0].peer_disk, DiskState::Diskless);
+}
+
+/// Runs A's queued local I/O, failing every data write with EIO (a dying disk).
+fn run_local_failing_writes(pair: &mut Pair) {
+    while let Some(action) = pair.local[A].pop_front() {
+        match action {
+            Action::LocalWrite { io, .. } => {
+                let mut out = Vec::new();
+                pair.nodes[A].local_done(pair.now, io, Err(IoError::Io), &mut out);
+                pair.route(A, out);
+            }
+            other => pair.perform(A, other),
+        }
+    }
+}
+
+fn result_of(pair: &Pair, request: RequestId) -> Option<Result<(), IoError>> {
+    pair.completed.iter().find(|(r, _)| *r == request).map(|(_, result)| *result)
+}
+
+/// drbd-semantics.md §2 (Diskless), `on-io-error detach`: the write whose local leg failed is
+/// acknowledged because the peer wrote it; the Primary goes Diskless and later writes go only
+/// to the peer, which marks them for the Diskless node.
+#[test]
+fn detach_on_a_write_error_completes_through_the_peer_and_goes_diskless() {
+    let mut pair = Pair::new(Protocol::C);
+    pair.nodes[A].set_on_io_error(OnIoError::Detach);
+    pair.write(1, 0, 7, 4096);
+    run_local_failing_writes(&mut pair);
+    assert_eq!(result_of(&pair, 1), None, "not before the peer wrote it");
+    assert_eq!(pair.nodes[A].status().volumes[0].disk, DiskState::Diskless);
+    pair.deliver_all();
+    assert_eq!(result_of(&pair, 1), Some(Ok(())), "the peer has it");
+    assert_eq!(pair.disks[B][0], 7);
+    assert_eq!(pair.nodes[B].status().peers[0].volumes[0].peer_disk, DiskState::Diskless, "B heard A is Diskless");
+
+    pair.write(2, 8192, 9, 4096);
+    assert!(pair.local[A].iter().all(|a| !matches!(a, Action::LocalWrite { .. })), "a Diskless volume writes nothing locally");
+    pair.deliver_all();
+    assert_eq!(result_of(&pair, 2), Some(Ok(())));
+    assert_eq!(pair.disks[B][8192], 9);
+    assert!(pair.nodes[B].status().peers[0].volumes[0].out_of_sync_bytes >= 4096, "B keeps the blocks A lacks");
+    assert_eq!(pair.nodes[A].read_source(0), Some(1), "reads go to B");
+}
+
+/// `on-io-error pass_on`: the error reaches the client and the disk stays attached.
+#[test]
+fn pass_on_fails_the_write_and_stays_attached() {
+    let mut pair = Pair::new(Protocol::C);
+    pair.nodes[A].set_on_io_error(OnIoError::PassOn);
+    pair.write(1, 0, 7, 4096);
+    run_local_failing_writes(&mut pair);
+    pair.deliver_all();
+    assert_eq!(result_of(&pair, 1), Some(Err(IoError::Io)));
+    assert_eq!(pair.nodes[A].status().volumes[0].disk, DiskState::UpToDate);
+}
+
+/// With no peer to write it, a Diskless Primary's write is on no disk: EIO, never Ok.
+#[test]
+fn a_detached_primary_without_peers_fails_writes() {
+    let mut pair = Pair::new(Protocol::C);
+    pair.nodes[A].set_on_io_error(OnIoError::Detach);
+    pair.disconnect();
+    pair.write(1, 0, 7, 4096);
+    run_local_failing_writes(&mut pair);
+    assert_eq!(result_of(&pair, 1), Some(Err(IoError::Io)));
+    assert_eq!(pair.nodes[A].status().volumes[0].disk, DiskState::Diskless);
+    pair.write(2, 4096, 7, 4096);
+    run_local_failing_writes(&mut pair);
+    assert_eq!(result_of(&pair, 2), Some(Err(IoError::Io)));
+}
+
+/// `detach` by the administrator: refused on a Primary without a connected UpToDate peer.
+#[test]
+fn an_administrators_detach_of_a_primary_needs_an_up_to_date_peer() {
+    let mut pair = Pair::new(Protocol::C);
+    let mut out = Vec::new();
+    pair.disconnect();
+    assert!(pair.nodes[A].detach(pair.now, &mut out).is_err());
+    pair.connect();
+    pair.deliver_all();
+    let mut out = Vec::new();
+    pair.nodes[A].detach(pair.now, &mut out).expect("B is UpToDate");
+    assert!(out.iter().any(|a| matches!(a, Action::Detached { failed: false, .. })));
+    assert_eq!(pair.nodes[A].status().volumes[0].disk, DiskState::Diskless);
+}
+
+/// A Diskless Primary's client read is served by the UpToDate peer (wire `ReadRequest`).
+#[test]
+fn a_diskless_primary_reads_through_its_peer() {
+    let mut pair = Pair::new(Protocol::C);
+    pair.nodes[A].set_on_io_error(OnIoError::Detach);
+    pair.write(1, 4096, 5, 8192);
+    run_local_failing_writes(&mut pair);
+    pair.deliver_all();
+    assert_eq!(result_of(&pair, 1), Some(Ok(())));
+    let mut out = Vec::new();
+    pair.nodes[A].read_through_peer(77, 0, 4096, 8192, &mut out);
+    pair.route(A, out);
+    pair.deliver_all();
+    assert_eq!(pair.reads_done, vec![(77, Ok(vec![5; 8192]))]);
+}
+
+/// With no UpToDate peer connected, the read fails at once; a read in flight when the peer
+/// goes fails too.
+#[test]
+fn a_diskless_read_without_a_peer_fails() {
+    let mut pair = Pair::new(Protocol::C);
+    let mut out = Vec::new();
+    pair.nodes[A].detach(pair.now, &mut out).expect("B is UpToDate");
+    pair.route(A, out);
+    pair.deliver_all();
+    let mut out = Vec::new();
+    pair.nodes[A].read_through_peer(1, 0, 0, 4096, &mut out);
+    pair.route(A, out);
+    pair.disconnect();
+    let mut out = Vec::new();
+    pair.nodes[A].read_through_peer(2, 0, 0, 4096, &mut out);
+    pair.route(A, out);
+    assert_eq!(pair.reads_done, vec![(1, Err(IoError::Io)), (2, Err(IoError::Io))]);
+}
+
+/// `detach` then `attach` on a Secondary (drbd-semantics.md §2, Diskless → Attaching →
+/// Outdated → SyncTarget → UpToDate): only the blocks written meanwhile are resynced.
+#[test]
+fn a_detached_secondary_attaches_and_resyncs_only_what_it_missed() {
+    let mut pair = Pair::new(Protocol::C);
+    pair.write(1, 0, 1, 4096);
+    pair.deliver_all();
+    let mut out = Vec::new();
+    pair.nodes[B].detach(pair.now, &mut out).expect("a Secondary may detach");
+    pair.route(B, out);
+    pair.deliver_all();
+    assert_eq!(pair.nodes[A].status().peers[0].volumes[0].peer_disk, DiskState::Diskless);
+    pair.write(2, 65536, 2, 8192);
+    pair.deliver_all();
+    assert!(pair.is_complete(2));
+    assert_eq!(pair.disks[B][65536], 0, "nothing reaches a Diskless peer");
+    assert_eq!(pair.out_of_sync(), 8192, "A keeps the bits for B");
+
+    let mut out = Vec::new();
+    pair.nodes[B].begin_attach(0, &mut out).expect("Diskless");
+    assert_eq!(pair.nodes[B].status().volumes[0].disk, DiskState::Attaching);
+    pair.nodes[B].finish_attach(pair.now, 0, true, &mut out);
+    pair.route(B, out);
+    for _ in 0..20 {
+        pair.tick(A, TICK_INTERVAL);
+        pair.tick(B, TICK_INTERVAL);
+        pair.deliver_all();
+    }
+    assert_eq!(pair.nodes[B].status().volumes[0].disk, DiskState::UpToDate);
+    assert_eq!(pair.disks[A], pair.disks[B], "identical after the resync");
+    assert_eq!(pair.resync_sent_bytes[A], 8192, "only the blocks written meanwhile");
+    assert!(pair.disconnects.is_empty(), "{:?}", pair.disconnects);
+}
+
+#[test]
+fn attach_is_refused_on_a_primary_and_on_an_attached_disk() {
+    let mut pair = Pair::new(Protocol::C);
+    let mut out = Vec::new();
+    assert_eq!(pair.nodes[A].begin_attach(0, &mut out), Err(StateError::NotDetached(DiskState::UpToDate)));
+    pair.nodes[A].detach(pair.now, &mut out).expect("B is UpToDate");
+    assert_eq!(pair.nodes[A].begin_attach(0, &mut out), Err(StateError::AttachOnPrimary));
+}
+
+/// A Diskless node's volume never becomes Inconsistent or UpToDate by `invalidate` or
+/// `new-current-uuid`: it has nothing to hold the data.
+#[test]
+fn invalidate_and_new_current_uuid_are_refused_without_a_disk() {
+    let mut pair = pair_with_diskless_peer(Protocol::C);
+    let mut out = Vec::new();
+    assert_eq!(pair.nodes[B].invalidate(&mut out), Err(StateError::Diskless));
+    assert_eq!(pair.nodes[B].new_current_uuid(true, &mut out), Err(StateError::Diskless));
+    assert_eq!(pair.nodes[B].status().volumes[0].disk, DiskState::Diskless);
+}
+
+/// A Diskless Primary's flush waits for the peer's barrier ack even under protocol A (its
+/// data is only there), and fails when no peer acknowledged it.
+#[test]
+fn a_diskless_flush_needs_a_peers_barrier_ack() {
+    let mut pair = Pair::new(Protocol::A);
+    let mut out = Vec::new();
+    pair.nodes[A].detach(pair.now, &mut out).expect("B is UpToDate");
+    pair.route(A, out);
+    pair.deliver_all();
+    pair.write(1, 0, 7, 4096);
+    pair.flush(2);
+    while pair.run_local(A) {}
+    assert_eq!(result_of(&pair, 2), None, "not before B acknowledged the barrier");
+    pair.deliver_all();
+    assert_eq!(result_of(&pair, 2), Some(Ok(())));
+
+    pair.disconnect();
+    pair.flush(3);
+    while pair.run_local(A) {}
+    assert_eq!(result_of(&pair, 3), Some(Err(IoError::Io)), "no peer: nothing is durable");
+}
+
+/// A peer that missed a write of a Diskless Primary (it was away, the write failed) is not
+/// asked for those blocks even once it is back and says UpToDate; other blocks still are.
+#[test]
+fn reads_avoid_blocks_a_peer_missed() {
+    let mut pair = Pair::new(Protocol::C);
+    let mut out = Vec::new();
+    pair.nodes[A].detach(pair.now, &mut out).expect("B is UpToDate");
+    pair.route(A, out);
+    pair.deliver_all();
+    pair.disconnect();
+    pair.write(1, 0, 7, 4096);
+    while pair.run_local(A) {}
+    assert_eq!(result_of(&pair, 1), Some(Err(IoError::Io)), "on no disk");
+    pair.connect();
+    pair.deliver_all();
+    let mut out = Vec::new();
+    pair.nodes[A].read_through_peer(10, 0, 0, 4096, &mut out);
+    pair.nodes[A].read_through_peer(11, 0, 8192, 4096, &mut out);
+    pair.route(A, out);
+    pair.deliver_all();
+    assert_eq!(pair.reads_done, vec![(10, Err(IoError::Io)), (11, Ok(vec![0; 4096]))]);
+}
+
+/// Two nodes, the Diskless Primary's peer away for a moment: the writes meanwhile failed
+/// (on no disk), no new generation was made, so the peer comes back UpToDate and serves
+/// reads again.
+#[test]
+fn a_peer_back_after_a_blip_of_a_diskless_primary_stays_up_to_date() {
+    let mut pair = Pair::new(Protocol::C);
+    let mut out = Vec::new();
+    pair.nodes[A].detach(pair.now, &mut out).expect("B is UpToDate");
+    pair.route(A, out);
+    pair.deliver_all();
+    pair.disconnect();
+    pair.write(1, 0, 7, 4096);
+    while pair.run_local(A) {}
+    assert_eq!(result_of(&pair, 1), Some(Err(IoError::Io)));
+    pair.connect();
+    pair.deliver_all();
+    assert_eq!(pair.nodes[B].status().volumes[0].disk, DiskState::UpToDate);
+    assert_eq!(pair.nodes[A].read_source(0), Some(1));
+}
+
+/// A Diskless Primary whose generation the returning peer lacks (it wrote through others
+/// meanwhile): the peer marks itself Outdated, and no read goes to it.
+#[test]
+fn a_peer_behind_a_diskless_primary_outdates_itself() {
+    let a = engine(0, 1, Protocol::C);
+    let mut behind = synced_volume();
+    behind.ids.current = SYNCED_UUID + 0x100;
+    let b = engine_with(1, peer_config(0, Protocol::C), behind);
+    let mut pair = Pair::unconnected([a, b]);
+    let mut out = Vec::new();
+    pair.nodes[A].promote(false, &mut out).expect("promote alone");
+    pair.route(A, out);
+    pair.nodes[A].set_on_io_error(OnIoError::Detach);
+    pair.write(1, 0, 7, 4096);
+    run_local_failing_writes(&mut pair);
+    assert_eq!(pair.nodes[A].status().volumes[0].disk, DiskState::Diskless);
+    pair.connect();
+    pair.deliver_all();
+    for _ in 0..3 {
+        pair.tick(B, TICK_INTERVAL);
+        pair.deliver_all();
+    }
+    assert_eq!(pair.nodes[B].status().volumes[0].disk, DiskState::Outdated);
+    assert_eq!(pair.nodes[A].read_source(0), None, "no UpToDate source");
+    assert!(pair.disconnects.is_empty(), "{:?}", pair.disconnects);
+}

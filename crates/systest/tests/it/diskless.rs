@@ -1,0 +1,262 @@
+//! Diskless nodes (issue 3, issue 4 items 3 and 5): a `disk none;` tiebreaker connects
+//! without metadata or backing file, shows `disk:Diskless` (and `peer-disk:Diskless` on its
+//! peers), and counts toward quorum: with two data nodes and the tiebreaker, the Primary keeps
+//! quorum when the other data node dies, and loses it only when cut off alone.
+
+use std::time::Duration;
+
+use crate::cluster::{Cluster, Spec, RESOURCE};
+use crate::nbd_client;
+
+const ALICE: usize = 0;
+const BOB: usize = 1;
+const CAROL: usize = 2;
+const STATE_DEADLINE: Duration = Duration::from_secs(15);
+
+fn has_quorum(cluster: &Cluster, index: usize) -> bool {
+    cluster.status_json(index)["resources"][0]["devices"][0]["quorum"].as_bool().unwrap_or(false)
+}
+
+/// drbd-semantics.md §5 `configs/r3.res` and §6 "diskless tiebreaker since 9.0.18".
+#[test]
+fn a_diskless_tiebreaker_keeps_quorum_for_the_primary_and_stores_nothing() {
+    let spec = Spec::three_nodes('C').diskless_node(CAROL).options_line("quorum majority;").options_line("on-no-quorum io-error;");
+    let cluster = Cluster::with_primary(spec);
+    let carol = cluster.admin_ok(CAROL, &["status", RESOURCE]);
+    assert!(carol.contains("disk:Diskless"), "carol's status: {carol}");
+    let alice = cluster.admin_ok(ALICE, &["status", RESOURCE]);
+    assert!(alice.lines().any(|line| line.contains("peer-disk:Diskless")), "alice sees carol diskless: {alice}");
+    assert!(!cluster.log(CAROL).contains("not supported"), "carol started diskless:\n{}", cluster.log(CAROL));
+    let untouched = std::fs::read(cluster.disk(CAROL)).expect("carol's unused file").iter().all(|&b| b == 0);
+    assert!(untouched, "nothing is stored on the tiebreaker");
+
+    let mut client = nbd_client::open(&cluster.nbd_socket(ALICE), RESOURCE).expect("open");
+    assert_eq!(client.write(0, &[1; 4096]), 0);
+    cluster.kill(BOB);
+    cluster.wait_until("alice notices bob is gone", STATE_DEADLINE, || cluster.status(ALICE).connection_state("bob") != "Connected");
+    assert!(has_quorum(&cluster, ALICE), "alice and the tiebreaker are 2 of 3");
+    assert_eq!(client.write(4096, &[2; 4096]), 0, "writes go on with the tiebreaker's vote");
+    assert_eq!(client.read(4096, 4096), vec![2; 4096]);
+    assert_eq!(cluster.out_of_sync_kib(ALICE, CAROL), 0, "no bitmap is kept for a node without a disk");
+
+    cluster.kill(CAROL);
+    cluster.wait_until("alice, alone, loses quorum", STATE_DEADLINE, || !has_quorum(&cluster, ALICE));
+    assert_eq!(client.write(8192, &[3; 4096]), 5, "a write without quorum fails with EIO");
+    let text = cluster.admin_ok(ALICE, &["status", RESOURCE]);
+    assert!(text.contains("quorum:no"), "status: {text}");
+    client.disconnect();
+}
+
+/// The data node cut off alone loses quorum; the other one keeps it through the tiebreaker
+/// and may take over.
+#[test]
+fn the_data_node_left_with_the_tiebreaker_keeps_quorum_and_may_be_promoted() {
+    let spec = Spec::three_nodes('C').diskless_node(CAROL).options_line("quorum majority;").options_line("on-no-quorum io-error;");
+    let cluster = Cluster::with_primary(spec);
+    cluster.kill(ALICE);
+    cluster.wait_until("bob notices alice is gone", STATE_DEADLINE, || cluster.status(BOB).connection_state("alice") != "Connected");
+    assert!(has_quorum(&cluster, BOB), "bob and the tiebreaker are 2 of 3");
+    cluster.admin_ok(BOB, &["primary", RESOURCE]);
+    cluster.wait_until("carol sees bob Primary", STATE_DEADLINE, || cluster.status(CAROL).peer_role("bob") == "Primary");
+    let mut client = nbd_client::open(&cluster.nbd_socket(BOB), RESOURCE).expect("open on bob");
+    assert_eq!(client.write(0, &[4; 4096]), 0, "bob writes with the tiebreaker's vote");
+    client.disconnect();
+    let refused = cluster.admin(CAROL, &["primary", "--force", RESOURCE]);
+    assert!(!refused.status.success(), "a diskless node has nothing to serve");
+}
+
+fn disk_of(cluster: &Cluster, index: usize) -> String {
+    cluster.status(index).disk().to_string()
+}
+
+/// Issue 4 item 5, `on-io-error detach` (DRBD's default): a backing-device error on the
+/// Primary makes it Diskless; the write that hit the error is acknowledged because the peer
+/// wrote it, and later writes and reads go through the peer with the right data.
+#[test]
+fn a_disk_error_on_the_primary_detaches_and_io_goes_on_through_the_peer() {
+    let spec = Spec::two_nodes('C').with_disk_faults().disk_line("on-io-error detach;");
+    let cluster = Cluster::with_primary(spec);
+    let mut client = nbd_client::open(&cluster.nbd_socket(ALICE), RESOURCE).expect("open");
+    assert_eq!(client.write(0, &[0x11; 8192]), 0, "before the failure");
+
+    cluster.fail_disk(ALICE);
+    assert_eq!(client.write(65536, &[0x22; 8192]), 0, "the peer wrote it: acknowledged");
+    cluster.wait_disk(ALICE, "Diskless", STATE_DEADLINE);
+    assert_eq!(client.write(131_072, &[0x33; 4096]), 0, "written through the peer");
+    assert_eq!(client.read(0, 8192), vec![0x11; 8192], "written before the failure, read from the peer");
+    assert_eq!(client.read(65536, 8192), vec![0x22; 8192]);
+    assert_eq!(client.read(131_072, 4096), vec![0x33; 4096]);
+
+    let alice = cluster.admin_ok(ALICE, &["status", RESOURCE]);
+    assert!(alice.contains("disk:Diskless"), "alice's status: {alice}");
+    cluster.wait_until("bob sees alice Diskless", STATE_DEADLINE, || cluster.status(BOB).peer_disk("alice") == "Diskless");
+    assert!(cluster.log(ALICE).contains("detached"), "alice logs the detach:\n{}", cluster.log(ALICE));
+    client.disconnect();
+    cluster.heal_disk(ALICE);
+    let bob = std::fs::read(cluster.disk(BOB)).expect("bob's disk");
+    assert_eq!(&bob[65536..65536 + 8192], &[0x22; 8192][..], "bob's disk has the write alice's disk failed");
+    assert_eq!(&bob[131_072..131_072 + 4096], &[0x33; 4096][..]);
+}
+
+/// `on-io-error call-local-io-error`: the `local-io-error` handler runs, and the node
+/// detaches as with `detach`.
+#[test]
+fn call_local_io_error_runs_the_handler_and_detaches() {
+    let spec = Spec::two_nodes('C')
+        .with_disk_faults()
+        .disk_line("on-io-error call-local-io-error;")
+        .handler("local-io-error", "echo \\\"$DRBD_RESOURCE\\\" > {dir}/local-io-error.out");
+    let cluster = Cluster::with_primary(spec);
+    let mut client = nbd_client::open(&cluster.nbd_socket(ALICE), RESOURCE).expect("open");
+    cluster.fail_disk(ALICE);
+    assert_eq!(client.write(0, &[0x44; 4096]), 0);
+    cluster.wait_disk(ALICE, "Diskless", STATE_DEADLINE);
+    let out = cluster.dir().join("local-io-error.out");
+    cluster.wait_until("the local-io-error handler ran", STATE_DEADLINE, || std::fs::read_to_string(&out).is_ok_and(|text| text.trim() == RESOURCE));
+    assert_eq!(client.read(0, 4096), vec![0x44; 4096]);
+    client.disconnect();
+}
+
+/// `on-io-error pass_on`: the client gets EIO and the node stays attached.
+#[test]
+fn pass_on_returns_eio_to_the_client_and_stays_attached() {
+    let spec = Spec::two_nodes('C').with_disk_faults().disk_line("on-io-error pass_on;");
+    let cluster = Cluster::with_primary(spec);
+    let mut client = nbd_client::open(&cluster.nbd_socket(ALICE), RESOURCE).expect("open");
+    cluster.fail_disk(ALICE);
+    assert_eq!(client.write(0, &[0x55; 4096]), 5, "EIO");
+    assert_eq!(disk_of(&cluster, ALICE), "UpToDate", "pass_on does not detach");
+    cluster.heal_disk(ALICE);
+    assert_eq!(client.write(4096, &[0x66; 4096]), 0, "the disk works again");
+    assert_eq!(client.read(4096, 4096), vec![0x66; 4096]);
+    client.disconnect();
+}
+
+/// `tandem detach` / `tandem attach` (drbdadm's verbs) on a Secondary: Diskless meanwhile
+/// (the Primary keeps its bits), then Attaching, a resync of what it missed, and UpToDate
+/// with data identical to the Primary's. `tandem events` shows the disk states.
+#[test]
+fn detach_and_attach_resync_the_secondary_to_identical_data() {
+    let cluster = Cluster::with_primary(Spec::two_nodes('C'));
+    let events_out = cluster.dir().join("bob-events.out");
+    let mut events = std::process::Command::new(crate::cluster::tandem_bin())
+        .arg("--run-dir")
+        .arg(cluster.run_dir(BOB))
+        .args(["events", RESOURCE])
+        .stdout(std::fs::File::create(&events_out).expect("events output file"))
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start tandem events");
+    let mut client = nbd_client::open(&cluster.nbd_socket(ALICE), RESOURCE).expect("open");
+    assert_eq!(client.write(0, &[0x71; 65536]), 0);
+    cluster.admin_ok(BOB, &["detach", RESOURCE]);
+    cluster.wait_disk(BOB, "Diskless", STATE_DEADLINE);
+    cluster.wait_until("alice sees bob Diskless", STATE_DEADLINE, || cluster.status(ALICE).peer_disk("bob") == "Diskless");
+    cluster.wait_until("bob's events show the detach", STATE_DEADLINE, || {
+        std::fs::read_to_string(&events_out).is_ok_and(|text| text.contains("change device name:r0 volume:0 disk:Diskless"))
+    });
+    assert_eq!(client.write(1 << 20, &[0x72; 65536]), 0, "alice writes without bob's disk");
+    cluster.wait_until("alice keeps bits for bob", STATE_DEADLINE, || cluster.out_of_sync_kib(ALICE, BOB) >= 64);
+
+    cluster.admin_ok(BOB, &["attach", RESOURCE]);
+    cluster.wait_until("bob is UpToDate again", Duration::from_secs(30), || cluster.all_up_to_date());
+    client.disconnect();
+    cluster.wait_identical(ALICE, BOB, STATE_DEADLINE);
+    let text = std::fs::read_to_string(&events_out).unwrap_or_default();
+    let _ = events.kill();
+    let _ = events.wait();
+    // Events are polled, so the short Attaching and Outdated states may be folded into one
+    // change; the return to UpToDate after the detach is always there.
+    let after_detach = text.split("disk:Diskless").nth(1).unwrap_or_default();
+    assert!(after_detach.contains("disk:UpToDate"), "events show the disk back UpToDate:\n{text}");
+    let refused = cluster.admin(BOB, &["attach", RESOURCE]);
+    assert!(!refused.status.success(), "nothing left to attach");
+}
+
+/// `tandem detach` on the Primary: allowed only with a connected UpToDate peer (as DRBD);
+/// then its I/O goes through the peer.
+#[test]
+fn detach_on_the_primary_needs_an_up_to_date_peer_and_serves_through_it() {
+    let cluster = Cluster::with_primary(Spec::two_nodes('C'));
+    cluster.admin_ok(ALICE, &["disconnect", RESOURCE]);
+    let refused = cluster.admin(ALICE, &["detach", RESOURCE]);
+    assert!(!refused.status.success(), "no UpToDate peer connected: refused");
+    cluster.admin_ok(ALICE, &["connect", RESOURCE]);
+    cluster.wait_until("connected and in sync", STATE_DEADLINE, || cluster.all_up_to_date());
+    cluster.admin_ok(ALICE, &["detach", RESOURCE]);
+    cluster.wait_disk(ALICE, "Diskless", STATE_DEADLINE);
+    let mut client = nbd_client::open(&cluster.nbd_socket(ALICE), RESOURCE).expect("open");
+    assert_eq!(client.write(4096, &[0x81; 4096]), 0);
+    assert_eq!(client.read(4096, 4096), vec![0x81; 4096]);
+    client.disconnect();
+    let bob = std::fs::read(cluster.disk(BOB)).expect("bob's disk");
+    assert_eq!(&bob[4096..8192], &[0x81; 4096][..]);
+    let alice = std::fs::read(cluster.disk(ALICE)).expect("alice's disk");
+    assert_eq!(&alice[4096..8192], &[0; 4096][..], "nothing written on a detached disk");
+}
+
+/// A disk error on the Secondary: it detaches (the Primary marks what it could not write),
+/// and after the disk is repaired `tandem attach` resyncs it to data identical to the
+/// Primary's.
+#[test]
+fn a_failed_secondary_detaches_and_attach_resyncs_it_after_repair() {
+    let spec = Spec::two_nodes('C').with_disk_faults();
+    let cluster = Cluster::with_primary(spec);
+    let mut client = nbd_client::open(&cluster.nbd_socket(ALICE), RESOURCE).expect("open");
+    assert_eq!(client.write(0, &[0x91; 16384]), 0);
+    cluster.fail_disk(BOB);
+    assert_eq!(client.write(1 << 20, &[0x92; 16384]), 0, "alice wrote it: the write succeeds");
+    cluster.wait_disk(BOB, "Diskless", STATE_DEADLINE);
+    cluster.wait_until("alice sees bob Diskless", STATE_DEADLINE, || cluster.status(ALICE).peer_disk("bob") == "Diskless");
+    assert_eq!(client.write(2 << 20, &[0x93; 16384]), 0);
+    assert!(cluster.out_of_sync_kib(ALICE, BOB) >= 16, "alice keeps what bob lacks");
+
+    let refused = cluster.admin(BOB, &["attach", RESOURCE]);
+    assert!(!refused.status.success(), "the disk still fails: stays Diskless");
+    assert_eq!(disk_of(&cluster, BOB), "Diskless");
+    cluster.heal_disk(BOB);
+    cluster.admin_ok(BOB, &["attach", RESOURCE]);
+    cluster.wait_until("bob is UpToDate again", Duration::from_secs(30), || cluster.all_up_to_date());
+    client.disconnect();
+    cluster.wait_identical(ALICE, BOB, STATE_DEADLINE);
+}
+
+/// `tandem adjust` changes `on-io-error` live: pass_on, then detach after the adjust.
+#[test]
+fn adjust_switches_on_io_error_live() {
+    let spec = Spec::two_nodes('C').with_disk_faults().disk_line("on-io-error pass_on;");
+    let cluster = Cluster::with_primary(spec);
+    let path = cluster.config_path(ALICE);
+    let text = std::fs::read_to_string(path).expect("read config");
+    std::fs::write(path, text.replace("on-io-error pass_on;", "on-io-error detach;")).expect("write config");
+    let report = cluster.admin_ok(ALICE, &["adjust", RESOURCE]);
+    assert!(report.contains("on-io-error PassOn -> Detach"), "report: {report}");
+    let mut client = nbd_client::open(&cluster.nbd_socket(ALICE), RESOURCE).expect("open");
+    cluster.fail_disk(ALICE);
+    assert_eq!(client.write(0, &[0xA1; 4096]), 0, "detached, written by the peer");
+    cluster.wait_disk(ALICE, "Diskless", STATE_DEADLINE);
+    assert_eq!(client.read(0, 4096), vec![0xA1; 4096]);
+    client.disconnect();
+}
+
+/// Three nodes, the Primary's disk failed: a Secondary that was away while the Primary wrote
+/// through the other one comes back Outdated (the Diskless Primary cannot resync it), and
+/// reads never come from it.
+#[test]
+fn a_secondary_back_behind_a_diskless_primary_is_outdated_and_not_read() {
+    let cluster = Cluster::with_primary(Spec::three_nodes('C').with_disk_faults());
+    let mut client = nbd_client::open(&cluster.nbd_socket(ALICE), RESOURCE).expect("open");
+    cluster.fail_disk(ALICE);
+    assert_eq!(client.write(0, &[0xB1; 4096]), 0);
+    cluster.wait_disk(ALICE, "Diskless", STATE_DEADLINE);
+    cluster.kill(CAROL);
+    cluster.wait_until("alice notices carol is gone", STATE_DEADLINE, || cluster.status(ALICE).connection_state("carol") != "Connected");
+    assert_eq!(client.write(0, &[0xB2; 4096]), 0, "written through bob alone");
+    cluster.start_node(CAROL);
+    cluster.wait_until("carol is back with alice", STATE_DEADLINE, || cluster.status(ALICE).connection_state("carol") == "Connected");
+    cluster.wait_disk(CAROL, "Outdated", STATE_DEADLINE);
+    for _ in 0..5 {
+        assert_eq!(client.read(0, 4096), vec![0xB2; 4096], "the newest data, from bob");
+    }
+    client.disconnect();
+}
