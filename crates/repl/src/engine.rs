@@ -908,6 +908,10 @@ impl<P: Clone> Engine<P> {
             PeerMessage::SyncPause { volume, paused } => self.receive_sync_pause(now, slot, volume, paused, out),
             PeerMessage::StaleMark { stale } => self.receive_stale_mark(slot, stale, out),
             PeerMessage::StaleMarkAck { stale } => self.receive_stale_ack(now, slot, stale, out),
+            PeerMessage::Ahead { ahead } => {
+                self.receive_ahead(slot, ahead, out);
+                Ok(())
+            }
             PeerMessage::VerifyRequest { id, volume, offset, length } => {
                 self.receive_verify_request(now, slot, id, volume, Extent { offset, length }, out)
             }
@@ -1249,6 +1253,7 @@ impl<P: Clone> Engine<P> {
                 let pause = self.sync_pause(slot, vslot);
                 let replication = match sync.repl_state() {
                     ReplState::Established if p.ahead.is_ahead() => ReplState::Ahead,
+                    ReplState::Established if p.ahead.behind => ReplState::Behind,
                     ReplState::SyncSource if pause.any() => ReplState::PausedSyncS,
                     ReplState::SyncTarget if pause.any() => ReplState::PausedSyncT,
                     state => state,

@@ -177,6 +177,9 @@ pub enum PeerMessage<P> {
     StaleMark { stale: bool },
     /// The mark (or its clearing) is durable.
     StaleMarkAck { stale: bool },
+    /// The Primary no longer ships writes to the receiver, only marks them out of sync
+    /// (pull-ahead: the receiver is Behind), or ships them again (`engine/ahead.rs`).
+    Ahead { ahead: bool },
     /// The verify source asks for the digests of `length` bytes at `offset` (data socket).
     VerifyRequest { id: u64, volume: u16, offset: u64, length: u64 },
     /// The verify target's answer to request `id` (data socket).

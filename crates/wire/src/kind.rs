@@ -119,6 +119,9 @@ pub enum Kind {
     StaleMark = 0x0208,
     /// Control socket: the mark (or its clearing) is durable.
     StaleMarkAck = 0x0209,
+    /// Control socket (Primary to peer): writes are no longer shipped to you, only marked out
+    /// of sync (pull-ahead: you are Behind), or they are again.
+    Ahead = 0x020A,
     /// Data socket (target to source): send me this range of your disk.
     ResyncRequest = 0x0300,
     /// Data socket (source to target): the range asked for, followed by its payload.
@@ -162,7 +165,7 @@ pub enum Kind {
 
 impl Kind {
     /// Every kind, in kind-number order.
-    pub const ALL: [Kind; 34] = [
+    pub const ALL: [Kind; 35] = [
         Kind::Hello,
         Kind::AuthResponse,
         Kind::AuthResult,
@@ -181,6 +184,7 @@ impl Kind {
         Kind::Disconnect,
         Kind::StaleMark,
         Kind::StaleMarkAck,
+        Kind::Ahead,
         Kind::ResyncRequest,
         Kind::ResyncReply,
         Kind::ResyncNegReply,
@@ -255,7 +259,8 @@ impl Kind {
             | Kind::PeerState
             | Kind::Disconnect
             | Kind::StaleMark
-            | Kind::StaleMarkAck => matches!(socket, SocketKind::Control),
+            | Kind::StaleMarkAck
+            | Kind::Ahead => matches!(socket, SocketKind::Control),
         }
     }
 
@@ -320,7 +325,7 @@ impl Kind {
             Kind::Ping | Kind::PingAck => 0,
             Kind::RecvAck | Kind::WriteAck | Kind::BarrierAck => 8,
             Kind::NegAck => 8 + 4,
-            Kind::StaleMark | Kind::StaleMarkAck => 1,
+            Kind::StaleMark | Kind::StaleMarkAck | Kind::Ahead => 1,
             Kind::Hello => HELLO_LEN_MIN,
             Kind::PeerState => PEER_STATE_LEN_MIN,
             Kind::Refuse | Kind::Disconnect => STRING_PREFIX_LEN,

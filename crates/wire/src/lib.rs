@@ -62,6 +62,7 @@
 //! | `0x0207` | `Disconnect`   | control | `reason: string`                                          |
 //! | `0x0208` | `StaleMark`    | control | `stale: u8` (Primary to peer: mark yourself possibly stale) |
 //! | `0x0209` | `StaleMarkAck` | control | `stale: u8` (the mark or its clearing is durable)         |
+//! | `0x020A` | `Ahead`        | control | `ahead: u8` (Primary to peer: you are Behind, or no longer) |
 //! | `0x0300` | `ResyncRequest`| data    | `id: u64, volume: u16, offset: u64, length: u32`          |
 //! | `0x0301` | `ResyncReply`  | data    | `id: u64, volume: u16, offset: u64`, then the payload     |
 //! | `0x0302` | `ResyncNegReply`| data   | `id: u64, volume: u16, offset: u64, length: u32, errno: u32` |
@@ -150,8 +151,9 @@ pub use message::{
 pub use verify::{VerifyOutcome, VerifyReply, VerifyRequest, VERIFY_DIGESTS_LEN_MAX};
 
 /// The protocol version this build speaks. Peers negotiate the highest version both support.
-/// Version 5 added `ReadRequest`, `ReadReply` and `ReadNegReply` (reads of a Diskless node).
-pub const PROTOCOL_VERSION: u16 = 5;
+/// Version 5 added `ReadRequest`, `ReadReply` and `ReadNegReply` (reads of a Diskless node);
+/// version 6 `Ahead` (a pulled-ahead Primary tells its peer it is Behind).
+pub const PROTOCOL_VERSION: u16 = 6;
 
 /// Widens a wire `u32` length to `usize`.
 ///

@@ -340,6 +340,12 @@ pub enum Message {
         /// What was made durable.
         stale: bool,
     },
+    /// Writes are no longer shipped to the receiver, only marked out of sync (true: it is
+    /// Behind), or they are again (Primary to peer).
+    Ahead {
+        /// Ahead (true) or shipping again.
+        ahead: bool,
+    },
     /// The sender's role and disk states.
     PeerState(PeerState),
     /// Graceful disconnect.
@@ -437,6 +443,7 @@ impl Message {
             Message::BarrierAck { .. } => Kind::BarrierAck,
             Message::StaleMark { .. } => Kind::StaleMark,
             Message::StaleMarkAck { .. } => Kind::StaleMarkAck,
+            Message::Ahead { .. } => Kind::Ahead,
             Message::PeerState(_) => Kind::PeerState,
             Message::Disconnect { .. } => Kind::Disconnect,
             Message::ResyncRequest(_) => Kind::ResyncRequest,
@@ -562,6 +569,7 @@ impl Message {
             },
             Kind::StaleMark => Message::StaleMark { stale: reader.bool("stale_mark.stale")? },
             Kind::StaleMarkAck => Message::StaleMarkAck { stale: reader.bool("stale_mark_ack.stale")? },
+            Kind::Ahead => Message::Ahead { ahead: reader.bool("ahead.ahead")? },
             Kind::PeerState => Message::PeerState(PeerState::decode(reader)?),
             Kind::Disconnect => Message::Disconnect {
                 reason: reader.string("disconnect.reason")?,
@@ -660,6 +668,7 @@ impl Message {
             }
             Message::BarrierAck { epoch } => writer.u64(*epoch),
             Message::StaleMark { stale } | Message::StaleMarkAck { stale } => writer.bool(*stale),
+            Message::Ahead { ahead } => writer.bool(*ahead),
             Message::PeerState(state) => state.encode(writer)?,
             Message::Disconnect { reason } => writer.string("disconnect.reason", reason)?,
             _ => self.encode_sync_fields(writer)?,

@@ -83,6 +83,8 @@ pub(super) struct AheadTrack {
     streak: u32,
     /// No new episode before this time.
     cool_until: Time,
+    /// The peer told us it is Ahead of this node: this node is Behind (status only).
+    pub(super) behind: bool,
 }
 
 impl AheadTrack {
@@ -100,6 +102,7 @@ impl AheadTrack {
     /// stays on the peer until a Primary clears it after catching it up.
     pub(super) fn connection_lost(&mut self) {
         self.state = AheadState::Calm;
+        self.behind = false;
     }
 }
 
@@ -149,12 +152,24 @@ impl<P: Clone> Engine<P> {
         p.ahead.streak = if long_after { 1 } else { p.ahead.streak.saturating_add(1) };
         if p.async_state == lag::AsyncState::Async {
             p.ahead.state = AheadState::Ahead { since: now };
+            out.push(Action::SendControl { peer: p.config.node_id, message: PeerMessage::Ahead { ahead: true } });
             out.push(Action::StateChanged);
             return;
         }
         p.ahead.state = AheadState::Marking;
         let peer = p.config.node_id;
         out.push(Action::SendControl { peer, message: PeerMessage::StaleMark { stale: true } });
+    }
+
+    /// The peer says it is Ahead of this node (this node is Behind) or no longer. Shown in
+    /// status only: what the Primary skips reaches this node through the resync that ends the
+    /// episode (a handshake also ends it here).
+    pub(super) fn receive_ahead(&mut self, slot: usize, ahead: bool, out: &mut Vec<Action<P>>) {
+        let p = &mut self.peers[slot];
+        if p.ahead.behind != ahead {
+            p.ahead.behind = ahead;
+            out.push(Action::StateChanged);
+        }
     }
 
     /// The peer's mark is durable: a pending episode begins. Returns whether it did.
@@ -169,6 +184,7 @@ impl<P: Clone> Engine<P> {
             p.async_state = lag::AsyncState::Draining { seq: 0 };
         }
         p.ahead.state = AheadState::Ahead { since: now };
+        out.push(Action::SendControl { peer: p.config.node_id, message: PeerMessage::Ahead { ahead: true } });
         out.push(Action::StateChanged);
         true
     }
@@ -182,6 +198,8 @@ impl<P: Clone> Engine<P> {
                 let ahead_for = Duration::from_nanos(now.0.saturating_sub(since.0));
                 if p.transfer_log.is_empty() && ahead_for >= AHEAD_DWELL_MIN {
                     self.peers[slot].ahead.state = AheadState::CatchingUp { ahead_for };
+                    let peer = self.peers[slot].config.node_id;
+                    out.push(Action::SendControl { peer, message: PeerMessage::Ahead { ahead: false } });
                     for vslot in 0..self.volumes.len() {
                         self.send_handshake(slot, vslot, out);
                     }

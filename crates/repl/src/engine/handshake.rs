@@ -110,6 +110,8 @@ impl<P: Clone> Engine<P> {
         self.peers[slot].disks[vslot] = message.disk;
         match message.purpose {
             UuidsPurpose::Handshake => {
+                // A handshake from a pulled-ahead Primary ends its episode here too.
+                self.peers[slot].ahead.behind = false;
                 if matches!(self.peers[slot].syncs[vslot], SyncState::Established) {
                     // The peer started a new round (e.g. after `primary --force`): answer it.
                     self.send_handshake(slot, vslot, out);

@@ -65,6 +65,7 @@ fn a_congested_peer_is_marked_then_left_behind_then_resynced() {
     // The link drains; Ahead lasts its dwell time, then a handshake starts the resync.
     pair.confirm_all();
     assert_eq!(pair.replication(A), ReplState::Ahead, "not before the dwell time");
+    assert_eq!(pair.replication(B), ReplState::Behind, "the peer knows it is left behind");
     pair.tick(A, AHEAD_DWELL_MIN);
     pair.deliver_all();
     for _ in 0..5 {
@@ -75,6 +76,7 @@ fn a_congested_peer_is_marked_then_left_behind_then_resynced() {
     assert_eq!(pair.out_of_sync(), 0, "the resync moved what was skipped");
     assert_eq!(pair.disks[A], pair.disks[B], "replicas identical");
     assert_eq!(pair.replication(A), ReplState::Established);
+    assert_eq!(pair.replication(B), ReplState::Established, "no longer Behind");
     pair.confirm_all();
     pair.tick(A, TICK_INTERVAL);
     pair.deliver_all();
@@ -86,6 +88,7 @@ fn a_behind_peer_refuses_promotion_without_force() {
     let mut pair = Pair::pull_ahead();
     pair.drive_ahead();
     pair.disconnect();
+    assert_ne!(pair.replication(B), ReplState::Behind, "a lost connection is not Behind");
     let mut out = Vec::new();
     let err = pair.nodes[B].promote(false, &mut out).expect_err("a Behind node is possibly stale");
     assert!(matches!(err, StateError::PossiblyStale), "{err:?}");

@@ -45,6 +45,7 @@ fn a_congested_link_goes_ahead_then_resyncs_to_identical_replicas() {
     // Ahead lasts until the link drained and its dwell time passed (seconds at this rate).
     cluster.wait_replication(ALICE, BOB, "Ahead", DEADLINE);
     assert!(bob_possibly_stale(&cluster), "bob is marked possibly stale while alice is Ahead");
+    cluster.wait_replication(BOB, ALICE, "Behind", DEADLINE);
     (WRITES / 2..WRITES).for_each(&mut write);
     assert_eq!(cluster.status(ALICE).replication("bob"), "Ahead", "still Ahead: the link has not drained");
     assert!(cluster.out_of_sync_kib(ALICE, BOB) >= 1024, "the writes made while Ahead are marked out of sync, not shipped");
@@ -56,6 +57,7 @@ fn a_congested_link_goes_ahead_then_resyncs_to_identical_replicas() {
         status.replication("bob") == "Established" && status.out_of_sync_kib("bob") == 0
     });
     cluster.wait_identical(ALICE, BOB, DEADLINE);
+    cluster.wait_replication(BOB, ALICE, "Established", DEADLINE);
     cluster.wait_until("bob's possibly-stale mark is cleared", DEADLINE, || !bob_possibly_stale(&cluster));
     let events = cluster.admin_ok(ALICE, &["status", RESOURCE]);
     assert!(events.contains("UpToDate"), "status after the catch-up:\n{events}");

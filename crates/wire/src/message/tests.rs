@@ -85,6 +85,7 @@ fn one_of_each_kind() -> Vec<Message> {
         },
         Message::StaleMark { stale: true },
         Message::StaleMarkAck { stale: false },
+        Message::Ahead { ahead: true },
         Message::ResyncRequest(ResyncRequest {
             id: 1,
             volume: 0,
