@@ -165,8 +165,19 @@ class Selection(unittest.TestCase):
         from lib.experiments import bonnie
         line = "1.98,2.00a,vm,1,1795358657,256M,,8192,5,,,515123,37,+++++,+++,,,204800,20,1234.5,30,,,,"
         self.assertEqual(bonnie.parse_csv(line),
-                         {"block-write": 515123.0, "rewrite": None, "block-read": 204800.0, "seeks": 1234.5})
-        self.assertEqual(bonnie.parse_csv("short,line"), {n: None for n, _, _ in bonnie.COLUMNS})
+                         {"block-write": 515123.0, "rewrite": None, "block-read": 204800.0, "seeks": 1234.5,
+                          "block-write-latency": None})
+        self.assertEqual(bonnie.parse_csv("short,line"),
+                         {**{n: None for n, _, _ in bonnie.COLUMNS}, "block-write-latency": None})
+
+    def test_bonnie_latency_is_kept_when_throughput_is_too_fast_to_time(self):
+        from lib.experiments import bonnie
+        line = ("1.98,2.00a,x,1,1795719081,256M,,8192,5,,,+++++,+++,+++++,+++,,,+++++,+++,+++++,+++,"
+                ",,,,,,,,,,,,,,,,,,134us,144us,,236us,10082us,,,,,,")
+        parsed = bonnie.parse_csv(line)
+        self.assertIsNone(parsed["block-write"])
+        self.assertEqual(parsed["block-write-latency"], 134.0)
+        self.assertEqual([bonnie.parse_latency_us(r) for r in ("12ms", "2s", "", "x us")], [12000.0, 2e6, None, None])
 
 
 if __name__ == "__main__":
