@@ -714,6 +714,16 @@ impl Cluster {
         String::from_utf8(output.stdout).expect("admin output is not UTF-8")
     }
 
+    /// Whether node `index` reports quorum (`status --json`).
+    pub fn has_quorum(&self, index: usize) -> bool {
+        self.status_json(index)["resources"][0]["devices"][0]["quorum"].as_bool().unwrap_or(false)
+    }
+
+    /// `tandem events RES` on node `index`, running until the returned value is dropped.
+    pub fn events(&self, index: usize) -> Events {
+        Events::start(self, index)
+    }
+
     /// `status --json` of one node, parsed.
     pub fn status_json(&self, index: usize) -> Value {
         let text = self.admin_ok(index, &["status", "--json"]);
@@ -1010,6 +1020,55 @@ impl Cluster {
 /// panics with the whole JSON when the field is missing, since that is a daemon bug.
 #[derive(Debug, Clone)]
 pub struct Status(pub Value);
+
+/// `tandem events RES` on one node, its output going to a file of the cluster's directory;
+/// the process is killed when this is dropped (also when a test fails).
+pub struct Events {
+    child: Child,
+    out: PathBuf,
+}
+
+impl Events {
+    fn start(cluster: &Cluster, index: usize) -> Events {
+        let out = cluster.dir().join(format!("events-{index}.out"));
+        let child = Command::new(tandem_bin())
+            .arg("--run-dir")
+            .arg(cluster.run_dir(index))
+            .args(["events", RESOURCE])
+            .stdout(File::create(&out).expect("events output file"))
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start tandem events");
+        let events = Events { child, out };
+        // `events` shows helper lines from when it connected: wait until it printed its
+        // initial state.
+        cluster.wait_until("tandem events printed the initial state", NODE_READY_DEADLINE, || events.text().contains("exists -"));
+        events
+    }
+
+    /// Everything printed so far.
+    pub fn text(&self) -> String {
+        std::fs::read_to_string(&self.out).unwrap_or_default()
+    }
+
+    /// Waits until the output contains `line`; on the deadline, fails showing the output.
+    pub fn wait_for(&self, cluster: &Cluster, line: &str, deadline: Duration) {
+        let start = Instant::now();
+        while !self.text().contains(line) {
+            if start.elapsed() > deadline {
+                cluster.fail(&format!("events never showed '{line}'; they showed:\n{}", self.text()));
+            }
+            std::thread::sleep(POLL_INTERVAL);
+        }
+    }
+}
+
+impl Drop for Events {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
 
 impl Status {
     fn missing(&self, what: &str) -> ! {

@@ -13,10 +13,6 @@ const BOB: usize = 1;
 const CAROL: usize = 2;
 const STATE_DEADLINE: Duration = Duration::from_secs(15);
 
-fn has_quorum(cluster: &Cluster, index: usize) -> bool {
-    cluster.status_json(index)["resources"][0]["devices"][0]["quorum"].as_bool().unwrap_or(false)
-}
-
 /// drbd-semantics.md §5 `configs/r3.res` and §6 "diskless tiebreaker since 9.0.18".
 #[test]
 fn a_diskless_tiebreaker_keeps_quorum_for_the_primary_and_stores_nothing() {
@@ -34,13 +30,13 @@ fn a_diskless_tiebreaker_keeps_quorum_for_the_primary_and_stores_nothing() {
     assert_eq!(client.write(0, &[1; 4096]), 0);
     cluster.kill(BOB);
     cluster.wait_until("alice notices bob is gone", STATE_DEADLINE, || cluster.status(ALICE).connection_state("bob") != "Connected");
-    assert!(has_quorum(&cluster, ALICE), "alice and the tiebreaker are 2 of 3");
+    assert!(cluster.has_quorum(ALICE), "alice and the tiebreaker are 2 of 3");
     assert_eq!(client.write(4096, &[2; 4096]), 0, "writes go on with the tiebreaker's vote");
     assert_eq!(client.read(4096, 4096), vec![2; 4096]);
     assert_eq!(cluster.out_of_sync_kib(ALICE, CAROL), 0, "no bitmap is kept for a node without a disk");
 
     cluster.kill(CAROL);
-    cluster.wait_until("alice, alone, loses quorum", STATE_DEADLINE, || !has_quorum(&cluster, ALICE));
+    cluster.wait_until("alice, alone, loses quorum", STATE_DEADLINE, || !cluster.has_quorum(ALICE));
     assert_eq!(client.write(8192, &[3; 4096]), 5, "a write without quorum fails with EIO");
     let text = cluster.admin_ok(ALICE, &["status", RESOURCE]);
     assert!(text.contains("quorum:no"), "status: {text}");
@@ -55,7 +51,7 @@ fn the_data_node_left_with_the_tiebreaker_keeps_quorum_and_may_be_promoted() {
     let cluster = Cluster::with_primary(spec);
     cluster.kill(ALICE);
     cluster.wait_until("bob notices alice is gone", STATE_DEADLINE, || cluster.status(BOB).connection_state("alice") != "Connected");
-    assert!(has_quorum(&cluster, BOB), "bob and the tiebreaker are 2 of 3");
+    assert!(cluster.has_quorum(BOB), "bob and the tiebreaker are 2 of 3");
     cluster.admin_ok(BOB, &["primary", RESOURCE]);
     cluster.wait_until("carol sees bob Primary", STATE_DEADLINE, || cluster.status(CAROL).peer_role("bob") == "Primary");
     let mut client = nbd_client::open(&cluster.nbd_socket(BOB), RESOURCE).expect("open on bob");
@@ -138,23 +134,13 @@ fn pass_on_returns_eio_to_the_client_and_stays_attached() {
 #[test]
 fn detach_and_attach_resync_the_secondary_to_identical_data() {
     let cluster = Cluster::with_primary(Spec::two_nodes('C'));
-    let events_out = cluster.dir().join("bob-events.out");
-    let mut events = std::process::Command::new(crate::cluster::tandem_bin())
-        .arg("--run-dir")
-        .arg(cluster.run_dir(BOB))
-        .args(["events", RESOURCE])
-        .stdout(std::fs::File::create(&events_out).expect("events output file"))
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("start tandem events");
+    let events = cluster.events(BOB);
     let mut client = nbd_client::open(&cluster.nbd_socket(ALICE), RESOURCE).expect("open");
     assert_eq!(client.write(0, &[0x71; 65536]), 0);
     cluster.admin_ok(BOB, &["detach", RESOURCE]);
     cluster.wait_disk(BOB, "Diskless", STATE_DEADLINE);
     cluster.wait_until("alice sees bob Diskless", STATE_DEADLINE, || cluster.status(ALICE).peer_disk("bob") == "Diskless");
-    cluster.wait_until("bob's events show the detach", STATE_DEADLINE, || {
-        std::fs::read_to_string(&events_out).is_ok_and(|text| text.contains("change device name:r0 volume:0 disk:Diskless"))
-    });
+    events.wait_for(&cluster, "change device name:r0 volume:0 disk:Diskless", STATE_DEADLINE);
     assert_eq!(client.write(1 << 20, &[0x72; 65536]), 0, "alice writes without bob's disk");
     cluster.wait_until("alice keeps bits for bob", STATE_DEADLINE, || cluster.out_of_sync_kib(ALICE, BOB) >= 64);
 
@@ -162,9 +148,8 @@ fn detach_and_attach_resync_the_secondary_to_identical_data() {
     cluster.wait_until("bob is UpToDate again", Duration::from_secs(30), || cluster.all_up_to_date());
     client.disconnect();
     cluster.wait_identical(ALICE, BOB, STATE_DEADLINE);
-    let text = std::fs::read_to_string(&events_out).unwrap_or_default();
-    let _ = events.kill();
-    let _ = events.wait();
+    let text = events.text();
+    drop(events);
     // Events are polled, so the short Attaching and Outdated states may be folded into one
     // change; the return to UpToDate after the detach is always there.
     let after_detach = text.split("disk:Diskless").nth(1).unwrap_or_default();

@@ -8,11 +8,10 @@
 //! `call helper` / `response helper` lines.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use crate::cluster::{tandem_bin, Cluster, Spec, RESOURCE};
+use crate::cluster::{Cluster, Spec, RESOURCE};
 use crate::nbd_client;
 
 const ALICE: usize = 0;
@@ -51,52 +50,6 @@ fn fencing_pair(fencing: &str, script: &str, extra: impl FnOnce(Spec) -> Spec) -
     cluster.initial_sync();
     cluster.promote_and_wait(ALICE);
     cluster
-}
-
-/// `tandem events RES` on one node, its output going to a file of the cluster's directory.
-struct Events {
-    child: Child,
-    out: PathBuf,
-}
-
-impl Events {
-    fn start(cluster: &Cluster, index: usize) -> Events {
-        let out = cluster.dir().join(format!("events-{index}.out"));
-        let child = Command::new(tandem_bin())
-            .arg("--run-dir")
-            .arg(cluster.run_dir(index))
-            .args(["events", RESOURCE])
-            .stdout(std::fs::File::create(&out).expect("events output file"))
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start tandem events");
-        let events = Events { child, out };
-        // `events` shows helper lines from when it connected: wait until it printed its
-        // initial state.
-        cluster.wait_until("tandem events printed the initial state", STATE_DEADLINE, || events.text().contains("exists -"));
-        events
-    }
-
-    fn text(&self) -> String {
-        std::fs::read_to_string(&self.out).unwrap_or_default()
-    }
-
-    fn wait_for(&self, cluster: &Cluster, line: &str) {
-        let start = std::time::Instant::now();
-        while !self.text().contains(line) {
-            if start.elapsed() > STATE_DEADLINE {
-                cluster.fail(&format!("events never showed '{line}'; they showed:\n{}", self.text()));
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-}
-
-impl Drop for Events {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 fn suspended(cluster: &Cluster, index: usize) -> (bool, String) {
@@ -139,9 +92,9 @@ const FENCE_CALL: &str = "call helper name:r0 peer-node-id:1 conn-name:bob helpe
 #[test]
 fn stonith_freezes_writes_until_fence_peer_says_the_peer_was_shot() {
     let cluster = fencing_pair("resource-and-stonith", FENCE_SCRIPT, |spec| spec);
-    let events = Events::start(&cluster, ALICE);
+    let events = cluster.events(ALICE);
     let env = lose_bob(&cluster);
-    events.wait_for(&cluster, FENCE_CALL);
+    events.wait_for(&cluster, FENCE_CALL, STATE_DEADLINE);
     for variable in ["DRBD_RESOURCE=r0", "DRBD_PEER_NODE_ID=1", "DRBD_PEER=bob", "DRBD_PEER_ADDRESS=127.0.0.1", "DRBD_PEER_AF=ipv4", "DRBD_MY_NODE_ID=0", "DRBD_NODE_ID_1=bob"] {
         assert!(env.lines().any(|line| line == variable), "fence-peer's environment lacks {variable}:\n{env}");
     }
@@ -150,17 +103,17 @@ fn stonith_freezes_writes_until_fence_peer_says_the_peer_was_shot() {
     assert_eq!(suspended(&cluster, ALICE), (true, "fencing".to_string()));
     let text = cluster.admin_ok(ALICE, &["status", RESOURCE]);
     assert!(text.contains("suspended:fencing"), "status: {text}");
-    events.wait_for(&cluster, "change resource name:r0 suspended:fencing");
+    events.wait_for(&cluster, "change resource name:r0 suspended:fencing", STATE_DEADLINE);
 
     let (done, writer) = write_in_background(&cluster, 0, 7);
     cluster.hold_for("the write waits for fence-peer", FROZEN_HOLD, || done.try_recv().is_err());
     set_fence_status(&cluster, 7);
     assert_eq!(done.recv_timeout(STATE_DEADLINE), Ok(0), "the write completes once bob is fenced");
     writer.join().expect("writer");
-    events.wait_for(&cluster, "response helper name:r0 peer-node-id:1 conn-name:bob helper:fence-peer status:7");
+    events.wait_for(&cluster, "response helper name:r0 peer-node-id:1 conn-name:bob helper:fence-peer status:7", STATE_DEADLINE);
     assert_eq!(suspended(&cluster, ALICE), (false, String::new()));
     assert_eq!(cluster.status(ALICE).peer_disk("bob"), "Outdated", "a STONITHed peer shows Outdated");
-    events.wait_for(&cluster, "change resource name:r0 suspended:no");
+    events.wait_for(&cluster, "change resource name:r0 suspended:no", STATE_DEADLINE);
 }
 
 /// (b) A fence-peer that fails (exit 1) keeps I/O frozen until `tandem resume-io`; the
@@ -168,10 +121,10 @@ fn stonith_freezes_writes_until_fence_peer_says_the_peer_was_shot() {
 #[test]
 fn a_failed_fence_peer_keeps_io_frozen_until_resume_io() {
     let cluster = fencing_pair("resource-and-stonith", FENCE_SCRIPT, |spec| spec);
-    let events = Events::start(&cluster, ALICE);
+    let events = cluster.events(ALICE);
     set_fence_status(&cluster, 1);
     lose_bob(&cluster);
-    events.wait_for(&cluster, "response helper name:r0 peer-node-id:1 conn-name:bob helper:fence-peer status:1");
+    events.wait_for(&cluster, "response helper name:r0 peer-node-id:1 conn-name:bob helper:fence-peer status:1", STATE_DEADLINE);
     let (done, writer) = write_in_background(&cluster, 8192, 9);
     cluster.hold_for("the write stays frozen after the failure", FROZEN_HOLD, || done.try_recv().is_err() && suspended(&cluster, ALICE).0);
     cluster.admin_ok(ALICE, &["resume-io", RESOURCE]);
@@ -190,12 +143,12 @@ fn a_failed_fence_peer_keeps_io_frozen_until_resume_io() {
 #[test]
 fn a_hung_handler_is_killed_after_its_timeout_and_the_node_goes_on() {
     let cluster = fencing_pair("resource-only", HANG_SCRIPT, |spec| spec.options_line("handler-timeout 1;").handler("unfence-peer", "true"));
-    let events = Events::start(&cluster, ALICE);
+    let events = cluster.events(ALICE);
     cluster.kill(BOB);
-    events.wait_for(&cluster, FENCE_CALL);
+    events.wait_for(&cluster, FENCE_CALL, STATE_DEADLINE);
     let mut client = nbd_client::open(&cluster.nbd_socket(ALICE), RESOURCE).expect("open alice's export");
     assert_eq!(client.write(0, &[5; 4096]), 0, "resource-only does not freeze I/O");
-    events.wait_for(&cluster, "response helper name:r0 peer-node-id:1 conn-name:bob helper:fence-peer status:137");
+    events.wait_for(&cluster, "response helper name:r0 peer-node-id:1 conn-name:bob helper:fence-peer status:137", STATE_DEADLINE);
     assert!(cluster.log(ALICE).contains("handler-timeout"), "alice's log says why the handler was killed");
     let pid = std::fs::read_to_string(cluster.dir().join("hang-child.pid")).expect("the handler recorded its child");
     let proc_dir = PathBuf::from(format!("/proc/{}", pid.trim()));
@@ -209,7 +162,7 @@ fn a_hung_handler_is_killed_after_its_timeout_and_the_node_goes_on() {
     cluster.wait_until("bob catches up", STATE_DEADLINE, || cluster.status(ALICE).peer_disk("bob") == "UpToDate");
     cluster.wait_identical(ALICE, BOB, STATE_DEADLINE);
     // The resync that brought bob back ends with unfence-peer on its source.
-    events.wait_for(&cluster, "response helper name:r0 peer-node-id:1 conn-name:bob helper:unfence-peer status:0");
+    events.wait_for(&cluster, "response helper name:r0 peer-node-id:1 conn-name:bob helper:unfence-peer status:0", STATE_DEADLINE);
 }
 
 /// A Secondary promoted while its peer is away runs fence-peer first: refused when it fails,

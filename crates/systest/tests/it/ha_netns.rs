@@ -80,10 +80,6 @@ fn wait_lost(cluster: &Cluster, node: usize, peer: usize) {
 }
 
 /// Whether `index` reports quorum for volume 0.
-fn has_quorum(cluster: &Cluster, index: usize) -> bool {
-    cluster.status_json(index)["resources"][0]["devices"][0]["quorum"].as_bool().unwrap_or(false)
-}
-
 /// Waits until every node is UpToDate and Established with every peer; fails at once (not
 /// at the deadline) if a connection ends StandAlone, which is how a split brain shows.
 fn wait_rejoined(cluster: &Cluster) {
@@ -110,7 +106,7 @@ fn two_nodes() -> NetCluster {
 fn three_nodes_with_quorum(on_loss: &str) -> NetCluster {
     let spec = Spec::three_nodes('C').options_line("quorum majority;").options_line(&format!("on-no-quorum {on_loss};"));
     let cluster = NetCluster::build(spec, Cluster::with_primary);
-    assert!(has_quorum(&cluster, ALICE), "three connected nodes have quorum");
+    assert!(cluster.has_quorum(ALICE), "three connected nodes have quorum");
     cluster
 }
 
@@ -184,13 +180,13 @@ fn a_primary_cut_off_alone_fails_writes_and_the_majority_takes_over() {
     let before = write_blocks(&cluster, ALICE, &mut rng, 0, 16);
     let mut client = nbd_client::open(&cluster.nbd_socket(ALICE), RESOURCE).expect("open alice's export");
     cluster.network.cut(ALICE);
-    cluster.wait_until("alice loses quorum", STATE_DEADLINE, || !has_quorum(&cluster, ALICE));
+    cluster.wait_until("alice loses quorum", STATE_DEADLINE, || !cluster.has_quorum(ALICE));
     assert_eq!(client.write(32 * MIB, &[7; 4096]), 5, "a write without quorum fails with EIO");
     client.disconnect();
 
     for node in [BOB, CAROL] {
         wait_lost(&cluster, node, ALICE);
-        assert!(has_quorum(&cluster, node), "{} keeps quorum with 2 of 3", cluster.name(node));
+        assert!(cluster.has_quorum(node), "{} keeps quorum with 2 of 3", cluster.name(node));
     }
     cluster.promote_and_wait(BOB);
     let after = write_blocks(&cluster, BOB, &mut rng, 4 * MIB, 16);
@@ -217,7 +213,7 @@ fn a_primary_without_quorum_holds_writes_until_one_peer_returns() {
     client.set_reply_timeout(HELD_WRITE_DEADLINE);
     cluster.network.cut(BOB);
     cluster.network.cut(CAROL);
-    cluster.wait_until("alice loses quorum", STATE_DEADLINE, || !has_quorum(&cluster, ALICE));
+    cluster.wait_until("alice loses quorum", STATE_DEADLINE, || !cluster.has_quorum(ALICE));
     let held = Rng::new(fresh_seed()).bytes(4096);
     let (done_sender, done_receiver) = mpsc::channel();
     let data = held.clone();
@@ -319,7 +315,7 @@ fn a_held_write_is_not_acknowledged_when_the_cut_off_primary_meets_the_new_major
     });
     cluster.hold_for("alice's write is in flight", Duration::from_millis(300), || done_receiver.try_recv().is_err());
     cluster.network.cut(ALICE);
-    cluster.wait_until("alice loses quorum", STATE_DEADLINE, || !has_quorum(&cluster, ALICE));
+    cluster.wait_until("alice loses quorum", STATE_DEADLINE, || !cluster.has_quorum(ALICE));
     cluster.hold_for("the write waits for quorum", HOLD, || done_receiver.try_recv().is_err());
 
     for node in [BOB, CAROL] {
@@ -383,20 +379,20 @@ fn a_diskless_tiebreaker_decides_which_side_keeps_quorum() {
 
     cluster.network.cut(BOB);
     wait_lost(&cluster, ALICE, BOB);
-    assert!(has_quorum(&cluster, ALICE), "alice keeps quorum with the tiebreaker's vote");
+    assert!(cluster.has_quorum(ALICE), "alice keeps quorum with the tiebreaker's vote");
     let first = write_blocks(&cluster, ALICE, &mut rng, 0, 16);
-    cluster.wait_until("bob loses quorum", STATE_DEADLINE, || !has_quorum(&cluster, BOB));
+    cluster.wait_until("bob loses quorum", STATE_DEADLINE, || !cluster.has_quorum(BOB));
     cluster.network.heal(BOB);
     cluster.wait_until("alice and bob are UpToDate again", SYNC_DEADLINE, || pair_up_to_date(&cluster));
     cluster.wait_identical(ALICE, BOB, STATE_DEADLINE);
 
     let mut client = nbd_client::open(&cluster.nbd_socket(ALICE), RESOURCE).expect("open alice's export");
     cluster.network.cut(ALICE);
-    cluster.wait_until("alice loses quorum", STATE_DEADLINE, || !has_quorum(&cluster, ALICE));
+    cluster.wait_until("alice loses quorum", STATE_DEADLINE, || !cluster.has_quorum(ALICE));
     assert_eq!(client.write(32 * MIB, &[9; 4096]), 5, "a write without quorum fails with EIO");
     client.disconnect();
     wait_lost(&cluster, BOB, ALICE);
-    assert!(has_quorum(&cluster, BOB), "bob has quorum with the tiebreaker's vote");
+    assert!(cluster.has_quorum(BOB), "bob has quorum with the tiebreaker's vote");
     cluster.admin_ok(BOB, &["primary", RESOURCE]);
     let second = write_blocks(&cluster, BOB, &mut rng, 4 * MIB, 16);
     read_back(&cluster, BOB, &first);

@@ -14,14 +14,10 @@ const BOB: usize = 1;
 const CAROL: usize = 2;
 const STATE_DEADLINE: Duration = Duration::from_secs(15);
 
-fn has_quorum(cluster: &Cluster, index: usize) -> bool {
-    cluster.status_json(index)["resources"][0]["devices"][0]["quorum"].as_bool().unwrap_or(false)
-}
-
 fn quorum_cluster(on_loss: &str) -> Cluster {
     let spec = Spec::three_nodes('C').options_line("quorum majority;").options_line(&format!("on-no-quorum {on_loss};"));
     let cluster = Cluster::with_primary(spec);
-    assert!(has_quorum(&cluster, ALICE));
+    assert!(cluster.has_quorum(ALICE));
     cluster
 }
 
@@ -31,11 +27,11 @@ fn a_primary_cut_off_from_both_peers_suspends_writes_until_quorum_returns() {
     let mut client = nbd_client::open(&cluster.nbd_socket(ALICE), RESOURCE).expect("open");
     cluster.kill(BOB);
     cluster.wait_until("alice notices bob is gone", STATE_DEADLINE, || cluster.status(ALICE).connection_state("bob") != "Connected");
-    assert!(has_quorum(&cluster, ALICE), "2 of 3 is a majority");
+    assert!(cluster.has_quorum(ALICE), "2 of 3 is a majority");
     assert_eq!(client.write(0, &[1; 4096]), 0, "writes go on with a majority");
 
     cluster.kill(CAROL);
-    cluster.wait_until("alice loses quorum", STATE_DEADLINE, || !has_quorum(&cluster, ALICE));
+    cluster.wait_until("alice loses quorum", STATE_DEADLINE, || !cluster.has_quorum(ALICE));
     let text = cluster.admin_ok(ALICE, &["status", RESOURCE]);
     assert!(text.contains("quorum:no"), "status: {text}");
     let (done_tx, done_rx) = mpsc::channel();
@@ -47,7 +43,7 @@ fn a_primary_cut_off_from_both_peers_suspends_writes_until_quorum_returns() {
     cluster.hold_for("the write waits for quorum", Duration::from_millis(1500), || done_rx.try_recv().is_err());
 
     cluster.start_node(BOB);
-    cluster.wait_until("alice regains quorum", STATE_DEADLINE, || has_quorum(&cluster, ALICE));
+    cluster.wait_until("alice regains quorum", STATE_DEADLINE, || cluster.has_quorum(ALICE));
     let errno = done_rx.recv_timeout(STATE_DEADLINE).expect("the held write completed once quorum returned");
     assert_eq!(errno, 0);
     writer.join().expect("writer").disconnect();
@@ -58,7 +54,7 @@ fn with_io_error_writes_fail_without_quorum_and_promotion_is_refused() {
     let cluster = quorum_cluster("io-error");
     cluster.kill(BOB);
     cluster.kill(CAROL);
-    cluster.wait_until("alice loses quorum", STATE_DEADLINE, || !has_quorum(&cluster, ALICE));
+    cluster.wait_until("alice loses quorum", STATE_DEADLINE, || !cluster.has_quorum(ALICE));
     let mut client = nbd_client::open(&cluster.nbd_socket(ALICE), RESOURCE).expect("open");
     let errno = client.write(0, &[3; 4096]);
     assert_eq!(errno, 5, "a write without quorum fails with EIO");
@@ -82,7 +78,7 @@ fn secondary_force_fails_a_held_write_and_demotes_an_open_export() {
     let mut client = nbd_client::open(&cluster.nbd_socket(ALICE), RESOURCE).expect("open");
     cluster.kill(BOB);
     cluster.kill(CAROL);
-    cluster.wait_until("alice loses quorum", STATE_DEADLINE, || !has_quorum(&cluster, ALICE));
+    cluster.wait_until("alice loses quorum", STATE_DEADLINE, || !cluster.has_quorum(ALICE));
     let (done_tx, done_rx) = mpsc::channel();
     let writer = std::thread::spawn(move || {
         let errno = client.write(4096, &[2; 4096]);

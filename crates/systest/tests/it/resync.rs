@@ -985,15 +985,7 @@ fn resync_handlers_run_and_show_in_events() {
         .handler("after-resync-target", "echo \\\"after $DRBD_RESOURCE $DRBD_PEER\\\" >> {dir}/handlers.out")
         .handler("before-resync-source", "exit 3");
     let cluster = Cluster::with_primary(spec);
-    let events_out = cluster.dir().join("bob-events.out");
-    let mut events = std::process::Command::new(crate::cluster::tandem_bin())
-        .arg("--run-dir")
-        .arg(cluster.run_dir(BOB))
-        .args(["events", RESOURCE])
-        .stdout(std::fs::File::create(&events_out).expect("events output file"))
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("start tandem events");
+    let events = cluster.events(BOB);
     disconnect_both(&cluster);
     let mut rng = Rng::new(fresh_seed());
     write_through_nbd(&cluster, ALICE, &random_writes(&mut rng, 0, 4 * MIB));
@@ -1007,11 +999,9 @@ fn resync_handlers_run_and_show_in_events() {
     });
     let call = "call helper name:r0 peer-node-id:0 conn-name:alice volume:0 helper:before-resync-target";
     let response = "response helper name:r0 peer-node-id:0 conn-name:alice volume:0 helper:after-resync-target status:0";
-    cluster.wait_until("bob's events show the calls and responses", STATE_DEADLINE, || {
-        std::fs::read_to_string(&events_out).is_ok_and(|text| text.contains(call) && text.contains(response))
-    });
-    let _ = events.kill();
-    let _ = events.wait();
+    events.wait_for(&cluster, call, STATE_DEADLINE);
+    events.wait_for(&cluster, response, STATE_DEADLINE);
+    drop(events);
     let text = std::fs::read_to_string(&handler_out).unwrap_or_default();
     let before = text.find("before").unwrap_or(usize::MAX);
     let after = text.find("after").unwrap_or(0);
