@@ -12,10 +12,13 @@
 //!   done; the engine completes what depends on it only after that (meta crate, write-ordering
 //!   rules 1-3).
 //! - **Data before metadata:** with external metadata, the data disk's completed writes are
-//!   made durable before a job writes anything (`MetaFile::sync_backing`). A job may evict an
-//!   activity-log extent or clear bitmap bits, which the data written there must back: on a
-//!   power loss the data disk's cache would otherwise lose writes that the metadata no longer
-//!   records as possibly different. (Internal metadata shares the data file's `fdatasync`.)
+//!   made durable before a job that may evict an activity-log extent or clear bitmap bits
+//!   writes anything (`MetaFile::sync_backing`): the data written there must back it, or on a
+//!   power loss the data disk's cache would lose writes that the metadata no longer records
+//!   as possibly different. Every `Persist` job counts as such; an activity-log transaction
+//!   only if it evicts (`evicts`). One that only makes extents hot promises nothing about
+//!   data already written, so a sequential stream does not flush the data disk every 4 MiB.
+//!   (Internal metadata shares the data file's `fdatasync` either way.)
 
 use std::sync::Mutex;
 
@@ -34,14 +37,24 @@ pub(crate) enum MetaJob {
     /// periodic bitmap write-back, shutdown.
     Persist { pages: Vec<(u8, Pages)>, meta: Option<Box<VolumeMeta>> },
     /// An activity-log transaction (`block` at `offset_bytes` within the ring), after the
-    /// bitmap pages `(peer, page, image)` of the extents it evicts.
-    ActivityLog { pages: Vec<(u8, u64, Vec<u8>)>, offset_bytes: u64, block: Vec<u8> },
+    /// bitmap pages `(peer, page, image)` of the extents it evicts; `evicts` if it makes any
+    /// extent cold (even one without dirty pages).
+    ActivityLog { pages: Vec<(u8, u64, Vec<u8>)>, offset_bytes: u64, block: Vec<u8>, evicts: bool },
 }
 
 impl MetaJob {
     /// Whether the job writes nothing.
     pub(crate) fn is_empty(&self) -> bool {
         matches!(self, MetaJob::Persist { pages, meta: None } if pages.iter().all(|(_, p)| p.is_empty()))
+    }
+
+    /// Whether the data disk's completed writes must be durable before the job writes
+    /// anything (the module's data-before-metadata rule).
+    pub(crate) fn needs_data_sync(&self) -> bool {
+        match self {
+            MetaJob::Persist { .. } => !self.is_empty(),
+            MetaJob::ActivityLog { evicts, .. } => *evicts,
+        }
     }
 }
 
@@ -72,7 +85,7 @@ impl MetaStore {
     /// writer thread, in the order the jobs were taken.
     pub(crate) fn execute(&self, job: &MetaJob) -> Result<(), IoError> {
         let mut superblock = self.written.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        if !job.is_empty() {
+        if job.needs_data_sync() {
             self.file.sync_backing().map_err(io_error)?;
         }
         match job {
@@ -94,7 +107,7 @@ impl MetaStore {
                     self.file.sync().map_err(io_error)?;
                 }
             }
-            MetaJob::ActivityLog { pages, offset_bytes, block } => {
+            MetaJob::ActivityLog { pages, offset_bytes, block, .. } => {
                 for (peer, page, image) in pages {
                     let Some(slot) = superblock.peer_slot_of(*peer) else { continue };
                     self.file.write_bitmap_pages(slot, &[(*page, image.clone())]).map_err(io_error)?;

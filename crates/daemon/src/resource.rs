@@ -357,8 +357,8 @@ impl Resource {
                 let pages = self.peers.iter().map(|peer| (peer.node_id, core.engine.take_dirty_bitmap_pages(volume, peer.node_id))).collect();
                 self.queue_meta(volume, MetaJob::Persist { pages, meta: Some(meta) }, MetaDone::Engine(io));
             }
-            Action::WriteActivityLog { io, volume, offset_bytes, block, bitmap_pages } => {
-                self.queue_meta(volume, MetaJob::ActivityLog { pages: bitmap_pages, offset_bytes, block }, MetaDone::Engine(io));
+            Action::WriteActivityLog { io, volume, offset_bytes, block, bitmap_pages, evicts } => {
+                self.queue_meta(volume, MetaJob::ActivityLog { pages: bitmap_pages, offset_bytes, block, evicts }, MetaDone::Engine(io));
             }
             Action::SendOnData { peer, message } => {
                 if let Some(link) = core.links.get(&peer) {

@@ -342,10 +342,10 @@ pub enum Action<P> {
     /// the algorithm's length; `length / block_bytes` (rounded up) digests must fit in
     /// [`crate::VERIFY_DIGESTS_BYTES_MAX`], or the range counts as unreadable.
     LocalDigest { io: IoId, volume: u16, offset: u64, length: u64, block_bytes: u32, alg: DigestAlg },
-    /// Every metadata write (this, [`Action::WriteActivityLog`], the driver's bitmap
-    /// write-backs) first makes the data disk's completed writes durable: an evicted extent or a
-    /// cleared bit is only true once the data behind it is. (Internal metadata shares the data
-    /// file's flush; external metadata needs a flush of the data disk first.)
+    /// Every metadata write (this, an evicting [`Action::WriteActivityLog`], the driver's
+    /// bitmap write-backs) first makes the data disk's completed writes durable: an evicted
+    /// extent or a cleared bit is only true once the data behind it is. (Internal metadata
+    /// shares the data file's flush; external metadata needs a flush of the data disk first.)
     ///
     /// Write `meta` to the volume's superblock and make it durable (after writing the dirty
     /// bitmap pages: [`crate::Engine::take_dirty_bitmap_pages`]); answer with
@@ -358,12 +358,19 @@ pub enum Action<P> {
     /// base, `meta::Layout::al_ring`), made durable. Stop at the first failure. Answer with
     /// `local_done(io)`. The client writes waiting for it are issued only after the answer
     /// (and fail with [`IoError::Io`] if it is an error). At most one is in flight per volume.
+    ///
+    /// `evicts`: the transaction makes an extent cold (this one's evictions, or those of a
+    /// transaction that failed). Only then must the data disk's completed writes be made
+    /// durable before it, as before a [`Action::PersistMeta`]: a transaction that only adds
+    /// hot extents claims nothing about data already written, so it needs no data flush
+    /// (with external metadata that flush is the costly part of a sequential stream).
     WriteActivityLog {
         io: IoId,
         volume: u16,
         offset_bytes: u64,
         block: Vec<u8>,
         bitmap_pages: Vec<(u8, u64, Vec<u8>)>,
+        evicts: bool,
     },
     /// A split brain was detected with `peer` on `volume`. Run the `initial-split-brain`
     /// handler; if `resolution` is [`Resolution::Disconnect`] (the peer is now StandAlone)

@@ -31,8 +31,9 @@ pub type PeerPages = Vec<(u8, Vec<(u64, Vec<u8>)>)>;
 pub enum MetaJob {
     /// Bitmap pages per peer node id, then (if given) the superblock fields.
     Persist { pages: PeerPages, meta: Option<Box<VolumeMeta>>, io: Option<IoId> },
-    /// An activity-log transaction: evicted extents' pages, then the ring block.
-    ActivityLog { pages: Vec<(u8, u64, Vec<u8>)>, offset_bytes: u64, block: Vec<u8>, io: IoId },
+    /// An activity-log transaction: evicted extents' pages, then the ring block; `evicts` if
+    /// it makes any extent cold.
+    ActivityLog { pages: Vec<(u8, u64, Vec<u8>)>, offset_bytes: u64, block: Vec<u8>, io: IoId, evicts: bool },
 }
 
 /// What the metadata is created with.
@@ -109,6 +110,17 @@ impl SimMeta {
     /// Whether a job is queued or running.
     pub fn busy(&self) -> bool {
         !self.queue.is_empty()
+    }
+
+    /// Whether the head job needs the data disk's completed writes durable before it (the
+    /// daemon's `MetaJob::needs_data_sync`: every superblock or bitmap write, and an
+    /// activity-log transaction only if it evicts).
+    pub fn head_needs_data_sync(&self) -> bool {
+        match self.queue.front() {
+            Some(MetaJob::Persist { pages, meta, .. }) => meta.is_some() || pages.iter().any(|(_, p)| !p.is_empty()),
+            Some(MetaJob::ActivityLog { evicts, .. }) => *evicts,
+            None => false,
+        }
     }
 
     /// Jobs queued.

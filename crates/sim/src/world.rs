@@ -294,8 +294,8 @@ impl Sim {
                     let pages = self.take_pages(n, volume);
                     self.queue_meta(n, MetaJob::Persist { pages, meta: Some(meta), io: Some(io) });
                 }
-                Action::WriteActivityLog { io, offset_bytes, block, bitmap_pages, .. } => {
-                    self.queue_meta(n, MetaJob::ActivityLog { pages: bitmap_pages, offset_bytes, block, io });
+                Action::WriteActivityLog { io, offset_bytes, block, bitmap_pages, evicts, .. } => {
+                    self.queue_meta(n, MetaJob::ActivityLog { pages: bitmap_pages, offset_bytes, block, io, evicts });
                 }
                 Action::SendData { peer, seq, epoch, volume, op } => self.send_data(n, peer, seq, epoch, volume, op),
                 Action::SendBarrier { peer, epoch, flush } => self.send_frame(n, peer, Chan::Data, Body::Msg(PeerMessage::Barrier { epoch, flush }), None),
@@ -373,8 +373,11 @@ impl Sim {
         node.meta_scheduled = false;
         // Data before metadata: internal metadata lives in the data file, whose fdatasync
         // flushes the data too; with external metadata the driver syncs the data disk before
-        // every metadata write (daemon: `MetaFile::sync_backing`).
-        node.disk.sync_all();
+        // every metadata write that may evict an extent or clear a bit (daemon:
+        // `MetaJob::needs_data_sync`, `MetaFile::sync_backing`).
+        if self.cfg.internal_metadata || node.meta.head_needs_data_sync() {
+            node.disk.sync_all();
+        }
         match node.meta.step() {
             Err(error) => self.fail(Violation { checker: "metadata", detail: error.to_string() }),
             Ok(done) => {

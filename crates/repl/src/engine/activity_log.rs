@@ -260,6 +260,7 @@ impl<P: Clone> Engine<P> {
         carried.sort_unstable();
         carried.dedup();
         let bitmap_pages = take_pages(&mut self.peers, vslot, volume.size_bytes, &carried);
+        let evicts = !carried.is_empty();
         log.carried = carried;
         let pages = u64::try_from(bitmap_pages.len()).unwrap_or(u64::MAX);
         volume.bm_writes = volume.bm_writes.saturating_add(pages);
@@ -273,6 +274,7 @@ impl<P: Clone> Engine<P> {
             offset_bytes: write.ring_offset_bytes(),
             block,
             bitmap_pages,
+            evicts,
         });
     }
 

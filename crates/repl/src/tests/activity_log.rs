@@ -203,6 +203,7 @@ fn a_cold_write_issues_the_transaction_first_and_nothing_else() {
         offset_bytes,
         block,
         bitmap_pages,
+        evicts,
     }) = pair.local[A].front().cloned()
     else {
         panic!("expected the transaction");
@@ -225,6 +226,7 @@ fn a_cold_write_issues_the_transaction_first_and_nothing_else() {
     assert_eq!(transaction.updates.len(), 1);
     assert_eq!(transaction.updates[0].extent, Some(0));
     assert!(bitmap_pages.is_empty(), "nothing is evicted");
+    assert!(!evicts, "an activation alone needs no data flush before it");
     assert!(pair.run_al(A));
     assert_eq!(kinds(&pair, A), ["write"]);
     assert_eq!(pair.sent_offsets(), [0]);
@@ -482,6 +484,32 @@ fn the_next_transaction_carries_the_pages_a_failed_one_owed() {
     );
     pair.deliver_all();
     assert!(pair.is_complete(11));
+}
+
+/// A transaction that evicts says so even when the evicted extent has no dirty bitmap page
+/// (every write to it reached the peer): the driver must still make the data disk's
+/// completed writes durable before it, or a power loss could drop a write to that extent
+/// while the ring no longer calls it hot. An activation alone says nothing is evicted.
+#[test]
+fn an_eviction_without_dirty_pages_still_asks_for_the_data_flush() {
+    let mut pair = Pair::logged(Protocol::C);
+    for extent in 0..u64::from(AL_EXTENTS) {
+        pair.write(extent + 1, extent * EXTENT, 1, 4096);
+        let Some(Action::WriteActivityLog { evicts, .. }) = pair.local[A].front().cloned() else {
+            panic!("extent {extent} is cold: a transaction first")
+        };
+        assert!(!evicts, "extent {extent} fills a free slot");
+        pair.deliver_all();
+    }
+    assert_eq!(pair.out_of_sync(), 0);
+    pair.write(100, u64::from(AL_EXTENTS) * EXTENT, 2, 4096);
+    let Some(Action::WriteActivityLog { evicts, bitmap_pages, .. }) = pair.local[A].front().cloned() else {
+        panic!("eviction")
+    };
+    assert!(bitmap_pages.is_empty(), "every write reached the peer: no dirty page");
+    assert!(evicts, "an extent leaves the log");
+    pair.deliver_all();
+    assert!(pair.is_complete(100));
 }
 
 /// Issue 3: with an activity log a crashed Primary keeps the bits the driver marked from the
