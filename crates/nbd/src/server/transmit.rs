@@ -7,6 +7,8 @@
 //!   are outstanding; when none is free the reader stops reading (backpressure).
 //! - Before a write payload is read, or a read is submitted, pages of the shared payload
 //!   budget are taken; they travel with the completion and return when the reply is written.
+//! - Reads go through one bounded buffer per connection (`READ_BUFFER_BYTES`): at most that
+//!   much of the client's stream is held beyond the request being parsed.
 //! - A write payload is read straight into a pooled buffer and frozen (or, for an export that
 //!   streams large writes, submitted first and filled as it arrives); a rejected write's
 //!   payload is read and dropped in bounded chunks so the next header is found where expected.
@@ -33,6 +35,11 @@ use crate::{Command, Completion, Export, NbdError, Request};
 /// Size of the scratch buffer used to skip a rejected write's payload.
 const DISCARD_CHUNK_BYTES: usize = 64 * 1024;
 
+/// The connection's read buffer. Under a queue of small requests one `recv` brings in many
+/// headers and payloads at once instead of two system calls per request; a payload larger
+/// than this is read past the buffer, straight into its own.
+const READ_BUFFER_BYTES: usize = 64 * 1024;
+
 /// Serves requests on `stream` until the client disconnects, then waits for every reply.
 pub(crate) async fn transmit<S>(
     stream: S,
@@ -46,7 +53,7 @@ where
     let (replies, replies_receiver) = mpsc::unbounded_channel();
     let writer = tokio::spawn(write_replies(write_half, replies_receiver));
     let mut reader = RequestReader {
-        stream: read_half,
+        stream: tokio::io::BufReader::with_capacity(READ_BUFFER_BYTES, read_half),
         export: Arc::clone(&session.export),
         limits: session.limits,
         pool: Arc::clone(&config.pool),
