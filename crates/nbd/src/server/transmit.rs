@@ -225,6 +225,13 @@ impl<R: AsyncRead + Unpin> RequestReader<R> {
                 return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof).into());
             }
             filler.advance(read);
+            if filler.remaining() > 0 {
+                // Let the export's consumers of this payload (its peer senders, woken on
+                // this worker by the advance) pass the piece on before the next one is read;
+                // otherwise a client that keeps the socket full turns cut-through into
+                // store-and-forward.
+                tokio::task::yield_now().await;
+            }
         }
         Ok(())
     }
