@@ -50,9 +50,11 @@ type MetaReceiver = std::sync::mpsc::Receiver<(MetaJob, MetaDone)>;
 /// Writes up to this size without FUA are done on the calling thread: a page-cache copy of a
 /// few microseconds costs less than handing it to an I/O thread and waking it.
 const INLINE_WRITE_BYTES_MAX: usize = 64 * 1024;
-/// Inline writes can complete other writes that start inline writes; past this depth the
-/// rest go to the I/O threads, so the stack stays bounded.
-const INLINE_DEPTH_MAX: u32 = 4;
+/// An inline write's completion can release more inline writes (on a Secondary, each small
+/// epoch's writes wait for the previous epoch's). They run one after another on the same
+/// thread, queued rather than nested so the stack stays flat; after this many in one run the
+/// rest go to the I/O threads, so one thread is never held for long.
+const INLINE_RUN_MAX: u32 = 64;
 
 /// I/O threads that may wait for a payload still arriving; at least one is always left for
 /// everything else.
@@ -60,7 +62,11 @@ const WRITES_ARRIVING_MAX: usize = crate::io_workers::IO_THREADS - 1;
 const _: () = assert!(WRITES_ARRIVING_MAX >= 1);
 
 thread_local! {
-    static INLINE_DEPTH: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+    /// Inline jobs released while this thread runs inline jobs, with their resource: run in
+    /// order by the outermost run (see `run_inline`).
+    static INLINE_QUEUE: std::cell::RefCell<std::collections::VecDeque<(Arc<Resource>, crate::io_workers::Job)>> =
+        const { std::cell::RefCell::new(std::collections::VecDeque::new()) };
+    static INLINE_RUNNING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
 /// Whether a local I/O is cheap enough to run on the calling thread.
@@ -569,7 +575,7 @@ impl Resource {
             return;
         }
         let throttled = self.volumes.iter().any(|(_, disk)| disk.is_throttled());
-        let inline = !throttled && runs_inline(&action) && INLINE_DEPTH.with(|depth| depth.get() < INLINE_DEPTH_MAX);
+        let inline = !throttled && runs_inline(&action);
         let arriving = match &action {
             Action::LocalWrite { op: DiskOp::Write { data, .. }, .. } if data.data.as_complete().is_none() => Some(data.data.clone()),
             _ => None,
@@ -597,14 +603,34 @@ impl Resource {
             resource.step(|engine, now, out| engine.local_done(now, io, result, out));
         };
         if inline {
-            INLINE_DEPTH.with(|depth| depth.set(depth.get() + 1));
-            job();
-            INLINE_DEPTH.with(|depth| depth.set(depth.get() - 1));
+            self.run_inline(Box::new(job));
         } else if let Some(arriving) = arriving {
             self.start_arriving_write(arriving, Box::new(job));
         } else {
             self.io.run(Box::new(job));
         }
+    }
+
+    /// Runs a cheap local write on this thread. One released while this thread already runs
+    /// inline jobs waits for that run to get to it (a trampoline, not a nested call); a run
+    /// hands what is left to the I/O threads after [`INLINE_RUN_MAX`] jobs.
+    fn run_inline(self: &Arc<Self>, job: crate::io_workers::Job) {
+        if INLINE_RUNNING.with(|running| running.get()) {
+            INLINE_QUEUE.with(|queue| queue.borrow_mut().push_back((Arc::clone(self), job)));
+            return;
+        }
+        INLINE_RUNNING.with(|running| running.set(true));
+        job();
+        let mut ran = 1;
+        while let Some((resource, job)) = INLINE_QUEUE.with(|queue| queue.borrow_mut().pop_front()) {
+            if ran >= INLINE_RUN_MAX {
+                resource.io.run(job);
+                continue;
+            }
+            job();
+            ran += 1;
+        }
+        INLINE_RUNNING.with(|running| running.set(false));
     }
 
     /// A write whose payload is still arriving: written as it arrives by an I/O thread if
