@@ -433,19 +433,24 @@ async fn run_link(resource: &Arc<Resource>, peer: &PeerInfo, (data, control): So
     next
 }
 
+/// Protocol A's writes waiting for their frames to reach the socket are reported sent at
+/// least every this many, even while the queue never runs empty.
+const SENT_REPORT_MAX: usize = 16;
+
 async fn send_data(resource: Arc<Resource>, peer: PeerInfo, queue: mpsc::UnboundedReceiver<Outgoing>, socket: LinkWriter, buffer: Arc<AsyncBuffer>) -> LinkError {
     let mut writer = BufWriter::with_capacity(STREAM_BUFFER_BYTES, socket);
     let mut sent = Vec::new();
     let mut header = Vec::with_capacity(64);
     let mut queue = queue;
     loop {
-        if queue.is_empty() {
-            // Idle for a moment: push out what is buffered. Under load frames batch up.
+        // Idle for a moment, or protocol A's writes waiting: push out what is buffered (under
+        // load frames batch up), then complete those writes: they are in the socket. Waiting
+        // for an empty queue alone would hold them as long as a busy client keeps it filled.
+        if queue.is_empty() || sent.len() >= SENT_REPORT_MAX {
             if let Err(error) = writer.flush().await {
                 return error.into();
             }
             if !sent.is_empty() {
-                // Protocol A completes writes once they are in the socket.
                 let seqs = std::mem::take(&mut sent);
                 resource.step(|engine, now, out| seqs.iter().for_each(|&seq| engine.peer_sent(now, peer.node_id, seq, out)));
             }
