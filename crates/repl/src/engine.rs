@@ -99,7 +99,7 @@ pub struct VolumeConfig {
     /// None (or a log with `AlUpdates::Disabled`): no log, `al-updates no`.
     pub activity_log: Option<ActivityLog>,
     /// The superblock says this node may lack writes acknowledged under asynchronous
-    /// replication ([`VolumeMeta::possibly_stale`]).
+    /// replication ([`crate::VolumeMeta::possibly_stale`]).
     pub possibly_stale: bool,
 }
 
