@@ -15,9 +15,11 @@
 //!   made durable before a job that may evict an activity-log extent or clear bitmap bits
 //!   writes anything (`MetaFile::sync_backing`): the data written there must back it, or on a
 //!   power loss the data disk's cache would lose writes that the metadata no longer records
-//!   as possibly different. Every `Persist` job counts as such; an activity-log transaction
-//!   only if it evicts (`evicts`). One that only makes extents hot promises nothing about
-//!   data already written, so a sequential stream does not flush the data disk every 4 MiB.
+//!   as possibly different. A `Persist` job counts as such if it writes the superblock or a
+//!   bitmap page in which a bit was cleared (`clears`); an activity-log transaction only if
+//!   it evicts (`evicts`). A page whose bits were only set, like a transaction that only makes
+//!   extents hot, promises nothing about data already written: a disconnected Primary's
+//!   periodic bitmap write-back and a sequential stream do not flush the data disk.
 //!   (Internal metadata shares the data file's `fdatasync` either way.)
 
 use std::sync::Mutex;
@@ -34,8 +36,9 @@ pub(crate) type Pages = Vec<(u64, Vec<u8>)>;
 #[derive(Debug)]
 pub(crate) enum MetaJob {
     /// Bitmap pages per peer, then (if given) the superblock fields: `PersistMeta`, the
-    /// periodic bitmap write-back, shutdown.
-    Persist { pages: Vec<(u8, Pages)>, meta: Option<Box<VolumeMeta>> },
+    /// periodic bitmap write-back, shutdown. `clears` if a bit was cleared in one of the pages
+    /// ([`repl::BitmapPages::clears`]).
+    Persist { pages: Vec<(u8, Pages)>, meta: Option<Box<VolumeMeta>>, clears: bool },
     /// An activity-log transaction (`block` at `offset_bytes` within the ring), after the
     /// bitmap pages `(peer, page, image)` of the extents it evicts; `evicts` if it makes any
     /// extent cold (even one without dirty pages).
@@ -45,14 +48,14 @@ pub(crate) enum MetaJob {
 impl MetaJob {
     /// Whether the job writes nothing.
     pub(crate) fn is_empty(&self) -> bool {
-        matches!(self, MetaJob::Persist { pages, meta: None } if pages.iter().all(|(_, p)| p.is_empty()))
+        matches!(self, MetaJob::Persist { pages, meta: None, .. } if pages.iter().all(|(_, p)| p.is_empty()))
     }
 
     /// Whether the data disk's completed writes must be durable before the job writes
     /// anything (the module's data-before-metadata rule).
     pub(crate) fn needs_data_sync(&self) -> bool {
         match self {
-            MetaJob::Persist { .. } => !self.is_empty(),
+            MetaJob::Persist { meta, clears, .. } => meta.is_some() || *clears,
             MetaJob::ActivityLog { evicts, .. } => *evicts,
         }
     }
@@ -89,7 +92,7 @@ impl MetaStore {
             self.file.sync_backing().map_err(io_error)?;
         }
         match job {
-            MetaJob::Persist { pages, meta } => {
+            MetaJob::Persist { pages, meta, .. } => {
                 let mut wrote = false;
                 for (peer, pages) in pages.iter().filter(|(_, pages)| !pages.is_empty()) {
                     let Some(slot) = superblock.peer_slot_of(*peer) else { continue };
@@ -200,4 +203,29 @@ fn io_error(error: std::io::Error) -> IoError {
 fn meta_error(error: MetadataError) -> IoError {
     tracing::error!("metadata write failed: {error}");
     IoError::Io
+}
+
+#[cfg(test)]
+mod tests {
+    use super::MetaJob;
+
+    fn persist(clears: bool, pages: usize) -> MetaJob {
+        let pages = (0..pages).map(|page| (page as u64, vec![0xFF; 4096])).collect();
+        MetaJob::Persist { pages: vec![(1, pages)], meta: None, clears }
+    }
+
+    #[test]
+    fn only_metadata_that_vouches_for_data_waits_for_the_data_flush() {
+        assert!(persist(false, 0).is_empty());
+        assert!(!persist(false, 0).needs_data_sync());
+        assert!(!persist(false, 2).needs_data_sync(), "pages whose bits were only set promise nothing about data");
+        assert!(persist(true, 2).needs_data_sync(), "a cleared bit says the data is there");
+        let meta = repl::VolumeMeta { ids: repl::GenerationIds::just_created(), disk: repl::DiskState::UpToDate, primary: false, possibly_stale: false };
+        let with_superblock = MetaJob::Persist { pages: Vec::new(), meta: Some(Box::new(meta)), clears: false };
+        assert!(with_superblock.needs_data_sync(), "every superblock write");
+        let hot_only = MetaJob::ActivityLog { pages: Vec::new(), offset_bytes: 0, block: vec![0; 4096], evicts: false };
+        assert!(!hot_only.needs_data_sync());
+        let evicting = MetaJob::ActivityLog { pages: Vec::new(), offset_bytes: 0, block: vec![0; 4096], evicts: true };
+        assert!(evicting.needs_data_sync());
+    }
 }

@@ -351,17 +351,17 @@ impl Resource {
             Action::VerifyFinished { peer, volume, oos_bytes, skipped_bytes } => {
                 let peer_name = self.peer_name(peer);
                 tracing::info!(resource = %self.name, peer = %peer_name, volume, oos_bytes, skipped_bytes, "online verify finished");
-                let pages = self.peers.iter().map(|p| (p.node_id, core.engine.take_dirty_bitmap_pages(volume, p.node_id))).collect();
+                let job = self.persist_job(core, volume, None);
                 self.writebacks_queued.fetch_add(1, Ordering::AcqRel);
-                self.queue_meta(volume, MetaJob::Persist { pages, meta: None }, MetaDone::Log(Arc::clone(&self.writebacks_queued)));
+                self.queue_meta(volume, job, MetaDone::Log(Arc::clone(&self.writebacks_queued)));
                 if oos_bytes > 0 {
                     let event = self.handler_event(Some(volume), Some(peer), Some(&peer_name));
                     handlers::run(&self.handlers, "out-of-sync", &event);
                 }
             }
             Action::PersistMeta { io, volume, meta } => {
-                let pages = self.peers.iter().map(|peer| (peer.node_id, core.engine.take_dirty_bitmap_pages(volume, peer.node_id))).collect();
-                self.queue_meta(volume, MetaJob::Persist { pages, meta: Some(meta) }, MetaDone::Engine(io));
+                let job = self.persist_job(core, volume, Some(meta));
+                self.queue_meta(volume, job, MetaDone::Engine(io));
             }
             Action::WriteActivityLog { io, volume, offset_bytes, block, bitmap_pages, evicts } => {
                 self.queue_meta(volume, MetaJob::ActivityLog { pages: bitmap_pages, offset_bytes, block, evicts }, MetaDone::Engine(io));
@@ -706,6 +706,21 @@ impl Resource {
         }
     }
 
+    /// A `Persist` job for `volume`: every peer's dirty bitmap pages, taken now, then `meta`.
+    fn persist_job(&self, core: &mut Core, volume: u16, meta: Option<Box<repl::VolumeMeta>>) -> MetaJob {
+        let mut clears = false;
+        let pages = self
+            .peers
+            .iter()
+            .map(|peer| {
+                let taken = core.engine.take_dirty_bitmap_pages(volume, peer.node_id);
+                clears |= taken.clears;
+                (peer.node_id, taken.pages)
+            })
+            .collect();
+        MetaJob::Persist { pages, meta, clears }
+    }
+
     /// Queue every volume's dirty bitmap pages (and, with `with_meta`, the superblock as it is
     /// now) for writing; with `wait`, block until they are durable.
     fn write_metadata(self: &Arc<Self>, with_meta: bool, wait: bool) {
@@ -717,9 +732,8 @@ impl Resource {
                     // handshakes from it); dirty pages wait in the engine.
                     continue;
                 }
-                let pages = self.peers.iter().map(|peer| (peer.node_id, core.engine.take_dirty_bitmap_pages(*volume, peer.node_id))).collect();
                 let meta = if with_meta { core.engine.meta(*volume).map(Box::new) } else { None };
-                let job = MetaJob::Persist { pages, meta };
+                let job = self.persist_job(core, *volume, meta);
                 if job.is_empty() {
                     continue;
                 }

@@ -4,7 +4,8 @@
 //! The in-memory image is the on-disk image: bit `b` is bit `b % 8` (least significant first) of
 //! byte `b / 8`, in 4 KiB pages; page `p` covers blocks `p·32768 .. (p+1)·32768`. The bitmap
 //! remembers which pages changed since they were last taken for writeback, so the daemon writes
-//! only those ([`Bitmap::take_dirty_pages`]).
+//! only those ([`Bitmap::take_dirty_pages`]), and which of them had a bit cleared
+//! ([`Bitmap::has_cleared_pages`]): only those need the data flushed before they are written.
 //!
 //! Byte ranges map to blocks asymmetrically, always towards "out of sync":
 //! [`Bitmap::set`] marks every block the range touches, even partly; [`Bitmap::clear`] clears
@@ -13,7 +14,8 @@
 //!
 //! Invariants: bits past the last block are always zero (in memory and in every page written or
 //! loaded); `set_count` equals the number of set bits; a page whose bits changed is dirty until
-//! taken.
+//! taken; a page in which a bit was cleared is also marked cleared until taken (cleared pages
+//! are a subset of dirty pages).
 
 mod rle;
 
@@ -44,6 +46,9 @@ pub struct Bitmap {
     bytes: Vec<u8>,
     set_count: u64,
     dirty_pages: BTreeSet<u64>,
+    /// The dirty pages in which a bit was cleared since they were last taken (a subset of
+    /// `dirty_pages`): writing them claims blocks are in sync, which the data must back.
+    cleared_pages: BTreeSet<u64>,
 }
 
 impl Bitmap {
@@ -63,6 +68,7 @@ impl Bitmap {
             bytes,
             set_count: 0,
             dirty_pages: BTreeSet::new(),
+            cleared_pages: BTreeSet::new(),
         })
     }
 
@@ -234,6 +240,14 @@ impl Bitmap {
         self.dirty_pages.len()
     }
 
+    /// Whether a bit was cleared in a page not taken since (by [`Bitmap::take_dirty_pages`] or
+    /// [`Bitmap::take_dirty_pages_in`]). Writing such a page records blocks as in sync, so the
+    /// data written there must be durable first; a page whose bits were only set promises
+    /// nothing about data.
+    pub fn has_cleared_pages(&self) -> bool {
+        !self.cleared_pages.is_empty()
+    }
+
     /// Marks every page dirty (so a fresh metadata area gets every page written).
     pub fn mark_all_pages_dirty(&mut self) {
         self.dirty_pages = (0..self.page_count()).collect();
@@ -244,6 +258,7 @@ impl Bitmap {
     /// detaches), so there is no "put back".
     pub fn take_dirty_pages(&mut self) -> impl Iterator<Item = (u64, &[u8])> + '_ {
         let pages = std::mem::take(&mut self.dirty_pages);
+        self.cleared_pages.clear();
         let bitmap: &Bitmap = self;
         pages
             .into_iter()
@@ -270,6 +285,7 @@ impl Bitmap {
             .collect();
         for page in &pages {
             self.dirty_pages.remove(page);
+            self.cleared_pages.remove(page);
         }
         let bitmap: &Bitmap = self;
         Ok(pages
@@ -305,6 +321,7 @@ impl Bitmap {
         target.copy_from_slice(image);
         self.set_count = self.set_count - before + count_bits(image);
         self.dirty_pages.remove(&page);
+        self.cleared_pages.remove(&page);
         Ok(())
     }
 
@@ -349,6 +366,9 @@ impl Bitmap {
             let changed = self.update_within_page(start..end, set);
             if changed > 0 {
                 self.dirty_pages.insert(page);
+                if !set {
+                    self.cleared_pages.insert(page);
+                }
             }
             changed_total += changed;
             start = end;

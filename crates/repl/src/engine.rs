@@ -119,6 +119,18 @@ impl VolumeConfig {
     }
 }
 
+/// Bitmap pages of one volume for one peer, taken for writing
+/// ([`Engine::take_dirty_bitmap_pages`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BitmapPages {
+    /// `(page index, 4 KiB image)`, ascending.
+    pub pages: Vec<(u64, Vec<u8>)>,
+    /// Whether a bit was cleared in one of them since it was last taken. Writing such a page
+    /// records blocks as in sync, so the data disk's completed writes must be durable first;
+    /// pages whose bits were only set can be written without that.
+    pub clears: bool,
+}
+
 /// The bitmap of one volume for one peer.
 #[derive(Debug, Clone)]
 pub struct PeerBitmap {

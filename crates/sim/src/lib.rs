@@ -91,8 +91,10 @@ pub struct SimConfig {
     /// The data and control sockets of a direction deliver in one order (a network-model
     /// switch that sets aside the known stale-state race between the two sockets).
     pub sockets_in_order: bool,
-    /// Replicated and resync writes are durable when they complete (as if the driver wrote
-    /// them with FUA). Off by default: a Secondary's cache is as volatile as a Primary's.
+    /// Replicated writes are durable when they complete (as if the driver wrote them with
+    /// FUA). Off by default: a Secondary's cache is as volatile as a Primary's. Resync writes
+    /// stay volatile either way, so a SyncTarget that records blocks in sync before their data
+    /// is durable (data before metadata) fails a run.
     pub durable_peer_writes: bool,
 }
 

@@ -46,7 +46,8 @@ struct Args {
     #[arg(long)]
     nodes: Option<u8>,
     /// Replicated writes are durable when written on a Secondary (a fault-model switch that
-    /// sets aside the known loss of acknowledged writes at a Secondary's power loss).
+    /// sets aside the known loss of acknowledged writes at a Secondary's power loss; resync
+    /// writes stay volatile).
     #[arg(long = "durable-peer-writes")]
     durable_peer_writes: bool,
     /// Force the metadata placement: internal or external (default: drawn from the seed).

@@ -29,8 +29,9 @@ pub type PeerPages = Vec<(u8, Vec<(u64, Vec<u8>)>)>;
 /// One queued metadata write.
 #[derive(Debug, Clone)]
 pub enum MetaJob {
-    /// Bitmap pages per peer node id, then (if given) the superblock fields.
-    Persist { pages: PeerPages, meta: Option<Box<VolumeMeta>>, io: Option<IoId> },
+    /// Bitmap pages per peer node id, then (if given) the superblock fields; `clears` if a
+    /// bit was cleared in one of the pages.
+    Persist { pages: PeerPages, meta: Option<Box<VolumeMeta>>, io: Option<IoId>, clears: bool },
     /// An activity-log transaction: evicted extents' pages, then the ring block; `evicts` if
     /// it makes any extent cold.
     ActivityLog { pages: Vec<(u8, u64, Vec<u8>)>, offset_bytes: u64, block: Vec<u8>, io: IoId, evicts: bool },
@@ -113,11 +114,11 @@ impl SimMeta {
     }
 
     /// Whether the head job needs the data disk's completed writes durable before it (the
-    /// daemon's `MetaJob::needs_data_sync`: every superblock or bitmap write, and an
-    /// activity-log transaction only if it evicts).
+    /// daemon's `MetaJob::needs_data_sync`: every superblock write, a bitmap write only if a
+    /// bit was cleared in its pages, and an activity-log transaction only if it evicts).
     pub fn head_needs_data_sync(&self) -> bool {
         match self.queue.front() {
-            Some(MetaJob::Persist { pages, meta, .. }) => meta.is_some() || pages.iter().any(|(_, p)| !p.is_empty()),
+            Some(MetaJob::Persist { meta, clears, .. }) => meta.is_some() || *clears,
             Some(MetaJob::ActivityLog { evicts, .. }) => *evicts,
             None => false,
         }

@@ -84,7 +84,7 @@ impl Node {
         if without_log {
             for &peer in peers {
                 let pages = engine.take_dirty_bitmap_pages(0, peer);
-                self.meta.write_pages_now(peer, &pages)?;
+                self.meta.write_pages_now(peer, &pages.pages)?;
             }
         }
         self.engine = Some(engine);

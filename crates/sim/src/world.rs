@@ -291,8 +291,8 @@ impl Sim {
             match action {
                 Action::LocalWrite { .. } | Action::LocalFlush { .. } | Action::LocalRead { .. } | Action::LocalDigest { .. } => self.start_io(n, action),
                 Action::PersistMeta { io, volume, meta } => {
-                    let pages = self.take_pages(n, volume);
-                    self.queue_meta(n, MetaJob::Persist { pages, meta: Some(meta), io: Some(io) });
+                    let (pages, clears) = self.take_pages(n, volume);
+                    self.queue_meta(n, MetaJob::Persist { pages, meta: Some(meta), io: Some(io), clears });
                 }
                 Action::WriteActivityLog { io, offset_bytes, block, bitmap_pages, evicts, .. } => {
                     self.queue_meta(n, MetaJob::ActivityLog { pages: bitmap_pages, offset_bytes, block, io, evicts });
@@ -326,10 +326,7 @@ impl Sim {
                 }
                 Action::Complete { request, result } => self.on_complete(request, result),
                 Action::StateChanged => {
-                    let pages = self.take_pages(n, 0);
-                    if pages.iter().any(|(_, p)| !p.is_empty()) {
-                        self.queue_meta(n, MetaJob::Persist { pages, meta: None, io: None });
-                    }
+                    self.write_back_pages(n);
                 }
             }
         }
@@ -348,10 +345,29 @@ impl Sim {
         }
     }
 
-    fn take_pages(&mut self, n: u8, volume: u16) -> PeerPages {
+    /// Every peer's dirty bitmap pages of `volume`, and whether a bit was cleared in one.
+    fn take_pages(&mut self, n: u8, volume: u16) -> (PeerPages, bool) {
         let peers: Vec<u8> = (0..self.cfg.nodes).filter(|&p| p != n).collect();
-        let Some(engine) = self.nodes[usize::from(n)].engine.as_mut() else { return Vec::new() };
-        peers.into_iter().map(|p| (p, engine.take_dirty_bitmap_pages(volume, p))).collect()
+        let Some(engine) = self.nodes[usize::from(n)].engine.as_mut() else { return (Vec::new(), false) };
+        let mut clears = false;
+        let pages = peers
+            .into_iter()
+            .map(|p| {
+                let taken = engine.take_dirty_bitmap_pages(volume, p);
+                clears |= taken.clears;
+                (p, taken.pages)
+            })
+            .collect();
+        (pages, clears)
+    }
+
+    /// The daemon's bitmap write-back (periodic, and on a state change): volume 0's dirty
+    /// pages, if any.
+    fn write_back_pages(&mut self, n: u8) {
+        let (pages, clears) = self.take_pages(n, 0);
+        if pages.iter().any(|(_, p)| !p.is_empty()) {
+            self.queue_meta(n, MetaJob::Persist { pages, meta: None, io: None, clears });
+        }
     }
 
     fn queue_meta(&mut self, n: u8, job: MetaJob) {
@@ -373,7 +389,8 @@ impl Sim {
         node.meta_scheduled = false;
         // Data before metadata: internal metadata lives in the data file, whose fdatasync
         // flushes the data too; with external metadata the driver syncs the data disk before
-        // every metadata write that may evict an extent or clear a bit (daemon:
+        // every metadata write that may evict an extent, clear a bit or change the superblock
+        // (daemon:
         // `MetaJob::needs_data_sync`, `MetaFile::sync_backing`).
         if self.cfg.internal_metadata || node.meta.head_needs_data_sync() {
             node.disk.sync_all();
@@ -439,7 +456,7 @@ impl Sim {
         let node = &mut self.nodes[usize::from(n)];
         match action {
             Action::LocalWrite { io, op, .. } => {
-                let peer_write = matches!(io, IoId::PeerWrite { .. } | IoId::ResyncWrite { .. });
+                let peer_write = matches!(io, IoId::PeerWrite { .. });
                 let durable_anyway = peer_write && self.cfg.durable_peer_writes;
                 let fua = durable_anyway || matches!(op, DiskOp::Write { fua: true, .. } | DiskOp::Trim { fua: true, .. } | DiskOp::WriteZeroes { fua: true, .. });
                 let node = &mut self.nodes[usize::from(n)];
@@ -714,10 +731,7 @@ impl Sim {
         self.with_engine(n, |e, now, out| e.tick(now, out));
         // The daemon writes dirty bitmap pages every few seconds while a peer is away.
         if self.rng.chance(5) {
-            let pages = self.take_pages(n, 0);
-            if pages.iter().any(|(_, p)| !p.is_empty()) {
-                self.queue_meta(n, MetaJob::Persist { pages, meta: None, io: None });
-            }
+            self.write_back_pages(n);
         }
         self.schedule(repl::TICK_INTERVAL.as_nanos().try_into().unwrap_or(100 * MS), Ev::Tick { node: n, inc });
     }

@@ -206,3 +206,49 @@ fn granularity_checked() {
         (0, 0, 0)
     );
 }
+
+#[test]
+fn only_pages_with_a_cleared_bit_count_as_cleared_until_taken() {
+    let mut bitmap = Bitmap::new(1 << 30, 4096).expect("valid");
+    bitmap.set_blocks(0..10).expect("in range");
+    bitmap.set_blocks(3 * 32768..3 * 32768 + 1).expect("in range");
+    assert!(
+        !bitmap.has_cleared_pages(),
+        "setting bits promises nothing about data"
+    );
+    bitmap.clear_blocks(20..30).expect("in range");
+    assert!(
+        !bitmap.has_cleared_pages(),
+        "clearing clear bits changes nothing"
+    );
+    bitmap.take_dirty_pages().for_each(drop);
+    bitmap.clear_blocks(0..1).expect("in range");
+    assert!(bitmap.has_cleared_pages());
+    // Taking another extent's pages leaves page 0's clear pending.
+    bitmap.set_blocks(3 * 32768 + 5..3 * 32768 + 6).expect("in range");
+    let other: Vec<u64> = bitmap
+        .take_dirty_pages_in(3 * 32768 * 4096, 4 << 20)
+        .expect("in range")
+        .map(|(p, _)| p)
+        .collect();
+    assert_eq!(other, vec![3]);
+    assert!(bitmap.has_cleared_pages());
+    let taken: Vec<u64> = bitmap
+        .take_dirty_pages_in(0, 4 << 20)
+        .expect("in range")
+        .map(|(p, _)| p)
+        .collect();
+    assert_eq!(taken, vec![0]);
+    assert!(!bitmap.has_cleared_pages());
+    // A clear that a later set undoes still counts: the page went through a cleared state.
+    bitmap.clear_blocks(1..2).expect("in range");
+    bitmap.set_blocks(1..2).expect("in range");
+    assert!(bitmap.has_cleared_pages());
+    bitmap.take_dirty_pages().for_each(drop);
+    assert!(!bitmap.has_cleared_pages());
+    // Loading a page from disk makes it clean, cleared or not.
+    bitmap.clear_blocks(2..3).expect("in range");
+    let image = bitmap.page(0).expect("page 0").to_vec();
+    bitmap.load_page(0, &image).expect("valid image");
+    assert!(!bitmap.has_cleared_pages());
+}

@@ -12,7 +12,7 @@
 //!   first write while a peer with no bitmap identifier is absent, and at once when a peer is
 //!   lost with writes it never confirmed (drbd-semantics.md §2).
 
-use crate::engine::{replicates_to, Engine, PeerStage};
+use crate::engine::{replicates_to, BitmapPages, Engine, PeerStage};
 use crate::state::{ConnState, DiskState, Role};
 use crate::sync::SyncState;
 use crate::types::{Action, IoError, IoId, StateError, Time, UuidsPurpose, VolumeMeta};
@@ -154,8 +154,8 @@ impl<P: Clone> Engine<P> {
         Some(self.volume_meta(self.volume_slot(volume)?))
     }
 
-    /// Takes the bitmap pages of `volume` for `peer` changed since they were last taken:
-    /// `(page index, 4 KiB image)`, ascending.
+    /// Takes the bitmap pages of `volume` for `peer` changed since they were last taken, and
+    /// whether a bit was cleared in one of them ([`BitmapPages`]).
     ///
     /// The driver writes them (at the bitmap's offset in the metadata area) before every
     /// `PersistMeta`, on disconnect and on demotion (`StateChanged`), on clean shutdown, and
@@ -166,19 +166,22 @@ impl<P: Clone> Engine<P> {
     ///
     /// Pages must reach the disk in the order they are handed out (here and in
     /// `WriteActivityLog`): a page handed out earlier must be durable before a later
-    /// activity-log block is written, and must never overwrite a later image of itself.
-    pub fn take_dirty_bitmap_pages(&mut self, volume: u16, peer: u8) -> Vec<(u64, Vec<u8>)> {
+    /// activity-log block is written, and must never overwrite a later image of itself. With
+    /// `clears`, the data disk's completed writes must be durable before the pages are written.
+    pub fn take_dirty_bitmap_pages(&mut self, volume: u16, peer: u8) -> BitmapPages {
         let (Some(vslot), Some(slot)) = (self.volume_slot(volume), self.peer_slot(peer)) else {
-            return Vec::new();
+            return BitmapPages::default();
         };
-        let pages: Vec<(u64, Vec<u8>)> = self.peers[slot].bitmaps[vslot]
+        let bitmap = &mut self.peers[slot].bitmaps[vslot];
+        let clears = bitmap.has_cleared_pages();
+        let pages: Vec<(u64, Vec<u8>)> = bitmap
             .take_dirty_pages()
             .map(|(page, image)| (page, image.to_vec()))
             .collect();
         let count = u64::try_from(pages.len()).unwrap_or(u64::MAX);
         let volume = &mut self.volumes[vslot];
         volume.bm_writes = volume.bm_writes.saturating_add(count);
-        pages
+        BitmapPages { pages, clears }
     }
 
     /// Peers a write would leave behind now.

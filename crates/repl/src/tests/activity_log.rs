@@ -342,7 +342,8 @@ fn an_eviction_carries_the_bitmap_pages_of_the_evicted_extent() {
     );
     assert_eq!(pair.volume_status().bm_writes, 1);
     let pages = pair.nodes[A].take_dirty_bitmap_pages(0, 1);
-    assert_eq!(pages.len(), 1, "the eighth write dirtied page 0 again");
+    assert_eq!(pages.pages.len(), 1, "the eighth write dirtied page 0 again");
+    assert!(!pages.clears, "client writes only set bits");
     assert_eq!(
         pair.volume_status().bm_writes,
         2,
