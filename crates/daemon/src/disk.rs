@@ -26,6 +26,16 @@ use repl::IoError;
 pub const DISK_BYTES_MIN: u64 = 1024 * 1024;
 /// A payload still arriving is written in pieces of at least this much (except the last).
 const WRITE_PIECE_BYTES_MIN: usize = 128 * 1024;
+/// Data is written to the backing file in aligned pieces of at most this much.
+///
+/// The kernel sizes a new page-cache folio by the length of the write that creates it, and
+/// ext4 (with large folios, Linux 6.x) walks every 4 KiB buffer of a folio on each write into
+/// it: after 1 MiB writes, a 4 KiB write into the same range costs a walk over 256 buffers.
+/// Measured on a cold cache after writing 1 GiB with 1 MiB writes: 4 KiB QD32 random writes
+/// ran at about 50k IOPS with whole-request writes, 95k with 64 KiB pieces and 111k with
+/// 32 KiB (140k with no large folios at all); sequential 1 MiB writes showed no difference
+/// within the noise. A piece costs one more system call, 32 per MiB.
+const WRITE_CHUNK_BYTES: u64 = 32 * 1024;
 /// Usable sizes are rounded down to this.
 pub const DISK_ALIGN_BYTES: u64 = 4096;
 
@@ -156,7 +166,7 @@ impl Disk {
     pub fn write(&self, offset: u64, data: &[u8], fua: bool) -> Result<(), IoError> {
         self.check(offset, data.len() as u64)?;
         let started = std::time::Instant::now();
-        self.file.write_all_at(data, offset).map_err(map_io)?;
+        self.write_chunked(data, offset)?;
         self.throttle_since(started);
         if fua {
             self.flush()?;
@@ -178,12 +188,26 @@ impl Disk {
             let want = written.saturating_add(WRITE_PIECE_BYTES_MIN);
             let available = data.wait_blocking(want).map_err(|_| IoError::Aborted)?;
             let piece = &available[written..];
-            self.file.write_all_at(piece, offset + written as u64).map_err(map_io)?;
+            self.write_chunked(piece, offset + written as u64)?;
             written = available.len();
         }
         self.throttle_since(started);
         if fua {
             self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Writes `data` at `offset` in pieces that never cross a [`WRITE_CHUNK_BYTES`] boundary
+    /// (see there why).
+    fn write_chunked(&self, data: &[u8], offset: u64) -> Result<(), IoError> {
+        let mut done = 0;
+        while done < data.len() {
+            let at = offset + done as u64;
+            let room = usize::try_from(WRITE_CHUNK_BYTES - at % WRITE_CHUNK_BYTES).unwrap_or(usize::MAX);
+            let end = done + room.min(data.len() - done);
+            self.file.write_all_at(&data[done..end], at).map_err(map_io)?;
+            done = end;
         }
         Ok(())
     }
@@ -229,7 +253,7 @@ impl Disk {
         let mut done = 0;
         while done < length {
             let n = (length - done).min(CHUNK) as usize;
-            self.file.write_all_at(&zeroes[..n], offset + done).map_err(map_io)?;
+            self.write_chunked(&zeroes[..n], offset + done)?;
             done += n as u64;
         }
         Ok(())
@@ -281,5 +305,22 @@ mod tests {
         let mut back = [0; 4096];
         disk.read(0, &mut back).expect("read");
         assert_eq!(back, [7; 4096], "the data is written all the same");
+    }
+
+    #[test]
+    fn a_write_across_chunk_boundaries_lands_byte_for_byte() {
+        let file = tempfile::NamedTempFile::new().expect("temp file");
+        file.as_file().set_len(DISK_BYTES_MIN).expect("size");
+        let disk = Disk::open(file.path()).expect("open");
+        let chunk = WRITE_CHUNK_BYTES as usize;
+        // Starts 512 bytes before a boundary, spans three more, ends mid-chunk.
+        let offset = chunk - 512;
+        let data: Vec<u8> = (0..3 * chunk + 1000).map(|i| (i % 251) as u8 + 1).collect();
+        disk.write(offset as u64, &data, false).expect("write");
+        let mut back = vec![0xEE; data.len() + 2 * 4096];
+        disk.read((offset - 4096) as u64, &mut back).expect("read");
+        assert!(back[..4096].iter().all(|&b| b == 0), "nothing before the write changed");
+        assert!(back[4096..4096 + data.len()] == data[..], "every byte where it belongs");
+        assert!(back[4096 + data.len()..].iter().all(|&b| b == 0), "nothing after the write changed");
     }
 }
