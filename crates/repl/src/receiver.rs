@@ -9,8 +9,10 @@
 //!
 //! Invariants:
 //! - **Arrival order for overlapping writes:** a write (replicated or resync) is issued only
-//!   when no write that arrived before it and overlaps it is still pending (asserted when it
-//!   is issued). So two overlapping writes never run concurrently, and the one that arrived
+//!   when no write that arrived before it and overlaps it is still pending. Issuing is
+//!   incremental: an arrival can only start itself (checked against every pending write), a
+//!   finished write only the writes it overlapped (then everything is rescanned), a retired
+//!   epoch the next one; debug builds check after each step that no runnable write was left. So two overlapping writes never run concurrently, and the one that arrived
 //!   later lands last. Together with the source's rule (a resync read never runs while a write
 //!   to the same blocks is unconfirmed, and a write waits while a read or its reply is
 //!   unconfirmed) this means older resync data never overwrites a newer write.
@@ -68,6 +70,14 @@ enum Origin {
     Replicated { seq: u64, key: EpochKey },
     /// A resync reply for our request `id`.
     Resync { id: u64 },
+}
+
+/// The local I/O that writes a write of `origin` received from `peer`.
+fn io_of(peer: u8, origin: Origin) -> IoId {
+    match origin {
+        Origin::Replicated { seq, .. } => IoId::PeerWrite { peer, seq },
+        Origin::Resync { id } => IoId::ResyncWrite { peer, id },
+    }
 }
 
 #[derive(Debug)]
@@ -210,16 +220,66 @@ impl<P: Clone> Receiver<P> {
     ) {
         let arrival = self.next_arrival;
         self.next_arrival += 1;
+        // An arrival unblocks nothing that was held: only the new write may run now, if its
+        // epoch is the front one (or it is a resync write) and it overlaps no pending write
+        // (every pending write arrived before it).
+        let front = self.epochs.front().map(|e| e.key);
+        let eligible = match origin {
+            Origin::Replicated { key, .. } => Some(key) == front,
+            Origin::Resync { .. } => true,
+        };
+        let runs = eligible && !self.overlaps_pending(volume, &extent);
+        let op = if runs {
+            out.push(Action::LocalWrite {
+                io: io_of(self.peer, origin),
+                volume,
+                op,
+            });
+            None
+        } else {
+            Some(op)
+        };
         self.writes.insert(
             arrival,
             RxWrite {
                 volume,
                 extent,
                 origin,
-                op: Some(op),
+                op,
             },
         );
-        self.issue(out);
+        self.debug_assert_nothing_to_issue();
+    }
+
+    /// Whether a pending write (issued or not) overlaps `extent` of `volume`.
+    fn overlaps_pending(&self, volume: u16, extent: &Extent) -> bool {
+        self.writes
+            .values()
+            .any(|w| w.volume == volume && w.extent.overlaps(extent))
+    }
+
+    /// Debug builds: the incremental issuing in `admit`, `write_done` and `resync_done` left
+    /// nothing that the full scan ([`Receiver::issue`]) would issue.
+    fn debug_assert_nothing_to_issue(&self) {
+        if cfg!(debug_assertions) {
+            let mut scratch = Vec::new();
+            let mut earlier: Vec<(u16, Extent)> = Vec::new();
+            let front = self.epochs.front().map(|e| e.key);
+            for w in self.writes.values() {
+                let eligible = match w.origin {
+                    Origin::Replicated { key, .. } => Some(key) == front,
+                    Origin::Resync { .. } => true,
+                };
+                let blocked = earlier
+                    .iter()
+                    .any(|(v, e)| *v == w.volume && e.overlaps(&w.extent));
+                if w.op.is_some() && eligible && !blocked {
+                    scratch.push(w.origin);
+                }
+                earlier.push((w.volume, w.extent));
+            }
+            debug_assert!(scratch.is_empty(), "writes left unissued: {scratch:?}");
+        }
     }
 
     pub(crate) fn barrier(
@@ -260,7 +320,8 @@ impl<P: Clone> Receiver<P> {
     fn issue(&mut self, out: &mut Vec<Action<P>>) {
         let front = self.epochs.front().map(|e| e.key);
         let resync_waiting = self.writes.values().any(|w| w.op.is_some() && matches!(w.origin, Origin::Resync { .. }));
-        let mut earlier: Vec<(u16, Extent, bool)> = Vec::new();
+        let mut earlier: Vec<(u16, Extent)> = Vec::new();
+        let peer = self.peer;
         for write in self.writes.values_mut() {
             let later_epoch = matches!(write.origin, Origin::Replicated { key, .. } if Some(key) != front);
             if later_epoch && !resync_waiting {
@@ -268,35 +329,22 @@ impl<P: Clone> Receiver<P> {
             }
             let blocked = earlier
                 .iter()
-                .any(|(v, e, _)| *v == write.volume && e.overlaps(&write.extent));
+                .any(|(v, e)| *v == write.volume && e.overlaps(&write.extent));
             let eligible = match write.origin {
                 Origin::Replicated { key, .. } => Some(key) == front,
                 Origin::Resync { .. } => true,
             };
+            // Not blocked: no earlier write overlapping it is pending, issued or not.
             if write.op.is_some() && eligible && !blocked {
-                let running = earlier.iter().any(|(v, e, issued)| {
-                    *issued && *v == write.volume && e.overlaps(&write.extent)
-                });
-                assert!(!running, "two overlapping writes would run concurrently");
                 if let Some(op) = write.op.take() {
-                    let io = match write.origin {
-                        Origin::Replicated { seq, .. } => IoId::PeerWrite {
-                            peer: self.peer,
-                            seq,
-                        },
-                        Origin::Resync { id } => IoId::ResyncWrite {
-                            peer: self.peer,
-                            id,
-                        },
-                    };
                     out.push(Action::LocalWrite {
-                        io,
+                        io: io_of(peer, write.origin),
                         volume: write.volume,
                         op,
                     });
                 }
             }
-            earlier.push((write.volume, write.extent, write.op.is_none()));
+            earlier.push((write.volume, write.extent));
         }
     }
 
@@ -321,6 +369,8 @@ impl<P: Clone> Receiver<P> {
             self.finish(|origin| matches!(origin, Origin::Replicated { seq: s, .. } if s == seq));
         let Some(RxWrite {
             origin: Origin::Replicated { key, .. },
+            volume,
+            extent,
             ..
         }) = finished
         else {
@@ -343,8 +393,13 @@ impl<P: Clone> Receiver<P> {
                 });
             }
         }
+        // Writes of a later epoch are issued by `advance` when this one retires the front
+        // epoch; a held write of the front epoch waits only for an overlapping earlier one.
         self.advance(out);
-        self.issue(out);
+        if self.overlaps_pending(volume, &extent) {
+            self.issue(out);
+        }
+        self.debug_assert_nothing_to_issue();
     }
 
     /// A resync write issued for request `id` finished; returns its volume and range.
@@ -354,7 +409,10 @@ impl<P: Clone> Receiver<P> {
         out: &mut Vec<Action<P>>,
     ) -> Option<(u16, Extent)> {
         let finished = self.finish(|origin| origin == Origin::Resync { id })?;
-        self.issue(out);
+        if self.overlaps_pending(finished.volume, &finished.extent) {
+            self.issue(out);
+        }
+        self.debug_assert_nothing_to_issue();
         Some((finished.volume, finished.extent))
     }
 
@@ -484,5 +542,121 @@ impl<P: Clone> Receiver<P> {
         }
         self.ack_unflushed(group.covers, out);
         self.start_group_flush(out);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PEER: u8 = 1;
+
+    fn op(offset: u64, length: u64) -> DiskOp<()> {
+        DiskOp::Write {
+            offset,
+            length,
+            data: (),
+            fua: false,
+        }
+    }
+
+    fn extent(offset: u64, length: u64) -> Extent {
+        Extent::new(offset, length).expect("extent")
+    }
+
+    /// The local writes among `out`, drained.
+    fn issued(out: &mut Vec<Action<()>>) -> Vec<IoId> {
+        let ios = out
+            .iter()
+            .filter_map(|a| match a {
+                Action::LocalWrite { io, .. } => Some(*io),
+                _ => None,
+            })
+            .collect();
+        out.clear();
+        ios
+    }
+
+    fn connected() -> Receiver<()> {
+        let mut rx = Receiver::new(PEER, false);
+        rx.new_session();
+        rx
+    }
+
+    fn data(rx: &mut Receiver<()>, seq: u64, epoch: u64, at: u64, out: &mut Vec<Action<()>>) {
+        rx.data(seq, epoch, 0, extent(at, 4096), op(at, 4096), Protocol::C, out)
+            .expect("in order");
+    }
+
+    #[test]
+    fn writes_of_the_front_epoch_start_as_they_arrive() {
+        let mut rx = connected();
+        let mut out = Vec::new();
+        data(&mut rx, 1, 1, 0, &mut out);
+        data(&mut rx, 2, 1, 8192, &mut out);
+        assert_eq!(
+            issued(&mut out),
+            vec![
+                IoId::PeerWrite { peer: PEER, seq: 1 },
+                IoId::PeerWrite { peer: PEER, seq: 2 }
+            ]
+        );
+    }
+
+    #[test]
+    fn a_later_epoch_waits_for_the_barrier_and_the_front_writes() {
+        let mut rx = connected();
+        let mut out = Vec::new();
+        data(&mut rx, 1, 1, 0, &mut out);
+        rx.barrier(1, false, &mut out).expect("in order");
+        data(&mut rx, 2, 2, 8192, &mut out);
+        assert_eq!(
+            issued(&mut out),
+            vec![IoId::PeerWrite { peer: PEER, seq: 1 }]
+        );
+        rx.write_done(1, Ok(()), &mut out);
+        assert_eq!(
+            issued(&mut out),
+            vec![IoId::PeerWrite { peer: PEER, seq: 2 }]
+        );
+    }
+
+    #[test]
+    fn an_overlapping_write_waits_for_the_earlier_one_in_either_order() {
+        // A resync reply first, then a replicated write over the same blocks.
+        let mut rx = connected();
+        let mut out = Vec::new();
+        rx.resync(7, 0, extent(0, 8192), op(0, 8192), &mut out);
+        data(&mut rx, 1, 1, 4096, &mut out);
+        data(&mut rx, 2, 1, 65536, &mut out);
+        assert_eq!(
+            issued(&mut out),
+            vec![
+                IoId::ResyncWrite { peer: PEER, id: 7 },
+                IoId::PeerWrite { peer: PEER, seq: 2 }
+            ],
+            "the overlapping write is held, the other one is not"
+        );
+        rx.write_done(2, Ok(()), &mut out);
+        assert_eq!(issued(&mut out), vec![], "an unrelated completion starts nothing");
+        assert_eq!(rx.resync_done(7, &mut out), Some((0, extent(0, 8192))));
+        assert_eq!(
+            issued(&mut out),
+            vec![IoId::PeerWrite { peer: PEER, seq: 1 }]
+        );
+
+        // A replicated write first, then a resync reply over it.
+        let mut rx = connected();
+        data(&mut rx, 1, 1, 0, &mut out);
+        rx.resync(8, 0, extent(0, 4096), op(0, 4096), &mut out);
+        assert_eq!(
+            issued(&mut out),
+            vec![IoId::PeerWrite { peer: PEER, seq: 1 }]
+        );
+        rx.write_done(1, Ok(()), &mut out);
+        assert_eq!(
+            issued(&mut out),
+            vec![IoId::ResyncWrite { peer: PEER, id: 8 }]
+        );
     }
 }
