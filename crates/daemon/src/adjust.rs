@@ -87,7 +87,7 @@ fn plan(config: &config::Config, resource: &Arc<Resource>, node: &str) -> Result
         return Err("the listening addresses changed; restart the node to apply that".into());
     }
     if volume_layout(host) != resource.volume_layout {
-        return Err("the volumes (disk, meta-disk) changed; restart the node to apply that".into());
+        return Err("the volumes (disk, meta-disk, device minor) changed; restart the node to apply that".into());
     }
     let key = |p: &PeerInfo| (p.node_id, p.name.clone(), p.address);
     let mut old_keys: Vec<_> = resource.peers.iter().map(key).collect();

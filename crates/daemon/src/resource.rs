@@ -183,6 +183,8 @@ pub(crate) struct Resource {
     handlers: config::Handlers,
     /// [`ResourceParts::volume_layout`].
     pub(crate) volume_layout: String,
+    /// [`ResourceParts::minors`].
+    minors: Vec<(u16, u32)>,
     /// [`ResourceParts::options`].
     pub(crate) options: config::ResourceOptions,
     /// What the Selective Replication Manager shows (None: `srm off`).
@@ -233,6 +235,9 @@ pub(crate) struct ResourceParts {
     /// The volumes as configured (number, disk, meta-disk), for `adjust` to refuse changes it
     /// cannot apply live.
     pub(crate) volume_layout: String,
+    /// Each volume's device minor (`device /dev/drbdN` or `minor N`), where the
+    /// configuration gives one: handlers get it as DRBD_MINOR.
+    pub(crate) minors: Vec<(u16, u32)>,
     /// `tls yes`: the certificates of the replication links.
     pub(crate) tls: Option<Arc<crate::tls::TlsSetup>>,
 }
@@ -261,6 +266,7 @@ impl Resource {
             listen: parts.listen,
             peers: parts.peers,
             volume_layout: parts.volume_layout,
+            minors: parts.minors,
             options: parts.options,
             srm_view: Mutex::new(None),
             write_counters: Mutex::new(crate::srm_driver::WriteCounters::default()),
@@ -516,6 +522,20 @@ impl Resource {
         }
         if let Some(disk) = volume.and_then(|v| self.disk(v)) {
             env.push(("DRBD_BACKING_DEV".into(), disk.path().display().to_string()));
+        }
+        match volume {
+            // A volume's handler: its minor. A connection's (fence-peer, unfence-peer): every
+            // volume's, as DRBD_MINOR_<volume>, as DRBD does.
+            Some(volume) => {
+                if let Some((_, minor)) = self.minors.iter().find(|(number, _)| *number == volume) {
+                    env.push(("DRBD_MINOR".into(), minor.to_string()));
+                }
+            }
+            None => {
+                for (number, minor) in &self.minors {
+                    env.push((format!("DRBD_MINOR_{number}"), minor.to_string()));
+                }
+            }
         }
         if let Some(conf) = handlers::conf_path() {
             env.push(("DRBD_CONF".into(), conf.display().to_string()));

@@ -192,7 +192,8 @@ fn build_resource(resource: &config::Resource, host: &config::Host, pool: &Arc<B
     .map_err(|error| setup_error(format!("the metadata does not fit the configuration: {error}")))?;
     let volume_layout = volume_layout(host);
     let tls = tls_setup(resource, host, &peers).map_err(setup_error)?;
-    let parts = ResourceParts { name: resource.name.clone(), node_id: host.node_id, listen, peers, volumes, metas, pool: Arc::clone(pool), handlers: resource.handlers.clone(), engine, volume_layout, options: resource.options.clone(), tls };
+    let minors = host.volumes.iter().filter_map(|v| Some((v.number, v.minor?))).collect();
+    let parts = ResourceParts { name: resource.name.clone(), node_id: host.node_id, listen, peers, volumes, metas, pool: Arc::clone(pool), handlers: resource.handlers.clone(), engine, volume_layout, minors, options: resource.options.clone(), tls };
     let built = Resource::new(parts).map_err(|error| setup_error(format!("cannot start I/O threads: {error}")))?;
     let quorum = quorum_config(&resource.options);
     built.step(|engine, now, out| engine.set_quorum(now, quorum, out));
@@ -275,7 +276,7 @@ pub(crate) fn quorum_config(options: &config::ResourceOptions) -> QuorumConfig {
 
 /// The volumes of `host` as `adjust` compares them: number, disk and meta-disk.
 pub(crate) fn volume_layout(host: &config::Host) -> String {
-    let volumes: Vec<String> = host.volumes.iter().map(|v| format!("{}:{:?}:{:?}", v.number, v.disk, v.meta_disk)).collect();
+    let volumes: Vec<String> = host.volumes.iter().map(|v| format!("{}:{:?}:{:?}:{:?}", v.number, v.disk, v.meta_disk, v.minor)).collect();
     volumes.join(",")
 }
 

@@ -42,7 +42,7 @@ pub(crate) mod verify;
 pub use handshake::BITMAP_CHUNK_BYTES_MAX;
 pub use ahead::{Congestion, CongestionPolicy, AHEAD_DWELL_MIN, COOL_DOWN_MAX};
 pub use detach::OnIoError;
-pub use fence::{fence_outcome, FencePolicy};
+pub use fence::{fence_outcome, FencePolicy, FENCE_PEER_IS_PRIMARY};
 pub use lag::{LagBound, LagStatus};
 pub use pause::SyncPause;
 pub use quorum::{OnNoQuorum, QuorumConfig, QuorumRule};

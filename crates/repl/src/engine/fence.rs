@@ -11,7 +11,7 @@
 //! | 4 | the peer was outdated | Outdated |
 //! | 5 | the peer is unreachable (taken as down) | Outdated |
 //! | 7 | the peer was STONITHed | Outdated |
-//! | 6 | the peer is Primary itself | (failure) |
+//! | 6 | the peer is Primary itself | (failure; a Secondary outdates its own disk) |
 //! | any other, a timeout, a signal | failure | DUnknown |
 //!
 //! - `resource-only`: the handler runs; I/O goes on meanwhile.
@@ -21,8 +21,10 @@
 //! - Promotion of a node with a peer that is neither connected nor fenced runs the handler
 //!   first and is refused until it succeeded (`--force` promotes anyway, as DRBD does).
 //!
-//! Tandem treats status 6 as a failure: DRBD outdates its own disk instead, which a tandem
-//! Primary cannot do; I/O stays frozen (resource-and-stonith) and promotion is refused.
+//! Status 6 is a failure. A Secondary (asking before a promotion) then outdates its own
+//! UpToDate disks, as DRBD does: the peer is active, so this node's data is about to fall
+//! behind, and a later promotion needs `--force`. A Primary cannot outdate its own disk
+//! (DRBD refuses that state change too): its I/O stays frozen (resource-and-stonith).
 //! A peer that comes back before the handler answered lifts its freeze at once (the
 //! handshake decides about its data, as for any reconnect); the late answer is ignored.
 //!
@@ -82,6 +84,9 @@ impl FenceState {
         matches!(self, FenceState::Running { freezes: true, .. } | FenceState::Failed { freezes: true, .. })
     }
 }
+
+/// `fence-peer`'s exit status for "the peer is Primary": a Secondary outdates itself.
+pub const FENCE_PEER_IS_PRIMARY: i32 = 6;
 
 /// What a `fence-peer` exit status says about the peer: the disk state it is known to have
 /// now, or None for a failure.
@@ -143,8 +148,24 @@ impl<P: Clone> Engine<P> {
             (false, Some(disk)) => FenceState::Fenced(disk),
             (false, None) => FenceState::Failed { status, freezes },
         };
+        if !peer_back && status == FENCE_PEER_IS_PRIMARY && self.role != Role::Primary {
+            self.outdate_self(now, out);
+        }
         out.push(Action::StateChanged);
         self.retry_after_unfreeze(now, out);
+    }
+
+    /// `fence-peer` said the peer is Primary: every UpToDate disk of this Secondary becomes
+    /// Outdated (durably, and announced to the peers still connected).
+    fn outdate_self(&mut self, now: Time, out: &mut Vec<Action<P>>) {
+        for vslot in 0..self.volumes.len() {
+            if self.volumes[vslot].disk == DiskState::UpToDate {
+                self.volumes[vslot].disk = DiskState::Outdated;
+                self.meta_changed(vslot, out);
+            }
+        }
+        self.announce_disks(out);
+        self.update_quorum(now, out);
     }
 
     /// `resume-io`: client I/O held by fencing goes on (the peers stay unfenced).

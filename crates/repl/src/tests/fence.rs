@@ -253,3 +253,33 @@ fn a_primary_s_failed_fence_is_forgotten_on_demotion() {
     pair.promote_node(A, false).expect("the peer is unreachable: taken as outdated");
     assert!(!pair.nodes[A].io_suspended());
 }
+
+#[test]
+fn a_secondary_told_the_peer_is_primary_outdates_itself() {
+    let mut pair = Pair::fencing(FencePolicy::ResourceOnly);
+    let mut out = Vec::new();
+    pair.nodes[A].demote(&mut out).expect("demote");
+    pair.route(A, out);
+    pair.deliver_all();
+    pair.disconnect();
+    assert!(matches!(pair.promote_node(B, false), Err(StateError::FencingPeer { .. })));
+    let meta_before = pair.nodes[B].meta(0).expect("volume 0");
+    assert_eq!(meta_before.disk, DiskState::UpToDate);
+    pair.fence_done(B, FENCE_PEER_IS_PRIMARY);
+    assert_eq!(pair.nodes[B].meta(0).expect("volume 0").disk, DiskState::Outdated, "and persisted");
+    assert_eq!(pair.nodes[B].status().volumes[0].disk, DiskState::Outdated);
+    assert_eq!(pair.promote_node(B, false), Err(StateError::NotUpToDate(DiskState::Outdated)), "Outdated now");
+    assert_eq!(pair.nodes[B].role(), Role::Secondary);
+    pair.promote_node(B, true).expect("--force promotes anyway, as DRBD does");
+    assert_eq!(pair.nodes[B].status().volumes[0].disk, DiskState::UpToDate);
+}
+
+#[test]
+fn a_primary_told_the_peer_is_primary_keeps_its_disk_and_stays_frozen() {
+    let mut pair = Pair::fencing(FencePolicy::ResourceAndStonith);
+    pair.write_then_lose_peer(1);
+    pair.fence_done(A, FENCE_PEER_IS_PRIMARY);
+    assert!(!pair.is_complete(1), "a failure: I/O stays frozen");
+    assert_eq!(pair.nodes[A].status().volumes[0].disk, DiskState::UpToDate);
+    assert_eq!(pair.nodes[A].suspend_reasons(), vec!["fencing"]);
+}

@@ -57,7 +57,7 @@ fn adjust_changes_the_protocol_live_and_refuses_what_it_cannot_apply() {
     let refused = cluster.admin(ALICE, &["adjust", RESOURCE]);
     let stderr = String::from_utf8_lossy(&refused.stderr);
     assert!(!refused.status.success());
-    assert!(stderr.contains("volumes (disk, meta-disk) changed"), "stderr: {stderr}");
+    assert!(stderr.contains("volumes (disk, meta-disk, device minor) changed"), "stderr: {stderr}");
     assert_eq!(protocol_seen(&cluster, ALICE), "A", "a refused adjust applied part of the file");
     cluster.hold_for("the connection stays up", Duration::from_millis(300), || {
         cluster.status(ALICE).connection_state(NODE_NAMES[BOB]) == "Connected"

@@ -95,7 +95,7 @@ fn stonith_freezes_writes_until_fence_peer_says_the_peer_was_shot() {
     let events = cluster.events(ALICE);
     let env = lose_bob(&cluster);
     events.wait_for(&cluster, FENCE_CALL, STATE_DEADLINE);
-    for variable in ["DRBD_RESOURCE=r0", "DRBD_PEER_NODE_ID=1", "DRBD_PEER=bob", "DRBD_PEER_ADDRESS=127.0.0.1", "DRBD_PEER_AF=ipv4", "DRBD_MY_NODE_ID=0", "DRBD_NODE_ID_1=bob"] {
+    for variable in ["DRBD_RESOURCE=r0", "DRBD_PEER_NODE_ID=1", "DRBD_PEER=bob", "DRBD_PEER_ADDRESS=127.0.0.1", "DRBD_PEER_AF=ipv4", "DRBD_MY_NODE_ID=0", "DRBD_NODE_ID_1=bob", "DRBD_MINOR_0=0"] {
         assert!(env.lines().any(|line| line == variable), "fence-peer's environment lacks {variable}:\n{env}");
     }
     let conf = format!("DRBD_CONF={}", cluster.config_path(ALICE).display());
@@ -182,6 +182,30 @@ fn promotion_without_the_peer_runs_fence_peer_first() {
     cluster.admin_ok(BOB, &["primary", RESOURCE]);
     let status = cluster.status(BOB);
     assert_eq!((status.role(), status.peer_disk("alice")), ("Primary".to_string(), "Outdated".to_string()));
+}
+
+/// fence-peer exit 6 (the peer is Primary) on a Secondary asking before its promotion: it
+/// outdates its own disk, as DRBD does, durably (still Outdated after a restart), and only
+/// `--force` promotes it.
+#[test]
+fn a_secondary_told_the_peer_is_primary_outdates_its_own_disk() {
+    let cluster = fencing_pair("resource-only", FENCE_SCRIPT, |spec| spec);
+    cluster.admin_ok(ALICE, &["secondary", RESOURCE]);
+    set_fence_status(&cluster, 6);
+    cluster.kill(ALICE);
+    cluster.wait_until("bob notices alice is gone", STATE_DEADLINE, || cluster.status(BOB).connection_state("alice") != "Connected");
+    assert_eq!(cluster.status(BOB).disk(), "UpToDate");
+    let refused = cluster.admin(BOB, &["primary", RESOURCE]);
+    assert!(!refused.status.success(), "bob promoted although fence-peer ran");
+    cluster.wait_until("bob outdates his disk", STATE_DEADLINE, || cluster.status(BOB).disk() == "Outdated");
+    let refused = cluster.admin(BOB, &["primary", RESOURCE]);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success() && stderr.contains("Outdated"), "bob: {stderr}");
+    cluster.stop(BOB);
+    cluster.start_node(BOB);
+    cluster.wait_until("bob is up again", STATE_DEADLINE, || cluster.status(BOB).disk() == "Outdated");
+    cluster.admin_ok(BOB, &["primary", "--force", RESOURCE]);
+    assert_eq!(cluster.status(BOB).role(), "Primary");
 }
 
 /// `fencing` changes live with `tandem adjust`; without a fence-peer handler every fence

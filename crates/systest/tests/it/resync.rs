@@ -490,7 +490,7 @@ fn split_brain(cluster: &Cluster) -> Divergence {
 #[test]
 fn split_brain_is_detected_and_recovered_with_discard_my_data() {
     let spec = fixed_rate(Spec::two_nodes('C'), "4M")
-        .handler("split-brain", "echo \\\"$DRBD_RESOURCE $DRBD_PEER $DRBD_VOLUME $DRBD_PEER_NODE_ID $DRBD_MY_NODE_ID $DRBD_PEER_AF\\\" >> {dir}/split-brain.out");
+        .handler("split-brain", "echo \\\"$DRBD_RESOURCE $DRBD_PEER $DRBD_VOLUME $DRBD_PEER_NODE_ID $DRBD_MY_NODE_ID $DRBD_PEER_AF $DRBD_MINOR\\\" >> {dir}/split-brain.out");
     let cluster = Cluster::with_primary(spec);
     let (alice, bob) = (NODE_NAMES[ALICE], NODE_NAMES[BOB]);
     let (alice_writes, bob_writes) = split_brain(&cluster);
@@ -529,7 +529,7 @@ fn split_brain_is_detected_and_recovered_with_discard_my_data() {
         std::fs::read_to_string(&handler_out).is_ok_and(|text| {
             let mut lines: Vec<&str> = text.lines().collect();
             lines.sort_unstable();
-            lines == [format!("{RESOURCE} {alice} 0 0 1 ipv4"), format!("{RESOURCE} {bob} 0 1 0 ipv4")]
+            lines == [format!("{RESOURCE} {alice} 0 0 1 ipv4 0"), format!("{RESOURCE} {bob} 0 1 0 ipv4 0")]
         })
     });
     assert_holds(&cluster, ALICE, &alice_writes, "its own writes");
