@@ -506,6 +506,11 @@ impl Resource {
         }
     }
 
+    /// The device minor of `volume`, if the configuration gives one.
+    pub(crate) fn minor(&self, volume: u16) -> Option<u32> {
+        self.minors.iter().find(|(number, _)| *number == volume).map(|(_, minor)| *minor)
+    }
+
     /// What a handler is told: DRBD's variables for this resource, `volume` and `peer`.
     fn handler_event<'a>(&'a self, volume: Option<u16>, peer: Option<u8>, peer_name: Option<&'a str>) -> HandlerEvent<'a> {
         let mut env = vec![("DRBD_MY_NODE_ID".to_string(), self.node_id.to_string())];
@@ -527,7 +532,7 @@ impl Resource {
             // A volume's handler: its minor. A connection's (fence-peer, unfence-peer): every
             // volume's, as DRBD_MINOR_<volume>, as DRBD does.
             Some(volume) => {
-                if let Some((_, minor)) = self.minors.iter().find(|(number, _)| *number == volume) {
+                if let Some(minor) = self.minor(volume) {
                     env.push(("DRBD_MINOR".into(), minor.to_string()));
                 }
             }

@@ -17,7 +17,7 @@ pub(crate) fn resource_status(resource: &Resource) -> ResourceStatus {
         .iter()
         .map(|v| DeviceStatus {
             volume: v.volume,
-            minor: None,
+            minor: resource.minor(v.volume),
             disk: v.disk.to_string(),
             // DRBD's `backing_dev:none` for a volume without a disk (`disk none;`).
             backing_dev: resource.volumes.iter().find(|(n, _)| *n == v.volume).map_or_else(|| "none".to_string(), |(_, d)| d.path().display().to_string()),

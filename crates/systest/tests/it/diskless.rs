@@ -140,7 +140,7 @@ fn detach_and_attach_resync_the_secondary_to_identical_data() {
     cluster.admin_ok(BOB, &["detach", RESOURCE]);
     cluster.wait_disk(BOB, "Diskless", STATE_DEADLINE);
     cluster.wait_until("alice sees bob Diskless", STATE_DEADLINE, || cluster.status(ALICE).peer_disk("bob") == "Diskless");
-    events.wait_for(&cluster, "change device name:r0 volume:0 disk:Diskless", STATE_DEADLINE);
+    events.wait_for(&cluster, "change device name:r0 volume:0 minor:0 disk:Diskless", STATE_DEADLINE);
     assert_eq!(client.write(1 << 20, &[0x72; 65536]), 0, "alice writes without bob's disk");
     cluster.wait_until("alice keeps bits for bob", STATE_DEADLINE, || cluster.out_of_sync_kib(ALICE, BOB) >= 64);
 

@@ -147,6 +147,14 @@ fn status_text_has_the_drbd_layout() {
             text_for_resource, text,
             "'status r0' differs from 'status' with one resource"
         );
+        // --verbose adds the device minor (`device /dev/drbd0;`), as drbdsetup does.
+        let verbose = cluster.admin_ok(index, &["status", "--verbose", RESOURCE]);
+        assert!(
+            verbose.lines().nth(1).is_some_and(|line| line.contains(" minor:0 ")
+                || line.ends_with(" minor:0")),
+            "no minor:0 on the volume line of {}:\n{verbose}",
+            cluster.name(index)
+        );
     }
 }
 
