@@ -16,8 +16,10 @@ use crate::adjust::{self, NodeContext};
 use crate::resource::Resource;
 use crate::status::resource_status;
 
-/// How often `events` compares the state with what it last printed.
-const EVENTS_POLL: Duration = Duration::from_millis(100);
+/// How often `events` compares the state with what it last printed when nothing signalled a
+/// change (counters and resync progress change without one); every state change and helper
+/// run wakes it at once.
+const EVENTS_TICK: Duration = Duration::from_millis(250);
 
 /// Serve admin clients forever.
 pub(crate) async fn serve(listener: UnixListener, resources: Vec<Arc<Resource>>, context: NodeContext) {
@@ -278,8 +280,30 @@ async fn stream_events<W: AsyncWriteExt + Unpin>(write: &mut W, resources: &[Arc
         send(write, &Reply::Event { line }).await?;
     }
     let names: Vec<String> = selected.iter().map(|r| r.name.clone()).collect();
+    // One waiter per source of changes, each forwarding a wake-up (coalesced: the channel
+    // holds one); they end with the stream (the set aborts them when dropped).
+    let (wake_tx, mut wake_rx) = tokio::sync::mpsc::channel::<()>(1);
+    let mut waiters = tokio::task::JoinSet::new();
+    for resource in &selected {
+        let mut changed = resource.changed.subscribe();
+        let wake = wake_tx.clone();
+        waiters.spawn(async move {
+            while changed.changed().await.is_ok() {
+                let _ = wake.try_send(());
+            }
+        });
+    }
+    let mut helper_events = crate::handlers::subscribe_events();
+    waiters.spawn(async move {
+        while helper_events.changed().await.is_ok() {
+            let _ = wake_tx.try_send(());
+        }
+    });
     loop {
-        tokio::time::sleep(EVENTS_POLL).await;
+        tokio::select! {
+            Some(()) = wake_rx.recv() => {}
+            () = tokio::time::sleep(EVENTS_TICK) => {}
+        }
         let now = report(&selected);
         for line in admin::change_events(&last, &now, statistics) {
             send(write, &Reply::Event { line }).await?;

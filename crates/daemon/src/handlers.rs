@@ -42,6 +42,14 @@ pub(crate) const EVENT_LINES_MAX: usize = 256;
 /// `(sequence, resource, line)` of recent helper calls and responses, oldest first.
 static EVENTS: Mutex<VecDeque<(u64, String, String)>> = Mutex::new(VecDeque::new());
 static NEXT_EVENT: AtomicU64 = AtomicU64::new(1);
+/// The newest event's sequence number, for `events` streams to wait on.
+static NEWEST_EVENT: std::sync::LazyLock<tokio::sync::watch::Sender<u64>> =
+    std::sync::LazyLock::new(|| tokio::sync::watch::Sender::new(0));
+
+/// A receiver that sees every new helper event line (its sequence number).
+pub(crate) fn subscribe_events() -> tokio::sync::watch::Receiver<u64> {
+    NEWEST_EVENT.subscribe()
+}
 
 fn record(resource: &str, line: String) {
     let sequence = NEXT_EVENT.fetch_add(1, Ordering::AcqRel);
@@ -50,6 +58,8 @@ fn record(resource: &str, line: String) {
         events.pop_front();
     }
     events.push_back((sequence, resource.to_owned(), line));
+    drop(events);
+    NEWEST_EVENT.send_replace(sequence);
 }
 
 /// Helper event lines after `after` (a sequence number; 0 for all kept), with the newest
