@@ -560,6 +560,14 @@ mod tests {
         }
     }
 
+    fn peer_write(seq: u64) -> IoId {
+        IoId::PeerWrite { peer: PEER, seq }
+    }
+
+    fn resync_write(id: u64) -> IoId {
+        IoId::ResyncWrite { peer: PEER, id }
+    }
+
     fn extent(offset: u64, length: u64) -> Extent {
         Extent::new(offset, length).expect("extent")
     }
@@ -597,8 +605,8 @@ mod tests {
         assert_eq!(
             issued(&mut out),
             vec![
-                IoId::PeerWrite { peer: PEER, seq: 1 },
-                IoId::PeerWrite { peer: PEER, seq: 2 }
+                peer_write(1),
+                peer_write(2)
             ]
         );
     }
@@ -610,15 +618,9 @@ mod tests {
         data(&mut rx, 1, 1, 0, &mut out);
         rx.barrier(1, false, &mut out).expect("in order");
         data(&mut rx, 2, 2, 8192, &mut out);
-        assert_eq!(
-            issued(&mut out),
-            vec![IoId::PeerWrite { peer: PEER, seq: 1 }]
-        );
+        assert_eq!(issued(&mut out), vec![peer_write(1)]);
         rx.write_done(1, Ok(()), &mut out);
-        assert_eq!(
-            issued(&mut out),
-            vec![IoId::PeerWrite { peer: PEER, seq: 2 }]
-        );
+        assert_eq!(issued(&mut out), vec![peer_write(2)]);
     }
 
     #[test]
@@ -632,31 +634,22 @@ mod tests {
         assert_eq!(
             issued(&mut out),
             vec![
-                IoId::ResyncWrite { peer: PEER, id: 7 },
-                IoId::PeerWrite { peer: PEER, seq: 2 }
+                resync_write(7),
+                peer_write(2)
             ],
             "the overlapping write is held, the other one is not"
         );
         rx.write_done(2, Ok(()), &mut out);
         assert_eq!(issued(&mut out), vec![], "an unrelated completion starts nothing");
         assert_eq!(rx.resync_done(7, &mut out), Some((0, extent(0, 8192))));
-        assert_eq!(
-            issued(&mut out),
-            vec![IoId::PeerWrite { peer: PEER, seq: 1 }]
-        );
+        assert_eq!(issued(&mut out), vec![peer_write(1)]);
 
         // A replicated write first, then a resync reply over it.
         let mut rx = connected();
         data(&mut rx, 1, 1, 0, &mut out);
         rx.resync(8, 0, extent(0, 4096), op(0, 4096), &mut out);
-        assert_eq!(
-            issued(&mut out),
-            vec![IoId::PeerWrite { peer: PEER, seq: 1 }]
-        );
+        assert_eq!(issued(&mut out), vec![peer_write(1)]);
         rx.write_done(1, Ok(()), &mut out);
-        assert_eq!(
-            issued(&mut out),
-            vec![IoId::ResyncWrite { peer: PEER, id: 8 }]
-        );
+        assert_eq!(issued(&mut out), vec![resync_write(8)]);
     }
 }

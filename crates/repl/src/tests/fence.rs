@@ -43,6 +43,15 @@ impl Pair {
         result
     }
 
+    /// A becomes Secondary (B learns it), then the link is cut: two Secondaries apart.
+    fn demote_a_and_disconnect(&mut self) {
+        let mut out = Vec::new();
+        self.nodes[A].demote(&mut out).expect("demote");
+        self.route(A, out);
+        self.deliver_all();
+        self.disconnect();
+    }
+
     fn peer_disk(&self, node: usize) -> DiskState {
         self.nodes[node].status().peers[0].volumes[0].peer_disk
     }
@@ -187,11 +196,7 @@ fn a_late_answer_after_a_reconnect_is_ignored() {
 #[test]
 fn promotion_without_the_peer_waits_for_fence_peer() {
     let mut pair = Pair::fencing(FencePolicy::ResourceOnly);
-    let mut out = Vec::new();
-    pair.nodes[A].demote(&mut out).expect("demote");
-    pair.route(A, out);
-    pair.deliver_all();
-    pair.disconnect();
+    pair.demote_a_and_disconnect();
     assert!(pair.fence_calls.is_empty(), "Secondaries do not fence on loss");
     assert!(matches!(pair.promote_node(B, false), Err(StateError::FencingPeer { .. })));
     assert_eq!(pair.fence_calls, vec![(B, PEER_OF_B)]);
@@ -212,11 +217,7 @@ fn promotion_without_the_peer_waits_for_fence_peer() {
 #[test]
 fn forced_promotion_skips_fencing() {
     let mut pair = Pair::fencing(FencePolicy::ResourceAndStonith);
-    let mut out = Vec::new();
-    pair.nodes[A].demote(&mut out).expect("demote");
-    pair.route(A, out);
-    pair.deliver_all();
-    pair.disconnect();
+    pair.demote_a_and_disconnect();
     pair.promote_node(B, true).expect("--force");
     assert!(pair.fence_calls.is_empty());
     assert!(!pair.nodes[B].io_suspended());
@@ -257,11 +258,7 @@ fn a_primary_s_failed_fence_is_forgotten_on_demotion() {
 #[test]
 fn a_secondary_told_the_peer_is_primary_outdates_itself() {
     let mut pair = Pair::fencing(FencePolicy::ResourceOnly);
-    let mut out = Vec::new();
-    pair.nodes[A].demote(&mut out).expect("demote");
-    pair.route(A, out);
-    pair.deliver_all();
-    pair.disconnect();
+    pair.demote_a_and_disconnect();
     assert!(matches!(pair.promote_node(B, false), Err(StateError::FencingPeer { .. })));
     let meta_before = pair.nodes[B].meta(0).expect("volume 0");
     assert_eq!(meta_before.disk, DiskState::UpToDate);
