@@ -36,7 +36,8 @@ struct Plan {
     /// Per peer: its new net options, for the settings of its running link.
     links: Vec<(u8, config::NetOptions)>,
     /// A new `on-io-error`, if it changed.
-    on_io_error: Option<repl::OnIoError>,
+    /// Volumes whose `on-io-error` changes.
+    on_io_error: Vec<(u16, repl::OnIoError)>,
     /// Per peer whose `fencing` changed: the new policy.
     fencing: Vec<(u8, repl::FencePolicy)>,
     report: Vec<String>,
@@ -58,8 +59,8 @@ pub(crate) fn adjust(context: &NodeContext, selected: &[Arc<Resource>]) -> Resul
             let sndbuf = net.sndbuf_size_bytes;
             plan.resource.set_sndbuf(*peer, sndbuf).map_err(|error| format!("{}: sndbuf-size {sndbuf}: {error}", plan.resource.name))?;
         }
-        if let Some(policy) = plan.on_io_error {
-            plan.resource.step(|engine, _, _| engine.set_on_io_error(policy));
+        for (volume, policy) in plan.on_io_error {
+            plan.resource.step(|engine, _, _| engine.set_on_io_error(volume, policy));
         }
         for (peer, policy) in plan.fencing {
             plan.resource
@@ -126,11 +127,13 @@ fn plan(config: &config::Config, resource: &Arc<Resource>, node: &str) -> Result
             report.push(format!("{}: changed but not applied until the node restarts: {}", info.name, pending.join(", ")));
         }
     }
-    let running = resource.with_engine(|engine| engine.on_io_error());
-    let wanted = crate::setup::on_io_error_of(host);
-    let on_io_error = (running != wanted).then_some(wanted);
-    if on_io_error.is_some() {
-        report.push(format!("on-io-error {running:?} -> {wanted:?}"));
+    let mut on_io_error = Vec::new();
+    for (volume, wanted) in crate::setup::on_io_error_of(host) {
+        let running = resource.with_engine(|engine| engine.on_io_error(volume));
+        if running.is_some_and(|running| running != wanted) {
+            report.push(format!("volume {volume}: on-io-error {:?} -> {wanted:?}", running.unwrap_or_default()));
+            on_io_error.push((volume, wanted));
+        }
     }
     Ok(Plan { resource: Arc::clone(resource), configs, links, on_io_error, fencing, report })
 }

@@ -197,21 +197,27 @@ fn build_resource(resource: &config::Resource, host: &config::Host, pool: &Arc<B
     let built = Resource::new(parts).map_err(|error| setup_error(format!("cannot start I/O threads: {error}")))?;
     let quorum = quorum_config(&resource.options);
     built.step(|engine, now, out| engine.set_quorum(now, quorum, out));
-    let on_io_error = on_io_error_of(host);
-    built.step(|engine, _, _| engine.set_on_io_error(on_io_error));
+    for (volume, policy) in on_io_error_of(host) {
+        built.step(|engine, _, _| engine.set_on_io_error(volume, policy));
+    }
     apply_fencing(&built, &resource.handlers);
     Ok(built)
 }
 
-/// The engine's `on-io-error` (one per resource in tandem): the first volume's setting, or
-/// DRBD's default, `detach`.
-pub(crate) fn on_io_error_of(host: &config::Host) -> repl::OnIoError {
-    let setting = host.volumes.first().map_or(config::OnIoError::Detach, |v| v.disk_options.on_io_error);
-    match setting {
-        config::OnIoError::PassOn => repl::OnIoError::PassOn,
-        config::OnIoError::Detach => repl::OnIoError::Detach,
-        config::OnIoError::CallLocalIoError => repl::OnIoError::CallLocalIoError,
-    }
+/// Each volume's `on-io-error` (a volume's `disk { }` section, else the resource's, else
+/// DRBD's default, `detach`).
+pub(crate) fn on_io_error_of(host: &config::Host) -> Vec<(u16, repl::OnIoError)> {
+    host.volumes
+        .iter()
+        .map(|v| {
+            let policy = match v.disk_options.on_io_error {
+                config::OnIoError::PassOn => repl::OnIoError::PassOn,
+                config::OnIoError::Detach => repl::OnIoError::Detach,
+                config::OnIoError::CallLocalIoError => repl::OnIoError::CallLocalIoError,
+            };
+            (v.number, policy)
+        })
+        .collect()
 }
 
 /// A volume without a disk (`disk none;`): Diskless, no size, no bitmaps, no activity log.

@@ -320,6 +320,8 @@ struct Volume {
     number: u16,
     size_bytes: u64,
     disk: DiskState,
+    /// `on-io-error` of this volume.
+    on_io_error: OnIoError,
     ids: GenerationIds,
     written_bytes: u64,
     meta: persist::MetaIo,
@@ -383,7 +385,6 @@ pub struct Engine<P> {
     /// Local write times since the driver last took them.
     local_stats: LocalStats,
     /// `on-io-error` (`engine/detach.rs`).
-    on_io_error: OnIoError,
     /// Client reads of Diskless volumes waiting for a peer, by read id (`detach.rs`).
     forwarded_reads: BTreeMap<u64, detach::ForwardedRead>,
     /// Reads Diskless peers asked us for, being read: (peer, their id) to the range.
@@ -429,7 +430,6 @@ impl<P: Clone> Engine<P> {
             quorum_held: true,
             disks_announced: Vec::new(),
             local_stats: LocalStats::default(),
-            on_io_error: OnIoError::default(),
             forwarded_reads: BTreeMap::new(),
             pending_forwarded_serves: BTreeMap::new(),
             next_read_id: 1,
@@ -1401,7 +1401,7 @@ fn attach_volume<P>(vslot: usize, config: VolumeConfig, peers: &mut [Peer<P>]) -
             }
         }
     }
-    Ok(Volume { number: config.number, size_bytes: config.size_bytes, disk: config.disk, ids, written_bytes: 0, meta: persist::MetaIo::default(), log, bm_writes: 0, after_dependency: false, possibly_stale: config.possibly_stale, shared_with: NodeSet::ALL })
+    Ok(Volume { number: config.number, size_bytes: config.size_bytes, disk: config.disk, on_io_error: OnIoError::default(), ids, written_bytes: 0, meta: persist::MetaIo::default(), log, bm_writes: 0, after_dependency: false, possibly_stale: config.possibly_stale, shared_with: NodeSet::ALL })
 }
 
 /// Send one write to one peer if it is connected; otherwise mark its blocks out of sync.

@@ -52,14 +52,17 @@ pub enum OnIoError {
 }
 
 impl<P: Clone> Engine<P> {
-    /// Sets the `on-io-error` policy (at start and by `adjust`).
-    pub fn set_on_io_error(&mut self, policy: OnIoError) {
-        self.on_io_error = policy;
+    /// Sets the `on-io-error` policy of `volume` (at start and by `adjust`); an unknown
+    /// volume is ignored.
+    pub fn set_on_io_error(&mut self, volume: u16, policy: OnIoError) {
+        if let Some(vslot) = self.volume_slot(volume) {
+            self.volumes[vslot].on_io_error = policy;
+        }
     }
 
-    /// The `on-io-error` policy in effect.
-    pub fn on_io_error(&self) -> OnIoError {
-        self.on_io_error
+    /// The `on-io-error` policy in effect for `volume`.
+    pub fn on_io_error(&self, volume: u16) -> Option<OnIoError> {
+        Some(self.volumes[self.volume_slot(volume)?].on_io_error)
     }
 
     /// Whether volume `volume` has no disk (never had one, failed, or detached).
@@ -178,7 +181,7 @@ impl<P: Clone> Engine<P> {
         if self.volumes[vslot].disk == DiskState::Diskless {
             return true;
         }
-        if self.on_io_error == OnIoError::PassOn {
+        if self.volumes[vslot].on_io_error == OnIoError::PassOn {
             return false;
         }
         self.detach_volume(now, vslot, true, out);
@@ -188,7 +191,7 @@ impl<P: Clone> Engine<P> {
     fn detach_volume(&mut self, now: Time, vslot: usize, failed: bool, out: &mut Vec<Action<P>>) {
         let volume = self.volumes[vslot].number;
         self.volumes[vslot].disk = DiskState::Diskless;
-        let call_handler = failed && self.on_io_error == OnIoError::CallLocalIoError;
+        let call_handler = failed && self.volumes[vslot].on_io_error == OnIoError::CallLocalIoError;
         out.push(Action::Detached { volume, failed, call_handler });
         // The peers mark what they apply for us from the moment they hear it.
         self.announce_disks(out);

@@ -111,7 +111,7 @@ fn result_of(pair: &Pair, request: RequestId) -> Option<Result<(), IoError>> {
 #[test]
 fn detach_on_a_write_error_completes_through_the_peer_and_goes_diskless() {
     let mut pair = Pair::new(Protocol::C);
-    pair.nodes[A].set_on_io_error(OnIoError::Detach);
+    pair.nodes[A].set_on_io_error(0, OnIoError::Detach);
     pair.write(1, 0, 7, 4096);
     run_local_failing_writes(&mut pair);
     assert_eq!(result_of(&pair, 1), None, "not before the peer wrote it");
@@ -134,7 +134,7 @@ fn detach_on_a_write_error_completes_through_the_peer_and_goes_diskless() {
 #[test]
 fn pass_on_fails_the_write_and_stays_attached() {
     let mut pair = Pair::new(Protocol::C);
-    pair.nodes[A].set_on_io_error(OnIoError::PassOn);
+    pair.nodes[A].set_on_io_error(0, OnIoError::PassOn);
     pair.write(1, 0, 7, 4096);
     run_local_failing_writes(&mut pair);
     pair.deliver_all();
@@ -146,7 +146,7 @@ fn pass_on_fails_the_write_and_stays_attached() {
 #[test]
 fn a_detached_primary_without_peers_fails_writes() {
     let mut pair = Pair::new(Protocol::C);
-    pair.nodes[A].set_on_io_error(OnIoError::Detach);
+    pair.nodes[A].set_on_io_error(0, OnIoError::Detach);
     pair.disconnect();
     pair.write(1, 0, 7, 4096);
     run_local_failing_writes(&mut pair);
@@ -176,7 +176,7 @@ fn an_administrators_detach_of_a_primary_needs_an_up_to_date_peer() {
 #[test]
 fn a_diskless_primary_reads_through_its_peer() {
     let mut pair = Pair::new(Protocol::C);
-    pair.nodes[A].set_on_io_error(OnIoError::Detach);
+    pair.nodes[A].set_on_io_error(0, OnIoError::Detach);
     pair.write(1, 4096, 5, 8192);
     run_local_failing_writes(&mut pair);
     pair.deliver_all();
@@ -338,7 +338,7 @@ fn a_peer_behind_a_diskless_primary_outdates_itself() {
     let mut out = Vec::new();
     pair.nodes[A].promote(false, &mut out).expect("promote alone");
     pair.route(A, out);
-    pair.nodes[A].set_on_io_error(OnIoError::Detach);
+    pair.nodes[A].set_on_io_error(0, OnIoError::Detach);
     pair.write(1, 0, 7, 4096);
     run_local_failing_writes(&mut pair);
     assert_eq!(pair.nodes[A].status().volumes[0].disk, DiskState::Diskless);
@@ -351,4 +351,48 @@ fn a_peer_behind_a_diskless_primary_outdates_itself() {
     assert_eq!(pair.nodes[B].status().volumes[0].disk, DiskState::Outdated);
     assert_eq!(pair.nodes[A].read_source(0), None, "no UpToDate source");
     assert!(pair.disconnects.is_empty(), "{:?}", pair.disconnects);
+}
+
+/// `on-io-error` is a volume's setting (a `disk { }` section inside `volume N`): a failed
+/// write detaches only a volume whose policy says so.
+#[test]
+fn on_io_error_is_a_per_volume_policy() {
+    let second = VolumeConfig { number: 1, ..synced_volume() };
+    let config = EngineConfig { node_id: 0, volumes: vec![synced_volume(), second], peers: vec![peer_config(1, Protocol::C)], random_seed: 7 };
+    let mut engine: Engine<Vec<u8>> = Engine::new(config).expect("two volumes");
+    engine.set_on_io_error(0, OnIoError::Detach);
+    engine.set_on_io_error(1, OnIoError::PassOn);
+    engine.set_on_io_error(9, OnIoError::Detach);
+    assert_eq!(engine.on_io_error(0), Some(OnIoError::Detach));
+    assert_eq!(engine.on_io_error(1), Some(OnIoError::PassOn));
+    assert_eq!(engine.on_io_error(9), None, "no such volume");
+    let mut out = Vec::new();
+    engine.promote(true, &mut out).expect("alone: forced");
+    // Every local write fails; metadata and activity-log writes succeed.
+    let run = |engine: &mut Engine<Vec<u8>>, mut out: Vec<Action<Vec<u8>>>| {
+        let mut completed = Vec::new();
+        while let Some(action) = out.pop() {
+            let mut next = Vec::new();
+            match action {
+                Action::LocalWrite { io, .. } => engine.local_done(Time(1), io, Err(IoError::Io), &mut next),
+                Action::PersistMeta { io, .. } | Action::WriteActivityLog { io, .. } | Action::LocalFlush { io } => engine.local_done(Time(1), io, Ok(()), &mut next),
+                Action::Complete { request, result } => completed.push((request, result)),
+                _ => {}
+            }
+            out.extend(next);
+        }
+        completed
+    };
+    run(&mut engine, out);
+    let write = |volume| Op::Write { offset: 0, length: 4096, data: vec![volume as u8; 4096], flags: WriteFlags::default() };
+    let mut out = Vec::new();
+    engine.submit(Time(1), 1, 1, write(1), &mut out);
+    let completed = run(&mut engine, out);
+    assert_eq!(completed, vec![(1, Err(IoError::Io))], "pass_on: the error goes to the client");
+    assert!(!engine.is_diskless(1), "pass_on keeps the disk");
+    let mut out = Vec::new();
+    engine.submit(Time(1), 2, 0, write(0), &mut out);
+    run(&mut engine, out);
+    assert!(engine.is_diskless(0), "detach: volume 0 goes Diskless");
+    assert!(!engine.is_diskless(1), "and volume 1 is left alone");
 }
