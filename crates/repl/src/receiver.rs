@@ -12,8 +12,9 @@
 //!   when no write that arrived before it and overlaps it is still pending. Issuing is
 //!   incremental: an arrival can only start itself (checked against every pending write), a
 //!   finished write only the writes it overlapped (then everything is rescanned), a retired
-//!   epoch the next one; debug builds check after each step that no runnable write was left. So two overlapping writes never run concurrently, and the one that arrived
-//!   later lands last. Together with the source's rule (a resync read never runs while a write
+//!   epoch the next one; debug builds check after each step that no runnable write was left.
+//!   So two overlapping writes never run concurrently, and the one that arrived later lands
+//!   last. Together with the source's rule (a resync read never runs while a write
 //!   to the same blocks is unconfirmed, and a write waits while a read or its reply is
 //!   unconfirmed) this means older resync data never overwrites a newer write.
 //! - Only writes of the front epoch (and resync writes) are issued; later epochs only hold.
@@ -70,6 +71,15 @@ enum Origin {
     Replicated { seq: u64, key: EpochKey },
     /// A resync reply for our request `id`.
     Resync { id: u64 },
+}
+
+/// Whether a write of `origin` may run while `front` is the front epoch: a replicated write
+/// only in the front epoch, a resync write always.
+fn eligible(origin: Origin, front: Option<EpochKey>) -> bool {
+    match origin {
+        Origin::Replicated { key, .. } => Some(key) == front,
+        Origin::Resync { .. } => true,
+    }
 }
 
 /// The local I/O that writes a write of `origin` received from `peer`.
@@ -224,11 +234,7 @@ impl<P: Clone> Receiver<P> {
         // epoch is the front one (or it is a resync write) and it overlaps no pending write
         // (every pending write arrived before it).
         let front = self.epochs.front().map(|e| e.key);
-        let eligible = match origin {
-            Origin::Replicated { key, .. } => Some(key) == front,
-            Origin::Resync { .. } => true,
-        };
-        let runs = eligible && !self.overlaps_pending(volume, &extent);
+        let runs = eligible(origin, front) && !self.overlaps_pending(volume, &extent);
         let op = if runs {
             out.push(Action::LocalWrite {
                 io: io_of(self.peer, origin),
@@ -266,14 +272,10 @@ impl<P: Clone> Receiver<P> {
             let mut earlier: Vec<(u16, Extent)> = Vec::new();
             let front = self.epochs.front().map(|e| e.key);
             for w in self.writes.values() {
-                let eligible = match w.origin {
-                    Origin::Replicated { key, .. } => Some(key) == front,
-                    Origin::Resync { .. } => true,
-                };
                 let blocked = earlier
                     .iter()
                     .any(|(v, e)| *v == w.volume && e.overlaps(&w.extent));
-                if w.op.is_some() && eligible && !blocked {
+                if w.op.is_some() && eligible(w.origin, front) && !blocked {
                     scratch.push(w.origin);
                 }
                 earlier.push((w.volume, w.extent));
@@ -330,12 +332,8 @@ impl<P: Clone> Receiver<P> {
             let blocked = earlier
                 .iter()
                 .any(|(v, e)| *v == write.volume && e.overlaps(&write.extent));
-            let eligible = match write.origin {
-                Origin::Replicated { key, .. } => Some(key) == front,
-                Origin::Resync { .. } => true,
-            };
             // Not blocked: no earlier write overlapping it is pending, issued or not.
-            if write.op.is_some() && eligible && !blocked {
+            if write.op.is_some() && eligible(write.origin, front) && !blocked {
                 if let Some(op) = write.op.take() {
                     out.push(Action::LocalWrite {
                         io: io_of(peer, write.origin),
