@@ -391,25 +391,39 @@ async fn run_link(resource: &Arc<Resource>, peer: &PeerInfo, (data, control): So
         tasks.spawn(receive_data(Arc::clone(resource), peer.clone(), data_read)),
         tasks.spawn(receive_control(Arc::clone(resource), peer.node_id, control_read)),
     ];
-    let data_receiver = receivers[0].id();
+    let receiver_ids = [receivers[0].id(), receivers[1].id()];
     let mut next = None;
     let error = tokio::select! {
         Some(result) = tasks.join_next_with_id() => match result {
             Ok((id, error)) => {
-                if id != data_receiver && matches!(error, LinkError::Closed | LinkError::PeerDisconnected(_)) {
-                    // The peer is closing (its control socket ended first): what it sent on
-                    // the data socket before (its last handshake, say) still reaches the
-                    // engine, within a bound.
-                    let data_ended = async {
+                let closing = matches!(error, LinkError::Closed | LinkError::PeerDisconnected(_));
+                let other = match receiver_ids {
+                    [data, control] if id == data => Some(control),
+                    [data, control] if id == control => Some(data),
+                    _ => None,
+                };
+                if let (true, Some(other)) = (closing, other) {
+                    // The peer is closing (one of its sockets ended): what it sent on the
+                    // other socket before (its last handshake, its last disk states, its
+                    // goodbye) still reaches the engine, within a bound; the goodbye's reason
+                    // is the one reported.
+                    let other_ended = async {
                         while let Some(done) = tasks.join_next_with_id().await {
-                            if done.map_or_else(|join| join.id(), |(id, _)| id) == data_receiver {
-                                break;
+                            match done {
+                                Ok((id, error)) if id == other => return Some(error),
+                                Err(join) if join.id() == other => return None,
+                                _ => {}
                             }
                         }
+                        None
                     };
-                    let _ = tokio::time::timeout(DRAIN_TIMEOUT, data_ended).await;
+                    match tokio::time::timeout(DRAIN_TIMEOUT, other_ended).await {
+                        Ok(Some(goodbye @ LinkError::PeerDisconnected(_))) if !matches!(error, LinkError::PeerDisconnected(_)) => goodbye,
+                        _ => error,
+                    }
+                } else {
+                    error
                 }
-                error
             }
             Err(join) => LinkError::Protocol(format!("link task failed: {join}")),
         },
@@ -456,8 +470,11 @@ async fn send_data(resource: Arc<Resource>, peer: PeerInfo, queue: mpsc::Unbound
             }
         }
         let Some(item) = queue.recv().await else { return LinkError::PeerDisconnected("closed locally".into()) };
-        if let Outgoing::Close { reason } = item {
-            return close(&mut writer, reason).await;
+        if let Outgoing::Close { .. } = item {
+            // The goodbye itself goes on the control socket (its frame kind belongs there);
+            // this socket just ends after everything queued before it.
+            let _ = writer.flush().await;
+            return LinkError::PeerDisconnected("closed locally".into());
         }
         header.clear();
         let report_sent = matches!(item, Outgoing::Data { report_sent: true, .. });

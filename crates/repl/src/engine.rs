@@ -31,6 +31,7 @@ mod fence;
 mod handshake;
 mod ahead;
 mod lag;
+mod leave;
 mod pause;
 mod quorum;
 mod persist;
@@ -67,6 +68,8 @@ use crate::types::{
     RequestId, StateError, Time, VolumeStatus, WriteFlags,
 };
 use crate::uuid::{GenerationIds, HandshakeNodes, NodeId, NodeSet, SyncError};
+
+pub use leave::LEAVE_PERSIST_MAX;
 
 /// Period of the housekeeping in [`Engine::tick`] the driver should keep to.
 pub const TICK_INTERVAL: Duration = Duration::from_millis(100);
@@ -312,6 +315,8 @@ struct Peer<P> {
     /// `fencing` of the connection and where fencing of the peer stands (`fence.rs`).
     fence_policy: FencePolicy,
     fence: fence::FenceState,
+    /// An administrative departure from this Primary peer under way (`leave.rs`).
+    leaving: Option<leave::Leaving>,
 }
 
 /// Local state of one volume.
@@ -765,13 +770,16 @@ impl<P: Clone> Engine<P> {
         let volumes: Vec<u16> = self.volumes.iter().map(|v| v.number).collect();
         let p = &mut self.peers[slot];
         let was_connected = p.connection == ConnState::Connected;
-        if p.connection != ConnState::StandAlone {
+        // A departure under way (`leave.rs`) ends StandAlone: no reconnect meanwhile.
+        if p.connection != ConnState::StandAlone && p.leaving.is_none() {
             p.connection = if state == ConnState::StandAlone { state } else { ConnState::Connecting };
         }
         p.last_error = Some(format!("{state}: {reason}"));
         p.role = Role::Unknown;
         let up_to_date = was_connected && p.disks.contains(&DiskState::UpToDate);
-        p.disks.fill(DiskState::DUnknown);
+        for disk in &mut p.disks {
+            *disk = leave::kept_after_loss(*disk).unwrap_or(DiskState::DUnknown);
+        }
         p.ahead.connection_lost();
         // Before anything completes for want of this peer: quorum may be gone, and the peer
         // may need fencing.
@@ -1083,6 +1091,7 @@ impl<P: Clone> Engine<P> {
         for slot in 0..self.peers.len() {
             self.drain_check(slot, out);
         }
+        self.finish_leaving(now, out);
         self.announce_disks(out);
         self.update_quorum(now, out);
         // The lag bound's age may have passed, or confirmations freed room.
@@ -1168,6 +1177,10 @@ impl<P: Clone> Engine<P> {
 
     /// Tells every connected peer our disk states if they changed since the last `State`.
     fn announce_disks(&mut self, out: &mut Vec<Action<P>>) {
+        if self.leaving_pending() {
+            // Disks outdated by a departure are announced once durable (`leave.rs`).
+            return;
+        }
         let disks = self.disk_list();
         if disks == self.disks_announced {
             return;
@@ -1210,6 +1223,14 @@ impl<P: Clone> Engine<P> {
                 self.peers[slot].connection = ConnState::Connecting;
                 out.push(Action::StateChanged);
             }
+            return Ok(());
+        }
+        if self.peers[slot].leaving.is_some() {
+            // A departure is under way; it ends StandAlone by itself.
+            return Ok(());
+        }
+        if self.departure_outdates(slot) {
+            self.begin_leaving(now, slot, out);
             return Ok(());
         }
         if self.peers[slot].connection == ConnState::Connected {
@@ -1376,6 +1397,7 @@ fn new_peer<P: Clone>(local: NodeId, config: &PeerConfig, volumes: &[VolumeConfi
         bitmap_free: vec![false; count],
         fence_policy: FencePolicy::default(),
         fence: fence::FenceState::default(),
+        leaving: None,
     })
 }
 

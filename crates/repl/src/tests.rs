@@ -17,6 +17,7 @@ mod csums;
 mod diskless;
 mod fence;
 mod lag;
+mod leave;
 mod pause;
 mod resync;
 mod resync_pace;

@@ -272,6 +272,10 @@ impl<P: Clone> Engine<P> {
             if p.fence_policy == FencePolicy::DontCare || p.connection == ConnState::Connected {
                 continue;
             }
+            if leave::kept_after_loss_all(&p.disks) {
+                // Known Outdated (it departed gracefully): nothing to fence.
+                continue;
+            }
             match p.fence {
                 FenceState::Fenced(_) => {}
                 FenceState::Running { .. } => pending = Some(p.config.name.clone()),

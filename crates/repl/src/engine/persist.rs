@@ -137,6 +137,7 @@ impl<P: Clone> Engine<P> {
             self.advance_starting(now, slot, vslot, out);
             self.send_stale_ack_if_durable(slot, out);
         }
+        self.finish_leaving(now, out);
     }
 
     fn volume_meta(&self, vslot: usize) -> VolumeMeta {

@@ -13,9 +13,13 @@
 //!   connection the handshake may still refuse never counts).
 //! - Quorum is re-evaluated on every connect, disconnect and tick, and when peers report their
 //!   disk states; held writes and flushes are retried as soon as it returns.
-//! - Unlike DRBD, a gracefully departed peer is not counted as present (tandem's secondaries
-//!   do not yet outdate themselves when they leave), so a two-node resource with
-//!   `quorum majority` loses quorum with its peer: safe, but stricter than DRBD.
+//! - **Last man standing**, as in DRBD: an absent peer known to be Outdated or Inconsistent
+//!   (it departed gracefully, `leave.rs`, or `fence-peer` outdated it) cannot be promoted.
+//!   When every absent peer is known so, no other partition can write, and the voters are
+//!   just the nodes present: a Primary whose peers all left gracefully keeps quorum alone.
+//!   One absent peer in an unknown state puts every node back among the voters.
+//! - Not yet as in DRBD: the knowledge that a peer departed Outdated is not persisted, so
+//!   after a restart the peer counts as unknown again (stricter, never weaker).
 
 use serde::{Deserialize, Serialize};
 
@@ -45,6 +49,20 @@ impl QuorumRule {
             QuorumRule::Nodes(count) => present >= usize::from(count),
         }
     }
+}
+
+/// What quorum rests on now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct QuorumCounts {
+    /// Nodes reachable, this one included.
+    present: usize,
+    /// Nodes that vote: every node, or only those present when every absent peer is known
+    /// Outdated (last man standing).
+    voters: usize,
+    /// UpToDate copies reachable, this node's included.
+    copies: usize,
+    /// Absent peers left out of the voters for being known Outdated.
+    outdated_left_out: usize,
 }
 
 /// What writes do without quorum (`on-no-quorum`).
@@ -94,30 +112,51 @@ impl<P: Clone> Engine<P> {
 
     /// Why this node has no quorum, in words (for refusals and logs).
     pub(super) fn quorum_words(&self) -> String {
-        let (present, voters, copies) = self.quorum_counts();
+        let counts = self.quorum_counts();
+        let left_out = if counts.outdated_left_out > 0 { format!(", {} absent Outdated peers left out", counts.outdated_left_out) } else { String::new() };
         format!(
-            "{present} of {voters} nodes reachable and {copies} UpToDate copies (quorum {:?}, quorum-minimum-redundancy {:?})",
-            self.quorum.rule, self.quorum.minimum_redundancy
+            "{} of {} nodes reachable and {} UpToDate copies{left_out} (quorum {:?}, quorum-minimum-redundancy {:?})",
+            counts.present, counts.voters, counts.copies, self.quorum.rule, self.quorum.minimum_redundancy
         )
     }
 
-    fn quorum_counts(&self) -> (usize, usize, usize) {
-        let voters = 1 + self.peers.len();
-        // A peer counts once its handshake accepted it: a TCP connection alone proves
-        // nothing (the handshake may still find a split brain and drop it).
-        let connected = self.peers.iter().filter(|p| {
-            p.connection == ConnState::Connected
-                && p.syncs.iter().all(|s| !matches!(s, SyncState::Off | SyncState::WaitUuids { .. }))
-        });
-        let present = 1 + connected.clone().count();
+    /// Whether the peer in `slot` counts as present: connected and accepted by the
+    /// handshake (a TCP connection alone proves nothing: the handshake may still find a split
+    /// brain and drop it).
+    fn present(&self, slot: usize) -> bool {
+        let p = &self.peers[slot];
+        p.connection == ConnState::Connected && p.syncs.iter().all(|s| !matches!(s, SyncState::Off | SyncState::WaitUuids { .. }))
+    }
+
+    /// Whether the absent peer in `slot` is known unable to promote: fenced, or its last known
+    /// disks all Outdated or Inconsistent (kept across the disconnect, `leave.rs`).
+    pub(super) fn known_outdated(&self, slot: usize) -> bool {
+        if let Some(disk) = self.fenced_disk(slot) {
+            return leave::kept_after_loss(disk).is_some();
+        }
+        leave::kept_after_loss_all(&self.peers[slot].disks)
+    }
+
+    fn quorum_counts(&self) -> QuorumCounts {
+        let present_slots: Vec<usize> = (0..self.peers.len()).filter(|&slot| self.present(slot)).collect();
+        let absent = self.peers.len() - present_slots.len();
+        let absent_outdated = (0..self.peers.len()).filter(|&slot| !self.present(slot) && self.known_outdated(slot)).count();
+        let present = 1 + present_slots.len();
+        let (voters, outdated_left_out) = if absent_outdated == absent { (present, absent) } else { (1 + self.peers.len(), 0) };
         let local = usize::from(self.volumes.iter().all(|v| v.disk == DiskState::UpToDate));
-        let remote = connected.filter(|p| !p.disks.is_empty() && p.disks.iter().all(|d| *d == DiskState::UpToDate)).count();
-        (present, voters, local + remote)
+        let remote = present_slots
+            .iter()
+            .filter(|&&slot| {
+                let disks = &self.peers[slot].disks;
+                !disks.is_empty() && disks.iter().all(|d| *d == DiskState::UpToDate)
+            })
+            .count();
+        QuorumCounts { present, voters, copies: local + remote, outdated_left_out }
     }
 
     pub(super) fn compute_quorum(&self) -> bool {
-        let (present, voters, copies) = self.quorum_counts();
-        self.quorum.rule.met(present, voters) && self.quorum.minimum_redundancy.met(copies, voters)
+        let counts = self.quorum_counts();
+        self.quorum.rule.met(counts.present, counts.voters) && self.quorum.minimum_redundancy.met(counts.copies, counts.voters)
     }
 
     /// Re-evaluates quorum; on a change, reports it and retries what waited for it.

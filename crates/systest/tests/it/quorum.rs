@@ -1,7 +1,8 @@
 //! Quorum with three nodes (issue 4): a Primary that still reaches a majority keeps writing;
 //! one cut off from both peers stops completing writes — they wait (`suspend-io`) until
 //! quorum returns, or fail (`io-error`) — and status says `quorum:no`; a node without quorum
-//! cannot be promoted.
+//! cannot be promoted. Peers that leave gracefully (`down`) outdate themselves first, and a
+//! Primary whose absent peers are all known Outdated keeps quorum alone (last man standing).
 
 use std::sync::mpsc;
 use std::time::Duration;
@@ -97,4 +98,43 @@ fn secondary_force_fails_a_held_write_and_demotes_an_open_export() {
     let mut client = writer.join().expect("writer");
     assert_ne!(client.write(0, &[3; 4096]), 0, "a Secondary refuses the open client's next write");
     client.disconnect();
+}
+
+/// DRBD's last man standing: bob and carol leave gracefully (`down`), each outdating its own
+/// disk durably before saying goodbye, so alice knows neither can be promoted and keeps
+/// quorum alone; a departed node that comes back resyncs to UpToDate.
+#[test]
+fn peers_that_leave_gracefully_leave_a_lone_primary_with_quorum() {
+    let cluster = quorum_cluster("suspend-io");
+    let mut client = nbd_client::open(&cluster.nbd_socket(ALICE), RESOURCE).expect("open");
+    for node in [BOB, CAROL] {
+        cluster.admin_ok(node, &["down", RESOURCE]);
+        let name = cluster.name(node);
+        cluster.wait_until(&format!("alice sees {name} gone, Outdated"), STATE_DEADLINE, || {
+            let status = cluster.status(ALICE);
+            status.connection_state(name) != "Connected" && status.peer_disk(name) == "Outdated"
+        });
+        cluster.wait_disk(node, "Outdated", STATE_DEADLINE);
+    }
+    assert!(cluster.has_quorum(ALICE), "every absent peer is known Outdated: {}", cluster.admin_ok(ALICE, &["status", RESOURCE]));
+    assert_eq!(client.write(0, &[7; 4096]), 0, "the lone Primary goes on writing");
+
+    cluster.admin_ok(BOB, &["up", RESOURCE]);
+    cluster.wait_disk(BOB, "UpToDate", STATE_DEADLINE);
+    cluster.wait_replication(ALICE, BOB, "Established", STATE_DEADLINE);
+    client.disconnect();
+}
+
+/// A peer killed without a goodbye is unknown, not Outdated: it might be Primary in another
+/// partition. One such peer puts every node back among the voters, so alice, having only
+/// carol's graceful departure and bob's death behind her, has 1 of 3 and stops.
+#[test]
+fn one_peer_lost_without_a_goodbye_takes_last_man_standing_away() {
+    let cluster = quorum_cluster("suspend-io");
+    cluster.admin_ok(CAROL, &["down", RESOURCE]);
+    cluster.wait_until("alice sees carol Outdated", STATE_DEADLINE, || cluster.status(ALICE).peer_disk("carol") == "Outdated");
+    assert!(cluster.has_quorum(ALICE));
+    cluster.kill(BOB);
+    cluster.wait_until("alice loses quorum", STATE_DEADLINE, || !cluster.has_quorum(ALICE));
+    assert_eq!(cluster.status(ALICE).peer_disk("bob"), "DUnknown");
 }

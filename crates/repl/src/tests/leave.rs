@@ -1,0 +1,191 @@
+//! Graceful departure and last man standing (`engine/leave.rs`, `engine/quorum.rs`): a
+//! Secondary that the administrator disconnects from a Primary outdates itself durably before
+//! it says goodbye, and a Primary whose absent peers are all known Outdated keeps quorum.
+
+use super::*;
+
+const PEER_OF_A: u8 = 1;
+const PEER_OF_B: u8 = 0;
+
+impl Pair {
+    /// Connected, in sync, A Primary, both nodes with `quorum majority` (suspend-io).
+    fn majority() -> Pair {
+        let mut pair = Pair::new(Protocol::C);
+        let config = QuorumConfig { rule: QuorumRule::Majority, ..QuorumConfig::default() };
+        for node in [A, B] {
+            let mut out = Vec::new();
+            pair.nodes[node].set_quorum(pair.now, config, &mut out);
+            pair.route(node, out);
+        }
+        pair.deliver_all();
+        pair
+    }
+
+    /// The administrator disconnects `node` from its peer (`tandem disconnect`); no local
+    /// I/O is performed yet.
+    fn admin_disconnect(&mut self, node: usize) {
+        let peer = if node == A { PEER_OF_A } else { PEER_OF_B };
+        let mut out = Vec::new();
+        self.nodes[node].set_connect(self.now, peer, false, &mut out).expect("known peer");
+        self.route(node, out);
+    }
+
+    /// What the driver does once `node` dropped the link: the other side's link ends, after
+    /// the messages `node` queued before its goodbye were delivered.
+    fn goodbye_from(&mut self, node: usize) {
+        let other = 1 - node;
+        while self.deliver(other) {}
+        let mut out = Vec::new();
+        self.nodes[other].peer_disconnected(self.now, node as u8, ConnState::NetworkFailure, "the peer said goodbye".into(), &mut out);
+        self.route(other, out);
+        self.links = [VecDeque::new(), VecDeque::new()];
+        while self.run_local(other) {}
+    }
+
+    fn peer_disk_of(&self, node: usize) -> DiskState {
+        self.nodes[node].status().peers[0].volumes[0].peer_disk
+    }
+}
+
+#[test]
+fn a_secondary_leaving_its_primary_outdates_itself_and_the_primary_keeps_quorum() {
+    let mut pair = Pair::majority();
+    assert!(pair.nodes[A].has_quorum());
+    pair.admin_disconnect(B);
+    assert_eq!(pair.disk(B), DiskState::Outdated, "B knows it will miss writes");
+    assert_eq!(pair.connection(B), ConnState::Disconnecting, "the goodbye waits for the metadata");
+    assert!(pair.disconnects.is_empty(), "nothing is said before the Outdated state is durable");
+    assert!(pair.links[A].is_empty(), "the Primary hears nothing yet");
+
+    while pair.run_local(B) {}
+    let persisted = pair.persisted[B].as_ref().expect("B wrote its metadata");
+    assert!(!persisted.was_up_to_date() && persisted.consistent(), "durably Outdated: {persisted:?}");
+    assert_eq!(pair.disconnects, vec![(B, ConnState::StandAlone)]);
+    assert!(
+        pair.links[A].iter().any(|(kind, m)| *kind == Kind::Control && matches!(m, PeerMessage::State { disks, .. } if disks == &vec![(0, DiskState::Outdated)])),
+        "the Primary is told before the goodbye: {:?}",
+        pair.links[A]
+    );
+    assert_eq!(pair.connection(B), ConnState::StandAlone);
+
+    pair.goodbye_from(B);
+    assert_eq!(pair.peer_disk_of(A), DiskState::Outdated, "the departed peer is known Outdated");
+    assert!(pair.nodes[A].has_quorum(), "last man standing: {}", pair.nodes[A].quorum_report());
+    pair.write(1, 0, 5, 4096);
+    while pair.run_local(A) {}
+    assert!(pair.is_complete(1), "the lone Primary goes on writing");
+    assert!(pair.out_of_sync() > 0, "and records what B misses");
+}
+
+#[test]
+fn a_peer_lost_without_a_goodbye_takes_quorum_with_it() {
+    let mut pair = Pair::majority();
+    pair.disconnect();
+    pair.deliver_all();
+    assert_eq!(pair.peer_disk_of(A), DiskState::DUnknown);
+    assert!(!pair.nodes[A].has_quorum(), "an unknown peer may be Primary elsewhere");
+    assert_eq!(pair.disk(B), DiskState::UpToDate, "a lost link outdates nobody");
+    pair.write(1, 0, 5, 4096);
+    while pair.run_local(A) {}
+    assert!(!pair.is_complete(1), "held for want of quorum");
+}
+
+#[test]
+fn the_departed_peer_comes_back_and_resyncs_to_up_to_date() {
+    let mut pair = Pair::majority();
+    pair.admin_disconnect(B);
+    while pair.run_local(B) {}
+    pair.goodbye_from(B);
+    pair.write(1, 0, 5, 4096);
+    while pair.run_local(A) {}
+    assert!(pair.is_complete(1));
+
+    let mut out = Vec::new();
+    pair.nodes[B].set_connect(pair.now, PEER_OF_B, true, &mut out).expect("known peer");
+    pair.route(B, out);
+    pair.connect();
+    for _ in 0..20 {
+        pair.tick(A, TICK_INTERVAL);
+        pair.tick(B, TICK_INTERVAL);
+        pair.deliver_all();
+    }
+    assert_eq!(pair.disk(B), DiskState::UpToDate, "resynced");
+    assert_eq!(pair.peer_disk_of(A), DiskState::UpToDate);
+    assert_eq!(pair.disks[A], pair.disks[B]);
+    assert!(pair.nodes[A].has_quorum());
+}
+
+#[test]
+fn without_quorum_or_fencing_a_disconnect_outdates_nobody() {
+    let mut pair = Pair::new(Protocol::C);
+    pair.admin_disconnect(B);
+    assert_eq!(pair.disk(B), DiskState::UpToDate, "DRBD outdates only where quorum or fencing needs it");
+    assert_eq!(pair.disconnects, vec![(B, ConnState::StandAlone)], "at once");
+    assert_eq!(pair.connection(B), ConnState::StandAlone);
+}
+
+#[test]
+fn a_primary_disconnecting_outdates_nobody() {
+    let mut pair = Pair::majority();
+    pair.admin_disconnect(A);
+    assert_eq!(pair.disk(A), DiskState::UpToDate);
+    assert_eq!(pair.disconnects, vec![(A, ConnState::StandAlone)]);
+    assert!(!pair.nodes[A].has_quorum(), "the peer's state is unknown: quorum goes with it");
+}
+
+#[test]
+fn a_failed_metadata_write_ends_the_departure_without_claiming_outdated() {
+    let mut pair = Pair::majority();
+    pair.admin_disconnect(B);
+    let Some(Action::PersistMeta { io, .. }) = pair.local[B].pop_front() else { panic!("B writes its metadata first: {:?}", pair.local[B]) };
+    let mut out = Vec::new();
+    pair.nodes[B].local_done(pair.now, io, Err(IoError::Io), &mut out);
+    pair.route(B, out);
+    assert_eq!(pair.disconnects, vec![(B, ConnState::StandAlone)], "the departure ends");
+    assert!(
+        !pair.links[A].iter().any(|(_, m)| matches!(m, PeerMessage::State { .. })),
+        "no Outdated claim that is not durable: {:?}",
+        pair.links[A]
+    );
+    pair.goodbye_from(B);
+    assert_eq!(pair.peer_disk_of(A), DiskState::DUnknown);
+    assert!(!pair.nodes[A].has_quorum());
+}
+
+#[test]
+fn a_departure_whose_metadata_never_finishes_ends_after_the_bound_without_the_claim() {
+    let mut pair = Pair::majority();
+    pair.admin_disconnect(B);
+    pair.local[B].clear();
+    pair.tick(B, TICK_INTERVAL);
+    assert!(pair.disconnects.is_empty(), "still waiting");
+    pair.tick(B, LEAVE_PERSIST_MAX);
+    assert_eq!(pair.disconnects, vec![(B, ConnState::StandAlone)]);
+    assert!(!pair.links[A].iter().any(|(_, m)| matches!(m, PeerMessage::State { disks, .. } if disks.iter().any(|(_, d)| *d == DiskState::Outdated))));
+}
+
+/// What the Primary knows of a departed peer lasts only until the peer reconnects: back
+/// UpToDate and then lost without a word, it is unknown again, and quorum goes with it.
+#[test]
+fn a_departed_peer_that_returned_and_was_lost_again_is_unknown() {
+    let mut pair = Pair::majority();
+    pair.admin_disconnect(B);
+    while pair.run_local(B) {}
+    pair.goodbye_from(B);
+    assert!(pair.nodes[A].has_quorum());
+    // B comes back (unknown until its handshake says otherwise), then is lost without a word.
+    let mut out = Vec::new();
+    pair.nodes[B].set_connect(pair.now, PEER_OF_B, true, &mut out).expect("known peer");
+    pair.route(B, out);
+    pair.connect();
+    for _ in 0..20 {
+        pair.tick(A, TICK_INTERVAL);
+        pair.tick(B, TICK_INTERVAL);
+        pair.deliver_all();
+    }
+    assert_eq!(pair.peer_disk_of(A), DiskState::UpToDate);
+    pair.disconnect();
+    pair.deliver_all();
+    assert_eq!(pair.peer_disk_of(A), DiskState::DUnknown, "an UpToDate peer lost without a goodbye is unknown");
+    assert!(!pair.nodes[A].has_quorum());
+}
