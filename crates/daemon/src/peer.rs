@@ -383,6 +383,7 @@ async fn run_link(resource: &Arc<Resource>, peer: &PeerInfo, (data, control): So
     let (control_tx, control_rx) = mpsc::unbounded_channel();
     let (kill_tx, mut kill_rx) = watch::channel(Stop::Running);
     let (generation, buffer) = resource.link_up(peer.node_id, data_tx, control_tx, kill_tx, socket);
+    resource.link_tasks.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
     tracing::info!(resource = %resource.name, peer = %peer.name, "connected");
     let mut tasks = JoinSet::new();
     tasks.spawn(send_data(Arc::clone(resource), peer.clone(), data_rx, data_write, buffer));
@@ -444,6 +445,7 @@ async fn run_link(resource: &Arc<Resource>, peer: &PeerInfo, (data, control): So
     };
     tasks.abort_all();
     resource.link_down(peer.node_id, generation, error.conn_state(), error.to_string());
+    resource.link_tasks.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
     next
 }
 

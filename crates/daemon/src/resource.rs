@@ -197,6 +197,8 @@ pub(crate) struct Resource {
     next_generation: AtomicU64,
     /// I/O threads currently writing a payload that is still arriving.
     writes_arriving: AtomicUsize,
+    /// Peer links whose tasks still run (a stopping daemon lets them send their goodbyes).
+    pub(crate) link_tasks: AtomicUsize,
     /// Bumped on every state change; status and events watch it.
     pub(crate) changed: watch::Sender<u64>,
     pub(crate) down: AtomicBool,
@@ -277,6 +279,7 @@ impl Resource {
             core: Mutex::new(Core { engine: parts.engine, links: HashMap::new(), completions: HashMap::new() }),
             next_request: AtomicU64::new(1),
             writes_arriving: AtomicUsize::new(0),
+            link_tasks: AtomicUsize::new(0),
             next_generation: AtomicU64::new(1),
             changed,
             down: AtomicBool::new(false),
@@ -798,6 +801,29 @@ impl Resource {
             tracing::warn!(resource = %self.name, "stopping as Primary ({error}): the next start resyncs as after a crash");
         }
         self.write_metadata(true, true);
+    }
+
+    /// The first half of a clean stop, as `down` does it: demote if possible, then
+    /// disconnect from every peer; a Secondary leaving a Primary outdates itself first
+    /// (`repl::engine` leave.rs), which [`Resource::departing`] reports until done.
+    pub(crate) fn leave_peers(self: &Arc<Self>) {
+        let _ = self.step(|engine, _, out| engine.demote(out));
+        let peers: Vec<u8> = self.peers.iter().map(|p| p.node_id).collect();
+        for peer in peers {
+            if let Err(error) = self.step(|engine, now, out| engine.set_connect(now, peer, false, out)) {
+                tracing::warn!(resource = %self.name, peer, "cannot disconnect: {error}");
+            }
+        }
+    }
+
+    /// Whether any peer link's tasks still run.
+    pub(crate) fn links_up(&self) -> bool {
+        self.link_tasks.load(Ordering::Acquire) > 0
+    }
+
+    /// Whether a graceful departure still waits for its metadata.
+    pub(crate) fn departing(&self) -> bool {
+        self.with_engine(Engine::departing)
     }
 
     /// Start one metadata writer thread per volume (see [`MetaJob`]).

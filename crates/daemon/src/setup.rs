@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::Duration;
 
 use bufpool::{BufPool, PoolConfig};
 use repl::{AfterSb0Pri, AfterSb1Pri, AfterSb2Pri, Engine, EngineConfig, FencePolicy, NodeId, OnNoQuorum, PeerConfig, QuorumConfig, QuorumRule, ResyncRateConfig, SplitBrainPolicies};
@@ -448,6 +449,7 @@ pub(crate) async fn serve(node: PreparedNode, options: NodeOptions) -> Result<()
     crate::fuse_export::unmount_all(fuse_mounts);
     let _ = std::fs::remove_file(&admin_path);
     let _ = std::fs::remove_file(&nbd_path);
+    leave_peers(&node.resources).await;
     for resource in &node.resources {
         resource.down.store(true, Ordering::Relaxed);
         resource.shut_down();
@@ -479,6 +481,32 @@ fn start_resource(resource: &Arc<Resource>, listeners: Vec<TcpListener>) {
             }
         }
     });
+}
+
+/// A stop leaves the peers as `down` does: a Secondary leaving a Primary outdates itself
+/// durably and says so, so the Primary need not count it for quorum. Waits at most this long
+/// for those departures (then the peers see a plain loss, which is stricter).
+const LEAVE_WAIT_MAX: Duration = Duration::from_secs(5);
+/// How often the stop looks whether the departures are done.
+const LEAVE_POLL: Duration = Duration::from_millis(10);
+
+async fn leave_peers(resources: &[Arc<Resource>]) {
+    for resource in resources {
+        resource.leave_peers();
+    }
+    let deadline = tokio::time::Instant::now() + LEAVE_WAIT_MAX;
+    while resources.iter().any(|r| r.departing()) {
+        if tokio::time::Instant::now() >= deadline {
+            tracing::warn!("stopping before every departure finished: those peers see a plain loss");
+            return;
+        }
+        tokio::time::sleep(LEAVE_POLL).await;
+    }
+    // The goodbyes are queued; give the links a moment to send them (bounded by the same
+    // deadline): a link ends once its peer task has drained.
+    while resources.iter().any(|r| r.links_up()) && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(LEAVE_POLL).await;
+    }
 }
 
 async fn wait_for_signal() {

@@ -120,4 +120,9 @@ impl<P: Clone> Engine<P> {
     pub(super) fn leaving_pending(&self) -> bool {
         self.peers.iter().any(|p| p.leaving.is_some())
     }
+
+    /// Whether a graceful departure is still under way (a stopping daemon waits for it).
+    pub fn departing(&self) -> bool {
+        self.leaving_pending()
+    }
 }

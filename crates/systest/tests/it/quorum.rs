@@ -100,24 +100,35 @@ fn secondary_force_fails_a_held_write_and_demotes_an_open_export() {
     client.disconnect();
 }
 
-/// DRBD's last man standing: bob and carol leave gracefully (`down`), each outdating its own
-/// disk durably before saying goodbye, so alice knows neither can be promoted and keeps
-/// quorum alone; a departed node that comes back resyncs to UpToDate.
+/// DRBD's last man standing: bob leaves with `down`, carol's daemon is stopped (SIGTERM);
+/// each outdates its own disk durably before saying goodbye, so alice knows neither can be
+/// promoted and keeps quorum alone; carol's metadata on disk says Outdated, and a departed
+/// node that comes back resyncs to UpToDate.
 #[test]
 fn peers_that_leave_gracefully_leave_a_lone_primary_with_quorum() {
     let cluster = quorum_cluster("suspend-io");
     let mut client = nbd_client::open(&cluster.nbd_socket(ALICE), RESOURCE).expect("open");
-    for node in [BOB, CAROL] {
-        cluster.admin_ok(node, &["down", RESOURCE]);
-        let name = cluster.name(node);
+    cluster.admin_ok(BOB, &["down", RESOURCE]);
+    cluster.wait_disk(BOB, "Outdated", STATE_DEADLINE);
+    cluster.stop(CAROL);
+    for name in ["bob", "carol"] {
         cluster.wait_until(&format!("alice sees {name} gone, Outdated"), STATE_DEADLINE, || {
             let status = cluster.status(ALICE);
             status.connection_state(name) != "Connected" && status.peer_disk(name) == "Outdated"
         });
-        cluster.wait_disk(node, "Outdated", STATE_DEADLINE);
     }
     assert!(cluster.has_quorum(ALICE), "every absent peer is known Outdated: {}", cluster.admin_ok(ALICE, &["status", RESOURCE]));
     assert_eq!(client.write(0, &[7; 4096]), 0, "the lone Primary goes on writing");
+    let dumped = std::process::Command::new(crate::cluster::tandem_bin())
+        .arg("dump-md")
+        .arg("--config")
+        .arg(cluster.config_path(CAROL))
+        .args(["--node", "carol", RESOURCE])
+        .output()
+        .expect("run dump-md");
+    let text = String::from_utf8_lossy(&dumped.stdout);
+    let flags = text.lines().find(|line| line.starts_with("flags:")).unwrap_or_else(|| panic!("dump-md: {text}"));
+    assert!(flags.contains("consistent") && !flags.contains("was-up-to-date"), "carol's metadata says Outdated: {flags}");
 
     cluster.admin_ok(BOB, &["up", RESOURCE]);
     cluster.wait_disk(BOB, "UpToDate", STATE_DEADLINE);
