@@ -42,6 +42,20 @@ impl Pair {
         while self.run_local(other) {}
     }
 
+    /// The administrator connects B again (`tandem connect`); the handshake and any resync
+    /// run to their end.
+    fn rejoin_b(&mut self) {
+        let mut out = Vec::new();
+        self.nodes[B].set_connect(self.now, PEER_OF_B, true, &mut out).expect("known peer");
+        self.route(B, out);
+        self.connect();
+        for _ in 0..20 {
+            self.tick(A, TICK_INTERVAL);
+            self.tick(B, TICK_INTERVAL);
+            self.deliver_all();
+        }
+    }
+
     fn peer_disk_of(&self, node: usize) -> DiskState {
         self.nodes[node].status().peers[0].volumes[0].peer_disk
     }
@@ -100,15 +114,7 @@ fn the_departed_peer_comes_back_and_resyncs_to_up_to_date() {
     while pair.run_local(A) {}
     assert!(pair.is_complete(1));
 
-    let mut out = Vec::new();
-    pair.nodes[B].set_connect(pair.now, PEER_OF_B, true, &mut out).expect("known peer");
-    pair.route(B, out);
-    pair.connect();
-    for _ in 0..20 {
-        pair.tick(A, TICK_INTERVAL);
-        pair.tick(B, TICK_INTERVAL);
-        pair.deliver_all();
-    }
+    pair.rejoin_b();
     assert_eq!(pair.disk(B), DiskState::UpToDate, "resynced");
     assert_eq!(pair.peer_disk_of(A), DiskState::UpToDate);
     assert_eq!(pair.disks[A], pair.disks[B]);
@@ -174,15 +180,7 @@ fn a_departed_peer_that_returned_and_was_lost_again_is_unknown() {
     pair.goodbye_from(B);
     assert!(pair.nodes[A].has_quorum());
     // B comes back (unknown until its handshake says otherwise), then is lost without a word.
-    let mut out = Vec::new();
-    pair.nodes[B].set_connect(pair.now, PEER_OF_B, true, &mut out).expect("known peer");
-    pair.route(B, out);
-    pair.connect();
-    for _ in 0..20 {
-        pair.tick(A, TICK_INTERVAL);
-        pair.tick(B, TICK_INTERVAL);
-        pair.deliver_all();
-    }
+    pair.rejoin_b();
     assert_eq!(pair.peer_disk_of(A), DiskState::UpToDate);
     pair.disconnect();
     pair.deliver_all();
