@@ -207,17 +207,18 @@ pub fn cycle_out_of_sync_links(sim: &mut Sim) -> usize {
 
 /// A resync the roles forbid (rr-conflict): once the client is idle, the Primary steps down
 /// so the resync can run (the administrator promotes again afterwards), and both reconnect.
+/// In quorum mode only the client's Primary must be idle: an old Primary that the client
+/// left holds its requests for ever, and steps down by force ([`step_down`]).
 fn resolve_role_conflict(sim: &mut Sim, a: u8, b: u8) {
-    if sim.requests_in_flight() > 0 {
+    let busy = if sim.cfg.quorum { [a, b].into_iter().any(|n| sim.primary == Some(n) && sim.requests_to(n) > 0) } else { sim.requests_in_flight() > 0 };
+    if busy {
         return;
     }
     sim.note(|| format!("ADMIN resolves stand-alone {a} <-> {b} (no split brain): demote, reconnect"));
     sim.promotion_hold_until = Some(sim.now.after(std::time::Duration::from_secs(1)));
     for n in [a, b] {
         if role(sim, n) == Some(Role::Primary) {
-            sim.with_engine(n, |e, _, out| {
-                let _ = e.demote(out);
-            });
+            step_down(sim, n);
         }
     }
     sim.with_engine(a, |e, now, out| {
@@ -228,18 +229,133 @@ fn resolve_role_conflict(sim: &mut Sim, a: u8, b: u8) {
     });
 }
 
+/// Demotes Primary `n`. In quorum mode by force (`secondary --force`): a Primary that lost
+/// quorum holds its writes, and a plain demotion would let them complete; forced, every
+/// held write fails, so none is acknowledged that the other side never got.
+fn step_down(sim: &mut Sim, n: u8) {
+    let forced = sim.cfg.quorum;
+    if forced {
+        let held = sim.requests_to(n);
+        sim.note(|| format!("ADMIN demotes node {n} by force ({held} client requests held)"));
+    }
+    sim.with_engine(n, |e, now, out| {
+        let _ = if forced { e.demote_forced(now, out) } else { e.demote(out) };
+    });
+}
+
 fn role(sim: &Sim, n: u8) -> Option<Role> {
     sim.nodes[usize::from(n)].engine.as_ref().map(|e| e.role())
+}
+
+fn has_quorum(sim: &Sim, n: u8) -> bool {
+    sim.nodes[usize::from(n)].engine.as_ref().is_some_and(|e| e.has_quorum())
+}
+
+/// Whether `n` may serve as the client's Primary: it is Primary and, in quorum mode, has
+/// quorum (an old Primary cut off in a minority is not adopted).
+fn serving_primary(sim: &Sim, n: u8) -> bool {
+    role(sim, n) == Some(Role::Primary) && (!sim.cfg.quorum || has_quorum(sim, n))
+}
+
+/// The nodes `n` reaches through connections (its own, its peers', and so on): its partition
+/// as a cluster manager's membership sees it.
+fn partition_of(sim: &Sim, n: u8) -> std::collections::BTreeSet<u8> {
+    let mut seen = std::collections::BTreeSet::from([n]);
+    let mut todo = vec![n];
+    while let Some(x) = todo.pop() {
+        for &y in sim.nodes[usize::from(x)].conns.keys() {
+            if alive(sim, y) && seen.insert(y) {
+                todo.push(y);
+            }
+        }
+    }
+    seen
+}
+
+/// Quorum mode: records since when each node has not reached the client's Primary (it is
+/// down, or not in the node's partition). Reach is transitive, as in a cluster manager's
+/// membership: a Secondary cut off from the Primary but connected to a node that still
+/// reaches it is not failed over to (tandem's engine, unlike DRBD's two-phase commit, would
+/// let it become a second Primary with quorum; see the crate's known issues).
+fn note_primary_reachability(sim: &mut Sim) {
+    let Some(p) = sim.primary else {
+        sim.primary_unreachable_since.clear();
+        return;
+    };
+    for n in 0..sim.cfg.nodes {
+        let reaches = alive(sim, p) && partition_of(sim, n).contains(&p);
+        if reaches || !alive(sim, n) {
+            sim.primary_unreachable_since.remove(&n);
+        } else {
+            let now = sim.now;
+            sim.primary_unreachable_since.entry(n).or_insert(now);
+        }
+    }
+}
+
+/// Quorum mode: the client's Primary may still run on the far side of a partition; a
+/// Secondary that has quorum and has not reached it for a second is promoted (as a quorum
+/// cluster manager does). The old Primary, in a minority, can no longer complete writes.
+fn fail_over_from_unreachable_primary(sim: &mut Sim) {
+    let Some(old) = sim.primary else { return };
+    if sim.promotion_hold_until.is_some_and(|until| sim.now < until) {
+        return;
+    }
+    let now = sim.now;
+    let waited = |sim: &Sim, n: u8| sim.primary_unreachable_since.get(&n).is_some_and(|&since| now.since(since) >= std::time::Duration::from_secs(1));
+    let Some(n) = (0..sim.cfg.nodes).find(|&n| n != old && waited(sim, n) && promotable(sim, n)) else { return };
+    sim.note(|| format!("ADMIN fails over from node {old} (unreachable from node {n}) to node {n}"));
+    if sim.promote(n, false) {
+        set_primary(sim, n);
+    }
+}
+
+/// The client writes to `n` from now on.
+fn set_primary(sim: &mut Sim, n: u8) {
+    let old = sim.primary.replace(n);
+    sim.primary_lost_at = None;
+    sim.primary_unreachable_since.clear();
+    sim.full_resync_pending.clear();
+    if sim.cfg.quorum && sim.cfg.full_resync_after_failover && old.is_some_and(|o| o != n) {
+        let others: Vec<u8> = sim.nodes[usize::from(n)].conns.keys().copied().filter(|&m| Some(m) != old).collect();
+        sim.full_resync_pending.extend(others);
+        run_full_resyncs(sim);
+    }
+}
+
+/// The way around a known engine gap (three nodes): when a Primary is lost, the two
+/// Secondaries may each hold a different part of its last writes, and nothing resyncs them
+/// (DRBD resyncs the lost Primary's activity log between them). After a failover the new
+/// Primary resyncs the other Secondary in full (`invalidate-remote`), retried at every
+/// checkpoint until the engine accepts it.
+fn run_full_resyncs(sim: &mut Sim) {
+    let Some(p) = sim.primary else { return };
+    let pending: Vec<u8> = sim.full_resync_pending.iter().copied().collect();
+    for m in pending {
+        let mut result = Ok(());
+        sim.with_engine(p, |e, _, out| result = e.invalidate_remote(m, out));
+        if result.is_ok() {
+            sim.note(|| format!("ADMIN resyncs node {m} in full from the new Primary {p} (invalidate-remote)"));
+            sim.full_resync_pending.remove(&m);
+        }
+    }
 }
 
 /// The administrator's checkpoint duties.
 pub fn admin(sim: &mut Sim) {
     resolve_stand_alone(sim);
+    if sim.cfg.quorum {
+        run_full_resyncs(sim);
+        note_primary_reachability(sim);
+    }
     if sim.primary.is_some_and(|p| role(sim, p) == Some(Role::Primary)) {
+        if sim.cfg.quorum {
+            fail_over_from_unreachable_primary(sim);
+        }
         return;
     }
-    if let Some(p) = (0..sim.cfg.nodes).find(|&n| role(sim, n) == Some(Role::Primary)) {
-        sim.primary = Some(p);
+    if let Some(p) = (0..sim.cfg.nodes).find(|&n| serving_primary(sim, n)) {
+        set_primary(sim, p);
         return;
     }
     if sim.promotion_hold_until.is_some_and(|until| sim.now < until) {
@@ -256,8 +372,7 @@ pub fn admin(sim: &mut Sim) {
     };
     if let Some(n) = choice {
         if sim.promote(n, false) {
-            sim.primary = Some(n);
-            sim.primary_lost_at = None;
+            set_primary(sim, n);
         }
     }
 }
@@ -271,6 +386,7 @@ fn promotable(sim: &Sim, n: u8) -> bool {
         && status.volumes.first().is_some_and(|v| v.disk == repl::DiskState::UpToDate)
         && !syncing
         && !node.peer_io_pending()
+        && (!sim.cfg.quorum || engine.has_quorum())
 }
 
 /// Two nodes that stopped trying to connect to each other: after a split brain, the node that
@@ -292,11 +408,15 @@ fn resolve_stand_alone(sim: &mut Sim) {
             let loser = if winner == a { b } else { a };
             sim.note(|| format!("ADMIN resolves stand-alone {a} <-> {b}: node {loser} discards its data"));
             if role(sim, loser) == Some(Role::Primary) {
-                sim.with_engine(loser, |e, _, out| {
-                    let _ = e.demote(out);
-                });
+                step_down(sim, loser);
             }
-            sim.excuse_acked_writes(Some(loser));
+            // The loser's writes that the winner lacks are given up by design; in quorum mode
+            // with protocol C there are none (the winner was promoted holding every
+            // acknowledged write, and a Primary without quorum acknowledges none), so nothing
+            // is excused and the checkers still require them all.
+            if !sim.cfg.strict_acked_writes() {
+                sim.excuse_acked_writes(Some(loser));
+            }
             sim.with_engine(loser, |e, _, _| {
                 let _ = e.set_discard_my_data(winner);
             });

@@ -96,6 +96,14 @@ pub struct SimConfig {
     /// stay volatile either way, so a SyncTarget that records blocks in sync before their data
     /// is durable (data before metadata) fails a run.
     pub durable_peer_writes: bool,
+    /// Quorum mode (`--quorum`): every engine runs with `quorum majority`,
+    /// `on-no-quorum suspend-io`, and the administrator fails over as a quorum cluster
+    /// manager does (see [`faults`]). Off by default, so other runs replay unchanged.
+    pub quorum: bool,
+    /// Quorum mode with three nodes: after a failover, the new Primary resyncs the other
+    /// Secondary in full (`invalidate-remote`), an administrator's way around a known engine
+    /// gap (see the crate's known issues). Set by [`SimConfig::sidestep_known_issues`].
+    pub full_resync_after_failover: bool,
 }
 
 impl SimConfig {
@@ -116,7 +124,7 @@ impl SimConfig {
             Scenario::Failover => (2, Protocol::C, true),
             _ => (2, Protocol::C, false),
         };
-        SimConfig { seed, scenario, nodes, protocol, al_enabled, workload_ns: WORKLOAD_NS_DEFAULT, failover, trace_tail: trace::TRACE_TAIL_LINES, trace_io: false, faults: faults::FaultMask::ALL, durable_peer_writes: false, internal_metadata, sockets_in_order: false }
+        SimConfig { seed, scenario, nodes, protocol, al_enabled, workload_ns: WORKLOAD_NS_DEFAULT, failover, trace_tail: trace::TRACE_TAIL_LINES, trace_io: false, faults: faults::FaultMask::ALL, durable_peer_writes: false, internal_metadata, sockets_in_order: false, quorum: false, full_resync_after_failover: false }
     }
 }
 
@@ -130,7 +138,30 @@ impl SimConfig {
     /// runs unchanged.
     pub fn sidestep_known_issues(mut self) -> SimConfig {
         self.durable_peer_writes = true;
+        self.full_resync_after_failover = true;
         self
+    }
+
+    /// The configuration in quorum mode: every engine runs with `quorum majority`,
+    /// `on-no-quorum suspend-io` and no `quorum-minimum-redundancy`, and the administrator
+    /// fails over as a quorum cluster manager does, with two nodes or three (see [`faults`]).
+    pub fn with_quorum(mut self) -> SimConfig {
+        self.quorum = true;
+        self.failover = true;
+        self
+    }
+
+    /// The quorum settings every engine gets in quorum mode.
+    pub fn quorum_config() -> repl::QuorumConfig {
+        repl::QuorumConfig { rule: repl::QuorumRule::Majority, on_loss: repl::OnNoQuorum::SuspendIo, minimum_redundancy: repl::QuorumRule::Off }
+    }
+
+    /// Whether the checkers require, at a promotion and at the end, every write acknowledged
+    /// to the client (not only those the promoted node confirmed): quorum mode with protocol
+    /// C, where a write is acknowledged only once every connected peer wrote it and only
+    /// while the Primary reaches a majority, so any later quorate Primary must hold it.
+    pub fn strict_acked_writes(&self) -> bool {
+        self.quorum && self.protocol == Protocol::C
     }
 }
 
