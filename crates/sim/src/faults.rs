@@ -85,6 +85,7 @@ pub fn inject(sim: &mut Sim) {
     let mask = sim.cfg.faults;
     let injected = match kind {
         0..=19 if mask.drop => drop_link(sim, a, b),
+        20..=34 if mask.partition && sim.cfg.quorum && sim.rng.chance(40) => isolate(sim, a),
         20..=34 if mask.partition => {
             let both = sim.rng.chance(50);
             partition(sim, a, b, both)
@@ -114,6 +115,20 @@ fn partition(sim: &mut Sim, a: u8, b: u8, both: bool) -> bool {
     if both {
         sim.net.blocked.insert((b, a));
         sim.schedule(duration, Ev::Heal(Heal::Partition { from: b, to: a }));
+    }
+    true
+}
+
+/// Quorum mode: cuts node `n` off from every other node, both ways, for one duration (a
+/// Primary alone in a minority, the case quorum is for).
+fn isolate(sim: &mut Sim, n: u8) -> bool {
+    let duration = sim.rng.range(1000 * MS, 8000 * MS);
+    sim.note(|| format!("FAULT isolate node {n} for {} ms", duration / MS));
+    for peer in (0..sim.cfg.nodes).filter(|&p| p != n) {
+        for (from, to) in [(n, peer), (peer, n)] {
+            sim.net.blocked.insert((from, to));
+            sim.schedule(duration, Ev::Heal(Heal::Partition { from, to }));
+        }
     }
     true
 }
@@ -310,6 +325,20 @@ fn fail_over_from_unreachable_primary(sim: &mut Sim) {
     }
 }
 
+/// Quorum mode: the client's Primary lost quorum while another Primary has it (an old
+/// Primary that a majority rejoined): the client follows the one with quorum, as a cluster
+/// manager keeps the Primary of its quorate partition. Returns whether it did.
+fn follow_quorate_primary(sim: &mut Sim) -> bool {
+    let Some(p) = sim.primary else { return false };
+    if has_quorum(sim, p) {
+        return false;
+    }
+    let Some(other) = (0..sim.cfg.nodes).find(|&n| n != p && serving_primary(sim, n)) else { return false };
+    sim.note(|| format!("ADMIN follows node {other}, a Primary with quorum (node {p} has none)"));
+    set_primary(sim, other);
+    true
+}
+
 /// The client writes to `n` from now on.
 fn set_primary(sim: &mut Sim, n: u8) {
     let old = sim.primary.replace(n);
@@ -349,7 +378,7 @@ pub fn admin(sim: &mut Sim) {
         note_primary_reachability(sim);
     }
     if sim.primary.is_some_and(|p| role(sim, p) == Some(Role::Primary)) {
-        if sim.cfg.quorum {
+        if sim.cfg.quorum && !follow_quorate_primary(sim) {
             fail_over_from_unreachable_primary(sim);
         }
         return;
@@ -389,6 +418,17 @@ fn promotable(sim: &Sim, n: u8) -> bool {
         && (!sim.cfg.quorum || engine.has_quorum())
 }
 
+/// The side of a split brain between `a` and `b` whose data stays: the client's Primary;
+/// in quorum mode, failing that, the side that is not an old Primary the client left (its
+/// data is behind the client's Primary's); otherwise `a`.
+fn split_brain_winner(sim: &Sim, a: u8, b: u8) -> u8 {
+    if sim.primary == Some(b) {
+        return b;
+    }
+    let stale = |n: u8| sim.cfg.quorum && sim.primary != Some(n) && role(sim, n) == Some(Role::Primary);
+    if sim.primary != Some(a) && stale(a) && !stale(b) { b } else { a }
+}
+
 /// Two nodes that stopped trying to connect to each other: after a split brain, the node that
 /// is not the client's Primary discards its data; otherwise (a resync that would overwrite a
 /// Primary, e.g. a crashed Primary back after a failover) see [`resolve_role_conflict`].
@@ -404,7 +444,7 @@ fn resolve_stand_alone(sim: &mut Sim) {
                 resolve_role_conflict(sim, a, b);
                 continue;
             }
-            let winner = if sim.primary == Some(b) { b } else { a };
+            let winner = split_brain_winner(sim, a, b);
             let loser = if winner == a { b } else { a };
             sim.note(|| format!("ADMIN resolves stand-alone {a} <-> {b}: node {loser} discards its data"));
             if role(sim, loser) == Some(Role::Primary) {

@@ -979,6 +979,14 @@ impl Sim {
             return false;
         }
         self.stats.promotions += 1;
+        if self.cfg.quorum {
+            // A failover promotes a node whose connections to the other Secondaries started
+            // while another Primary wrote to them: their snapshots are stale, so what it
+            // sends there can no longer be checked as an epoch prefix.
+            for session in self.sessions.values_mut().filter(|s| s.sender == n) {
+                session.valid = false;
+            }
+        }
         if force {
             self.excuse_acked_writes(None);
         } else {
