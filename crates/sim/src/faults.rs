@@ -1,10 +1,27 @@
 //! Fault injection from the seed (bounded rates) and the simulated administrator: promotion
 //! of a Primary (failover after a crash) and resolution of a split brain.
 //!
+//! Quorum mode (`SimConfig::quorum`, `--quorum`): every engine runs with `quorum majority`,
+//! `on-no-quorum suspend-io`, and the administrator acts as a quorum cluster manager
+//! (Pacemaker over DRBD quorum): a Secondary that has quorum and has not reached the client's
+//! Primary for a second (the Primary is down, or outside the Secondary's partition: reach is
+//! transitive, as in a membership) is promoted even while the old Primary still runs cut off
+//! in a minority, where its writes are held (never acknowledged). The client then writes to
+//! the new Primary; requests held by the old one stay in flight until the two meet: the
+//! split brain or role conflict is resolved against the side that does not reach the
+//! client's Primary, and a Primary that steps down does so by force (`secondary --force`),
+//! so every write it held fails instead of completing. If the client's Primary loses quorum
+//! while another Primary has it, the client follows that one. A fault class of its own cuts
+//! one node off from all others (isolation). With three nodes and
+//! `full_resync_after_failover`, the new Primary resyncs the other Secondary in full after
+//! a failover (a way around a known engine gap, see the crate's known issues).
+//!
 //! Invariants: at most `nodes − 1` nodes are down at once; every timed fault has its end
 //! scheduled when it starts; the administrator promotes only a node that is UpToDate,
 //! Secondary and has no replicated writes still being applied, and only when no node is
-//! Primary.
+//! Primary, or, in quorum mode, a node that also has quorum and has not reached the client's
+//! Primary for a second; in quorum mode a Primary the administrator demotes holds no write
+//! that can still complete successfully.
 
 use repl::{ReplState, Role};
 
@@ -321,6 +338,7 @@ fn fail_over_from_unreachable_primary(sim: &mut Sim) {
     let Some(n) = (0..sim.cfg.nodes).find(|&n| n != old && waited(sim, n) && promotable(sim, n)) else { return };
     sim.note(|| format!("ADMIN fails over from node {old} (unreachable from node {n}) to node {n}"));
     if sim.promote(n, false) {
+        sim.stats.failovers_from_live_primary += u64::from(alive(sim, old));
         set_primary(sim, n);
     }
 }
@@ -419,14 +437,30 @@ fn promotable(sim: &Sim, n: u8) -> bool {
 }
 
 /// The side of a split brain between `a` and `b` whose data stays: the client's Primary;
-/// in quorum mode, failing that, the side that is not an old Primary the client left (its
-/// data is behind the client's Primary's); otherwise `a`.
+/// in quorum mode, failing that, the side that reaches the client's Primary while the other
+/// does not (the other, e.g. an old Primary the client left, diverged from it), or else the
+/// side that confirmed the latest acknowledged write (as an administrator reading the logs
+/// keeps the newest data); otherwise `a`.
 fn split_brain_winner(sim: &Sim, a: u8, b: u8) -> u8 {
     if sim.primary == Some(b) {
         return b;
     }
-    let stale = |n: u8| sim.cfg.quorum && sim.primary != Some(n) && role(sim, n) == Some(Role::Primary);
-    if sim.primary != Some(a) && stale(a) && !stale(b) { b } else { a }
+    if sim.primary == Some(a) || !sim.cfg.quorum {
+        return a;
+    }
+    let Some(p) = sim.primary else { return a };
+    let reaches = |n: u8| partition_of(sim, n).contains(&p);
+    match (reaches(a), reaches(b)) {
+        (false, true) => b,
+        (true, false) => a,
+        _ if latest_confirmed(sim, b) > latest_confirmed(sim, a) => b,
+        _ => a,
+    }
+}
+
+/// The latest acknowledged write that node `n` served as Primary or confirmed (0: none).
+fn latest_confirmed(sim: &Sim, n: u8) -> u64 {
+    sim.writes.iter().filter(|w| w.acked.is_some() && (w.node == n || w.acked_by.contains(&n))).map(|w| w.id).max().unwrap_or(0)
 }
 
 /// Two nodes that stopped trying to connect to each other: after a split brain, the node that

@@ -97,6 +97,11 @@ pub struct Stats {
     pub promotions: u64,
     /// Split brains detected.
     pub split_brains: u64,
+    /// Quorum mode: promotions while the client's previous Primary still ran (cut off).
+    pub failovers_from_live_primary: u64,
+    /// Client writes completed with an error (e.g. held by a Primary without quorum, then
+    /// failed by its forced demotion).
+    pub writes_failed: u64,
     /// Replica comparisons that passed.
     pub identical_checks: u64,
     /// Epoch-prefix checks that passed.
@@ -801,6 +806,7 @@ impl Sim {
         let Some(req) = self.requests.remove(&request) else { return };
         self.note(|| format!("complete request {request} (write {:?}): {result:?}", req.write));
         if result.is_err() {
+            self.stats.writes_failed += u64::from(req.write.is_some());
             return;
         }
         let Some(id) = req.write else {
