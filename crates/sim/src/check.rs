@@ -82,8 +82,24 @@ pub fn check_acked_on_primary(disk: &[u64], write: &WriteRecord) -> Result<(), V
 /// `node` confirmed writing (or that `node` itself served as Primary), not excused, is on its
 /// disk (or overwritten by a later write).
 pub fn check_promotion(disk: &[u64], node: u8, writes: &[WriteRecord]) -> Result<(), Violation> {
+    check_holds(disk, node, writes, |w| w.node == node || w.acked_by.contains(&node))
+}
+
+/// Quorum mode with protocol C, at a promotion of `node` with UpToDate data (and at the end):
+/// every write acknowledged to the client, not excused, is on its disk (or overwritten by a
+/// later write) unless `node` lost power before it was durable. A Primary acknowledges a
+/// write only once every connected peer wrote it and only while it reaches a majority, and a
+/// node is promoted only with a majority: the two majorities share a node, so the write must
+/// have reached the promoted node (or made it non-UpToDate), whichever node confirmed it.
+pub fn check_promotion_strict(disk: &[u64], node: u8, writes: &[WriteRecord]) -> Result<(), Violation> {
+    check_holds(disk, node, writes, |_| true)
+}
+
+/// Every acknowledged write that is not excused, not lost on `node`, and `relevant`, is on
+/// `disk` (or overwritten by a later write).
+fn check_holds(disk: &[u64], node: u8, writes: &[WriteRecord], relevant: impl Fn(&WriteRecord) -> bool) -> Result<(), Violation> {
     let mut required = vec![0u64; disk.len()];
-    let is_required = |w: &&WriteRecord| w.acked.is_some() && !w.excused && !w.lost_on.contains(&node) && (w.node == node || w.acked_by.contains(&node));
+    let is_required = |w: &&WriteRecord| w.acked.is_some() && !w.excused && !w.lost_on.contains(&node) && relevant(w);
     for w in writes.iter().filter(is_required) {
         for block in w.first..w.first + w.count {
             if let Some(slot) = usize::try_from(block).ok().and_then(|i| required.get_mut(i)) {

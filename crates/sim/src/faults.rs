@@ -1,10 +1,27 @@
 //! Fault injection from the seed (bounded rates) and the simulated administrator: promotion
 //! of a Primary (failover after a crash) and resolution of a split brain.
 //!
+//! Quorum mode (`SimConfig::quorum`, `--quorum`): every engine runs with `quorum majority`,
+//! `on-no-quorum suspend-io`, and the administrator acts as a quorum cluster manager
+//! (Pacemaker over DRBD quorum): a Secondary that has quorum and has not reached the client's
+//! Primary for a second (the Primary is down, or outside the Secondary's partition: reach is
+//! transitive, as in a membership) is promoted even while the old Primary still runs cut off
+//! in a minority, where its writes are held (never acknowledged). The client then writes to
+//! the new Primary; requests held by the old one stay in flight until the two meet: the
+//! split brain or role conflict is resolved against the side that does not reach the
+//! client's Primary, and a Primary that steps down does so by force (`secondary --force`),
+//! so every write it held fails instead of completing. If the client's Primary loses quorum
+//! while another Primary has it, the client follows that one. A fault class of its own cuts
+//! one node off from all others (isolation). With three nodes and
+//! `full_resync_after_failover`, the new Primary resyncs the other Secondary in full after
+//! a failover (a way around a known engine gap, see the crate's known issues).
+//!
 //! Invariants: at most `nodes − 1` nodes are down at once; every timed fault has its end
 //! scheduled when it starts; the administrator promotes only a node that is UpToDate,
 //! Secondary and has no replicated writes still being applied, and only when no node is
-//! Primary.
+//! Primary, or, in quorum mode, a node that also has quorum and has not reached the client's
+//! Primary for a second; in quorum mode a Primary the administrator demotes holds no write
+//! that can still complete successfully.
 
 use repl::{ReplState, Role};
 
@@ -85,6 +102,7 @@ pub fn inject(sim: &mut Sim) {
     let mask = sim.cfg.faults;
     let injected = match kind {
         0..=19 if mask.drop => drop_link(sim, a, b),
+        20..=34 if mask.partition && sim.cfg.quorum && sim.rng.chance(40) => isolate(sim, a),
         20..=34 if mask.partition => {
             let both = sim.rng.chance(50);
             partition(sim, a, b, both)
@@ -114,6 +132,20 @@ fn partition(sim: &mut Sim, a: u8, b: u8, both: bool) -> bool {
     if both {
         sim.net.blocked.insert((b, a));
         sim.schedule(duration, Ev::Heal(Heal::Partition { from: b, to: a }));
+    }
+    true
+}
+
+/// Quorum mode: cuts node `n` off from every other node, both ways, for one duration (a
+/// Primary alone in a minority, the case quorum is for).
+fn isolate(sim: &mut Sim, n: u8) -> bool {
+    let duration = sim.rng.range(1000 * MS, 8000 * MS);
+    sim.note(|| format!("FAULT isolate node {n} for {} ms", duration / MS));
+    for peer in (0..sim.cfg.nodes).filter(|&p| p != n) {
+        for (from, to) in [(n, peer), (peer, n)] {
+            sim.net.blocked.insert((from, to));
+            sim.schedule(duration, Ev::Heal(Heal::Partition { from, to }));
+        }
     }
     true
 }
@@ -207,17 +239,18 @@ pub fn cycle_out_of_sync_links(sim: &mut Sim) -> usize {
 
 /// A resync the roles forbid (rr-conflict): once the client is idle, the Primary steps down
 /// so the resync can run (the administrator promotes again afterwards), and both reconnect.
+/// In quorum mode only the client's Primary must be idle: an old Primary that the client
+/// left holds its requests for ever, and steps down by force ([`step_down`]).
 fn resolve_role_conflict(sim: &mut Sim, a: u8, b: u8) {
-    if sim.requests_in_flight() > 0 {
+    let busy = if sim.cfg.quorum { [a, b].into_iter().any(|n| sim.primary == Some(n) && sim.requests_to(n) > 0) } else { sim.requests_in_flight() > 0 };
+    if busy {
         return;
     }
     sim.note(|| format!("ADMIN resolves stand-alone {a} <-> {b} (no split brain): demote, reconnect"));
     sim.promotion_hold_until = Some(sim.now.after(std::time::Duration::from_secs(1)));
     for n in [a, b] {
         if role(sim, n) == Some(Role::Primary) {
-            sim.with_engine(n, |e, _, out| {
-                let _ = e.demote(out);
-            });
+            step_down(sim, n);
         }
     }
     sim.with_engine(a, |e, now, out| {
@@ -228,18 +261,148 @@ fn resolve_role_conflict(sim: &mut Sim, a: u8, b: u8) {
     });
 }
 
+/// Demotes Primary `n`. In quorum mode by force (`secondary --force`): a Primary that lost
+/// quorum holds its writes, and a plain demotion would let them complete; forced, every
+/// held write fails, so none is acknowledged that the other side never got.
+fn step_down(sim: &mut Sim, n: u8) {
+    let forced = sim.cfg.quorum;
+    if forced {
+        let held = sim.requests_to(n);
+        sim.note(|| format!("ADMIN demotes node {n} by force ({held} client requests held)"));
+    }
+    sim.with_engine(n, |e, now, out| {
+        let _ = if forced { e.demote_forced(now, out) } else { e.demote(out) };
+    });
+}
+
 fn role(sim: &Sim, n: u8) -> Option<Role> {
     sim.nodes[usize::from(n)].engine.as_ref().map(|e| e.role())
+}
+
+fn has_quorum(sim: &Sim, n: u8) -> bool {
+    sim.nodes[usize::from(n)].engine.as_ref().is_some_and(|e| e.has_quorum())
+}
+
+/// Whether `n` may serve as the client's Primary: it is Primary and, in quorum mode, has
+/// quorum (an old Primary cut off in a minority is not adopted).
+fn serving_primary(sim: &Sim, n: u8) -> bool {
+    role(sim, n) == Some(Role::Primary) && (!sim.cfg.quorum || has_quorum(sim, n))
+}
+
+/// The nodes `n` reaches through connections (its own, its peers', and so on): its partition
+/// as a cluster manager's membership sees it.
+fn partition_of(sim: &Sim, n: u8) -> std::collections::BTreeSet<u8> {
+    let mut seen = std::collections::BTreeSet::from([n]);
+    let mut todo = vec![n];
+    while let Some(x) = todo.pop() {
+        for &y in sim.nodes[usize::from(x)].conns.keys() {
+            if alive(sim, y) && seen.insert(y) {
+                todo.push(y);
+            }
+        }
+    }
+    seen
+}
+
+/// Quorum mode: records since when each node has not reached the client's Primary (it is
+/// down, or not in the node's partition). Reach is transitive, as in a cluster manager's
+/// membership: a Secondary cut off from the Primary but connected to a node that still
+/// reaches it is not failed over to (tandem's engine, unlike DRBD's two-phase commit, would
+/// let it become a second Primary with quorum; see the crate's known issues).
+fn note_primary_reachability(sim: &mut Sim) {
+    let Some(p) = sim.primary else {
+        sim.primary_unreachable_since.clear();
+        return;
+    };
+    for n in 0..sim.cfg.nodes {
+        let reaches = alive(sim, p) && partition_of(sim, n).contains(&p);
+        if reaches || !alive(sim, n) {
+            sim.primary_unreachable_since.remove(&n);
+        } else {
+            let now = sim.now;
+            sim.primary_unreachable_since.entry(n).or_insert(now);
+        }
+    }
+}
+
+/// Quorum mode: the client's Primary may still run on the far side of a partition; a
+/// Secondary that has quorum and has not reached it for a second is promoted (as a quorum
+/// cluster manager does). The old Primary, in a minority, can no longer complete writes.
+fn fail_over_from_unreachable_primary(sim: &mut Sim) {
+    let Some(old) = sim.primary else { return };
+    if sim.promotion_hold_until.is_some_and(|until| sim.now < until) {
+        return;
+    }
+    let now = sim.now;
+    let waited = |sim: &Sim, n: u8| sim.primary_unreachable_since.get(&n).is_some_and(|&since| now.since(since) >= std::time::Duration::from_secs(1));
+    let Some(n) = (0..sim.cfg.nodes).find(|&n| n != old && waited(sim, n) && promotable(sim, n)) else { return };
+    sim.note(|| format!("ADMIN fails over from node {old} (unreachable from node {n}) to node {n}"));
+    if sim.promote(n, false) {
+        sim.stats.failovers_from_live_primary += u64::from(alive(sim, old));
+        set_primary(sim, n);
+    }
+}
+
+/// Quorum mode: the client's Primary lost quorum while another Primary has it (an old
+/// Primary that a majority rejoined): the client follows the one with quorum, as a cluster
+/// manager keeps the Primary of its quorate partition. Returns whether it did.
+fn follow_quorate_primary(sim: &mut Sim) -> bool {
+    let Some(p) = sim.primary else { return false };
+    if has_quorum(sim, p) {
+        return false;
+    }
+    let Some(other) = (0..sim.cfg.nodes).find(|&n| n != p && serving_primary(sim, n)) else { return false };
+    sim.note(|| format!("ADMIN follows node {other}, a Primary with quorum (node {p} has none)"));
+    set_primary(sim, other);
+    true
+}
+
+/// The client writes to `n` from now on.
+fn set_primary(sim: &mut Sim, n: u8) {
+    let old = sim.primary.replace(n);
+    sim.primary_lost_at = None;
+    sim.primary_unreachable_since.clear();
+    sim.full_resync_pending.clear();
+    if sim.cfg.quorum && sim.cfg.full_resync_after_failover && old.is_some_and(|o| o != n) {
+        let others: Vec<u8> = sim.nodes[usize::from(n)].conns.keys().copied().filter(|&m| Some(m) != old).collect();
+        sim.full_resync_pending.extend(others);
+        run_full_resyncs(sim);
+    }
+}
+
+/// The way around a known engine gap (three nodes): when a Primary is lost, the two
+/// Secondaries may each hold a different part of its last writes, and nothing resyncs them
+/// (DRBD resyncs the lost Primary's activity log between them). After a failover the new
+/// Primary resyncs the other Secondary in full (`invalidate-remote`), retried at every
+/// checkpoint until the engine accepts it.
+fn run_full_resyncs(sim: &mut Sim) {
+    let Some(p) = sim.primary else { return };
+    let pending: Vec<u8> = sim.full_resync_pending.iter().copied().collect();
+    for m in pending {
+        let mut result = Ok(());
+        sim.with_engine(p, |e, _, out| result = e.invalidate_remote(m, out));
+        if result.is_ok() {
+            sim.note(|| format!("ADMIN resyncs node {m} in full from the new Primary {p} (invalidate-remote)"));
+            sim.full_resync_pending.remove(&m);
+        }
+    }
 }
 
 /// The administrator's checkpoint duties.
 pub fn admin(sim: &mut Sim) {
     resolve_stand_alone(sim);
+    if sim.cfg.quorum {
+        run_full_resyncs(sim);
+        note_primary_reachability(sim);
+    }
     if sim.primary.is_some_and(|p| role(sim, p) == Some(Role::Primary)) {
+        if sim.cfg.quorum && !follow_quorate_primary(sim) {
+            fail_over_from_unreachable_primary(sim);
+        }
         return;
     }
-    if let Some(p) = (0..sim.cfg.nodes).find(|&n| role(sim, n) == Some(Role::Primary)) {
-        sim.primary = Some(p);
+    if let Some(p) = (0..sim.cfg.nodes).find(|&n| serving_primary(sim, n)) {
+        set_primary(sim, p);
         return;
     }
     if sim.promotion_hold_until.is_some_and(|until| sim.now < until) {
@@ -256,8 +419,7 @@ pub fn admin(sim: &mut Sim) {
     };
     if let Some(n) = choice {
         if sim.promote(n, false) {
-            sim.primary = Some(n);
-            sim.primary_lost_at = None;
+            set_primary(sim, n);
         }
     }
 }
@@ -271,6 +433,34 @@ fn promotable(sim: &Sim, n: u8) -> bool {
         && status.volumes.first().is_some_and(|v| v.disk == repl::DiskState::UpToDate)
         && !syncing
         && !node.peer_io_pending()
+        && (!sim.cfg.quorum || engine.has_quorum())
+}
+
+/// The side of a split brain between `a` and `b` whose data stays: the client's Primary;
+/// in quorum mode, failing that, the side that reaches the client's Primary while the other
+/// does not (the other, e.g. an old Primary the client left, diverged from it), or else the
+/// side that confirmed the latest acknowledged write (as an administrator reading the logs
+/// keeps the newest data); otherwise `a`.
+fn split_brain_winner(sim: &Sim, a: u8, b: u8) -> u8 {
+    if sim.primary == Some(b) {
+        return b;
+    }
+    if sim.primary == Some(a) || !sim.cfg.quorum {
+        return a;
+    }
+    let Some(p) = sim.primary else { return a };
+    let reaches = |n: u8| partition_of(sim, n).contains(&p);
+    match (reaches(a), reaches(b)) {
+        (false, true) => b,
+        (true, false) => a,
+        _ if latest_confirmed(sim, b) > latest_confirmed(sim, a) => b,
+        _ => a,
+    }
+}
+
+/// The latest acknowledged write that node `n` served as Primary or confirmed (0: none).
+fn latest_confirmed(sim: &Sim, n: u8) -> u64 {
+    sim.writes.iter().filter(|w| w.acked.is_some() && (w.node == n || w.acked_by.contains(&n))).map(|w| w.id).max().unwrap_or(0)
 }
 
 /// Two nodes that stopped trying to connect to each other: after a split brain, the node that
@@ -288,15 +478,19 @@ fn resolve_stand_alone(sim: &mut Sim) {
                 resolve_role_conflict(sim, a, b);
                 continue;
             }
-            let winner = if sim.primary == Some(b) { b } else { a };
+            let winner = split_brain_winner(sim, a, b);
             let loser = if winner == a { b } else { a };
             sim.note(|| format!("ADMIN resolves stand-alone {a} <-> {b}: node {loser} discards its data"));
             if role(sim, loser) == Some(Role::Primary) {
-                sim.with_engine(loser, |e, _, out| {
-                    let _ = e.demote(out);
-                });
+                step_down(sim, loser);
             }
-            sim.excuse_acked_writes(Some(loser));
+            // The loser's writes that the winner lacks are given up by design; in quorum mode
+            // with protocol C there are none (the winner was promoted holding every
+            // acknowledged write, and a Primary without quorum acknowledges none), so nothing
+            // is excused and the checkers still require them all.
+            if !sim.cfg.strict_acked_writes() {
+                sim.excuse_acked_writes(Some(loser));
+            }
             sim.with_engine(loser, |e, _, _| {
                 let _ = e.set_discard_my_data(winner);
             });

@@ -62,6 +62,14 @@ struct Args {
     /// same as --durable-peer-writes). The CI smoke uses it.
     #[arg(long = "sidestep-known-issues")]
     sidestep_known_issues: bool,
+    /// Quorum mode: every node runs with `quorum majority` and `on-no-quorum suspend-io`, and
+    /// the administrator fails over as a quorum cluster manager does: a Secondary with quorum
+    /// that has not reached the Primary for a second is promoted, even while the old Primary
+    /// still runs in a minority partition (two or three nodes; failover always on). Random
+    /// runs only: the named scenarios script a cluster without quorum (a forced promotion
+    /// during a partition, a two-node failover), so they run as without the flag.
+    #[arg(long)]
+    quorum: bool,
     /// Also trace every local I/O (debugging a replay).
     #[arg(long = "trace-io")]
     trace_io: bool,
@@ -89,7 +97,7 @@ fn shaping_flags(args: &Args) -> String {
     if let Some(metadata) = &args.metadata {
         flags.push(format!("--metadata {metadata}"));
     }
-    for (on, flag) in [(args.durable_peer_writes, "--durable-peer-writes"), (args.sockets_in_order, "--sockets-in-order"), (args.sidestep_known_issues, "--sidestep-known-issues")] {
+    for (on, flag) in [(args.durable_peer_writes, "--durable-peer-writes"), (args.sockets_in_order, "--sockets-in-order"), (args.sidestep_known_issues, "--sidestep-known-issues"), (args.quorum, "--quorum")] {
         if on {
             flags.push(flag.to_string());
         }
@@ -100,7 +108,8 @@ fn shaping_flags(args: &Args) -> String {
 fn report(outcome: &Outcome, verbose: bool, flags: &str) {
     let cfg = &outcome.cfg;
     let placement = if cfg.internal_metadata { "internal" } else { "external" };
-    let shape = format!("{} nodes, protocol {}, activity log {}, {placement} metadata", cfg.nodes, cfg.protocol, if cfg.al_enabled { "on" } else { "off" });
+    let quorum = if cfg.quorum { ", quorum majority" } else { "" };
+    let shape = format!("{} nodes, protocol {}, activity log {}, {placement} metadata{quorum}", cfg.nodes, cfg.protocol, if cfg.al_enabled { "on" } else { "off" });
     if let Some(failure) = &outcome.failure {
         say!("FAIL seed {} scenario {} ({shape}): {failure}", cfg.seed, cfg.scenario.name());
         say!("  replay: cargo run -p tandem-sim --release -- --scenario {} --seed {}{flags} --tail 200", cfg.scenario.name(), cfg.seed);
@@ -154,6 +163,9 @@ fn main() -> ExitCode {
                 if scenario == Scenario::Random {
                     config.failover &= config.nodes == 2;
                 }
+            }
+            if args.quorum && scenario == Scenario::Random {
+                config = config.with_quorum();
             }
             let outcome = run(config);
             runs += 1;

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use repl::{ReplState, Time};
 
-use crate::check::{self, Violation};
+use crate::check::Violation;
 use crate::faults;
 use crate::world::{Ev, Sim, Stats};
 use crate::{SimConfig, SimError};
@@ -252,8 +252,7 @@ pub fn heal_and_converge(sim: &mut Sim) {
         return;
     }
     if let Some(p) = sim.primary {
-        let verdict = check::check_promotion(sim.nodes[usize::from(p)].disk.blocks(), p, &sim.writes);
-        if let Err(v) = verdict {
+        if let Err(v) = sim.check_holds_acked_writes(p) {
             sim.fail(v);
         }
     }

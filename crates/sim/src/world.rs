@@ -97,6 +97,11 @@ pub struct Stats {
     pub promotions: u64,
     /// Split brains detected.
     pub split_brains: u64,
+    /// Quorum mode: promotions while the client's previous Primary still ran (cut off).
+    pub failovers_from_live_primary: u64,
+    /// Client writes completed with an error (e.g. held by a Primary without quorum, then
+    /// failed by its forced demotion).
+    pub writes_failed: u64,
     /// Replica comparisons that passed.
     pub identical_checks: u64,
     /// Epoch-prefix checks that passed.
@@ -140,6 +145,12 @@ pub struct Sim {
     pub primary_lost_at: Option<Time>,
     /// The administrator promotes nobody before this (a Primary stepped down for a resync).
     pub promotion_hold_until: Option<Time>,
+    /// Quorum mode: since when each node has not reached the client's Primary (not
+    /// connected to it, or it is down); cleared when the client's Primary changes.
+    pub primary_unreachable_since: BTreeMap<u8, Time>,
+    /// Quorum mode, `full_resync_after_failover`: Secondaries the client's Primary still has
+    /// to resync in full after a failover.
+    pub full_resync_pending: BTreeSet<u8>,
     /// Counters.
     pub stats: Stats,
     /// The trace.
@@ -192,6 +203,8 @@ impl Sim {
             primary: None,
             primary_lost_at: None,
             promotion_hold_until: None,
+            primary_unreachable_since: BTreeMap::new(),
+            full_resync_pending: BTreeSet::new(),
             stats: Stats::default(),
             trace: Trace::with_tail(trace_tail),
             failure: None,
@@ -333,7 +346,9 @@ impl Sim {
     }
 
     /// Target `n` finished a resync from `source`: it now holds the source's data, losses
-    /// included; with nothing failed, the pair's divergence is resolved.
+    /// included; with nothing failed, the pair's divergence is resolved, and `n` lacks a third
+    /// node's writes exactly when `source` did (with three nodes, a Primary's writes reach a
+    /// node it was apart from through the other one).
     fn resync_finished(&mut self, n: u8, source: u8, complete: bool) {
         for w in self.writes.iter_mut().filter(|w| w.lost_on.contains(&source)) {
             w.lost_on.insert(n);
@@ -342,6 +357,11 @@ impl Sim {
             self.wrote_apart.remove(&(n, source));
             self.wrote_apart.remove(&(source, n));
             self.sb_detected.remove(&norm(n, source));
+            for x in (0..self.cfg.nodes).filter(|&x| x != n && x != source) {
+                if !self.wrote_apart.contains(&(x, source)) {
+                    self.wrote_apart.remove(&(x, n));
+                }
+            }
         }
     }
 
@@ -671,6 +691,11 @@ impl Sim {
         let seed = self.rng.next_u64();
         let protocol = self.cfg.protocol;
         self.nodes[usize::from(n)].start(&peers, protocol, seed)?;
+        if self.cfg.quorum {
+            // As the daemon does at attach: the resource's quorum settings before anything
+            // else (a fresh or restarted node starts without quorum until it connects).
+            self.with_engine(n, |e, now, out| e.set_quorum(now, SimConfig::quorum_config(), out));
+        }
         let inc = self.nodes[usize::from(n)].inc;
         let first = self.rng.range(0, 100 * MS);
         self.schedule(first, Ev::Tick { node: n, inc });
@@ -743,7 +768,7 @@ impl Sim {
         self.schedule(delay, Ev::Client);
         let Some(n) = self.primary else { return };
         let is_primary = self.nodes[usize::from(n)].engine.as_ref().is_some_and(|e| e.role() == Role::Primary);
-        if !self.workload_on || !is_primary || self.requests.len() >= CLIENT_IN_FLIGHT_MAX {
+        if !self.workload_on || !is_primary || self.client_in_flight(n) >= CLIENT_IN_FLIGHT_MAX {
             return;
         }
         if self.rng.chance(8) {
@@ -781,6 +806,7 @@ impl Sim {
         let Some(req) = self.requests.remove(&request) else { return };
         self.note(|| format!("complete request {request} (write {:?}): {result:?}", req.write));
         if result.is_err() {
+            self.stats.writes_failed += u64::from(req.write.is_some());
             return;
         }
         let Some(id) = req.write else {
@@ -959,24 +985,59 @@ impl Sim {
             return false;
         }
         self.stats.promotions += 1;
+        if self.cfg.quorum {
+            // A failover promotes a node whose connections to the other Secondaries started
+            // while another Primary wrote to them: their snapshots are stale, so what it
+            // sends there can no longer be checked as an epoch prefix.
+            for session in self.sessions.values_mut().filter(|s| s.sender == n) {
+                session.valid = false;
+            }
+        }
         if force {
             self.excuse_acked_writes(None);
         } else {
-            let verdict = check::check_promotion(self.nodes[usize::from(n)].disk.blocks(), n, &self.writes);
+            let verdict = self.check_holds_acked_writes(n);
             self.check(verdict);
             // From now on this node's data is the reference: a write it never confirmed (the
             // last writes of protocol A or B, or of a node that served as Primary before) may
-            // be gone by design, and resync may remove it from the others too.
-            for w in self.writes.iter_mut().filter(|w| w.node != n && !w.acked_by.contains(&n)) {
+            // be gone by design, and resync may remove it from the others too. In quorum mode
+            // only writes already acknowledged: one an old Primary still holds (suspended for
+            // want of quorum) must never be acknowledged, and is not excused if it is.
+            let quorum = self.cfg.quorum;
+            for w in self.writes.iter_mut().filter(|w| w.node != n && !w.acked_by.contains(&n) && (!quorum || w.acked.is_some())) {
                 w.excused = true;
             }
         }
         true
     }
 
+    /// Whether node `n`, promoted or the final Primary, holds every acknowledged write it
+    /// must: those it confirmed or served itself, or in quorum mode with protocol C every one
+    /// ([`check::check_promotion_strict`]).
+    pub fn check_holds_acked_writes(&self, n: u8) -> Result<(), Violation> {
+        let disk = self.nodes[usize::from(n)].disk.blocks();
+        if self.cfg.strict_acked_writes() {
+            check::check_promotion_strict(disk, n, &self.writes)
+        } else {
+            check::check_promotion(disk, n, &self.writes)
+        }
+    }
+
     /// Client requests in flight.
     pub fn requests_in_flight(&self) -> usize {
         self.requests.len()
+    }
+
+    /// Client requests in flight to node `n`.
+    pub fn requests_to(&self, n: u8) -> usize {
+        self.requests.values().filter(|r| r.node == n).count()
+    }
+
+    /// The requests that count against the client's limit when it writes to `n`: all of
+    /// them, except in quorum mode, where requests held by an old Primary on the far side of
+    /// a partition (suspended for want of quorum) belong to a client that failed over.
+    fn client_in_flight(&self, n: u8) -> usize {
+        if self.cfg.quorum { self.requests_to(n) } else { self.requests.len() }
     }
 
     /// Reschedules delivery of every frame on the wire (after a partition or a stopped reader

@@ -157,6 +157,78 @@ fn three_nodes_resync_writes_are_marked_for_absent_peers() {
     assert_passes(&run(SimConfig::new(453, Scenario::Random)));
 }
 
+// ----- quorum mode ---------------------------------------------------------------------------
+
+fn quorum(seed: u64, nodes: u8) -> SimConfig {
+    SimConfig { nodes, ..SimConfig::new(seed, Scenario::Random) }.sidestep_known_issues().with_quorum()
+}
+
+#[test]
+fn quorum_mode_with_two_nodes_passes() {
+    for seed in 0..6 {
+        let outcome = run(SimConfig { workload_ns: 8_000_000_000, ..quorum(seed, 2) });
+        assert!(outcome.failure.is_none(), "seed {seed}: {:?}\n{}", outcome.failure, outcome.trace_tail.join("\n"));
+    }
+}
+
+/// Three nodes: the Primary is cut off in a minority, a Secondary with quorum is promoted
+/// while it still runs, its writes are held, and when the two meet its forced demotion fails
+/// every one of them (none acknowledged); every acknowledged write survives.
+#[test]
+fn quorum_failover_away_from_a_live_primary_fails_its_held_writes() {
+    let outcome = run(quorum(25, 3));
+    assert_passes(&outcome);
+    assert!(outcome.stats.failovers_from_live_primary >= 1, "a failover away from a running Primary");
+    assert!(outcome.stats.writes_failed >= 1, "the old Primary's held writes failed");
+}
+
+#[test]
+fn quorum_mode_replays_exactly() {
+    let config = SimConfig { workload_ns: 5_000_000_000, ..quorum(25, 3) };
+    let (a, b) = (run(config.clone()), run(config));
+    assert_eq!((a.trace_hash, a.trace_lines, a.stats.steps), (b.trace_hash, b.trace_lines, b.stats.steps));
+}
+
+/// Three nodes, quorum: the Primary goes on with one Secondary after losing the other; the
+/// Secondary left behind stays UpToDate (nothing outdates it, though the Secondary it is
+/// connected to follows the Primary's newer generation), takes a resync from a stale peer or
+/// is promoted with quorum once the Primary is gone, without writes the Primary acknowledged
+/// with the other (found: seed 38, node 1 promoted without write 1612; also seeds 22, 82).
+#[test]
+#[ignore = "engine: a Secondary left behind by a quorate Primary stays UpToDate"]
+fn quorum_secondary_left_behind_is_not_promoted() {
+    assert_passes(&run(quorum(38, 3)));
+}
+
+/// Three nodes, quorum: a Secondary is promoted as the crashed Primary returns; the returning
+/// node becomes the sync source of the new Primary (crashed-primary resync), and a resync
+/// reply read before an application write of the new Primary overwrites that write (found:
+/// seed 13, write 78 acknowledged but block 3576 of node 1 holds write 0).
+#[test]
+#[ignore = "engine: a Primary's application write lost to an older resync reply"]
+fn quorum_new_primary_as_sync_target_keeps_its_writes() {
+    assert_passes(&run(quorum(13, 3)));
+}
+
+/// Three nodes, quorum: a Secondary's replicated write fails (disk error, `on-io-error
+/// pass_on`, negative ack); the Secondary stays UpToDate, becomes the sync source of the
+/// other Secondary, which is promoted without the acknowledged write (found: seed 8, write
+/// 1238; seed 121 promotes the failing node itself).
+#[test]
+#[ignore = "engine: a Secondary whose replicated write failed stays UpToDate"]
+fn quorum_secondary_with_a_failed_write_is_not_a_sync_source() {
+    assert_passes(&run(quorum(8, 3)));
+}
+
+/// Three nodes, quorum, protocol B: the resync that resolves a split brain between the
+/// Primary and a Secondary is cut, the next one completes, and the replicas still differ
+/// (found: seed 92, block 76). Not analysed further.
+#[test]
+#[ignore = "engine: replicas differ after an interrupted split-brain resolution (three nodes)"]
+fn quorum_interrupted_split_brain_resolution_converges() {
+    assert_passes(&run(quorum(92, 3)));
+}
+
 // ----- every checker can fail ---------------------------------------------------------------
 
 fn acked(id: u64, node: u8, first: u64, count: u64, acked_by: &[u8]) -> WriteRecord {
@@ -189,6 +261,19 @@ fn promotion_checker_fails_on_a_lost_acknowledged_write() {
     assert!(check::check_promotion(&[0; 8], 1, &lost_elsewhere).is_err(), "a power loss of node 0 does not excuse node 1");
     lost_elsewhere[0].lost_on.insert(1);
     assert!(check::check_promotion(&[0; 8], 1, &lost_elsewhere).is_ok(), "node 1 lost power before the write was durable");
+}
+
+#[test]
+fn strict_promotion_checker_fails_on_a_write_the_node_never_confirmed() {
+    let writes = vec![acked(1, 0, 0, 2, &[2])];
+    assert!(check::check_promotion(&[0; 8], 1, &writes).is_ok(), "node 1 never confirmed write 1");
+    assert!(check::check_promotion_strict(&[0; 8], 1, &writes).is_err(), "quorum, protocol C: acknowledged is required everywhere");
+    let mut disk = vec![0; 8];
+    disk[0] = tag(1, 0);
+    disk[1] = tag(1, 1);
+    assert!(check::check_promotion_strict(&disk, 1, &writes).is_ok());
+    let held = vec![WriteRecord { acked: None, ..acked(1, 0, 0, 2, &[]) }];
+    assert!(check::check_promotion_strict(&[0; 8], 1, &held).is_ok(), "a write held, never acknowledged, is required nowhere");
 }
 
 #[test]
