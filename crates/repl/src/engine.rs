@@ -1126,6 +1126,16 @@ impl<P: Clone> Engine<P> {
         if !self.compute_quorum() {
             return Err(StateError::NoQuorum(self.quorum_words()));
         }
+        // A handshake under way decides with the role and identifiers this node sent: a
+        // promotion now could make a Primary the target of a resync (DRBD refuses state
+        // changes in such transient states too).
+        let handshaking = self.peers.iter().find(|p| {
+            p.connection == ConnState::Connected
+                && p.syncs.iter().any(|s| matches!(s, SyncState::WaitUuids { .. } | SyncState::StartingSource(_) | SyncState::StartingTarget(_)))
+        });
+        if let Some(peer) = handshaking {
+            return Err(StateError::SyncInProgress { peer: peer.config.name.clone() });
+        }
 
         for (vslot, volume) in self.volumes.iter().enumerate() {
             match volume.disk {

@@ -216,7 +216,15 @@ impl<P: Clone> Engine<P> {
                 self.split_brain(slot, vslot, sent, peer, auto_recoverable, out)
             }
         };
-        let outcome = refuse_conflicts(outcome, sent, peer);
+        let outcome = match refuse_conflicts(outcome, sent, peer) {
+            // The identifiers were sent while Secondary and this node was promoted since
+            // (promotion waits for handshakes, so only a promotion racing the connect gets
+            // here): a Primary never becomes a sync target.
+            Outcome::Target(_) if self.role == Role::Primary => {
+                Outcome::StandAlone("rr-conflict: this node became Primary during the handshake and the resync would overwrite its data".into())
+            }
+            outcome => outcome,
+        };
         let resync = matches!(outcome, Outcome::Source(_) | Outcome::Target(_));
         if resync && sent.role != Role::Primary && peer.role != Role::Primary {
             let source = matches!(outcome, Outcome::Source(_));

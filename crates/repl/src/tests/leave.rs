@@ -187,3 +187,27 @@ fn a_departed_peer_that_returned_and_was_lost_again_is_unknown() {
     assert_eq!(pair.peer_disk_of(A), DiskState::DUnknown, "an UpToDate peer lost without a goodbye is unknown");
     assert!(!pair.nodes[A].has_quorum());
 }
+
+/// A promotion that races a connect: B sent its identifiers as a Secondary and waits for A's.
+/// Promoting B now could make a Primary the target of the resync the handshake decides
+/// (found by the simulator's quorum mode: a new Primary's writes overwritten by resync
+/// replies from the returning old Primary). It is refused until the handshake is done.
+#[test]
+fn promotion_waits_for_a_handshake_under_way() {
+    let mut pair = Pair::unconnected([engine(0, 1, Protocol::C), engine(1, 0, Protocol::C)]);
+    let mut out = Vec::new();
+    pair.nodes[B].peer_connected(pair.now, PEER_OF_B, &mut out);
+    pair.route(B, out);
+    let mut out = Vec::new();
+    let refused = pair.nodes[B].promote(false, &mut out);
+    assert!(matches!(refused, Err(StateError::SyncInProgress { .. })), "{refused:?}");
+    assert_eq!(pair.nodes[B].role(), Role::Secondary);
+    let mut out = Vec::new();
+    pair.nodes[A].peer_connected(pair.now, PEER_OF_A, &mut out);
+    pair.route(A, out);
+    pair.deliver_all();
+    let mut out = Vec::new();
+    pair.nodes[B].promote(false, &mut out).expect("promotion once the handshake is done");
+    pair.route(B, out);
+    assert_eq!(pair.nodes[B].role(), Role::Primary);
+}
