@@ -130,6 +130,10 @@ pub struct Sim {
     next_request: u64,
     sessions: BTreeMap<(u64, u8), Session>,
     prefix_pending: BTreeMap<u8, Session>,
+    /// Connections whose goodbye arrived on one channel only, with the receiving node: the
+    /// daemon ends a link once both of its sockets ended (what the peer sent on the other
+    /// before its goodbye still reaches the engine).
+    half_closed: std::collections::BTreeSet<(u64, u8)>,
     /// Every client write, by id − 1.
     pub writes: Vec<WriteRecord>,
     requests: BTreeMap<u64, Request>,
@@ -194,6 +198,7 @@ impl Sim {
             next_request: 1,
             sessions: BTreeMap::new(),
             prefix_pending: BTreeMap::new(),
+            half_closed: std::collections::BTreeSet::new(),
             writes: Vec::new(),
             requests: BTreeMap::new(),
             volatile: Vec::new(),
@@ -333,7 +338,9 @@ impl Sim {
                 Action::Disconnect { peer, state, reason } => {
                     self.note(|| format!("node {n} drops {peer} ({state}): {reason}"));
                     if let Some(conn) = self.nodes[usize::from(n)].conns.remove(&peer) {
+                        // As the daemon does: both sockets end after what was queued on them.
                         self.send_on(n, peer, conn, Chan::Data, Body::Close, None);
+                        self.send_on(n, peer, conn, Chan::Control, Body::Close, None);
                         self.end_session(conn, n);
                     }
                 }
@@ -565,7 +572,14 @@ impl Sim {
             return;
         }
         let message = match frame.body {
-            Body::Close => return self.disconnect_local(to, from, ConnState::NetworkFailure, "peer closed the connection"),
+            Body::Close => {
+                if self.half_closed.remove(&(frame.conn, to)) {
+                    self.disconnect_local(to, from, ConnState::NetworkFailure, "peer closed the connection");
+                } else {
+                    self.half_closed.insert((frame.conn, to));
+                }
+                return;
+            }
             Body::Msg(message) => message,
         };
         self.observe(from, to, frame.conn, &message);
