@@ -1229,6 +1229,10 @@ impl<P: Clone> Engine<P> {
     pub fn set_connect(&mut self, now: Time, peer: u8, connect: bool, out: &mut Vec<Action<P>>) -> Result<(), StateError> {
         let slot = self.peer_slot(peer).ok_or(StateError::NoSuchPeer(peer))?;
         if connect {
+            if let Some(leaving) = &mut self.peers[slot].leaving {
+                leaving.reconnect = true;
+                return Ok(());
+            }
             if self.peers[slot].connection == ConnState::StandAlone {
                 self.peers[slot].connection = ConnState::Connecting;
                 out.push(Action::StateChanged);

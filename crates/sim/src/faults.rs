@@ -77,6 +77,8 @@ pub enum Heal {
     Reader { reader: u8, from: u8 },
     /// The disk of `node` works again.
     Disk { node: u8 },
+    /// `node`, away after a graceful departure, connects to its peers again (`up`).
+    Rejoin { node: u8 },
 }
 
 fn alive(sim: &Sim, n: u8) -> bool {
@@ -110,6 +112,7 @@ pub fn inject(sim: &mut Sim) {
         35..=44 if mask.stop_reading => stop_reading(sim, a, b),
         45..=69 if mask.crash => crash(sim, a),
         70..=84 if mask.disk_errors => disk_errors(sim, a),
+        85..=92 if sim.cfg.quorum => depart(sim, a),
         _ => latency_only(sim),
     };
     if injected {
@@ -147,6 +150,26 @@ fn isolate(sim: &mut Sim, n: u8) -> bool {
             sim.schedule(duration, Ev::Heal(Heal::Partition { from, to }));
         }
     }
+    true
+}
+
+/// Quorum mode: the administrator takes Secondary `n` away gracefully (`tandem down`): it
+/// disconnects from every peer, outdating itself first where it leaves a Primary, and
+/// connects again later. A Primary whose absent peers all left so keeps quorum alone.
+fn depart(sim: &mut Sim, n: u8) -> bool {
+    if !alive(sim, n) || role(sim, n) != Some(Role::Secondary) || sim.away.contains(&n) {
+        return false;
+    }
+    let duration = sim.rng.range(500 * MS, 8000 * MS);
+    sim.note(|| format!("FAULT node {n} departs gracefully (down) for {} ms", duration / MS));
+    sim.away.insert(n);
+    sim.stats.departures += 1;
+    for peer in (0..sim.cfg.nodes).filter(|&p| p != n) {
+        sim.with_engine(n, |e, now, out| {
+            let _ = e.set_connect(now, peer, false, out);
+        });
+    }
+    sim.schedule(duration, Ev::Heal(Heal::Rejoin { node: n }));
     true
 }
 
@@ -194,12 +217,30 @@ pub fn heal(sim: &mut Sim, heal: Heal) {
             sim.net.stopped.remove(&(reader, from));
         }
         Heal::Disk { node } => sim.nodes[usize::from(node)].disk.clear_failures(),
+        Heal::Rejoin { node } => rejoin(sim, node),
     }
     sim.reschedule_deliveries();
 }
 
+/// A departed node connects to its peers again (`tandem up`).
+fn rejoin(sim: &mut Sim, n: u8) {
+    if !sim.away.remove(&n) {
+        return;
+    }
+    sim.note(|| format!("ADMIN node {n} rejoins (up)"));
+    for peer in (0..sim.cfg.nodes).filter(|&p| p != n) {
+        sim.with_engine(n, |e, now, out| {
+            let _ = e.set_connect(now, peer, true, out);
+        });
+    }
+}
+
 /// Ends every fault now (network, disks) and boots every crashed node.
 pub fn heal_everything(sim: &mut Sim) {
+    for n in std::mem::take(&mut sim.away) {
+        sim.away.insert(n);
+        rejoin(sim, n);
+    }
     sim.net.blocked.clear();
     sim.net.stopped.clear();
     sim.reschedule_deliveries();
@@ -469,6 +510,10 @@ fn latest_confirmed(sim: &Sim, n: u8) -> u64 {
 fn resolve_stand_alone(sim: &mut Sim) {
     for a in 0..sim.cfg.nodes {
         for b in a + 1..sim.cfg.nodes {
+            if sim.away.contains(&a) || sim.away.contains(&b) {
+                // Taken away on purpose; it rejoins when its departure ends.
+                continue;
+            }
             let wants = |x: u8, y: u8| sim.nodes[usize::from(x)].engine.as_ref().map(|e| e.wants_connection(y));
             let (wa, wb) = (wants(a, b), wants(b, a));
             if wa.is_none() || wb.is_none() || (wa == Some(true) && wb == Some(true)) {

@@ -28,7 +28,11 @@
 //! must hold every acknowledged write, whichever node confirmed it (a Primary acknowledges
 //! only with a majority, a node is promoted only with one, and the two share a node), and a
 //! split brain's resolution excuses nothing. With two nodes `quorum majority` needs both, so
-//! a cut-off Primary suspends and nobody is promoted until they meet again.
+//! a cut-off Primary suspends and nobody is promoted until they meet again — unless the
+//! Secondary departed gracefully: quorum mode also draws graceful departures (`tandem down`
+//! of a Secondary, which outdates it durably before its goodbye, and its return later), after
+//! which a Primary whose absent peers all departed so keeps quorum alone (last man standing;
+//! `Stats::writes_by_last_man` counts what it acknowledges then).
 //!
 //! Known issues found by quorum mode with three nodes (engine gaps; CI's smoke lists the
 //! seeds, `crates/sim/tests/sim.rs` has ignored reproducers): a Secondary left behind by a

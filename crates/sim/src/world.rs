@@ -102,6 +102,11 @@ pub struct Stats {
     /// Client writes completed with an error (e.g. held by a Primary without quorum, then
     /// failed by its forced demotion).
     pub writes_failed: u64,
+    /// Quorum mode: graceful departures of a Secondary (`down`), each outdating it.
+    pub departures: u64,
+    /// Quorum mode: client writes acknowledged by a Primary that held quorum only because
+    /// every absent peer had departed Outdated (last man standing).
+    pub writes_by_last_man: u64,
     /// Replica comparisons that passed.
     pub identical_checks: u64,
     /// Epoch-prefix checks that passed.
@@ -143,6 +148,9 @@ pub struct Sim {
     pub wrote_apart: BTreeSet<(u8, u8)>,
     /// Pairs `(low, high)` whose split brain an engine reported.
     pub sb_detected: BTreeSet<(u8, u8)>,
+    /// Quorum mode: nodes the administrator took away gracefully (`down`) until their
+    /// scheduled return; the administrator does not reconnect them meanwhile.
+    pub away: BTreeSet<u8>,
     /// The node the client writes to.
     pub primary: Option<u8>,
     /// When the client's Primary was lost.
@@ -205,6 +213,7 @@ impl Sim {
             seq_map: BTreeMap::new(),
             wrote_apart: BTreeSet::new(),
             sb_detected: BTreeSet::new(),
+            away: BTreeSet::new(),
             primary: None,
             primary_lost_at: None,
             promotion_hold_until: None,
@@ -839,6 +848,9 @@ impl Sim {
         self.stats.writes_acked += 1;
         let record = self.writes[index].clone();
         let n = req.node;
+        if self.nodes[usize::from(n)].engine.as_ref().is_some_and(|e| e.quorum_left_out() > 0) {
+            self.stats.writes_by_last_man += 1;
+        }
         self.check(check::check_acked_on_primary(self.nodes[usize::from(n)].disk.blocks(), &record));
         for peer in (0..self.cfg.nodes).filter(|&p| p != n) {
             if !self.nodes[usize::from(n)].conns.contains_key(&peer) {
@@ -993,8 +1005,13 @@ impl Sim {
         self.run_prefix_check(n);
         self.prefix_pending.remove(&n);
         let mut result = Ok(());
-        self.with_engine(n, |e, _, out| result = e.promote(force, out));
-        self.note(|| format!("promote node {n}{}: {result:?}", if force { " --force" } else { "" }));
+        let mut quorum_words = String::new();
+        self.with_engine(n, |e, _, out| {
+            quorum_words = e.quorum_report();
+            result = e.promote(force, out);
+        });
+        let quorum_words = if self.cfg.quorum { format!(" ({quorum_words})") } else { String::new() };
+        self.note(|| format!("promote node {n}{}: {result:?}{quorum_words}", if force { " --force" } else { "" }));
         if result.is_err() {
             return false;
         }

@@ -182,6 +182,22 @@ fn quorum_failover_away_from_a_live_primary_fails_its_held_writes() {
     assert!(outcome.stats.writes_failed >= 1, "the old Primary's held writes failed");
 }
 
+/// Two nodes, quorum: the Secondary departs gracefully now and then (`down`), outdating
+/// itself first, and the lone Primary goes on writing with quorum (last man standing);
+/// every acknowledged write survives and the replicas converge when it rejoins.
+#[test]
+fn quorum_lone_primary_writes_after_graceful_departures() {
+    let (mut departures, mut last_man) = (0, 0);
+    for seed in 0..8 {
+        let outcome = run(SimConfig { workload_ns: 8_000_000_000, ..quorum(seed, 2) });
+        assert!(outcome.failure.is_none(), "seed {seed}: {:?}\n{}", outcome.failure, outcome.trace_tail.join("\n"));
+        departures += outcome.stats.departures;
+        last_man += outcome.stats.writes_by_last_man;
+    }
+    assert!(departures > 0, "no graceful departure drawn");
+    assert!(last_man > 0, "no write acknowledged by a lone Primary");
+}
+
 #[test]
 fn quorum_mode_replays_exactly() {
     let config = SimConfig { workload_ns: 5_000_000_000, ..quorum(25, 3) };

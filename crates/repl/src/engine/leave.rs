@@ -14,7 +14,9 @@
 //!    connection is `Disconnecting` (nothing more is taken from the peer);
 //! 2. once every one of those metadata writes is durable, the new disk states go to the
 //!    Primary on the control socket, then the goodbye (the driver sends it after everything
-//!    queued before); the connection is StandAlone.
+//!    queued before); the connection is StandAlone (Connecting if `connect` was asked for
+//!    meanwhile: a disconnect and connect in quick succession still outdates this node,
+//!    which the next handshake resyncs).
 //!
 //! Invariants:
 //! - The Primary hears "Outdated" only after that state is durable here: a power loss during
@@ -43,6 +45,9 @@ pub(super) struct Leaving {
     versions: Vec<(usize, u64)>,
     /// When the departure started.
     since: Time,
+    /// `connect` was asked for meanwhile: the connection is retried once the departure is
+    /// done (Connecting) rather than left StandAlone.
+    pub(super) reconnect: bool,
 }
 
 /// The disk state of a peer that is kept when its connection ends (see the module
@@ -80,7 +85,7 @@ impl<P: Clone> Engine<P> {
         }
         let peer = &mut self.peers[slot];
         peer.connection = ConnState::Disconnecting;
-        peer.leaving = Some(Leaving { versions, since: now });
+        peer.leaving = Some(Leaving { versions, since: now, reconnect: false });
         out.push(Action::StateChanged);
         self.finish_leaving(now, out);
     }
@@ -106,7 +111,7 @@ impl<P: Clone> Engine<P> {
             out.push(Action::Disconnect { peer, state: ConnState::StandAlone, reason: reason.clone() });
             self.peer_disconnected(now, peer, ConnState::StandAlone, reason, out);
             let p = &mut self.peers[slot];
-            p.connection = ConnState::StandAlone;
+            p.connection = if leaving.reconnect { ConnState::Connecting } else { ConnState::StandAlone };
             p.last_error = None;
             out.push(Action::StateChanged);
         }

@@ -17,7 +17,9 @@
 //!   (it departed gracefully, `leave.rs`, or `fence-peer` outdated it) cannot be promoted.
 //!   When every absent peer is known so, no other partition can write, and the voters are
 //!   just the nodes present: a Primary whose peers all left gracefully keeps quorum alone.
-//!   One absent peer in an unknown state puts every node back among the voters.
+//!   One absent peer in an unknown state puts every node back among the voters, and a node
+//!   that loses quorum forgets what it knew of absent peers (`forget_departed`): the
+//!   knowledge is trusted only while quorum held without a break since.
 //! - Not yet as in DRBD: the knowledge that a peer departed Outdated is not persisted, so
 //!   after a restart the peer counts as unknown again (stricter, never weaker).
 
@@ -99,6 +101,12 @@ impl<P: Clone> Engine<P> {
         self.quorum_held
     }
 
+    /// How many absent peers quorum leaves out of the voters now for being known Outdated
+    /// (last man standing); 0 when every node votes.
+    pub fn quorum_left_out(&self) -> usize {
+        self.quorum_counts().outdated_left_out
+    }
+
     /// What quorum rests on now, in words (for logs).
     pub fn quorum_report(&self) -> String {
         self.quorum_words()
@@ -126,6 +134,24 @@ impl<P: Clone> Engine<P> {
     fn present(&self, slot: usize) -> bool {
         let p = &self.peers[slot];
         p.connection == ConnState::Connected && p.syncs.iter().all(|s| !matches!(s, SyncState::Off | SyncState::WaitUuids { .. }))
+    }
+
+    /// Quorum is lost: what this node knew of absent peers' Outdated disks may no longer hold
+    /// (a departed peer may since have resynced from a node of the partition that has quorum
+    /// now), so they count as unknown from here on. While quorum held, no other partition
+    /// could make a departed peer UpToDate (its possible sources were either fed by this
+    /// node, so a resync between Secondaries waited, or departed Outdated too).
+    fn forget_departed(&mut self) {
+        for slot in 0..self.peers.len() {
+            if self.present(slot) {
+                continue;
+            }
+            for disk in &mut self.peers[slot].disks {
+                if leave::kept_after_loss(*disk).is_some() {
+                    *disk = DiskState::DUnknown;
+                }
+            }
+        }
     }
 
     /// Whether the absent peer in `slot` is known unable to promote: fenced, or its last known
@@ -164,6 +190,9 @@ impl<P: Clone> Engine<P> {
         let held = self.compute_quorum();
         if held == self.quorum_held {
             return;
+        }
+        if !held {
+            self.forget_departed();
         }
         self.quorum_held = held;
         out.push(Action::StateChanged);

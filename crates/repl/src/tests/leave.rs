@@ -211,3 +211,43 @@ fn promotion_waits_for_a_handshake_under_way() {
     pair.route(B, out);
     assert_eq!(pair.nodes[B].role(), Role::Primary);
 }
+
+/// `disconnect` then `connect` at once (the simulator's administrator cycles links so): the
+/// departure still outdates B durably, and the link is retried afterwards, not left
+/// StandAlone; the handshake then resyncs B.
+#[test]
+fn a_connect_during_the_departure_reconnects_once_it_is_done() {
+    let mut pair = Pair::majority();
+    pair.admin_disconnect(B);
+    let mut out = Vec::new();
+    pair.nodes[B].set_connect(pair.now, PEER_OF_B, true, &mut out).expect("known peer");
+    pair.route(B, out);
+    assert_eq!(pair.connection(B), ConnState::Disconnecting);
+    while pair.run_local(B) {}
+    assert_eq!(pair.connection(B), ConnState::Connecting, "retried, not StandAlone");
+    assert!(pair.nodes[B].wants_connection(PEER_OF_B));
+    pair.goodbye_from(B);
+    pair.rejoin_b();
+    assert_eq!(pair.disk(B), DiskState::UpToDate);
+}
+
+/// A Primary that loses quorum forgets that an absent peer departed Outdated: the peer may
+/// since have resynced from the partition that has quorum now. Here A keeps quorum alone
+/// after B's departure, then a majority rule (all) takes it away: B counts as unknown from
+/// then on, even when the rule is relaxed again.
+#[test]
+fn losing_quorum_forgets_what_was_known_of_departed_peers() {
+    let mut pair = Pair::majority();
+    pair.admin_disconnect(B);
+    while pair.run_local(B) {}
+    pair.goodbye_from(B);
+    assert!(pair.nodes[A].has_quorum());
+    assert_eq!(pair.nodes[A].quorum_left_out(), 1);
+    for rule in [QuorumRule::Nodes(2), QuorumRule::Majority] {
+        let mut out = Vec::new();
+        pair.nodes[A].set_quorum(pair.now, QuorumConfig { rule, ..QuorumConfig::default() }, &mut out);
+        pair.route(A, out);
+    }
+    assert_eq!(pair.peer_disk_of(A), DiskState::DUnknown, "forgotten at the loss");
+    assert!(!pair.nodes[A].has_quorum(), "B may be anywhere now");
+}
