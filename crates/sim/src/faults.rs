@@ -237,8 +237,8 @@ fn rejoin(sim: &mut Sim, n: u8) {
 
 /// Ends every fault now (network, disks) and boots every crashed node.
 pub fn heal_everything(sim: &mut Sim) {
-    for n in std::mem::take(&mut sim.away) {
-        sim.away.insert(n);
+    let away: Vec<u8> = sim.away.iter().copied().collect();
+    for n in away {
         rejoin(sim, n);
     }
     sim.net.blocked.clear();
