@@ -616,17 +616,11 @@ impl<P: Clone> Engine<P> {
                 }
             }
             IoId::PeerWrite { peer, seq } => {
-                if let Some(slot) = self.peer_slot(peer) {
-                    self.peers[slot].receiver.write_done(seq, result, out);
-                }
+                let Some(slot) = self.peer_slot(peer) else { return };
+                let (volume, extent) = self.peers[slot].receiver.write_done(seq, result, out);
                 if result == Err(IoError::Io) {
-                    // A replicated write failed here on a disk error (NegAcked above): detach as for a
-                    // client write. Every volume: the engine does not track the volume of
-                    // a replicated write beyond the receiver.
-                    let failed: Vec<usize> = (0..self.volumes.len()).filter(|&v| self.volumes[v].disk != DiskState::Diskless).collect();
-                    for vslot in failed {
-                        self.local_io_failed(now, vslot, out);
-                    }
+                    // A replicated write failed here on a disk error (NegAcked above).
+                    self.replicated_write_failed(now, slot, volume, extent, out);
                 }
             }
             IoId::PeerGroupFlush { peer, tag } => {

@@ -356,13 +356,13 @@ impl<P: Clone> Receiver<P> {
         self.writes.remove(&arrival)
     }
 
-    /// A replicated write issued for `seq` finished.
+    /// A replicated write issued for `seq` finished; returns its volume and extent.
     pub(crate) fn write_done(
         &mut self,
         seq: u64,
         result: Result<(), IoError>,
         out: &mut Vec<Action<P>>,
-    ) {
+    ) -> (u16, Extent) {
         let finished =
             self.finish(|origin| matches!(origin, Origin::Replicated { seq: s, .. } if s == seq));
         let Some(RxWrite {
@@ -398,6 +398,7 @@ impl<P: Clone> Receiver<P> {
             self.issue(out);
         }
         self.debug_assert_nothing_to_issue();
+        (volume, extent)
     }
 
     /// A resync write issued for request `id` finished; returns its volume and range.

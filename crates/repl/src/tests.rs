@@ -249,6 +249,21 @@ impl Pair {
         self.route(node, out);
     }
 
+    /// Runs `node`'s queued local I/O, failing with EIO every data write whose id `fails`
+    /// picks (a disk error), performing the rest.
+    fn run_local_failing(&mut self, node: usize, fails: impl Fn(&IoId) -> bool) {
+        while let Some(action) = self.local[node].pop_front() {
+            match action {
+                Action::LocalWrite { io, .. } if fails(&io) => {
+                    let mut out = Vec::new();
+                    self.nodes[node].local_done(self.now, io, Err(IoError::Io), &mut out);
+                    self.route(node, out);
+                }
+                other => self.perform(node, other),
+            }
+        }
+    }
+
     fn deliver_all(&mut self) {
         while self.deliver(A) | self.deliver(B) | self.run_local(A) | self.run_local(B) {}
     }

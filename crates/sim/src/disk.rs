@@ -80,6 +80,11 @@ impl SimDisk {
         self.failing.clear();
     }
 
+    /// Whether any range fails now.
+    pub fn has_failures(&self) -> bool {
+        !self.failing.is_empty()
+    }
+
     fn fails(&self, first: u64, count: u64) -> bool {
         let end = first.saturating_add(count);
         self.failing.iter().any(|&(f, e)| first < e && f < end)

@@ -38,10 +38,10 @@
 //! seeds, `crates/sim/tests/sim.rs` has ignored reproducers): a Secondary left behind by a
 //! Primary that goes on with the other Secondary stays UpToDate and can be promoted with
 //! quorum, or become a sync source, without the Primary's later writes (a returning old
-//! Primary resyncs the target of a newer generation); a Secondary whose replicated write
-//! failed (`on-io-error pass_on`) stays UpToDate, as in DRBD, and may be promoted after the
-//! Primary's crash (a double failure). Found and fixed: a promotion racing a connect made
-//! the new Primary the SyncTarget of the returning crashed Primary. Set aside by `full_resync_after_failover`
+//! Primary resyncs the target of a newer generation). Found and fixed: a promotion racing a
+//! connect made the new Primary the SyncTarget of the returning crashed Primary; a Secondary
+//! whose replicated write failed (`on-io-error pass_on`) stayed UpToDate and could be
+//! promoted after the Primary's crash (it is Inconsistent now, as in DRBD). Set aside by `full_resync_after_failover`
 //! (`--sidestep-known-issues`): after a Primary's loss the two Secondaries may hold
 //! different parts of its last writes and nothing resyncs them (DRBD resyncs the lost
 //! Primary's activity log between them), which is why random runs without quorum fail over

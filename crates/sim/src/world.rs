@@ -700,8 +700,11 @@ impl Sim {
         for (x, y) in [(a, b), (b, a)] {
             self.nodes[usize::from(x)].conns.insert(y, conn);
             let up_to_date = self.nodes[usize::from(y)].engine.as_ref().is_some_and(|e| e.status().volumes.first().is_some_and(|v| v.disk == repl::DiskState::UpToDate));
+            // A disk that fails writes now cannot be checked as an epoch prefix (as
+            // `invalidate_receiver_sessions` does for sessions under way when errors start).
+            let failing = self.nodes[usize::from(y)].disk.has_failures();
             let snapshot = self.nodes[usize::from(y)].disk.blocks().to_vec();
-            self.sessions.insert((conn, y), Session { sender: x, snapshot, writes: Vec::new(), valid: up_to_date });
+            self.sessions.insert((conn, y), Session { sender: x, snapshot, writes: Vec::new(), valid: up_to_date && !failing });
         }
         self.with_engine(a, |e, now, out| e.peer_connected(now, b, out));
         self.with_engine(b, |e, now, out| e.peer_connected(now, a, out));

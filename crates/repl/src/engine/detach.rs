@@ -3,7 +3,10 @@
 //! administrator) becomes Diskless and goes on through its peers.
 //!
 //! - `on-io-error pass_on`: a local I/O error is passed up to the client (EIO); the disk stays
-//!   attached (the engine's behaviour before the policy is set, see [`OnIoError`]).
+//!   attached (the engine's behaviour before the policy is set, see [`OnIoError`]). On a
+//!   Secondary a failed replicated write makes the disk Inconsistent, as in DRBD, and the
+//!   link to the sender is dropped so that the reconnect resyncs it
+//!   ([`Engine::replicated_write_failed`]).
 //! - `detach` (DRBD's default): the volume becomes Diskless at the first local data error;
 //!   `call-local-io-error`: the same, and the driver runs the `local-io-error` handler
 //!   ([`Action::Detached`]).
@@ -186,6 +189,35 @@ impl<P: Clone> Engine<P> {
         }
         self.detach_volume(now, vslot, true, out);
         true
+    }
+
+    /// A write replicated to this node by the peer in `slot` failed on a disk error (the
+    /// receiver negatively acknowledged it). Under a detaching policy the volume detaches.
+    /// Under `pass_on` it stays attached but becomes Inconsistent, with the range marked out
+    /// of sync for every peer, as in DRBD: its disk lacks a write that others acknowledged,
+    /// so it must never be promoted or be a sync source until a resync brings it back. Unlike
+    /// DRBD, it then drops the link to the sender, so that the reconnect's handshake starts
+    /// that resync (an Inconsistent disk facing an UpToDate one is its target) instead of
+    /// leaving the disk Inconsistent until an administrator reconnects.
+    pub(super) fn replicated_write_failed(&mut self, now: Time, slot: usize, volume: u16, extent: Extent, out: &mut Vec<Action<P>>) {
+        let Some(vslot) = self.volume_slot(volume) else { return };
+        if self.local_io_failed(now, vslot, out) {
+            return;
+        }
+        for peer in &mut self.peers {
+            mark(&mut peer.bitmaps[vslot], extent);
+        }
+        if matches!(self.volumes[vslot].disk, DiskState::UpToDate | DiskState::Consistent | DiskState::Outdated) {
+            self.volumes[vslot].disk = DiskState::Inconsistent;
+            self.meta_changed(vslot, out);
+            self.announce_disks(out);
+            self.update_quorum(now, out);
+            out.push(Action::StateChanged);
+        }
+        if self.peers[slot].connection == ConnState::Connected {
+            let reason = format!("a replicated write to volume {volume} failed on the local disk (on-io-error pass_on): reconnecting to resync it");
+            self.drop_peer(now, slot, ConnState::Unconnected, reason, out);
+        }
     }
 
     fn detach_volume(&mut self, now: Time, vslot: usize, failed: bool, out: &mut Vec<Action<P>>) {

@@ -12,7 +12,9 @@
 //! - **unrelated data:** both go StandAlone.
 //! - **rr-conflict:** a decision that makes a Primary the sync target, or an Inconsistent disk
 //!   the sync source, is refused: both go StandAlone.
-//! - **equal current with bits:** DRBD's rules call equal current generations "no sync"; if a
+//! - **equal current:** DRBD's rules call equal current generations "no sync", except that
+//!   an Inconsistent side facing an UpToDate one is the target of a bitmap resync (a
+//!   replicated write failed on it under `pass_on`; both bitmaps are OR-ed); otherwise, if a
 //!   bitmap still has bits (a write the peer failed), that side is the source of a bitmap
 //!   resync (both having bits: the lower node id), so replicas never stay different silently.
 //!
@@ -197,11 +199,14 @@ impl<P: Clone> Engine<P> {
             && (sent.ids.flags.primary_peer || peer.ids.flags.primary_peer);
         let handshake = if fed_by_primary {
             // Both are fed by a Primary (rotate.rs): no resync between them; the bits they
-            // kept for each other are moot.
-            self.forget_bits_for(slot, vslot, out);
+            // kept for each other are moot, unless one is Inconsistent (a replicated write
+            // failed on it): its bits are what a later resync between them must move.
+            if sent.disk != DiskState::Inconsistent && peer.disk != DiskState::Inconsistent {
+                self.forget_bits_for(slot, vslot, out);
+            }
             compared
         } else {
-            let settled = settle_equal_current(compared, sent.bitmap_bits, peer.bitmap_bits, nodes);
+            let settled = settle_equal_current(compared, (sent.bitmap_bits, sent.disk), (peer.bitmap_bits, peer.disk), nodes);
             settle_unrelated_inconsistent(settled, sent.disk, peer.disk)
         };
         self.peers[slot].discard_my_data = false;
@@ -600,22 +605,30 @@ impl<P: Clone> Engine<P> {
     }
 }
 
-/// DRBD's "no sync" for equal current generations, unless a bitmap still has bits: then
-/// that side is the source (both: the lower node id).
+/// DRBD's "no sync" for equal current generations, unless one side is Inconsistent and the
+/// other UpToDate (a replicated write failed on it under `pass_on`): then the Inconsistent
+/// side is the target, as in DRBD; or unless a bitmap still has bits: then that side is the
+/// source (both: the lower node id).
 fn settle_equal_current(
     handshake: Handshake,
-    local_bits: u64,
-    peer_bits: u64,
+    (local_bits, local_disk): (u64, DiskState),
+    (peer_bits, peer_disk): (u64, DiskState),
     nodes: HandshakeNodes,
 ) -> Handshake {
     if handshake.rule != Rule::EqualCurrent {
         return handshake;
     }
-    let source = match (local_bits > 0, peer_bits > 0) {
-        (false, false) => return handshake,
-        (true, false) => true,
-        (false, true) => false,
-        (true, true) => nodes.local() < nodes.peer(),
+    let source = match (local_disk, peer_disk) {
+        (DiskState::UpToDate, DiskState::Inconsistent) => Some(true),
+        (DiskState::Inconsistent, DiskState::UpToDate) => Some(false),
+        _ => None,
+    };
+    let source = match (source, local_bits > 0, peer_bits > 0) {
+        (Some(source), _, _) => source,
+        (None, false, false) => return handshake,
+        (None, true, false) => true,
+        (None, false, true) => false,
+        (None, true, true) => nodes.local() < nodes.peer(),
     };
     let decision = if source {
         SyncDecision::Source(Transfer::Bitmap)
@@ -697,5 +710,40 @@ mod tests {
         }
         let no_sync = Handshake { decision: SyncDecision::NoSync, rule: Rule::EqualCurrent };
         assert_eq!(settle_unrelated_inconsistent(no_sync, UpToDate, Inconsistent).decision, SyncDecision::NoSync);
+    }
+
+    /// Equal current generations: an Inconsistent side facing an UpToDate one is the target
+    /// whoever holds the bits (a Secondary whose replicated write failed marked it for every
+    /// peer; the UpToDate peer may know nothing of it); otherwise the side with bits is the
+    /// source, both: the lower node id; no bits: no sync.
+    #[test]
+    fn equal_current_makes_an_inconsistent_side_the_target_whoever_has_bits() {
+        use DiskState::{Inconsistent, Outdated, UpToDate};
+        use SyncDecision::{NoSync, Source, Target};
+        let node = |id| crate::uuid::NodeId::new(id).expect("node id");
+        let nodes = HandshakeNodes::new(node(2), node(1)).expect("distinct");
+        let equal = Handshake { decision: NoSync, rule: Rule::EqualCurrent };
+        let rows = [
+            ((0, UpToDate), (5, Inconsistent), Source(Transfer::Bitmap)),
+            ((5, Inconsistent), (0, UpToDate), Target(Transfer::Bitmap)),
+            ((5, Inconsistent), (5, UpToDate), Target(Transfer::Bitmap)),
+            ((0, Inconsistent), (0, UpToDate), Target(Transfer::Bitmap)),
+            ((5, UpToDate), (0, UpToDate), Source(Transfer::Bitmap)),
+            ((0, UpToDate), (5, UpToDate), Target(Transfer::Bitmap)),
+            ((5, UpToDate), (5, UpToDate), Target(Transfer::Bitmap)),
+            ((5, Inconsistent), (0, Outdated), Source(Transfer::Bitmap)),
+            ((0, UpToDate), (0, UpToDate), NoSync),
+        ];
+        for (local, peer, want) in rows {
+            let got = settle_equal_current(equal, local, peer, nodes);
+            assert_eq!(got.decision, want, "{local:?} / {peer:?}");
+            let mirrored = settle_equal_current(equal, peer, local, nodes.mirrored());
+            let mirror = match want {
+                Source(t) => Target(t),
+                Target(t) => Source(t),
+                other => other,
+            };
+            assert_eq!(mirrored.decision, mirror, "both sides decide alike: {peer:?} / {local:?}");
+        }
     }
 }

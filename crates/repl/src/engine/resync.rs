@@ -428,7 +428,7 @@ impl<P: Clone> Engine<P> {
                 },
             });
         }
-        self.finish_target_if_done(slot, vslot, out);
+        self.finish_target_if_done(now, slot, vslot, out);
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -552,8 +552,11 @@ impl<P: Clone> Engine<P> {
     }
 
     /// Nothing requested, being written or left to request: the resync is over. On success
-    /// adopt the source's identifiers and become UpToDate; either way tell the source.
-    fn finish_target_if_done(&mut self, slot: usize, vslot: usize, out: &mut Vec<Action<P>>) {
+    /// adopt the source's identifiers and become UpToDate; either way tell the source. After
+    /// failures (a disk error here, a read error there) the disk stays Inconsistent with the
+    /// failed blocks still marked, and the link is dropped: the reconnect after `connect-int`
+    /// retries them, so a disk that recovers is brought back without an administrator.
+    fn finish_target_if_done(&mut self, now: Time, slot: usize, vslot: usize, out: &mut Vec<Action<P>>) {
         let p = &self.peers[slot];
         let SyncState::Target(target) = &p.syncs[vslot] else {
             return;
@@ -590,6 +593,10 @@ impl<P: Clone> Engine<P> {
             },
         });
         self.meta_changed(vslot, out);
+        if failed_bytes > 0 {
+            let reason = format!("the resync of volume {volume} left {failed_bytes} bytes failed: reconnecting to retry them");
+            self.drop_peer(now, slot, crate::state::ConnState::Unconnected, reason, out);
+        }
     }
 }
 

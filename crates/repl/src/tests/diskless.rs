@@ -89,16 +89,7 @@ fn a_write_that_reaches_a_diskless_node_before_its_handshake_is_refused_not_fata
 
 /// Runs A's queued local I/O, failing every data write with EIO (a dying disk).
 fn run_local_failing_writes(pair: &mut Pair) {
-    while let Some(action) = pair.local[A].pop_front() {
-        match action {
-            Action::LocalWrite { io, .. } => {
-                let mut out = Vec::new();
-                pair.nodes[A].local_done(pair.now, io, Err(IoError::Io), &mut out);
-                pair.route(A, out);
-            }
-            other => pair.perform(A, other),
-        }
-    }
+    pair.run_local_failing(A, |_| true);
 }
 
 fn result_of(pair: &Pair, request: RequestId) -> Option<Result<(), IoError>> {
@@ -140,6 +131,36 @@ fn pass_on_fails_the_write_and_stays_attached() {
     pair.deliver_all();
     assert_eq!(result_of(&pair, 1), Some(Err(IoError::Io)));
     assert_eq!(pair.nodes[A].status().volumes[0].disk, DiskState::UpToDate);
+}
+
+/// `on-io-error pass_on` on a Secondary, as DRBD: a replicated write that fails there makes
+/// its disk Inconsistent (never promotable, never a sync source) with the block marked; the
+/// Primary's write still completes (its disk has it). The Secondary drops the link, and the
+/// reconnect's handshake resyncs exactly what it lacks.
+#[test]
+fn pass_on_secondary_goes_inconsistent_and_is_resynced_on_reconnect() {
+    let mut pair = Pair::new(Protocol::C);
+    pair.nodes[B].set_on_io_error(0, OnIoError::PassOn);
+    pair.write(1, 8192, 7, 4096);
+    while pair.deliver(B) {}
+    pair.run_local_failing(B, |io| matches!(io, IoId::PeerWrite { .. }));
+    let b = pair.nodes[B].status();
+    assert_eq!(b.volumes[0].disk, DiskState::Inconsistent, "B lacks a write the Primary acknowledges");
+    assert!(b.peers[0].volumes[0].out_of_sync_bytes >= 4096, "B marked the block it lacks");
+    assert!(pair.disconnects.iter().any(|&(node, state)| node == B && state == ConnState::Unconnected), "B dropped the link to resync: {:?}", pair.disconnects);
+    pair.deliver_all();
+    assert_eq!(pair.persisted[B].as_ref().map(|meta| meta.disk), Some(DiskState::Inconsistent), "the state is durable");
+    assert_eq!(result_of(&pair, 1), Some(Ok(())), "the Primary's disk has the write");
+    let mut out = Vec::new();
+    assert!(pair.nodes[B].promote(false, &mut out).is_err(), "an Inconsistent disk is not promoted");
+    assert_eq!(pair.disks[B][8192], 0, "the failed write is not on B");
+
+    pair.disconnect();
+    pair.connect();
+    pair.sync_until_quiet(50);
+    assert_eq!(pair.nodes[B].status().volumes[0].disk, DiskState::UpToDate, "the resync brought B back");
+    assert_eq!(pair.disks[B][8192], 7, "with the block it had failed");
+    pair.assert_in_sync();
 }
 
 /// With no peer to write it, a Diskless Primary's write is on no disk: EIO, never Ok.

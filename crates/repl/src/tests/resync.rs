@@ -760,3 +760,46 @@ fn invalidate_and_invalidate_remote_refuse_what_would_lose_data() {
     assert!(out.is_empty(), "a refused request does nothing: {out:?}");
     assert_eq!(pair.disk(B), DiskState::UpToDate);
 }
+
+/// A resync whose writes fail on the target's disk ends with the target Inconsistent and the
+/// failed blocks still marked; the target drops the link, and the reconnect retries them,
+/// so once the disk works again the target comes back UpToDate without an administrator.
+#[test]
+fn a_resync_with_failed_writes_reconnects_and_retries_them() {
+    let mut pair = Pair::build([synced_volume(), synced_volume()], with_rate(1 << 20));
+    pair.connect();
+    pair.promote(A, false);
+    pair.disconnect();
+    pair.write_alone(A, 1, 0, 0x31, BLOCK);
+    pair.write_alone(A, 2, 4 * BLOCK, 0x32, BLOCK);
+    for node in [A, B] {
+        let mut out = Vec::new();
+        pair.nodes[node].peer_connected(pair.now, 1 - node as u8, &mut out);
+        pair.route(node, out);
+    }
+    for _ in 0..20 {
+        while pair.deliver(A) | pair.deliver(B) | pair.run_local(A) {}
+        // B's disk fails every resync write.
+        pair.run_local_failing(B, |io| matches!(io, IoId::ResyncWrite { .. }));
+        if pair.disconnects.iter().any(|&(node, _)| node == B) {
+            break;
+        }
+        pair.tick_both();
+    }
+    assert!(
+        pair.disconnects.iter().any(|&(node, state)| node == B && state == ConnState::Unconnected),
+        "the target dropped the link to retry: {:?}",
+        pair.disconnects
+    );
+    let b = pair.nodes[B].status();
+    assert_eq!(b.volumes[0].disk, DiskState::Inconsistent, "nothing was resynced");
+    assert!(b.peers[0].volumes[0].out_of_sync_bytes >= 2 * BLOCK, "the failed blocks stay marked");
+
+    pair.disconnect();
+    pair.connect();
+    pair.sync_until_quiet(50);
+    assert_eq!(pair.nodes[B].status().volumes[0].disk, DiskState::UpToDate);
+    assert_eq!(pair.disks[B][0], 0x31);
+    assert_eq!(pair.disks[B][(4 * BLOCK) as usize], 0x32);
+    pair.assert_in_sync();
+}

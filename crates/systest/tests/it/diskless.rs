@@ -128,6 +128,33 @@ fn pass_on_returns_eio_to_the_client_and_stays_attached() {
     client.disconnect();
 }
 
+/// `on-io-error pass_on` on a Secondary, as DRBD: a replicated write its disk refuses makes
+/// it Inconsistent (the Primary's write still succeeds: its own disk has it); it reconnects
+/// and retries the resync every `connect-int` while the disk fails, and once the disk works
+/// again it ends UpToDate with data identical to the Primary's.
+#[test]
+fn pass_on_on_a_secondary_goes_inconsistent_and_resyncs_once_its_disk_works() {
+    let spec = Spec::two_nodes('C').with_disk_faults().disk_line("on-io-error pass_on;");
+    let cluster = Cluster::with_primary(spec);
+    let mut client = nbd_client::open(&cluster.nbd_socket(ALICE), RESOURCE).expect("open");
+    assert_eq!(client.write(0, &[0x71; 8192]), 0, "before the failure");
+    cluster.fail_disk(BOB);
+    assert_eq!(client.write(65536, &[0x72; 8192]), 0, "alice's disk has it: acknowledged");
+    cluster.wait_disk(BOB, "Inconsistent", STATE_DEADLINE);
+    cluster.wait_until("alice sees bob Inconsistent", STATE_DEADLINE, || cluster.status(ALICE).peer_disk("bob") == "Inconsistent");
+    let refused = cluster.admin(BOB, &["primary", RESOURCE]);
+    assert!(!refused.status.success(), "an Inconsistent disk is not promoted");
+    assert_eq!(client.write(131_072, &[0x73; 4096]), 0, "alice goes on writing");
+
+    cluster.heal_disk(BOB);
+    cluster.wait_disk(BOB, "UpToDate", STATE_DEADLINE);
+    client.disconnect();
+    cluster.wait_identical(ALICE, BOB, STATE_DEADLINE);
+    let bob = std::fs::read(cluster.disk(BOB)).expect("bob's disk");
+    assert_eq!(&bob[65536..65536 + 8192], &[0x72; 8192][..], "the write bob's disk refused is there now");
+    assert_eq!(&bob[131_072..131_072 + 4096], &[0x73; 4096][..]);
+}
+
 /// `tandem detach` / `tandem attach` (drbdadm's verbs) on a Secondary: Diskless meanwhile
 /// (the Primary keeps its bits), then Attaching, a resync of what it missed, and UpToDate
 /// with data identical to the Primary's. `tandem events` shows the disk states.
