@@ -317,6 +317,9 @@ struct Peer<P> {
     fence: fence::FenceState,
     /// An administrative departure from this Primary peer under way (`leave.rs`).
     leaving: Option<leave::Leaving>,
+    /// Per volume slot: the identifiers the peer last sent while connected (handshake, or a
+    /// Secondary's rotation notice); cleared on disconnect (`rotate.rs`, left behind).
+    known_ids: Vec<Option<Box<GenerationIds>>>,
 }
 
 /// Local state of one volume.
@@ -784,6 +787,7 @@ impl<P: Clone> Engine<P> {
         // resumes from them.
         p.syncs.iter_mut().for_each(|sync| *sync = SyncState::Off);
         p.peer_paused.fill(false);
+        p.known_ids.fill(None);
         let mut drained = vec![false; volumes.len()];
         let mut drained_seqs = Vec::with_capacity(p.transfer_log.len());
         for sent in p.transfer_log.drain(..) {
@@ -795,6 +799,7 @@ impl<P: Clone> Engine<P> {
         p.receiver.connection_lost(out);
         self.fail_forwarded_reads(slot, out);
         self.generation_after_loss(slot, &drained, out);
+        self.outdate_if_left_behind(now, out);
         self.settle_peer_in_flight(now, slot, out);
         for seq in drained_seqs {
             self.release_if_done(now, seq, out);
@@ -1406,6 +1411,7 @@ fn new_peer<P: Clone>(local: NodeId, config: &PeerConfig, volumes: &[VolumeConfi
         fence_policy: FencePolicy::default(),
         fence: fence::FenceState::default(),
         leaving: None,
+        known_ids: vec![None; count],
     })
 }
 

@@ -395,6 +395,33 @@ impl GenerationIds {
         self.flags = GenerationFlags::default();
     }
 
+    /// As a sync target: records the generations the source's data descends from (its
+    /// bitmap identifiers and history, not its current) in our history. A target holds part
+    /// of the source's data, application writes of the source's generation included, so a
+    /// node still on one of those older generations is behind it: the history rules then
+    /// make this Inconsistent node the would-be source, which is refused, instead of calling
+    /// the two unrelated and overwriting those writes by a full sync. Our own current (the
+    /// sync identifier, in the source's bitmap slot for us) is skipped.
+    pub fn learn_source_ancestors(&mut self, source: &GenerationIds) {
+        let own = without_primary(self.current);
+        let ancestors = source.history.iter().rev().chain(source.bitmap.iter());
+        for &uuid in ancestors {
+            if without_primary(uuid) != own {
+                self.push_history(uuid);
+            }
+        }
+    }
+
+    /// Whether these identifiers descend from the generation `ancestor` without being it:
+    /// `ancestor` is among the bitmap identifiers or the history, and not the current.
+    pub fn descends_from(&self, ancestor: u64) -> bool {
+        let bare = without_primary(ancestor);
+        if bare == 0 || bare == UUID_JUST_CREATED || comparable_current(self.current) == comparable_current(ancestor) {
+            return false;
+        }
+        self.bitmap.iter().chain(&self.history).any(|&uuid| uuid != 0 && without_primary(uuid) == bare)
+    }
+
     /// Puts `uuid` at the front of the history, unless it is empty, a fresh-disk marker, or
     /// already there. The oldest entry falls off.
     fn push_history(&mut self, uuid: u64) {

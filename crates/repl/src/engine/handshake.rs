@@ -110,6 +110,9 @@ impl<P: Clone> Engine<P> {
             .volume_slot(message.volume)
             .ok_or_else(|| format!("identifiers for unknown volume {}", message.volume))?;
         self.peers[slot].disks[vslot] = message.disk;
+        if matches!(message.purpose, UuidsPurpose::Handshake | UuidsPurpose::Rotate) {
+            self.peers[slot].known_ids[vslot] = Some(Box::new(message.ids.clone()));
+        }
         match message.purpose {
             UuidsPurpose::Handshake => {
                 // A handshake from a pulled-ahead Primary ends its episode here too.
@@ -138,7 +141,7 @@ impl<P: Clone> Engine<P> {
             UuidsPurpose::Adopt => self.adopt_uuids(slot, vslot, &message, out),
             UuidsPurpose::SyncStart => self.sync_start(now, slot, vslot, &message, out),
             UuidsPurpose::Rotate => {
-                self.receive_rotation(slot, vslot, &message, out);
+                self.receive_rotation(now, slot, vslot, &message, out);
                 Ok(())
             }
         }
@@ -206,7 +209,7 @@ impl<P: Clone> Engine<P> {
             }
             compared
         } else {
-            let settled = settle_equal_current(compared, (sent.bitmap_bits, sent.disk), (peer.bitmap_bits, peer.disk), nodes);
+            let settled = settle_equal_current(compared, EqualSide::sent(sent), EqualSide::received(peer), nodes);
             settle_unrelated_inconsistent(settled, sent.disk, peer.disk)
         };
         self.peers[slot].discard_my_data = false;
@@ -441,6 +444,7 @@ impl<P: Clone> Engine<P> {
         }
         let volume = &mut self.volumes[vslot];
         volume.ids.current = sync_uuid;
+        volume.ids.learn_source_ancestors(&message.ids);
         volume.shared_with = NodeSet::ALL;
         volume.ids.mark_role(self.role);
         volume.disk = DiskState::Inconsistent;
@@ -605,27 +609,53 @@ impl<P: Clone> Engine<P> {
     }
 }
 
-/// DRBD's "no sync" for equal current generations, unless one side is Inconsistent and the
-/// other UpToDate (a replicated write failed on it under `pass_on`): then the Inconsistent
-/// side is the target, as in DRBD; or unless a bitmap still has bits: then that side is the
-/// source (both: the lower node id).
-fn settle_equal_current(
-    handshake: Handshake,
-    (local_bits, local_disk): (u64, DiskState),
-    (peer_bits, peer_disk): (u64, DiskState),
-    nodes: HandshakeNodes,
-) -> Handshake {
+/// One side of a handshake as [`settle_equal_current`] judges it.
+#[derive(Debug, Clone, Copy)]
+struct EqualSide {
+    /// Bits set in its bitmap for the other side.
+    bits: u64,
+    disk: DiskState,
+    role: Role,
+    /// It asked to discard its data (`connect --discard-my-data`).
+    discard: bool,
+}
+
+impl EqualSide {
+    fn sent(sent: &SentUuids) -> EqualSide {
+        EqualSide { bits: sent.bitmap_bits, disk: sent.disk, role: sent.role, discard: sent.ids.flags.discard_my_data }
+    }
+
+    fn received(peer: &UuidsMessage) -> EqualSide {
+        EqualSide { bits: peer.bitmap_bits, disk: peer.disk, role: peer.role, discard: peer.ids.flags.discard_my_data }
+    }
+}
+
+/// DRBD's "no sync" for equal current generations, with these exceptions, in order (each
+/// the target of a bitmap resync of both bitmaps OR-ed):
+/// - an Inconsistent side facing an UpToDate one is the target, as in DRBD (a replicated
+///   write failed on it under `pass_on`), whoever holds the bits;
+/// - a side that asked to discard its data is the target of the other;
+/// - if a bitmap still has bits (a write the peer failed), the Primary is the source if one
+///   side is; otherwise the side with bits (both: the lower node id).
+fn settle_equal_current(handshake: Handshake, local: EqualSide, peer: EqualSide, nodes: HandshakeNodes) -> Handshake {
     if handshake.rule != Rule::EqualCurrent {
         return handshake;
     }
-    let source = match (local_disk, peer_disk) {
+    let source = match (local.disk, peer.disk) {
         (DiskState::UpToDate, DiskState::Inconsistent) => Some(true),
         (DiskState::Inconsistent, DiskState::UpToDate) => Some(false),
         _ => None,
     };
-    let source = match (source, local_bits > 0, peer_bits > 0) {
+    let source = source.or(match (local.discard, peer.discard) {
+        (true, false) => Some(false),
+        (false, true) => Some(true),
+        _ => None,
+    });
+    let source = match (source, local.bits > 0, peer.bits > 0) {
         (Some(source), _, _) => source,
         (None, false, false) => return handshake,
+        (None, _, _) if local.role == Role::Primary && peer.role != Role::Primary => true,
+        (None, _, _) if peer.role == Role::Primary && local.role != Role::Primary => false,
         (None, true, false) => true,
         (None, false, true) => false,
         (None, true, true) => nodes.local() < nodes.peer(),
@@ -710,29 +740,42 @@ mod tests {
         }
         let no_sync = Handshake { decision: SyncDecision::NoSync, rule: Rule::EqualCurrent };
         assert_eq!(settle_unrelated_inconsistent(no_sync, UpToDate, Inconsistent).decision, SyncDecision::NoSync);
+        // A sync target shares its source's lineage (its history holds the source's
+        // ancestors): a split brain, which the after-sb policies or the administrator settle.
+        let shared = Handshake { decision: SyncDecision::SplitBrain { auto_recoverable: false }, rule: Rule::HistoryBoth };
+        assert_eq!(settle_unrelated_inconsistent(shared, Inconsistent, UpToDate).decision, shared.decision);
     }
 
     /// Equal current generations: an Inconsistent side facing an UpToDate one is the target
-    /// whoever holds the bits (a Secondary whose replicated write failed marked it for every
-    /// peer; the UpToDate peer may know nothing of it); otherwise the side with bits is the
-    /// source, both: the lower node id; no bits: no sync.
+    /// whoever has bits (a Secondary whose replicated write failed marked it for every peer;
+    /// the UpToDate peer may know nothing of it); then a side discarding its data is the
+    /// target; then with bits the Primary is the source, else the side with bits, both: the
+    /// lower node id; no bits: no sync. Both sides decide alike.
     #[test]
-    fn equal_current_makes_an_inconsistent_side_the_target_whoever_has_bits() {
+    fn equal_current_settles_by_disk_then_discard_then_role_then_bits() {
         use DiskState::{Inconsistent, Outdated, UpToDate};
+        use Role::{Primary, Secondary};
         use SyncDecision::{NoSync, Source, Target};
+        let side = |bits, disk, role, discard| EqualSide { bits, disk, role, discard };
         let node = |id| crate::uuid::NodeId::new(id).expect("node id");
         let nodes = HandshakeNodes::new(node(2), node(1)).expect("distinct");
         let equal = Handshake { decision: NoSync, rule: Rule::EqualCurrent };
+        let bitmap = Transfer::Bitmap;
         let rows = [
-            ((0, UpToDate), (5, Inconsistent), Source(Transfer::Bitmap)),
-            ((5, Inconsistent), (0, UpToDate), Target(Transfer::Bitmap)),
-            ((5, Inconsistent), (5, UpToDate), Target(Transfer::Bitmap)),
-            ((0, Inconsistent), (0, UpToDate), Target(Transfer::Bitmap)),
-            ((5, UpToDate), (0, UpToDate), Source(Transfer::Bitmap)),
-            ((0, UpToDate), (5, UpToDate), Target(Transfer::Bitmap)),
-            ((5, UpToDate), (5, UpToDate), Target(Transfer::Bitmap)),
-            ((5, Inconsistent), (0, Outdated), Source(Transfer::Bitmap)),
-            ((0, UpToDate), (0, UpToDate), NoSync),
+            (side(0, UpToDate, Secondary, false), side(5, Inconsistent, Secondary, false), Source(bitmap)),
+            (side(5, Inconsistent, Secondary, false), side(0, UpToDate, Primary, false), Target(bitmap)),
+            (side(5, Inconsistent, Secondary, false), side(5, UpToDate, Secondary, false), Target(bitmap)),
+            (side(0, Inconsistent, Secondary, false), side(0, UpToDate, Secondary, false), Target(bitmap)),
+            (side(5, UpToDate, Secondary, true), side(5, UpToDate, Primary, false), Target(bitmap)),
+            (side(0, UpToDate, Secondary, false), side(9, UpToDate, Secondary, true), Source(bitmap)),
+            (side(5, UpToDate, Secondary, false), side(0, UpToDate, Secondary, false), Source(bitmap)),
+            (side(0, UpToDate, Secondary, false), side(5, UpToDate, Secondary, false), Target(bitmap)),
+            (side(5, UpToDate, Secondary, false), side(5, UpToDate, Secondary, false), Target(bitmap)),
+            (side(5, UpToDate, Secondary, false), side(5, UpToDate, Primary, false), Target(bitmap)),
+            (side(5, UpToDate, Secondary, false), side(0, UpToDate, Primary, false), Target(bitmap)),
+            (side(5, UpToDate, Primary, false), side(5, UpToDate, Secondary, false), Source(bitmap)),
+            (side(5, Inconsistent, Secondary, false), side(0, Outdated, Secondary, false), Source(bitmap)),
+            (side(0, UpToDate, Primary, false), side(0, UpToDate, Secondary, false), NoSync),
         ];
         for (local, peer, want) in rows {
             let got = settle_equal_current(equal, local, peer, nodes);

@@ -8,7 +8,8 @@
 //!   before any write of the new generation. A Secondary Established with it and UpToDate makes
 //!   the new current its own ([`crate::GenerationIds::adopt_current`]): its old current goes to
 //!   the bitmap slots of its own absent peers. A sync target of that Primary takes the new
-//!   identifiers as the ones it adopts when the resync is done. Anyone else ignores it.
+//!   identifiers as the ones it adopts when the resync is done, and records the generation
+//!   the Primary left as an ancestor of its data (history). Anyone else ignores it.
 //! - **Bits on a Secondary.** A replicated or resync write applied on a Secondary is marked in its
 //!   bitmap of every peer not connected to it, as a Primary marks its absent peers: if that
 //!   peer later meets this node first, the bitmap rules move exactly those blocks.
@@ -26,7 +27,7 @@ use crate::engine::{mark, Engine};
 use crate::extent::Extent;
 use crate::state::{ConnState, DiskState, Role};
 use crate::sync::SyncState;
-use crate::types::{Action, UuidsMessage, UuidsPurpose};
+use crate::types::{Action, Time, UuidsMessage, UuidsPurpose};
 use crate::uuid::NodeSet;
 
 impl<P: Clone> Engine<P> {
@@ -45,22 +46,30 @@ impl<P: Clone> Engine<P> {
     /// A Rotate from the peer in `slot` (see the module comment).
     pub(super) fn receive_rotation(
         &mut self,
+        now: Time,
         slot: usize,
         vslot: usize,
         message: &UuidsMessage,
         out: &mut Vec<Action<P>>,
     ) {
-        if message.role != Role::Primary || self.role == Role::Primary {
+        if message.role != Role::Primary {
+            // A Secondary peer's notice that it took its Primary's new generation.
+            self.outdate_if_left_behind(now, out);
+            return;
+        }
+        if self.role == Role::Primary {
             return;
         }
         match &mut self.peers[slot].syncs[vslot] {
             SyncState::Target(target) => {
                 *target.source_ids = message.ids.clone();
+                self.learn_source_ancestors(vslot, message, out);
                 return;
             }
             SyncState::StartingTarget(starting) => {
                 if let Some(ids) = &mut starting.source_ids {
                     **ids = message.ids.clone();
+                    self.learn_source_ancestors(vslot, message, out);
                 }
                 return;
             }
@@ -81,6 +90,55 @@ impl<P: Clone> Engine<P> {
         // while any peer is away.
         volume.shared_with = NodeSet::ALL;
         self.meta_changed(vslot, out);
+        // The other Secondaries hear it: one that no longer reaches this Primary is behind.
+        for other in 0..self.peers.len() {
+            let p = &self.peers[other];
+            if other != slot && p.connection == ConnState::Connected && p.role != Role::Primary && matches!(p.syncs[vslot], SyncState::Established) {
+                self.send_uuids(other, vslot, UuidsPurpose::Rotate, out);
+            }
+        }
+    }
+
+    /// Left behind (DRBD 9 outdates such a node too): a Secondary with an UpToDate disk that
+    /// is connected to no Primary, while a connected peer's generation descends from ours (a
+    /// Primary went on with that peer without us: our generation is among the peer's
+    /// ancestors, and our disk lacks the writes since). Without this, two Secondaries that
+    /// stayed connected while the Primary lost one of them never compare generations again,
+    /// and the one left behind could be promoted with quorum without the Primary's later
+    /// writes. The disk becomes Outdated (durably), and the link to that peer is dropped so
+    /// that the reconnect's handshake resyncs it (or the Primary does, if one is near).
+    pub(super) fn outdate_if_left_behind(&mut self, now: Time, out: &mut Vec<Action<P>>) {
+        if self.role != Role::Secondary || self.peers.iter().any(|p| p.connection == ConnState::Connected && p.role == Role::Primary) {
+            return;
+        }
+        for vslot in 0..self.volumes.len() {
+            if self.volumes[vslot].disk != DiskState::UpToDate {
+                continue;
+            }
+            let ours = self.volumes[vslot].ids.current;
+            let ahead = self.peers.iter().position(|p| {
+                p.connection == ConnState::Connected && p.known_ids[vslot].as_ref().is_some_and(|theirs| theirs.descends_from(ours))
+            });
+            let Some(slot) = ahead else { continue };
+            self.volumes[vslot].disk = DiskState::Outdated;
+            self.meta_changed(vslot, out);
+            self.announce_disks(out);
+            self.update_quorum(now, out);
+            out.push(Action::StateChanged);
+            let name = self.peers[slot].config.name.clone();
+            let reason = format!("{name} went on to a newer generation without this node, which is Outdated now: reconnecting to resync");
+            self.drop_peer(now, slot, ConnState::Unconnected, reason, out);
+        }
+    }
+
+    /// A sync target's source moved to a new generation: the one it left is an ancestor of
+    /// the data this node receives ([`crate::GenerationIds::learn_source_ancestors`]).
+    fn learn_source_ancestors(&mut self, vslot: usize, message: &UuidsMessage, out: &mut Vec<Action<P>>) {
+        let before = self.volumes[vslot].ids.history;
+        self.volumes[vslot].ids.learn_source_ancestors(&message.ids);
+        if self.volumes[vslot].ids.history != before {
+            self.meta_changed(vslot, out);
+        }
     }
 
     /// A replicated write applied as Secondary: marked for every peer not connected to us,

@@ -425,3 +425,36 @@ fn a_lost_sync_start_is_a_split_brain_also_after_further_generations() {
     let bob = ids(G3, &[(0, G1)], &[]);
     check(&alice, &bob, AUTO, Rule::BitmapBoth);
 }
+
+/// `descends_from`: an ancestor is a bitmap identifier or in the history, never the current
+/// (the primary bit ignored); a fresh disk's marker and 0 are nobody's ancestors.
+#[test]
+fn descends_from_finds_ancestors_in_bitmaps_and_history_only() {
+    let newer = ids(G3 | UUID_PRIMARY, &[(1, G2)], &[G1]);
+    assert!(newer.descends_from(G2), "a bitmap identifier");
+    assert!(newer.descends_from(G1 | UUID_PRIMARY), "in the history, primary bit ignored");
+    assert!(!newer.descends_from(G3), "the current itself is not behind");
+    assert!(!newer.descends_from(G4), "an unknown generation");
+    assert!(!newer.descends_from(0));
+    assert!(!ids(G3, &[], &[JC]).descends_from(JC), "a fresh disk is nobody's descendant");
+}
+
+/// A sync target learns its source's ancestors (bitmap identifiers and history, not the
+/// source's current, not its own sync identifier); a node still on one of them is then
+/// behind the target by the history rules, not unrelated to it.
+#[test]
+fn a_sync_target_learns_its_source_s_ancestors() {
+    let sync = G5;
+    let source = ids(G3, &[(0, G2), (2, sync)], &[G1]);
+    let mut target = ids(sync, &[], &[]);
+    target.learn_source_ancestors(&source);
+    assert!(target.in_history(G2) && target.in_history(G1), "{:?}", target.history);
+    assert!(!target.in_history(G3), "the source's current is not an ancestor of a partial copy");
+    assert!(!target.in_history(sync), "nor our own current");
+    let old_primary = ids(G2 | UUID_PRIMARY, &[], &[G1]);
+    let seen = compare(&target, &old_primary, nodes(2, 0));
+    assert_eq!(seen.decision, SyncDecision::Source(Transfer::Full), "the old Primary is behind: {seen}");
+    let same_generation = ids(G3, &[], &[G2, G1]);
+    let seen = compare(&target, &same_generation, nodes(2, 1));
+    assert_eq!(seen.rule, Rule::HistoryBoth, "a shared lineage: a split brain for the administrator, never a silent overwrite: {seen}");
+}
