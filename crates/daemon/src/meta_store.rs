@@ -43,6 +43,9 @@ pub(crate) enum MetaJob {
     /// bitmap pages `(peer, page, image)` of the extents it evicts; `evicts` if it makes any
     /// extent cold (even one without dirty pages).
     ActivityLog { pages: Vec<(u8, u64, Vec<u8>)>, offset_bytes: u64, block: Vec<u8>, evicts: bool },
+    /// A clean stop, after the last `Persist` of the bitmaps: the superblock's `in_use` flag
+    /// is cleared.
+    Clean,
 }
 
 impl MetaJob {
@@ -57,6 +60,7 @@ impl MetaJob {
         match self {
             MetaJob::Persist { meta, clears, .. } => meta.is_some() || *clears,
             MetaJob::ActivityLog { evicts, .. } => *evicts,
+            MetaJob::Clean => true,
         }
     }
 }
@@ -121,6 +125,13 @@ impl MetaStore {
                 self.file.write_al_block(*offset_bytes, block).map_err(io_error)?;
                 self.file.sync().map_err(io_error)?;
             }
+            MetaJob::Clean => {
+                let mut updated = superblock.clone();
+                updated.flags.in_use = false;
+                self.file.write_superblock(&updated).map_err(meta_error)?;
+                self.file.sync().map_err(io_error)?;
+                *superblock = updated;
+            }
         }
         Ok(())
     }
@@ -134,6 +145,12 @@ impl MetaStore {
     /// then the superblock is rewritten with the indicator cleared and `crashed_primary` set;
     /// then the ring is formatted empty. Each step is durable before the next, so a crash in
     /// between repeats the recovery rather than losing it.
+    ///
+    /// An `in_use` flag found set means the node went down uncleanly in any role: the bits a
+    /// Secondary marked in memory for absent peers (replicated writes do not go through the
+    /// activity log) may be lost, so every peer whose bitmap was counting (a bitmap identifier
+    /// is set) gets every block marked, durably. The flag is set (durably) before the engine
+    /// runs, and cleared only by a clean stop ([`MetaJob::Clean`]).
     pub(crate) fn volume_config(&self, number: u16, peers: &[u8], al_updates: bool) -> Result<VolumeConfig, MetadataError> {
         let mut superblock = self.written.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let crashed_now = superblock.flags.primary_indicator;
@@ -156,6 +173,13 @@ impl MetaStore {
             self.file.write_superblock(&superblock)?;
             self.file.sync().map_err(|source| MetadataError::Io { what: "sync after crash recovery".into(), source })?;
         }
+        if superblock.flags.in_use {
+            self.mark_counting_peers(&superblock, &mut bitmaps)?;
+        } else {
+            superblock.flags.in_use = true;
+            self.file.write_superblock(&superblock)?;
+            self.file.sync().map_err(|source| MetadataError::Io { what: "sync the in-use flag".into(), source })?;
+        }
         let config = ActivityLogConfig::from_layout(self.file.layout(), updates);
         let first_seq = recovery.next_seq;
         let ring = meta::format_ring(config.al_ring_blocks, config.al_extents, first_seq).map_err(|source| MetadataError::Corrupt { place: place(), source })?;
@@ -172,6 +196,18 @@ impl MetaStore {
         let activity_log = al_updates.then_some(activity_log);
         let possibly_stale = superblock.flags.possibly_stale;
         Ok(VolumeConfig { number, size_bytes: self.data_bytes(), ids, disk, bitmaps, crashed_primary, activity_log, possibly_stale })
+    }
+
+    /// After an unclean stop: every block of each counting peer's bitmap, written durably.
+    fn mark_counting_peers(&self, superblock: &Superblock, bitmaps: &mut [PeerBitmap]) -> Result<(), MetadataError> {
+        for entry in bitmaps.iter_mut().filter(|entry| superblock.counts_for(entry.peer)) {
+            tracing::warn!(peer = entry.peer, "this node went down uncleanly while counting changes for an absent peer: every block will be resynced to it");
+            entry.bitmap.set_all();
+            let Some(slot) = superblock.peer_slot_of(entry.peer) else { continue };
+            let pages: Pages = entry.bitmap.take_dirty_pages().map(|(page, image)| (page, image.to_vec())).collect();
+            self.file.write_bitmap_pages(slot, &pages).map_err(|source| MetadataError::Io { what: "write the bitmap after an unclean stop".into(), source })?;
+        }
+        self.file.sync().map_err(|source| MetadataError::Io { what: "sync the bitmap after an unclean stop".into(), source })
     }
 
     /// After a crash as Primary: what the activity log says may differ, set in every peer's

@@ -751,8 +751,10 @@ impl Resource {
 
     /// Queue every volume's dirty bitmap pages (and, with `with_meta`, the superblock as it is
     /// now) for writing; with `wait`, block until they are durable.
-    fn write_metadata(self: &Arc<Self>, with_meta: bool, wait: bool) {
+    /// Returns whether every write waited for succeeded (always true without `wait`).
+    fn write_metadata(self: &Arc<Self>, with_meta: bool, wait: bool) -> bool {
         let mut waits = Vec::new();
+        let mut ok = true;
         self.step_core(|core, _, _| {
             for (volume, _) in &self.metas {
                 if core.engine.is_diskless(*volume) {
@@ -779,10 +781,17 @@ impl Resource {
         for (volume, rx) in waits {
             match rx.recv() {
                 Ok(Ok(())) => {}
-                Ok(Err(error)) => tracing::error!(resource = %self.name, volume, "cannot write the metadata: {error}"),
-                Err(_) => tracing::error!(resource = %self.name, volume, "the metadata writer is gone"),
+                Ok(Err(error)) => {
+                    ok = false;
+                    tracing::error!(resource = %self.name, volume, "cannot write the metadata: {error}");
+                }
+                Err(_) => {
+                    ok = false;
+                    tracing::error!(resource = %self.name, volume, "the metadata writer is gone");
+                }
             }
         }
+        ok
     }
 
     /// The periodic write-back of dirty bitmap pages (skipped while the previous one is
@@ -800,7 +809,29 @@ impl Resource {
         if let Err(error) = self.step(|engine, _, out| engine.demote(out)) {
             tracing::warn!(resource = %self.name, "stopping as Primary ({error}): the next start resyncs as after a crash");
         }
-        self.write_metadata(true, true);
+        if self.write_metadata(true, true) {
+            self.mark_clean();
+        }
+    }
+
+    /// The end of a clean stop: every volume with metadata clears its `in_use` flag, after
+    /// everything queued before (the last bitmap write among them). A detached volume keeps
+    /// it: its dirty pages were not written.
+    fn mark_clean(self: &Arc<Self>) {
+        let mut waits = Vec::new();
+        for (volume, _) in &self.metas {
+            if self.with_engine(|engine| engine.is_diskless(*volume)) {
+                continue;
+            }
+            let (tx, rx) = std::sync::mpsc::sync_channel(1);
+            self.queue_meta(*volume, MetaJob::Clean, MetaDone::Notify(tx));
+            waits.push((*volume, rx));
+        }
+        for (volume, rx) in waits {
+            if !matches!(rx.recv(), Ok(Ok(()))) {
+                tracing::error!(resource = %self.name, volume, "cannot mark the metadata clean: the next start resyncs every absent peer in full");
+            }
+        }
     }
 
     /// The first half of a clean stop, as `down` does it: demote if possible, then

@@ -234,6 +234,7 @@ fn render_flags(flags: &SuperblockFlags) -> String {
         (flags.crashed_primary, "crashed-primary"),
         (flags.al_disabled, "al-disabled"),
         (flags.possibly_stale, "possibly-stale"),
+        (flags.in_use, "in-use"),
     ];
     let on: Vec<&str> = names
         .iter()

@@ -98,10 +98,14 @@ pub struct SuperblockFlags {
     /// A Primary replicated to this node asynchronously (the Selective Replication Manager)
     /// and it has not caught up: it may lack acknowledged writes; promotion needs `--force`.
     pub possibly_stale: bool,
+    /// Set while a node has the volume attached, cleared by a clean stop once the bitmaps are
+    /// written: found set at attach, the node went down uncleanly, and bits it marked in
+    /// memory for absent peers (as a Secondary, without the activity log) may be lost.
+    pub in_use: bool,
 }
 
 impl SuperblockFlags {
-    const BITS: [u32; 6] = [1, 2, 4, 8, 16, 32];
+    const BITS: [u32; 7] = [1, 2, 4, 8, 16, 32, 64];
 
     fn to_bits(self) -> u32 {
         let values = [
@@ -111,6 +115,7 @@ impl SuperblockFlags {
             self.crashed_primary,
             self.al_disabled,
             self.possibly_stale,
+            self.in_use,
         ];
         Self::BITS
             .iter()
@@ -132,6 +137,7 @@ impl SuperblockFlags {
             crashed_primary: bits & 8 != 0,
             al_disabled: bits & 16 != 0,
             possibly_stale: bits & 32 != 0,
+            in_use: bits & 64 != 0,
         })
     }
 }
@@ -221,6 +227,16 @@ impl Superblock {
 
     /// The peer slot tracking `node_id`, if any.
     pub fn peer_slot_of(&self, node_id: u8) -> Option<u8> {
+        self.peer_slot_index(node_id)
+    }
+
+    /// Whether this node's bitmap for `node_id` is counting changes (its bitmap identifier
+    /// is set: the peer was away when a generation started).
+    pub fn counts_for(&self, node_id: u8) -> bool {
+        self.peers.iter().any(|peer| peer.node_id == Some(node_id) && peer.bitmap_uuid != 0)
+    }
+
+    fn peer_slot_index(&self, node_id: u8) -> Option<u8> {
         let index = self
             .peers
             .iter()

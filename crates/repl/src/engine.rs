@@ -800,6 +800,7 @@ impl<P: Clone> Engine<P> {
         self.fail_forwarded_reads(slot, out);
         self.generation_after_loss(slot, &drained, out);
         self.outdate_if_left_behind(now, out);
+        self.resync_stranded_from_primary(now, out);
         self.settle_peer_in_flight(now, slot, out);
         for seq in drained_seqs {
             self.release_if_done(now, seq, out);
@@ -903,7 +904,14 @@ impl<P: Clone> Engine<P> {
                 self.acked(now, slot, seq, PeerStage::Settled, out)
             }
             PeerMessage::BarrierAck { epoch } => self.barrier_acked(now, slot, epoch, out),
-            PeerMessage::State { role, disks } => self.peer_state(slot, role, disks, out),
+            PeerMessage::State { role, disks } => {
+                let result = self.peer_state(slot, role, disks, out);
+                if role == Role::Primary {
+                    // A peer promoted while this node is a cut-off sync target.
+                    self.resync_stranded_from_primary(now, out);
+                }
+                result
+            }
             PeerMessage::SyncUuids(message) => {
                 self.end_verify_for_handshake(slot, &message, out);
                 self.receive_uuids(now, slot, *message, out)

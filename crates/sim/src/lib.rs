@@ -34,23 +34,22 @@
 //! which a Primary whose absent peers all departed so keeps quorum alone (last man standing;
 //! `Stats::writes_by_last_man` counts what it acknowledges then).
 //!
-//! Known issues found by quorum mode with three nodes (engine gaps; CI's smoke lists the
-//! seeds, `crates/sim/tests/sim.rs` has ignored reproducers): two Secondaries with equal
-//! generations never learn that one lacks a write the Primary completed with the other (no
-//! peer acks), so it can be promoted without it after the Primary's crash; a Secondary that
-//! crashes while a third node is away loses the bits it marked for it; replicas can differ
-//! after several failovers. Found and fixed: a Secondary left behind by a Primary that went
-//! on with the other Secondary stayed UpToDate and could be promoted (it outdates itself
-//! now); a promotion racing a connect made the new
-//! Primary the SyncTarget of the returning crashed Primary; a Secondary whose replicated
-//! write failed (`on-io-error pass_on`) stayed UpToDate and could be promoted after the
-//! Primary's crash (it is Inconsistent now, as in DRBD); a returning old Primary fully
-//! resynced an Inconsistent target of a newer generation (the target now knows its source's
-//! ancestors). Set aside by `full_resync_after_failover`
-//! (`--sidestep-known-issues`): after a Primary's loss the two Secondaries may hold
-//! different parts of its last writes and nothing resyncs them (DRBD resyncs the lost
-//! Primary's activity log between them), which is why random runs without quorum fail over
-//! with two nodes only.
+//! Known issues found by quorum mode with three nodes (engine gaps; CI's smoke lists the seeds,
+//! `crates/sim/tests/sim.rs` has ignored reproducers): two Secondaries with equal generations
+//! never learn that one lacks a write the Primary completed with the other (no peer acks), so
+//! it can be promoted without it after the Primary's crash; replicas can differ after several
+//! failovers. Found and fixed: a Secondary that crashed while a third node was away lost the
+//! bits it had marked for it (an unclean stop now marks everything for such peers); a Secondary
+//! left behind by a Primary that went on with the other Secondary stayed UpToDate and could be
+//! promoted (it outdates itself now); a promotion racing a connect made the new Primary the
+//! SyncTarget of the returning crashed Primary; a Secondary whose replicated write failed
+//! (`on-io-error pass_on`) stayed UpToDate and could be promoted after the Primary's crash (it is
+//! Inconsistent now, as in DRBD); a returning old Primary fully resynced an Inconsistent target
+//! of a newer generation (the target now knows its source's ancestors). Set aside by
+//! `full_resync_after_failover` (`--sidestep-known-issues`): after a Primary's loss the two
+//! Secondaries may hold different parts of its last writes and nothing resyncs them (DRBD
+//! resyncs the lost Primary's activity log between them), which is why random runs without
+//! quorum fail over with two nodes only.
 //!
 //! Modules: `rng` (splitmix64), `disk` (volatile cache + durable image), `metadata`
 //! (superblock, bitmaps, activity-log ring, attach recovery), `net` (channels, partitions),

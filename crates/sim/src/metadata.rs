@@ -11,7 +11,9 @@
 //! - [`SimMeta::attach`] rebuilds the engine's view like the daemon's
 //!   `MetaStore::volume_config` (reimplemented here from the same `meta` functions, since the
 //!   daemon's is private): hot activity-log extents of a crashed Primary are marked in every
-//!   peer's bitmap and written, the superblock gets `crashed_primary`, the ring is formatted.
+//!   peer's bitmap and written, the superblock gets `crashed_primary`, the ring is formatted;
+//!   an `in_use` flag found set (every restart here is an unclean stop) marks every block for
+//!   each peer whose bitmap was counting.
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -218,6 +220,18 @@ impl SimMeta {
             }
             superblock.flags.primary_indicator = false;
             superblock.flags.crashed_primary = true;
+            self.write_superblock(&superblock)?;
+        }
+        // As the daemon: an unclean stop (every restart here is one) marks every block for
+        // each peer whose bitmap was counting; the first attach sets the flag.
+        if superblock.flags.in_use {
+            for entry in bitmaps.iter_mut().filter(|entry| superblock.counts_for(entry.peer)) {
+                entry.bitmap.set_all();
+                let pages: Vec<(u64, Vec<u8>)> = entry.bitmap.take_dirty_pages().map(|(p, i)| (p, i.to_vec())).collect();
+                self.store_pages(&superblock, entry.peer, pages.iter().map(|(p, i)| (*p, i.as_slice())));
+            }
+        } else {
+            superblock.flags.in_use = true;
             self.write_superblock(&superblock)?;
         }
         let config = ActivityLogConfig::from_layout(&self.layout, updates);

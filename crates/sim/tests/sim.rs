@@ -230,6 +230,25 @@ fn quorum_secondary_left_behind_is_outdated_not_promoted() {
     assert_passes(&run(quorum(333, 3)));
 }
 
+/// Three nodes, quorum: a Secondary that crashed while a third node was away lost the bits it
+/// had marked for it in memory, and later resynced that node from the shortened bitmap; the
+/// node was then promoted without an acknowledged write (found: seed 400, write 161). Fixed:
+/// the superblock's `in_use` flag, found set at attach, marks every block for each peer whose
+/// bitmap was counting; kept as a regression test.
+#[test]
+fn quorum_secondary_crash_keeps_every_block_for_the_absent_peer() {
+    assert_passes(&run(quorum(400, 3)));
+}
+
+/// A sync target cut off from its source while Established with a Primary that keeps no bits
+/// for it stayed Inconsistent for ever (the resync between Secondaries waits while a Primary
+/// is near; found: seed 176 without `--sidestep-known-issues`). Fixed: it reconnects to the
+/// Primary, whose handshake resyncs it; kept as a regression test.
+#[test]
+fn a_stranded_sync_target_is_resynced_by_the_primary() {
+    assert_passes(&run(SimConfig::new(176, Scenario::Random)));
+}
+
 /// Three nodes, quorum: the same class with nothing to tell the Secondaries apart: the
 /// Primary completes a write with one Secondary while the other has stopped reading, loses
 /// both before starting a new generation that reaches anyone, and crashes; the two

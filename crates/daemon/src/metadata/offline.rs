@@ -185,6 +185,7 @@ fn flag_words(flags: SuperblockFlags) -> String {
         (flags.crashed_primary, "crashed-primary"),
         (flags.al_disabled, "al-disabled"),
         (flags.possibly_stale, "possibly-stale"),
+        (flags.in_use, "in-use"),
     ];
     let set: Vec<&str> = words
         .iter()

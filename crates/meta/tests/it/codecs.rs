@@ -10,13 +10,14 @@ use proptest::prelude::*;
 use crate::layout_properties::config_strategy;
 
 fn flags_strategy() -> impl Strategy<Value = SuperblockFlags> {
-    any::<[bool; 6]>().prop_map(|b| SuperblockFlags {
+    any::<[bool; 7]>().prop_map(|b| SuperblockFlags {
         consistent: b[0],
         was_up_to_date: b[1],
         primary_indicator: b[2],
         crashed_primary: b[3],
         al_disabled: b[4],
         possibly_stale: b[5],
+        in_use: b[6],
     })
 }
 

@@ -141,6 +141,32 @@ impl<P: Clone> Engine<P> {
         }
     }
 
+    /// Stranded: an Inconsistent Secondary (its resync as target was cut off) that is
+    /// Established with an UpToDate Primary is resynced by nobody: the Primary keeps no bits
+    /// for it (they were Established already), and a resync between Secondaries waits while
+    /// a Primary is near. It drops the link to that Primary, whose handshake then makes it
+    /// the target (a full resync when nothing else relates them).
+    pub(super) fn resync_stranded_from_primary(&mut self, now: Time, out: &mut Vec<Action<P>>) {
+        if self.role != Role::Secondary {
+            return;
+        }
+        for vslot in 0..self.volumes.len() {
+            if self.volumes[vslot].disk != DiskState::Inconsistent {
+                continue;
+            }
+            let resyncing = self.peers.iter().any(|p| !matches!(p.syncs[vslot], SyncState::Off | SyncState::Established));
+            if resyncing {
+                continue;
+            }
+            let primary = self.peers.iter().position(|p| {
+                p.connection == ConnState::Connected && p.role == Role::Primary && p.disks[vslot] == DiskState::UpToDate && matches!(p.syncs[vslot], SyncState::Established)
+            });
+            let Some(slot) = primary else { continue };
+            let reason = "this node's disk is Inconsistent and no resync brings it back: reconnecting to the Primary to resync".to_string();
+            self.drop_peer(now, slot, ConnState::Unconnected, reason, out);
+        }
+    }
+
     /// A replicated write applied as Secondary: marked for every peer not connected to us,
     /// and for every Diskless peer (the sender too, when it is a diskless Primary), which
     /// stores nothing.

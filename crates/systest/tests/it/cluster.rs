@@ -858,6 +858,19 @@ impl Cluster {
     }
 
     /// KiB `node` counts out of sync towards `peer`.
+    /// The `flags:` line of `tandem dump-md` of a stopped node's metadata.
+    pub fn dumped_flags(&self, index: usize) -> String {
+        let dumped = Command::new(tandem_bin())
+            .arg("dump-md")
+            .arg("--config")
+            .arg(self.config_path(index))
+            .args(["--node", self.name(index), RESOURCE])
+            .output()
+            .expect("run dump-md");
+        let text = String::from_utf8_lossy(&dumped.stdout).into_owned();
+        text.lines().find(|line| line.starts_with("flags:")).unwrap_or_else(|| panic!("dump-md of {}: {text}", self.name(index))).to_string()
+    }
+
     pub fn out_of_sync_kib(&self, node: usize, peer: usize) -> u64 {
         self.status(node).out_of_sync_kib(self.name(peer))
     }

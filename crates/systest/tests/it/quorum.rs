@@ -119,15 +119,7 @@ fn peers_that_leave_gracefully_leave_a_lone_primary_with_quorum() {
     }
     assert!(cluster.has_quorum(ALICE), "every absent peer is known Outdated: {}", cluster.admin_ok(ALICE, &["status", RESOURCE]));
     assert_eq!(client.write(0, &[7; 4096]), 0, "the lone Primary goes on writing");
-    let dumped = std::process::Command::new(crate::cluster::tandem_bin())
-        .arg("dump-md")
-        .arg("--config")
-        .arg(cluster.config_path(CAROL))
-        .args(["--node", "carol", RESOURCE])
-        .output()
-        .expect("run dump-md");
-    let text = String::from_utf8_lossy(&dumped.stdout);
-    let flags = text.lines().find(|line| line.starts_with("flags:")).unwrap_or_else(|| panic!("dump-md: {text}"));
+    let flags = cluster.dumped_flags(CAROL);
     assert!(flags.contains("consistent") && !flags.contains("was-up-to-date"), "carol's metadata says Outdated: {flags}");
 
     cluster.admin_ok(BOB, &["up", RESOURCE]);

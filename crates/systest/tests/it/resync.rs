@@ -1008,3 +1008,37 @@ fn resync_handlers_run_and_show_in_events() {
     assert!(before < after, "before-resync-target ran before after-resync-target: {text}");
     assert!(cluster.log(ALICE).contains("before-resync-source"), "the source's handler ran");
 }
+
+/// A Secondary counts, in memory, the blocks it applies while a third node is away (its
+/// replicated writes do not go through the activity log). A clean stop writes those bits and
+/// clears the superblock's `in-use` flag, so a restart keeps exactly them; after a SIGKILL the
+/// flag is found set and every block is marked for the absent peer, so nothing it applied
+/// can be missed when that peer comes back through it.
+#[test]
+fn a_secondary_killed_while_a_peer_is_away_marks_everything_for_that_peer() {
+    const ALICE: usize = 0;
+    const BOB: usize = 1;
+    const CAROL: usize = 2;
+    let cluster = Cluster::with_primary(Spec::three_nodes('C'));
+    cluster.kill(CAROL);
+    for node in [ALICE, BOB] {
+        cluster.wait_until("carol is seen gone", CONNECT_DEADLINE, || cluster.status(node).connection_state("carol") != "Connected");
+    }
+    let mut client = nbd_client::open(&cluster.nbd_socket(ALICE), RESOURCE).expect("open");
+    assert_eq!(client.write(1 << 20, &[0x5A; 8192]), 0);
+    client.disconnect();
+    cluster.wait_until("bob counts the write for carol", CONNECT_DEADLINE, || cluster.out_of_sync_kib(BOB, CAROL) >= 8);
+    let full_kib = cluster.export_bytes() / 1024;
+
+    cluster.stop(BOB);
+    let flags = cluster.dumped_flags(BOB);
+    assert!(flags.contains("consistent") && !flags.contains("in-use"), "a clean stop clears in-use: {flags}");
+    cluster.start_node(BOB);
+    let counted = cluster.out_of_sync_kib(BOB, CAROL);
+    assert!((8..full_kib).contains(&counted), "after a clean stop bob keeps exactly what it counted: {counted} KiB of {full_kib}");
+
+    cluster.kill(BOB);
+    cluster.start_node(BOB);
+    assert_eq!(cluster.out_of_sync_kib(BOB, CAROL), full_kib, "after a SIGKILL every block is marked for carol");
+    assert!(cluster.log(BOB).contains("went down uncleanly"), "bob says why:\n{}", cluster.log(BOB));
+}
