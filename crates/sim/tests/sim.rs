@@ -282,11 +282,12 @@ fn quorum_secondary_with_a_failed_write_is_not_promoted() {
 }
 
 /// Three nodes, quorum: replicas differ after failovers and resyncs (found: seed 265, block
-/// 366; seed 71, protocol B, block 390). Not analysed further.
+/// 366, which now fails differently; seed 71, protocol B, block 390; now seed 125). Not
+/// analysed further.
 #[test]
 #[ignore = "engine: replicas differ after three-node failovers and resyncs"]
 fn quorum_three_node_failovers_keep_replicas_identical() {
-    assert_passes(&run(quorum(265, 3)));
+    assert_passes(&run(quorum(125, 3)));
 }
 
 // ----- every checker can fail ---------------------------------------------------------------

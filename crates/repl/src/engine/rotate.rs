@@ -116,8 +116,12 @@ impl<P: Clone> Engine<P> {
                 continue;
             }
             let ours = self.volumes[vslot].ids.current;
+            // Established: a handshake that already decided a resync from that peer is left
+            // to run.
             let ahead = self.peers.iter().position(|p| {
-                p.connection == ConnState::Connected && p.known_ids[vslot].as_ref().is_some_and(|theirs| theirs.descends_from(ours))
+                p.connection == ConnState::Connected
+                    && matches!(p.syncs[vslot], SyncState::Established)
+                    && p.known_ids[vslot].as_ref().is_some_and(|theirs| theirs.descends_from(ours))
             });
             let Some(slot) = ahead else { continue };
             self.volumes[vslot].disk = DiskState::Outdated;
