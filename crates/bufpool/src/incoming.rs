@@ -65,12 +65,42 @@ struct Shared {
     _owner: Owner,
 }
 
-/// Tasks waiting for more bytes, and work to start once the payload stops arriving.
-#[derive(Default)]
+/// Who waits for how many bytes, and work to start once the payload stops arriving.
+///
+/// A waiter is woken only once the bytes it asked for are there (or never will be), not on
+/// every piece the filler publishes: a socket read is often much smaller than the pieces the
+/// disk writer and the peer senders wait for, and each needless wake-up is a context switch.
 struct Waiters {
-    wakers: Vec<Waker>,
+    /// Tasks, each with the fill level it waits for (already clamped to `len`).
+    wakers: Vec<(Waker, usize)>,
+    /// The least fill level a thread in [`Incoming::wait_blocking`] waits for (`usize::MAX`:
+    /// none waits).
+    blocking_min: usize,
     on_arrival: Vec<OnArrival>,
+    /// Run by the filler after each piece (see [`Incoming::on_piece`]).
+    sinks: Vec<OnPiece>,
 }
+
+impl Default for Waiters {
+    fn default() -> Waiters {
+        Waiters { wakers: Vec::new(), blocking_min: usize::MAX, on_arrival: Vec::new(), sinks: Vec::new() }
+    }
+}
+
+/// What a payload's filler hands a sink registered with [`Incoming::on_piece`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Piece<'a> {
+    /// The prefix filled so far; more is coming.
+    Filled(&'a [u8]),
+    /// The whole payload.
+    Complete(&'a [u8]),
+    /// It will never be complete.
+    Aborted,
+}
+
+/// Work the filler does with each piece as it arrives; returns true once it wants no more
+/// calls (it must on [`Piece::Complete`] and [`Piece::Aborted`]).
+pub type OnPiece = Box<dyn FnMut(Piece<'_>) -> bool + Send>;
 
 /// Work run once a payload is complete or aborted.
 pub type OnArrival = Box<dyn FnOnce() + Send>;
@@ -95,18 +125,60 @@ impl Shared {
         self.waiters.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Wake everyone waiting (after `filled` or `state` changed); once the payload stopped
-    /// arriving, also run the work waiting for that.
+    /// Wake everyone whose wait is over (after `filled` or `state` changed); once the payload
+    /// stopped arriving, that is everyone, and the work waiting for that runs too.
     fn wake_all(&self) {
-        let (wakers, work) = {
+        let (wakers, work, notify) = {
             let mut waiters = self.lock();
             let done = self.state.load(Ordering::Acquire) != FILLING;
+            let filled = if done { usize::MAX } else { self.filled.load(Ordering::Acquire) };
             let work = if done { std::mem::take(&mut waiters.on_arrival) } else { Vec::new() };
-            (std::mem::take(&mut waiters.wakers), work)
+            let mut ready = Vec::new();
+            let mut index = 0;
+            while index < waiters.wakers.len() {
+                if waiters.wakers[index].1 <= filled {
+                    ready.push(waiters.wakers.swap_remove(index).0);
+                } else {
+                    index += 1;
+                }
+            }
+            let notify = waiters.blocking_min <= filled;
+            if notify {
+                // Every blocked thread wakes and registers again what it still waits for.
+                waiters.blocking_min = usize::MAX;
+            }
+            (ready, work, notify)
         };
-        self.arrived.notify_all();
+        if notify {
+            self.arrived.notify_all();
+        }
         wakers.into_iter().for_each(Waker::wake);
+        // After the wake-ups, so a woken sender on another thread passes the piece on while
+        // a sink writes it here.
+        self.run_sinks();
         work.into_iter().for_each(|work| work());
+    }
+
+    /// Hand the current piece to every sink (on the filler's thread, outside the lock); keep
+    /// those that want more.
+    fn run_sinks(&self) {
+        let mut sinks = {
+            let mut waiters = self.lock();
+            if waiters.sinks.is_empty() {
+                return;
+            }
+            std::mem::take(&mut waiters.sinks)
+        };
+        let piece = match self.state.load(Ordering::Acquire) {
+            COMPLETE => Piece::Complete(self.prefix(self.len)),
+            ABORTED => Piece::Aborted,
+            _ => Piece::Filled(self.prefix(self.filled.load(Ordering::Acquire))),
+        };
+        let last = !matches!(piece, Piece::Filled(_));
+        sinks.retain_mut(|sink| !sink(piece) && !last);
+        if !sinks.is_empty() {
+            self.lock().sinks.append(&mut sinks);
+        }
     }
 
     /// The filled prefix, if it holds at least `at_least` bytes (clamped to `len`), or the
@@ -230,6 +302,7 @@ impl Incoming {
             if let Some(result) = self.shared.ready(at_least) {
                 return result;
             }
+            guard.blocking_min = guard.blocking_min.min(at_least.min(self.shared.len));
             guard = self.shared.arrived.wait(guard).unwrap_or_else(|poisoned| poisoned.into_inner());
         }
     }
@@ -248,6 +321,22 @@ impl Incoming {
             }
         }
         work();
+    }
+
+    /// Run `sink` on the filler's thread after each piece it fills, until the sink says it is
+    /// done (at the latest when the payload is complete or aborted). The filler's next read
+    /// waits for the sink, so a sink that writes each piece to a disk turns the filler into
+    /// the writer: no thread waits for the payload and none is woken per piece. Returns the
+    /// sink if the payload already stopped arriving (then nothing will run it).
+    pub fn on_piece(&self, sink: OnPiece) -> Result<(), OnPiece> {
+        let mut waiters = self.shared.lock();
+        // Checked under the lock: the filler changes the state before it takes the lock to
+        // run the sinks, so `sink` is either registered in time or handed back here.
+        if self.shared.state.load(Ordering::Acquire) != FILLING {
+            return Err(sink);
+        }
+        waiters.sinks.push(sink);
+        Ok(())
     }
 
     /// Like [`Incoming::wait_blocking`], for async tasks.
@@ -277,8 +366,10 @@ impl<'a> Future for Wait<'a> {
         if let Some(result) = shared.ready(self.at_least) {
             return Poll::Ready(result);
         }
-        if !waiters.wakers.iter().any(|waker| waker.will_wake(cx.waker())) {
-            waiters.wakers.push(cx.waker().clone());
+        let target = self.at_least.min(shared.len);
+        match waiters.wakers.iter_mut().find(|(waker, _)| waker.will_wake(cx.waker())) {
+            Some((_, waits_for)) => *waits_for = (*waits_for).min(target),
+            None => waiters.wakers.push((cx.waker().clone(), target)),
         }
         Poll::Pending
     }

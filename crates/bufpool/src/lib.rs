@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex};
 use bytes::Bytes;
 
 mod incoming;
-pub use incoming::{Aborted, Arrival, Filler, Incoming, OnArrival, Wait};
+pub use incoming::{Aborted, Arrival, Filler, Incoming, OnArrival, OnPiece, Piece, Wait};
 
 /// Alignment of every buffer, in bytes.
 pub const ALIGNMENT: usize = 4096;

@@ -198,6 +198,17 @@ impl Disk {
         Ok(())
     }
 
+    /// Start writing a payload of `length` bytes at `offset` piece by piece as it arrives, on
+    /// the thread that receives it ([`bufpool::Incoming::on_piece`]); see [`PieceWriter`].
+    pub fn piece_writer(&self, offset: u64, length: u64, fua: bool) -> Result<PieceWriter, IoError> {
+        if self.is_detached() {
+            // A write that raced with the detach: refused, so the peer marks it for us.
+            return Err(IoError::Io);
+        }
+        self.check(offset, length)?;
+        Ok(PieceWriter { offset, written: 0, fua })
+    }
+
     /// Writes `data` at `offset` in pieces that never cross a [`WRITE_CHUNK_BYTES`] boundary
     /// (see there why).
     fn write_chunked(&self, data: &[u8], offset: u64) -> Result<(), IoError> {
@@ -257,6 +268,40 @@ impl Disk {
             done += n as u64;
         }
         Ok(())
+    }
+}
+
+/// A write that follows its payload as it arrives, driven by the payload's filler: each call
+/// writes what arrived since the last one once that is at least a piece (the rest at the
+/// end). Unlike [`Disk::write_incoming`] nothing waits for the payload.
+#[derive(Debug)]
+pub struct PieceWriter {
+    offset: u64,
+    written: usize,
+    fua: bool,
+}
+
+impl PieceWriter {
+    /// Feed the payload's state; Some(result) once the write is over (complete, failed or
+    /// aborted), None while it waits for more.
+    pub fn feed(&mut self, disk: &Disk, piece: bufpool::Piece<'_>) -> Option<Result<(), IoError>> {
+        let (available, complete) = match piece {
+            bufpool::Piece::Filled(bytes) => (bytes, false),
+            bufpool::Piece::Complete(bytes) => (bytes, true),
+            bufpool::Piece::Aborted => return Some(Err(IoError::Aborted)),
+        };
+        if !complete && available.len() < self.written.saturating_add(WRITE_PIECE_BYTES_MIN) {
+            return None;
+        }
+        let fresh = available.get(self.written..).unwrap_or_default();
+        if let Err(error) = disk.injected_fault().and_then(|()| disk.write_chunked(fresh, self.offset + self.written as u64)) {
+            return Some(Err(error));
+        }
+        self.written = available.len();
+        if !complete {
+            return None;
+        }
+        Some(if self.fua { disk.flush() } else { Ok(()) })
     }
 }
 
@@ -322,5 +367,38 @@ mod tests {
         assert!(back[..4096].iter().all(|&b| b == 0), "nothing before the write changed");
         assert!(back[4096..4096 + data.len()] == data[..], "every byte where it belongs");
         assert!(back[4096 + data.len()..].iter().all(|&b| b == 0), "nothing after the write changed");
+    }
+
+    #[test]
+    fn a_piece_writer_writes_whole_pieces_as_they_arrive_and_the_rest_at_the_end() {
+        let file = tempfile::NamedTempFile::new().expect("temp file");
+        file.as_file().set_len(DISK_BYTES_MIN).expect("size");
+        let disk = Disk::open(file.path()).expect("open");
+        let data: Vec<u8> = (0..WRITE_PIECE_BYTES_MIN + 5000).map(|i| (i % 253) as u8 + 1).collect();
+        let offset = 8192;
+        let mut writer = disk.piece_writer(offset, data.len() as u64, false).expect("in range");
+        let on_disk = |len: usize| {
+            let mut back = vec![0; len];
+            disk.read(offset, &mut back).expect("read");
+            back
+        };
+        assert_eq!(writer.feed(&disk, bufpool::Piece::Filled(&data[..1000])), None);
+        assert!(on_disk(1000).iter().all(|&b| b == 0), "less than a piece waits");
+        assert_eq!(writer.feed(&disk, bufpool::Piece::Filled(&data[..WRITE_PIECE_BYTES_MIN])), None);
+        assert_eq!(on_disk(WRITE_PIECE_BYTES_MIN), data[..WRITE_PIECE_BYTES_MIN], "a whole piece is written");
+        assert_eq!(writer.feed(&disk, bufpool::Piece::Complete(&data)), Some(Ok(())));
+        assert_eq!(on_disk(data.len()), data, "the rest is written at the end");
+    }
+
+    #[test]
+    fn a_piece_writer_reports_an_abort_and_refuses_a_range_past_the_end() {
+        let file = tempfile::NamedTempFile::new().expect("temp file");
+        file.as_file().set_len(DISK_BYTES_MIN).expect("size");
+        let disk = Disk::open(file.path()).expect("open");
+        assert_eq!(disk.piece_writer(DISK_BYTES_MIN - 4096, 8192, false).err(), Some(IoError::Invalid));
+        let mut writer = disk.piece_writer(0, 8192, true).expect("in range");
+        assert_eq!(writer.feed(&disk, bufpool::Piece::Aborted), Some(Err(IoError::Aborted)));
+        disk.set_detached(true);
+        assert_eq!(disk.piece_writer(0, 4096, false).err(), Some(IoError::Io), "a detached disk takes no writes");
     }
 }

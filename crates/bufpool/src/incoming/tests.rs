@@ -148,3 +148,131 @@ fn work_waits_for_arrival_without_a_thread() {
     drop(filler);
     assert_eq!(ran.load(Ordering::SeqCst), 3, "run on abort too");
 }
+
+/// A waker that counts its wake-ups.
+#[derive(Default)]
+struct CountWakes(std::sync::atomic::AtomicUsize);
+
+impl Wake for CountWakes {
+    fn wake(self: Arc<Self>) {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+#[test]
+fn a_task_is_woken_only_once_the_bytes_it_waits_for_are_there() {
+    let (mut filler, incoming) = Incoming::filling(buffer(100));
+    let counter = Arc::new(CountWakes::default());
+    let waker = Waker::from(Arc::clone(&counter));
+    let mut context = Context::from_waker(&waker);
+    let mut wait = std::pin::pin!(incoming.wait(50));
+    assert!(wait.as_mut().poll(&mut context).is_pending());
+    for _ in 0..4 {
+        filler.advance(10);
+    }
+    assert_eq!(counter.0.load(std::sync::atomic::Ordering::SeqCst), 0, "40 of the 50 bytes: no wake-up");
+    filler.advance(10);
+    assert_eq!(counter.0.load(std::sync::atomic::Ordering::SeqCst), 1, "50 bytes: woken once");
+    assert_eq!(wait.as_mut().poll(&mut context).map(|r| r.map(<[u8]>::len)), Poll::Ready(Ok(50)));
+    // A wait past the end is clamped to the length: woken by completion.
+    let mut rest = std::pin::pin!(incoming.wait(1000));
+    assert!(rest.as_mut().poll(&mut context).is_pending());
+    filler.advance(40);
+    assert_eq!(counter.0.load(std::sync::atomic::Ordering::SeqCst), 1, "90 of 100: still waiting");
+    filler.advance(10);
+    assert_eq!(counter.0.load(std::sync::atomic::Ordering::SeqCst), 2);
+    assert_eq!(rest.as_mut().poll(&mut context).map(|r| r.map(<[u8]>::len)), Poll::Ready(Ok(100)));
+}
+
+#[test]
+fn a_waiting_task_is_woken_by_an_abort() {
+    let (mut filler, incoming) = Incoming::filling(buffer(100));
+    let counter = Arc::new(CountWakes::default());
+    let waker = Waker::from(Arc::clone(&counter));
+    let mut context = Context::from_waker(&waker);
+    let mut wait = std::pin::pin!(incoming.wait(100));
+    assert!(wait.as_mut().poll(&mut context).is_pending());
+    filler.advance(10);
+    drop(filler);
+    assert_eq!(counter.0.load(std::sync::atomic::Ordering::SeqCst), 1);
+    assert_eq!(wait.as_mut().poll(&mut context), Poll::Ready(Err(Aborted)));
+}
+
+/// What a sink saw: the length of each piece, and how the payload ended.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Seen {
+    pieces: Vec<usize>,
+    end: Option<Result<Vec<u8>, Aborted>>,
+}
+
+/// A sink that records every call, and is done at the end of the payload.
+fn recording_sink(seen: &Arc<std::sync::Mutex<Seen>>) -> OnPiece {
+    let seen = Arc::clone(seen);
+    Box::new(move |piece| {
+        let mut seen = seen.lock().expect("not poisoned");
+        match piece {
+            Piece::Filled(bytes) => {
+                seen.pieces.push(bytes.len());
+                false
+            }
+            Piece::Complete(bytes) => {
+                seen.end = Some(Ok(bytes.to_vec()));
+                true
+            }
+            Piece::Aborted => {
+                seen.end = Some(Err(Aborted));
+                true
+            }
+        }
+    })
+}
+
+#[test]
+fn a_sink_runs_on_the_filler_after_every_piece_until_the_end() {
+    let (mut filler, incoming) = Incoming::filling(buffer(6));
+    filler.spare()[..2].copy_from_slice(b"ab");
+    filler.advance(2);
+    let seen = Arc::new(std::sync::Mutex::new(Seen::default()));
+    assert!(incoming.on_piece(recording_sink(&seen)).is_ok(), "still filling: registered");
+    assert_eq!(*seen.lock().expect("not poisoned"), Seen::default(), "registering runs nothing");
+    filler.spare()[..3].copy_from_slice(b"cde");
+    filler.advance(3);
+    filler.spare()[..1].copy_from_slice(b"f");
+    filler.advance(1);
+    assert_eq!(*seen.lock().expect("not poisoned"), Seen { pieces: vec![5], end: Some(Ok(b"abcdef".to_vec())) });
+    assert!(incoming.on_piece(recording_sink(&seen)).is_err(), "complete: the sink is handed back");
+}
+
+#[test]
+fn a_sink_hears_of_an_abort_and_one_that_is_done_hears_nothing_more() {
+    let (mut filler, incoming) = Incoming::filling(buffer(6));
+    let seen = Arc::new(std::sync::Mutex::new(Seen::default()));
+    assert!(incoming.on_piece(recording_sink(&seen)).is_ok());
+    let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = Arc::clone(&calls);
+    let quits_early: OnPiece = Box::new(move |_| {
+        counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        true
+    });
+    assert!(incoming.on_piece(quits_early).is_ok());
+    filler.advance(1);
+    filler.advance(1);
+    drop(filler);
+    assert_eq!(*seen.lock().expect("not poisoned"), Seen { pieces: vec![1, 2], end: Some(Err(Aborted)) });
+    assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 1, "a sink that said done is not called again");
+    assert!(incoming.on_piece(recording_sink(&seen)).is_err(), "aborted: the sink is handed back");
+}
+
+#[test]
+fn a_blocked_thread_sleeps_until_its_bytes_are_there() {
+    let (mut filler, incoming) = Incoming::filling(buffer(64));
+    let reader = incoming.clone();
+    let waiter = thread::spawn(move || reader.wait_blocking(32).map(<[u8]>::len));
+    for _ in 0..8 {
+        filler.advance(4);
+        thread::yield_now();
+    }
+    let got = waiter.join().expect("no panic").expect("not aborted");
+    assert!((32..=64).contains(&got), "woken with {got} bytes");
+    filler.advance(32);
+}
