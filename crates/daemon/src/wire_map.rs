@@ -131,6 +131,7 @@ fn uuids_to_wire(uuids: &UuidsMessage) -> wire::SyncUuids {
         UuidsPurpose::Adopt => wire::UuidsPurpose::Adopt,
         UuidsPurpose::SyncStart => wire::UuidsPurpose::SyncStart,
         UuidsPurpose::Rotate => wire::UuidsPurpose::Rotate,
+        UuidsPurpose::RotateSeen => wire::UuidsPurpose::RotateSeen,
     };
     wire::SyncUuids {
         volume: uuids.volume,
@@ -153,6 +154,7 @@ fn uuids_from_wire(uuids: &wire::SyncUuids) -> Result<UuidsMessage, LinkError> {
         wire::UuidsPurpose::Adopt => UuidsPurpose::Adopt,
         wire::UuidsPurpose::SyncStart => UuidsPurpose::SyncStart,
         wire::UuidsPurpose::Rotate => UuidsPurpose::Rotate,
+        wire::UuidsPurpose::RotateSeen => UuidsPurpose::RotateSeen,
     };
     let ids = GenerationIds { current: uuids.current, bitmap: uuids.bitmap, history: uuids.history, flags: GenerationFlags::from_bits(uuids.flags) };
     Ok(UuidsMessage {

@@ -210,6 +210,9 @@ struct InFlight {
     /// Bit `slot` set: the peer in that slot wrote it (its `WriteAck`); what a Diskless
     /// volume's write completes on (`detach.rs`).
     written_on: u64,
+    /// Peer slots that must answer a rotation before the write completes, each with the
+    /// count of rotations sent to it that must be answered (`rotate.rs`). Empty nearly always.
+    rotation_answers: Vec<(usize, u64)>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -320,6 +323,8 @@ struct Peer<P> {
     /// Per volume slot: the identifiers the peer last sent while connected (handshake, or a
     /// Secondary's rotation notice); cleared on disconnect (`rotate.rs`, left behind).
     known_ids: Vec<Option<Box<GenerationIds>>>,
+    /// Rotations sent to the peer and answers received this connection (`rotate.rs`).
+    rotations: rotate::RotationCount,
 }
 
 /// Local state of one volume.
@@ -548,7 +553,7 @@ impl<P: Clone> Engine<P> {
         // A Diskless volume writes nothing locally: its peers alone decide (`detach.rs`).
         let diskless = self.volumes[vslot].disk == DiskState::Diskless;
         let local = if diskless { Stage::Done(Err(IoError::Io)) } else { Stage::Pending };
-        let write = InFlight { request, epoch: self.epoch, volume, extent, local, peers: stages, meta_version, started: now, written_on: 0 };
+        let write = InFlight { request, epoch: self.epoch, volume, extent, local, peers: stages, meta_version, started: now, written_on: 0, rotation_answers: Vec::new() };
         assert!(self.in_flight.insert(seq, write).is_none(), "sequence numbers are unique");
         if !diskless {
             self.lower_pending += 1;
@@ -685,7 +690,7 @@ impl<P: Clone> Engine<P> {
             return false;
         }
         let vslot = self.volume_slot(write.volume).unwrap_or(0);
-        if !self.is_persisted(vslot, write.meta_version) {
+        if !self.is_persisted(vslot, write.meta_version) || !self.rotations_answered(write) {
             return false;
         }
         write.peers.iter().zip(&self.peers).all(|(stage, peer)| {
@@ -745,6 +750,7 @@ impl<P: Clone> Engine<P> {
         p.last_error = None;
         p.liveness = Liveness::connected(now);
         p.receiver.new_session();
+        p.rotations = rotate::RotationCount::default();
         let message = PeerMessage::State { role: self.role, disks: self.disk_list() };
         out.push(Action::SendControl { peer, message });
         for vslot in 0..self.volumes.len() {
@@ -799,6 +805,7 @@ impl<P: Clone> Engine<P> {
         p.receiver.connection_lost(out);
         self.fail_forwarded_reads(slot, out);
         self.generation_after_loss(slot, &drained, out);
+        self.stop_waiting_for_rotation_answers(now, slot, out);
         self.outdate_if_left_behind(now, out);
         self.resync_stranded_from_primary(now, out);
         self.settle_peer_in_flight(now, slot, out);
@@ -1420,6 +1427,7 @@ fn new_peer<P: Clone>(local: NodeId, config: &PeerConfig, volumes: &[VolumeConfi
         fence: fence::FenceState::default(),
         leaving: None,
         known_ids: vec![None; count],
+        rotations: rotate::RotationCount::default(),
     })
 }
 

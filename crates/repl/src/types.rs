@@ -234,6 +234,12 @@ pub enum UuidsPurpose {
     /// generations and never resync between themselves over its writes; a sync target of
     /// the Primary takes the new identifiers as the ones it adopts when done. Wire value 3.
     Rotate,
+    /// The answer to a Primary's [`UuidsPurpose::Rotate`]: the receiver processed it (adopted
+    /// it, or set it aside). A Primary that rotated because a peer was lost with writes in
+    /// flight completes those writes only once every peer that has them answered, so that
+    /// a peer holding them never shares a generation with the lost one that lacks them
+    /// (`rotate.rs`). Wire value 4 (protocol 7).
+    RotateSeen,
 }
 
 /// The body of [`PeerMessage::SyncUuids`].

@@ -35,10 +35,11 @@
 //! `Stats::writes_by_last_man` counts what it acknowledges then).
 //!
 //! Known issues found by quorum mode with three nodes (engine gaps; CI's smoke lists the seeds,
-//! `crates/sim/tests/sim.rs` has ignored reproducers): two Secondaries with equal generations
-//! never learn that one lacks a write the Primary completed with the other (no peer acks), so
-//! it can be promoted without it after the Primary's crash; replicas can differ after several
-//! failovers. Found and fixed: a Secondary that crashed while a third node was away lost the
+//! `crates/sim/tests/sim.rs` has ignored reproducers): after several faults a node can still
+//! be promoted without an acknowledged write, and replicas can differ after several
+//! failovers. Found and fixed: two Secondaries with equal generations never learned that one
+//! lacked writes the Primary completed with the other after losing it (such writes now wait
+//! until the other Secondaries answered the Primary's rotation); a Secondary that crashed while a third node was away lost the
 //! bits it had marked for it (an unclean stop now marks everything for such peers); a Secondary
 //! left behind by a Primary that went on with the other Secondary stayed UpToDate and could be
 //! promoted (it outdates itself now); a promotion racing a connect made the new Primary the

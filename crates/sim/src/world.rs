@@ -613,7 +613,10 @@ impl Sim {
                 self.invalidate_receiver_sessions(to);
             }
             PeerMessage::ResyncRequest { .. } | PeerMessage::BitmapChunk { .. } | PeerMessage::CsumRequest { .. } => self.invalidate_sessions(conn),
-            PeerMessage::SyncUuids(uuids) if uuids.purpose != UuidsPurpose::Handshake => self.invalidate_sessions(conn),
+            // A RotateSeen changes nothing on its receiver.
+            PeerMessage::SyncUuids(uuids) if !matches!(uuids.purpose, UuidsPurpose::Handshake | UuidsPurpose::RotateSeen) => {
+                self.invalidate_sessions(conn)
+            }
             _ => {}
         }
         if matches!(message, PeerMessage::Data { .. } | PeerMessage::ResyncReply { .. }) {

@@ -152,8 +152,9 @@ pub use verify::{VerifyOutcome, VerifyReply, VerifyRequest, VERIFY_DIGESTS_LEN_M
 
 /// The protocol version this build speaks. Peers negotiate the highest version both support.
 /// Version 5 added `ReadRequest`, `ReadReply` and `ReadNegReply` (reads of a Diskless node);
-/// version 6 `Ahead` (a pulled-ahead Primary tells its peer it is Behind).
-pub const PROTOCOL_VERSION: u16 = 6;
+/// version 6 `Ahead` (a pulled-ahead Primary tells its peer it is Behind); version 7 the
+/// `SyncUuids` purpose `RotateSeen`.
+pub const PROTOCOL_VERSION: u16 = 7;
 
 /// Widens a wire `u32` length to `usize`.
 ///

@@ -218,6 +218,8 @@ pub enum UuidsPurpose {
     /// Secondary makes it its current (its old current goes to the bitmap slots of its own
     /// absent peers, or into its history). Wire value 3 (protocol 4).
     Rotate,
+    /// The answer to a `Rotate`: the receiver processed it. Wire value 4 (protocol 7).
+    RotateSeen,
 }
 
 impl UuidsPurpose {
@@ -228,6 +230,7 @@ impl UuidsPurpose {
             UuidsPurpose::Adopt => 1,
             UuidsPurpose::SyncStart => 2,
             UuidsPurpose::Rotate => 3,
+            UuidsPurpose::RotateSeen => 4,
         }
     }
 
@@ -238,6 +241,7 @@ impl UuidsPurpose {
             1 => Ok(UuidsPurpose::Adopt),
             2 => Ok(UuidsPurpose::SyncStart),
             3 => Ok(UuidsPurpose::Rotate),
+            4 => Ok(UuidsPurpose::RotateSeen),
             _ => Err(WireError::InvalidUuidsPurpose { value }),
         }
     }

@@ -114,6 +114,7 @@ pub(crate) fn arb_sync_uuids() -> impl Strategy<Value = SyncUuids> {
         Just(UuidsPurpose::Adopt),
         Just(UuidsPurpose::SyncStart),
         Just(UuidsPurpose::Rotate),
+        Just(UuidsPurpose::RotateSeen),
     ];
     let slots = || vec(arb_uuid(), UUID_SLOTS);
     (

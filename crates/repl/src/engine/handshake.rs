@@ -144,6 +144,10 @@ impl<P: Clone> Engine<P> {
                 self.receive_rotation(now, slot, vslot, &message, out);
                 Ok(())
             }
+            UuidsPurpose::RotateSeen => {
+                self.rotation_answered(now, slot, out);
+                Ok(())
+            }
         }
     }
 

@@ -234,7 +234,8 @@ impl<P: Clone> Engine<P> {
     /// The peer in `slot` was lost while writes to it were unconfirmed (`drained` per volume).
     /// As Primary, a write still in flight that the peer had not settled now completes without
     /// it: that is a write made after the peer was cut off, so a new generation starts now
-    /// (the bits carry a bitmap identifier) and those writes wait until it is durable.
+    /// (the bits carry a bitmap identifier) and those writes wait until it is durable, and
+    /// until every other peer answered the rotation (`rotate.rs`).
     ///
     /// Writes the peer had settled and only its barrier ack was missing do not start one:
     /// their bits are kept, and with equal current identifiers the next handshake resyncs
@@ -266,8 +267,14 @@ impl<P: Clone> Engine<P> {
             let absent = self.absent_peers();
             let version = self.new_generation(vslot, absent, out);
             self.announce_rotation(vslot, out);
+            // The writes the lost peer may lack also wait until every peer that has them
+            // took the new generation (`rotate.rs`).
+            let answers = self.rotation_answers_due();
             for write in self.in_flight.values_mut().filter(|w| w.volume == number) {
                 write.meta_version = write.meta_version.max(version);
+                if !matches!(write.peers[slot], PeerStage::Skipped | PeerStage::Settled) {
+                    write.rotation_answers.clone_from(&answers);
+                }
             }
         }
     }

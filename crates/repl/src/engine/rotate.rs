@@ -20,15 +20,30 @@
 //!   bitmap keeps what one misses), and a resync between them would race those writes, since
 //!   the ordering rules of `resync.rs` hold only when the source is the writer.
 //!
+//! - **Answered rotations.** Every Rotate from a Primary is answered ([`UuidsPurpose::RotateSeen`],
+//!   on the data socket, after the receiver processed it). When a Primary rotates because a
+//!   peer was lost with writes in flight, those writes complete only once every other peer
+//!   they reached answered (or was lost too). Without that, a Primary that crashed right
+//!   after completing them could leave two Secondaries with equal generations, one holding
+//!   the writes and one (the peer it lost) without them, and neither would know: DRBD's
+//!   peer acks carry this knowledge; here the new generation does (the holder's is newer).
+//!
 //! Invariant: a Secondary changes its current identifier only by a handshake's resync
 //! (sync start, adoption at the end) or by a Rotate from the Primary it is Established with.
 
-use crate::engine::{mark, Engine};
+use crate::engine::{mark, Engine, InFlight};
 use crate::extent::Extent;
 use crate::state::{ConnState, DiskState, Role};
 use crate::sync::SyncState;
 use crate::types::{Action, Time, UuidsMessage, UuidsPurpose};
 use crate::uuid::NodeSet;
+
+/// Rotations sent to one peer, and its answers, in the current connection.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) struct RotationCount {
+    sent: u64,
+    answered: u64,
+}
 
 impl<P: Clone> Engine<P> {
     /// After a new generation as Primary: the peers it replicates to get the new identifiers.
@@ -39,7 +54,60 @@ impl<P: Clone> Engine<P> {
         for slot in 0..self.peers.len() {
             if super::replicates_to(&self.peers[slot]) {
                 self.send_uuids(slot, vslot, UuidsPurpose::Rotate, out);
+                self.peers[slot].rotations.sent += 1;
             }
+        }
+    }
+
+    /// What a write must wait for so that every peer it reaches has answered the rotations
+    /// sent so far: (peer slot, rotations sent) for each peer owing an answer.
+    pub(super) fn rotation_answers_due(&self) -> Vec<(usize, u64)> {
+        (0..self.peers.len())
+            .filter(|&slot| super::replicates_to(&self.peers[slot]))
+            .map(|slot| (slot, self.peers[slot].rotations.sent))
+            .filter(|&(slot, sent)| self.peers[slot].rotations.answered < sent)
+            .collect()
+    }
+
+    /// Whether every peer `write` waits on has answered the rotations it must.
+    pub(super) fn rotations_answered(&self, write: &InFlight) -> bool {
+        write.rotation_answers.iter().all(|&(slot, due)| self.peers[slot].rotations.answered >= due)
+    }
+
+    /// A peer that owed answers is gone: writes stop waiting for them (they wait for quorum
+    /// as any write does).
+    pub(super) fn stop_waiting_for_rotation_answers(&mut self, now: Time, slot: usize, out: &mut Vec<Action<P>>) {
+        self.peers[slot].rotations = RotationCount::default();
+        let mut ready = Vec::new();
+        for (&seq, write) in &mut self.in_flight {
+            let before = write.rotation_answers.len();
+            write.rotation_answers.retain(|&(waits_on, _)| waits_on != slot);
+            if write.rotation_answers.len() != before {
+                ready.push(seq);
+            }
+        }
+        for seq in ready {
+            self.try_complete_write(now, seq, out);
+        }
+    }
+
+    /// A peer answered a rotation: writes that waited for it may complete.
+    pub(super) fn rotation_answered(&mut self, now: Time, slot: usize, out: &mut Vec<Action<P>>) {
+        let count = &mut self.peers[slot].rotations;
+        if count.answered >= count.sent {
+            // Not one we asked for (an old connection's, or a confused peer's): ignored.
+            return;
+        }
+        count.answered += 1;
+        let answered = count.answered;
+        let ready: Vec<u64> = self
+            .in_flight
+            .iter()
+            .filter(|(_, w)| w.rotation_answers.iter().any(|&(waits_on, due)| waits_on == slot && due == answered))
+            .map(|(&seq, _)| seq)
+            .collect();
+        for seq in ready {
+            self.try_complete_write(now, seq, out);
         }
     }
 
@@ -57,6 +125,19 @@ impl<P: Clone> Engine<P> {
             self.outdate_if_left_behind(now, out);
             return;
         }
+        // Answered whatever becomes of it, after it took effect (the answer follows on the
+        // same socket as anything it sends meanwhile).
+        self.receive_primary_rotation(slot, vslot, message, out);
+        self.send_uuids(slot, vslot, UuidsPurpose::RotateSeen, out);
+    }
+
+    fn receive_primary_rotation(
+        &mut self,
+        slot: usize,
+        vslot: usize,
+        message: &UuidsMessage,
+        out: &mut Vec<Action<P>>,
+    ) {
         if self.role == Role::Primary {
             return;
         }

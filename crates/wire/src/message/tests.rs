@@ -323,8 +323,8 @@ fn resync_and_setup_decode_errors() {
     check_decode(
         uuids,
         len,
-        &body(|b| b[2] = 4),
-        Err(WireError::InvalidUuidsPurpose { value: 4 }),
+        &body(|b| b[2] = 5),
+        Err(WireError::InvalidUuidsPurpose { value: 5 }),
     );
     check_decode(
         uuids,
