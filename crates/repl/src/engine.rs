@@ -912,6 +912,10 @@ impl<P: Clone> Engine<P> {
             }
             PeerMessage::BarrierAck { epoch } => self.barrier_acked(now, slot, epoch, out),
             PeerMessage::State { role, disks } => {
+                if let Some(reason) = self.second_primary(slot, role) {
+                    self.drop_peer(now, slot, ConnState::Unconnected, reason, out);
+                    return Ok(());
+                }
                 let result = self.peer_state(slot, role, disks, out);
                 if role == Role::Primary {
                     // A peer promoted while this node is a cut-off sync target.
@@ -1071,6 +1075,28 @@ impl<P: Clone> Engine<P> {
         }
         out.push(Action::StateChanged);
         Ok(())
+    }
+
+    /// Why a peer that says it is `role` cannot be followed, if it cannot: a Secondary
+    /// follows one Primary. A second one (an old Primary that regained quorum through this
+    /// node after a failover elsewhere, say) would make this node the meeting point of two
+    /// diverging data sets: its handshake could even start a second resync into a disk that
+    /// is already the target of the first. The connection to it is dropped and retried; it
+    /// succeeds once the other Primary is gone or Secondary (a split brain between the two is
+    /// then found by their own handshake).
+    fn second_primary(&self, slot: usize, role: Role) -> Option<String> {
+        if role != Role::Primary || self.role == Role::Primary {
+            return None;
+        }
+        let other = self
+            .peers
+            .iter()
+            .enumerate()
+            .find(|(other, p)| *other != slot && p.connection == ConnState::Connected && p.role == Role::Primary)?;
+        Some(format!(
+            "{} is Primary while this node already follows the Primary {}: a Secondary follows one Primary",
+            self.peers[slot].config.name, other.1.config.name
+        ))
     }
 
     // ----- time -------------------------------------------------------------------------

@@ -39,7 +39,9 @@
 //! be promoted without an acknowledged write, and replicas can differ after several
 //! failovers. Found and fixed: two Secondaries with equal generations never learned that one
 //! lacked writes the Primary completed with the other after losing it (such writes now wait
-//! until the other Secondaries answered the Primary's rotation); a Secondary that crashed while a third node was away lost the
+//! until the other Secondaries answered the Primary's rotation); an old Primary that regained
+//! quorum through a Secondary of the new one became a second sync source of its disk (a
+//! Secondary now follows one Primary); a Secondary that crashed while a third node was away lost the
 //! bits it had marked for it (an unclean stop now marks everything for such peers); a Secondary
 //! left behind by a Primary that went on with the other Secondary stayed UpToDate and could be
 //! promoted (it outdates itself now); a promotion racing a connect made the new Primary the

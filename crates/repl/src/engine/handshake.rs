@@ -133,6 +133,10 @@ impl<P: Clone> Engine<P> {
                     self.drop_peer(now, slot, ConnState::StandAlone, reason, out);
                     return Ok(());
                 }
+                if let Some(reason) = self.second_primary(slot, message.role) {
+                    self.drop_peer(now, slot, ConnState::Unconnected, reason, out);
+                    return Ok(());
+                }
                 self.decide(now, slot, vslot, &sent, &message, out);
                 // The peer may now count toward quorum (`quorum_counts`).
                 self.update_quorum(now, out);
