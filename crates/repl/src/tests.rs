@@ -21,6 +21,7 @@ mod leave;
 mod pause;
 mod resync;
 mod resync_pace;
+mod three;
 mod verify;
 
 /// The current generation both test disks start with (equal: in sync).

@@ -1,0 +1,219 @@
+//! Three engines joined by in-memory links (one queue per direction, delivered when the test
+//! says): the rules that only exist with more than one Secondary, `engine/rotate.rs` and
+//! `Engine::second_primary`.
+
+use std::collections::{HashSet, VecDeque};
+
+use super::{peer_config, synced_volume, VOLUME_BYTES};
+use crate::*;
+
+const NODES: usize = 3;
+
+struct Trio {
+    nodes: Vec<Engine<Vec<u8>>>,
+    now: Time,
+    /// `links[from][to]`: messages sent and not yet delivered.
+    links: Vec<Vec<VecDeque<PeerMessage<Vec<u8>>>>>,
+    local: Vec<VecDeque<Action<Vec<u8>>>>,
+    /// Directions whose messages are held back (the receiver stopped reading).
+    held: HashSet<(usize, usize)>,
+    completed: Vec<(RequestId, Result<(), IoError>)>,
+    /// (node, peer, reason) of every disconnect an engine asked for.
+    disconnects: Vec<(usize, u8, String)>,
+    /// The last metadata each node persisted.
+    persisted: Vec<Option<VolumeMeta>>,
+}
+
+impl Trio {
+    /// Three nodes in sync, every pair connected, node 0 Primary; protocol C.
+    fn new() -> Trio {
+        let nodes = (0..NODES as u8)
+            .map(|id| {
+                let peers = (0..NODES as u8).filter(|&p| p != id).map(|p| peer_config(p, Protocol::C)).collect();
+                let config = EngineConfig { node_id: id, volumes: vec![synced_volume()], peers, random_seed: 0x5eed + u64::from(id) };
+                Engine::new(config).expect("valid test configuration")
+            })
+            .collect();
+        let mut trio = Trio {
+            nodes,
+            now: Time(1),
+            links: vec![vec![VecDeque::new(); NODES]; NODES],
+            local: vec![VecDeque::new(); NODES],
+            held: HashSet::new(),
+            completed: Vec::new(),
+            disconnects: Vec::new(),
+            persisted: vec![None; NODES],
+        };
+        for a in 0..NODES {
+            for b in 0..NODES {
+                if a != b {
+                    trio.step(a, |engine, now, out| engine.peer_connected(now, b as u8, out));
+                }
+            }
+        }
+        trio.settle();
+        trio.step(0, |engine, _, out| engine.promote(false, out).expect("promote"));
+        trio.settle();
+        trio
+    }
+
+    fn step(&mut self, node: usize, f: impl FnOnce(&mut Engine<Vec<u8>>, Time, &mut Vec<Action<Vec<u8>>>)) {
+        let mut out = Vec::new();
+        f(&mut self.nodes[node], self.now, &mut out);
+        for action in out {
+            match action {
+                Action::SendData { peer, seq, epoch, volume, op } => {
+                    let DiskOp::Write { offset, .. } = &op else { unreachable!("the tests only write") };
+                    let offset = *offset;
+                    self.links[node][usize::from(peer)].push_back(PeerMessage::Data { seq, epoch, volume, offset, op });
+                    let mut sent = Vec::new();
+                    self.nodes[node].peer_sent(self.now, peer, seq, &mut sent);
+                    assert!(sent.iter().all(|a| matches!(a, Action::StateChanged)), "nothing follows a send under protocol C");
+                }
+                Action::SendBarrier { peer, epoch, flush } => self.links[node][usize::from(peer)].push_back(PeerMessage::Barrier { epoch, flush }),
+                Action::SendControl { peer, message } | Action::SendOnData { peer, message } => self.links[node][usize::from(peer)].push_back(message),
+                Action::Complete { request, result } => self.completed.push((request, result)),
+                Action::Disconnect { peer, reason, .. } => self.disconnects.push((node, peer, reason)),
+                Action::PersistMeta { ref meta, .. } => {
+                    self.persisted[node] = Some((**meta).clone());
+                    self.local[node].push_back(action);
+                }
+                Action::LocalWrite { .. } | Action::LocalFlush { .. } | Action::WriteActivityLog { .. } => self.local[node].push_back(action),
+                _ => {}
+            }
+        }
+    }
+
+    /// Delivers every message not held back and runs every local I/O (all succeed) until
+    /// nothing moves.
+    fn settle(&mut self) {
+        loop {
+            let mut moved = false;
+            for from in 0..NODES {
+                for to in 0..NODES {
+                    if self.held.contains(&(from, to)) {
+                        continue;
+                    }
+                    while let Some(message) = self.links[from][to].pop_front() {
+                        self.step(to, |engine, now, out| engine.peer_message(now, from as u8, message, out));
+                        moved = true;
+                    }
+                }
+                while let Some(action) = self.local[from].pop_front() {
+                    let io = match action {
+                        Action::LocalWrite { io, .. } | Action::LocalFlush { io } | Action::PersistMeta { io, .. } | Action::WriteActivityLog { io, .. } => io,
+                        _ => unreachable!("only local I/O is queued"),
+                    };
+                    self.step(from, |engine, now, out| engine.local_done(now, io, Ok(()), out));
+                    moved = true;
+                }
+            }
+            if !moved {
+                return;
+            }
+        }
+    }
+
+    /// Cuts the link between `a` and `b` (both notice); what was in flight is lost.
+    fn cut(&mut self, a: usize, b: usize) {
+        for (x, y) in [(a, b), (b, a)] {
+            self.step(x, |engine, now, out| engine.peer_disconnected(now, y as u8, ConnState::NetworkFailure, "test cut the link".into(), out));
+            self.links[x][y].clear();
+        }
+    }
+
+    fn write(&mut self, request: RequestId) {
+        let op = Op::Write { offset: 8192, length: 4096, data: vec![7; 4096], flags: WriteFlags::default() };
+        self.step(0, |engine, now, out| engine.submit(now, request, 0, op, out));
+    }
+
+    fn is_complete(&self, request: RequestId) -> bool {
+        self.completed.iter().any(|(r, result)| *r == request && result.is_ok())
+    }
+
+    fn current(&self, node: usize) -> u64 {
+        self.persisted[node].as_ref().map_or(super::SYNCED_UUID, |meta| meta.ids.current)
+    }
+
+    /// The `SyncUuids` messages from `from` to `to` not yet delivered, by purpose.
+    fn queued_uuids(&self, from: usize, to: usize) -> Vec<UuidsPurpose> {
+        self.links[from][to]
+            .iter()
+            .filter_map(|m| match m {
+                PeerMessage::SyncUuids(u) => Some(u.purpose),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+#[test]
+fn writes_a_lost_peer_lacks_complete_once_the_other_took_the_new_generation() {
+    let mut trio = Trio::new();
+    assert!(VOLUME_BYTES > 8192 + 4096);
+    // Node 2 stops reading: the write reaches node 1 only.
+    trio.held.insert((0, 2));
+    trio.write(1);
+    trio.settle();
+    assert!(!trio.is_complete(1), "protocol C waits for node 2");
+    // Node 1 holds back what node 0 sends from now on, so the rotation stays unanswered.
+    trio.held.insert((0, 1));
+    trio.cut(0, 2);
+    assert_eq!(trio.queued_uuids(0, 1), vec![UuidsPurpose::Rotate], "node 0 starts a new generation and tells node 1");
+    trio.settle();
+    assert_ne!(trio.current(0), super::SYNCED_UUID, "the new generation is durable on node 0");
+    assert!(!trio.is_complete(1), "the write waits until node 1 answered the rotation");
+    trio.held.remove(&(0, 1));
+    trio.settle();
+    assert!(trio.is_complete(1), "answered: the write completes");
+    assert_eq!(trio.current(1), trio.current(0), "node 1 took the new generation first");
+    // A later rotation is answered too, and nothing is waiting for an answer any more.
+    let before = trio.current(0);
+    trio.write(2);
+    trio.settle();
+    assert!(trio.is_complete(2));
+    assert_eq!(trio.current(0), before, "no new generation while the absent peer already has its bitmap identifier");
+}
+
+#[test]
+fn a_write_stops_waiting_for_an_answer_from_a_peer_that_is_lost_too() {
+    let mut trio = Trio::new();
+    trio.held.insert((0, 2));
+    trio.write(1);
+    trio.settle();
+    trio.held.insert((0, 1));
+    trio.cut(0, 2);
+    trio.settle();
+    assert!(!trio.is_complete(1));
+    // Without quorum configured, a Primary that lost both peers completes on its own disk.
+    trio.cut(0, 1);
+    trio.settle();
+    assert!(trio.is_complete(1), "no peer left to answer: the write is judged as any other");
+}
+
+#[test]
+fn a_secondary_follows_one_primary() {
+    let mut trio = Trio::new();
+    let disks = vec![(0, DiskState::UpToDate)];
+    // Node 1 says it is Primary too (it was promoted elsewhere): node 2 keeps following node 0.
+    trio.step(2, |engine, now, out| engine.peer_message(now, 1, PeerMessage::State { role: Role::Primary, disks }, out));
+    let dropped: Vec<_> = trio.disconnects.iter().filter(|(node, _, _)| *node == 2).collect();
+    assert_eq!(dropped.len(), 1, "{:?}", trio.disconnects);
+    let (_, peer, reason) = dropped[0];
+    assert_eq!(*peer, 1, "the second Primary's connection is the one dropped");
+    assert!(reason.contains("follows one Primary"), "{reason}");
+    let status = trio.nodes[2].status();
+    let connection = |id: u8| status.peers.iter().find(|p| p.node_id == id).map(|p| p.connection);
+    assert_eq!(connection(0), Some(ConnState::Connected));
+    assert_ne!(connection(1), Some(ConnState::Connected));
+}
+
+#[test]
+fn a_primary_peer_is_followed_when_no_other_primary_is_connected() {
+    let mut trio = Trio::new();
+    trio.cut(0, 2);
+    trio.settle();
+    let disks = vec![(0, DiskState::UpToDate)];
+    trio.step(2, |engine, now, out| engine.peer_message(now, 1, PeerMessage::State { role: Role::Primary, disks }, out));
+    assert!(trio.disconnects.iter().all(|(node, _, _)| *node != 2), "{:?}", trio.disconnects);
+}
