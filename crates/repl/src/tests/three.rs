@@ -150,7 +150,7 @@ impl Trio {
 #[test]
 fn writes_a_lost_peer_lacks_complete_once_the_other_took_the_new_generation() {
     let mut trio = Trio::new();
-    assert!(VOLUME_BYTES > 8192 + 4096);
+    const { assert!(VOLUME_BYTES > 8192 + 4096) };
     // Node 2 stops reading: the write reaches node 1 only.
     trio.held.insert((0, 2));
     trio.write(1);
