@@ -125,10 +125,11 @@ impl Shared {
         self.waiters.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Wake everyone whose wait is over (after `filled` or `state` changed); once the payload
-    /// stopped arriving, that is everyone, and the work waiting for that runs too.
+    /// Wake everyone whose wait is over (after `filled` or `state` changed) and hand the
+    /// piece to the sinks; once the payload stopped arriving, that is everyone, and the work
+    /// waiting for that runs too. One lock round per call (two while a sink wants more).
     fn wake_all(&self) {
-        let (wakers, work, notify) = {
+        let (wakers, mut sinks, work, notify) = {
             let mut waiters = self.lock();
             let done = self.state.load(Ordering::Acquire) != FILLING;
             let filled = if done { usize::MAX } else { self.filled.load(Ordering::Acquire) };
@@ -147,38 +148,27 @@ impl Shared {
                 // Every blocked thread wakes and registers again what it still waits for.
                 waiters.blocking_min = usize::MAX;
             }
-            (ready, work, notify)
+            (ready, std::mem::take(&mut waiters.sinks), work, notify)
         };
         if notify {
             self.arrived.notify_all();
         }
         wakers.into_iter().for_each(Waker::wake);
         // After the wake-ups, so a woken sender on another thread passes the piece on while
-        // a sink writes it here.
-        self.run_sinks();
-        work.into_iter().for_each(|work| work());
-    }
-
-    /// Hand the current piece to every sink (on the filler's thread, outside the lock); keep
-    /// those that want more.
-    fn run_sinks(&self) {
-        let mut sinks = {
-            let mut waiters = self.lock();
-            if waiters.sinks.is_empty() {
-                return;
-            }
-            std::mem::take(&mut waiters.sinks)
-        };
-        let piece = match self.state.load(Ordering::Acquire) {
-            COMPLETE => Piece::Complete(self.prefix(self.len)),
-            ABORTED => Piece::Aborted,
-            _ => Piece::Filled(self.prefix(self.filled.load(Ordering::Acquire))),
-        };
-        let last = !matches!(piece, Piece::Filled(_));
-        sinks.retain_mut(|sink| !sink(piece) && !last);
+        // a sink writes it here; outside the lock, so a sink may use this payload.
         if !sinks.is_empty() {
-            self.lock().sinks.append(&mut sinks);
+            let piece = match self.state.load(Ordering::Acquire) {
+                COMPLETE => Piece::Complete(self.prefix(self.len)),
+                ABORTED => Piece::Aborted,
+                _ => Piece::Filled(self.prefix(self.filled.load(Ordering::Acquire))),
+            };
+            let last = !matches!(piece, Piece::Filled(_));
+            sinks.retain_mut(|sink| !sink(piece) && !last);
+            if !sinks.is_empty() {
+                self.lock().sinks.append(&mut sinks);
+            }
         }
+        work.into_iter().for_each(|work| work());
     }
 
     /// The filled prefix, if it holds at least `at_least` bytes (clamped to `len`), or the
