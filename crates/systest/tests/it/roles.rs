@@ -184,3 +184,29 @@ fn auto_promote_opens_as_primary_and_demotes_on_the_last_close() {
     let refused = nbd_client::open(&explicit.nbd_socket(ALICE), RESOURCE).expect_err("auto-promote no");
     assert!(refused.message.contains("is Secondary"), "{}", refused.message);
 }
+
+/// Three nodes, no quorum: bob, cut off from alice by `disconnect`, is promoted while carol
+/// still follows alice. When bob connects again, carol keeps following alice and drops bob's
+/// connection (each retry) with a reason naming both Primaries (a Secondary follows one Primary: the old
+/// and new Primary's data would otherwise meet on its disk); alice and bob, both Primary,
+/// refuse each other.
+#[test]
+fn a_secondary_follows_one_primary() {
+    let cluster = Cluster::with_primary(Spec::three_nodes('C'));
+    let (alice, bob, carol) = (0, 1, 2);
+    cluster.admin_ok(bob, &["disconnect", RESOURCE]);
+    cluster.wait_until("bob is cut off", STATE_DEADLINE, || {
+        let status = cluster.status(bob);
+        status.connection_state("alice") != "Connected" && status.connection_state("carol") != "Connected"
+    });
+    cluster.admin_ok(bob, &["primary", "--force", RESOURCE]);
+    cluster.admin_ok(bob, &["connect", RESOURCE]);
+    cluster.wait_until("carol refuses bob as a second Primary", CONNECT_DEADLINE, || {
+        cluster.log(carol).contains("bob is Primary while this node already follows the Primary alice")
+    });
+    cluster.hold_for("carol stays with alice", Duration::from_secs(3), || {
+        let status = cluster.status(carol);
+        status.connection_state("alice") == "Connected" && status.peer_role("alice") == "Primary" && status.connection_state("bob") != "Connected"
+    });
+    assert_ne!(cluster.status(alice).connection_state("bob"), "Connected", "two Primaries never connect");
+}
