@@ -918,6 +918,7 @@ impl<P: Clone> Engine<P> {
                 }
                 let result = self.peer_state(slot, role, disks, out);
                 if role == Role::Primary {
+                    self.stop_secondary_resyncs(now, slot, out);
                     // A peer promoted while this node is a cut-off sync target.
                     self.resync_stranded_from_primary(now, out);
                 }

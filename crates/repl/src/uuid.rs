@@ -261,7 +261,8 @@ pub struct Adoption {
     pub role: Role,
 }
 
-fn without_primary(uuid: u64) -> u64 {
+/// An identifier without its made-by-a-Primary bit (the bit never tells generations apart).
+pub(crate) fn without_primary(uuid: u64) -> u64 {
     uuid & !UUID_PRIMARY
 }
 

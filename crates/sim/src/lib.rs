@@ -41,7 +41,10 @@
 //! lacked writes the Primary completed with the other after losing it (such writes now wait
 //! until the other Secondaries answered the Primary's rotation); an old Primary that regained
 //! quorum through a Secondary of the new one became a second sync source of its disk (a
-//! Secondary now follows one Primary); a Secondary that crashed while a third node was away lost the
+//! Secondary now follows one Primary); a sync target that took over its source's bitmap
+//! identifier for a third node without its bits let that node "resync" nothing (the
+//! identifier now brings a full bitmap); a resync between Secondaries went on after a third
+//! node's promotion (it stops now); a Secondary that crashed while a third node was away lost the
 //! bits it had marked for it (an unclean stop now marks everything for such peers); a Secondary
 //! left behind by a Primary that went on with the other Secondary stayed UpToDate and could be
 //! promoted (it outdates itself now); a promotion racing a connect made the new Primary the

@@ -576,6 +576,7 @@ impl<P: Clone> Engine<P> {
                 source: self.peers[slot].node,
                 role: self.role,
             };
+            let before = self.volumes[vslot].ids.clone();
             self.volumes[vslot]
                 .ids
                 .adopt_source(&target.source_ids, adoption);
@@ -583,6 +584,7 @@ impl<P: Clone> Engine<P> {
                 self.volumes[vslot].ids.mark_role(Role::Primary);
             }
             self.volumes[vslot].disk = DiskState::UpToDate;
+            self.bits_for_adopted_bitmap_uuids(slot, vslot, &before);
         }
         let (peer, volume) = (self.peers[slot].config.node_id, self.volumes[vslot].number);
         out.push(Action::SendOnData {
@@ -593,9 +595,34 @@ impl<P: Clone> Engine<P> {
             },
         });
         self.meta_changed(vslot, out);
+        if failed_bytes == 0 {
+            self.tell_secondaries_of_new_generation(slot, vslot, out);
+        }
         if failed_bytes > 0 {
             let reason = format!("the resync of volume {volume} left {failed_bytes} bytes failed: reconnecting to retry them");
             self.drop_peer(now, slot, crate::state::ConnState::Unconnected, reason, out);
+        }
+    }
+}
+
+impl<P: Clone> Engine<P> {
+    /// After taking over a sync source's identifiers (`before`: ours until then): a third
+    /// peer's bitmap identifier that the source brought, and that differs from ours, counts
+    /// the source's changes for that peer, which our bitmap for it never saw. Every block is
+    /// marked for it, so the bitmap rules move everything when they meet (a full resync)
+    /// instead of nothing. Where the identifier is unchanged, our own bits already cover
+    /// every block we changed since (writes applied while that peer was away are marked).
+    fn bits_for_adopted_bitmap_uuids(&mut self, source: usize, vslot: usize, before: &crate::GenerationIds) {
+        let after = self.volumes[vslot].ids.clone();
+        for third in 0..self.peers.len() {
+            if third == source {
+                continue;
+            }
+            let peer = self.peers[third].node;
+            let (old, new) = (before.bitmap_uuid(peer), after.bitmap_uuid(peer));
+            if new != 0 && crate::uuid::without_primary(new) != crate::uuid::without_primary(old) {
+                self.peers[third].bitmaps[vslot].set_all();
+            }
         }
     }
 }

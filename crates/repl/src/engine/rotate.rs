@@ -172,9 +172,16 @@ impl<P: Clone> Engine<P> {
         volume.shared_with = NodeSet::ALL;
         self.meta_changed(vslot, out);
         // The other Secondaries hear it: one that no longer reaches this Primary is behind.
+        self.tell_secondaries_of_new_generation(slot, vslot, out);
+    }
+
+    /// This Secondary's generation moved on through the peer in `from` (its Primary's
+    /// rotation, or the end of a resync from it): the other connected Secondaries hear it
+    /// (a Secondary-role Rotate), so that one left behind outdates itself.
+    pub(super) fn tell_secondaries_of_new_generation(&mut self, from: usize, vslot: usize, out: &mut Vec<Action<P>>) {
         for other in 0..self.peers.len() {
             let p = &self.peers[other];
-            if other != slot && p.connection == ConnState::Connected && p.role != Role::Primary && matches!(p.syncs[vslot], SyncState::Established) {
+            if other != from && p.connection == ConnState::Connected && p.role != Role::Primary && matches!(p.syncs[vslot], SyncState::Established) {
                 self.send_uuids(other, vslot, UuidsPurpose::Rotate, out);
             }
         }
@@ -248,6 +255,29 @@ impl<P: Clone> Engine<P> {
             });
             let Some(slot) = primary else { continue };
             let reason = "this node's disk is Inconsistent and no resync brings it back: reconnecting to the Primary to resync".to_string();
+            self.drop_peer(now, slot, ConnState::Unconnected, reason, out);
+        }
+    }
+
+    /// A peer turned out to be Primary while this Secondary resyncs with another Secondary
+    /// (as source or target): that resync stops (the link is dropped and retried), as it
+    /// would not have started with a Primary near (`secondary_resync_must_wait`): its
+    /// ordering rules hold only when the source is the one writer, and the Primary's writes
+    /// reach the target outside it. The Primary then brings the lagging side up to date.
+    pub(super) fn stop_secondary_resyncs(&mut self, now: Time, primary: usize, out: &mut Vec<Action<P>>) {
+        if self.role != Role::Secondary {
+            return;
+        }
+        for slot in 0..self.peers.len() {
+            let p = &self.peers[slot];
+            let resyncing = p.syncs.iter().any(|sync| !matches!(sync, SyncState::Off | SyncState::Established | SyncState::WaitUuids { .. }));
+            if slot == primary || p.connection != ConnState::Connected || p.role == Role::Primary || !resyncing {
+                continue;
+            }
+            let reason = format!(
+                "{} became Primary during a resync between Secondaries: it stops, and the Primary brings the lagging side up to date",
+                self.peers[primary].config.name
+            );
             self.drop_peer(now, slot, ConnState::Unconnected, reason, out);
         }
     }
