@@ -606,13 +606,15 @@ impl<P: Clone> Engine<P> {
 }
 
 impl<P: Clone> Engine<P> {
-    /// After taking over a sync source's identifiers (`before`: ours until then): a third
-    /// peer's bitmap identifier that the source brought, and that differs from ours, counts
-    /// the source's changes for that peer, which our bitmap for it never saw. Every block is
+    /// After taking over identifiers from the peer in `source` (`before`: ours until then), at
+    /// the end of a resync or by a Primary's rotation: a third peer's bitmap identifier that
+    /// is new to us counts changes our bitmap for that peer never saw (the source's changes,
+    /// or writes the Primary sent after that peer left and before we noticed). Every block is
     /// marked for it, so the bitmap rules move everything when they meet (a full resync)
-    /// instead of nothing. Where the identifier is unchanged, our own bits already cover
-    /// every block we changed since (writes applied while that peer was away are marked).
-    fn bits_for_adopted_bitmap_uuids(&mut self, source: usize, vslot: usize, before: &crate::GenerationIds) {
+    /// instead of too little; with a Primary near, it resyncs that peer from its own bits
+    /// first. Where the identifier is unchanged, our own bits already cover every block we
+    /// changed since (writes applied while that peer was away are marked).
+    pub(super) fn bits_for_adopted_bitmap_uuids(&mut self, source: usize, vslot: usize, before: &crate::GenerationIds) {
         let after = self.volumes[vslot].ids.clone();
         for third in 0..self.peers.len() {
             if third == source {

@@ -165,11 +165,15 @@ impl<P: Clone> Engine<P> {
             .iter()
             .filter(|p| p.connection != ConnState::Connected)
             .fold(NodeSet::EMPTY, |set, p| set.with(p.node));
+        let before = self.volumes[vslot].ids.clone();
         let volume = &mut self.volumes[vslot];
         volume.ids.adopt_current(message.ids.current, absent);
         // Anyone may hold the new generation now: as a later Primary, rotate before writing
         // while any peer is away.
         volume.shared_with = NodeSet::ALL;
+        // An absent peer that gets a bitmap identifier now left during the old generation,
+        // maybe before this node noticed: our bits for it may miss writes from that window.
+        self.bits_for_adopted_bitmap_uuids(slot, vslot, &before);
         self.meta_changed(vslot, out);
         // The other Secondaries hear it: one that no longer reaches this Primary is behind.
         self.tell_secondaries_of_new_generation(slot, vslot, out);

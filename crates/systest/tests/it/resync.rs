@@ -1009,10 +1009,11 @@ fn resync_handlers_run_and_show_in_events() {
     assert!(cluster.log(ALICE).contains("before-resync-source"), "the source's handler ran");
 }
 
-/// A Secondary counts, in memory, the blocks it applies while a third node is away (its
-/// replicated writes do not go through the activity log). A clean stop writes those bits and
-/// clears the superblock's `in-use` flag, so a restart keeps exactly them; after a SIGKILL the
-/// flag is found set and every block is marked for the absent peer, so nothing it applied
+/// A Secondary that takes its Primary's new generation while a third node is away marks every
+/// block for that node (it cannot know which writes it applied before it noticed the node was
+/// gone), and keeps counting in memory what it applies afterwards. A clean stop writes those
+/// bits and clears the superblock's `in-use` flag, so a restart keeps them; after a SIGKILL
+/// the flag is found set and every block is marked for the absent peer, so nothing it applied
 /// can be missed when that peer comes back through it.
 #[test]
 fn a_secondary_killed_while_a_peer_is_away_marks_everything_for_that_peer() {
@@ -1024,18 +1025,22 @@ fn a_secondary_killed_while_a_peer_is_away_marks_everything_for_that_peer() {
     for node in [ALICE, BOB] {
         cluster.wait_until("carol is seen gone", CONNECT_DEADLINE, || cluster.status(node).connection_state("carol") != "Connected");
     }
+    let full_kib = cluster.export_bytes() / 1024;
+    assert_eq!(cluster.out_of_sync_kib(BOB, CAROL), 0, "nothing written yet");
     let mut client = nbd_client::open(&cluster.nbd_socket(ALICE), RESOURCE).expect("open");
     assert_eq!(client.write(1 << 20, &[0x5A; 8192]), 0);
     client.disconnect();
-    cluster.wait_until("bob counts the write for carol", CONNECT_DEADLINE, || cluster.out_of_sync_kib(BOB, CAROL) >= 8);
-    let full_kib = cluster.export_bytes() / 1024;
+    cluster.wait_until("bob marks everything for carol with alice's new generation", CONNECT_DEADLINE, || {
+        cluster.out_of_sync_kib(BOB, CAROL) == full_kib
+    });
+    assert!(cluster.out_of_sync_kib(ALICE, CAROL) < full_kib, "the Primary counts exactly what carol missed");
 
     cluster.stop(BOB);
     let flags = cluster.dumped_flags(BOB);
     assert!(flags.contains("consistent") && !flags.contains("in-use"), "a clean stop clears in-use: {flags}");
     cluster.start_node(BOB);
-    let counted = cluster.out_of_sync_kib(BOB, CAROL);
-    assert!((8..full_kib).contains(&counted), "after a clean stop bob keeps exactly what it counted: {counted} KiB of {full_kib}");
+    assert_eq!(cluster.out_of_sync_kib(BOB, CAROL), full_kib, "after a clean stop bob keeps what it counted");
+    assert!(!cluster.log(BOB).contains("went down uncleanly"), "a clean stop is no unclean one:\n{}", cluster.log(BOB));
 
     cluster.kill(BOB);
     cluster.start_node(BOB);
