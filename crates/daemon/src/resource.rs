@@ -649,7 +649,8 @@ impl Resource {
     /// piece as it reads them (the NBD reader or the peer receiver; see
     /// [`bufpool::Incoming::on_piece`]): receiving and writing alternate on one thread, and
     /// no I/O thread waits for the payload or is woken for each piece. Measured with protocol
-    /// C, 1 MiB sequential writes: about 14 fewer context switches per request on each node.
+    /// C, 1 MiB sequential writes: 25 -> 15 context switches per request on the Primary, 22 -> 14
+    /// on the Secondary.
     /// Any other action is handed back.
     fn write_as_it_arrives(self: &Arc<Self>, action: Action<Payload>) -> Result<(), Action<Payload>> {
         let Action::LocalWrite { io, volume, op: DiskOp::Write { offset, length, data, fua } } = &action else {
