@@ -145,6 +145,7 @@ fn uuids_to_wire(uuids: &UuidsMessage) -> wire::SyncUuids {
         current: uuids.ids.current,
         bitmap: uuids.ids.bitmap,
         history: uuids.ids.history,
+        resync_goal: uuids.ids.resync_goal,
     }
 }
 
@@ -156,7 +157,7 @@ fn uuids_from_wire(uuids: &wire::SyncUuids) -> Result<UuidsMessage, LinkError> {
         wire::UuidsPurpose::Rotate => UuidsPurpose::Rotate,
         wire::UuidsPurpose::RotateSeen => UuidsPurpose::RotateSeen,
     };
-    let ids = GenerationIds { current: uuids.current, bitmap: uuids.bitmap, history: uuids.history, flags: GenerationFlags::from_bits(uuids.flags) };
+    let ids = GenerationIds { current: uuids.current, bitmap: uuids.bitmap, history: uuids.history, flags: GenerationFlags::from_bits(uuids.flags), resync_goal: uuids.resync_goal };
     Ok(UuidsMessage {
         volume: uuids.volume,
         purpose,

@@ -103,6 +103,8 @@ pub struct MetaDump {
     pub current_uuid: String,
     /// Non-empty history identifiers, newest first.
     pub history_uuids: Vec<String>,
+    /// The generation a (possibly cut-short) resync as target is bringing this node to.
+    pub resync_goal_uuid: Option<String>,
     /// Every peer slot.
     pub peers: Vec<PeerDump>,
     /// The activity log, if the ring was read.
@@ -125,6 +127,7 @@ impl MetaDump {
                 .filter(|&&u| u != 0)
                 .map(|&u| uuid_hex(u))
                 .collect(),
+            resync_goal_uuid: (superblock.resync_goal_uuid != 0).then(|| uuid_hex(superblock.resync_goal_uuid)),
             peers: superblock
                 .peers
                 .iter()
@@ -192,6 +195,7 @@ impl MetaDump {
             self.history_uuids.join(":")
         };
         let _ = writeln!(out, "history uuids:  {history}");
+        let _ = writeln!(out, "resync goal:    {}", self.resync_goal_uuid.as_deref().unwrap_or("-"));
         for peer in &self.peers {
             let _ = writeln!(out, "{}", render_peer(peer));
         }

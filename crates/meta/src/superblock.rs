@@ -23,7 +23,8 @@
 //! | 64     | 8 × 4    | offsets                    | superblock, AL ring, bitmaps; bitmap size |
 //! | 96     | 8        | `current_uuid`             | current generation identifier             |
 //! | 104    | 8 × 32   | `history_uuids`            | newest first, 0 = empty                   |
-//! | 360    | 24       | reserved                   | zero                                      |
+//! | 360    | 8        | `resync_goal_uuid`         | a sync target's goal generation, 0 = none |
+//! | 368    | 16       | reserved                   | zero                                      |
 //! | 384    | 16 × 31  | peer slots                 | node id (0xFF unused), 3 reserved, flags u32, bitmap uuid u64 |
 //! | 880    | 3216     | reserved                   | zero                                      |
 //!
@@ -32,6 +33,7 @@
 //! always equal the layout recomputed from the stored parameters, so a decoded superblock carries
 //! a valid [`Layout`]; decode checks the length, the magic, the version, the checksum and then
 //! the fields, so "not tandem metadata" and "newer version" are reported before "corrupt".
+//! Version 1 (before `resync_goal_uuid`) is read too, with that field reserved (zero).
 
 use crate::codec::{block_crc, store_crc, Reader, Writer};
 use crate::layout::{Layout, LayoutConfig, Placement, PEER_SLOTS_MAX, SUPERBLOCK_BYTES};
@@ -40,7 +42,9 @@ use crate::MetaError;
 /// First eight bytes of the superblock.
 pub const SUPERBLOCK_MAGIC: [u8; 8] = *b"TNDMMETA";
 /// The superblock format version this build writes and reads.
-pub const SUPERBLOCK_VERSION: u32 = 1;
+pub const SUPERBLOCK_VERSION: u32 = 2;
+/// The oldest format version this build reads (version 1 has no `resync_goal_uuid`).
+pub const SUPERBLOCK_VERSION_MIN: u32 = 1;
 /// Number of history generation identifiers kept.
 pub const HISTORY_UUIDS_LEN: usize = 32;
 /// Highest node id (DRBD 9 allows 32 nodes).
@@ -52,13 +56,15 @@ pub const UUID_PRIMARY_BIT: u64 = 1;
 
 const SUPERBLOCK_LEN: usize = 4096;
 const CRC_OFFSET: usize = 12;
+const RESYNC_GOAL_OFFSET: usize = 360;
 const PEERS_OFFSET: usize = 384;
 const PEER_SLOT_BYTES: usize = 16;
 const NODE_ID_UNUSED: u8 = 0xFF;
 const WHAT: &str = "superblock";
 
 const _: () = assert!(SUPERBLOCK_LEN as u64 == SUPERBLOCK_BYTES);
-const _: () = assert!(104 + HISTORY_UUIDS_LEN * 8 <= PEERS_OFFSET);
+const _: () = assert!(104 + HISTORY_UUIDS_LEN * 8 <= RESYNC_GOAL_OFFSET);
+const _: () = assert!(RESYNC_GOAL_OFFSET + 8 <= PEERS_OFFSET);
 const _: () = assert!(PEERS_OFFSET + PEER_SLOTS_MAX as usize * PEER_SLOT_BYTES <= SUPERBLOCK_LEN);
 const _: () = assert!(UUID_JUST_CREATED & UUID_PRIMARY_BIT == 0);
 
@@ -191,6 +197,9 @@ pub struct Superblock {
     pub current_uuid: u64,
     /// Earlier generation identifiers, newest first; 0 = empty.
     pub history_uuids: [u64; HISTORY_UUIDS_LEN],
+    /// While this node is (or was, cut short) a sync target: the source's current generation
+    /// the resync brings it to; 0 otherwise.
+    pub resync_goal_uuid: u64,
     /// One entry per peer slot of the layout (exactly `peer_slots` entries).
     pub peers: Vec<PeerSlot>,
 }
@@ -204,6 +213,7 @@ impl Superblock {
             flags: SuperblockFlags::default(),
             current_uuid: UUID_JUST_CREATED,
             history_uuids: [0; HISTORY_UUIDS_LEN],
+            resync_goal_uuid: 0,
             peers: vec![PeerSlot::default(); usize::from(layout.config().peer_slots)],
         };
         superblock.validate()?;
@@ -274,6 +284,8 @@ impl Superblock {
         for uuid in self.history_uuids {
             writer.u64(uuid);
         }
+        writer.zeros(RESYNC_GOAL_OFFSET - writer.len());
+        writer.u64(self.resync_goal_uuid);
         writer.zeros(PEERS_OFFSET - writer.len());
         for index in 0..usize::from(PEER_SLOTS_MAX) {
             let peer = self.peers.get(index).copied().unwrap_or_default();
@@ -304,7 +316,7 @@ impl Superblock {
             return Err(MetaError::NotTandemMetadata { found: magic });
         }
         let version = reader.u32()?;
-        if version != SUPERBLOCK_VERSION {
+        if !(SUPERBLOCK_VERSION_MIN..=SUPERBLOCK_VERSION).contains(&version) {
             return Err(MetaError::UnsupportedVersion {
                 version,
                 supported: SUPERBLOCK_VERSION,
@@ -325,6 +337,8 @@ impl Superblock {
         for uuid in &mut history_uuids {
             *uuid = reader.u64()?;
         }
+        reader.reserved(RESYNC_GOAL_OFFSET - reader.position())?;
+        let resync_goal_uuid = if version >= 2 { reader.u64()? } else { 0 };
         reader.reserved(PEERS_OFFSET - reader.position())?;
         let peers = decode_peers(&mut reader, layout.config().peer_slots)?;
         reader.reserved(SUPERBLOCK_LEN - reader.position())?;
@@ -334,6 +348,7 @@ impl Superblock {
             flags,
             current_uuid,
             history_uuids,
+            resync_goal_uuid,
             peers,
         };
         superblock.validate()?;

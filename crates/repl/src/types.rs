@@ -267,8 +267,8 @@ pub struct UuidsMessage {
 /// What the driver persists for one volume ([`Action::PersistMeta`]): the superblock fields
 /// that the engine changes.
 ///
-/// Mapping to `meta::Superblock`: `current_uuid`/`history_uuids` = `ids.current`/
-/// `ids.history`; each peer slot's `bitmap_uuid` = `ids.bitmap[node id]`;
+/// Mapping to `meta::Superblock`: `current_uuid`/`history_uuids`/`resync_goal_uuid` =
+/// `ids.current`/`ids.history`/`ids.resync_goal`; each peer slot's `bitmap_uuid` = `ids.bitmap[node id]`;
 /// `flags.consistent` = [`VolumeMeta::consistent`]; `flags.was_up_to_date` =
 /// [`VolumeMeta::was_up_to_date`]; `flags.primary_indicator` = `primary`;
 /// `flags.crashed_primary` = `ids.flags.crashed_primary`.
@@ -291,6 +291,7 @@ impl VolumeMeta {
     pub fn apply_to(&self, superblock: &mut meta::Superblock) {
         superblock.current_uuid = self.ids.current;
         superblock.history_uuids = self.ids.history;
+        superblock.resync_goal_uuid = self.ids.resync_goal;
         for slot in &mut superblock.peers {
             if let Some(uuid) = slot.node_id.and_then(|node| self.ids.bitmap.get(usize::from(node))) {
                 slot.bitmap_uuid = *uuid;

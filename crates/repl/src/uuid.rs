@@ -237,6 +237,12 @@ pub struct GenerationIds {
     pub history: [u64; HISTORY_SLOTS_MAX],
     /// Flags that take part in the handshake.
     pub flags: GenerationFlags,
+    /// While this node is a sync target, or Inconsistent after one was cut short: the
+    /// source's current generation, the data the resync is bringing it to (0 otherwise).
+    /// The target may already hold writes of that generation which no node outside its
+    /// lineage has, so only a node that knows it may resync it in full
+    /// (`engine::handshake`, unrelated data with an Inconsistent side).
+    pub resync_goal: u64,
 }
 
 /// The arguments of [`GenerationIds::new_current`].
@@ -289,6 +295,7 @@ impl GenerationIds {
             bitmap: [0; NODE_SLOTS_MAX],
             history: [0; HISTORY_SLOTS_MAX],
             flags: GenerationFlags::default(),
+            resync_goal: 0,
         }
     }
 
@@ -353,6 +360,8 @@ impl GenerationIds {
             self.push_history(old);
         }
         self.current = current;
+        // A node that starts or takes a generation of its own is nobody's sync target.
+        self.resync_goal = 0;
     }
 
     /// Forgets `peer`'s bitmap identifier; the identifier moves into the history.
@@ -394,6 +403,7 @@ impl GenerationIds {
         self.bitmap[adoption.local.slot()] = 0;
         self.bitmap[adoption.source.slot()] = 0;
         self.flags = GenerationFlags::default();
+        self.resync_goal = 0;
     }
 
     /// As a sync target: records the generations the source's data descends from (its
@@ -402,8 +412,10 @@ impl GenerationIds {
     /// node still on one of those older generations is behind it: the history rules then
     /// make this Inconsistent node the would-be source, which is refused, instead of calling
     /// the two unrelated and overwriting those writes by a full sync. Our own current (the
-    /// sync identifier, in the source's bitmap slot for us) is skipped.
+    /// sync identifier, in the source's bitmap slot for us) is skipped. The source's current
+    /// becomes our [`GenerationIds::resync_goal`].
     pub fn learn_source_ancestors(&mut self, source: &GenerationIds) {
+        self.resync_goal = source.current;
         let own = without_primary(self.current);
         let ancestors = source.history.iter().rev().chain(source.bitmap.iter());
         for &uuid in ancestors {
@@ -436,6 +448,13 @@ impl GenerationIds {
 
     fn in_history(&self, bare: u64) -> bool {
         self.history.iter().any(|&h| h != 0 && without_primary(h) == bare)
+    }
+
+    /// Whether this node's data includes the generation `uuid`: it is the current, a bitmap
+    /// identifier or in the history.
+    pub fn includes(&self, uuid: u64) -> bool {
+        let bare = without_primary(uuid);
+        bare != 0 && self.knows(bare)
     }
 
     /// Whether `bare` equals any identifier this node holds.
@@ -583,6 +602,9 @@ pub enum Rule {
     HistoryBoth,
     /// Nothing shared.
     UnrelatedData,
+    /// Unrelated data, one side Inconsistent and the goal of its cut-short resync a
+    /// generation the other side never held: split brain, disconnect (`engine::handshake`).
+    UnknownResyncGoal,
 }
 
 impl Rule {
@@ -620,6 +642,7 @@ impl Rule {
             Rule::BitmapBoth => "bitmap-both",
             Rule::HistoryBoth => "history-both",
             Rule::UnrelatedData => "unrelated-data",
+            Rule::UnknownResyncGoal => "unknown-resync-goal",
         }
     }
 }

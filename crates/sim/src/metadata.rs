@@ -242,6 +242,7 @@ impl SimMeta {
             bitmap: superblock.bitmap_uuids_by_node_id(),
             history: superblock.history_uuids,
             flags: GenerationFlags { crashed_primary, discard_my_data: false, primary_peer: false },
+            resync_goal: superblock.resync_goal_uuid,
         };
         let disk = VolumeMeta::attach_disk_state(superblock.flags.consistent, superblock.flags.was_up_to_date);
         let activity_log = self.spec.al_enabled.then_some(log);

@@ -273,6 +273,8 @@ pub struct SyncUuids {
     pub bitmap: [u64; UUID_SLOTS],
     /// History identifiers, newest first.
     pub history: [u64; UUID_SLOTS],
+    /// The generation the sender's (possibly cut-short) resync as target brings it to; 0 if none.
+    pub resync_goal: u64,
 }
 
 /// One protocol message. See the kind table in the crate documentation.
@@ -928,6 +930,7 @@ impl SyncUuids {
         for slot in &mut history {
             *slot = reader.u64("sync_uuids.history")?;
         }
+        let resync_goal = reader.u64("sync_uuids.resync_goal")?;
         Ok(SyncUuids {
             volume,
             purpose,
@@ -940,6 +943,7 @@ impl SyncUuids {
             current,
             bitmap,
             history,
+            resync_goal,
         })
     }
 
@@ -960,6 +964,7 @@ impl SyncUuids {
         for uuid in self.bitmap.iter().chain(&self.history) {
             writer.u64(*uuid);
         }
+        writer.u64(self.resync_goal);
         Ok(())
     }
 }

@@ -141,6 +141,7 @@ pub(crate) fn arb_sync_uuids() -> impl Strategy<Value = SyncUuids> {
                     current,
                     bitmap: [0; UUID_SLOTS],
                     history: [0; UUID_SLOTS],
+                    resync_goal: current.rotate_left(9),
                 };
                 uuids.bitmap.copy_from_slice(&bitmap);
                 uuids.history.copy_from_slice(&history);

@@ -14,6 +14,7 @@ fn sample() -> Superblock {
     let mut superblock = Superblock::new(layout(), 0).expect("valid");
     superblock.current_uuid = 0xE54E_3151_3A64_A2EE;
     superblock.history_uuids[0] = 0x35BC_9714_2AF7_A8A4;
+    superblock.resync_goal_uuid = 0x0123_4567_89AB_CDEE;
     superblock.flags.consistent = true;
     superblock.flags.primary_indicator = true;
     superblock.peers[1] = PeerSlot {
@@ -82,14 +83,17 @@ fn refusals_each_with_its_own_error() {
         ("magic", bad_magic, |e| {
             matches!(e, MetaError::NotTandemMetadata { .. })
         }),
-        ("version", edited(|b| b[11] = 2), |e| {
+        ("version", edited(|b| b[11] = 3), |e| {
             matches!(
                 e,
                 MetaError::UnsupportedVersion {
-                    version: 2,
-                    supported: 1
+                    version: 3,
+                    supported: 2
                 }
             )
+        }),
+        ("version 1 with a resync goal", edited(|b| b[11] = 1), |e| {
+            matches!(e, MetaError::ReservedNotZero { offset: 360, .. })
         }),
         ("checksum", bad_crc, |e| {
             matches!(e, MetaError::ChecksumMismatch { .. })
@@ -291,6 +295,7 @@ fn fields_land_where_the_table_says() {
     assert_eq!(u64_at(56), layout().data_bytes());
     assert_eq!(u64_at(96), 0xE54E_3151_3A64_A2EE, "current uuid");
     assert_eq!(u64_at(104), 0x35BC_9714_2AF7_A8A4, "history[0]");
+    assert_eq!(u64_at(360), 0x0123_4567_89AB_CDEE, "resync goal");
     assert_eq!(block[384], 0xFF, "slot 0 unused");
     assert_eq!(
         (block[384 + 16], u64_at(384 + 24)),
@@ -298,4 +303,20 @@ fn fields_land_where_the_table_says() {
         "slot 1"
     );
     assert_eq!(block[384 + 2 * 16], 0xFF, "slot 2 (past peer_slots) unused");
+}
+
+/// Version 1 metadata (before the resync goal) is read, with no goal; it is written back as
+/// the current version.
+#[test]
+fn version_1_is_read_without_a_resync_goal() {
+    let mut superblock = sample();
+    superblock.resync_goal_uuid = 0;
+    let mut block = superblock.encode().expect("encodes");
+    block[11] = 1;
+    let crc = block_crc(&block, CRC_OFFSET);
+    store_crc(&mut block, CRC_OFFSET, crc);
+    let decoded = Superblock::decode(&block).expect("version 1 decodes");
+    assert_eq!(decoded, superblock);
+    let again = decoded.encode().expect("encodes");
+    assert_eq!(u32::from_be_bytes(again[8..12].try_into().expect("4 bytes")), SUPERBLOCK_VERSION);
 }

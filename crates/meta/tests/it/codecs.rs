@@ -37,10 +37,11 @@ fn superblock_strategy() -> impl Strategy<Value = Superblock> {
         flags_strategy(),
         any::<u64>(),
         any::<[u64; HISTORY_UUIDS_LEN]>(),
+        any::<u64>(),
         peers,
     )
         .prop_map(
-            |(layout, node_id, flags, current_uuid, history_uuids, peers)| {
+            |(layout, node_id, flags, current_uuid, history_uuids, resync_goal_uuid, peers)| {
                 let mut seen = vec![node_id];
                 let peers = peers
                     .into_iter()
@@ -66,6 +67,7 @@ fn superblock_strategy() -> impl Strategy<Value = Superblock> {
                     flags,
                     current_uuid,
                     history_uuids,
+                    resync_goal_uuid,
                     peers,
                 }
             },

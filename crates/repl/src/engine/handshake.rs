@@ -218,7 +218,7 @@ impl<P: Clone> Engine<P> {
             compared
         } else {
             let settled = settle_equal_current(compared, EqualSide::sent(sent), EqualSide::received(peer), nodes);
-            settle_unrelated_inconsistent(settled, sent.disk, peer.disk)
+            settle_unrelated_inconsistent(settled, (sent.disk, &sent.ids), (peer.disk, &peer.ids))
         };
         self.peers[slot].discard_my_data = false;
         let outcome = match handshake.decision {
@@ -679,20 +679,30 @@ fn settle_equal_current(handshake: Handshake, local: EqualSide, peer: EqualSide,
     }
 }
 
-/// "Unrelated data" where one side is Inconsistent and the other UpToDate: a full sync to the
-/// Inconsistent side. Its data is a resync cut short (its current is a sync identifier that
-/// only its source knew, and that source may have moved on), never a usable disk, so nothing
-/// of value is overwritten; without this it could never rejoin. Reads only exchanged values.
-fn settle_unrelated_inconsistent(handshake: Handshake, local: DiskState, peer: DiskState) -> Handshake {
+/// "Unrelated data" where one side is Inconsistent and the other UpToDate. The Inconsistent
+/// side's data is a resync cut short (its current is a sync identifier that only its source
+/// knew, and that source may have moved on), never a usable disk, so a full sync to it
+/// overwrites nothing of value, and without one it could never rejoin; provided the UpToDate
+/// side's data includes the generation that resync was bringing it to
+/// ([`GenerationIds::resync_goal`]: its current, a bitmap identifier or in its history), or
+/// none is recorded, or the Inconsistent side was told to discard its data. Otherwise the
+/// Inconsistent side may hold acknowledged writes of a lineage the other never saw (those of
+/// a Primary that has gone since): a split brain for the administrator, not an overwrite.
+/// Reads only exchanged values.
+fn settle_unrelated_inconsistent(handshake: Handshake, local: (DiskState, &GenerationIds), peer: (DiskState, &GenerationIds)) -> Handshake {
     if handshake.decision != SyncDecision::Unrelated {
         return handshake;
     }
-    let decision = match (local, peer) {
-        (DiskState::UpToDate, DiskState::Inconsistent) => SyncDecision::Source(Transfer::Full),
-        (DiskState::Inconsistent, DiskState::UpToDate) => SyncDecision::Target(Transfer::Full),
+    let (decision, target, source) = match (local.0, peer.0) {
+        (DiskState::UpToDate, DiskState::Inconsistent) => (SyncDecision::Source(Transfer::Full), peer.1, local.1),
+        (DiskState::Inconsistent, DiskState::UpToDate) => (SyncDecision::Target(Transfer::Full), local.1, peer.1),
         _ => return handshake,
     };
-    Handshake { decision, rule: handshake.rule }
+    let goal = target.resync_goal;
+    if goal == 0 || target.flags.discard_my_data || source.includes(goal) {
+        return Handshake { decision, rule: handshake.rule };
+    }
+    Handshake { decision: SyncDecision::SplitBrain { auto_recoverable: false }, rule: Rule::UnknownResyncGoal }
 }
 
 /// Refuses a resync whose target is Primary (rr-conflict) or whose source is Inconsistent.
@@ -734,6 +744,7 @@ mod tests {
     fn unrelated_data_with_an_inconsistent_side_is_a_full_sync_to_it() {
         use DiskState::{Consistent, Inconsistent, Outdated, UpToDate};
         let unrelated = Handshake { decision: SyncDecision::Unrelated, rule: Rule::UnrelatedData };
+        let ids = GenerationIds::just_created();
         let rows = [
             (UpToDate, Inconsistent, SyncDecision::Source(Transfer::Full)),
             (Inconsistent, UpToDate, SyncDecision::Target(Transfer::Full)),
@@ -743,15 +754,50 @@ mod tests {
             (Consistent, Inconsistent, SyncDecision::Unrelated),
         ];
         for (local, peer, want) in rows {
-            let got = settle_unrelated_inconsistent(unrelated, local, peer);
+            let got = settle_unrelated_inconsistent(unrelated, (local, &ids), (peer, &ids));
             assert_eq!(got.decision, want, "{local} / {peer}");
         }
         let no_sync = Handshake { decision: SyncDecision::NoSync, rule: Rule::EqualCurrent };
-        assert_eq!(settle_unrelated_inconsistent(no_sync, UpToDate, Inconsistent).decision, SyncDecision::NoSync);
+        assert_eq!(settle_unrelated_inconsistent(no_sync, (UpToDate, &ids), (Inconsistent, &ids)).decision, SyncDecision::NoSync);
         // A sync target shares its source's lineage (its history holds the source's
         // ancestors): a split brain, which the after-sb policies or the administrator settle.
         let shared = Handshake { decision: SyncDecision::SplitBrain { auto_recoverable: false }, rule: Rule::HistoryBoth };
-        assert_eq!(settle_unrelated_inconsistent(shared, Inconsistent, UpToDate).decision, shared.decision);
+        assert_eq!(settle_unrelated_inconsistent(shared, (Inconsistent, &ids), (UpToDate, &ids)).decision, shared.decision);
+    }
+
+    /// The full sync to an unrelated Inconsistent side needs the other side to hold the
+    /// generation that side's resync was bringing it to (current, bitmap identifier or
+    /// history); a goal the other never held is a split brain (the Inconsistent side may have
+    /// a gone Primary's acknowledged writes), unless the Inconsistent side discards its data.
+    #[test]
+    fn an_unknown_resync_goal_is_a_split_brain_not_a_full_sync() {
+        use DiskState::{Inconsistent, UpToDate};
+        let unrelated = Handshake { decision: SyncDecision::Unrelated, rule: Rule::UnrelatedData };
+        let mut target = GenerationIds::just_created();
+        target.current = 0x5000;
+        target.resync_goal = 0x7000;
+        let mut source = GenerationIds::just_created();
+        source.current = 0x9000;
+        let split = SyncDecision::SplitBrain { auto_recoverable: false };
+        let got = settle_unrelated_inconsistent(unrelated, (UpToDate, &source), (Inconsistent, &target));
+        assert_eq!((got.decision, got.rule), (split, Rule::UnknownResyncGoal));
+        let got = settle_unrelated_inconsistent(unrelated, (Inconsistent, &target), (UpToDate, &source));
+        assert_eq!((got.decision, got.rule), (split, Rule::UnknownResyncGoal), "both sides agree");
+        let knowing: [fn(&mut GenerationIds); 3] = [
+            |ids| ids.current = 0x7001,
+            |ids| ids.bitmap[3] = 0x7000,
+            |ids| ids.history[1] = 0x7001,
+        ];
+        for (row, learn) in knowing.iter().enumerate() {
+            let mut knows = source.clone();
+            learn(&mut knows);
+            let got = settle_unrelated_inconsistent(unrelated, (UpToDate, &knows), (Inconsistent, &target));
+            assert_eq!(got.decision, SyncDecision::Source(Transfer::Full), "row {row}");
+        }
+        let mut discarding = target.clone();
+        discarding.flags.discard_my_data = true;
+        let got = settle_unrelated_inconsistent(unrelated, (UpToDate, &source), (Inconsistent, &discarding));
+        assert_eq!(got.decision, SyncDecision::Source(Transfer::Full), "discard-my-data");
     }
 
     /// Equal current generations: an Inconsistent side facing an UpToDate one is the target

@@ -458,3 +458,26 @@ fn a_sync_target_learns_its_source_s_ancestors() {
     let seen = compare(&target, &same_generation, nodes(2, 1));
     assert_eq!(seen.rule, Rule::HistoryBoth, "a shared lineage: a split brain for the administrator, never a silent overwrite: {seen}");
 }
+
+/// A sync target's resync goal is its source's current, follows the source's rotations, and
+/// is gone once the target has the data (adopts the source) or starts or takes a generation
+/// of its own; [`GenerationIds::includes`] finds a generation in the current, a bitmap slot
+/// or the history.
+#[test]
+fn the_resync_goal_follows_the_source_until_the_target_has_its_data() {
+    let source = ids(G3 | UUID_PRIMARY, &[(2, G5)], &[G1]);
+    let mut target = ids(G5, &[], &[]);
+    target.learn_source_ancestors(&source);
+    assert_eq!(target.resync_goal, G3 | UUID_PRIMARY);
+    let rotated = ids(G4 | UUID_PRIMARY, &[(2, G5)], &[G3, G1]);
+    target.learn_source_ancestors(&rotated);
+    assert_eq!(target.resync_goal, G4 | UUID_PRIMARY, "the source's new generation");
+    let mut adopted = target.clone();
+    adopt(&mut adopted, &rotated, 2, 0);
+    assert_eq!(adopted.resync_goal, 0, "the resync finished");
+    let mut own = target.clone();
+    new_current(&mut own, 0x1234_5678, Role::Primary, &[0]);
+    assert_eq!(own.resync_goal, 0, "a generation of its own (primary --force)");
+    assert!(rotated.includes(G4) && rotated.includes(G5) && rotated.includes(G3 | UUID_PRIMARY));
+    assert!(!rotated.includes(G2) && !rotated.includes(0));
+}

@@ -181,6 +181,7 @@ fn uuids_sample() -> SyncUuids {
         current: 0xABCD,
         bitmap: [0; UUID_SLOTS],
         history: [0; UUID_SLOTS],
+        resync_goal: 0x30,
     };
     uuids.bitmap[1] = 0x10;
     uuids.history[0] = 0x20;
@@ -278,6 +279,7 @@ fn sync_uuids_layout_is_pinned() {
     for slot in 0..UUID_SLOTS {
         expected.extend_from_slice(&(if slot == 0 { 0x20_u64 } else { 0 }).to_be_bytes());
     }
+    expected.extend_from_slice(&0x30_u64.to_be_bytes()); // resync goal
     assert_eq!(body, expected.as_slice());
 }
 
