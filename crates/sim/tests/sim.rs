@@ -282,13 +282,30 @@ fn quorum_secondary_with_a_failed_write_is_not_promoted() {
     assert_passes(&run(quorum(72, 3)));
 }
 
-/// Three nodes, quorum: replicas differ after failovers, crashes and split-brain resolutions
-/// (found: seed 265, block 366; seed 71, protocol B, block 390; seed 125; now seed 15, block
-/// 7). Not analysed further.
+/// Three nodes, quorum: replicas differed after a split brain that no shared bitmap
+/// identifier counted (history-both) was resolved by discard-my-data with a bitmap resync,
+/// whose bits did not cover where the two differed (found: seed 15, block 7). Fixed: such a
+/// resolution is a full resync; kept as a regression test.
+#[test]
+fn quorum_a_history_only_split_brain_resolution_copies_everything() {
+    assert_passes(&run(quorum(15, 3)));
+}
+
+/// Three nodes, quorum: replicas still differ after some runs of failovers, crashes and
+/// split-brain resolutions (seed 265, block 366; seed 71, protocol B, block 390; seed 125;
+/// seed 15, fixed; now seed 269, protocol A). Not analysed further.
 #[test]
 #[ignore = "engine: replicas differ after three-node failovers and resyncs"]
 fn quorum_three_node_failovers_keep_replicas_identical() {
-    assert_passes(&run(quorum(15, 3)));
+    assert_passes(&run(quorum(269, 3)));
+}
+
+/// Three nodes, quorum: a node promoted without an acknowledged write after several faults
+/// (seed 88 and seed 473, fixed; now seed 1124, write 1370). Not analysed further.
+#[test]
+#[ignore = "engine: three-node promotions without an acknowledged write after several faults"]
+fn quorum_three_node_failovers_keep_acknowledged_writes() {
+    assert_passes(&run(quorum(1124, 3)));
 }
 
 /// Three nodes, quorum: a Secondary that took its Primary's rotation gave the absent third

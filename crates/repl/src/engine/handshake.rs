@@ -7,9 +7,12 @@
 //! the checks that refuse a decision (they only read values both sides exchanged):
 //! - **split brain:** [`resolve_split_brain`] with this connection's `after-sb-*` policies and
 //!   the `--discard-my-data` flags picks a victim, which becomes the target of a bitmap resync
-//!   of the union of both bitmaps (the blocks either side changed since they split); or both
-//!   go StandAlone. Either way the driver gets [`Action::SplitBrain`].
-//! - **unrelated data:** both go StandAlone.
+//!   of the union of both bitmaps (the blocks either side changed since they split), or of a
+//!   full resync when the split brain is not auto-recoverable (no bitmap identifier the two
+//!   share counts the divergence); or both go StandAlone. Either way the driver gets
+//!   [`Action::SplitBrain`].
+//! - **unrelated data:** both go StandAlone; except that an Inconsistent side facing an
+//!   UpToDate one whose identifiers include its resync goal is the target of a full resync.
 //! - **rr-conflict:** a decision that makes a Primary the sync target, or an Inconsistent disk
 //!   the sync source, is refused: both go StandAlone.
 //! - **equal current:** DRBD's rules call equal current generations "no sync", except that
@@ -303,8 +306,10 @@ impl<P: Clone> Engine<P> {
             Resolution::Disconnect => Outcome::StandAlone(format!(
                 "{detail}; the after-sb policies leave it to the administrator"
             )),
-            Resolution::DiscardLocal => Outcome::Target(Transfer::Bitmap),
-            Resolution::DiscardRemote => Outcome::Source(Transfer::Bitmap),
+            // No bitmap counts a divergence that is not auto-recoverable (it began before
+            // any bitmap identifier the two share): everything is copied.
+            Resolution::DiscardLocal => Outcome::Target(split_brain_transfer(auto_recoverable)),
+            Resolution::DiscardRemote => Outcome::Source(split_brain_transfer(auto_recoverable)),
             Resolution::CallPriLostAfterSb => Outcome::StandAlone(format!(
                 "{detail}; this Primary must demote (pri-lost-after-sb)"
             )),
@@ -703,6 +708,16 @@ fn settle_unrelated_inconsistent(handshake: Handshake, local: (DiskState, &Gener
         return Handshake { decision, rule: handshake.rule };
     }
     Handshake { decision: SyncDecision::SplitBrain { auto_recoverable: false }, rule: Rule::UnknownResyncGoal }
+}
+
+/// What a resolved split brain copies: the union of both bitmaps when it is auto-recoverable
+/// (both counted their changes from the same generation), else everything.
+fn split_brain_transfer(auto_recoverable: bool) -> Transfer {
+    if auto_recoverable {
+        Transfer::Bitmap
+    } else {
+        Transfer::Full
+    }
 }
 
 /// Refuses a resync whose target is Primary (rr-conflict) or whose source is Inconsistent.

@@ -347,6 +347,36 @@ fn discard_my_data_makes_the_victim_the_target() {
     pair.assert_in_sync();
 }
 
+/// A split brain that no shared bitmap identifier counts (history-both: the two share only
+/// an older generation), resolved by `--discard-my-data`: the victim gets everything, not
+/// the union of the bitmaps, which need not cover where the two differ (simulator seed 15:
+/// replicas left different after such a resolution).
+#[test]
+fn discard_my_data_after_a_history_only_split_brain_copies_everything() {
+    let diverged = |current| {
+        let mut volume = synced_volume();
+        volume.ids.current = current;
+        volume.ids.history[0] = SYNCED_UUID;
+        volume
+    };
+    let mut pair = Pair::build([diverged(0x7770), diverged(0x8880)], with_rate(1 << 20));
+    pair.disks[A][0] = 0xA;
+    pair.disks[B][8 * BLOCK as usize] = 0xB;
+    pair.connect();
+    assert_eq!(pair.split_brains, vec![(A, Resolution::Disconnect), (B, Resolution::Disconnect)]);
+    for node in [A, B] {
+        let mut out = Vec::new();
+        pair.nodes[node].set_connect(pair.now, 1 - node as u8, true, &mut out).expect("connect");
+    }
+    pair.nodes[B].set_discard_my_data(0).expect("discard-my-data");
+    pair.connect();
+    assert_eq!(pair.split_brains[2..], [(A, Resolution::DiscardRemote), (B, Resolution::DiscardLocal)]);
+    pair.sync_until_quiet(200);
+    assert_eq!(pair.resync_sent_bytes[A], VOLUME_BYTES, "a full resync from A");
+    assert_eq!((pair.disks[B][0], pair.disks[B][8 * BLOCK as usize]), (0xA, 0), "B holds A's data");
+    pair.assert_in_sync();
+}
+
 /// drbd-semantics.md §1 `after-sb-0pri discard-least-changes`: with no Primary, the node
 /// that changed fewer blocks (A: one, B: three) is discarded automatically.
 #[test]
