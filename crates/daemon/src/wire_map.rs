@@ -132,6 +132,7 @@ fn uuids_to_wire(uuids: &UuidsMessage) -> wire::SyncUuids {
         UuidsPurpose::SyncStart => wire::UuidsPurpose::SyncStart,
         UuidsPurpose::Rotate => wire::UuidsPurpose::Rotate,
         UuidsPurpose::RotateSeen => wire::UuidsPurpose::RotateSeen,
+        UuidsPurpose::Accepted => wire::UuidsPurpose::Accepted,
     };
     wire::SyncUuids {
         volume: uuids.volume,
@@ -156,6 +157,7 @@ fn uuids_from_wire(uuids: &wire::SyncUuids) -> Result<UuidsMessage, LinkError> {
         wire::UuidsPurpose::SyncStart => UuidsPurpose::SyncStart,
         wire::UuidsPurpose::Rotate => UuidsPurpose::Rotate,
         wire::UuidsPurpose::RotateSeen => UuidsPurpose::RotateSeen,
+        wire::UuidsPurpose::Accepted => UuidsPurpose::Accepted,
     };
     let ids = GenerationIds { current: uuids.current, bitmap: uuids.bitmap, history: uuids.history, flags: GenerationFlags::from_bits(uuids.flags), resync_goal: uuids.resync_goal };
     Ok(UuidsMessage {

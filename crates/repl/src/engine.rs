@@ -325,6 +325,9 @@ struct Peer<P> {
     known_ids: Vec<Option<Box<GenerationIds>>>,
     /// Rotations sent to the peer and answers received this connection (`rotate.rs`).
     rotations: rotate::RotationCount,
+    /// Per volume slot: the peer accepted this connection's handshake
+    /// ([`UuidsPurpose::Accepted`]); cleared on connect and disconnect (`quorum.rs`).
+    accepted: Vec<bool>,
 }
 
 /// Local state of one volume.
@@ -751,6 +754,7 @@ impl<P: Clone> Engine<P> {
         p.liveness = Liveness::connected(now);
         p.receiver.new_session();
         p.rotations = rotate::RotationCount::default();
+        p.accepted.fill(false);
         let message = PeerMessage::State { role: self.role, disks: self.disk_list() };
         out.push(Action::SendControl { peer, message });
         for vslot in 0..self.volumes.len() {
@@ -794,6 +798,7 @@ impl<P: Clone> Engine<P> {
         p.syncs.iter_mut().for_each(|sync| *sync = SyncState::Off);
         p.peer_paused.fill(false);
         p.known_ids.fill(None);
+        p.accepted.fill(false);
         let mut drained = vec![false; volumes.len()];
         let mut drained_seqs = Vec::with_capacity(p.transfer_log.len());
         for sent in p.transfer_log.drain(..) {
@@ -1455,6 +1460,7 @@ fn new_peer<P: Clone>(local: NodeId, config: &PeerConfig, volumes: &[VolumeConfi
         leaving: None,
         known_ids: vec![None; count],
         rotations: rotate::RotationCount::default(),
+        accepted: vec![false; count],
     })
 }
 

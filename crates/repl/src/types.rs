@@ -240,6 +240,12 @@ pub enum UuidsPurpose {
     /// a peer holding them never shares a generation with the lost one that lacks them
     /// (`rotate.rs`). Wire value 4 (protocol 7).
     RotateSeen,
+    /// The sender decided the handshake of this volume and keeps the connection (no resync,
+    /// or one starting). A peer counts towards quorum only once it accepted every volume:
+    /// a handshake that one side decides while the other refuses it (a Secondary that
+    /// already follows another Primary drops this one) must never lend a Primary quorum
+    /// (`quorum.rs`). Wire value 5 (protocol 8).
+    Accepted,
 }
 
 /// The body of [`PeerMessage::SyncUuids`].

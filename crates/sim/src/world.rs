@@ -613,8 +613,8 @@ impl Sim {
                 self.invalidate_receiver_sessions(to);
             }
             PeerMessage::ResyncRequest { .. } | PeerMessage::BitmapChunk { .. } | PeerMessage::CsumRequest { .. } => self.invalidate_sessions(conn),
-            // A RotateSeen changes nothing on its receiver.
-            PeerMessage::SyncUuids(uuids) if !matches!(uuids.purpose, UuidsPurpose::Handshake | UuidsPurpose::RotateSeen) => {
+            // A RotateSeen or an Accepted changes nothing on its receiver's disk.
+            PeerMessage::SyncUuids(uuids) if !matches!(uuids.purpose, UuidsPurpose::Handshake | UuidsPurpose::RotateSeen | UuidsPurpose::Accepted) => {
                 self.invalidate_sessions(conn)
             }
             _ => {}

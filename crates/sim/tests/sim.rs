@@ -188,7 +188,7 @@ fn quorum_failover_away_from_a_live_primary_fails_its_held_writes() {
 #[test]
 fn quorum_lone_primary_writes_after_graceful_departures() {
     let (mut departures, mut last_man) = (0, 0);
-    for seed in 0..8 {
+    for seed in 0..16 {
         let outcome = run(SimConfig { workload_ns: 8_000_000_000, ..quorum(seed, 2) });
         assert!(outcome.failure.is_none(), "seed {seed}: {:?}\n{}", outcome.failure, outcome.trace_tail.join("\n"));
         departures += outcome.stats.departures;

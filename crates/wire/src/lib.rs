@@ -88,7 +88,7 @@
 //! write for long.
 //!
 //! `SyncUuids` body, in order: `volume: u16`, `purpose: u8` (0 handshake, 1 adopt, 2 sync
-//! start, 3 rotate, 4 rotate seen), `role: u8`, `disk_state: u8`, `flags: u64` (bit 0
+//! start, 3 rotate, 4 rotate seen, 5 accepted), `role: u8`, `disk_state: u8`, `flags: u64` (bit 0
 //! discard-my-data, bit 1 crashed-primary, bit 2 primary-peer; others rejected),
 //! `bitmap_bits: u64`, `size_bytes: u64`, `bitmap_granularity_bytes: u32`, `current: u64`,
 //! `bitmap: [u64; 32]`, `history: [u64; 32]`, `resync_goal: u64`.
@@ -153,7 +153,8 @@ pub use verify::{VerifyOutcome, VerifyReply, VerifyRequest, VERIFY_DIGESTS_LEN_M
 /// The protocol version this build speaks. Peers negotiate the highest version both support.
 /// Version 5 added `ReadRequest`, `ReadReply` and `ReadNegReply` (reads of a Diskless node);
 /// version 6 `Ahead` (a pulled-ahead Primary tells its peer it is Behind); version 7 the
-/// `SyncUuids` purpose `RotateSeen`; version 8 the `SyncUuids` field `resync_goal`.
+/// `SyncUuids` purpose `RotateSeen`; version 8 the `SyncUuids` field `resync_goal` and the
+/// purpose `Accepted`.
 pub const PROTOCOL_VERSION: u16 = 8;
 
 /// Widens a wire `u32` length to `usize`.

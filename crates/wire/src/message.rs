@@ -220,6 +220,10 @@ pub enum UuidsPurpose {
     Rotate,
     /// The answer to a `Rotate`: the receiver processed it. Wire value 4 (protocol 7).
     RotateSeen,
+    /// The sender decided the handshake and keeps the connection (no resync, or a resync
+    /// starting): only now does it count towards the receiver's quorum. Wire value 5
+    /// (protocol 8).
+    Accepted,
 }
 
 impl UuidsPurpose {
@@ -231,6 +235,7 @@ impl UuidsPurpose {
             UuidsPurpose::SyncStart => 2,
             UuidsPurpose::Rotate => 3,
             UuidsPurpose::RotateSeen => 4,
+            UuidsPurpose::Accepted => 5,
         }
     }
 
@@ -242,6 +247,7 @@ impl UuidsPurpose {
             2 => Ok(UuidsPurpose::SyncStart),
             3 => Ok(UuidsPurpose::Rotate),
             4 => Ok(UuidsPurpose::RotateSeen),
+            5 => Ok(UuidsPurpose::Accepted),
             _ => Err(WireError::InvalidUuidsPurpose { value }),
         }
     }

@@ -115,6 +115,7 @@ pub(crate) fn arb_sync_uuids() -> impl Strategy<Value = SyncUuids> {
         Just(UuidsPurpose::SyncStart),
         Just(UuidsPurpose::Rotate),
         Just(UuidsPurpose::RotateSeen),
+        Just(UuidsPurpose::Accepted),
     ];
     let slots = || vec(arb_uuid(), UUID_SLOTS);
     (

@@ -141,6 +141,14 @@ impl<P: Clone> Engine<P> {
                     return Ok(());
                 }
                 self.decide(now, slot, vslot, &sent, &message, out);
+                if self.peers[slot].connection == ConnState::Connected && !matches!(self.peers[slot].syncs[vslot], SyncState::Off) {
+                    self.send_uuids(slot, vslot, UuidsPurpose::Accepted, out);
+                }
+                self.update_quorum(now, out);
+                Ok(())
+            }
+            UuidsPurpose::Accepted => {
+                self.peers[slot].accepted[vslot] = true;
                 // The peer may now count toward quorum (`quorum_counts`).
                 self.update_quorum(now, out);
                 Ok(())

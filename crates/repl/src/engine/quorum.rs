@@ -9,8 +9,10 @@
 //!   finished everywhere it could is held (suspend-io) or failed (io-error), so the other
 //!   partition, which may have quorum and promote, never lacks a write this node acknowledged
 //!   after the partition.
-//! - A peer is present once connected and past the generation handshake on every volume (a
-//!   connection the handshake may still refuse never counts).
+//! - A peer is present once connected, past the generation handshake on every volume, and
+//!   the peer said it accepted each ([`UuidsPurpose::Accepted`]): a connection either side's
+//!   handshake may still refuse never counts (a Secondary that follows another Primary drops
+//!   a second one on its handshake, after that one may have decided already).
 //! - Quorum is re-evaluated on every connect, disconnect and tick, and when peers report their
 //!   disk states; held writes and flushes are retried as soon as it returns.
 //! - **Last man standing**, as in DRBD: an absent peer known to be Outdated or Inconsistent
@@ -133,7 +135,9 @@ impl<P: Clone> Engine<P> {
     /// brain and drop it).
     fn present(&self, slot: usize) -> bool {
         let p = &self.peers[slot];
-        p.connection == ConnState::Connected && p.syncs.iter().all(|s| !matches!(s, SyncState::Off | SyncState::WaitUuids { .. }))
+        p.connection == ConnState::Connected
+            && p.syncs.iter().all(|s| !matches!(s, SyncState::Off | SyncState::WaitUuids { .. }))
+            && p.accepted.iter().all(|&accepted| accepted)
     }
 
     /// Quorum is lost: what this node knew of absent peers' Outdated disks may no longer hold

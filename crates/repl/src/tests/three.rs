@@ -217,3 +217,49 @@ fn a_primary_peer_is_followed_when_no_other_primary_is_connected() {
     trio.step(2, |engine, now, out| engine.peer_message(now, 1, PeerMessage::State { role: Role::Primary, disks }, out));
     assert!(trio.disconnects.iter().all(|(node, _, _)| *node != 2), "{:?}", trio.disconnects);
 }
+
+/// A handshake decided on one side only lends no quorum: a Primary without quorum counts a
+/// reconnected Secondary only once that Secondary said it accepted the connection
+/// (`UuidsPurpose::Accepted`). Here the Secondary follows another Primary and drops this one
+/// on its handshake, after this one had decided on the Secondary's (found by the simulator,
+/// seed 1124: a held write was acknowledged on such a moment's quorum, while the other
+/// Primary acknowledged writes with that Secondary).
+#[test]
+fn a_peer_that_drops_the_handshake_lends_no_quorum() {
+    let mut trio = Trio::new();
+    let majority = QuorumConfig { rule: QuorumRule::Majority, ..QuorumConfig::default() };
+    for node in 0..NODES {
+        trio.step(node, |engine, now, out| engine.set_quorum(now, majority, out));
+    }
+    // Node 1 loses node 0 and is promoted with node 2's vote; node 2, which follows node 0,
+    // drops it on hearing it is Primary: node 1 is left without quorum.
+    trio.cut(0, 1);
+    trio.settle();
+    trio.step(1, |engine, _, out| engine.promote(false, out).expect("promote with node 2's vote"));
+    trio.settle();
+    assert!(trio.disconnects.iter().any(|(node, peer, _)| (*node, *peer) == (2, 1)), "{:?}", trio.disconnects);
+    trio.step(1, |engine, now, out| engine.peer_disconnected(now, 2, ConnState::NetworkFailure, "node 2 closed".into(), out));
+    trio.step(2, |engine, now, out| engine.peer_disconnected(now, 1, ConnState::Unconnected, "dropped".into(), out));
+    trio.links[1][2].clear();
+    trio.links[2][1].clear();
+    assert!(!trio.nodes[1].has_quorum());
+    let op = Op::Write { offset: 8192, length: 4096, data: vec![9; 4096], flags: WriteFlags::default() };
+    trio.step(1, |engine, now, out| engine.submit(now, 7, 0, op, out));
+    trio.settle();
+    assert!(!trio.is_complete(7), "held without quorum");
+    // They reconnect; node 1 reads node 2's handshake and decides before node 2 reads node
+    // 1's (held back), which makes node 2 drop node 1 again.
+    trio.held.insert((1, 2));
+    trio.step(1, |engine, now, out| engine.peer_connected(now, 2, out));
+    trio.step(2, |engine, now, out| engine.peer_connected(now, 1, out));
+    trio.settle();
+    assert!(!trio.nodes[1].has_quorum(), "node 2 has not accepted: {}", trio.nodes[1].quorum_report());
+    assert!(!trio.is_complete(7), "no quorum, no acknowledgement");
+    trio.held.remove(&(1, 2));
+    trio.settle();
+    let drops = trio.disconnects.iter().filter(|(node, peer, _)| (*node, *peer) == (2, 1)).count();
+    assert_eq!(drops, 2, "node 2 dropped node 1 again: {:?}", trio.disconnects);
+    assert!(!trio.nodes[1].has_quorum());
+    assert!(!trio.is_complete(7));
+}
+

@@ -325,8 +325,8 @@ fn resync_and_setup_decode_errors() {
     check_decode(
         uuids,
         len,
-        &body(|b| b[2] = 5),
-        Err(WireError::InvalidUuidsPurpose { value: 5 }),
+        &body(|b| b[2] = 6),
+        Err(WireError::InvalidUuidsPurpose { value: 6 }),
     );
     check_decode(
         uuids,
