@@ -290,7 +290,8 @@ struct Peer<P> {
     syncs: Vec<SyncState>,
     sent_bytes: Vec<u64>,
     received_bytes: Vec<u64>,
-    /// `connect --discard-my-data`: used by the next handshake, then cleared.
+    /// `connect --discard-my-data`: used by the next handshake, then cleared; also cleared
+    /// when a resync from any peer starts to replace this node's data (`sync_start`).
     discard_my_data: bool,
     /// A validated controller, cloned for each resync.
     rate: ResyncRateController,

@@ -602,8 +602,9 @@ pub enum Rule {
     HistoryBoth,
     /// Nothing shared.
     UnrelatedData,
-    /// Unrelated data, one side Inconsistent and the goal of its cut-short resync a
-    /// generation the other side never held: split brain, disconnect (`engine::handshake`).
+    /// A resync to an Inconsistent side whose resync goal (the generation its cut-short
+    /// resync was bringing it to) the source never held: split brain, disconnect
+    /// (`engine::handshake`).
     UnknownResyncGoal,
 }
 

@@ -229,8 +229,9 @@ impl<P: Clone> Engine<P> {
             compared
         } else {
             let settled = settle_equal_current(compared, EqualSide::sent(sent), EqualSide::received(peer), nodes);
-            settle_unrelated_inconsistent(settled, (sent.disk, &sent.ids), (peer.disk, &peer.ids))
+            settle_unrelated_inconsistent(settled, sent.disk, peer.disk)
         };
+        let handshake = keep_resync_goal(handshake, (sent.disk, &sent.ids), (peer.disk, &peer.ids));
         self.peers[slot].discard_my_data = false;
         let outcome = match handshake.decision {
             SyncDecision::NoSync => Outcome::Established,
@@ -463,6 +464,11 @@ impl<P: Clone> Engine<P> {
         if starting.source_ids.is_some() {
             return Err(format!("second sync start for volume {}", message.volume));
         }
+        // The data a pending `--discard-my-data` towards another peer gives up is replaced
+        // now by this source's: that split brain is a new one, for the administrator again.
+        for other in &mut self.peers {
+            other.discard_my_data = false;
+        }
         let volume = &mut self.volumes[vslot];
         volume.ids.current = sync_uuid;
         volume.ids.learn_source_ancestors(&message.ids);
@@ -474,6 +480,10 @@ impl<P: Clone> Engine<P> {
             starting.source_ids = Some(Box::new(message.ids.clone()));
             starting.meta_version = Some(version);
         }
+        // Our identifiers now descend from the source's ancestors: a Secondary connected to
+        // us that is still on one of them, and reaches no Primary, is left behind (it hears
+        // this the way it hears a rotation, `rotate.rs`).
+        self.tell_secondaries_of_new_generation(slot, vslot, out);
         self.advance_starting(now, slot, vslot, out);
         Ok(())
     }
@@ -692,28 +702,39 @@ fn settle_equal_current(handshake: Handshake, local: EqualSide, peer: EqualSide,
     }
 }
 
-/// "Unrelated data" where one side is Inconsistent and the other UpToDate. The Inconsistent
-/// side's data is a resync cut short (its current is a sync identifier that only its source
-/// knew, and that source may have moved on), never a usable disk, so a full sync to it
-/// overwrites nothing of value, and without one it could never rejoin; provided the UpToDate
-/// side's data includes the generation that resync was bringing it to
-/// ([`GenerationIds::resync_goal`]: its current, a bitmap identifier or in its history), or
-/// none is recorded, or the Inconsistent side was told to discard its data. Otherwise the
-/// Inconsistent side may hold acknowledged writes of a lineage the other never saw (those of
-/// a Primary that has gone since): a split brain for the administrator, not an overwrite.
-/// Reads only exchanged values.
-fn settle_unrelated_inconsistent(handshake: Handshake, local: (DiskState, &GenerationIds), peer: (DiskState, &GenerationIds)) -> Handshake {
+/// "Unrelated data" where one side is Inconsistent and the other UpToDate: a full sync to the
+/// Inconsistent side. Its data is a resync cut short (its current is a sync identifier that
+/// only its source knew, and that source may have moved on), never a usable disk; without
+/// this it could never rejoin. Whether the other side may overwrite it at all is
+/// [`keep_resync_goal`]'s to say. Reads only exchanged values.
+fn settle_unrelated_inconsistent(handshake: Handshake, local: DiskState, peer: DiskState) -> Handshake {
     if handshake.decision != SyncDecision::Unrelated {
         return handshake;
     }
-    let (decision, target, source) = match (local.0, peer.0) {
-        (DiskState::UpToDate, DiskState::Inconsistent) => (SyncDecision::Source(Transfer::Full), peer.1, local.1),
-        (DiskState::Inconsistent, DiskState::UpToDate) => (SyncDecision::Target(Transfer::Full), local.1, peer.1),
+    let decision = match (local, peer) {
+        (DiskState::UpToDate, DiskState::Inconsistent) => SyncDecision::Source(Transfer::Full),
+        (DiskState::Inconsistent, DiskState::UpToDate) => SyncDecision::Target(Transfer::Full),
         _ => return handshake,
     };
-    let goal = target.resync_goal;
-    if goal == 0 || target.flags.discard_my_data || source.includes(goal) {
-        return Handshake { decision, rule: handshake.rule };
+    Handshake { decision, rule: handshake.rule }
+}
+
+/// A resync to an Inconsistent side from a side whose data does not include the generation
+/// the target's cut-short resync was bringing it to ([`GenerationIds::resync_goal`]: the
+/// source's current, a bitmap identifier or in its history) is a split brain instead,
+/// whatever rule chose it: the target may hold acknowledged writes of a lineage the source
+/// never saw (those of a Primary that has gone since), which the resync would overwrite.
+/// Not when no goal is recorded, or the target was told to discard its data. Reads only
+/// exchanged values.
+fn keep_resync_goal(handshake: Handshake, local: (DiskState, &GenerationIds), peer: (DiskState, &GenerationIds)) -> Handshake {
+    let (target, source) = match handshake.decision {
+        SyncDecision::Source(_) => (peer, local),
+        SyncDecision::Target(_) => (local, peer),
+        _ => return handshake,
+    };
+    let goal = target.1.resync_goal;
+    if target.0 != DiskState::Inconsistent || goal == 0 || target.1.flags.discard_my_data || source.1.includes(goal) {
+        return handshake;
     }
     Handshake { decision: SyncDecision::SplitBrain { auto_recoverable: false }, rule: Rule::UnknownResyncGoal }
 }
@@ -767,7 +788,6 @@ mod tests {
     fn unrelated_data_with_an_inconsistent_side_is_a_full_sync_to_it() {
         use DiskState::{Consistent, Inconsistent, Outdated, UpToDate};
         let unrelated = Handshake { decision: SyncDecision::Unrelated, rule: Rule::UnrelatedData };
-        let ids = GenerationIds::just_created();
         let rows = [
             (UpToDate, Inconsistent, SyncDecision::Source(Transfer::Full)),
             (Inconsistent, UpToDate, SyncDecision::Target(Transfer::Full)),
@@ -777,35 +797,39 @@ mod tests {
             (Consistent, Inconsistent, SyncDecision::Unrelated),
         ];
         for (local, peer, want) in rows {
-            let got = settle_unrelated_inconsistent(unrelated, (local, &ids), (peer, &ids));
+            let got = settle_unrelated_inconsistent(unrelated, local, peer);
             assert_eq!(got.decision, want, "{local} / {peer}");
         }
         let no_sync = Handshake { decision: SyncDecision::NoSync, rule: Rule::EqualCurrent };
-        assert_eq!(settle_unrelated_inconsistent(no_sync, (UpToDate, &ids), (Inconsistent, &ids)).decision, SyncDecision::NoSync);
+        assert_eq!(settle_unrelated_inconsistent(no_sync, UpToDate, Inconsistent).decision, SyncDecision::NoSync);
         // A sync target shares its source's lineage (its history holds the source's
         // ancestors): a split brain, which the after-sb policies or the administrator settle.
         let shared = Handshake { decision: SyncDecision::SplitBrain { auto_recoverable: false }, rule: Rule::HistoryBoth };
-        assert_eq!(settle_unrelated_inconsistent(shared, (Inconsistent, &ids), (UpToDate, &ids)).decision, shared.decision);
+        assert_eq!(settle_unrelated_inconsistent(shared, Inconsistent, UpToDate).decision, shared.decision);
     }
 
-    /// The full sync to an unrelated Inconsistent side needs the other side to hold the
-    /// generation that side's resync was bringing it to (current, bitmap identifier or
-    /// history); a goal the other never held is a split brain (the Inconsistent side may have
-    /// a gone Primary's acknowledged writes), unless the Inconsistent side discards its data.
+    /// A resync to an Inconsistent side, by any rule, needs the source to hold the generation
+    /// that side's resync was bringing it to (current, bitmap identifier or history); a goal
+    /// the source never held is a split brain (the target may have a gone Primary's
+    /// acknowledged writes), unless the target discards its data or has no goal, or is not
+    /// Inconsistent.
     #[test]
-    fn an_unknown_resync_goal_is_a_split_brain_not_a_full_sync() {
-        use DiskState::{Inconsistent, UpToDate};
-        let unrelated = Handshake { decision: SyncDecision::Unrelated, rule: Rule::UnrelatedData };
+    fn a_resync_goal_the_source_lacks_is_a_split_brain_not_a_resync() {
+        use DiskState::{Inconsistent, Outdated, UpToDate};
         let mut target = GenerationIds::just_created();
         target.current = 0x5000;
         target.resync_goal = 0x7000;
         let mut source = GenerationIds::just_created();
         source.current = 0x9000;
         let split = SyncDecision::SplitBrain { auto_recoverable: false };
-        let got = settle_unrelated_inconsistent(unrelated, (UpToDate, &source), (Inconsistent, &target));
-        assert_eq!((got.decision, got.rule), (split, Rule::UnknownResyncGoal));
-        let got = settle_unrelated_inconsistent(unrelated, (Inconsistent, &target), (UpToDate, &source));
-        assert_eq!((got.decision, got.rule), (split, Rule::UnknownResyncGoal), "both sides agree");
+        for transfer in [Transfer::Full, Transfer::Bitmap] {
+            let decided = Handshake { decision: SyncDecision::Source(transfer), rule: Rule::BitmapSelf };
+            let got = keep_resync_goal(decided, (UpToDate, &source), (Inconsistent, &target));
+            assert_eq!((got.decision, got.rule), (split, Rule::UnknownResyncGoal));
+            let got = keep_resync_goal(decided.mirrored(), (Inconsistent, &target), (UpToDate, &source));
+            assert_eq!((got.decision, got.rule), (split, Rule::UnknownResyncGoal), "both sides agree");
+        }
+        let full = Handshake { decision: SyncDecision::Source(Transfer::Full), rule: Rule::UnrelatedData };
         let knowing: [fn(&mut GenerationIds); 3] = [
             |ids| ids.current = 0x7001,
             |ids| ids.bitmap[3] = 0x7000,
@@ -814,13 +838,17 @@ mod tests {
         for (row, learn) in knowing.iter().enumerate() {
             let mut knows = source.clone();
             learn(&mut knows);
-            let got = settle_unrelated_inconsistent(unrelated, (UpToDate, &knows), (Inconsistent, &target));
-            assert_eq!(got.decision, SyncDecision::Source(Transfer::Full), "row {row}");
+            assert_eq!(keep_resync_goal(full, (UpToDate, &knows), (Inconsistent, &target)), full, "row {row}");
         }
         let mut discarding = target.clone();
         discarding.flags.discard_my_data = true;
-        let got = settle_unrelated_inconsistent(unrelated, (UpToDate, &source), (Inconsistent, &discarding));
-        assert_eq!(got.decision, SyncDecision::Source(Transfer::Full), "discard-my-data");
+        assert_eq!(keep_resync_goal(full, (UpToDate, &source), (Inconsistent, &discarding)), full, "discard-my-data");
+        assert_eq!(keep_resync_goal(full, (UpToDate, &source), (Outdated, &target)), full, "not Inconsistent");
+        let mut no_goal = target.clone();
+        no_goal.resync_goal = 0;
+        assert_eq!(keep_resync_goal(full, (UpToDate, &source), (Inconsistent, &no_goal)), full, "no goal");
+        let no_sync = Handshake { decision: SyncDecision::NoSync, rule: Rule::EqualCurrent };
+        assert_eq!(keep_resync_goal(no_sync, (UpToDate, &source), (Inconsistent, &target)), no_sync);
     }
 
     /// Equal current generations: an Inconsistent side facing an UpToDate one is the target

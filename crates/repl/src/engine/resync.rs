@@ -583,7 +583,13 @@ impl<P: Clone> Engine<P> {
             if self.role == Role::Primary {
                 self.volumes[vslot].ids.mark_role(Role::Primary);
             }
-            self.volumes[vslot].disk = DiskState::UpToDate;
+            // The data is the source's, and so is how current it is known to be: a resync
+            // from an Outdated (or merely Consistent) disk leaves this one Outdated (or
+            // Consistent) too, never UpToDate and promotable without the newer writes.
+            self.volumes[vslot].disk = match self.peers[slot].disks[vslot] {
+                source @ (DiskState::Outdated | DiskState::Consistent) => source,
+                _ => DiskState::UpToDate,
+            };
             self.bits_for_adopted_bitmap_uuids(slot, vslot, &before);
         }
         let (peer, volume) = (self.peers[slot].config.node_id, self.volumes[vslot].number);

@@ -141,21 +141,27 @@ impl<P: Clone> Engine<P> {
         if self.role == Role::Primary {
             return;
         }
-        match &mut self.peers[slot].syncs[vslot] {
+        let target = match &mut self.peers[slot].syncs[vslot] {
             SyncState::Target(target) => {
                 *target.source_ids = message.ids.clone();
-                self.learn_source_ancestors(vslot, message, out);
-                return;
+                true
             }
-            SyncState::StartingTarget(starting) => {
-                if let Some(ids) = &mut starting.source_ids {
+            SyncState::StartingTarget(starting) => match &mut starting.source_ids {
+                Some(ids) => {
                     **ids = message.ids.clone();
-                    self.learn_source_ancestors(vslot, message, out);
+                    true
                 }
-                return;
-            }
-            SyncState::Established => {}
+                None => return,
+            },
+            SyncState::Established => false,
             _ => return,
+        };
+        if target {
+            self.learn_source_ancestors(vslot, message, out);
+            // Our identifiers now descend from the generation the source left: a Secondary
+            // connected to us that is still on it is left behind once it reaches no Primary.
+            self.tell_secondaries_of_new_generation(slot, vslot, out);
+            return;
         }
         if self.volumes[vslot].disk != DiskState::UpToDate {
             return;

@@ -377,6 +377,27 @@ fn discard_my_data_after_a_history_only_split_brain_copies_everything() {
     pair.assert_in_sync();
 }
 
+/// A resync from an Outdated source (two nodes left behind by a Primary that is away, the
+/// newer of them the source) leaves the target Outdated too: it holds the source's data,
+/// which lacks the Primary's later writes, so it must not become promotable (simulator).
+#[test]
+fn a_resync_from_an_outdated_source_leaves_the_target_outdated() {
+    let mut newer = synced_volume();
+    newer.ids.current = 0x7770;
+    newer.ids.history[0] = SYNCED_UUID;
+    newer.disk = DiskState::Outdated;
+    let mut older = synced_volume();
+    older.disk = DiskState::Outdated;
+    let mut pair = Pair::build([newer, older], with_rate(1 << 20));
+    pair.disks[A][0] = 0xA;
+    pair.connect();
+    pair.sync_until_quiet(200);
+    assert_eq!(pair.disks[B][0], 0xA, "B has A's data");
+    assert_eq!(pair.replication(B), ReplState::Established);
+    assert_eq!(pair.disk(B), DiskState::Outdated, "as current as its source, no more");
+    assert_eq!(pair.persisted[B].clone().expect("B persisted").disk, DiskState::Outdated);
+}
+
 /// drbd-semantics.md §1 `after-sb-0pri discard-least-changes`: with no Primary, the node
 /// that changed fewer blocks (A: one, B: three) is discarded automatically.
 #[test]

@@ -22,6 +22,8 @@ struct Trio {
     disconnects: Vec<(usize, u8, String)>,
     /// The last metadata each node persisted.
     persisted: Vec<Option<VolumeMeta>>,
+    /// Nodes whose data writes fail (a disk error).
+    failing: HashSet<usize>,
 }
 
 impl Trio {
@@ -43,6 +45,7 @@ impl Trio {
             completed: Vec::new(),
             disconnects: Vec::new(),
             persisted: vec![None; NODES],
+            failing: HashSet::new(),
         };
         for a in 0..NODES {
             for b in 0..NODES {
@@ -100,11 +103,12 @@ impl Trio {
                     }
                 }
                 while let Some(action) = self.local[from].pop_front() {
-                    let io = match action {
-                        Action::LocalWrite { io, .. } | Action::LocalFlush { io } | Action::PersistMeta { io, .. } | Action::WriteActivityLog { io, .. } => io,
+                    let (io, result) = match action {
+                        Action::LocalWrite { io, .. } if self.failing.contains(&from) => (io, Err(IoError::Io)),
+                        Action::LocalWrite { io, .. } | Action::LocalFlush { io } | Action::PersistMeta { io, .. } | Action::WriteActivityLog { io, .. } => (io, Ok(())),
                         _ => unreachable!("only local I/O is queued"),
                     };
-                    self.step(from, |engine, now, out| engine.local_done(now, io, Ok(()), out));
+                    self.step(from, |engine, now, out| engine.local_done(now, io, result, out));
                     moved = true;
                 }
             }
@@ -120,6 +124,16 @@ impl Trio {
             self.step(x, |engine, now, out| engine.peer_disconnected(now, y as u8, ConnState::NetworkFailure, "test cut the link".into(), out));
             self.links[x][y].clear();
         }
+    }
+
+    /// Connects `a` and `b` again (both sides).
+    fn join(&mut self, a: usize, b: usize) {
+        self.step(a, |engine, now, out| engine.peer_connected(now, b as u8, out));
+        self.step(b, |engine, now, out| engine.peer_connected(now, a as u8, out));
+    }
+
+    fn disk(&self, node: usize) -> DiskState {
+        self.nodes[node].status().volumes[0].disk
     }
 
     fn write(&mut self, request: RequestId) {
@@ -263,3 +277,72 @@ fn a_peer_that_drops_the_handshake_lends_no_quorum() {
     assert!(!trio.is_complete(7));
 }
 
+
+/// A sync target tells its other Secondaries of its identifiers when its resync starts and
+/// when its source rotates: a Secondary left on the
+/// generation the source rotated away from, and reaching no Primary, is left behind and
+/// outdates itself (found by the simulator, seed 1045: such a Secondary was promoted with
+/// quorum lent by the sync target, without the writes the target had acknowledged).
+#[test]
+fn a_sync_target_tells_a_secondary_it_was_left_behind() {
+    let mut trio = Trio::new();
+    // Node 1's disk fails a replicated write: it becomes Inconsistent and leaves the Primary
+    // to be resynced; its link to node 2 stays.
+    trio.failing.insert(1);
+    trio.write(1);
+    trio.settle();
+    assert_eq!(trio.disk(1), DiskState::Inconsistent);
+    assert!(trio.disconnects.iter().any(|(node, peer, _)| (*node, *peer) == (1, 0)), "{:?}", trio.disconnects);
+    trio.cut(0, 1);
+    trio.failing.clear();
+    trio.held.insert((1, 2));
+    trio.join(0, 1);
+    trio.settle();
+    assert_eq!(trio.queued_uuids(1, 2), vec![UuidsPurpose::Rotate], "the resync's start changed node 1's identifiers: node 2 hears them");
+    trio.held.remove(&(1, 2));
+    trio.settle();
+    assert_eq!(trio.nodes[1].status().peers.iter().find(|p| p.node_id == 0).map(|p| p.volumes[0].replication), Some(ReplState::SyncTarget));
+    assert_eq!(trio.disk(2), DiskState::UpToDate);
+    // Node 0 loses node 2 with a write in flight (away from the block node 1 is resyncing,
+    // whose read this harness never completes): a new generation, which node 1 (its sync
+    // target) takes as its source's and passes on to node 2, which now reaches no Primary.
+    trio.held.insert((0, 2));
+    let op = Op::Write { offset: 0, length: 4096, data: vec![8; 4096], flags: WriteFlags::default() };
+    trio.step(0, |engine, now, out| engine.submit(now, 2, 0, op, out));
+    trio.settle();
+    assert!(trio.links[0][2].iter().any(|m| matches!(m, PeerMessage::Data { .. })), "the write is in flight to node 2");
+    trio.cut(0, 2);
+    trio.settle();
+    assert_eq!(trio.disk(2), DiskState::Outdated, "node 2 is behind node 1's data and reaches no Primary");
+}
+
+/// `--discard-my-data` towards a peer gives up the data this node had when it was set; once
+/// a resync from another peer replaces that data, the flag no longer applies, and the next
+/// handshake with that peer is decided afresh (found by the simulator, seed 1124: a stale
+/// flag discarded another Primary's acknowledged writes the node had received since).
+#[test]
+fn a_resync_from_another_peer_withdraws_discard_my_data() {
+    let mut trio = Trio::new();
+    trio.nodes[2].set_discard_my_data(1).expect("node 1 is a peer");
+    // Node 2's disk fails a replicated write; it is resynced from node 0.
+    trio.failing.insert(2);
+    trio.write(1);
+    trio.settle();
+    trio.cut(0, 2);
+    trio.failing.clear();
+    trio.join(0, 2);
+    trio.settle();
+    assert_eq!(trio.nodes[2].status().peers.iter().find(|p| p.node_id == 0).map(|p| p.volumes[0].replication), Some(ReplState::SyncTarget));
+    // Node 2 meets node 1 again: its handshake no longer asks to discard its data.
+    trio.cut(1, 2);
+    trio.held.insert((2, 1));
+    trio.join(1, 2);
+    let flags: Vec<bool> = trio.links[2][1]
+        .iter()
+        .filter_map(|m| match m {
+            PeerMessage::SyncUuids(u) if u.purpose == UuidsPurpose::Handshake => Some(u.ids.flags.discard_my_data),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(flags, vec![false]);
+}
