@@ -281,6 +281,7 @@ fn resync_messages() -> Vec<(Message, u32)> {
         current: 0x1234_5678_9ABC_DEF0,
         bitmap: [0; 32],
         history: [0x1111; 32],
+        resync_goal: 0x2222,
     };
     vec![
         (
@@ -485,6 +486,7 @@ fn sample_superblock(placement: Placement, peer_slots: u8) -> Option<Vec<u8>> {
     let mut superblock = Superblock::new(layout, 0).ok()?;
     superblock.current_uuid = 0x0123_4567_89AB_CDEF;
     superblock.history_uuids[0] = 0x0FED_CBA9_8765_4321;
+    superblock.resync_goal_uuid = 0x0246_8ACE_1357_9BDF;
     superblock.flags.primary_indicator = true;
     if let Some(peer) = superblock.peers.first_mut() {
         peer.node_id = Some(1);
