@@ -13,7 +13,9 @@
 //!
 //! Invariants:
 //! - Bytes leave each direction of each connection in the order they came in, intact.
-//! - Memory is bounded: each connection holds at most its queue bound per direction.
+//! - Memory is bounded: each connection holds at most its queue bound per direction, and the
+//!   kernel buffers what the relay has not read yet in a fixed receive buffer
+//!   ([`RECEIVE_BUFFER_BYTES`]), so a shaped link cannot hide a burst in an autotuned one.
 //! - The timing rules ([`pace`]) are pure and seeded; only the relay shell reads the clock.
 
 pub mod control;
@@ -32,7 +34,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 pub use link::{Direction, Link, OnPartition, Partition, Shape, DELAY_LIMIT, QUEUE_DEFAULT_BYTES, QUEUE_LIMIT_BYTES};
-pub use pipe::CHUNK_BYTES_MAX;
+pub use pipe::{CHUNK_BYTES_MAX, RECEIVE_BUFFER_BYTES};
 pub use relay::{Relay, RelayHandle, Stats};
 
 /// Everything that can go wrong in linkemu.

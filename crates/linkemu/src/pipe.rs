@@ -60,6 +60,13 @@ enum Outcome {
     Stopped,
 }
 
+/// Each relay socket's kernel receive buffer, fixed (no autotuning). Bytes the relay has not
+/// read yet are link buffering the shape does not see: left to autotuning (up to
+/// `net.ipv4.tcp_rmem`'s maximum, tens of MiB) a slow link would absorb a burst at full speed
+/// until that buffer filled, whatever its queue bound. A quarter MiB keeps loopback at full
+/// speed (the relay reads as fast as its queue has room).
+pub const RECEIVE_BUFFER_BYTES: usize = 256 * 1024;
+
 /// Resets `stream` when it is dropped: SO_LINGER 0 makes close send RST.
 pub(crate) fn reset(stream: &TcpStream) {
     if let Err(error) = socket2::SockRef::from(stream).set_linger(Some(Duration::ZERO)) {
@@ -105,6 +112,9 @@ pub(crate) async fn run(context: Arc<Context>, client: TcpStream, from: SocketAd
     for stream in [&client, &target] {
         if let Err(error) = stream.set_nodelay(true) {
             tracing::debug!(%error, "cannot set TCP_NODELAY");
+        }
+        if let Err(error) = socket2::SockRef::from(stream).set_recv_buffer_size(RECEIVE_BUFFER_BYTES) {
+            tracing::debug!(%error, "cannot set SO_RCVBUF");
         }
     }
     tracing::debug!(%from, serial, "connection open");
