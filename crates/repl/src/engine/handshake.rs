@@ -12,7 +12,10 @@
 //!   share counts the divergence); or both go StandAlone. Either way the driver gets
 //!   [`Action::SplitBrain`].
 //! - **unrelated data:** both go StandAlone; except that an Inconsistent side facing an
-//!   UpToDate one whose identifiers include its resync goal is the target of a full resync.
+//!   UpToDate one is the target of a full resync.
+//! - **resync goal:** a resync to an Inconsistent side whose resync goal the source's
+//!   identifiers do not include is a split brain instead (not auto-recoverable), whatever
+//!   rule chose it.
 //! - **rr-conflict:** a decision that makes a Primary the sync target, or an Inconsistent disk
 //!   the sync source, is refused: both go StandAlone.
 //! - **equal current:** DRBD's rules call equal current generations "no sync", except that
