@@ -240,8 +240,8 @@ pub struct GenerationIds {
     /// While this node is a sync target, or Inconsistent after one was cut short: the
     /// source's current generation, the data the resync is bringing it to (0 otherwise).
     /// The target may already hold writes of that generation which no node outside its
-    /// lineage has, so only a node that knows it may resync it in full
-    /// (`engine::handshake`, unrelated data with an Inconsistent side).
+    /// lineage has, so only a node whose identifiers include it may resync it, by any rule
+    /// (`engine::handshake`, `keep_resync_goal`).
     pub resync_goal: u64,
 }
 

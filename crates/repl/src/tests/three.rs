@@ -264,8 +264,7 @@ fn a_peer_that_drops_the_handshake_lends_no_quorum() {
     // They reconnect; node 1 reads node 2's handshake and decides before node 2 reads node
     // 1's (held back), which makes node 2 drop node 1 again.
     trio.held.insert((1, 2));
-    trio.step(1, |engine, now, out| engine.peer_connected(now, 2, out));
-    trio.step(2, |engine, now, out| engine.peer_connected(now, 1, out));
+    trio.join(1, 2);
     trio.settle();
     assert!(!trio.nodes[1].has_quorum(), "node 2 has not accepted: {}", trio.nodes[1].quorum_report());
     assert!(!trio.is_complete(7), "no quorum, no acknowledgement");
