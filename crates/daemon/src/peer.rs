@@ -90,6 +90,9 @@ pub(crate) enum LinkError {
     /// The handshake took too long.
     #[error("handshake timed out")]
     Timeout,
+    /// This node ended the link (the engine dropped the peer, or the link was replaced).
+    #[error("closed locally")]
+    ClosedLocally,
 }
 
 impl LinkError {
@@ -392,51 +395,14 @@ async fn run_link(resource: &Arc<Resource>, peer: &PeerInfo, (data, control): So
         tasks.spawn(receive_data(Arc::clone(resource), peer.clone(), data_read)),
         tasks.spawn(receive_control(Arc::clone(resource), peer.node_id, control_read)),
     ];
-    let receiver_ids = [receivers[0].id(), receivers[1].id()];
     let mut next = None;
     let error = tokio::select! {
-        Some(result) = tasks.join_next_with_id() => match result {
-            Ok((id, error)) => {
-                let closing = matches!(error, LinkError::Closed | LinkError::PeerDisconnected(_));
-                let other = match receiver_ids {
-                    [data, control] if id == data => Some(control),
-                    [data, control] if id == control => Some(data),
-                    _ => None,
-                };
-                if let (true, Some(other)) = (closing, other) {
-                    // The peer is closing (one of its sockets ended): what it sent on the
-                    // other socket before (its last handshake, its last disk states, its
-                    // goodbye) still reaches the engine, within a bound; the goodbye's reason
-                    // is the one reported.
-                    let other_ended = async {
-                        while let Some(done) = tasks.join_next_with_id().await {
-                            match done {
-                                Ok((id, error)) if id == other => return Some(error),
-                                Err(join) if join.id() == other => return None,
-                                _ => {}
-                            }
-                        }
-                        None
-                    };
-                    match tokio::time::timeout(DRAIN_TIMEOUT, other_ended).await {
-                        Ok(Some(goodbye @ LinkError::PeerDisconnected(_))) if !matches!(error, LinkError::PeerDisconnected(_)) => goodbye,
-                        _ => error,
-                    }
-                } else {
-                    error
-                }
-            }
-            Err(join) => LinkError::Protocol(format!("link task failed: {join}")),
-        },
+        Some(result) = tasks.join_next_with_id() => link_task_ended(&mut tasks, &receivers, result).await,
         _ = kill_rx.changed() => {
             if *kill_rx.borrow() == Stop::Drain {
-                // The engine dropped the peer: nothing more is received, but what it queued
-                // before (its last handshake message, say) is sent, within a bound.
-                receivers.iter().for_each(tokio::task::AbortHandle::abort);
-                let drained = async { while tasks.join_next().await.is_some() {} };
-                let _ = tokio::time::timeout(DRAIN_TIMEOUT, drained).await;
+                drain_senders(&mut tasks, &receivers).await;
             }
-            LinkError::PeerDisconnected("closed locally".into())
+            LinkError::ClosedLocally
         }
         Some(pair) = async { match replaced.as_mut() { Some(rx) => rx.recv().await, None => std::future::pending().await } } => {
             next = Some(pair);
@@ -447,6 +413,60 @@ async fn run_link(resource: &Arc<Resource>, peer: &PeerInfo, (data, control): So
     resource.link_down(peer.node_id, generation, error.conn_state(), error.to_string());
     resource.link_tasks.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
     next
+}
+
+/// One of a link's tasks (`receivers`: the data and control receivers, the others the two
+/// senders) ended with `result`: why the link ends, once what still matters has been given
+/// its bounded chance (the peer's last messages received, or ours sent).
+async fn link_task_ended(tasks: &mut JoinSet<LinkError>, receivers: &[tokio::task::AbortHandle; 2], result: Result<(tokio::task::Id, LinkError), tokio::task::JoinError>) -> LinkError {
+    let (id, error) = match result {
+        Ok(ended) => ended,
+        Err(join) => return LinkError::Protocol(format!("link task failed: {join}")),
+    };
+    if let LinkError::ClosedLocally = error {
+        // A sender reached the engine's Close before the kill was seen: the other sender
+        // still has what was queued before its own Close (a departure's last disk states,
+        // the goodbye), so drain as the kill would.
+        drain_senders(tasks, receivers).await;
+        return error;
+    }
+    let closing = matches!(error, LinkError::Closed | LinkError::PeerDisconnected(_));
+    let [data, control] = [receivers[0].id(), receivers[1].id()];
+    let other = if id == data {
+        control
+    } else if id == control {
+        data
+    } else {
+        return error;
+    };
+    if !closing {
+        return error;
+    }
+    // The peer is closing (one of its sockets ended): what it sent on the other socket
+    // before (its last handshake, its last disk states, its goodbye) still reaches the
+    // engine, within a bound; the goodbye's reason is the one reported.
+    let other_ended = async {
+        while let Some(done) = tasks.join_next_with_id().await {
+            match done {
+                Ok((id, error)) if id == other => return Some(error),
+                Err(join) if join.id() == other => return None,
+                _ => {}
+            }
+        }
+        None
+    };
+    match tokio::time::timeout(DRAIN_TIMEOUT, other_ended).await {
+        Ok(Some(goodbye @ LinkError::PeerDisconnected(_))) if !matches!(error, LinkError::PeerDisconnected(_)) => goodbye,
+        _ => error,
+    }
+}
+
+/// The engine dropped the peer: nothing more is received, but what it queued before (its
+/// last handshake message, a departure's disk states, the goodbye) is sent, within a bound.
+async fn drain_senders(tasks: &mut JoinSet<LinkError>, receivers: &[tokio::task::AbortHandle]) {
+    receivers.iter().for_each(tokio::task::AbortHandle::abort);
+    let drained = async { while tasks.join_next().await.is_some() {} };
+    let _ = tokio::time::timeout(DRAIN_TIMEOUT, drained).await;
 }
 
 /// Protocol A's writes waiting for their frames to reach the socket are reported sent at
@@ -471,12 +491,12 @@ async fn send_data(resource: Arc<Resource>, peer: PeerInfo, queue: mpsc::Unbound
                 resource.step(|engine, now, out| seqs.iter().for_each(|&seq| engine.peer_sent(now, peer.node_id, seq, out)));
             }
         }
-        let Some(item) = queue.recv().await else { return LinkError::PeerDisconnected("closed locally".into()) };
+        let Some(item) = queue.recv().await else { return LinkError::ClosedLocally };
         if let Outgoing::Close { .. } = item {
             // The goodbye itself goes on the control socket (its frame kind belongs there);
             // this socket just ends after everything queued before it.
             let _ = writer.flush().await;
-            return LinkError::PeerDisconnected("closed locally".into());
+            return LinkError::ClosedLocally;
         }
         header.clear();
         let report_sent = matches!(item, Outgoing::Data { report_sent: true, .. });
@@ -516,7 +536,7 @@ async fn close(writer: &mut BufWriter<LinkWriter>, reason: String) -> LinkError 
         let _ = writer.write_all(&bytes).await;
     }
     let _ = writer.flush().await;
-    LinkError::PeerDisconnected("closed locally".into())
+    LinkError::ClosedLocally
 }
 
 /// A payload still arriving is sent in pieces of at least this much (except the last).
@@ -623,7 +643,7 @@ async fn send_control(mut queue: mpsc::UnboundedReceiver<Outgoing>, socket: Link
                 return error.into();
             }
         }
-        let Some(item) = queue.recv().await else { return LinkError::PeerDisconnected("closed locally".into()) };
+        let Some(item) = queue.recv().await else { return LinkError::ClosedLocally };
         if let Outgoing::Close { reason } = item {
             return close(&mut writer, reason).await;
         }
@@ -901,5 +921,47 @@ mod tests {
         assert!(!answer_is_valid("sha256", "secret", &first.challenge, 0, "r0", &recorded), "reflected as another node");
         assert!(!answer_is_valid("sha256", "secret", &first.challenge, 1, "r1", &recorded), "for another resource");
         assert!(!answer_is_valid("sha256", "other", &first.challenge, 1, "r0", &recorded), "with another secret");
+    }
+
+    /// A link's four tasks: the two receivers never end by themselves, the data sender ends
+    /// at once with `first`, and the control sender records `sent` only after a while (a
+    /// goodbye still on its way to the socket).
+    fn link_tasks(first: LinkError, sent: Arc<std::sync::atomic::AtomicBool>) -> (JoinSet<LinkError>, [tokio::task::AbortHandle; 2]) {
+        let mut tasks = JoinSet::new();
+        tasks.spawn(async move { first });
+        tasks.spawn(async move {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            sent.store(true, std::sync::atomic::Ordering::SeqCst);
+            LinkError::ClosedLocally
+        });
+        let receivers = [tasks.spawn(std::future::pending()), tasks.spawn(std::future::pending())];
+        (tasks, receivers)
+    }
+
+    /// The engine dropped a peer after queueing its last messages (a departure's Outdated
+    /// disks, the goodbye); the data sender ends on its Close before the link's kill is seen.
+    /// The control sender must still be given its time: the link used to abort it, and the
+    /// Primary never heard the departure (a flaky quorum system test found it).
+    #[tokio::test]
+    async fn a_sender_that_closes_first_lets_the_other_send_what_was_queued() {
+        let sent = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (mut tasks, receivers) = link_tasks(LinkError::ClosedLocally, Arc::clone(&sent));
+        let first = tasks.join_next_with_id().await.expect("a task ends");
+        let error = link_task_ended(&mut tasks, &receivers, first).await;
+        assert!(matches!(error, LinkError::ClosedLocally), "{error}");
+        assert!(sent.load(std::sync::atomic::Ordering::SeqCst), "the control sender finished before the link ended");
+        assert!(tasks.is_empty(), "every task ended or was aborted");
+    }
+
+    /// A sender that fails on its socket ends the link at once: nothing more can be sent.
+    #[tokio::test]
+    async fn a_sender_that_fails_ends_the_link_at_once() {
+        let sent = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let broken = LinkError::Io(std::io::Error::from(std::io::ErrorKind::BrokenPipe));
+        let (mut tasks, receivers) = link_tasks(broken, Arc::clone(&sent));
+        let first = tasks.join_next_with_id().await.expect("a task ends");
+        let error = link_task_ended(&mut tasks, &receivers, first).await;
+        assert!(matches!(error, LinkError::Io(_)), "{error}");
+        assert!(!sent.load(std::sync::atomic::Ordering::SeqCst), "no waiting for the other sender");
     }
 }
