@@ -293,11 +293,35 @@ fn quorum_a_history_only_split_brain_resolution_copies_everything() {
 
 /// Three nodes, quorum: replicas still differ after some runs of failovers, crashes and
 /// split-brain resolutions (seed 265, block 366; seed 71, protocol B, block 390; seed 125;
-/// seed 15, fixed; seed 269, passes since session 13's changes; now seed 778, block 7).
-/// Not analysed further.
+/// seed 15, fixed; seed 269, passes since session 13's changes; seed 778 and the three below,
+/// fixed; now seed 4594, block 4: a Secondary that is no crashed Primary full-syncs a node
+/// Established with a third Secondary, which keeps the old blocks). Needs the Secondaries a
+/// target is Established with in its handshake, so that a Secondary source waits for them.
 #[test]
 #[ignore = "engine: replicas differ after three-node failovers and resyncs"]
 fn quorum_three_node_failovers_keep_replicas_identical() {
+    assert_passes(&run(quorum(4594, 3)));
+}
+
+/// Three nodes, quorum: a Secondary that was the sync source of one node became the sync
+/// target of a returning crashed Primary meanwhile; the blocks it had already sent changed
+/// under its own target, which ended UpToDate with old and new data mixed (found: seed 1885,
+/// block 2574; seed 2335). Fixed: a sync target takes part in no other resync, as a target or
+/// as a source (`secondary_resync_must_wait`); kept as a regression test.
+#[test]
+fn quorum_a_sync_source_does_not_become_a_target_meanwhile() {
+    assert_passes(&run(quorum(1885, 3)));
+    assert_passes(&run(quorum(2335, 3)));
+}
+
+/// Three nodes, quorum: a Secondary resynced a crashed Primary's hot extents from it while
+/// Established with the third node, which shares its generation; the two ended UpToDate and
+/// different (found: seed 1891, block 3020; seed 778, block 7). Fixed: the target of a
+/// crashed Primary drops its other Secondaries until that resync is over, so its resync
+/// writes are marked for them and resynced when they return; kept as a regression test.
+#[test]
+fn quorum_a_crashed_primarys_hot_extents_reach_every_secondary() {
+    assert_passes(&run(quorum(1891, 3)));
     assert_passes(&run(quorum(778, 3)));
 }
 

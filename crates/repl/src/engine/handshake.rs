@@ -263,6 +263,15 @@ impl<P: Clone> Engine<P> {
                 self.drop_peer(now, slot, ConnState::Unconnected, reason, out);
                 return;
             }
+            if !source && peer.ids.flags.crashed_primary {
+                self.leave_secondaries_beside_crashed_source(now, slot, vslot, out);
+            }
+        }
+        if matches!(outcome, Outcome::Established) && peer.role == Role::Secondary && peer.disk != DiskState::Diskless {
+            if let Some(reason) = self.established_beside_crashed_source(slot, vslot) {
+                self.drop_peer(now, slot, ConnState::Unconnected, reason, out);
+                return;
+            }
         }
         match outcome {
             Outcome::Established => self.establish(vslot, slot, peer, out),

@@ -326,6 +326,13 @@ impl<P: Clone> Engine<P> {
     /// from another peer: the resync's ordering rules (`resync.rs`) hold only when its
     /// source is the one writer. The connection is dropped with the reason returned and tried
     /// again later; meanwhile the Primary brings the lagging side up to date itself.
+    ///
+    /// Invariant: a sync target takes part in no other resync. Not as a target (above), and
+    /// not as a source either way round: a node that sends a resync must not become a target
+    /// while it runs, since the blocks it already sent would change under its own target
+    /// (nothing marks them again for it), which would then end UpToDate with a mixture of the
+    /// old and the new data; and a node that is becoming a target must not start to send one
+    /// (its disk is about to be overwritten; once Inconsistent, `refuse_conflicts` refuses).
     pub(super) fn secondary_resync_must_wait(
         &self,
         slot: usize,
@@ -340,10 +347,62 @@ impl<P: Clone> Engine<P> {
                 "a resync from {from} to {to} waits: a Primary is replicating to one of them, and it brings the lagging one up to date itself"
             ));
         }
-        let other_source = self.peers.iter().enumerate().any(|(other, p)| {
-            other != slot && matches!(p.syncs[vslot], SyncState::StartingTarget(_) | SyncState::Target(_))
-        });
-        (!source && other_source).then(|| format!("a resync from {name} waits: this node is already the target of another resync"))
+        let resyncing = |target: bool| {
+            self.peers.iter().enumerate().any(|(other, p)| {
+                other != slot
+                    && match &p.syncs[vslot] {
+                        SyncState::StartingTarget(_) | SyncState::Target(_) => target,
+                        SyncState::StartingSource(_) | SyncState::Source(_) => !target,
+                        _ => false,
+                    }
+            })
+        };
+        if resyncing(true) {
+            let what = if source { format!("a resync from this node to {name}") } else { format!("a resync from {name}") };
+            return Some(format!("{what} waits: this node is already the target of another resync"));
+        }
+        (!source && resyncing(false)).then(|| format!("a resync from {name} waits: this node is the source of another resync, whose blocks sent so far would change under it"))
+    }
+
+    /// Becoming the sync target of a crashed Primary's activity log (a Secondary source whose
+    /// handshake says `crashed_primary`): the other diskful Secondaries this node is connected
+    /// to are dropped, and stay away until the resync is over
+    /// ([`Engine::established_beside_crashed_source`]).
+    ///
+    /// Such a resync moves blocks the crashed Primary holds bits for without a generation of
+    /// their own (its hot extents, marked at attach for every peer): the target ends on the
+    /// generation it had, which a third Secondary shares. Left Established with it, the two
+    /// would be UpToDate and differ, and nothing would ever say so: the third node's
+    /// generation is no ancestor of ours (so it is not left behind), and resync writes are
+    /// marked only for absent peers. Absent, it gets them marked (`mark_for_absent_peers`),
+    /// and the handshake when it returns (equal generations, our bits) resyncs them to it.
+    /// Only for a crashed source: any Secondary resync marking its connected peers would set
+    /// off the next one, without end.
+    pub(super) fn leave_secondaries_beside_crashed_source(&mut self, now: Time, source: usize, vslot: usize, out: &mut Vec<Action<P>>) {
+        let source_name = self.peers[source].config.name.clone();
+        for other in 0..self.peers.len() {
+            let p = &self.peers[other];
+            if other == source || p.connection != ConnState::Connected || p.role == Role::Primary || p.disks[vslot] == DiskState::Diskless {
+                continue;
+            }
+            let reason = format!("this node receives the activity log of {source_name}, a crashed Primary, which this peer lacks: it stays away until that resync is over, then gets the blocks from here");
+            self.drop_peer(now, other, ConnState::Unconnected, reason, out);
+        }
+    }
+
+    /// Why this node may not be Established with another diskful Secondary on `vslot` now: it
+    /// is (becoming) the sync target of a crashed Primary other than the peer in `slot`
+    /// ([`Engine::leave_secondaries_beside_crashed_source`]).
+    pub(super) fn established_beside_crashed_source(&self, slot: usize, vslot: usize) -> Option<String> {
+        let source = self.peers.iter().enumerate().find(|&(other, p)| {
+            other != slot
+                && matches!(p.syncs[vslot], SyncState::StartingTarget(_) | SyncState::Target(_))
+                && p.known_ids[vslot].as_ref().is_some_and(|ids| ids.flags.crashed_primary)
+        })?;
+        Some(format!(
+            "this node receives the activity log of {}, a crashed Primary: a Secondary beside it waits until that resync is over",
+            source.1.config.name
+        ))
     }
 
     /// Whether another peer than `slot` is connected and not known to be Secondary (a Primary,
