@@ -104,6 +104,9 @@ pub struct VolumeConfig {
     /// The superblock says this node may lack writes acknowledged under asynchronous
     /// replication ([`crate::VolumeMeta::possibly_stale`]).
     pub possibly_stale: bool,
+    /// The peers the superblock records as departed: their disks start Outdated
+    /// ([`crate::VolumeMeta::departed`]).
+    pub departed: NodeSet,
 }
 
 impl VolumeConfig {
@@ -118,6 +121,7 @@ impl VolumeConfig {
             crashed_primary: false,
             activity_log: None,
             possibly_stale: false,
+            departed: NodeSet::EMPTY,
         }
     }
 }
@@ -329,6 +333,9 @@ struct Peer<P> {
     /// Per volume slot: the peer accepted this connection's handshake
     /// ([`UuidsPurpose::Accepted`]); cleared on connect and disconnect (`quorum.rs`).
     accepted: Vec<bool>,
+    /// Per volume: our handshake waits until the metadata no longer records this peer as
+    /// departed (`leave.rs`); with the peer's handshake if it came meanwhile.
+    handshake_held: Vec<Option<leave::HeldHandshake>>,
 }
 
 /// Local state of one volume.
@@ -758,6 +765,8 @@ impl<P: Clone> Engine<P> {
         p.accepted.fill(false);
         let message = PeerMessage::State { role: self.role, disks: self.disk_list() };
         out.push(Action::SendControl { peer, message });
+        // Connected, it no longer counts as departed: the record goes before the handshake.
+        self.record_departures(out);
         for vslot in 0..self.volumes.len() {
             self.send_handshake(slot, vslot, out);
         }
@@ -800,6 +809,7 @@ impl<P: Clone> Engine<P> {
         p.peer_paused.fill(false);
         p.known_ids.fill(None);
         p.accepted.fill(false);
+        p.handshake_held.fill(None);
         let mut drained = vec![false; volumes.len()];
         let mut drained_seqs = Vec::with_capacity(p.transfer_log.len());
         for sent in p.transfer_log.drain(..) {
@@ -819,6 +829,7 @@ impl<P: Clone> Engine<P> {
             self.release_if_done(now, seq, out);
         }
         self.start_waiting(now, out);
+        self.record_departures(out);
         if was_connected {
             out.push(Action::StateChanged);
         }
@@ -1462,6 +1473,7 @@ fn new_peer<P: Clone>(local: NodeId, config: &PeerConfig, volumes: &[VolumeConfi
         known_ids: vec![None; count],
         rotations: rotate::RotationCount::default(),
         accepted: vec![false; count],
+        handshake_held: vec![None; count],
     })
 }
 
@@ -1480,6 +1492,11 @@ fn attach_volume<P>(vslot: usize, config: VolumeConfig, peers: &mut [Peer<P>]) -
     if config.crashed_primary {
         ids.flags.crashed_primary = true;
     }
+    for peer in peers.iter_mut().filter(|p| config.departed.contains(p.node)) {
+        if let Some(disk) = peer.disks.get_mut(vslot) {
+            *disk = DiskState::Outdated;
+        }
+    }
     if ids.flags.crashed_primary && log.is_none() {
         for peer in peers.iter_mut() {
             if let Some(bitmap) = peer.bitmaps.get_mut(vslot) {
@@ -1487,7 +1504,7 @@ fn attach_volume<P>(vslot: usize, config: VolumeConfig, peers: &mut [Peer<P>]) -
             }
         }
     }
-    Ok(Volume { number: config.number, size_bytes: config.size_bytes, disk: config.disk, on_io_error: OnIoError::default(), ids, written_bytes: 0, meta: persist::MetaIo::default(), log, bm_writes: 0, after_dependency: false, possibly_stale: config.possibly_stale, shared_with: NodeSet::ALL })
+    Ok(Volume { number: config.number, size_bytes: config.size_bytes, disk: config.disk, on_io_error: OnIoError::default(), ids, written_bytes: 0, meta: persist::MetaIo::loaded(config.departed), log, bm_writes: 0, after_dependency: false, possibly_stale: config.possibly_stale, shared_with: NodeSet::ALL })
 }
 
 /// Send one write to one peer if it is connected; otherwise mark its blocks out of sync.

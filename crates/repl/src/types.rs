@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::after_split_brain::Resolution;
 use crate::state::{ConnState, DiskState, Protocol, ReplState, Role};
-use crate::uuid::GenerationIds;
+use crate::uuid::{GenerationIds, NodeId, NodeSet};
 
 /// Monotonic time in nanoseconds since an arbitrary origin chosen by the driver.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
@@ -277,7 +277,8 @@ pub struct UuidsMessage {
 /// `ids.current`/`ids.history`/`ids.resync_goal`; each peer slot's `bitmap_uuid` = `ids.bitmap[node id]`;
 /// `flags.consistent` = [`VolumeMeta::consistent`]; `flags.was_up_to_date` =
 /// [`VolumeMeta::was_up_to_date`]; `flags.primary_indicator` = `primary`;
-/// `flags.crashed_primary` = `ids.flags.crashed_primary`.
+/// `flags.crashed_primary` = `ids.flags.crashed_primary`; each peer slot's `flags.outdated` =
+/// whether its node is in [`VolumeMeta::departed`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VolumeMeta {
     /// The generation identifiers (flags included).
@@ -288,6 +289,10 @@ pub struct VolumeMeta {
     pub primary: bool,
     /// Replicated to asynchronously: may lack acknowledged writes (`engine/lag.rs`).
     pub possibly_stale: bool,
+    /// Absent peers last known Outdated (they departed gracefully, or were outdated before
+    /// they left): they cannot be promoted without connecting first, so quorum leaves them
+    /// out, across a restart too (DRBD's `MDF_PEER_OUTDATED`; `engine/leave.rs`).
+    pub departed: NodeSet,
 }
 
 impl VolumeMeta {
@@ -302,12 +307,26 @@ impl VolumeMeta {
             if let Some(uuid) = slot.node_id.and_then(|node| self.ids.bitmap.get(usize::from(node))) {
                 slot.bitmap_uuid = *uuid;
             }
+            if let Some(node) = slot.node_id.and_then(|node| NodeId::new(node).ok()) {
+                slot.flags.outdated = self.departed.contains(node);
+            }
         }
         superblock.flags.consistent = self.consistent();
         superblock.flags.was_up_to_date = self.was_up_to_date();
         superblock.flags.primary_indicator = self.primary;
         superblock.flags.crashed_primary = self.ids.flags.crashed_primary;
         superblock.flags.possibly_stale = self.possibly_stale;
+    }
+
+    /// The departed peers `superblock` records (the reverse of [`VolumeMeta::apply_to`]'s
+    /// per-peer `outdated` flags), for [`crate::VolumeConfig::departed`].
+    pub fn departed_in(superblock: &meta::Superblock) -> NodeSet {
+        superblock
+            .peers
+            .iter()
+            .filter(|slot| slot.flags.outdated)
+            .filter_map(|slot| slot.node_id.and_then(|node| NodeId::new(node).ok()))
+            .fold(NodeSet::EMPTY, NodeSet::with)
     }
 
     /// Whether the data is consistent (not a resync target, never synced or failed).

@@ -247,7 +247,8 @@ impl SimMeta {
         let disk = VolumeMeta::attach_disk_state(superblock.flags.consistent, superblock.flags.was_up_to_date);
         let activity_log = self.spec.al_enabled.then_some(log);
         let possibly_stale = superblock.flags.possibly_stale;
-        Ok(VolumeConfig { number, size_bytes: self.spec.data_bytes, ids, disk, bitmaps, crashed_primary, activity_log, possibly_stale })
+        let departed = VolumeMeta::departed_in(&superblock);
+        Ok(VolumeConfig { number, size_bytes: self.spec.data_bytes, ids, disk, bitmaps, crashed_primary, activity_log, possibly_stale, departed })
     }
 }
 

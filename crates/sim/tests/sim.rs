@@ -294,13 +294,14 @@ fn quorum_a_history_only_split_brain_resolution_copies_everything() {
 /// Three nodes, quorum: replicas still differ after some runs of failovers, crashes and
 /// split-brain resolutions (seed 265, block 366; seed 71, protocol B, block 390; seed 125;
 /// seed 15, fixed; seed 269, passes since session 13's changes; seed 778 and the three below,
-/// fixed; now seed 4594, block 4: a Secondary that is no crashed Primary full-syncs a node
-/// Established with a third Secondary, which keeps the old blocks). Needs the Secondaries a
-/// target is Established with in its handshake, so that a Secondary source waits for them.
+/// fixed; seed 4594, block 4, passes since departures are persisted: a Secondary that is no
+/// crashed Primary full-synced a node Established with a third Secondary, which kept the old
+/// blocks, and would need the Secondaries a target is Established with in its handshake, so
+/// that a Secondary source waits for them; now seed 6671, block 14, not analysed).
 #[test]
 #[ignore = "engine: replicas differ after three-node failovers and resyncs"]
 fn quorum_three_node_failovers_keep_replicas_identical() {
-    assert_passes(&run(quorum(4594, 3)));
+    assert_passes(&run(quorum(6671, 3)));
 }
 
 /// Three nodes, quorum: a Secondary that was the sync source of one node became the sync
@@ -326,16 +327,30 @@ fn quorum_a_crashed_primarys_hot_extents_reach_every_secondary() {
 }
 
 /// Three nodes, quorum: a node promoted without an acknowledged write (seeds 88, 473 and
-/// 1124, fixed; now seed 2234, write 1989). Analysed: node 2 is promoted with quorum counting
-/// its link to node 1, which is already cut but not yet detected dead; the old Primary, held
-/// without quorum, then regains it through node 1 (which never heard of node 2's promotion)
-/// and acknowledges its held write, which the split-brain resolution in favour of node 2
-/// discards. Needs what DRBD has and tandem lacks: a promotion confirmed by the peers it
-/// counts (a cluster-wide two-phase state change).
+/// 1124, fixed; seed 2234, write 1989, analysed, passes since session 14's changes moved its
+/// run elsewhere: node 2 was promoted with quorum counting its link to node 1, which was
+/// already cut but not yet detected dead; the old Primary, held without quorum, then
+/// regained it through node 1 (which never heard of node 2's promotion) and acknowledged its
+/// held write, which the split-brain resolution in favour of node 2 discarded. That needs
+/// what DRBD has and tandem lacks: a promotion confirmed by the peers it counts, a
+/// cluster-wide two-phase state change). Now seed 3427, write 722, not analysed.
 #[test]
 #[ignore = "engine: no cluster-wide two-phase commit for promotions"]
 fn quorum_three_node_failovers_keep_acknowledged_writes() {
-    assert_passes(&run(quorum(2234, 3)));
+    assert_passes(&run(quorum(3427, 3)));
+}
+
+/// Three nodes, quorum: no convergence (seed 5470; also 7036). Node 1, back after crashing
+/// as Primary, meets node 0 in a split brain (20.1 s); node 0 is promoted, and from then on
+/// their handshake finds node 1's generation newer than the Primary's, which rr-conflict
+/// refuses (as DRBD does). The simulated administrator answers every later stand-off of a
+/// pair that once had a split brain with `--discard-my-data`, which decides split brains
+/// only; DRBD's administrator would `invalidate` node 1. Perhaps only a gap of the
+/// simulator's administrator; why the split brain turned into "newer" is not analysed.
+#[test]
+#[ignore = "simulator: the administrator answers an rr-conflict with discard-my-data"]
+fn quorum_an_rr_conflict_after_a_split_brain_is_resolved() {
+    assert_passes(&run(quorum(5470, 3)));
 }
 
 /// Three nodes, quorum: a Primary held without quorum regained it through a Secondary whose

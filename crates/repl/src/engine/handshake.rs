@@ -63,6 +63,9 @@ enum Outcome {
 impl<P: Clone> Engine<P> {
     /// Sends our identifiers for a handshake round and waits for the peer's.
     pub(super) fn send_handshake(&mut self, slot: usize, vslot: usize, out: &mut Vec<Action<P>>) {
+        if self.hold_handshake(slot, vslot) {
+            return;
+        }
         let sent = self.send_uuids(slot, vslot, UuidsPurpose::Handshake, out);
         self.peers[slot].syncs[vslot] = SyncState::WaitUuids {
             sent: Box::new(sent),
@@ -120,6 +123,11 @@ impl<P: Clone> Engine<P> {
             self.peers[slot].known_ids[vslot] = Some(Box::new(message.ids.clone()));
         }
         match message.purpose {
+            UuidsPurpose::Handshake if self.peers[slot].handshake_held[vslot].is_some() => {
+                // Ours waits for the metadata (`leave.rs`): theirs is answered with it.
+                self.peers[slot].handshake_held[vslot] = Some(super::leave::HeldHandshake { theirs: Some(Box::new(message)) });
+                Ok(())
+            }
             UuidsPurpose::Handshake => {
                 // A handshake from a pulled-ahead Primary ends its episode here too.
                 self.peers[slot].ahead.behind = false;

@@ -18,7 +18,17 @@
 //!    meanwhile: a disconnect and connect in quick succession still outdates this node,
 //!    which the next handshake resyncs).
 //!
+//! What a node knows of departed peers survives its restart (DRBD's `MDF_PEER_OUTDATED`):
+//! each volume's metadata records the absent peers last known Outdated
+//! ([`crate::VolumeMeta::departed`], the superblock's per-peer `outdated` flag), written when
+//! that set changes (a disconnect, quorum lost, a connect), and a restarted node starts with
+//! those peers' disks Outdated, so a lone node whose peers all departed has quorum again.
+//!
 //! Invariants:
+//! - A peer recorded as departed is unrecorded durably before this node's handshake with it
+//!   goes out ([`Engine::send_held_handshakes`]): only that handshake can make the peer
+//!   UpToDate through this node (by a resync or by finding nothing to resync), so the record
+//!   on disk never claims Outdated for a peer that may since have become UpToDate through us.
 //! - The Primary hears "Outdated" only after that state is durable here: a power loss during
 //!   the departure brings this node back Outdated, or back UpToDate with the Primary never
 //!   having counted it as Outdated. So a node the Primary left out of its quorum can never
@@ -31,6 +41,7 @@
 //!   only by reconnecting. Everything else becomes DUnknown.
 
 use super::*;
+use crate::types::UuidsMessage;
 
 /// A departure waits at most this long for its metadata write.
 pub const LEAVE_PERSIST_MAX: Duration = Duration::from_secs(10);
@@ -48,6 +59,13 @@ pub(super) struct Leaving {
     /// `connect` was asked for meanwhile: the connection is retried once the departure is
     /// done (Connecting) rather than left StandAlone.
     pub(super) reconnect: bool,
+}
+
+/// A handshake held until the metadata no longer records the peer as departed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(super) struct HeldHandshake {
+    /// The peer's handshake, if it came meanwhile: answered once ours is sent.
+    pub(super) theirs: Option<Box<UuidsMessage>>,
 }
 
 /// The disk state of a peer that is kept when its connection ends (see the module
@@ -124,6 +142,59 @@ impl<P: Clone> Engine<P> {
     /// Whether a departure waits for its metadata (disk announcements wait with it).
     pub(super) fn leaving_pending(&self) -> bool {
         self.peers.iter().any(|p| p.leaving.is_some())
+    }
+
+    /// The peers volume `vslot`'s metadata records as departed ([`crate::VolumeMeta::departed`]):
+    /// absent and last known Outdated. (An absent peer last known Inconsistent is not
+    /// recorded, as in DRBD: after a restart it is unknown, which is stricter.)
+    pub(super) fn departed(&self, vslot: usize) -> NodeSet {
+        self.peers
+            .iter()
+            .filter(|p| p.connection != ConnState::Connected && p.disks.get(vslot) == Some(&DiskState::Outdated))
+            .fold(NodeSet::EMPTY, |set, p| set.with(p.node))
+    }
+
+    /// Writes the metadata of every volume whose departed peers changed since its last write.
+    pub(super) fn record_departures(&mut self, out: &mut Vec<Action<P>>) {
+        for vslot in 0..self.volumes.len() {
+            if self.volumes[vslot].disk != DiskState::Diskless && self.departed(vslot) != self.volumes[vslot].meta.departed_issued {
+                self.meta_changed(vslot, out);
+            }
+        }
+    }
+
+    /// Whether our handshake for `vslot` with the connected peer in `slot` must wait: the
+    /// durable metadata still records the peer as departed (see the module invariants).
+    /// Marks it held; [`Engine::send_held_handshakes`] sends it.
+    pub(super) fn hold_handshake(&mut self, slot: usize, vslot: usize) -> bool {
+        let node = self.peers[slot].node;
+        if !self.volumes[vslot].meta.departed_durable.contains(node) || self.volumes[vslot].disk == DiskState::Diskless {
+            return false;
+        }
+        let held = &mut self.peers[slot].handshake_held[vslot];
+        if held.is_none() {
+            *held = Some(HeldHandshake::default());
+        }
+        self.peers[slot].syncs[vslot] = SyncState::Off;
+        true
+    }
+
+    /// A metadata write of `vslot` finished: the handshakes it held go out, and the peers'
+    /// handshakes that came meanwhile are answered.
+    pub(super) fn send_held_handshakes(&mut self, now: Time, vslot: usize, out: &mut Vec<Action<P>>) {
+        for slot in 0..self.peers.len() {
+            let node = self.peers[slot].node;
+            if self.volumes[vslot].meta.departed_durable.contains(node) || self.peers[slot].connection != ConnState::Connected {
+                continue;
+            }
+            let Some(held) = self.peers[slot].handshake_held[vslot].take() else { continue };
+            self.send_handshake(slot, vslot, out);
+            if let Some(theirs) = held.theirs {
+                if let Err(reason) = self.receive_uuids(now, slot, *theirs, out) {
+                    self.drop_peer(now, slot, ConnState::ProtocolError, reason, out);
+                }
+            }
+        }
     }
 
     /// Whether a graceful departure is still under way (a stopping daemon waits for it).

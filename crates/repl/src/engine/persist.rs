@@ -29,6 +29,19 @@ pub(super) struct MetaIo {
     in_flight: Option<(u64, u64)>,
     /// A metadata write failed: the metadata can no longer be trusted.
     pub(super) failed: bool,
+    /// The departed peers ([`VolumeMeta::departed`]) in the newest `PersistMeta` issued.
+    pub(super) departed_issued: NodeSet,
+    /// ... in the one in flight.
+    departed_in_flight: NodeSet,
+    /// ... in the newest one durable (or as loaded).
+    pub(super) departed_durable: NodeSet,
+}
+
+impl MetaIo {
+    /// The bookkeeping of metadata as loaded, recording `departed`.
+    pub(super) fn loaded(departed: NodeSet) -> MetaIo {
+        MetaIo { departed_issued: departed, departed_durable: departed, ..MetaIo::default() }
+    }
 }
 
 /// splitmix64: a full-period sequence of well-mixed values from a seed.
@@ -69,10 +82,14 @@ impl<P: Clone> Engine<P> {
         let version = self.volumes[vslot].meta.version;
         self.volumes[vslot].meta.in_flight = Some((seq, version));
         let volume = self.volumes[vslot].number;
+        let meta = self.volume_meta(vslot);
+        let io = &mut self.volumes[vslot].meta;
+        io.departed_issued = meta.departed;
+        io.departed_in_flight = meta.departed;
         out.push(Action::PersistMeta {
             io: IoId::Meta { seq },
             volume,
-            meta: Box::new(self.volume_meta(vslot)),
+            meta: Box::new(meta),
         });
     }
 
@@ -115,6 +132,7 @@ impl<P: Clone> Engine<P> {
         // A failed metadata write still releases what waited for it (writes complete with an
         // error), so nothing hangs; the disk is Failed from here on.
         volume.meta.persisted = version;
+        volume.meta.departed_durable = volume.meta.departed_in_flight;
         if result.is_err() {
             volume.meta.failed = true;
             volume.disk = DiskState::Failed;
@@ -138,6 +156,7 @@ impl<P: Clone> Engine<P> {
             self.send_stale_ack_if_durable(slot, out);
         }
         self.finish_leaving(now, out);
+        self.send_held_handshakes(now, vslot, out);
     }
 
     fn volume_meta(&self, vslot: usize) -> VolumeMeta {
@@ -147,6 +166,7 @@ impl<P: Clone> Engine<P> {
             disk: volume.disk,
             primary: self.role == Role::Primary,
             possibly_stale: volume.possibly_stale,
+            departed: self.departed(vslot),
         }
     }
 

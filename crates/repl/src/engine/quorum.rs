@@ -145,7 +145,7 @@ impl<P: Clone> Engine<P> {
     /// now), so they count as unknown from here on. While quorum held, no other partition
     /// could make a departed peer UpToDate (its possible sources were either fed by this
     /// node, so a resync between Secondaries waited, or departed Outdated too).
-    fn forget_departed(&mut self) {
+    fn forget_departed(&mut self, out: &mut Vec<Action<P>>) {
         for slot in 0..self.peers.len() {
             if self.present(slot) {
                 continue;
@@ -156,6 +156,7 @@ impl<P: Clone> Engine<P> {
                 }
             }
         }
+        self.record_departures(out);
     }
 
     /// Whether the absent peer in `slot` is known unable to promote: fenced, or its last known
@@ -196,7 +197,7 @@ impl<P: Clone> Engine<P> {
             return;
         }
         if !held {
-            self.forget_departed();
+            self.forget_departed(out);
         }
         self.quorum_held = held;
         out.push(Action::StateChanged);

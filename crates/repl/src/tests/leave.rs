@@ -253,3 +253,85 @@ fn losing_quorum_forgets_what_was_known_of_departed_peers() {
     assert_eq!(pair.peer_disk_of(A), DiskState::DUnknown, "forgotten at the loss");
     assert!(!pair.nodes[A].has_quorum(), "B may be anywhere now");
 }
+
+/// Whether `actions` send a handshake round's identifiers.
+fn sends_handshake(actions: &[Action<Vec<u8>>]) -> bool {
+    actions.iter().any(|a| matches!(a, Action::SendOnData { message: PeerMessage::SyncUuids(m), .. } if m.purpose == UuidsPurpose::Handshake))
+}
+
+/// DRBD's `MDF_PEER_OUTDATED`: the Primary records the departure in its metadata, and after a
+/// restart (now Secondary, alone) it still knows the peer cannot be promoted, so it has
+/// quorum and can be promoted again. Without the record it would have 1 of 2 votes.
+#[test]
+fn a_restarted_node_remembers_a_departed_peer_and_keeps_quorum_alone() {
+    let mut pair = Pair::majority();
+    pair.depart_b();
+    while pair.run_local(A) {}
+    let record = pair.persisted[A].clone().expect("A wrote its metadata");
+    let b = NodeId::new(1).expect("node id");
+    assert!(record.departed.contains(b), "the departure is on disk: {record:?}");
+    let config = meta::LayoutConfig::new(meta::Placement::External { metadata_bytes: 1 << 20 }, VOLUME_BYTES, 1);
+    let mut superblock = meta::Superblock::new(meta::Layout::compute(&config).expect("layout"), 0).expect("superblock");
+    superblock.peers[0].node_id = Some(1);
+    record.apply_to(&mut superblock);
+    assert_eq!(VolumeMeta::departed_in(&superblock), record.departed, "the superblock round-trips it");
+
+    let restart = |departed: NodeSet| {
+        let volume = VolumeConfig { ids: record.ids.clone(), disk: VolumeMeta::attach_disk_state(record.consistent(), record.was_up_to_date()), departed, ..synced_volume() };
+        let mut engine = engine_with(0, peer_config(1, Protocol::C), volume);
+        let mut out = Vec::new();
+        engine.set_quorum(Time(1), QuorumConfig { rule: QuorumRule::Majority, ..QuorumConfig::default() }, &mut out);
+        engine.tick(Time(2), &mut out);
+        engine
+    };
+    let mut restarted = restart(record.departed);
+    assert_eq!(restarted.status().peers[0].volumes[0].peer_disk, DiskState::Outdated);
+    assert!(restarted.has_quorum(), "last man standing after the restart: {}", restarted.quorum_report());
+    assert!(restarted.promote(false, &mut Vec::new()).is_ok(), "and it can be promoted");
+    let forgetful = restart(NodeSet::EMPTY);
+    assert!(!forgetful.has_quorum(), "without the record: an unknown peer may be Primary elsewhere");
+}
+
+/// The record is removed durably before the handshake with the returning peer goes out
+/// (only that handshake can make the peer UpToDate through this node); the peer's own
+/// handshake, arriving meanwhile, is answered once ours is sent, and the resync runs.
+#[test]
+fn a_returning_departed_peer_is_unrecorded_before_the_handshake() {
+    let mut pair = Pair::majority();
+    pair.depart_b();
+    while pair.run_local(A) {}
+    pair.write(1, 0, 5, 4096);
+    while pair.run_local(A) {}
+    assert!(pair.is_complete(1));
+
+    let mut out = Vec::new();
+    pair.nodes[B].set_connect(pair.now, PEER_OF_B, true, &mut out).expect("known peer");
+    pair.route(B, out);
+    let mut out = Vec::new();
+    pair.nodes[A].peer_connected(pair.now, PEER_OF_A, &mut out);
+    assert!(!sends_handshake(&out), "A's handshake waits for its metadata: {out:?}");
+    let record = out.iter().find_map(|a| match a {
+        Action::PersistMeta { meta, .. } => Some(meta.departed),
+        _ => None,
+    });
+    assert_eq!(record, Some(NodeSet::EMPTY), "the write that removes the record");
+    pair.route(A, out);
+    let mut out = Vec::new();
+    pair.nodes[B].peer_connected(pair.now, PEER_OF_B, &mut out);
+    assert!(sends_handshake(&out), "B has nothing recorded: {out:?}");
+    pair.route(B, out);
+    while pair.deliver(A) {}
+    assert!(!pair.links[B].iter().any(|(_, m)| matches!(m, PeerMessage::SyncUuids(_))), "B's handshake is held, not answered");
+
+    while pair.run_local(A) {}
+    assert!(pair.persisted[A].as_ref().is_some_and(|m| m.departed == NodeSet::EMPTY));
+    assert!(pair.links[B].iter().any(|(_, m)| matches!(m, PeerMessage::SyncUuids(u) if u.purpose == UuidsPurpose::Handshake)), "now it goes out");
+    for _ in 0..20 {
+        pair.tick(A, TICK_INTERVAL);
+        pair.tick(B, TICK_INTERVAL);
+        pair.deliver_all();
+    }
+    assert_eq!(pair.disk(B), DiskState::UpToDate, "resynced");
+    assert_eq!(pair.disks[A], pair.disks[B]);
+    assert!(pair.disconnects.iter().all(|(node, _)| *node == B), "no protocol error: {:?}", pair.disconnects);
+}

@@ -858,8 +858,8 @@ impl Cluster {
     }
 
     /// KiB `node` counts out of sync towards `peer`.
-    /// The `flags:` line of `tandem dump-md` of a stopped node's metadata.
-    pub fn dumped_flags(&self, index: usize) -> String {
+    /// `tandem dump-md` of a stopped node's metadata.
+    pub fn dumped_metadata(&self, index: usize) -> String {
         let dumped = Command::new(tandem_bin())
             .arg("dump-md")
             .arg("--config")
@@ -867,7 +867,12 @@ impl Cluster {
             .args(["--node", self.name(index), RESOURCE])
             .output()
             .expect("run dump-md");
-        let text = String::from_utf8_lossy(&dumped.stdout).into_owned();
+        String::from_utf8_lossy(&dumped.stdout).into_owned()
+    }
+
+    /// The `flags:` line of `tandem dump-md` of a stopped node's metadata.
+    pub fn dumped_flags(&self, index: usize) -> String {
+        let text = self.dumped_metadata(index);
         text.lines().find(|line| line.starts_with("flags:")).unwrap_or_else(|| panic!("dump-md of {}: {text}", self.name(index))).to_string()
     }
 

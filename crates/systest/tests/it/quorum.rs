@@ -128,6 +128,40 @@ fn peers_that_leave_gracefully_leave_a_lone_primary_with_quorum() {
     client.disconnect();
 }
 
+/// The departures are in alice's metadata (DRBD's `MDF_PEER_OUTDATED`): stopped and started
+/// again, alone, she still knows both peers cannot be promoted, has quorum and can be
+/// promoted; a returning peer resyncs from her.
+#[test]
+fn a_lone_node_restarted_after_its_peers_departed_keeps_quorum() {
+    let cluster = quorum_cluster("suspend-io");
+    for peer in [BOB, CAROL] {
+        cluster.admin_ok(peer, &["down", RESOURCE]);
+        cluster.wait_disk(peer, "Outdated", STATE_DEADLINE);
+    }
+    cluster.wait_until("alice sees both peers gone, Outdated", STATE_DEADLINE, || {
+        let status = cluster.status(ALICE);
+        ["bob", "carol"].iter().all(|name| status.connection_state(name) != "Connected" && status.peer_disk(name) == "Outdated")
+    });
+    cluster.stop(ALICE);
+    let dumped = cluster.dumped_metadata(ALICE);
+    let recorded = dumped.lines().filter(|line| line.starts_with("peer slot") && line.contains("flags outdated")).count();
+    assert_eq!(recorded, 2, "both departures are on disk:\n{dumped}");
+
+    cluster.start_node(ALICE);
+    cluster.wait_until("restarted alice knows both peers Outdated and has quorum", STATE_DEADLINE, || {
+        let status = cluster.status(ALICE);
+        ["bob", "carol"].iter().all(|name| status.peer_disk(name) == "Outdated") && cluster.has_quorum(ALICE)
+    });
+    cluster.admin_ok(ALICE, &["primary", RESOURCE]);
+    let mut client = nbd_client::open(&cluster.nbd_socket(ALICE), RESOURCE).expect("open");
+    assert_eq!(client.write(0, &[9; 4096]), 0, "the lone Primary writes");
+
+    cluster.admin_ok(BOB, &["up", RESOURCE]);
+    cluster.wait_disk(BOB, "UpToDate", STATE_DEADLINE);
+    cluster.wait_replication(ALICE, BOB, "Established", STATE_DEADLINE);
+    client.disconnect();
+}
+
 /// A peer killed without a goodbye is unknown, not Outdated: it might be Primary in another
 /// partition. One such peer puts every node back among the voters, so alice, having only
 /// carol's graceful departure and bob's death behind her, has 1 of 3 and stops.
