@@ -173,13 +173,19 @@ fn quorum_mode_with_two_nodes_passes() {
 
 /// Three nodes: the Primary is cut off in a minority, a Secondary with quorum is promoted
 /// while it still runs, its writes are held, and when the two meet its forced demotion fails
-/// every one of them (none acknowledged); every acknowledged write survives.
+/// every one of them (none acknowledged); every acknowledged write survives. Three seeds
+/// (each run's path moves when the engine's timing does; seed 28 was one until session 14).
 #[test]
 fn quorum_failover_away_from_a_live_primary_fails_its_held_writes() {
-    let outcome = run(quorum(28, 3));
-    assert_passes(&outcome);
-    assert!(outcome.stats.failovers_from_live_primary >= 1, "a failover away from a running Primary");
-    assert!(outcome.stats.writes_failed >= 1, "the old Primary's held writes failed");
+    let (mut failovers, mut failed) = (0, 0);
+    for seed in [5, 6, 28] {
+        let outcome = run(quorum(seed, 3));
+        assert_passes(&outcome);
+        failovers += outcome.stats.failovers_from_live_primary;
+        failed += outcome.stats.writes_failed;
+    }
+    assert!(failovers >= 1, "a failover away from a running Primary");
+    assert!(failed >= 1, "the old Primary's held writes failed");
 }
 
 /// Two nodes, quorum: the Secondary departs gracefully now and then (`down`), outdating
