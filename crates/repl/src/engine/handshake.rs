@@ -86,6 +86,11 @@ impl<P: Clone> Engine<P> {
         ids.flags.discard_my_data = p.discard_my_data;
         ids.flags.primary_peer = self.fed_by_primary(slot, vslot);
         let bitmap_bits = p.bitmaps[vslot].count_set_blocks();
+        // A crashed Primary is one towards a peer only while it holds bits for it: the flag
+        // outlives the first peer's resync (`bits_owed_to_others`), and a crashed Primary
+        // with nothing for this peer must not override what the peer has for it (such as a
+        // new Primary's full resync of it, which the flag would turn into an rr-conflict).
+        ids.flags.crashed_primary &= bitmap_bits > 0;
         let message = UuidsMessage {
             volume: volume.number,
             purpose,
@@ -226,18 +231,22 @@ impl<P: Clone> Engine<P> {
         }
         let nodes = self.nodes(slot);
         let compared = compare(&sent.ids, &peer.ids, nodes);
-        let fed_by_primary = compared.rule == Rule::EqualCurrent
+        let equal_current = matches!(compared.rule, Rule::EqualCurrent | Rule::CrashedPrimarySelf | Rule::CrashedPrimaryPeer | Rule::CrashedPrimaryBoth);
+        let fed_by_primary = equal_current
             && sent.role != Role::Primary
             && peer.role != Role::Primary
             && (sent.ids.flags.primary_peer || peer.ids.flags.primary_peer);
         let handshake = if fed_by_primary {
             // Both are fed by a Primary (rotate.rs): no resync between them; the bits they
             // kept for each other are moot, unless one is Inconsistent (a replicated write
-            // failed on it): its bits are what a later resync between them must move.
+            // failed on it): its bits are what a later resync between them must move. A
+            // crashed Primary's hot extents too: whoever received them from it kept its other
+            // Secondaries away meanwhile (`leave_secondaries_beside_crashed_source`) and marked
+            // them for them, and the Primary it feeds us both from has them.
             if sent.disk != DiskState::Inconsistent && peer.disk != DiskState::Inconsistent {
                 self.forget_bits_for(slot, vslot, out);
             }
-            compared
+            Handshake { decision: SyncDecision::NoSync, rule: compared.rule }
         } else {
             let settled = settle_equal_current(compared, EqualSide::sent(sent), EqualSide::received(peer), nodes);
             settle_unrelated_inconsistent(settled, sent.disk, peer.disk)

@@ -303,13 +303,36 @@ impl<P: Clone> Engine<P> {
         self.peers[slot].syncs[vslot] = SyncState::Established;
         if failed_bytes == 0 {
             let peer = self.peers[slot].node;
+            let owed = self.bits_owed_to_others(slot, vslot);
             let ids = &mut self.volumes[vslot].ids;
             ids.clear_bitmap_uuid(peer);
-            ids.flags.crashed_primary = false;
+            if !owed {
+                ids.flags.crashed_primary = false;
+            }
             self.peers[slot].disks[vslot] = DiskState::UpToDate;
         }
         self.meta_changed(vslot, out);
         Ok(())
+    }
+
+    /// Whether this node still holds out-of-sync bits on `vslot` for a peer other than `slot`
+    /// that has a disk (a `disk none;` peer keeps no bitmap).
+    ///
+    /// Invariant: a node that crashed as Primary keeps its `crashed_primary` flag until a
+    /// resync as source leaves no bits for any such peer, not just until the first one ends.
+    /// Its hot extents were marked for every peer at attach, and the flag is what makes it the
+    /// source of an equal-current handshake (`uuid::compare`, `Rule::CrashedPrimaryPeer`)
+    /// and keeps its target's other Secondaries away (`leave_secondaries_beside_crashed_source`).
+    /// Cleared after the first peer, the second peer's equal-current handshake fell to the
+    /// tie-break of `settle_equal_current` (both having bits: the lower node id), which made a
+    /// Secondary that lacked the crashed Primary's last acknowledged writes the source of a
+    /// resync of it, while it stayed Established with the first peer: the two ended UpToDate
+    /// and different, and the write was gone from it (simulator seed 6671).
+    fn bits_owed_to_others(&self, slot: usize, vslot: usize) -> bool {
+        self.peers
+            .iter()
+            .enumerate()
+            .any(|(other, p)| other != slot && !p.bitmap_free[vslot] && p.bitmaps[vslot].count_set_blocks() > 0)
     }
 
     // ----- target ---------------------------------------------------------------------------

@@ -498,6 +498,36 @@ fn a_crashed_primary_resyncs_everything() {
     assert!(!meta.ids.flags.crashed_primary, "resolved by the resync");
 }
 
+/// A crashed Primary with two peers stays a crashed Primary after the resync to the first:
+/// its hot extents (here, without an activity log, every block) are still marked for the
+/// other, and the flag is what makes it that peer's source when their current generations
+/// are equal. Cleared early, that handshake fell to the tie-break between two sides with bits,
+/// and a Secondary that lacked the crashed Primary's last acknowledged writes became its
+/// source (simulator seed 6671, three nodes under quorum: two UpToDate replicas differed).
+#[test]
+fn a_crashed_primary_stays_one_until_every_peer_is_resynced() {
+    let mut crashed = synced_volume();
+    crashed.crashed_primary = true;
+    let config = EngineConfig {
+        node_id: 0,
+        volumes: vec![crashed],
+        peers: vec![peer_config(1, Protocol::C), peer_config(2, Protocol::C)],
+        random_seed: 0x5eed,
+    };
+    let a = Engine::new(config).expect("valid test configuration");
+    let mut pair = Pair::unconnected([a, engine(1, 0, Protocol::C)]);
+    pair.disks[A][12345] = 7;
+    pair.connect();
+    pair.sync_until_quiet(100);
+    assert_eq!(pair.resync_sent_bytes, [VOLUME_BYTES, 0]);
+    pair.assert_in_sync();
+    let meta = pair.persisted[A].clone().expect("A persisted");
+    assert!(meta.ids.flags.crashed_primary, "node 2 is still owed the crashed Primary's blocks");
+    let status = pair.nodes[A].status();
+    let owed = status.peers.iter().find(|p| p.node_id == 2).map(|p| p.volumes[0].out_of_sync_bytes);
+    assert_eq!(owed, Some(VOLUME_BYTES));
+}
+
 /// drbd-semantics.md §2: a disconnect in the middle of a resync keeps the remaining bits; the
 /// target stays Inconsistent; the next connect resumes (bitmap rules on the sync identifier)
 /// and finishes without starting over.

@@ -24,29 +24,16 @@ struct Trio {
     persisted: Vec<Option<VolumeMeta>>,
     /// Nodes whose data writes fail (a disk error).
     failing: HashSet<usize>,
+    /// Local reads are answered (with zeros; this harness keeps no data). Off: they wait in
+    /// `read_queue`, which keeps a resync running.
+    reads: bool,
+    read_queue: Vec<VecDeque<Action<Vec<u8>>>>,
 }
 
 impl Trio {
     /// Three nodes in sync, every pair connected, node 0 Primary; protocol C.
     fn new() -> Trio {
-        let nodes = (0..NODES as u8)
-            .map(|id| {
-                let peers = (0..NODES as u8).filter(|&p| p != id).map(|p| peer_config(p, Protocol::C)).collect();
-                let config = EngineConfig { node_id: id, volumes: vec![synced_volume()], peers, random_seed: 0x5eed + u64::from(id) };
-                Engine::new(config).expect("valid test configuration")
-            })
-            .collect();
-        let mut trio = Trio {
-            nodes,
-            now: Time(1),
-            links: vec![vec![VecDeque::new(); NODES]; NODES],
-            local: vec![VecDeque::new(); NODES],
-            held: HashSet::new(),
-            completed: Vec::new(),
-            disconnects: Vec::new(),
-            persisted: vec![None; NODES],
-            failing: HashSet::new(),
-        };
+        let mut trio = Trio::unconnected([synced_volume(), synced_volume(), synced_volume()]);
         for a in 0..NODES {
             for b in 0..NODES {
                 if a != b {
@@ -58,6 +45,33 @@ impl Trio {
         trio.step(0, |engine, _, out| engine.promote(false, out).expect("promote"));
         trio.settle();
         trio
+    }
+
+    /// Three Secondaries with these volumes, not connected.
+    fn unconnected(volumes: [VolumeConfig; NODES]) -> Trio {
+        let nodes = volumes
+            .into_iter()
+            .enumerate()
+            .map(|(id, volume)| {
+                let id = id as u8;
+                let peers = (0..NODES as u8).filter(|&p| p != id).map(|p| peer_config(p, Protocol::C)).collect();
+                let config = EngineConfig { node_id: id, volumes: vec![volume], peers, random_seed: 0x5eed + u64::from(id) };
+                Engine::new(config).expect("valid test configuration")
+            })
+            .collect();
+        Trio {
+            nodes,
+            now: Time(1),
+            links: vec![vec![VecDeque::new(); NODES]; NODES],
+            local: vec![VecDeque::new(); NODES],
+            held: HashSet::new(),
+            completed: Vec::new(),
+            disconnects: Vec::new(),
+            persisted: vec![None; NODES],
+            failing: HashSet::new(),
+            reads: false,
+            read_queue: vec![VecDeque::new(); NODES],
+        }
     }
 
     fn step(&mut self, node: usize, f: impl FnOnce(&mut Engine<Vec<u8>>, Time, &mut Vec<Action<Vec<u8>>>)) {
@@ -82,6 +96,7 @@ impl Trio {
                     self.local[node].push_back(action);
                 }
                 Action::LocalWrite { .. } | Action::LocalFlush { .. } | Action::WriteActivityLog { .. } => self.local[node].push_back(action),
+                Action::LocalRead { .. } => self.read_queue[node].push_back(action),
                 _ => {}
             }
         }
@@ -101,6 +116,12 @@ impl Trio {
                         self.step(to, |engine, now, out| engine.peer_message(now, from as u8, message, out));
                         moved = true;
                     }
+                }
+                while let Some(action) = if self.reads { self.read_queue[from].pop_front() } else { None } {
+                    let Action::LocalRead { io, length, .. } = action else { unreachable!("only reads are queued here") };
+                    let data = vec![0; usize::try_from(length).expect("a test read fits in memory")];
+                    self.step(from, |engine, now, out| engine.local_read_done(now, io, Ok(data), out));
+                    moved = true;
                 }
                 while let Some(action) = self.local[from].pop_front() {
                     let (io, result) = match action {
@@ -130,6 +151,26 @@ impl Trio {
     fn join(&mut self, a: usize, b: usize) {
         self.step(a, |engine, now, out| engine.peer_connected(now, b as u8, out));
         self.step(b, |engine, now, out| engine.peer_connected(now, a as u8, out));
+    }
+
+    /// Ticks every node until no resync runs (a resync target asks for blocks at ticks).
+    fn sync_until_quiet(&mut self) {
+        for _ in 0..100 {
+            self.settle();
+            let syncing = self.nodes.iter().any(|n| n.status().peers.iter().any(|p| matches!(p.volumes[0].replication, ReplState::SyncSource | ReplState::SyncTarget | ReplState::WFBitMapS | ReplState::WFBitMapT)));
+            if !syncing {
+                return;
+            }
+            self.now = self.now.after(std::time::Duration::from_millis(100));
+            for node in 0..NODES {
+                self.step(node, |engine, now, out| engine.tick(now, out));
+            }
+        }
+        panic!("still resyncing after 100 ticks");
+    }
+
+    fn replication(&self, node: usize, peer: u8) -> Option<ReplState> {
+        self.nodes[node].status().peers.iter().find(|p| p.node_id == peer).map(|p| p.volumes[0].replication)
     }
 
     fn disk(&self, node: usize) -> DiskState {
@@ -344,4 +385,39 @@ fn a_resync_from_another_peer_withdraws_discard_my_data() {
         })
         .collect();
     assert_eq!(flags, vec![false]);
+}
+
+/// A Secondary that crashed as Primary resyncs its hot extents to one Secondary, then meets
+/// the other, which holds bits for it too (here: given) at the same current generation. The
+/// crashed Primary is still that one's source: its flag lasts until every peer got its
+/// blocks. It used to be cleared by the first resync, and the tie-break between two sides
+/// with bits (the lower node id) made node 1, which lacked the crashed Primary's last
+/// acknowledged write, the source of a resync of node 2 while node 2 stayed Established with
+/// node 0: nodes 0 and 2 ended UpToDate and different (simulator seed 6671).
+#[test]
+fn a_crashed_primary_is_the_source_of_each_of_its_peers() {
+    let mut crashed = synced_volume();
+    crashed.crashed_primary = true;
+    let mut lagging = synced_volume();
+    let mut bits = meta::Bitmap::new(VOLUME_BYTES, BITMAP_GRANULARITY_BYTES_DEFAULT).expect("bitmap");
+    bits.set(0, 4096).expect("within the volume");
+    lagging.bitmaps = vec![PeerBitmap { peer: 2, bitmap: bits }];
+    let mut trio = Trio::unconnected([synced_volume(), lagging, crashed]);
+    trio.reads = true;
+    trio.join(0, 2);
+    trio.sync_until_quiet();
+    assert_eq!(trio.replication(2, 0), Some(ReplState::Established));
+    assert_eq!(trio.disk(0), DiskState::UpToDate);
+    assert!(trio.persisted[2].as_ref().is_some_and(|meta| meta.ids.flags.crashed_primary), "node 1 is still owed the hot extents");
+    // Reads held back: the resync between nodes 1 and 2 stays where the handshake put it.
+    trio.reads = false;
+    trio.join(1, 2);
+    trio.settle();
+    assert_eq!(trio.replication(2, 1), Some(ReplState::SyncSource), "{:?}", trio.disconnects);
+    assert_eq!(trio.replication(2, 0), Some(ReplState::Established));
+    trio.reads = true;
+    trio.sync_until_quiet();
+    assert_eq!(trio.replication(1, 2), Some(ReplState::Established));
+    assert_eq!(trio.disk(1), DiskState::UpToDate);
+    assert!(trio.persisted[2].as_ref().is_some_and(|meta| !meta.ids.flags.crashed_primary), "every peer has the hot extents now");
 }
