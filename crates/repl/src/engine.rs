@@ -333,6 +333,11 @@ struct Peer<P> {
     /// Per volume slot: the peer accepted this connection's handshake
     /// ([`UuidsPurpose::Accepted`]); cleared on connect and disconnect (`quorum.rs`).
     accepted: Vec<bool>,
+    /// Per volume slot: the peer said, this connection (since its last handshake), that its
+    /// disk there is not UpToDate, so it cannot be promoted without `--force`; never cleared
+    /// by a later UpToDate report within the round. A peer this node resyncs counts toward
+    /// quorum only once this is set (`quorum.rs`); cleared on connect and disconnect.
+    unpromotable: Vec<bool>,
     /// Per volume: our handshake waits until the metadata no longer records this peer as
     /// departed (`leave.rs`); with the peer's handshake if it came meanwhile.
     handshake_held: Vec<Option<leave::HeldHandshake>>,
@@ -763,6 +768,7 @@ impl<P: Clone> Engine<P> {
         p.receiver.new_session();
         p.rotations = rotate::RotationCount::default();
         p.accepted.fill(false);
+        p.unpromotable.fill(false);
         let message = PeerMessage::State { role: self.role, disks: self.disk_list() };
         out.push(Action::SendControl { peer, message });
         // Connected, it no longer counts as departed: the record goes before the handshake.
@@ -809,6 +815,7 @@ impl<P: Clone> Engine<P> {
         p.peer_paused.fill(false);
         p.known_ids.fill(None);
         p.accepted.fill(false);
+        p.unpromotable.fill(false);
         p.handshake_held.fill(None);
         let mut drained = vec![false; volumes.len()];
         let mut drained_seqs = Vec::with_capacity(p.transfer_log.len());
@@ -1089,6 +1096,7 @@ impl<P: Clone> Engine<P> {
         for (volume, disk) in disks {
             if let Some(vslot) = self.volumes.iter().position(|v| v.number == volume) {
                 p.disks[vslot] = disk;
+                p.unpromotable[vslot] |= disk != DiskState::UpToDate;
             }
         }
         out.push(Action::StateChanged);
@@ -1214,6 +1222,7 @@ impl<P: Clone> Engine<P> {
             if self.volumes[vslot].disk != DiskState::UpToDate {
                 self.force_up_to_date(vslot, out);
             } else if !was_primary {
+                self.distrust_shared_with(vslot);
                 self.mark_role_if_all_present(vslot);
                 self.meta_changed(vslot, out);
             }
@@ -1473,6 +1482,7 @@ fn new_peer<P: Clone>(local: NodeId, config: &PeerConfig, volumes: &[VolumeConfi
         known_ids: vec![None; count],
         rotations: rotate::RotationCount::default(),
         accepted: vec![false; count],
+        unpromotable: vec![false; count],
         handshake_held: vec![None; count],
     })
 }

@@ -369,6 +369,15 @@ impl Sim {
         for w in self.writes.iter_mut().filter(|w| w.lost_on.contains(&source)) {
             w.lost_on.insert(n);
         }
+        if self.cfg.protocol != repl::Protocol::C {
+            // Under protocols A and B a write is acknowledged before every peer wrote it: an
+            // UpToDate source may legitimately lack one that was in flight to it when its
+            // Primary failed, and `n` (which may have confirmed it while it was a sync
+            // target itself) now holds the source's data, without it (seeds 4915, 6805).
+            for w in self.writes.iter_mut().filter(|w| w.node != source && !w.acked_by.contains(&source)) {
+                w.lost_on.insert(n);
+            }
+        }
         if complete {
             self.wrote_apart.remove(&(n, source));
             self.wrote_apart.remove(&(source, n));

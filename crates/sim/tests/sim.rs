@@ -346,15 +346,20 @@ fn quorum_a_crashed_primarys_hot_extents_reach_every_secondary() {
 /// regained it through node 1 (which never heard of node 2's promotion) and acknowledged its
 /// held write, which the split-brain resolution in favour of node 2 discarded. That needs
 /// what DRBD has and tandem lacks: a promotion confirmed by the peers it counts, a
-/// cluster-wide two-phase state change). Now seed 3427, write 722, not analysed.
+/// cluster-wide two-phase state change). Seeds 3427 and 3530 were other mechanisms, fixed
+/// (see below); seed 7091 was this one before they moved it: node 1 was promoted counting its
+/// link to node 2, which had crashed, and the old Primary regained quorum through node 2,
+/// restarted, and acknowledged write 1323. Now seed 16699, write 1726, the same mechanism:
+/// node 2 promoted at 17.3 s counting node 0, crashed at 17.16 s and not yet detected; the
+/// old Primary 1 regains quorum through node 0, restarted, at 20.1 s.
 #[test]
 #[ignore = "engine: no cluster-wide two-phase commit for promotions"]
 fn quorum_three_node_failovers_keep_acknowledged_writes() {
-    assert_passes(&run(quorum(3427, 3)));
+    assert_passes(&run(quorum(16699, 3)));
 }
 
-/// Three nodes, quorum: no convergence (seed 7036; seed 5470 until a crashed Primary's flag
-/// lasted until every peer was resynced, which moved its run). Node 0, back after crashing
+/// Three nodes, quorum: no convergence (seed 7036; also 1780 and 6714; seed 5470 until a
+/// crashed Primary's flag lasted until every peer was resynced, which moved its run). Node 0, back after crashing
 /// as Primary with bits for the new Primary node 1 at equal generations, would be node 1's
 /// sync source (crashed-primary rule), which rr-conflict refuses (as DRBD does); the pair
 /// once had a split brain, and the simulated administrator answers every later stand-off of
@@ -432,6 +437,43 @@ fn a_resync_between_secondaries_stops_when_a_primary_appears() {
 #[test]
 fn quorum_a_secondary_follows_one_primary() {
     assert_passes(&run(quorum(265, 3)));
+}
+
+/// Three nodes, quorum: an old Primary held without quorum regained it through a Secondary
+/// whose handshake made it a sync target, as soon as that Secondary accepted the handshake,
+/// and acknowledged its held writes; it crashed before its `SyncStart` arrived, so the
+/// Secondary stayed UpToDate without them and was promoted (found: seed 3530, write 236).
+/// Fixed: a peer this node resyncs counts toward quorum only once it said it is no longer
+/// UpToDate (`quorum.rs`); kept as a regression test.
+#[test]
+fn quorum_a_sync_target_lends_quorum_once_it_is_inconsistent() {
+    assert_passes(&run(quorum(3530, 3)));
+}
+
+/// Three nodes, quorum: node 1, a Secondary, resynced node 2, which then resynced node 0
+/// (no Primary near); node 1, promoted while apart from node 0, wrote on the generation
+/// without starting a new one, since its bitmap identifier for node 0 was older and it had
+/// never seen node 0 share the generation; node 0, UpToDate on it without node 1's writes,
+/// was promoted after node 1 crashed (found: seed 3427, write 722). Fixed: a node promoted
+/// trusts no record of who shares its generation (`Engine::distrust_shared_with`): its first
+/// write with a peer away starts a new one, and node 0 is left behind; kept as a regression
+/// test.
+#[test]
+fn quorum_a_promoted_node_rotates_before_writing_with_a_peer_away() {
+    assert_passes(&run(quorum(3427, 3)));
+}
+
+/// Three nodes, quorum, protocol A: a sync target of the Primary confirmed a write the
+/// Primary acknowledged (protocol A: once sent) and that never reached the other, UpToDate
+/// Secondary; the Primary crashed, and the target, resynced from that Secondary, was
+/// promoted without the write, as protocol A allows (found: seeds 4915, 6805). The checker
+/// expected every write the promoted node once confirmed; now a resync target under A or B
+/// is expected to hold only what its source confirmed; kept as a regression test.
+#[test]
+fn quorum_protocol_a_a_target_resynced_from_a_peer_without_a_write() {
+    for seed in [4915, 6805] {
+        assert_passes(&run(quorum(seed, 3)));
+    }
 }
 
 // ----- every checker can fail ---------------------------------------------------------------

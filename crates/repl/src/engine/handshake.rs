@@ -124,6 +124,11 @@ impl<P: Clone> Engine<P> {
             .volume_slot(message.volume)
             .ok_or_else(|| format!("identifiers for unknown volume {}", message.volume))?;
         self.peers[slot].disks[vslot] = message.disk;
+        // A new round starts over; within one, a report of a disk that cannot be promoted
+        // sticks (an older UpToDate on the other socket may arrive after it, `quorum.rs`).
+        let unpromotable = message.disk != DiskState::UpToDate;
+        let p = &mut self.peers[slot];
+        p.unpromotable[vslot] = unpromotable || (p.unpromotable[vslot] && message.purpose != UuidsPurpose::Handshake);
         if matches!(message.purpose, UuidsPurpose::Handshake | UuidsPurpose::Rotate) {
             self.peers[slot].known_ids[vslot] = Some(Box::new(message.ids.clone()));
         }

@@ -299,6 +299,24 @@ impl<P: Clone> Engine<P> {
         }
     }
 
+    /// On promotion: any peer may hold the current generation now, whatever this node saw.
+    ///
+    /// Invariant: `shared_with` names every node that may hold data of the current
+    /// generation. It grows only with what this node sees (its own handshakes and resyncs),
+    /// but a generation also spreads between other nodes: a Secondary that shares it may
+    /// resync it to a third node, which is allowed while no Primary is near, and a Secondary
+    /// is no Primary. So the record a Secondary kept does not bind the Primary it becomes:
+    /// its first write with a peer away starts a new generation, and a Secondary that took
+    /// the old one from a third node and is no longer reached by this Primary is left behind
+    /// (`rotate.rs`) instead of staying UpToDate on this Primary's generation without its
+    /// writes (sim seed 3427: node 2, a sync target of node 1, then resynced node 0; node 1
+    /// was promoted while apart from node 0 and wrote on the generation node 0 now held,
+    /// since its bitmap identifier for node 0 was older; node 0 was promoted after node 1
+    /// crashed, without node 1's writes).
+    pub(super) fn distrust_shared_with(&mut self, vslot: usize) {
+        self.volumes[vslot].shared_with = NodeSet::ALL;
+    }
+
     /// On promotion: mark the current generation as made by a Primary, but only if no peer is
     /// away (otherwise the first write's new generation carries the mark).
     pub(super) fn mark_role_if_all_present(&mut self, vslot: usize) {

@@ -13,6 +13,9 @@
 //!   the peer said it accepted each ([`UuidsPurpose::Accepted`]): a connection either side's
 //!   handshake may still refuse never counts (a Secondary that follows another Primary drops
 //!   a second one on its handshake, after that one may have decided already).
+//! - A peer this node resyncs counts only once it said its disk is no longer UpToDate
+//!   (`resyncs_promotable_peer`): until the `SyncStart` reaches it, it could be promoted
+//!   without the blocks the resync brings, held writes among them.
 //! - Quorum is re-evaluated on every connect, disconnect and tick, and when peers report their
 //!   disk states; held writes and flushes are retried as soon as it returns.
 //! - **Last man standing**, as in DRBD: an absent peer known to be Outdated or Inconsistent
@@ -132,12 +135,33 @@ impl<P: Clone> Engine<P> {
 
     /// Whether the peer in `slot` counts as present: connected and accepted by the
     /// handshake (a TCP connection alone proves nothing: the handshake may still find a split
-    /// brain and drop it).
+    /// brain and drop it), and not a sync target of this node that may still be promoted.
     fn present(&self, slot: usize) -> bool {
         let p = &self.peers[slot];
         p.connection == ConnState::Connected
             && p.syncs.iter().all(|s| !matches!(s, SyncState::Off | SyncState::WaitUuids { .. }))
             && p.accepted.iter().all(|&accepted| accepted)
+            && !self.resyncs_promotable_peer(slot)
+    }
+
+    /// Whether this node is (becoming) the sync source of the peer in `slot` on a volume the
+    /// peer has not yet said is no longer UpToDate.
+    ///
+    /// Invariant: a peer that lacks what this node's resync will bring it lends no quorum
+    /// while it could still be promoted. The target accepts the handshake while UpToDate and
+    /// becomes Inconsistent only on the source's `SyncStart`, then says so (`State`; quorum is
+    /// re-evaluated at the next tick). A Primary that counted it from `Accepted` on could
+    /// regain quorum through it and acknowledge held writes whose blocks only the resync
+    /// would carry; if the Primary then failed before the `SyncStart` arrived, the target
+    /// stayed UpToDate without them and could be promoted with a third node (sim seed 3530).
+    /// Until the target says it is not UpToDate, held writes wait (or fail under
+    /// `on-no-quorum io-error`) as without the peer.
+    fn resyncs_promotable_peer(&self, slot: usize) -> bool {
+        let p = &self.peers[slot];
+        p.syncs
+            .iter()
+            .zip(&p.unpromotable)
+            .any(|(sync, &unpromotable)| !unpromotable && matches!(sync, SyncState::StartingSource(_) | SyncState::Source(_)))
     }
 
     /// Quorum is lost: what this node knew of absent peers' Outdated disks may no longer hold

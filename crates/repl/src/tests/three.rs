@@ -421,3 +421,79 @@ fn a_crashed_primary_is_the_source_of_each_of_its_peers() {
     assert_eq!(trio.disk(1), DiskState::UpToDate);
     assert!(trio.persisted[2].as_ref().is_some_and(|meta| !meta.ids.flags.crashed_primary), "every peer has the hot extents now");
 }
+
+/// A Primary that regains quorum through a peer its handshake makes a sync target counts
+/// that peer only once the peer says it is no longer UpToDate: until the source's
+/// `SyncStart` reaches it, the target is UpToDate without the blocks the resync brings, and
+/// could be promoted without the Primary's held writes if the Primary failed now (found by
+/// the simulator, seed 3530: node 0 acknowledged its held writes on node 1's `Accepted`,
+/// crashed before its `SyncStart` arrived, and node 1 was promoted without them).
+#[test]
+fn a_sync_target_lends_quorum_once_it_said_it_is_inconsistent() {
+    let mut trio = Trio::new();
+    let majority = QuorumConfig { rule: QuorumRule::Majority, ..QuorumConfig::default() };
+    for node in 0..NODES {
+        trio.step(node, |engine, now, out| engine.set_quorum(now, majority, out));
+    }
+    // Node 0 loses both Secondaries with a write in flight: it is held without quorum.
+    trio.held.insert((0, 1));
+    trio.held.insert((0, 2));
+    trio.write(1);
+    trio.settle();
+    trio.cut(0, 1);
+    trio.cut(0, 2);
+    trio.held.clear();
+    trio.settle();
+    assert!(!trio.nodes[0].has_quorum());
+    assert!(!trio.is_complete(1), "held without quorum");
+    // Node 1 comes back: it reads node 0's handshake first and accepts to be its sync target;
+    // node 0 then decides, and its `SyncStart` is held back.
+    trio.held.insert((1, 0));
+    trio.join(0, 1);
+    trio.settle();
+    trio.held.remove(&(1, 0));
+    trio.held.insert((0, 1));
+    trio.settle();
+    assert!(trio.queued_uuids(0, 1).contains(&UuidsPurpose::SyncStart), "{:?}", trio.queued_uuids(0, 1));
+    assert_eq!(trio.disk(1), DiskState::UpToDate, "node 1 has not heard the sync start");
+    assert!(!trio.nodes[0].has_quorum(), "an UpToDate sync target lends no quorum: {}", trio.nodes[0].quorum_report());
+    assert!(!trio.is_complete(1), "no quorum, no acknowledgement");
+    // The sync start arrives: node 1 is Inconsistent and says so; node 0 has quorum again.
+    trio.held.remove(&(0, 1));
+    trio.settle();
+    assert_eq!(trio.disk(1), DiskState::Inconsistent);
+    trio.step(1, |engine, now, out| engine.tick(now, out));
+    trio.settle();
+    trio.step(0, |engine, now, out| engine.tick(now, out));
+    trio.settle();
+    assert!(trio.nodes[0].has_quorum(), "{}", trio.nodes[0].quorum_report());
+    assert!(trio.is_complete(1));
+}
+
+/// A node promoted starts a new generation before its first write with a peer away, even
+/// if it holds a bitmap identifier for that peer and never saw it share the current
+/// generation: while this node was Secondary, another Secondary that shares the generation
+/// may have resynced it to that peer (found by the simulator, seed 3427: node 1 wrote on the
+/// generation node 0 had taken from node 2 meanwhile; node 0, UpToDate on it without node 1's
+/// writes, was promoted after node 1 crashed).
+#[test]
+fn a_promoted_node_starts_a_new_generation_before_writing_with_a_peer_away() {
+    let mut trio = Trio::new();
+    // Node 0 writes with node 2 away: a new generation, which node 2 does not share.
+    trio.cut(0, 2);
+    trio.write(1);
+    trio.settle();
+    assert!(trio.is_complete(1));
+    let first = trio.current(0);
+    assert_ne!(first, super::SYNCED_UUID);
+    // Demoted and promoted again, node 2 still away: the first write starts another one.
+    trio.step(0, |engine, _, out| engine.demote(out).expect("demote"));
+    trio.settle();
+    trio.step(0, |engine, _, out| engine.promote(false, out).expect("promote"));
+    trio.settle();
+    trio.write(2);
+    trio.settle();
+    assert!(trio.is_complete(2));
+    assert_ne!(trio.current(0), first, "a new generation before the first write as Primary");
+    assert_eq!(trio.current(1), trio.current(0), "node 1 took it");
+}
