@@ -125,11 +125,12 @@ impl Shared {
         self.waiters.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Wake everyone whose wait is over (after `filled` or `state` changed) and hand the
-    /// piece to the sinks; once the payload stopped arriving, that is everyone, and the work
-    /// waiting for that runs too. One lock round per call (two while a sink wants more).
-    fn wake_all(&self) {
-        let (wakers, mut sinks, work, notify) = {
+    /// Wake everyone whose wait is over (after `filled` or `state` changed) and, with
+    /// `feed_sinks`, hand the piece to the sinks; once the payload stopped arriving, that is
+    /// everyone, and the work waiting for that runs too. One lock round per call (two while a
+    /// sink wants more).
+    fn wake_all(&self, feed_sinks: bool) {
+        let (wakers, sinks, work, notify) = {
             let mut waiters = self.lock();
             let done = self.state.load(Ordering::Acquire) != FILLING;
             let filled = if done { usize::MAX } else { self.filled.load(Ordering::Acquire) };
@@ -148,7 +149,8 @@ impl Shared {
                 // Every blocked thread wakes and registers again what it still waits for.
                 waiters.blocking_min = usize::MAX;
             }
-            (ready, std::mem::take(&mut waiters.sinks), work, notify)
+            let sinks = if feed_sinks { std::mem::take(&mut waiters.sinks) } else { Vec::new() };
+            (ready, sinks, work, notify)
         };
         if notify {
             self.arrived.notify_all();
@@ -156,19 +158,31 @@ impl Shared {
         wakers.into_iter().for_each(Waker::wake);
         // After the wake-ups, so a woken sender on another thread passes the piece on while
         // a sink writes it here; outside the lock, so a sink may use this payload.
-        if !sinks.is_empty() {
-            let piece = match self.state.load(Ordering::Acquire) {
-                COMPLETE => Piece::Complete(self.prefix(self.len)),
-                ABORTED => Piece::Aborted,
-                _ => Piece::Filled(self.prefix(self.filled.load(Ordering::Acquire))),
-            };
-            let last = !matches!(piece, Piece::Filled(_));
-            sinks.retain_mut(|sink| !sink(piece) && !last);
-            if !sinks.is_empty() {
-                self.lock().sinks.append(&mut sinks);
-            }
-        }
+        self.run_sinks(sinks);
         work.into_iter().for_each(|work| work());
+    }
+
+    /// Hands the current piece to the sinks registered now (see [`Filler::publish`]).
+    fn feed_sinks(&self) {
+        let sinks = std::mem::take(&mut self.lock().sinks);
+        self.run_sinks(sinks);
+    }
+
+    /// Hands the current piece to `sinks` and registers again those that want more.
+    fn run_sinks(&self, mut sinks: Vec<OnPiece>) {
+        if sinks.is_empty() {
+            return;
+        }
+        let piece = match self.state.load(Ordering::Acquire) {
+            COMPLETE => Piece::Complete(self.prefix(self.len)),
+            ABORTED => Piece::Aborted,
+            _ => Piece::Filled(self.prefix(self.filled.load(Ordering::Acquire))),
+        };
+        let last = !matches!(piece, Piece::Filled(_));
+        sinks.retain_mut(|sink| !sink(piece) && !last);
+        if !sinks.is_empty() {
+            self.lock().sinks.append(&mut sinks);
+        }
     }
 
     /// The filled prefix, if it holds at least `at_least` bytes (clamped to `len`), or the
@@ -207,6 +221,8 @@ impl std::fmt::Debug for Incoming {
 /// aborts the payload.
 pub struct Filler {
     shared: Arc<Shared>,
+    /// A piece was published with [`Filler::publish`] and the sinks have not had it yet.
+    sinks_owed: bool,
 }
 
 impl std::fmt::Debug for Filler {
@@ -219,7 +235,7 @@ impl Incoming {
     /// An empty payload of `buf.len()` bytes to be filled through the returned [`Filler`].
     pub fn filling(buf: PoolBuf) -> (Filler, Incoming) {
         let shared = Incoming::share(buf, 0);
-        (Filler { shared: Arc::clone(&shared) }, Incoming { shared })
+        (Filler { shared: Arc::clone(&shared), sinks_owed: false }, Incoming { shared })
     }
 
     /// A payload that is already complete.
@@ -377,19 +393,46 @@ impl Filler {
         unsafe { std::slice::from_raw_parts_mut(shared.ptr.as_ptr().add(filled), shared.len - filled) }
     }
 
-    /// Publish the next `count` bytes of [`Filler::spare`] as filled.
+    /// Publish the next `count` bytes of [`Filler::spare`] as filled: wake whoever waits for
+    /// them and hand the piece to the sinks ([`Incoming::on_piece`]).
     pub fn advance(&mut self, count: usize) {
+        if self.publish_only(count) {
+            self.sinks_owed = false;
+            self.shared.wake_all(true);
+        }
+    }
+
+    /// Like [`Filler::advance`], but the sinks get the piece only at the next
+    /// [`Filler::pass_to_sinks`] (or when the filler is dropped). For a filler on an async
+    /// runtime that lets the tasks this wakes (peer senders) run first: a sink that writes
+    /// to a disk would otherwise delay them by the write.
+    pub fn publish(&mut self, count: usize) {
+        if self.publish_only(count) {
+            self.sinks_owed = true;
+            self.shared.wake_all(false);
+        }
+    }
+
+    /// Hands the sinks what [`Filler::publish`] published since they last had a piece.
+    pub fn pass_to_sinks(&mut self) {
+        if std::mem::take(&mut self.sinks_owed) {
+            self.shared.feed_sinks();
+        }
+    }
+
+    /// Moves `filled` (and the state, at the end) on by `count`; false if `count` is zero.
+    fn publish_only(&mut self, count: usize) -> bool {
         let shared = &self.shared;
         let filled = shared.filled.load(Ordering::Relaxed);
         assert!(count <= shared.len - filled, "advance past the end of the payload");
         if count == 0 {
-            return;
+            return false;
         }
         shared.filled.store(filled + count, Ordering::Release);
         if filled + count == shared.len {
             shared.state.store(COMPLETE, Ordering::Release);
         }
-        shared.wake_all();
+        true
     }
 
     /// Bytes still to fill.
@@ -402,7 +445,10 @@ impl Drop for Filler {
     fn drop(&mut self) {
         if self.shared.state.load(Ordering::Acquire) == FILLING {
             self.shared.state.store(ABORTED, Ordering::Release);
-            self.shared.wake_all();
+            self.shared.wake_all(true);
+        } else {
+            // Complete, with the last piece perhaps still owed to the sinks.
+            self.pass_to_sinks();
         }
     }
 }

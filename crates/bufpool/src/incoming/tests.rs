@@ -276,3 +276,42 @@ fn a_blocked_thread_sleeps_until_its_bytes_are_there() {
     assert!((32..=64).contains(&got), "woken with {got} bytes");
     filler.advance(32);
 }
+
+#[test]
+fn a_published_piece_wakes_waiters_first_and_reaches_the_sinks_when_passed_on() {
+    let (mut filler, incoming) = Incoming::filling(buffer(6));
+    let seen = Arc::new(std::sync::Mutex::new(Seen::default()));
+    assert!(incoming.on_piece(recording_sink(&seen)).is_ok());
+    let counter = Arc::new(CountWakes::default());
+    let waker = Waker::from(Arc::clone(&counter));
+    let mut context = Context::from_waker(&waker);
+    let mut wait = std::pin::pin!(incoming.wait(2));
+    assert!(wait.as_mut().poll(&mut context).is_pending());
+    filler.spare()[..2].copy_from_slice(b"ab");
+    filler.publish(2);
+    assert_eq!(counter.0.load(std::sync::atomic::Ordering::SeqCst), 1, "the waiting task is woken at once");
+    assert_eq!(*seen.lock().expect("not poisoned"), Seen::default(), "the sink has not had the piece yet");
+    filler.pass_to_sinks();
+    assert_eq!(seen.lock().expect("not poisoned").pieces, vec![2]);
+    filler.pass_to_sinks();
+    assert_eq!(seen.lock().expect("not poisoned").pieces, vec![2], "a piece is passed on once");
+    filler.spare()[..4].copy_from_slice(b"cdef");
+    filler.publish(4);
+    assert_eq!(seen.lock().expect("not poisoned").end, None, "complete, but not passed on yet");
+    drop(filler);
+    assert_eq!(
+        *seen.lock().expect("not poisoned"),
+        Seen { pieces: vec![2], end: Some(Ok(b"abcdef".to_vec())) },
+        "a filler dropped with the last piece owed passes it on"
+    );
+}
+
+#[test]
+fn a_filler_dropped_with_a_piece_owed_before_the_end_aborts_its_sinks() {
+    let (mut filler, incoming) = Incoming::filling(buffer(6));
+    let seen = Arc::new(std::sync::Mutex::new(Seen::default()));
+    assert!(incoming.on_piece(recording_sink(&seen)).is_ok());
+    filler.publish(3);
+    drop(filler);
+    assert_eq!(*seen.lock().expect("not poisoned"), Seen { pieces: vec![], end: Some(Err(Aborted)) });
+}

@@ -224,14 +224,14 @@ impl<R: AsyncRead + Unpin> RequestReader<R> {
             if read == 0 {
                 return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof).into());
             }
-            filler.advance(read);
-            if filler.remaining() > 0 {
-                // Let the export's consumers of this payload (its peer senders, woken on
-                // this worker by the advance) pass the piece on before the next one is read;
-                // otherwise a client that keeps the socket full turns cut-through into
-                // store-and-forward.
-                tokio::task::yield_now().await;
-            }
+            filler.publish(read);
+            // Let the export's consumers of this payload (its peer senders, woken on this
+            // worker by the publish) pass the piece on before it is written here and before
+            // the next one is read: otherwise a client that keeps the socket full turns
+            // cut-through into store-and-forward, and the peer, the longer path, waits for
+            // this node's own write of every piece.
+            tokio::task::yield_now().await;
+            filler.pass_to_sinks();
         }
         Ok(())
     }
