@@ -431,13 +431,17 @@ fn run_full_resyncs(sim: &mut Sim) {
 
 /// The administrator's checkpoint duties.
 pub fn admin(sim: &mut Sim) {
+    // First the Primary of the quorate partition, as a cluster manager keeps it: a stand-off
+    // resolved next then keeps that Primary's data, acknowledged writes included.
+    let primary = sim.primary.is_some_and(|p| role(sim, p) == Some(Role::Primary));
+    let followed = primary && sim.cfg.quorum && follow_quorate_primary(sim);
     resolve_stand_alone(sim);
     if sim.cfg.quorum {
         run_full_resyncs(sim);
         note_primary_reachability(sim);
     }
     if sim.primary.is_some_and(|p| role(sim, p) == Some(Role::Primary)) {
-        if sim.cfg.quorum && !follow_quorate_primary(sim) {
+        if sim.cfg.quorum && !followed {
             fail_over_from_unreachable_primary(sim);
         }
         return;
@@ -505,8 +509,9 @@ fn latest_confirmed(sim: &Sim, n: u8) -> u64 {
 }
 
 /// Two nodes that stopped trying to connect to each other: after a split brain, the node that
-/// is not the client's Primary discards its data; otherwise (a resync that would overwrite a
-/// Primary, e.g. a crashed Primary back after a failover) see [`resolve_role_conflict`].
+/// is not the client's Primary discards its data; otherwise, or when their latest stand-off
+/// was an rr-conflict (a resync that would overwrite a Primary, e.g. a crashed Primary back
+/// after a failover), see [`resolve_role_conflict`].
 fn resolve_stand_alone(sim: &mut Sim) {
     for a in 0..sim.cfg.nodes {
         for b in a + 1..sim.cfg.nodes {
@@ -519,7 +524,9 @@ fn resolve_stand_alone(sim: &mut Sim) {
             if wa.is_none() || wb.is_none() || (wa == Some(true) && wb == Some(true)) {
                 continue;
             }
-            if !sim.sb_detected.contains(&(a, b)) {
+            // As the log says: an rr-conflict is resolved by stepping down, whatever split
+            // brain the pair had before (discard-my-data decides split brains only).
+            if !sim.sb_detected.contains(&(a, b)) || sim.role_conflicts.contains(&(a, b)) {
                 resolve_role_conflict(sim, a, b);
                 continue;
             }

@@ -148,6 +148,10 @@ pub struct Sim {
     pub wrote_apart: BTreeSet<(u8, u8)>,
     /// Pairs `(low, high)` whose split brain an engine reported.
     pub sb_detected: BTreeSet<(u8, u8)>,
+    /// Pairs `(low, high)` whose latest stand-off an engine gave as an rr-conflict (a
+    /// resync that would overwrite a Primary), not a split brain: what the administrator
+    /// reads in the log before choosing how to resolve it.
+    pub role_conflicts: BTreeSet<(u8, u8)>,
     /// Quorum mode: nodes the administrator took away gracefully (`down`) until their
     /// scheduled return; the administrator does not reconnect them meanwhile.
     pub away: BTreeSet<u8>,
@@ -213,6 +217,7 @@ impl Sim {
             seq_map: BTreeMap::new(),
             wrote_apart: BTreeSet::new(),
             sb_detected: BTreeSet::new(),
+            role_conflicts: BTreeSet::new(),
             away: BTreeSet::new(),
             primary: None,
             primary_lost_at: None,
@@ -336,6 +341,7 @@ impl Sim {
                 Action::SplitBrain { peer, resolution, detail, .. } => {
                     self.stats.split_brains += 1;
                     self.sb_detected.insert(norm(n, peer));
+                    self.role_conflicts.remove(&norm(n, peer));
                     self.note(|| format!("node {n}: split brain with {peer}: {resolution:?} ({detail})"));
                 }
                 // The simulated nodes set no `fencing`, so no fence-peer run is ever asked for.
@@ -346,6 +352,9 @@ impl Sim {
                 Action::ReadDone { .. } => {}
                 Action::Disconnect { peer, state, reason } => {
                     self.note(|| format!("node {n} drops {peer} ({state}): {reason}"));
+                    if reason.starts_with("rr-conflict") {
+                        self.role_conflicts.insert(norm(n, peer));
+                    }
                     if let Some(conn) = self.nodes[usize::from(n)].conns.remove(&peer) {
                         // As the daemon does: both sockets end after what was queued on them.
                         self.send_on(n, peer, conn, Chan::Data, Body::Close, None);
@@ -382,6 +391,7 @@ impl Sim {
             self.wrote_apart.remove(&(n, source));
             self.wrote_apart.remove(&(source, n));
             self.sb_detected.remove(&norm(n, source));
+            self.role_conflicts.remove(&norm(n, source));
             for x in (0..self.cfg.nodes).filter(|&x| x != n && x != source) {
                 if !self.wrote_apart.contains(&(x, source)) {
                     self.wrote_apart.remove(&(x, n));
@@ -961,6 +971,7 @@ impl Sim {
             self.wrote_apart.remove(&(a, b));
             self.wrote_apart.remove(&(b, a));
             self.sb_detected.remove(&(a, b));
+            self.role_conflicts.remove(&(a, b));
         }
         quiet.len()
     }
@@ -979,6 +990,8 @@ impl Sim {
                 self.wrote_apart.remove(&(a, b));
                 self.wrote_apart.remove(&(b, a));
                 self.sb_detected.remove(&(a, b));
+                self.role_conflicts.remove(&(a, b));
+            self.role_conflicts.remove(&(a, b));
             }
         }
     }
