@@ -161,11 +161,11 @@ fn promote(resource: &Arc<Resource>, force: bool) -> Result<(), String> {
     if resource.is_down() {
         return Err("resource is down; run 'tandem up' first".into());
     }
-    let mut result = resource.step(|engine, _, out| engine.promote(force, out));
+    let mut result = resource.promote(force, false).map(|_| ());
     if let Err(repl::StateError::FencingPeer { .. }) = result {
         // drbdadm primary waits for fence-peer against an absent peer; so does tandem.
         wait_for_fencing(resource);
-        result = resource.step(|engine, _, out| engine.promote(force, out));
+        result = resource.promote(force, false).map(|_| ());
     }
     result.map_err(|e| format!("State change failed: {e}"))?;
     // An explicit promotion outlives the export's last opener.

@@ -95,12 +95,7 @@ impl Registry {
 /// `auto-promote`: a Secondary becomes Primary for the opener (refused with the reason when
 /// it cannot: a peer is Primary, no quorum, data not UpToDate or possibly stale).
 fn auto_promote(resource: &Arc<Resource>) -> Result<(), OpenError> {
-    let promoted = resource.step(|engine, _, out| {
-        if engine.role() == Role::Primary {
-            return Ok(false);
-        }
-        engine.promote(false, out).map(|()| true)
-    });
+    let promoted = resource.promote(false, true);
     match promoted {
         Ok(true) => {
             resource.auto_promoted.store(true, std::sync::atomic::Ordering::Release);

@@ -317,6 +317,36 @@ impl Resource {
         self.step_core(|core, now, out| f(&mut core.engine, now, out))
     }
 
+    /// `primary` (and auto-promote): promotes, waiting while the engine confirms quorum with
+    /// the peers it counts ([`repl::StateError::ConfirmingPeers`]: a ping round trip) for at
+    /// most a second more than the longest `ping-timeout`. Polled, as `primary` waits for
+    /// fencing; on a runtime worker the wait hands the worker's other tasks on
+    /// (`block_in_place`).
+    /// With `auto` (the export's opener), a node that is Primary already is left as it is:
+    /// Ok(false).
+    pub(crate) fn promote(self: &Arc<Self>, force: bool, auto: bool) -> Result<bool, repl::StateError> {
+        const POLL: std::time::Duration = std::time::Duration::from_millis(5);
+        let attempt = || {
+            self.step(|engine, _, out| match auto && engine.role() == repl::Role::Primary {
+                true => Ok(false),
+                false => engine.promote(force, out).map(|()| true),
+            })
+        };
+        let first = attempt();
+        if first != Err(repl::StateError::ConfirmingPeers) {
+            return first;
+        }
+        let longest = self.peers.iter().map(|p| p.net.ping_timeout).max().unwrap_or_default();
+        let deadline = std::time::Instant::now() + longest + std::time::Duration::from_secs(1);
+        tokio::task::block_in_place(|| loop {
+            std::thread::sleep(POLL);
+            let result = attempt();
+            if result != Err(repl::StateError::ConfirmingPeers) || std::time::Instant::now() >= deadline {
+                return result;
+            }
+        })
+    }
+
     /// Like [`Resource::step`], with access to the links too (to change both together).
     fn step_core<R>(self: &Arc<Self>, f: impl FnOnce(&mut Core, Time, &mut Vec<Action<Payload>>) -> R) -> R {
         let mut actions = Vec::new();

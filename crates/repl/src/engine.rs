@@ -405,6 +405,9 @@ pub struct Engine<P> {
     quorum: QuorumConfig,
     /// Whether the quorum rules are met now.
     quorum_held: bool,
+    /// When a promotion pinged the peers it would count (`quorum.rs`,
+    /// `confirm_promotion_quorum`).
+    promotion_asked: Option<Time>,
     /// After `secondary --force`: every write and flush that completes fails with EIO, until
     /// the next promotion (`quorum.rs`, `demote_forced`).
     failing_pending: bool,
@@ -457,6 +460,7 @@ impl<P: Clone> Engine<P> {
             marked_by: None,
             quorum: QuorumConfig::default(),
             quorum_held: true,
+            promotion_asked: None,
             disks_announced: Vec::new(),
             local_stats: LocalStats::default(),
             forwarded_reads: BTreeMap::new(),
@@ -1211,6 +1215,7 @@ impl<P: Clone> Engine<P> {
                 disk => return Err(StateError::CannotForce(disk)),
             }
         }
+        self.confirm_promotion_quorum(out)?;
         self.fence_before_promotion(force, out)?;
         self.failing_pending = false;
         let was_primary = self.role == Role::Primary;

@@ -492,6 +492,9 @@ pub enum StateError {
     /// `resume-io` with nothing suspended by fencing.
     #[error("I/O is not suspended by fencing")]
     NotSuspended,
+    /// Promotion waits for the peers it counts towards quorum to answer a ping (call again).
+    #[error("confirming quorum: the peers it counts were pinged; promotion waits for their answers")]
+    ConfirmingPeers,
     /// Promotion waits for `fence-peer` against an absent peer.
     #[error("fencing peer {peer} (the fence-peer handler runs); promotion waits for it")]
     FencingPeer { peer: String },

@@ -63,6 +63,9 @@ pub enum Ev {
     Connect,
     /// Checkers and the administrator.
     Checkpoint,
+    /// The administrator again, soon after a promotion that waits for its peers' answers
+    /// (`tandem primary` waits for that round trip rather than for the next checkpoint).
+    AdminRetry,
 }
 
 /// A client request in flight.
@@ -146,6 +149,8 @@ pub struct Sim {
     seq_map: BTreeMap<(u8, u64, u64), u64>,
     /// `(x, y)`: x wrote as Primary while not connected to y.
     pub wrote_apart: BTreeSet<(u8, u8)>,
+    /// An [`Ev::AdminRetry`] is scheduled.
+    admin_retry_scheduled: bool,
     /// Pairs `(low, high)` whose split brain an engine reported.
     pub sb_detected: BTreeSet<(u8, u8)>,
     /// Pairs `(low, high)` whose latest stand-off an engine gave as an rr-conflict (a
@@ -216,6 +221,7 @@ impl Sim {
             volatile: Vec::new(),
             seq_map: BTreeMap::new(),
             wrote_apart: BTreeSet::new(),
+            admin_retry_scheduled: false,
             sb_detected: BTreeSet::new(),
             role_conflicts: BTreeSet::new(),
             away: BTreeSet::new(),
@@ -304,6 +310,10 @@ impl Sim {
             Ev::Restart { node } => self.restart(node),
             Ev::Connect => self.on_connect(),
             Ev::Checkpoint => self.on_checkpoint(),
+            Ev::AdminRetry => {
+                self.admin_retry_scheduled = false;
+                crate::faults::admin(self);
+            }
         }
     }
 
@@ -1040,6 +1050,10 @@ impl Sim {
         });
         let quorum_words = if self.cfg.quorum { format!(" ({quorum_words})") } else { String::new() };
         self.note(|| format!("promote node {n}{}: {result:?}{quorum_words}", if force { " --force" } else { "" }));
+        if result == Err(repl::StateError::ConfirmingPeers) && !self.admin_retry_scheduled {
+            self.admin_retry_scheduled = true;
+            self.schedule(2 * MS, Ev::AdminRetry);
+        }
         if result.is_err() {
             return false;
         }

@@ -174,11 +174,12 @@ fn quorum_mode_with_two_nodes_passes() {
 /// Three nodes: the Primary is cut off in a minority, a Secondary with quorum is promoted
 /// while it still runs, its writes are held, and when the two meet its forced demotion fails
 /// every one of them (none acknowledged); every acknowledged write survives. Three seeds
-/// (each run's path moves when the engine's timing does; seed 28 was one until session 14).
+/// (each run's path moves when the engine's timing does; seed 28 was one until session 14,
+/// seeds 5, 6 and 28 until promotions confirmed their peers in session 15).
 #[test]
 fn quorum_failover_away_from_a_live_primary_fails_its_held_writes() {
     let (mut failovers, mut failed) = (0, 0);
-    for seed in [5, 6, 28] {
+    for seed in [2, 7, 35] {
         let outcome = run(quorum(seed, 3));
         assert_passes(&outcome);
         failovers += outcome.stats.failovers_from_live_primary;
@@ -194,7 +195,7 @@ fn quorum_failover_away_from_a_live_primary_fails_its_held_writes() {
 #[test]
 fn quorum_lone_primary_writes_after_graceful_departures() {
     let (mut departures, mut last_man) = (0, 0);
-    for seed in 0..16 {
+    for seed in 0..32 {
         let outcome = run(SimConfig { workload_ns: 8_000_000_000, ..quorum(seed, 2) });
         assert!(outcome.failure.is_none(), "seed {seed}: {:?}\n{}", outcome.failure, outcome.trace_tail.join("\n"));
         departures += outcome.stats.departures;
@@ -351,11 +352,15 @@ fn quorum_a_crashed_primarys_hot_extents_reach_every_secondary() {
 /// link to node 2, which had crashed, and the old Primary regained quorum through node 2,
 /// restarted, and acknowledged write 1323. Now seed 16699, write 1726, the same mechanism:
 /// node 2 promoted at 17.3 s counting node 0, crashed at 17.16 s and not yet detected; the
-/// old Primary 1 regains quorum through node 0, restarted, at 20.1 s.
+/// old Primary 1 regains quorum through node 0, restarted, at 20.1 s. Fixed (session 15): a
+/// promotion counts only the peers that answer the ping it sends then (engine unit test
+/// `a_promotion_counts_only_the_peers_that_answer_it`); the seeds' runs moved with it, so
+/// this is a regression test of the runs, not of the mechanism.
 #[test]
-#[ignore = "engine: no cluster-wide two-phase commit for promotions"]
 fn quorum_three_node_failovers_keep_acknowledged_writes() {
     assert_passes(&run(quorum(16699, 3)));
+    assert_passes(&run(quorum(2234, 3)));
+    assert_passes(&run(quorum(7091, 3)));
 }
 
 /// Three nodes, quorum: no convergence (seed 7036; also 1780 and 6714; seed 5470 until a
@@ -374,6 +379,31 @@ fn quorum_an_rr_conflict_after_a_split_brain_is_resolved() {
     for seed in [7036, 1780, 6714, 1344] {
         assert_passes(&run(quorum(seed, 3)));
     }
+}
+
+/// Three nodes, quorum: a Secondary that saw a new Primary promoted with its vote, and then
+/// lost the link to it, still lends its vote to the old Primary when the two meet: the old
+/// Primary acknowledges a held write before the Secondary drops it, and the split-brain
+/// resolution in favour of the new Primary discards that write (found in session 15: seed
+/// 15268, write 96, after promotions confirmed their peers; the same kind in seeds 5976 and
+/// 29690, the latter without that change). Not fixed: the Secondary would have to refuse an
+/// old Primary's handshake while it knows of a newer one (DRBD's cluster-wide state
+/// changes).
+#[test]
+#[ignore = "engine: a Secondary lends its vote to an old Primary after seeing a new one"]
+fn quorum_a_secondary_that_saw_a_new_primary_keeps_its_vote_from_the_old_one() {
+    assert_passes(&run(quorum(15268, 3)));
+}
+
+/// Three nodes, quorum, protocols A and B: a crashed Primary that wrote while apart from the
+/// node promoted after it returns with a generation that reads as an ancestor of the new
+/// Primary's, and is resynced from it without a split brain being reported (found in
+/// session 15: seeds 1141 and 13838, after promotions confirmed their peers). Not analysed
+/// further.
+#[test]
+#[ignore = "engine: a crashed Primary's writes while apart read as an older generation"]
+fn quorum_a_returning_primary_that_wrote_apart_is_a_split_brain() {
+    assert_passes(&run(quorum(1141, 3)));
 }
 
 /// Three nodes, quorum: a Primary held without quorum regained it through a Secondary whose

@@ -193,9 +193,14 @@ impl<P: Clone> Engine<P> {
     }
 
     fn quorum_counts(&self) -> QuorumCounts {
-        let present_slots: Vec<usize> = (0..self.peers.len()).filter(|&slot| self.present(slot)).collect();
+        self.quorum_counts_of(|slot| self.present(slot))
+    }
+
+    /// The counts with exactly the peers in the slots `present` selects present.
+    fn quorum_counts_of(&self, present: impl Fn(usize) -> bool) -> QuorumCounts {
+        let present_slots: Vec<usize> = (0..self.peers.len()).filter(|&slot| present(slot)).collect();
         let absent = self.peers.len() - present_slots.len();
-        let absent_outdated = (0..self.peers.len()).filter(|&slot| !self.present(slot) && self.known_outdated(slot)).count();
+        let absent_outdated = (0..self.peers.len()).filter(|&slot| !present(slot) && self.known_outdated(slot)).count();
         let present = 1 + present_slots.len();
         let (voters, outdated_left_out) = if absent_outdated == absent { (present, absent) } else { (1 + self.peers.len(), 0) };
         let local = usize::from(self.volumes.iter().all(|v| v.disk == DiskState::UpToDate));
@@ -210,8 +215,43 @@ impl<P: Clone> Engine<P> {
     }
 
     pub(super) fn compute_quorum(&self) -> bool {
-        let counts = self.quorum_counts();
+        self.quorum_met(self.quorum_counts())
+    }
+
+    fn quorum_met(&self, counts: QuorumCounts) -> bool {
         self.quorum.rule.met(counts.present, counts.voters) && self.quorum.minimum_redundancy.met(counts.copies, counts.voters)
+    }
+
+    /// A promotion under a quorum rule counts only the peers that answered a ping it sent:
+    /// the first call pings every present peer and returns [`StateError::ConfirmingPeers`]; a
+    /// later call within the longest `ping-timeout` succeeds once the peers that answered make
+    /// quorum, and one after that window starts over.
+    ///
+    /// Invariant: a node is promoted only with quorum of peers alive after the promotion was
+    /// asked for. A link cut but not yet detected dead (ping-int may be seconds) must not lend
+    /// its vote: the peer behind it may lend it to the old Primary instead, which then
+    /// regains quorum and acknowledges writes the new Primary never gets (sim seed 16699).
+    /// DRBD gets this from its cluster-wide two-phase state changes.
+    pub(super) fn confirm_promotion_quorum(&mut self, out: &mut Vec<Action<P>>) -> Result<(), StateError> {
+        let present: Vec<usize> = (0..self.peers.len()).filter(|&slot| self.present(slot)).collect();
+        if self.quorum.rule == QuorumRule::Off && self.quorum.minimum_redundancy == QuorumRule::Off || present.is_empty() {
+            return Ok(());
+        }
+        let now = self.clock;
+        let window = present.iter().map(|&slot| self.peers[slot].config.ping_timeout).max().unwrap_or_default();
+        if self.promotion_asked.is_some_and(|asked| now.since(asked) <= window) {
+            if self.quorum_met(self.quorum_counts_of(|slot| self.present(slot) && self.peers[slot].liveness.confirmed())) {
+                self.promotion_asked = None;
+                return Ok(());
+            }
+            return Err(StateError::ConfirmingPeers);
+        }
+        self.promotion_asked = Some(now);
+        for slot in present {
+            self.peers[slot].liveness.ping_to_confirm();
+            out.push(Action::SendControl { peer: self.peers[slot].config.node_id, message: PeerMessage::Ping });
+        }
+        Err(StateError::ConfirmingPeers)
     }
 
     /// Re-evaluates quorum; on a change, reports it and retries what waited for it.

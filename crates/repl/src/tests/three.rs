@@ -139,6 +139,19 @@ impl Trio {
         }
     }
 
+    /// Promotes `node` under a quorum rule: the first attempt pings the peers it would count,
+    /// their answers are delivered, and the second attempt decides.
+    fn promote(&mut self, node: usize) -> Result<(), StateError> {
+        let mut result = Ok(());
+        self.step(node, |engine, _, out| result = engine.promote(false, out));
+        if result != Err(StateError::ConfirmingPeers) {
+            return result;
+        }
+        self.settle();
+        self.step(node, |engine, _, out| result = engine.promote(false, out));
+        result
+    }
+
     /// Cuts the link between `a` and `b` (both notice); what was in flight is lost.
     fn cut(&mut self, a: usize, b: usize) {
         for (x, y) in [(a, b), (b, a)] {
@@ -290,7 +303,7 @@ fn a_peer_that_drops_the_handshake_lends_no_quorum() {
     // drops it on hearing it is Primary: node 1 is left without quorum.
     trio.cut(0, 1);
     trio.settle();
-    trio.step(1, |engine, _, out| engine.promote(false, out).expect("promote with node 2's vote"));
+    trio.promote(1).expect("promote with node 2's vote");
     trio.settle();
     assert!(trio.disconnects.iter().any(|(node, peer, _)| (*node, *peer) == (2, 1)), "{:?}", trio.disconnects);
     trio.step(1, |engine, now, out| engine.peer_disconnected(now, 2, ConnState::NetworkFailure, "node 2 closed".into(), out));
@@ -496,4 +509,65 @@ fn a_promoted_node_starts_a_new_generation_before_writing_with_a_peer_away() {
     assert!(trio.is_complete(2));
     assert_ne!(trio.current(0), first, "a new generation before the first write as Primary");
     assert_eq!(trio.current(1), trio.current(0), "node 1 took it");
+}
+
+/// A promotion under a quorum rule counts only peers that answer the ping it sends: a peer
+/// whose link is cut but not yet detected dead lends no vote (found by the simulator, seed
+/// 16699: node 2 was promoted counting node 0, which had crashed a moment before; node 0,
+/// restarted, lent its vote to the old Primary, which regained quorum and acknowledged a
+/// write that the split-brain resolution in favour of node 2 then discarded).
+#[test]
+fn a_promotion_counts_only_the_peers_that_answer_it() {
+    let mut trio = Trio::new();
+    let majority = QuorumConfig { rule: QuorumRule::Majority, ..QuorumConfig::default() };
+    for node in 0..NODES {
+        trio.step(node, |engine, now, out| engine.set_quorum(now, majority, out));
+    }
+    // The Primary (node 0) is cut off; node 2 stops answering node 1 without either noticing.
+    trio.cut(0, 1);
+    trio.cut(0, 2);
+    trio.settle();
+    assert!(trio.nodes[1].has_quorum(), "node 1 still counts node 2: {}", trio.nodes[1].quorum_report());
+    trio.held.insert((2, 1));
+    assert_eq!(trio.promote(1), Err(StateError::ConfirmingPeers), "node 2 has not answered");
+    assert_eq!(trio.nodes[1].role(), Role::Secondary);
+    // Within the window, asking again does not count the silent peer either.
+    let mut again = Ok(());
+    trio.step(1, |engine, _, out| again = engine.promote(false, out));
+    assert_eq!(again, Err(StateError::ConfirmingPeers));
+    // Once node 2 answers, node 1 is promoted with its vote.
+    trio.held.remove(&(2, 1));
+    trio.settle();
+    trio.step(1, |engine, _, out| again = engine.promote(false, out));
+    assert_eq!(again, Ok(()));
+    assert_eq!(trio.nodes[1].role(), Role::Primary);
+}
+
+/// The confirmation expires: answers to a promotion's pings count for the longest
+/// `ping-timeout` only; a later attempt pings again.
+#[test]
+fn a_promotions_confirmation_expires_after_ping_timeout() {
+    let mut trio = Trio::new();
+    let majority = QuorumConfig { rule: QuorumRule::Majority, ..QuorumConfig::default() };
+    for node in 0..NODES {
+        trio.step(node, |engine, now, out| engine.set_quorum(now, majority, out));
+    }
+    trio.cut(0, 1);
+    trio.cut(0, 2);
+    trio.settle();
+    let mut result = Ok(());
+    trio.step(1, |engine, _, out| result = engine.promote(false, out));
+    assert_eq!(result, Err(StateError::ConfirmingPeers));
+    trio.settle();
+    // Past the window (ticks move the clock on), the answer no longer counts: pinged again.
+    for _ in 0..10 {
+        trio.now = trio.now.after(std::time::Duration::from_millis(100));
+        for node in 0..NODES {
+            trio.step(node, |engine, now, out| engine.tick(now, out));
+        }
+    }
+    trio.held.insert((2, 1));
+    trio.step(1, |engine, _, out| result = engine.promote(false, out));
+    assert_eq!(result, Err(StateError::ConfirmingPeers), "an old answer does not confirm a new attempt");
+    assert_eq!(trio.nodes[1].role(), Role::Secondary);
 }

@@ -641,6 +641,23 @@ impl Cluster {
         child.wait().expect("cannot reap a killed node");
     }
 
+    /// SIGSTOP: the node stops running but keeps its sockets open, so its peers notice
+    /// nothing until a ping goes unanswered (a hung node, or a link that died silently).
+    pub fn freeze(&self, index: usize) {
+        self.send_signal(index, libc::SIGSTOP);
+    }
+
+    /// SIGCONT: a frozen node runs again.
+    pub fn thaw(&self, index: usize) {
+        self.send_signal(index, libc::SIGCONT);
+    }
+
+    fn send_signal(&self, index: usize, number: libc::c_int) {
+        let processes = self.processes.borrow();
+        let child = processes[index].as_ref().unwrap_or_else(|| panic!("signal: {} is not running", self.name(index)));
+        signal(child, number);
+    }
+
     /// SIGTERM and wait: the node must exit with status 0 within [`STOP_DEADLINE`].
     pub fn stop(&self, index: usize) {
         let mut child = self.processes.borrow_mut()[index]

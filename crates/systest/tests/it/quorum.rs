@@ -175,3 +175,26 @@ fn one_peer_lost_without_a_goodbye_takes_last_man_standing_away() {
     cluster.wait_until("alice loses quorum", STATE_DEADLINE, || !cluster.has_quorum(ALICE));
     assert_eq!(cluster.status(ALICE).peer_disk("bob"), "DUnknown");
 }
+
+/// A promotion counts only the peers that answer it: carol hangs (SIGSTOP: her sockets stay
+/// open and bob, with a long ping-int, still counts her), the Primary crashes, and bob's
+/// `primary` is refused after waiting for carol's answer; once carol runs again, it succeeds.
+/// Without the confirmation bob would be promoted on the vote of a node that may lend it to
+/// the old Primary instead.
+#[test]
+fn a_promotion_counts_only_peers_that_answer_it() {
+    let spec = Spec::three_nodes('C').options_line("quorum majority;").options_line("on-no-quorum suspend-io;").net_line_all("ping-int 120;");
+    let cluster = Cluster::with_primary(spec);
+    cluster.freeze(CAROL);
+    cluster.kill(ALICE);
+    cluster.wait_until("bob notices alice is gone", STATE_DEADLINE, || cluster.status(BOB).connection_state("alice") != "Connected");
+    assert_eq!(cluster.status(BOB).connection_state("carol"), "Connected", "bob has not noticed that carol hangs");
+    assert!(cluster.has_quorum(BOB), "bob counts carol");
+    let refused = cluster.admin(BOB, &["primary", RESOURCE]);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success() && stderr.contains("confirming quorum"), "bob: {stderr}");
+    assert_eq!(cluster.status(BOB).role(), "Secondary");
+    cluster.thaw(CAROL);
+    cluster.admin_ok(BOB, &["primary", RESOURCE]);
+    assert_eq!(cluster.status(BOB).role(), "Primary");
+}
