@@ -161,6 +161,13 @@ impl<P: Clone> Engine<P> {
                     self.drop_peer(now, slot, ConnState::Unconnected, reason, out);
                     return Ok(());
                 }
+                if message.role == Role::Primary && self.peers[slot].role == Role::Unknown {
+                    // The handshake (data socket) may come before the peer's `State` (control
+                    // socket): a Secondary that accepts a Primary's handshake follows it from
+                    // now on, so a second Primary announced meanwhile is the one refused
+                    // (`second_primary`), not this one after it counted us (sim seed 15268).
+                    self.peers[slot].role = Role::Primary;
+                }
                 self.decide(now, slot, vslot, &sent, &message, out);
                 if self.peers[slot].connection == ConnState::Connected && !matches!(self.peers[slot].syncs[vslot], SyncState::Off) {
                     self.send_uuids(slot, vslot, UuidsPurpose::Accepted, out);

@@ -139,6 +139,14 @@ impl Trio {
         }
     }
 
+    /// Every node runs `quorum majority`.
+    fn set_majority_quorum(&mut self) {
+        let majority = QuorumConfig { rule: QuorumRule::Majority, ..QuorumConfig::default() };
+        for node in 0..NODES {
+            self.step(node, |engine, now, out| engine.set_quorum(now, majority, out));
+        }
+    }
+
     /// Promotes `node` under a quorum rule: the first attempt pings the peers it would count,
     /// their answers are delivered, and the second attempt decides.
     fn promote(&mut self, node: usize) -> Result<(), StateError> {
@@ -295,10 +303,7 @@ fn a_primary_peer_is_followed_when_no_other_primary_is_connected() {
 #[test]
 fn a_peer_that_drops_the_handshake_lends_no_quorum() {
     let mut trio = Trio::new();
-    let majority = QuorumConfig { rule: QuorumRule::Majority, ..QuorumConfig::default() };
-    for node in 0..NODES {
-        trio.step(node, |engine, now, out| engine.set_quorum(now, majority, out));
-    }
+    trio.set_majority_quorum();
     // Node 1 loses node 0 and is promoted with node 2's vote; node 2, which follows node 0,
     // drops it on hearing it is Primary: node 1 is left without quorum.
     trio.cut(0, 1);
@@ -444,10 +449,7 @@ fn a_crashed_primary_is_the_source_of_each_of_its_peers() {
 #[test]
 fn a_sync_target_lends_quorum_once_it_said_it_is_inconsistent() {
     let mut trio = Trio::new();
-    let majority = QuorumConfig { rule: QuorumRule::Majority, ..QuorumConfig::default() };
-    for node in 0..NODES {
-        trio.step(node, |engine, now, out| engine.set_quorum(now, majority, out));
-    }
+    trio.set_majority_quorum();
     // Node 0 loses both Secondaries with a write in flight: it is held without quorum.
     trio.held.insert((0, 1));
     trio.held.insert((0, 2));
@@ -519,10 +521,7 @@ fn a_promoted_node_starts_a_new_generation_before_writing_with_a_peer_away() {
 #[test]
 fn a_promotion_counts_only_the_peers_that_answer_it() {
     let mut trio = Trio::new();
-    let majority = QuorumConfig { rule: QuorumRule::Majority, ..QuorumConfig::default() };
-    for node in 0..NODES {
-        trio.step(node, |engine, now, out| engine.set_quorum(now, majority, out));
-    }
+    trio.set_majority_quorum();
     // The Primary (node 0) is cut off; node 2 stops answering node 1 without either noticing.
     trio.cut(0, 1);
     trio.cut(0, 2);
@@ -548,10 +547,7 @@ fn a_promotion_counts_only_the_peers_that_answer_it() {
 #[test]
 fn a_promotions_confirmation_expires_after_ping_timeout() {
     let mut trio = Trio::new();
-    let majority = QuorumConfig { rule: QuorumRule::Majority, ..QuorumConfig::default() };
-    for node in 0..NODES {
-        trio.step(node, |engine, now, out| engine.set_quorum(now, majority, out));
-    }
+    trio.set_majority_quorum();
     trio.cut(0, 1);
     trio.cut(0, 2);
     trio.settle();
@@ -570,4 +566,29 @@ fn a_promotions_confirmation_expires_after_ping_timeout() {
     trio.step(1, |engine, _, out| result = engine.promote(false, out));
     assert_eq!(result, Err(StateError::ConfirmingPeers), "an old answer does not confirm a new attempt");
     assert_eq!(trio.nodes[1].role(), Role::Secondary);
+}
+
+/// A Secondary that accepted a Primary's handshake follows that Primary even before its
+/// `State` arrives (the two travel on different sockets): a second Primary announced meanwhile
+/// is refused, not the first, which may already count this node towards quorum (found by the
+/// simulator, seed 15268: node 2 accepted the old Primary's handshake, which regained quorum
+/// and acknowledged held writes; node 1's `State(Primary)` arrived next and node 2 dropped
+/// the old Primary instead, so both Primaries acknowledged writes).
+#[test]
+fn a_primary_known_from_its_handshake_is_followed_before_its_state_arrives() {
+    let mut trio = Trio::new();
+    trio.cut(0, 2);
+    trio.settle();
+    trio.join(0, 2);
+    // Node 0's State to node 2 is late: only its data-socket frames arrive.
+    let late: Vec<_> = trio.links[0][2].iter().filter(|m| matches!(m, PeerMessage::State { .. })).cloned().collect();
+    trio.links[0][2].retain(|m| !matches!(m, PeerMessage::State { .. }));
+    assert!(!late.is_empty(), "node 0 sent its State at the connect");
+    trio.settle();
+    // Node 1 now says it is Primary to node 2.
+    let disks = vec![(0, DiskState::UpToDate)];
+    trio.step(2, |engine, now, out| engine.peer_message(now, 1, PeerMessage::State { role: Role::Primary, disks }, out));
+    let dropped: Vec<_> = trio.disconnects.iter().filter(|(node, _, _)| *node == 2).collect();
+    assert_eq!(dropped.len(), 1, "{:?}", trio.disconnects);
+    assert_eq!(dropped[0].1, 1, "the second Primary is refused, not the one whose handshake was accepted: {:?}", trio.disconnects);
 }
