@@ -234,7 +234,8 @@ impl<P: Clone> Engine<P> {
     /// DRBD gets this from its cluster-wide two-phase state changes.
     pub(super) fn confirm_promotion_quorum(&mut self, out: &mut Vec<Action<P>>) -> Result<(), StateError> {
         let present: Vec<usize> = (0..self.peers.len()).filter(|&slot| self.present(slot)).collect();
-        if self.quorum.rule == QuorumRule::Off && self.quorum.minimum_redundancy == QuorumRule::Off || present.is_empty() {
+        let rules_off = self.quorum.rule == QuorumRule::Off && self.quorum.minimum_redundancy == QuorumRule::Off;
+        if rules_off || present.is_empty() {
             return Ok(());
         }
         let now = self.clock;

@@ -150,14 +150,30 @@ impl Trio {
     /// Promotes `node` under a quorum rule: the first attempt pings the peers it would count,
     /// their answers are delivered, and the second attempt decides.
     fn promote(&mut self, node: usize) -> Result<(), StateError> {
-        let mut result = Ok(());
-        self.step(node, |engine, _, out| result = engine.promote(false, out));
+        let result = self.promote_once(node);
         if result != Err(StateError::ConfirmingPeers) {
             return result;
         }
         self.settle();
+        self.promote_once(node)
+    }
+
+    /// One promotion attempt of `node`, nothing delivered.
+    fn promote_once(&mut self, node: usize) -> Result<(), StateError> {
+        let mut result = Ok(());
         self.step(node, |engine, _, out| result = engine.promote(false, out));
         result
+    }
+
+    /// Three nodes under `quorum majority` whose Primary (node 0) was cut off from both
+    /// Secondaries, which still have quorum together.
+    fn primary_cut_off_under_majority() -> Trio {
+        let mut trio = Trio::new();
+        trio.set_majority_quorum();
+        trio.cut(0, 1);
+        trio.cut(0, 2);
+        trio.settle();
+        trio
     }
 
     /// Cuts the link between `a` and `b` (both notice); what was in flight is lost.
@@ -520,25 +536,18 @@ fn a_promoted_node_starts_a_new_generation_before_writing_with_a_peer_away() {
 /// write that the split-brain resolution in favour of node 2 then discarded).
 #[test]
 fn a_promotion_counts_only_the_peers_that_answer_it() {
-    let mut trio = Trio::new();
-    trio.set_majority_quorum();
-    // The Primary (node 0) is cut off; node 2 stops answering node 1 without either noticing.
-    trio.cut(0, 1);
-    trio.cut(0, 2);
-    trio.settle();
+    let mut trio = Trio::primary_cut_off_under_majority();
+    // Node 2 stops answering node 1 without either noticing.
     assert!(trio.nodes[1].has_quorum(), "node 1 still counts node 2: {}", trio.nodes[1].quorum_report());
     trio.held.insert((2, 1));
     assert_eq!(trio.promote(1), Err(StateError::ConfirmingPeers), "node 2 has not answered");
     assert_eq!(trio.nodes[1].role(), Role::Secondary);
     // Within the window, asking again does not count the silent peer either.
-    let mut again = Ok(());
-    trio.step(1, |engine, _, out| again = engine.promote(false, out));
-    assert_eq!(again, Err(StateError::ConfirmingPeers));
+    assert_eq!(trio.promote_once(1), Err(StateError::ConfirmingPeers));
     // Once node 2 answers, node 1 is promoted with its vote.
     trio.held.remove(&(2, 1));
     trio.settle();
-    trio.step(1, |engine, _, out| again = engine.promote(false, out));
-    assert_eq!(again, Ok(()));
+    assert_eq!(trio.promote_once(1), Ok(()));
     assert_eq!(trio.nodes[1].role(), Role::Primary);
 }
 
@@ -546,14 +555,8 @@ fn a_promotion_counts_only_the_peers_that_answer_it() {
 /// `ping-timeout` only; a later attempt pings again.
 #[test]
 fn a_promotions_confirmation_expires_after_ping_timeout() {
-    let mut trio = Trio::new();
-    trio.set_majority_quorum();
-    trio.cut(0, 1);
-    trio.cut(0, 2);
-    trio.settle();
-    let mut result = Ok(());
-    trio.step(1, |engine, _, out| result = engine.promote(false, out));
-    assert_eq!(result, Err(StateError::ConfirmingPeers));
+    let mut trio = Trio::primary_cut_off_under_majority();
+    assert_eq!(trio.promote_once(1), Err(StateError::ConfirmingPeers));
     trio.settle();
     // Past the window (ticks move the clock on), the answer no longer counts: pinged again.
     for _ in 0..10 {
@@ -563,8 +566,7 @@ fn a_promotions_confirmation_expires_after_ping_timeout() {
         }
     }
     trio.held.insert((2, 1));
-    trio.step(1, |engine, _, out| result = engine.promote(false, out));
-    assert_eq!(result, Err(StateError::ConfirmingPeers), "an old answer does not confirm a new attempt");
+    assert_eq!(trio.promote_once(1), Err(StateError::ConfirmingPeers), "an old answer does not confirm a new attempt");
     assert_eq!(trio.nodes[1].role(), Role::Secondary);
 }
 
