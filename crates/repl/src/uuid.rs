@@ -584,6 +584,10 @@ pub enum Rule {
     CrashedPrimaryPeer,
     /// Same current generation, both crashed as Primary: the lower node id is the source.
     CrashedPrimaryBoth,
+    /// Same current generation, a crashed Primary on either side, and one side is Primary
+    /// now: that side is the source (DRBD's rule 41). A crashed Primary's unacknowledged hot
+    /// extents never overwrite the data of the Primary that took over (`engine::handshake`).
+    CurrentPrimary,
     /// The peer's bitmap for us starts at our current: we lack the peer's bitmap.
     BitmapPeer,
     /// Our bitmap for the peer starts at its current: it lacks our bitmap.
@@ -634,6 +638,7 @@ impl Rule {
             Rule::CrashedPrimarySelf => "crashed-primary-self",
             Rule::CrashedPrimaryPeer => "crashed-primary-peer",
             Rule::CrashedPrimaryBoth => "crashed-primary-both",
+            Rule::CurrentPrimary => "current-primary",
             Rule::BitmapPeer => "bitmap-peer",
             Rule::BitmapSelf => "bitmap-self",
             Rule::BitmapContradiction => "bitmap-contradiction",

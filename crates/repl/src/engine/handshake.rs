@@ -243,7 +243,7 @@ impl<P: Clone> Engine<P> {
         }
         let nodes = self.nodes(slot);
         let compared = compare(&sent.ids, &peer.ids, nodes);
-        let equal_current = matches!(compared.rule, Rule::EqualCurrent | Rule::CrashedPrimarySelf | Rule::CrashedPrimaryPeer | Rule::CrashedPrimaryBoth);
+        let equal_current = matches!(compared.rule, Rule::EqualCurrent | Rule::CrashedPrimarySelf | Rule::CrashedPrimaryPeer | Rule::CrashedPrimaryBoth | Rule::CurrentPrimary);
         let fed_by_primary = equal_current
             && sent.role != Role::Primary
             && peer.role != Role::Primary
@@ -710,6 +710,10 @@ impl EqualSide {
 /// - if a bitmap still has bits (a write the peer failed), the Primary is the source if one
 ///   side is; otherwise the side with bits (both: the lower node id).
 fn settle_equal_current(handshake: Handshake, local: EqualSide, peer: EqualSide, nodes: HandshakeNodes) -> Handshake {
+    let crashed = matches!(handshake.rule, Rule::CrashedPrimarySelf | Rule::CrashedPrimaryPeer | Rule::CrashedPrimaryBoth);
+    if crashed {
+        return current_primary_is_source(handshake, local.role, peer.role);
+    }
     if handshake.rule != Rule::EqualCurrent {
         return handshake;
     }
@@ -741,6 +745,26 @@ fn settle_equal_current(handshake: Handshake, local: EqualSide, peer: EqualSide,
         decision,
         rule: Rule::EqualCurrent,
     }
+}
+
+/// A crashed Primary meeting a side that is Primary now, on equal current generations: the
+/// Primary now is the source of a bitmap resync of both bitmaps OR-ed, whoever crashed
+/// (DRBD's rule 41, "current Primary present"). The crashed side's hot extents hold only
+/// writes in flight when it went down; a successor with the same generation has written
+/// nothing while the two were apart (its first write would have started a new generation),
+/// so everything the crashed side acknowledged under protocol C is on the successor, and
+/// the union of the bitmaps covers every block where the two can differ. Without this rule
+/// the crashed side would be the source and the Primary its target: an rr-conflict dead end
+/// for the most common failover, a crash and a restart. Two Primaries, or none, keep the
+/// crashed-primary rule. Reads only exchanged values.
+fn current_primary_is_source(handshake: Handshake, local: Role, peer: Role) -> Handshake {
+    let decision = match (local, peer) {
+        (Role::Primary, Role::Primary) => return handshake,
+        (Role::Primary, _) => SyncDecision::Source(Transfer::Bitmap),
+        (_, Role::Primary) => SyncDecision::Target(Transfer::Bitmap),
+        _ => return handshake,
+    };
+    Handshake { decision, rule: Rule::CurrentPrimary }
 }
 
 /// "Unrelated data" where one side is Inconsistent and the other UpToDate: a full sync to the

@@ -498,6 +498,31 @@ fn a_crashed_primary_resyncs_everything() {
     assert!(!meta.ids.flags.crashed_primary, "resolved by the resync");
 }
 
+/// A Primary that crashed and returns to the peer that was promoted meanwhile, before that
+/// peer wrote anything (equal current generations), is the sync target of the new Primary,
+/// not its would-be source: its unacknowledged hot extents are overwritten with the new
+/// Primary's data (DRBD's rule 41). Before, the crashed-primary rule made the returning node
+/// the source and both went StandAlone on an rr-conflict: a crash and a restart needed an
+/// administrator.
+#[test]
+fn a_crashed_primary_returning_to_a_new_primary_is_its_sync_target() {
+    let mut crashed = synced_volume();
+    crashed.crashed_primary = true;
+    let mut pair = Pair::build([crashed, synced_volume()], with_rate(1 << 20));
+    // A write the crashed Primary had in flight, never acknowledged, never on B.
+    pair.disks[A][12345] = 7;
+    pair.promote(B, false);
+    pair.connect();
+    pair.sync_until_quiet(100);
+    assert_eq!([pair.connection(A), pair.connection(B)], [ConnState::Connected; 2]);
+    assert_eq!(pair.resync_sent_bytes, [0, VOLUME_BYTES], "the new Primary is the source");
+    assert_eq!(pair.disks[A][12345], 0, "the unacknowledged write is discarded");
+    pair.assert_in_sync();
+    assert_eq!(pair.disk(A), DiskState::UpToDate);
+    let meta = pair.persisted[A].clone().expect("A persisted");
+    assert!(!meta.ids.flags.crashed_primary, "resolved by the resync");
+}
+
 /// A crashed Primary with two peers stays a crashed Primary after the resync to the first:
 /// its hot extents (here, without an activity log, every block) are still marked for the
 /// other, and the flag is what makes it that peer's source when their current generations
