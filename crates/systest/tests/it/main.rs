@@ -40,6 +40,12 @@
 //!   write never acknowledged by a refused connection, a diskless tiebreaker, a tbf-limited
 //!   link); the harness for them is `netns`. Needs root and iproute2 (docs/TESTING.md).
 //!
+//! - `torture`: the failover torture harness (issue 24): seeded trials of a three-node
+//!   quorum cluster losing its Primary (SIGKILL or partition) under stamped writes and fio,
+//!   a survivor promoted, the old Primary back; checks every acknowledged write on every
+//!   replica, identical replicas, no StandAlone. Ignored until the engine fixes land;
+//!   `scripts/torture` runs it long (docs/TESTING.md).
+//!
 //! The harness is in `cluster` (processes, configs, metadata, waits), `tools` (external
 //! programs with deadlines, test data) and `nbd_client` (a byte-level NBD client). Each test
 //! builds its own cluster in its own tempdir with its own ports, so tests run in parallel
@@ -75,3 +81,4 @@ mod roles;
 mod srm;
 mod tls;
 mod tools;
+mod torture;

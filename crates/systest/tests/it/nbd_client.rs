@@ -182,6 +182,13 @@ impl NbdClient {
         self.stream.write_all(bytes)
     }
 
+    /// The socket after the handshake, for a test that speaks the transmission phase itself
+    /// (pipelined requests, FUA, a server that may vanish: the torture harness). The next
+    /// request cookie is the caller's to choose; the read timeout stays as set.
+    pub fn into_stream(self) -> UnixStream {
+        self.stream
+    }
+
     /// Sends `NBD_CMD_DISC` and closes the connection.
     pub fn disconnect(mut self) {
         let _ = self.send_request(2, 0, 0);
