@@ -26,6 +26,7 @@ pub(crate) fn control_to_wire(message: PeerMessage<Payload>) -> Option<Message> 
         PeerMessage::StaleMark { stale } => Message::StaleMark { stale },
         PeerMessage::StaleMarkAck { stale } => Message::StaleMarkAck { stale },
         PeerMessage::Ahead { ahead } => Message::Ahead { ahead },
+        PeerMessage::PeerAck { epoch } => Message::PeerAck { epoch },
         PeerMessage::State { role, disks } => Message::PeerState(wire::PeerState {
             role: role.code(),
             volumes: disks.into_iter().map(|(volume, d)| wire::VolumeDiskState { volume, disk_state: d.code() }).collect(),
@@ -46,6 +47,7 @@ pub(crate) fn control_from_wire(message: Message) -> Result<PeerMessage<Payload>
         Message::StaleMark { stale } => PeerMessage::StaleMark { stale },
         Message::StaleMarkAck { stale } => PeerMessage::StaleMarkAck { stale },
         Message::Ahead { ahead } => PeerMessage::Ahead { ahead },
+        Message::PeerAck { epoch } => PeerMessage::PeerAck { epoch },
         Message::PeerState(state) => {
             let role = role_of(state.role)?;
             let disks = state.volumes.into_iter().map(|v| Ok((v.volume, disk_of(v.disk_state)?))).collect::<Result<_, LinkError>>()?;
@@ -200,6 +202,7 @@ mod tests {
             PeerMessage::StaleMark { stale: true },
             PeerMessage::StaleMarkAck { stale: false },
             PeerMessage::Ahead { ahead: true },
+            PeerMessage::PeerAck { epoch: 3 },
             PeerMessage::SyncPause { volume: 0, paused: true },
             PeerMessage::BitmapChunk { volume: 0, chunk: vec![1] },
             PeerMessage::ResyncRequest { id: 1, volume: 0, offset: 0, length: 4096 },

@@ -34,6 +34,7 @@ mod lag;
 mod leave;
 mod pause;
 mod quorum;
+mod reconcile;
 mod persist;
 mod resync;
 mod rotate;
@@ -341,6 +342,11 @@ struct Peer<P> {
     /// Per volume: our handshake waits until the metadata no longer records this peer as
     /// departed (`leave.rs`); with the peer's handshake if it came meanwhile.
     handshake_held: Vec<Option<leave::HeldHandshake>>,
+    /// Per volume slot: replicated writes received from this peer (our Primary) that no peer
+    /// ack covers yet (`reconcile.rs`).
+    unsettled: Vec<reconcile::Unsettled>,
+    /// As Primary: the newest epoch this peer acknowledged this connection (`reconcile.rs`).
+    acked_epoch: u64,
 }
 
 /// Local state of one volume.
@@ -423,6 +429,8 @@ pub struct Engine<P> {
     pending_forwarded_serves: BTreeMap<(u8, u64), (u16, Extent)>,
     /// The next read id.
     next_read_id: u64,
+    /// As Primary: the newest epoch announced in a peer ack (`reconcile.rs`).
+    peer_ack_sent: u64,
 }
 
 impl<P: Clone> Engine<P> {
@@ -466,6 +474,7 @@ impl<P: Clone> Engine<P> {
             forwarded_reads: BTreeMap::new(),
             pending_forwarded_serves: BTreeMap::new(),
             next_read_id: 1,
+            peer_ack_sent: 0,
         };
         engine.disks_announced = engine.disk_list();
         Ok(engine)
@@ -773,6 +782,7 @@ impl<P: Clone> Engine<P> {
         p.rotations = rotate::RotationCount::default();
         p.accepted.fill(false);
         p.unpromotable.fill(false);
+        self.reset_settled_on_connect(slot);
         let message = PeerMessage::State { role: self.role, disks: self.disk_list() };
         out.push(Action::SendControl { peer, message });
         // Connected, it no longer counts as departed: the record goes before the handshake.
@@ -832,6 +842,7 @@ impl<P: Clone> Engine<P> {
         p.receiver.connection_lost(out);
         self.fail_forwarded_reads(slot, out);
         self.generation_after_loss(slot, &drained, out);
+        self.reconcile_after_loss(now, slot, out);
         self.stop_waiting_for_rotation_answers(now, slot, out);
         self.outdate_if_left_behind(now, out);
         self.resync_stranded_from_primary(now, out);
@@ -939,6 +950,7 @@ impl<P: Clone> Engine<P> {
                 self.acked(now, slot, seq, PeerStage::Settled, out)
             }
             PeerMessage::BarrierAck { epoch } => self.barrier_acked(now, slot, epoch, out),
+            PeerMessage::PeerAck { epoch } => self.receive_peer_ack(slot, epoch),
             PeerMessage::State { role, disks } => {
                 if let Some(reason) = self.second_primary(slot, role) {
                     self.drop_peer(now, slot, ConnState::Unconnected, reason, out);
@@ -1012,6 +1024,7 @@ impl<P: Clone> Engine<P> {
         if !diskless {
             self.verify_note_write(volume, extent);
             self.mark_for_absent_peers(slot, vslot, extent);
+            self.note_unsettled(slot, vslot, epoch, extent);
         }
         // Counted on receipt: a received write is always written (or NegAcked) in order.
         self.volumes[vslot].written_bytes += length;
@@ -1084,6 +1097,7 @@ impl<P: Clone> Engine<P> {
         for seq in confirmed {
             self.release_if_done(now, seq, out);
         }
+        self.note_barrier_ack(slot, epoch, out);
         Ok(())
     }
 
@@ -1162,6 +1176,7 @@ impl<P: Clone> Engine<P> {
             self.drain_check(slot, out);
         }
         self.finish_leaving(now, out);
+        self.announce_settled(true, out);
         self.announce_disks(out);
         self.update_quorum(now, out);
         // The lag bound's age may have passed, or confirmations freed room.
@@ -1489,6 +1504,8 @@ fn new_peer<P: Clone>(local: NodeId, config: &PeerConfig, volumes: &[VolumeConfi
         accepted: vec![false; count],
         unpromotable: vec![false; count],
         handshake_held: vec![None; count],
+        unsettled: (0..count).map(|_| reconcile::Unsettled::default()).collect(),
+        acked_epoch: 0,
     })
 }
 

@@ -141,6 +141,10 @@ pub enum PeerMessage<P> {
     NegAck { seq: u64 },
     /// The peer finished epoch `epoch`.
     BarrierAck { epoch: u64 },
+    /// Every write of the epochs up to `epoch` is on every peer the sending Primary
+    /// replicates to, so it is no longer one the receiver must reconcile with its other
+    /// Secondaries if that Primary is lost (`engine/reconcile.rs`; DRBD's peer ack).
+    PeerAck { epoch: u64 },
     /// The peer's role and disk states changed.
     State { role: Role, disks: Vec<(u16, DiskState)> },
     /// The peer's generation identifiers for one volume (data socket).

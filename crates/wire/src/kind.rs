@@ -123,6 +123,9 @@ pub enum Kind {
     /// Control socket (Primary to peer): writes are no longer shipped to you, only marked out
     /// of sync (pull-ahead: you are Behind), or they are again.
     Ahead = 0x020A,
+    /// Control socket (Primary to peer): every write of the epochs up to this one is on
+    /// every peer the Primary replicates to (DRBD's peer ack).
+    PeerAck = 0x020B,
     /// Data socket (target to source): send me this range of your disk.
     ResyncRequest = 0x0300,
     /// Data socket (source to target): the range asked for, followed by its payload.
@@ -166,7 +169,7 @@ pub enum Kind {
 
 impl Kind {
     /// Every kind, in kind-number order.
-    pub const ALL: [Kind; 35] = [
+    pub const ALL: [Kind; 36] = [
         Kind::Hello,
         Kind::AuthResponse,
         Kind::AuthResult,
@@ -186,6 +189,7 @@ impl Kind {
         Kind::StaleMark,
         Kind::StaleMarkAck,
         Kind::Ahead,
+        Kind::PeerAck,
         Kind::ResyncRequest,
         Kind::ResyncReply,
         Kind::ResyncNegReply,
@@ -261,7 +265,8 @@ impl Kind {
             | Kind::Disconnect
             | Kind::StaleMark
             | Kind::StaleMarkAck
-            | Kind::Ahead => matches!(socket, SocketKind::Control),
+            | Kind::Ahead
+            | Kind::PeerAck => matches!(socket, SocketKind::Control),
         }
     }
 
@@ -324,7 +329,7 @@ impl Kind {
             Kind::Trim | Kind::WriteZeroes => RANGE_HEADER_LEN,
             Kind::Barrier => 8 + 1,
             Kind::Ping | Kind::PingAck => 0,
-            Kind::RecvAck | Kind::WriteAck | Kind::BarrierAck => 8,
+            Kind::RecvAck | Kind::WriteAck | Kind::BarrierAck | Kind::PeerAck => 8,
             Kind::NegAck => 8 + 4,
             Kind::StaleMark | Kind::StaleMarkAck | Kind::Ahead => 1,
             Kind::Hello => HELLO_LEN_MIN,

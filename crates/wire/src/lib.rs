@@ -63,6 +63,7 @@
 //! | `0x0208` | `StaleMark`    | control | `stale: u8` (Primary to peer: mark yourself possibly stale) |
 //! | `0x0209` | `StaleMarkAck` | control | `stale: u8` (the mark or its clearing is durable)         |
 //! | `0x020A` | `Ahead`        | control | `ahead: u8` (Primary to peer: you are Behind, or no longer) |
+//! | `0x020B` | `PeerAck`      | control | `epoch: u64` (Primary to peer: epochs up to it are on every peer) |
 //! | `0x0300` | `ResyncRequest`| data    | `id: u64, volume: u16, offset: u64, length: u32`          |
 //! | `0x0301` | `ResyncReply`  | data    | `id: u64, volume: u16, offset: u64`, then the payload     |
 //! | `0x0302` | `ResyncNegReply`| data   | `id: u64, volume: u16, offset: u64, length: u32, errno: u32` |

@@ -358,6 +358,12 @@ pub enum Message {
         /// Ahead (true) or shipping again.
         ahead: bool,
     },
+    /// Every write of the epochs up to `epoch` is on every peer the sender replicates to
+    /// (Primary to peer; DRBD's peer ack).
+    PeerAck {
+        /// The newest such epoch.
+        epoch: u64,
+    },
     /// The sender's role and disk states.
     PeerState(PeerState),
     /// Graceful disconnect.
@@ -456,6 +462,7 @@ impl Message {
             Message::StaleMark { .. } => Kind::StaleMark,
             Message::StaleMarkAck { .. } => Kind::StaleMarkAck,
             Message::Ahead { .. } => Kind::Ahead,
+            Message::PeerAck { .. } => Kind::PeerAck,
             Message::PeerState(_) => Kind::PeerState,
             Message::Disconnect { .. } => Kind::Disconnect,
             Message::ResyncRequest(_) => Kind::ResyncRequest,
@@ -582,6 +589,7 @@ impl Message {
             Kind::StaleMark => Message::StaleMark { stale: reader.bool("stale_mark.stale")? },
             Kind::StaleMarkAck => Message::StaleMarkAck { stale: reader.bool("stale_mark_ack.stale")? },
             Kind::Ahead => Message::Ahead { ahead: reader.bool("ahead.ahead")? },
+            Kind::PeerAck => Message::PeerAck { epoch: reader.u64("peer_ack.epoch")? },
             Kind::PeerState => Message::PeerState(PeerState::decode(reader)?),
             Kind::Disconnect => Message::Disconnect {
                 reason: reader.string("disconnect.reason")?,
@@ -678,7 +686,7 @@ impl Message {
                 writer.u64(*seq);
                 writer.u32(*errno);
             }
-            Message::BarrierAck { epoch } => writer.u64(*epoch),
+            Message::BarrierAck { epoch } | Message::PeerAck { epoch } => writer.u64(*epoch),
             Message::StaleMark { stale } | Message::StaleMarkAck { stale } => writer.bool(*stale),
             Message::Ahead { ahead } => writer.bool(*ahead),
             Message::PeerState(state) => state.encode(writer)?,

@@ -248,6 +248,11 @@ impl<P: Clone> Engine<P> {
             && sent.role != Role::Primary
             && peer.role != Role::Primary
             && (sent.ids.flags.primary_peer || peer.ids.flags.primary_peer);
+        if fed_by_primary && unfed_side_holds_bits(sent, peer) {
+            let reason = "a resync of the writes of a lost Primary waits: one side still follows a Primary, the other lost it and holds bits for this peer".to_owned();
+            self.drop_peer(now, slot, ConnState::Unconnected, reason, out);
+            return;
+        }
         let handshake = if fed_by_primary {
             // Both are fed by a Primary (rotate.rs): no resync between them; the bits they
             // kept for each other are moot, unless one is Inconsistent (a replicated write
@@ -745,6 +750,18 @@ fn settle_equal_current(handshake: Handshake, local: EqualSide, peer: EqualSide,
         decision,
         rule: Rule::EqualCurrent,
     }
+}
+
+/// Whether a side that follows no Primary holds bits for the other, which does: after it lost
+/// the Primary they shared it marked the writes no peer ack covered (`reconcile.rs`). If that
+/// Primary is dead and the other side has not noticed yet, forgetting those bits (as two
+/// Secondaries fed by one Primary do) would leave the two different for ever; so the resync
+/// waits until both follow the Primary again or neither does. Reads only exchanged values.
+/// Only an UpToDate side counts: one that is not is resynced itself (its bits are kept, see
+/// `decide`), and holds no copy the other could be missing.
+fn unfed_side_holds_bits(sent: &SentUuids, peer: &UuidsMessage) -> bool {
+    let holds = |fed: bool, bits: u64, disk: DiskState| !fed && bits > 0 && disk == DiskState::UpToDate;
+    holds(sent.ids.flags.primary_peer, sent.bitmap_bits, sent.disk) || holds(peer.ids.flags.primary_peer, peer.bitmap_bits, peer.disk)
 }
 
 /// A crashed Primary meeting a side that is Primary now, on equal current generations: the

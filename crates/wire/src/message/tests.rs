@@ -86,6 +86,7 @@ fn one_of_each_kind() -> Vec<Message> {
         Message::StaleMark { stale: true },
         Message::StaleMarkAck { stale: false },
         Message::Ahead { ahead: true },
+        Message::PeerAck { epoch: 7 },
         Message::ResyncRequest(ResyncRequest {
             id: 1,
             volume: 0,
