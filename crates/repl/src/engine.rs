@@ -431,6 +431,10 @@ pub struct Engine<P> {
     next_read_id: u64,
     /// As Primary: the newest epoch announced in a peer ack (`reconcile.rs`).
     peer_ack_sent: u64,
+    /// Replicated writes that failed on this node's disk, answered (NegAck) once the
+    /// metadata saying this disk lacks them is durable (`detach.rs`); bounded by the
+    /// receivers' budget, as each is still pending there.
+    failed_peer_writes: Vec<detach::FailedPeerWrite>,
 }
 
 impl<P: Clone> Engine<P> {
@@ -475,6 +479,7 @@ impl<P: Clone> Engine<P> {
             pending_forwarded_serves: BTreeMap::new(),
             next_read_id: 1,
             peer_ack_sent: 0,
+            failed_peer_writes: Vec::new(),
         };
         engine.disks_announced = engine.disk_list();
         Ok(engine)
@@ -636,9 +641,9 @@ impl<P: Clone> Engine<P> {
                     write.local = Stage::Done(result);
                     let (started, volume) = (write.started, write.volume);
                     self.note_local_write(now, started);
-                    if result == Err(IoError::Io) {
-                        // A disk error (not an aborted payload): under a detaching policy the volume is Diskless now, and this
-                        // write is judged by its peers.
+                    if result.is_err_and(IoError::is_disk_error) {
+                        // A disk error, ENOSPC as EIO (not an aborted payload): under a detaching policy the volume is
+                        // Diskless now, and this write is judged by its peers.
                         let vslot = self.volume_slot(volume).unwrap_or(0);
                         self.local_io_failed(now, vslot, out);
                     }
@@ -654,10 +659,12 @@ impl<P: Clone> Engine<P> {
             }
             IoId::PeerWrite { peer, seq } => {
                 let Some(slot) = self.peer_slot(peer) else { return };
-                let (volume, extent) = self.peers[slot].receiver.write_done(seq, result, out);
-                if result == Err(IoError::Io) {
-                    // A replicated write failed here on a disk error (NegAcked above).
-                    self.replicated_write_failed(now, slot, volume, extent, out);
+                match result {
+                    // Recorded durably before the NegAck goes out.
+                    Err(error) if error.is_disk_error() => self.replicated_write_failed(now, slot, seq, error, out),
+                    _ => {
+                        self.peers[slot].receiver.write_done(seq, result, out);
+                    }
                 }
             }
             IoId::PeerGroupFlush { peer, tag } => {
@@ -670,7 +677,10 @@ impl<P: Clone> Engine<P> {
                     self.peers[slot].receiver.flush_done(epoch, result, out);
                 }
             }
-            IoId::Meta { seq } => self.persist_done(now, seq, result, out),
+            IoId::Meta { seq } => {
+                self.persist_done(now, seq, result, out);
+                self.answer_failed_peer_writes(now, out);
+            }
             IoId::ResyncWrite { peer, id } => self.resync_write_done(now, peer, id, result, out),
             IoId::ActivityLog { volume, seq } => self.transaction_done(now, volume, seq, result, out),
             // Answered through `local_read_done`; a driver that sends it here has nothing to

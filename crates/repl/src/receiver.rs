@@ -356,6 +356,18 @@ impl<P: Clone> Receiver<P> {
         self.writes.remove(&arrival)
     }
 
+    /// The volume and extent of the replicated write issued for `seq` and not yet finished.
+    /// A write that failed stays pending here (holding its epoch and every overlapping
+    /// write) until the engine recorded the failure and calls [`Receiver::write_done`].
+    pub(crate) fn issued_write(&self, seq: u64) -> Option<(u16, Extent)> {
+        self.writes
+            .values()
+            .find(|w| {
+                w.op.is_none() && matches!(w.origin, Origin::Replicated { seq: s, .. } if s == seq)
+            })
+            .map(|w| (w.volume, w.extent))
+    }
+
     /// A replicated write issued for `seq` finished; returns its volume and extent.
     pub(crate) fn write_done(
         &mut self,

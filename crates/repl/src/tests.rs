@@ -253,11 +253,16 @@ impl Pair {
     /// Runs `node`'s queued local I/O, failing with EIO every data write whose id `fails`
     /// picks (a disk error), performing the rest.
     fn run_local_failing(&mut self, node: usize, fails: impl Fn(&IoId) -> bool) {
+        self.run_local_failing_with(node, IoError::Io, fails);
+    }
+
+    /// [`Pair::run_local_failing`] with `error` (ENOSPC, say) instead of EIO.
+    fn run_local_failing_with(&mut self, node: usize, error: IoError, fails: impl Fn(&IoId) -> bool) {
         while let Some(action) = self.local[node].pop_front() {
             match action {
                 Action::LocalWrite { io, .. } if fails(&io) => {
                     let mut out = Vec::new();
-                    self.nodes[node].local_done(self.now, io, Err(IoError::Io), &mut out);
+                    self.nodes[node].local_done(self.now, io, Err(error), &mut out);
                     self.route(node, out);
                 }
                 other => self.perform(node, other),

@@ -122,6 +122,16 @@ pub enum IoError {
     Aborted,
 }
 
+impl IoError {
+    /// Whether the backing device failed the I/O, so that `on-io-error` applies and a
+    /// replicated write that failed leaves this disk without it: every error (EIO and ENOSPC
+    /// alike) except a payload that stopped arriving ([`IoError::Aborted`]: the connection
+    /// or client broke, not the disk) and a refusal before any I/O ([`IoError::NotWritable`]).
+    pub fn is_disk_error(self) -> bool {
+        !matches!(self, IoError::Aborted | IoError::NotWritable)
+    }
+}
+
 /// A decoded message from a peer, as the engine sees it.
 #[derive(Debug, Clone)]
 pub enum PeerMessage<P> {

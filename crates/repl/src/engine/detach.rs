@@ -11,7 +11,17 @@
 //!   `call-local-io-error`: the same, and the driver runs the `local-io-error` handler
 //!   ([`Action::Detached`]).
 //!
+//! A local data error is any [`IoError`] of the backing device ([`IoError::is_disk_error`]):
+//! ENOSPC of a full (thin or sparse) backing store is handled exactly as EIO.
+//!
 //! Invariants:
+//! - **A failed replicated write leaves a durable trace before it is answered:** a Secondary
+//!   whose disk fails a replicated write is no longer UpToDate (Inconsistent, or Diskless with
+//!   metadata saying Inconsistent), and the NegAck goes out only once that metadata is durable
+//!   (the failed write stays pending in the receiver meanwhile, so neither its epoch's barrier
+//!   ack nor an overlapping write gets ahead of it). The Primary, which completes the write
+//!   on its own disk or other peers, thus never acknowledges a write that a node it could
+//!   fail over to lacks while still saying UpToDate.
 //! - A write of a Diskless volume completes successfully only once every peer it was sent to
 //!   settled it and at least one of them wrote it (its `WriteAck`); otherwise it fails with
 //!   EIO. Nothing is acknowledged that is on no disk. This holds for the write whose local
@@ -30,6 +40,17 @@
 use serde::{Deserialize, Serialize};
 
 use super::*;
+
+/// A replicated write that failed on this node's disk, waiting for the metadata that
+/// records the failure (`version` of volume slot `vslot`) before it is answered.
+#[derive(Debug)]
+pub(super) struct FailedPeerWrite {
+    peer: u8,
+    seq: u64,
+    vslot: usize,
+    version: u64,
+    error: IoError,
+}
 
 /// A client read sent to a peer.
 #[derive(Debug)]
@@ -191,32 +212,68 @@ impl<P: Clone> Engine<P> {
         true
     }
 
-    /// A write replicated to this node by the peer in `slot` failed on a disk error (the
-    /// receiver negatively acknowledged it). Under a detaching policy the volume detaches.
-    /// Under `pass_on` it stays attached but becomes Inconsistent, with the range marked out
-    /// of sync for every peer, as in DRBD: its disk lacks a write that others acknowledged,
-    /// so it must never be promoted or be a sync source until a resync brings it back. Unlike
-    /// DRBD, it then drops the link to the sender, so that the reconnect's handshake starts
-    /// that resync (an Inconsistent disk facing an UpToDate one is its target) instead of
-    /// leaving the disk Inconsistent until an administrator reconnects.
-    pub(super) fn replicated_write_failed(&mut self, now: Time, slot: usize, volume: u16, extent: Extent, out: &mut Vec<Action<P>>) {
-        let Some(vslot) = self.volume_slot(volume) else { return };
-        if self.local_io_failed(now, vslot, out) {
+    /// The replicated write `seq` from the peer in `slot` failed on this node's disk with
+    /// `error` (any disk error: ENOSPC as EIO). This disk lacks a write that the Primary may
+    /// acknowledge (its own disk or other peers have it), so it must never be promoted or be
+    /// a sync source until a resync brings it back: it becomes Inconsistent, with the range
+    /// marked out of sync for every peer, as in DRBD, and that is written to the metadata
+    /// before the write is answered (NegAck): the Primary completes the write only after
+    /// this node can no longer come back UpToDate without it, even after a crash.
+    ///
+    /// Under a detaching policy the volume then detaches (Diskless), its metadata saying
+    /// Inconsistent, so that a restart or attach does not bring it back UpToDate (DRBD's
+    /// last metadata write on the way to Failed). Under `pass_on` it stays attached; unlike
+    /// DRBD, it drops the link to the sender once the write is answered, so that the
+    /// reconnect's handshake starts the resync (an Inconsistent disk facing an UpToDate one
+    /// is its target) instead of leaving the disk Inconsistent until an administrator
+    /// reconnects.
+    pub(super) fn replicated_write_failed(&mut self, now: Time, slot: usize, seq: u64, error: IoError, out: &mut Vec<Action<P>>) {
+        let Some((volume, extent)) = self.peers[slot].receiver.issued_write(seq) else {
+            panic!("a peer write failed that was never issued");
+        };
+        let Some(vslot) = self.volume_slot(volume) else {
+            self.peers[slot].receiver.write_done(seq, Err(error), out);
             return;
+        };
+        let mut version = 0;
+        if !matches!(self.volumes[vslot].disk, DiskState::Diskless | DiskState::Attaching) {
+            for peer in &mut self.peers {
+                mark(&mut peer.bitmaps[vslot], extent);
+            }
+            if matches!(self.volumes[vslot].disk, DiskState::UpToDate | DiskState::Consistent | DiskState::Outdated) {
+                self.volumes[vslot].disk = DiskState::Inconsistent;
+            }
+            // Also when already Inconsistent: the bits just set go with this write.
+            version = self.meta_changed(vslot, out);
+            if !self.local_io_failed(now, vslot, out) {
+                self.announce_disks(out);
+                self.update_quorum(now, out);
+            }
+            assert_ne!(self.volumes[vslot].disk, DiskState::UpToDate, "a disk that failed a replicated write is not UpToDate");
         }
-        for peer in &mut self.peers {
-            mark(&mut peer.bitmaps[vslot], extent);
-        }
-        if matches!(self.volumes[vslot].disk, DiskState::UpToDate | DiskState::Consistent | DiskState::Outdated) {
-            self.volumes[vslot].disk = DiskState::Inconsistent;
-            self.meta_changed(vslot, out);
-            self.announce_disks(out);
-            self.update_quorum(now, out);
-            out.push(Action::StateChanged);
-        }
-        if self.peers[slot].connection == ConnState::Connected {
-            let reason = format!("a replicated write to volume {volume} failed on the local disk (on-io-error pass_on): reconnecting to resync it");
-            self.drop_peer(now, slot, ConnState::Unconnected, reason, out);
+        // Failures of one volume are answered in order: one after a detach (which writes no
+        // metadata) still waits for the record of the failure that caused it.
+        let version = self.failed_peer_writes.iter().filter(|f| f.vslot == vslot).map(|f| f.version).fold(version, u64::max);
+        let peer = self.peers[slot].config.node_id;
+        self.failed_peer_writes.push(FailedPeerWrite { peer, seq, vslot, version, error });
+        self.answer_failed_peer_writes(now, out);
+    }
+
+    /// Answers (NegAck, through the receiver) every failed replicated write whose record is
+    /// durable, in the order they failed; under `pass_on`, then drops the link to its sender
+    /// (see [`Engine::replicated_write_failed`]). Called when a metadata write finishes.
+    pub(super) fn answer_failed_peer_writes(&mut self, now: Time, out: &mut Vec<Action<P>>) {
+        while let Some(index) = self.failed_peer_writes.iter().position(|f| self.is_persisted(f.vslot, f.version)) {
+            let failed = self.failed_peer_writes.remove(index);
+            let Some(slot) = self.peer_slot(failed.peer) else { continue };
+            self.peers[slot].receiver.write_done(failed.seq, Err(failed.error), out);
+            let attached = !matches!(self.volumes[failed.vslot].disk, DiskState::Diskless | DiskState::Attaching);
+            if attached && self.peers[slot].connection == ConnState::Connected {
+                let volume = self.volumes[failed.vslot].number;
+                let error = failed.error;
+                let reason = format!("a replicated write to volume {volume} failed on the local disk ({error}; on-io-error pass_on): reconnecting to resync it");
+                self.drop_peer(now, slot, ConnState::Unconnected, reason, out);
+            }
         }
     }
 

@@ -133,7 +133,10 @@ impl<P: Clone> Engine<P> {
         // error), so nothing hangs; the disk is Failed from here on.
         volume.meta.persisted = version;
         volume.meta.departed_durable = volume.meta.departed_in_flight;
-        if result.is_err() {
+        // A detached volume's metadata is out of use until an attach writes it anew: the
+        // failure of its last write (the record of a failed replicated write, `detach.rs`)
+        // leaves it Diskless.
+        if result.is_err() && volume.disk != DiskState::Diskless {
             volume.meta.failed = true;
             volume.disk = DiskState::Failed;
             out.push(Action::StateChanged);

@@ -417,3 +417,128 @@ fn on_io_error_is_a_per_volume_policy() {
     assert!(engine.is_diskless(0), "detach: volume 0 goes Diskless");
     assert!(!engine.is_diskless(1), "and volume 1 is left alone");
 }
+
+/// Issue 24 item 4 (drbd-semantics.md §2 disk states; DRBD's `on-io-error`): a Secondary whose
+/// disk fails a replicated write, ENOSPC as EIO, is no longer UpToDate (Inconsistent, or
+/// Diskless under a detaching policy), its metadata says Inconsistent before its NegAck goes
+/// out, the Primary (its disk has the write) completes it only after that NegAck and keeps
+/// the block for the Secondary, and the Secondary cannot be promoted without `--force` once
+/// the Primary is gone.
+#[test]
+fn a_secondary_that_fails_a_replicated_write_records_it_before_the_neg_ack() {
+    for error in [IoError::NoSpace, IoError::Io] {
+        check_secondary_write_failure(error, OnIoError::PassOn, DiskState::Inconsistent);
+        check_secondary_write_failure(error, OnIoError::Detach, DiskState::Diskless);
+        check_secondary_write_failure(error, OnIoError::CallLocalIoError, DiskState::Diskless);
+    }
+}
+
+#[track_caller]
+fn check_secondary_write_failure(error: IoError, policy: OnIoError, disk_after: DiskState) {
+    let case = format!("{error:?} under {policy:?}");
+    let mut pair = Pair::new(Protocol::C);
+    pair.nodes[B].set_on_io_error(0, policy);
+    pair.write(1, 8192, 7, 4096);
+    while pair.run_local(A) {}
+    while pair.deliver(B) {}
+    let index = pair.local[B].iter().position(|a| matches!(a, Action::LocalWrite { io: IoId::PeerWrite { .. }, .. }));
+    let Some(Action::LocalWrite { io, .. }) = index.and_then(|i| pair.local[B].remove(i)) else { panic!("{case}: B writes the block") };
+    let mut out = Vec::new();
+    pair.nodes[B].local_done(pair.now, io, Err(error), &mut out);
+
+    assert_eq!(pair.nodes[B].status().volumes[0].disk, disk_after, "{case}");
+    let recorded = out.iter().find_map(|a| match a {
+        Action::PersistMeta { meta, .. } => Some(meta.disk),
+        _ => None,
+    });
+    assert_eq!(recorded, Some(DiskState::Inconsistent), "{case}: the metadata is written");
+    let neg_ack = |message: &PeerMessage<Vec<u8>>| matches!(message, PeerMessage::NegAck { .. });
+    assert!(!out.iter().any(|a| matches!(a, Action::SendControl { message, .. } if neg_ack(message))), "{case}: no NegAck before the metadata is durable: {out:?}");
+    pair.route(B, out);
+    assert_eq!(result_of(&pair, 1), None, "{case}: the Primary waits for B's answer");
+
+    let index = pair.local[B].iter().position(|a| matches!(a, Action::PersistMeta { .. }));
+    let Some(persist) = index.and_then(|i| pair.local[B].remove(i)) else { panic!("{case}: B writes its metadata") };
+    pair.perform(B, persist);
+    assert_eq!(pair.persisted[B].as_ref().map(|meta| meta.disk), Some(DiskState::Inconsistent), "{case}: durable");
+    let sent: Vec<&PeerMessage<Vec<u8>>> = pair.links[A].iter().map(|(_, message)| message).collect();
+    let answered = sent.iter().position(|m| neg_ack(m));
+    let announced = sent.iter().position(|m| matches!(m, PeerMessage::State { .. }));
+    assert!(answered.is_some(), "{case}: the NegAck goes out once durable: {sent:?}");
+    assert!(announced.is_some_and(|state| Some(state) < answered), "{case}: A hears B's disk state before the NegAck: {sent:?}");
+
+    pair.deliver_all();
+    assert_eq!(result_of(&pair, 1), Some(Ok(())), "{case}: A's own disk has the write");
+    assert!(pair.out_of_sync() >= 4096, "{case}: A keeps the block for B");
+    assert_eq!(pair.disks[B][8192], 0, "{case}: the write is not on B");
+    pair.disconnect();
+    let mut out = Vec::new();
+    assert!(pair.nodes[B].promote(false, &mut out).is_err(), "{case}: B lacks an acknowledged write");
+}
+
+/// Issue 24 item 4: a Primary's own write that fails with ENOSPC follows `on-io-error` as
+/// one that fails with EIO: `detach` completes it through the peer and goes Diskless,
+/// `pass_on` fails it (ENOSPC to the client) and keeps the block for the peer.
+#[test]
+fn a_primary_out_of_space_follows_on_io_error_as_for_eio() {
+    let mut pair = Pair::new(Protocol::C);
+    pair.nodes[A].set_on_io_error(0, OnIoError::Detach);
+    pair.write(1, 0, 7, 4096);
+    pair.run_local_failing_with(A, IoError::NoSpace, |_| true);
+    assert_eq!(pair.nodes[A].status().volumes[0].disk, DiskState::Diskless);
+    pair.deliver_all();
+    assert_eq!(result_of(&pair, 1), Some(Ok(())), "the peer has it");
+
+    let mut pair = Pair::new(Protocol::C);
+    pair.nodes[A].set_on_io_error(0, OnIoError::PassOn);
+    pair.write(1, 0, 7, 4096);
+    pair.run_local_failing_with(A, IoError::NoSpace, |_| true);
+    pair.deliver_all();
+    assert_eq!(result_of(&pair, 1), Some(Err(IoError::NoSpace)));
+    assert_eq!(pair.nodes[A].status().volumes[0].disk, DiskState::UpToDate);
+    assert!(pair.out_of_sync() >= 4096, "the blocks may differ");
+}
+
+/// A Secondary that detaches on a failed replicated write tries to record it first; when
+/// that metadata write fails too (the disk is gone), it stays Diskless (not Failed, which
+/// would send it more local I/O) and still answers the write, so the Primary is not held.
+#[test]
+fn a_detaching_secondary_whose_record_fails_stays_diskless_and_answers() {
+    let mut pair = Pair::new(Protocol::C);
+    pair.nodes[B].set_on_io_error(0, OnIoError::Detach);
+    pair.write(1, 8192, 7, 4096);
+    while pair.run_local(A) {}
+    while pair.deliver(B) {}
+    while let Some(action) = pair.local[B].pop_front() {
+        let mut out = Vec::new();
+        match action {
+            Action::LocalWrite { io, .. } | Action::PersistMeta { io, .. } => pair.nodes[B].local_done(pair.now, io, Err(IoError::Io), &mut out),
+            other => pair.perform(B, other),
+        }
+        pair.route(B, out);
+    }
+    assert_eq!(pair.nodes[B].status().volumes[0].disk, DiskState::Diskless);
+    assert!(pair.links[A].iter().any(|(_, m)| matches!(m, PeerMessage::NegAck { .. })), "answered: {:?}", pair.links[A]);
+    pair.deliver_all();
+    assert_eq!(result_of(&pair, 1), Some(Ok(())), "A's own disk has the write");
+    assert_eq!(pair.nodes[B].status().volumes[0].disk, DiskState::Diskless);
+}
+
+/// Issue 24 item 4: a peer's NegAck never counts as having the write. A Diskless Primary
+/// whose only peer failed the write (ENOSPC) has it on no disk: EIO, not success.
+#[test]
+fn a_diskless_primary_fails_a_write_its_only_peer_failed() {
+    let mut pair = Pair::new(Protocol::C);
+    let mut out = Vec::new();
+    pair.nodes[A].detach(pair.now, &mut out).expect("B is UpToDate");
+    pair.route(A, out);
+    pair.deliver_all();
+    pair.nodes[B].set_on_io_error(0, OnIoError::PassOn);
+    pair.write(1, 0, 7, 4096);
+    while pair.run_local(A) {}
+    while pair.deliver(B) {}
+    pair.run_local_failing_with(B, IoError::NoSpace, |io| matches!(io, IoId::PeerWrite { .. }));
+    pair.deliver_all();
+    assert_eq!(result_of(&pair, 1), Some(Err(IoError::Io)), "on no disk");
+    assert_eq!(pair.nodes[B].status().volumes[0].disk, DiskState::Inconsistent);
+}

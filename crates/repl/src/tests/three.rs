@@ -22,8 +22,9 @@ struct Trio {
     disconnects: Vec<(usize, u8, String)>,
     /// The last metadata each node persisted.
     persisted: Vec<Option<VolumeMeta>>,
-    /// Nodes whose data writes fail (a disk error).
+    /// Nodes whose data writes fail (a disk error), with `failure`.
     failing: HashSet<usize>,
+    failure: IoError,
     /// Local reads are answered (with zeros; this harness keeps no data). Off: they wait in
     /// `read_queue`, which keeps a resync running.
     reads: bool,
@@ -69,6 +70,7 @@ impl Trio {
             disconnects: Vec::new(),
             persisted: vec![None; NODES],
             failing: HashSet::new(),
+            failure: IoError::Io,
             reads: false,
             read_queue: vec![VecDeque::new(); NODES],
         }
@@ -125,7 +127,7 @@ impl Trio {
                 }
                 while let Some(action) = self.local[from].pop_front() {
                     let (io, result) = match action {
-                        Action::LocalWrite { io, .. } if self.failing.contains(&from) => (io, Err(IoError::Io)),
+                        Action::LocalWrite { io, .. } if self.failing.contains(&from) => (io, Err(self.failure)),
                         Action::LocalWrite { io, .. } | Action::LocalFlush { io } | Action::PersistMeta { io, .. } | Action::WriteActivityLog { io, .. } => (io, Ok(())),
                         _ => unreachable!("only local I/O is queued"),
                     };
@@ -596,6 +598,28 @@ fn a_primary_known_from_its_handshake_is_followed_before_its_state_arrives() {
     let dropped: Vec<_> = trio.disconnects.iter().filter(|(node, _, _)| *node == 2).collect();
     assert_eq!(dropped.len(), 1, "{:?}", trio.disconnects);
     assert_eq!(dropped[0].1, 1, "the second Primary is refused, not the one whose handshake was accepted: {:?}", trio.disconnects);
+}
+
+/// Issue 24 item 4: under `quorum majority`, a Secondary whose disk is full (ENOSPC) fails a
+/// write that the Primary completes with its own disk and the other Secondary's. The full
+/// one is Inconsistent on disk before it answers, so when the Primary dies, the failover
+/// can only pick the Secondary that has the write.
+#[test]
+fn a_secondary_out_of_space_is_never_the_one_a_failover_promotes() {
+    let mut trio = Trio::new();
+    trio.set_majority_quorum();
+    trio.failing.insert(1);
+    trio.failure = IoError::NoSpace;
+    trio.write(1);
+    trio.settle();
+    assert!(trio.is_complete(1), "nodes 0 and 2 have the write");
+    assert_eq!(trio.disk(1), DiskState::Inconsistent);
+    assert_eq!(trio.persisted[1].as_ref().map(|meta| meta.disk), Some(DiskState::Inconsistent));
+    trio.cut(0, 1);
+    trio.cut(0, 2);
+    trio.settle();
+    assert_eq!(trio.promote(1), Err(StateError::NotUpToDate(DiskState::Inconsistent)), "node 1 lacks an acknowledged write");
+    assert_eq!(trio.promote(2), Ok(()), "node 2 has every acknowledged write");
 }
 
 impl Trio {

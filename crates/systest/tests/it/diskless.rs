@@ -1,7 +1,9 @@
 //! Diskless nodes (issue 3, issue 4 items 3 and 5): a `disk none;` tiebreaker connects
 //! without metadata or backing file, shows `disk:Diskless` (and `peer-disk:Diskless` on its
 //! peers), and counts toward quorum: with two data nodes and the tiebreaker, the Primary keeps
-//! quorum when the other data node dies, and loses it only when cut off alone.
+//! quorum when the other data node dies, and loses it only when cut off alone. Disk errors
+//! (issue 4 item 5, issue 24 item 4): `on-io-error` on a Primary and on a Secondary, and a
+//! Secondary whose backing file runs out of space (a real ENOSPC, needs root).
 
 use std::time::Duration;
 
@@ -271,4 +273,106 @@ fn a_secondary_back_behind_a_diskless_primary_is_outdated_and_not_read() {
         assert_eq!(client.read(0, 4096), vec![0xB2; 4096], "the newest data, from bob");
     }
     client.disconnect();
+}
+
+/// Size of the file system holding bob's sparse backing file in the ENOSPC test.
+const SMALL_FS_BYTES: u64 = 48 << 20;
+/// Bytes written through alice's export in that test: more than bob's file system holds.
+const OVERFLOW_WRITE_BYTES: u64 = 80 << 20;
+/// One NBD write of that test.
+const OVERFLOW_CHUNK_BYTES: usize = 1 << 20;
+
+/// A tmpfs of a fixed size mounted on a fresh directory, unmounted when dropped. Declared
+/// before the cluster whose files it holds, so the node processes are gone first.
+struct SmallFs {
+    dir: tempfile::TempDir,
+}
+
+impl SmallFs {
+    /// Mounts a tmpfs of `bytes`; Err(why) when this process may not (not root, no mount).
+    fn mount(bytes: u64) -> Result<SmallFs, String> {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            return Err("needs root to mount a small file system".into());
+        }
+        let dir = tempfile::Builder::new().prefix("tandem-systest-smallfs-").tempdir().map_err(|e| format!("no mount point: {e}"))?;
+        let output = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={bytes}"), "tandem-systest", &dir.path().display().to_string()])
+            .output()
+            .map_err(|e| format!("cannot run mount: {e}"))?;
+        if !output.status.success() {
+            return Err(format!("mount -t tmpfs failed: {}", String::from_utf8_lossy(&output.stderr).trim()));
+        }
+        Ok(SmallFs { dir })
+    }
+
+    fn path(&self) -> &std::path::Path {
+        self.dir.path()
+    }
+}
+
+impl Drop for SmallFs {
+    fn drop(&mut self) {
+        let path = self.dir.path().display().to_string();
+        let unmounted = std::process::Command::new("umount").arg(&path).status().is_ok_and(|s| s.success());
+        if !unmounted {
+            // Still busy (a process the harness could not reap): detach it lazily, so the
+            // mount never outlives the test.
+            let _ = std::process::Command::new("umount").args(["-l", &path]).status();
+        }
+    }
+}
+
+/// Issue 24 item 4, as a user found it: bob's backing file is sparse on a 48 MiB file system
+/// and 80 MiB are written through alice's export with protocol C. Every write succeeds
+/// (alice's disk has it); bob's ENOSPC is a disk error like EIO (`on-io-error detach`, the
+/// default): his `status` no longer says UpToDate by the time alice acknowledged the write
+/// he failed, and after alice is killed `tandem primary` on bob is refused, also after bob
+/// restarts from his metadata (which says Inconsistent: durable before his NegAck).
+/// A real ENOSPC from a tmpfs with `size=`; skipped without root or mount.
+#[test]
+fn a_secondary_out_of_space_is_not_up_to_date_and_not_promoted() {
+    let small = match SmallFs::mount(SMALL_FS_BYTES) {
+        Ok(small) => small,
+        Err(why) => {
+            eprintln!("skipped: {why}");
+            return;
+        }
+    };
+    let spec = Spec::two_nodes('C').disk_bytes(OVERFLOW_WRITE_BYTES + (16 << 20));
+    let cluster = Cluster::create(spec);
+    // bob's backing file moves, sparse and of the same size, onto the small file system.
+    let sparse = small.path().join("bob.img");
+    std::fs::File::create(&sparse).and_then(|f| f.set_len(cluster.disk_bytes())).expect("bob's sparse file");
+    std::fs::remove_file(cluster.disk(BOB)).expect("remove bob's file");
+    std::os::unix::fs::symlink(&sparse, cluster.disk(BOB)).expect("link bob's disk to the small file system");
+    cluster.start_all();
+    cluster.wait_connected();
+    cluster.initial_sync();
+    cluster.promote_and_wait(ALICE);
+
+    let mut client = nbd_client::open(&cluster.nbd_socket(ALICE), RESOURCE).expect("open");
+    let chunk = vec![0x5A; OVERFLOW_CHUNK_BYTES];
+    for offset in (0..OVERFLOW_WRITE_BYTES).step_by(OVERFLOW_CHUNK_BYTES) {
+        assert_eq!(client.write(offset, &chunk), 0, "alice's disk has the write at {offset}: acknowledged");
+    }
+    client.disconnect();
+    let bob = cluster.admin_ok(BOB, &["status", RESOURCE]);
+    let disk_line = bob.lines().find(|line| line.trim_start().starts_with("disk:"));
+    assert!(disk_line.is_some_and(|line| !line.contains("UpToDate")), "bob lacks acknowledged writes: {bob}");
+    assert!(cluster.log(BOB).contains("no space left on the backing device"), "bob's disk ran full:\n{}", cluster.log(BOB));
+    cluster.wait_until("alice sees bob's disk gone", STATE_DEADLINE, || cluster.status(ALICE).peer_disk("bob") != "UpToDate");
+
+    cluster.kill(ALICE);
+    cluster.wait_until("bob notices alice is gone", STATE_DEADLINE, || cluster.status(BOB).connection_state("alice") != "Connected");
+    let refused = cluster.admin(BOB, &["primary", RESOURCE]);
+    assert!(!refused.status.success(), "bob lacks acknowledged writes: promotion refused");
+
+    cluster.kill(BOB);
+    cluster.start_node(BOB);
+    assert_eq!(disk_of(&cluster, BOB), "Inconsistent", "bob's metadata recorded the failure");
+    let refused = cluster.admin(BOB, &["primary", RESOURCE]);
+    assert!(!refused.status.success(), "still refused after a restart");
+    drop(cluster);
+    drop(small);
 }
