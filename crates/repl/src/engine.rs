@@ -645,7 +645,9 @@ impl<P: Clone> Engine<P> {
                         // A disk error, ENOSPC as EIO (not an aborted payload): under a detaching policy the volume is
                         // Diskless now, and this write is judged by its peers.
                         let vslot = self.volume_slot(volume).unwrap_or(0);
-                        self.local_io_failed(now, vslot, out);
+                        if !self.local_io_failed(now, vslot, out) {
+                            self.resync_peers_of_failed_write(now, seq, vslot, out);
+                        }
                     }
                     self.try_complete_write(now, seq, out);
                 }

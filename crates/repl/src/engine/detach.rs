@@ -212,6 +212,34 @@ impl<P: Clone> Engine<P> {
         true
     }
 
+    /// Under `pass_on`, this node's disk failed the client write `seq` (the client gets the
+    /// error), which its peers were sent and may have written: they would hold data this
+    /// disk lacks, and both sides would stay UpToDate with different blocks. The range is
+    /// marked for every peer it was sent to, and the links to those peers are dropped, so
+    /// each reconnect's handshake (equal generations, this side's bits) resyncs the range
+    /// from this disk: a failed write ends on no replica. If this disk cannot read the range
+    /// either, the resync leaves the peer Inconsistent there, never UpToDate and different.
+    pub(super) fn resync_peers_of_failed_write(&mut self, now: Time, seq: u64, vslot: usize, out: &mut Vec<Action<P>>) {
+        let Some(write) = self.in_flight.get(&seq) else { return };
+        let extent = write.extent;
+        let sent: Vec<usize> = write.peers.iter().enumerate().filter(|(_, stage)| !matches!(stage, PeerStage::Skipped)).map(|(slot, _)| slot).collect();
+        if sent.is_empty() {
+            return;
+        }
+        for &slot in &sent {
+            if !self.peers[slot].bitmap_free[vslot] {
+                mark(&mut self.peers[slot].bitmaps[vslot], extent);
+            }
+        }
+        self.meta_changed(vslot, out);
+        for slot in sent {
+            if self.peers[slot].connection == ConnState::Connected {
+                let reason = "this node's disk failed a write the peer was sent (on-io-error pass_on): reconnecting to resync it from here".to_owned();
+                self.drop_peer(now, slot, ConnState::Unconnected, reason, out);
+            }
+        }
+    }
+
     /// The replicated write `seq` from the peer in `slot` failed on this node's disk with
     /// `error` (any disk error: ENOSPC as EIO). This disk lacks a write that the Primary may
     /// acknowledge (its own disk or other peers have it), so it must never be promoted or be

@@ -133,6 +133,29 @@ fn pass_on_fails_the_write_and_stays_attached() {
     assert_eq!(pair.nodes[A].status().volumes[0].disk, DiskState::UpToDate);
 }
 
+/// `on-io-error pass_on` on a Primary: the peer may have written a write this disk failed,
+/// so both would stay UpToDate with different data. The Primary drops the link, and the
+/// reconnect resyncs the block from its disk: the failed write ends on neither replica.
+#[test]
+fn pass_on_primary_resyncs_a_failed_write_away_from_its_peer() {
+    let mut pair = Pair::new(Protocol::C);
+    pair.nodes[A].set_on_io_error(0, OnIoError::PassOn);
+    pair.write(1, 8192, 7, 4096);
+    while pair.deliver(B) {}
+    while pair.run_local(B) {}
+    run_local_failing_writes(&mut pair);
+    assert!(pair.disconnects.iter().any(|&(node, state)| node == A && state == ConnState::Unconnected), "A dropped the link to resync: {:?}", pair.disconnects);
+    pair.deliver_all();
+    assert_eq!(result_of(&pair, 1), Some(Err(IoError::Io)));
+    assert_eq!(pair.disks[B][8192], 7, "B wrote it before A's disk failed it");
+    pair.disconnect();
+    pair.connect();
+    pair.sync_until_quiet(50);
+    assert_eq!(pair.disks[B][8192], 0, "the failed write is on neither replica");
+    assert_eq!([pair.nodes[A].status().volumes[0].disk, pair.nodes[B].status().volumes[0].disk], [DiskState::UpToDate; 2]);
+    pair.assert_in_sync();
+}
+
 /// `on-io-error pass_on` on a Secondary, as DRBD: a replicated write that fails there makes
 /// its disk Inconsistent (never promotable, never a sync source) with the block marked; the
 /// Primary's write still completes (its disk has it). The Secondary drops the link, and the
