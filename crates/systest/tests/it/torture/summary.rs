@@ -164,7 +164,7 @@ pub fn markdown(records: &[Record], context: &str) -> String {
 
 /// `trials.csv`: one row per trial.
 pub fn csv(records: &[Record]) -> String {
-    let mut text = String::from("trial,seed,fault,survivor,alice_returns,load,acknowledged,acknowledged_fua,passed,checks,lost_writes,divergent_blocks,standalone,promotion_retries,setup_s,before_s,failover_s,after_s,sync_s,check_s,total_s,first_finding\n");
+    let mut text = String::from("trial,seed,fault,survivor,alice_returns,load,acknowledged,acknowledged_fua,passed,checks,lost_writes,divergent_blocks,standalone,promotion_retries,setup_s,before_s,failover_s,after_s,sync_s,check_s,teardown_s,total_s,first_finding\n");
     let seconds = |duration: Option<Duration>| {
         duration.map_or_else(String::new, |duration| {
             format!("{:.2}", duration.as_secs_f64())
@@ -179,7 +179,7 @@ pub fn csv(records: &[Record]) -> String {
             .unwrap_or_default();
         let _ = writeln!(
             text,
-            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.2},\"{}\"",
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.2},\"{}\"",
             record.number,
             record.plan.seed,
             record.plan.fault.name(),
@@ -200,6 +200,7 @@ pub fn csv(records: &[Record]) -> String {
             seconds(timings.after),
             seconds(timings.sync),
             seconds(timings.check),
+            seconds(timings.teardown),
             timings.total.as_secs_f64(),
             shorten(&first, 500)
         );

@@ -129,7 +129,8 @@ impl Plan {
     pub fn from_seed(seed: u64, faults: &[Fault]) -> Plan {
         assert!(!faults.is_empty(), "at least one kind of fault");
         let mut rng = Rng::new(seed);
-        let fault = faults[usize::try_from(rng.next_u64() % faults.len() as u64).expect("small")];
+        let fault_count = u64::try_from(faults.len()).expect("small");
+        let fault = faults[usize::try_from(rng.next_u64() % fault_count).expect("small")];
         let survivor = 1 + usize::try_from(rng.next_u64() % 2).expect("small");
         let acknowledged_before_fault = BEFORE_MIN + rng.next_u64() % BEFORE_SPREAD;
         let after_count = AFTER_MIN + rng.next_u64() % AFTER_SPREAD;
@@ -238,6 +239,8 @@ pub struct Timings {
     pub after: Option<Duration>,
     pub sync: Option<Duration>,
     pub check: Option<Duration>,
+    /// Killing what still runs, deleting the files and namespaces.
+    pub teardown: Option<Duration>,
     pub total: Duration,
 }
 
@@ -397,6 +400,10 @@ fn run_phases(plan: &Plan, load: load::Kind, record: &mut Record, started: Insta
         trial.record.timings.total = started.elapsed();
         trial.record.report = Some(trial.report());
     }
+    let Trial { rig, record, .. } = trial;
+    let clock = Instant::now();
+    drop(rig);
+    record.timings.teardown = Some(clock.elapsed());
 }
 
 impl Trial<'_> {
@@ -750,13 +757,21 @@ impl Trial<'_> {
                 let found = stamp::decode(&bytes, self.plan.seed, offset);
                 let what = match found {
                     Found::Stamp(sequence) => ledger.describe(sequence),
+                    Found::Foreign if offset >= load::REGION_START => {
+                        "background-load data".to_string()
+                    }
                     other => other.to_string(),
                 };
                 format!("{} has {what}", NODE_NAMES[node])
             })
             .collect();
+        let region = if offset >= load::REGION_START {
+            "load region"
+        } else {
+            "stamped region"
+        };
         format!(
-            "block {} (offset {offset}): {}",
+            "block {} (offset {offset}, {region}): {}",
             offset / stamp::BLOCK_BYTES,
             held.join(", ")
         )
@@ -856,13 +871,14 @@ pub fn describe_timings(timings: &Timings) -> String {
         )
     };
     format!(
-        "setup {}, before {}, failover {}, after {}, sync {}, check {}, total {:.1}s",
+        "setup {}, before {}, failover {}, after {}, sync {}, check {}, teardown {}, total {:.1}s",
         seconds(timings.setup),
         seconds(timings.before),
         seconds(timings.failover),
         seconds(timings.after),
         seconds(timings.sync),
         seconds(timings.check),
+        seconds(timings.teardown),
         timings.total.as_secs_f64()
     )
 }
@@ -1075,4 +1091,31 @@ fn describe_mismatch(mismatch: &Mismatch, ledger: &Ledger) -> String {
         mismatch.offset / stamp::BLOCK_BYTES,
         mismatch.offset
     )
+}
+
+/// A seed replays its plan, and every plan stays inside the harness's bounds: a survivor is
+/// bob or carol, stamped writes are aligned blocks of the stamped region.
+#[test]
+fn a_seed_fixes_a_plan_within_bounds() {
+    let faults = [Fault::Kill, Fault::Partition];
+    for seed in 0..50 {
+        let plan = Plan::from_seed(seed, &faults);
+        assert_eq!(
+            format!("{plan:?}"),
+            format!("{:?}", Plan::from_seed(seed, &faults))
+        );
+        assert!(
+            [1, 2].contains(&plan.survivor),
+            "seed {seed}: survivor {}",
+            plan.survivor
+        );
+        assert!(plan.acknowledged_before_fault < u64::try_from(plan.before.len()).expect("small"));
+        for write in plan.before.iter().chain(&plan.after) {
+            assert!(
+                write.offset < stamp::REGION_BYTES
+                    && write.offset.is_multiple_of(stamp::BLOCK_BYTES)
+            );
+        }
+    }
+    assert!(Plan::from_seed(1, &[Fault::Kill]).fault == Fault::Kill);
 }
