@@ -375,6 +375,13 @@ struct Volume {
     /// is already set (by an unfinished resync, say): otherwise the peer could take the
     /// generation as unchanged since it left, and a split brain would go unseen.
     shared_with: NodeSet,
+    /// A new generation this Primary owes since it lost a peer or wrote with one absent
+    /// while without quorum: it starts when quorum returns, before any held write completes
+    /// (`persist.rs`, `rotate_when_quorum_returns`).
+    rotation_owed: bool,
+    /// As Primary: the identifiers from before a new generation that no completed write and
+    /// no peer has seen yet; a demotion goes back to them (`persist.rs`, `revert_unused_generation`).
+    unused_generation: Option<Box<GenerationIds>>,
 }
 
 /// The replication engine of one resource. See the crate documentation for the call protocol.
@@ -720,6 +727,10 @@ impl<P: Clone> Engine<P> {
             // The local disk holds an unknown part of this write while peers may hold all of
             // it: the blocks may differ everywhere.
             self.peers.iter_mut().for_each(|peer| mark(&mut peer.bitmaps[vslot], write.extent));
+        }
+        if result.is_ok() {
+            // A completed write uses the generation: no demotion may take it back.
+            self.volumes[vslot].unused_generation = None;
         }
         out.push(Action::Complete { request: write.request, result });
         self.release_if_done(now, seq, out);
@@ -1272,6 +1283,9 @@ impl<P: Clone> Engine<P> {
             self.close_epoch(false, out);
         }
         self.set_role(Role::Secondary, out);
+        // Nothing held completed: a generation owed for want of quorum is owed no more.
+        self.volumes.iter_mut().for_each(|v| v.rotation_owed = false);
+        self.revert_unused_generations(out);
         self.fence_on_demote();
         self.leave_async_on_demote(out);
         if was_primary {
@@ -1548,7 +1562,7 @@ fn attach_volume<P>(vslot: usize, config: VolumeConfig, peers: &mut [Peer<P>]) -
             }
         }
     }
-    Ok(Volume { number: config.number, size_bytes: config.size_bytes, disk: config.disk, on_io_error: OnIoError::default(), ids, written_bytes: 0, meta: persist::MetaIo::loaded(config.departed), log, bm_writes: 0, after_dependency: false, possibly_stale: config.possibly_stale, shared_with: NodeSet::ALL })
+    Ok(Volume { number: config.number, size_bytes: config.size_bytes, disk: config.disk, on_io_error: OnIoError::default(), ids, written_bytes: 0, meta: persist::MetaIo::loaded(config.departed), log, bm_writes: 0, after_dependency: false, possibly_stale: config.possibly_stale, shared_with: NodeSet::ALL, rotation_owed: false, unused_generation: None })
 }
 
 /// Send one write to one peer if it is connected; otherwise mark its blocks out of sync.

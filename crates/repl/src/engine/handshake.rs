@@ -188,6 +188,7 @@ impl<P: Clone> Engine<P> {
                 Ok(())
             }
             UuidsPurpose::RotateSeen => {
+                self.generation_seen(vslot);
                 self.rotation_answered(now, slot, out);
                 Ok(())
             }
@@ -243,7 +244,7 @@ impl<P: Clone> Engine<P> {
         }
         let nodes = self.nodes(slot);
         let compared = compare(&sent.ids, &peer.ids, nodes);
-        let equal_current = matches!(compared.rule, Rule::EqualCurrent | Rule::CrashedPrimarySelf | Rule::CrashedPrimaryPeer | Rule::CrashedPrimaryBoth | Rule::CurrentPrimary);
+        let equal_current = matches!(compared.rule, Rule::EqualCurrent | Rule::CrashedPrimarySelf | Rule::CrashedPrimaryPeer | Rule::CrashedPrimaryBoth);
         let fed_by_primary = equal_current
             && sent.role != Role::Primary
             && peer.role != Role::Primary
@@ -254,7 +255,7 @@ impl<P: Clone> Engine<P> {
             return;
         }
         let handshake = if fed_by_primary {
-            // Both are fed by a Primary (rotate.rs): no resync between them; the bits they
+            // Either is fed by a Primary (rotate.rs): no resync between them; the bits they
             // kept for each other are moot, unless one is Inconsistent (a replicated write
             // failed on it): its bits are what a later resync between them must move. A
             // crashed Primary's hot extents too: whoever received them from it kept its other
@@ -306,6 +307,10 @@ impl<P: Clone> Engine<P> {
                 self.drop_peer(now, slot, ConnState::Unconnected, reason, out);
                 return;
             }
+        }
+        if !matches!(outcome, Outcome::StandAlone(_)) {
+            // The peer now shares this generation, or replaces it: it is no longer unused.
+            self.generation_seen(vslot);
         }
         match outcome {
             Outcome::Established => self.establish(vslot, slot, peer, out),

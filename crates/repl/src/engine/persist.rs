@@ -226,6 +226,9 @@ impl<P: Clone> Engine<P> {
         let absent = self.absent_peers();
         let volume = &self.volumes[vslot];
         if absent.iter().any(|peer| volume.ids.bitmap_uuid(peer) == 0 || volume.shared_with.contains(peer)) {
+            if self.defer_rotation(vslot) {
+                return self.unpersisted_version(vslot);
+            }
             self.new_generation(vslot, absent, out);
             self.announce_rotation(vslot, out);
         }
@@ -244,6 +247,10 @@ impl<P: Clone> Engine<P> {
             role: self.role,
             absent_peers,
         };
+        let volume = &mut self.volumes[vslot];
+        if self.role == Role::Primary && volume.unused_generation.is_none() {
+            volume.unused_generation = Some(Box::new(volume.ids.clone()));
+        }
         self.volumes[vslot].ids.new_current(change);
         self.volumes[vslot].shared_with = self.present_peers();
         self.meta_changed(vslot, out)
@@ -284,7 +291,7 @@ impl<P: Clone> Engine<P> {
             let unsettled = self.in_flight.values().any(|w| {
                 w.volume == number && !matches!(w.peers[slot], PeerStage::Skipped | PeerStage::Settled)
             });
-            if !unsettled {
+            if !unsettled || self.defer_rotation(vslot) {
                 continue;
             }
             let absent = self.absent_peers();
@@ -298,6 +305,71 @@ impl<P: Clone> Engine<P> {
                 if !matches!(write.peers[slot], PeerStage::Skipped | PeerStage::Settled) {
                     write.rotation_answers.clone_from(&answers);
                 }
+            }
+        }
+    }
+
+    /// Whether the new generation a write or a loss calls for waits for quorum instead: a
+    /// Primary under a quorum rule without quorum completes nothing, so no write is made
+    /// without the lost peers until quorum returns, and the generation starts then
+    /// ([`Engine::rotate_when_quorum_returns`]). Its local writes meanwhile are marked for the
+    /// absent peers like any other. If it is demoted first (`secondary --force`, as a cluster
+    /// manager does to a Primary cut off in a minority), none of them completed and its
+    /// generation never moved: when it returns, the Primary that took over has counted
+    /// changes for it from that very generation, so it is that Primary's bitmap target (its
+    /// own bits OR-ed in), not a split brain. Rotating at the loss made every partition of a
+    /// Primary with writes in flight a split brain (issue 24's torture trials).
+    fn defer_rotation(&mut self, vslot: usize) -> bool {
+        let deferred = self.quorum.rule != crate::QuorumRule::Off && !self.quorum_held;
+        self.volumes[vslot].rotation_owed |= deferred;
+        deferred
+    }
+
+    /// On demotion: a generation this Primary started that no write completed on and no peer
+    /// took (it answered no Rotate, and no handshake carried it since) is taken back, so a
+    /// Primary cut off in a minority with writes in flight (its first detected loss rotates
+    /// while it still counts the other, unreachable Secondary; the second leaves it without
+    /// quorum, and `secondary --force` fails every held write) returns on the generation the
+    /// new Primary counted changes for it from: that Primary's bitmap target, its own
+    /// unacknowledged blocks (marked for every absent peer) overwritten, not a split brain.
+    /// Invariant: a generation is taken back only if no write completed on it and no peer
+    /// answered its rotation or shook hands since, so no acknowledged write depends on it.
+    /// A peer that took it without the answer arriving keeps the old generation in its
+    /// history, so this node meets it as the target of a full resync, never as a split brain
+    /// and never as a source.
+    pub(super) fn revert_unused_generations(&mut self, out: &mut Vec<Action<P>>) {
+        for vslot in 0..self.volumes.len() {
+            let Some(before) = self.volumes[vslot].unused_generation.take() else { continue };
+            let volume = &mut self.volumes[vslot];
+            volume.ids.current = before.current;
+            volume.ids.bitmap = before.bitmap;
+            volume.ids.history = before.history;
+            volume.shared_with = NodeSet::ALL;
+            self.meta_changed(vslot, out);
+        }
+    }
+
+    /// A peer saw this node's generation (a Rotate answered, or a handshake): it is used.
+    pub(super) fn generation_seen(&mut self, vslot: usize) {
+        self.volumes[vslot].unused_generation = None;
+    }
+
+    /// Quorum returned to a Primary that owes a new generation: it starts now, and every write
+    /// in flight on the volume waits until it is durable and every peer it reaches answered
+    /// the rotation, as at a loss (`generation_after_loss`).
+    pub(super) fn rotate_when_quorum_returns(&mut self, out: &mut Vec<Action<P>>) {
+        for vslot in 0..self.volumes.len() {
+            if !std::mem::take(&mut self.volumes[vslot].rotation_owed) || self.role != Role::Primary {
+                continue;
+            }
+            let absent = self.absent_peers();
+            let version = self.new_generation(vslot, absent, out);
+            self.announce_rotation(vslot, out);
+            let answers = self.rotation_answers_due();
+            let number = self.volumes[vslot].number;
+            for write in self.in_flight.values_mut().filter(|w| w.volume == number) {
+                write.meta_version = write.meta_version.max(version);
+                write.rotation_answers.clone_from(&answers);
             }
         }
     }

@@ -267,6 +267,7 @@ impl<P: Clone> Engine<P> {
         self.quorum_held = held;
         out.push(Action::StateChanged);
         if held {
+            self.rotate_when_quorum_returns(out);
             self.retry_after_quorum(now, out);
         } else if self.quorum.on_loss == OnNoQuorum::IoError {
             // Writes that only waited for completion fail now rather than later.
