@@ -477,7 +477,10 @@ impl Resource {
                 if let Some(completion) = core.completions.remove(&request) {
                     match result {
                         Ok(()) => completion.ok(),
-                        Err(error) => completion.error(crate::export::errno_of(error)),
+                        Err(error) => {
+                            tracing::debug!(resource = %self.name, request, ?error, quorum = core.engine.has_quorum(), role = ?core.engine.role(), "client request failed");
+                            completion.error(crate::export::errno_of(error))
+                        }
                     }
                 }
             }
