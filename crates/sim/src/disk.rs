@@ -9,6 +9,9 @@
 //! - A flush makes durable the blocks that were dirty when it was issued, with the values
 //!   they had then (a later write to the same block stays dirty).
 //! - A write or read touching a failing range fails with `IoError::Io` and changes nothing.
+//! - While the disk is full (ENOSPC of the file system or thin pool under it), a write that
+//!   needs space (a write or write-zeroes, not a trim) fails with `IoError::NoSpace` and
+//!   changes nothing; reads, trims and flushes work.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -30,12 +33,14 @@ pub struct SimDisk {
     durable_seq: Vec<u64>,
     next_seq: u64,
     dirty: BTreeSet<u64>,
-    /// Writes issued and not completed: key → (first block, tags).
-    in_progress: BTreeMap<u64, (u64, Vec<u64>)>,
+    /// Writes issued and not completed: key → (first block, tags, whether it needs space).
+    in_progress: BTreeMap<u64, (u64, Vec<u64>, bool)>,
     /// Flushes issued and not completed: key → (block, value, its sequence) to make durable.
     flushes: BTreeMap<u64, Vec<(u64, u64, u64)>>,
     /// Block ranges `[first, end)` where I/O fails.
     failing: Vec<(u64, u64)>,
+    /// No space left: writes that need space fail.
+    full: bool,
 }
 
 impl SimDisk {
@@ -52,6 +57,7 @@ impl SimDisk {
             in_progress: BTreeMap::new(),
             flushes: BTreeMap::new(),
             failing: Vec::new(),
+            full: false,
         }
     }
 
@@ -80,9 +86,19 @@ impl SimDisk {
         self.failing.clear();
     }
 
-    /// Whether any range fails now.
+    /// Whether any range fails now, or the disk is full.
     pub fn has_failures(&self) -> bool {
-        !self.failing.is_empty()
+        !self.failing.is_empty() || self.full
+    }
+
+    /// The disk is full from now on: writes that need space fail with `IoError::NoSpace`.
+    pub fn fill(&mut self) {
+        self.full = true;
+    }
+
+    /// Space was freed: writes work again.
+    pub fn free_space(&mut self) {
+        self.full = false;
     }
 
     fn fails(&self, first: u64, count: u64) -> bool {
@@ -94,20 +110,24 @@ impl SimDisk {
         first.checked_add(count).is_some_and(|end| end <= self.block_count())
     }
 
-    /// A write of `tags` at block `first` was issued (it may tear if the node crashes).
-    pub fn start_write(&mut self, key: u64, first: u64, tags: Vec<u64>) {
-        self.in_progress.insert(key, (first, tags));
+    /// A write of `tags` at block `first` was issued (it may tear if the node crashes);
+    /// `needs_space` unless it is a trim.
+    pub fn start_write(&mut self, key: u64, first: u64, tags: Vec<u64>, needs_space: bool) {
+        self.in_progress.insert(key, (first, tags, needs_space));
     }
 
     /// The write `key` completes now.
     pub fn finish_write(&mut self, key: u64, fua: bool) -> Result<(), IoError> {
-        let Some((first, tags)) = self.in_progress.remove(&key) else { return Err(IoError::Io) };
+        let Some((first, tags, needs_space)) = self.in_progress.remove(&key) else { return Err(IoError::Io) };
         let count = u64::try_from(tags.len()).unwrap_or(u64::MAX);
         if !self.in_range(first, count) {
             return Err(IoError::Invalid);
         }
         if self.fails(first, count) {
             return Err(IoError::Io);
+        }
+        if self.full && needs_space {
+            return Err(IoError::NoSpace);
         }
         let seq = self.next_seq;
         self.next_seq += 1;
@@ -187,7 +207,11 @@ impl SimDisk {
                 damaged += 1;
             }
         }
-        for (first, tags) in self.in_progress.values() {
+        for (first, tags, needs_space) in self.in_progress.values() {
+            if self.full && *needs_space {
+                // It would have failed: nothing of it reaches the disk.
+                continue;
+            }
             let seq = self.next_seq;
             self.next_seq += 1;
             for (block, tag) in (*first..).zip(tags) {
@@ -225,15 +249,15 @@ mod tests {
     fn unflushed_writes_may_be_lost_flushed_and_fua_writes_never() {
         for seed in 0..32 {
             let mut disk = SimDisk::new(16);
-            disk.start_write(1, 0, vec![1, 1]);
+            disk.start_write(1, 0, vec![1, 1], true);
             disk.finish_write(1, false).expect("write");
             disk.start_flush(2);
             disk.finish_flush(2);
-            disk.start_write(3, 4, vec![3]);
+            disk.start_write(3, 4, vec![3], true);
             disk.finish_write(3, true).expect("fua write");
-            disk.start_write(4, 8, vec![4, 4, 4]);
+            disk.start_write(4, 8, vec![4, 4, 4], true);
             disk.finish_write(4, false).expect("write");
-            disk.start_write(5, 12, vec![5, 5]);
+            disk.start_write(5, 12, vec![5, 5], true);
             disk.crash(&mut Rng::new(seed));
             let b = disk.blocks();
             assert_eq!(&b[0..2], &[1, 1]);
@@ -246,10 +270,10 @@ mod tests {
     #[test]
     fn a_flush_never_replaces_a_newer_durable_value() {
         let mut disk = SimDisk::new(4);
-        disk.start_write(1, 0, vec![1]);
+        disk.start_write(1, 0, vec![1], true);
         disk.finish_write(1, false).expect("write");
         disk.start_flush(2);
-        disk.start_write(3, 0, vec![3]);
+        disk.start_write(3, 0, vec![3], true);
         disk.finish_write(3, true).expect("fua write");
         disk.finish_flush(2);
         disk.crash(&mut Rng::new(1));
@@ -260,9 +284,9 @@ mod tests {
     fn a_write_after_a_torn_write_is_made_durable_by_a_flush() {
         for seed in 0..16 {
             let mut disk = SimDisk::new(4);
-            disk.start_write(1, 0, vec![1, 1, 1, 1]);
+            disk.start_write(1, 0, vec![1, 1, 1, 1], true);
             disk.crash(&mut Rng::new(seed));
-            disk.start_write(2, 0, vec![2, 2]);
+            disk.start_write(2, 0, vec![2, 2], true);
             disk.finish_write(2, false).expect("write");
             disk.start_flush(3);
             disk.finish_flush(3);
@@ -272,10 +296,29 @@ mod tests {
     }
 
     #[test]
+    fn a_full_disk_fails_writes_that_need_space_until_space_is_freed() {
+        let mut disk = SimDisk::new(8);
+        disk.fill();
+        disk.start_write(1, 1, vec![9, 9], true);
+        assert_eq!(disk.finish_write(1, false), Err(IoError::NoSpace));
+        assert_eq!(disk.blocks()[1], 0, "a failed write changes nothing");
+        disk.start_write(2, 3, vec![0], false);
+        assert_eq!(disk.finish_write(2, false), Ok(()), "a trim needs no space");
+        assert_eq!(disk.read(1, 2), Ok(vec![0, 0]), "reads work");
+        disk.start_write(3, 4, vec![7], true);
+        disk.crash(&mut Rng::new(3));
+        assert_eq!(disk.blocks()[4], 0, "a write that would fail never lands, torn or not");
+        disk.free_space();
+        disk.start_write(4, 1, vec![9], true);
+        assert_eq!(disk.finish_write(4, false), Ok(()));
+        assert_eq!(disk.blocks()[1], 9);
+    }
+
+    #[test]
     fn failing_ranges_fail_and_change_nothing() {
         let mut disk = SimDisk::new(8);
         disk.fail_range(2, 3);
-        disk.start_write(1, 1, vec![9, 9]);
+        disk.start_write(1, 1, vec![9, 9], true);
         assert_eq!(disk.finish_write(1, false), Err(IoError::Io));
         assert_eq!(disk.blocks()[1], 0);
         assert_eq!(disk.read(2, 1), Err(IoError::Io));

@@ -1,27 +1,45 @@
 //! Fault injection from the seed (bounded rates) and the simulated administrator: promotion
 //! of a Primary (failover after a crash) and resolution of a split brain.
 //!
+//! Faults: connection drops, one-way and two-way partitions, a reader that stops reading,
+//! power loss of one node (and its reboot), I/O errors on disk ranges, a full data disk
+//! (writes fail with `IoError::NoSpace` until the administrator frees space), and a power
+//! loss of the whole cluster at once (every node crashes in the same instant, volatile caches
+//! lost, and each boots again).
+//!
+//! The administrator knows only what an administrator or a cluster manager sees: the roles,
+//! disk, connection and replication states and out-of-sync counts of `tandem status`, the
+//! quorum each node reports, the engine's logged reason of a stand-off (split brain or
+//! rr-conflict), which nodes are up and which reach each other (the membership), and its own
+//! decisions (which node it made the client's Primary, whether that application still has
+//! I/O outstanding, as a cluster manager stops the application before demoting). It never
+//! reads the simulator's record of writes. It promotes an UpToDate Secondary (without
+//! quorum, the old Primary if it can, else, once the Primary was gone for a second in a run
+//! that fails over, the one last seen connected to the Primary without losing power since,
+//! [`best_candidate`]; with two nodes or three) and resolves a split brain by a documented
+//! rule ([`split_brain_winner`]).
+//!
 //! Quorum mode (`SimConfig::quorum`, `--quorum`): every engine runs with `quorum majority`,
 //! `on-no-quorum suspend-io`, and the administrator acts as a quorum cluster manager
-//! (Pacemaker over DRBD quorum): a Secondary that has quorum and has not reached the client's
+//! (Pacemaker over DRBD quorum): once a Secondary with quorum has not reached the client's
 //! Primary for a second (the Primary is down, or outside the Secondary's partition: reach is
-//! transitive, as in a membership) is promoted even while the old Primary still runs cut off
-//! in a minority, where its writes are held (never acknowledged). The client then writes to
-//! the new Primary; requests held by the old one stay in flight until the two meet: the
-//! split brain or role conflict is resolved against the side that does not reach the
-//! client's Primary, and a Primary that steps down does so by force (`secondary --force`),
-//! so every write it held fails instead of completing. If the client's Primary loses quorum
-//! while another Primary has it, the client follows that one. A fault class of its own cuts
-//! one node off from all others (isolation). With three nodes and
-//! `full_resync_after_failover`, the new Primary resyncs the other Secondary in full after
-//! a failover (a way around a known engine gap, see the crate's known issues).
+//! transitive, as in a membership), the best Secondary of its partition that does not reach
+//! the Primary either is promoted (the one last seen connected to that Primary), even while
+//! the old Primary still runs cut off in a minority, where its writes are held (never
+//! acknowledged). The client then writes to the new Primary; requests held by the old one
+//! stay in flight until the two meet: a split brain is resolved against the side not last
+//! seen connected to the client's Primary ([`split_brain_winner`]), a role conflict by
+//! stepping the Primary down, and a Primary that steps down does so by force (`secondary
+//! --force`), so every write it held fails instead of completing. If the client's Primary
+//! loses quorum while another Primary has it, the client follows that one. A fault class of
+//! its own cuts one node off from all others (isolation).
 //!
-//! Invariants: at most `nodes − 1` nodes are down at once; every timed fault has its end
-//! scheduled when it starts; the administrator promotes only a node that is UpToDate,
-//! Secondary and has no replicated writes still being applied, and only when no node is
-//! Primary, or, in quorum mode, a node that also has quorum and has not reached the client's
-//! Primary for a second; in quorum mode a Primary the administrator demotes holds no write
-//! that can still complete successfully.
+//! Invariants: at most `nodes − 1` nodes are down at once, except for a whole-cluster power
+//! loss; every timed fault has its end scheduled when it starts; the administrator promotes
+//! only a node that is UpToDate, Secondary and has no replicated writes still being applied,
+//! and only when no node is Primary, or, in quorum mode, a node that also has quorum and
+//! whose partition has not reached the client's Primary for a second; in quorum mode a
+//! Primary the administrator demotes holds no write that can still complete successfully.
 
 use repl::{ReplState, Role};
 
@@ -42,16 +60,23 @@ pub struct FaultMask {
     pub crash: bool,
     /// I/O errors on disk ranges.
     pub disk_errors: bool,
+    /// A full data disk (ENOSPC) until space is freed.
+    pub no_space: bool,
+    /// The whole cluster loses power at once, then every node boots again.
+    pub cluster_power_loss: bool,
 }
 
 impl FaultMask {
     /// Every fault class.
-    pub const ALL: FaultMask = FaultMask { drop: true, partition: true, stop_reading: true, crash: true, disk_errors: true };
+    pub const ALL: FaultMask = FaultMask { drop: true, partition: true, stop_reading: true, crash: true, disk_errors: true, no_space: true, cluster_power_loss: true };
+
+    /// No fault class.
+    pub const NONE: FaultMask = FaultMask { drop: false, partition: false, stop_reading: false, crash: false, disk_errors: false, no_space: false, cluster_power_loss: false };
 
     /// From a comma-separated list of `drop`, `partition`, `stop-reading`, `crash`,
-    /// `disk-errors` (or `all`, or `none`).
+    /// `disk-errors`, `no-space`, `cluster-power-loss` (or `all`, or `none`).
     pub fn parse(list: &str) -> Option<FaultMask> {
-        let mut mask = FaultMask { drop: false, partition: false, stop_reading: false, crash: false, disk_errors: false };
+        let mut mask = FaultMask::NONE;
         for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
             match name {
                 "all" => mask = FaultMask::ALL,
@@ -61,6 +86,8 @@ impl FaultMask {
                 "stop-reading" => mask.stop_reading = true,
                 "crash" => mask.crash = true,
                 "disk-errors" => mask.disk_errors = true,
+                "no-space" => mask.no_space = true,
+                "cluster-power-loss" => mask.cluster_power_loss = true,
                 _ => return None,
             }
         }
@@ -77,6 +104,8 @@ pub enum Heal {
     Reader { reader: u8, from: u8 },
     /// The disk of `node` works again.
     Disk { node: u8 },
+    /// Space was freed on the full disk of `node`.
+    Space { node: u8 },
     /// `node`, away after a graceful departure, connects to its peers again (`up`).
     Rejoin { node: u8 },
 }
@@ -113,6 +142,8 @@ pub fn inject(sim: &mut Sim) {
         45..=69 if mask.crash => crash(sim, a),
         70..=84 if mask.disk_errors => disk_errors(sim, a),
         85..=92 if sim.cfg.quorum => depart(sim, a),
+        93..=96 if mask.no_space => fill_disk(sim, a),
+        97..=98 if mask.cluster_power_loss => cluster_power_loss(sim),
         _ => latency_only(sim),
     };
     if injected {
@@ -202,6 +233,34 @@ fn disk_errors(sim: &mut Sim, n: u8) -> bool {
     true
 }
 
+/// The data disk of `n` runs out of space (a thin pool or the file system under a backing file
+/// fills up): writes fail with `IoError::NoSpace` until the administrator frees space.
+fn fill_disk(sim: &mut Sim, n: u8) -> bool {
+    let duration = sim.rng.range(100 * MS, 4000 * MS);
+    sim.note(|| format!("FAULT disk of node {n} full (no space) for {} ms", duration / MS));
+    sim.nodes[usize::from(n)].disk.fill();
+    sim.invalidate_receiver_sessions(n);
+    sim.stats.disks_full += 1;
+    sim.schedule(duration, Ev::Heal(Heal::Space { node: n }));
+    true
+}
+
+/// The whole cluster loses power in one instant (a site outage): every running node crashes,
+/// its volatile cache lost, and each boots again after its own downtime.
+fn cluster_power_loss(sim: &mut Sim) -> bool {
+    let running: Vec<u8> = (0..sim.cfg.nodes).filter(|&n| alive(sim, n)).collect();
+    if running.is_empty() {
+        return false;
+    }
+    sim.note(|| "FAULT the whole cluster loses power".to_string());
+    sim.stats.cluster_power_losses += 1;
+    for n in running {
+        let downtime = sim.rng.range(100 * MS, 5000 * MS);
+        sim.crash(n, Some(downtime));
+    }
+    true
+}
+
 fn latency_only(sim: &mut Sim) -> bool {
     sim.note(|| "FAULT none (quiet period)".to_string());
     false
@@ -217,6 +276,10 @@ pub fn heal(sim: &mut Sim, heal: Heal) {
             sim.net.stopped.remove(&(reader, from));
         }
         Heal::Disk { node } => sim.nodes[usize::from(node)].disk.clear_failures(),
+        Heal::Space { node } => {
+            sim.note(|| format!("ADMIN frees space on the disk of node {node}"));
+            sim.nodes[usize::from(node)].disk.free_space();
+        }
         Heal::Rejoin { node } => rejoin(sim, node),
     }
     sim.reschedule_deliveries();
@@ -246,6 +309,7 @@ pub fn heal_everything(sim: &mut Sim) {
     sim.reschedule_deliveries();
     for n in 0..sim.cfg.nodes {
         sim.nodes[usize::from(n)].disk.clear_failures();
+        sim.nodes[usize::from(n)].disk.free_space();
         if !alive(sim, n) {
             sim.schedule(0, Ev::Restart { node: n });
         }
@@ -278,10 +342,11 @@ pub fn cycle_out_of_sync_links(sim: &mut Sim) -> usize {
     cycled
 }
 
-/// A resync the roles forbid (rr-conflict): once the client is idle, the Primary steps down
-/// so the resync can run (the administrator promotes again afterwards), and both reconnect.
-/// In quorum mode only the client's Primary must be idle: an old Primary that the client
-/// left holds its requests for ever, and steps down by force ([`step_down`]).
+/// A resync the roles forbid (rr-conflict): once the client is idle (the cluster manager
+/// stops the application before it demotes), the Primary steps down so the resync can run
+/// (the administrator promotes again afterwards), and both reconnect. In quorum mode only
+/// the client's Primary must be idle: an old Primary that the client left holds its requests
+/// for ever, and steps down by force ([`step_down`]).
 fn resolve_role_conflict(sim: &mut Sim, a: u8, b: u8) {
     let busy = if sim.cfg.quorum { [a, b].into_iter().any(|n| sim.primary == Some(n) && sim.requests_to(n) > 0) } else { sim.requests_in_flight() > 0 };
     if busy {
@@ -330,21 +395,6 @@ fn serving_primary(sim: &Sim, n: u8) -> bool {
     role(sim, n) == Some(Role::Primary) && (!sim.cfg.quorum || has_quorum(sim, n))
 }
 
-/// The nodes `n` reaches through connections (its own, its peers', and so on): its partition
-/// as a cluster manager's membership sees it.
-fn partition_of(sim: &Sim, n: u8) -> std::collections::BTreeSet<u8> {
-    let mut seen = std::collections::BTreeSet::from([n]);
-    let mut todo = vec![n];
-    while let Some(x) = todo.pop() {
-        for &y in sim.nodes[usize::from(x)].conns.keys() {
-            if alive(sim, y) && seen.insert(y) {
-                todo.push(y);
-            }
-        }
-    }
-    seen
-}
-
 /// Quorum mode: records since when each node has not reached the client's Primary (it is
 /// down, or not in the node's partition). Reach is transitive, as in a cluster manager's
 /// membership: a Secondary cut off from the Primary but connected to a node that still
@@ -356,7 +406,7 @@ fn note_primary_reachability(sim: &mut Sim) {
         return;
     };
     for n in 0..sim.cfg.nodes {
-        let reaches = alive(sim, p) && partition_of(sim, n).contains(&p);
+        let reaches = alive(sim, p) && sim.partition_of(n).contains(&p);
         if reaches || !alive(sim, n) {
             sim.primary_unreachable_since.remove(&n);
         } else {
@@ -366,9 +416,10 @@ fn note_primary_reachability(sim: &mut Sim) {
     }
 }
 
-/// Quorum mode: the client's Primary may still run on the far side of a partition; a
-/// Secondary that has quorum and has not reached it for a second is promoted (as a quorum
-/// cluster manager does). The old Primary, in a minority, can no longer complete writes.
+/// Quorum mode: the client's Primary may still run on the far side of a partition; once a
+/// node has not reached it for a second, the best Secondary of that node's partition that
+/// does not reach it either and has quorum is promoted ([`best_candidate`]), as a quorum
+/// cluster manager does. The old Primary, in a minority, can no longer complete writes.
 fn fail_over_from_unreachable_primary(sim: &mut Sim) {
     let Some(old) = sim.primary else { return };
     if sim.promotion_hold_until.is_some_and(|until| sim.now < until) {
@@ -376,7 +427,11 @@ fn fail_over_from_unreachable_primary(sim: &mut Sim) {
     }
     let now = sim.now;
     let waited = |sim: &Sim, n: u8| sim.primary_unreachable_since.get(&n).is_some_and(|&since| now.since(since) >= std::time::Duration::from_secs(1));
-    let Some(n) = (0..sim.cfg.nodes).find(|&n| n != old && waited(sim, n) && promotable(sim, n)) else { return };
+    // A partition that has missed the Primary for a second fails over, to its best node
+    // that does not reach the Primary either (not only to the first that noticed).
+    let cut_off = |sim: &Sim, n: u8| sim.primary_unreachable_since.contains_key(&n) && sim.partition_of(n).into_iter().any(|m| waited(sim, m));
+    let candidates: Vec<u8> = (0..sim.cfg.nodes).filter(|&n| n != old && cut_off(sim, n) && promotable(sim, n)).collect();
+    let Some(n) = best_candidate(sim, &candidates) else { return };
     sim.note(|| format!("ADMIN fails over from node {old} (unreachable from node {n}) to node {n}"));
     if sim.promote(n, false) {
         sim.stats.failovers_from_live_primary += u64::from(alive(sim, old));
@@ -400,44 +455,20 @@ fn follow_quorate_primary(sim: &mut Sim) -> bool {
 
 /// The client writes to `n` from now on.
 fn set_primary(sim: &mut Sim, n: u8) {
-    let old = sim.primary.replace(n);
+    sim.primary = Some(n);
     sim.primary_lost_at = None;
     sim.primary_unreachable_since.clear();
-    sim.full_resync_pending.clear();
-    if sim.cfg.quorum && sim.cfg.full_resync_after_failover && old.is_some_and(|o| o != n) {
-        let others: Vec<u8> = sim.nodes[usize::from(n)].conns.keys().copied().filter(|&m| Some(m) != old).collect();
-        sim.full_resync_pending.extend(others);
-        run_full_resyncs(sim);
-    }
-}
-
-/// The way around a known engine gap (three nodes): when a Primary is lost, the two
-/// Secondaries may each hold a different part of its last writes, and nothing resyncs them
-/// (DRBD resyncs the lost Primary's activity log between them). After a failover the new
-/// Primary resyncs the other Secondary in full (`invalidate-remote`), retried at every
-/// checkpoint until the engine accepts it.
-fn run_full_resyncs(sim: &mut Sim) {
-    let Some(p) = sim.primary else { return };
-    let pending: Vec<u8> = sim.full_resync_pending.iter().copied().collect();
-    for m in pending {
-        let mut result = Ok(());
-        sim.with_engine(p, |e, _, out| result = e.invalidate_remote(m, out));
-        if result.is_ok() {
-            sim.note(|| format!("ADMIN resyncs node {m} in full from the new Primary {p} (invalidate-remote)"));
-            sim.full_resync_pending.remove(&m);
-        }
-    }
 }
 
 /// The administrator's checkpoint duties.
 pub fn admin(sim: &mut Sim) {
+    note_primary_partition(sim);
     // First the Primary of the quorate partition, as a cluster manager keeps it: a stand-off
     // resolved next then keeps that Primary's data, acknowledged writes included.
     let primary = sim.primary.is_some_and(|p| role(sim, p) == Some(Role::Primary));
     let followed = primary && sim.cfg.quorum && follow_quorate_primary(sim);
     resolve_stand_alone(sim);
     if sim.cfg.quorum {
-        run_full_resyncs(sim);
         note_primary_reachability(sim);
     }
     if sim.primary.is_some_and(|p| role(sim, p) == Some(Role::Primary)) {
@@ -460,7 +491,7 @@ pub fn admin(sim: &mut Sim) {
     let choice = match old {
         Some(p) if candidates.contains(&p) => Some(p),
         Some(_) if !(sim.cfg.failover && waited) => None,
-        _ => candidates.first().copied(),
+        _ => best_candidate(sim, &candidates),
     };
     if let Some(n) = choice {
         if sim.promote(n, false) {
@@ -469,43 +500,94 @@ pub fn admin(sim: &mut Sim) {
     }
 }
 
+/// Records which nodes are connected to the client's Primary now, replicating its writes
+/// (the administrator's history, `Sim::with_primary_at`).
+fn note_primary_partition(sim: &mut Sim) {
+    let Some(p) = sim.primary.filter(|&p| alive(sim, p)) else { return };
+    let now = sim.now;
+    let connected: Vec<u8> = (0..sim.cfg.nodes).filter(|&n| sim.linked(p, n)).collect();
+    for n in connected.into_iter().chain([p]) {
+        sim.with_primary_at.insert(n, now);
+    }
+}
+
+/// Of the nodes that may be promoted, the one last seen connected to the client's Primary
+/// without losing power since (it saw the most of that Primary's writes; a node that rebooted
+/// may have lost some in its cache); the lower node id among equals.
+fn best_candidate(sim: &Sim, candidates: &[u8]) -> Option<u8> {
+    let seen = |n: u8| sim.with_primary_at.get(&n).copied();
+    candidates.iter().copied().fold(None, |best, n| match best {
+        Some(b) if seen(b) >= seen(n) => Some(b),
+        _ => Some(n),
+    })
+}
+
 fn promotable(sim: &Sim, n: u8) -> bool {
     let node = &sim.nodes[usize::from(n)];
     let Some(engine) = &node.engine else { return false };
     let status = engine.status();
     let syncing = status.peers.iter().flat_map(|p| &p.volumes).any(|v| matches!(v.replication, ReplState::SyncTarget | ReplState::WFBitMapT | ReplState::StartingSyncT));
+    // `pending`: replicated writes received and not yet written (`tandem status`).
+    let applying = status.peers.iter().flat_map(|p| &p.volumes).any(|v| v.pending > 0);
     engine.role() == Role::Secondary
         && status.volumes.first().is_some_and(|v| v.disk == repl::DiskState::UpToDate)
         && !syncing
-        && !node.peer_io_pending()
+        && !applying
         && (!sim.cfg.quorum || engine.has_quorum())
 }
 
-/// The side of a split brain between `a` and `b` whose data stays: the client's Primary;
-/// in quorum mode, failing that, the side that reaches the client's Primary while the other
-/// does not (the other, e.g. an old Primary the client left, diverged from it), or else the
-/// side that confirmed the latest acknowledged write (as an administrator reading the logs
-/// keeps the newest data); otherwise `a`.
+/// The side of a split brain between `a` and `b` whose data stays, decided from what the
+/// administrator sees (roles, membership, quorum, out-of-sync counts; never the simulator's
+/// record of writes), in this order:
+/// 1. the client's Primary (where the cluster manager runs the application), or else the
+///    side whose disk is UpToDate while the other's is not (only it can be a sync source);
+/// 2. the side last seen connected to the client's Primary without losing power since
+///    (`Sim::with_primary_at`; the other, e.g. an old Primary the client left or a node that
+///    was down, diverged from it);
+/// 3. in quorum mode, the side that has quorum while the other has none (the quorate
+///    partition keeps its data, as a cluster manager runs the resource there);
+/// 4. the side with more out-of-sync data towards the other (DRBD's `discard-least-changes`:
+///    each side's bitmap counts the blocks it changed while they were apart);
+/// 5. `a`, the lower node id (a fixed preference, DRBD's `discard-node-<name>`).
 fn split_brain_winner(sim: &Sim, a: u8, b: u8) -> u8 {
     if sim.primary == Some(b) {
         return b;
     }
-    if sim.primary == Some(a) || !sim.cfg.quorum {
+    if sim.primary == Some(a) {
         return a;
     }
-    let Some(p) = sim.primary else { return a };
-    let reaches = |n: u8| partition_of(sim, n).contains(&p);
-    match (reaches(a), reaches(b)) {
-        (false, true) => b,
-        (true, false) => a,
-        _ if latest_confirmed(sim, b) > latest_confirmed(sim, a) => b,
-        _ => a,
+    match (up_to_date(sim, a), up_to_date(sim, b)) {
+        (false, true) => return b,
+        (true, false) => return a,
+        _ => {}
     }
+    let seen = |n: u8| sim.with_primary_at.get(&n).copied();
+    if seen(a) != seen(b) {
+        return if seen(b) > seen(a) { b } else { a };
+    }
+    if sim.cfg.quorum {
+        match (has_quorum(sim, a), has_quorum(sim, b)) {
+            (false, true) => return b,
+            (true, false) => return a,
+            _ => {}
+        }
+    }
+    if changed_towards(sim, b, a) > changed_towards(sim, a, b) {
+        return b;
+    }
+    a
 }
 
-/// The latest acknowledged write that node `n` served as Primary or confirmed (0: none).
-fn latest_confirmed(sim: &Sim, n: u8) -> u64 {
-    sim.writes.iter().filter(|w| w.acked.is_some() && (w.node == n || w.acked_by.contains(&n))).map(|w| w.id).max().unwrap_or(0)
+/// Whether the disk of `n` is UpToDate (`tandem status`).
+fn up_to_date(sim: &Sim, n: u8) -> bool {
+    sim.nodes[usize::from(n)].engine.as_ref().is_some_and(|e| e.status().volumes.first().is_some_and(|v| v.disk == repl::DiskState::UpToDate))
+}
+
+/// The bytes `n` shows out of sync towards `peer` (`tandem status`): what it changed while
+/// they were apart, and what it still owed `peer` before.
+fn changed_towards(sim: &Sim, n: u8, peer: u8) -> u64 {
+    let Some(engine) = &sim.nodes[usize::from(n)].engine else { return 0 };
+    engine.status().peers.iter().filter(|p| p.node_id == peer).flat_map(|p| &p.volumes).map(|v| v.out_of_sync_bytes).sum()
 }
 
 /// Two nodes that stopped trying to connect to each other: after a split brain, the node that

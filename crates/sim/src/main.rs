@@ -1,7 +1,10 @@
-//! `tandem-sim`: runs batches of seeded simulations and prints a summary; exits non-zero if
-//! any run violated a checker. `--seed S` replays one run exactly.
+//! `tandem-sim`: runs batches of seeded simulations and prints a summary; exits 1 if any run
+//! violated a checker, 2 on a usage error. `--seed S` replays one run exactly. A panic (an
+//! engine or simulator assertion; the build aborts on panics) first names the run it
+//! happened in, with its replay command, so a batch that dies still says where.
 
 use std::process::ExitCode;
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
@@ -14,6 +17,19 @@ macro_rules! say {
     }};
 }
 use tandem_sim::{run, Outcome, Scenario, SimConfig, SimError};
+
+/// The replay command of the run in progress, for the panic hook.
+static RUNNING: Mutex<String> = Mutex::new(String::new());
+
+/// Names the run in progress before the default hook reports a panic.
+fn install_panic_hook() {
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let running = RUNNING.lock().map(|r| r.clone()).unwrap_or_default();
+        eprintln!("PANIC in the run {running}");
+        default_hook(info);
+    }));
+}
 
 /// Deterministic simulation of tandem's replication engine.
 #[derive(Debug, Parser)]
@@ -29,7 +45,8 @@ struct Args {
     #[arg(long = "time-limit")]
     time_limit: Option<u64>,
     /// Scenario: random, primary-crash-mid-resync, partition-during-split-brain,
-    /// secondary-crash-mid-burst, failover, or all (the named ones in turn, then random).
+    /// secondary-crash-mid-burst, failover, split-brain-two-primaries, double-failure, or all
+    /// (the named ones in turn, then random).
     #[arg(long, default_value = "random")]
     scenario: String,
     /// Run this one seed only (replays it exactly).
@@ -38,16 +55,17 @@ struct Args {
     /// Print the trace tail of every run, not only of failures.
     #[arg(long)]
     verbose: bool,
-    /// Fault classes of random runs: all, or a list of drop, partition, stop-reading, crash,
-    /// disk-errors.
+    /// Fault classes of random runs: all, none, or a list of drop, partition, stop-reading,
+    /// crash, disk-errors, no-space (a full data disk until space is freed),
+    /// cluster-power-loss (every node crashes at once, then all boot).
     #[arg(long, default_value = "all")]
     faults: String,
     /// Force the number of nodes (2 or 3) instead of drawing it from the seed.
     #[arg(long)]
     nodes: Option<u8>,
-    /// Replicated writes are durable when written on a Secondary (a fault-model switch that
-    /// sets aside the known loss of acknowledged writes at a Secondary's power loss; resync
-    /// writes stay volatile).
+    /// Debugging only (CI never uses it): replicated writes are durable when written on a
+    /// Secondary, as if written with FUA, so a failure that goes away with it needs a
+    /// Secondary's volatile cache (resync writes stay volatile).
     #[arg(long = "durable-peer-writes")]
     durable_peer_writes: bool,
     /// Force the metadata placement: internal or external (default: drawn from the seed).
@@ -57,11 +75,6 @@ struct Args {
     /// switch; the engine no longer needs it: kept to narrow down a failure).
     #[arg(long = "sockets-in-order")]
     sockets_in_order: bool,
-    /// Set aside the one known failure class, a double failure outside protocol C's promise:
-    /// replicated writes durable on the Secondary (`SimConfig::sidestep_known_issues`; the
-    /// same as --durable-peer-writes). The CI smoke uses it.
-    #[arg(long = "sidestep-known-issues")]
-    sidestep_known_issues: bool,
     /// Quorum mode: every node runs with `quorum majority` and `on-no-quorum suspend-io`, and
     /// the administrator fails over as a quorum cluster manager does: a Secondary with quorum
     /// that has not reached the Primary for a second is promoted, even while the old Primary
@@ -97,7 +110,7 @@ fn shaping_flags(args: &Args) -> String {
     if let Some(metadata) = &args.metadata {
         flags.push(format!("--metadata {metadata}"));
     }
-    for (on, flag) in [(args.durable_peer_writes, "--durable-peer-writes"), (args.sockets_in_order, "--sockets-in-order"), (args.sidestep_known_issues, "--sidestep-known-issues"), (args.quorum, "--quorum")] {
+    for (on, flag) in [(args.durable_peer_writes, "--durable-peer-writes"), (args.sockets_in_order, "--sockets-in-order"), (args.quorum, "--quorum")] {
         if on {
             flags.push(flag.to_string());
         }
@@ -114,7 +127,9 @@ fn report(outcome: &Outcome, verbose: bool, flags: &str) {
         say!("FAIL seed {} scenario {} ({shape}): {failure}", cfg.seed, cfg.scenario.name());
         say!("  replay: cargo run -p tandem-sim --release -- --scenario {} --seed {}{flags} --tail 200", cfg.scenario.name(), cfg.seed);
     } else if verbose {
-        say!("ok   seed {} scenario {} ({shape}): {} steps, {} faults, trace {:016x}", cfg.seed, cfg.scenario.name(), outcome.stats.steps, outcome.stats.faults, outcome.trace_hash);
+        let stats = &outcome.stats;
+        let lost = format!("{} writes lost by a double failure, {} lost unflushed with their Primary", stats.writes_lost_by_double_failure, stats.writes_lost_unflushed);
+        say!("ok   seed {} scenario {} ({shape}): {} steps, {} faults, {lost}, trace {:016x}", cfg.seed, cfg.scenario.name(), stats.steps, stats.faults, outcome.trace_hash);
     }
     if outcome.failure.is_some() || verbose {
         for line in &outcome.trace_tail {
@@ -137,6 +152,7 @@ fn main() -> ExitCode {
         return ExitCode::from(2);
     };
     let flags = shaping_flags(&args);
+    install_panic_hook();
     let started = Instant::now();
     let limit = args.time_limit.map(Duration::from_secs);
     let seeds: Vec<u64> = match args.seed {
@@ -144,15 +160,13 @@ fn main() -> ExitCode {
         None => (args.start..args.start.saturating_add(args.seeds)).collect(),
     };
     let (mut runs, mut steps, mut faults, mut failures, mut writes) = (0u64, 0u64, 0u64, 0u64, 0u64);
+    let (mut double_failures, mut unflushed) = (0u64, 0u64);
     'batch: for seed in seeds {
         for &scenario in &list {
             if limit.is_some_and(|l| started.elapsed() >= l) {
                 break 'batch;
             }
             let mut config = SimConfig { trace_tail: args.tail, trace_io: args.trace_io, faults: mask, durable_peer_writes: args.durable_peer_writes, sockets_in_order: args.sockets_in_order, ..SimConfig::new(seed, scenario) };
-            if args.sidestep_known_issues {
-                config = config.sidestep_known_issues();
-            }
             match args.metadata.as_deref() {
                 Some("internal") => config.internal_metadata = true,
                 Some("external") => config.internal_metadata = false,
@@ -160,22 +174,27 @@ fn main() -> ExitCode {
             }
             if let Some(nodes) = args.nodes {
                 config.nodes = nodes.clamp(2, 3);
-                if scenario == Scenario::Random {
-                    config.failover &= config.nodes == 2;
-                }
             }
             if args.quorum && scenario == Scenario::Random {
                 config = config.with_quorum();
+            }
+            if let Ok(mut running) = RUNNING.lock() {
+                *running = format!("seed {seed} (replay: cargo run -p tandem-sim --release -- --scenario {} --seed {seed}{flags})", scenario.name());
             }
             let outcome = run(config);
             runs += 1;
             steps += outcome.stats.steps;
             faults += outcome.stats.faults + outcome.stats.crashes;
             writes += outcome.stats.writes_acked;
+            double_failures += outcome.stats.writes_lost_by_double_failure;
+            unflushed += outcome.stats.writes_lost_unflushed;
             failures += u64::from(outcome.failure.is_some());
             report(&outcome, args.verbose || args.seed.is_some(), &flags);
         }
     }
-    say!("tandem-sim: {runs} runs, {steps} steps, {faults} faults injected, {writes} writes acknowledged, {failures} failures, {:.1} s", started.elapsed().as_secs_f64());
+    say!(
+        "tandem-sim: {runs} runs, {steps} steps, {faults} faults injected, {writes} writes acknowledged ({double_failures} lost by a double failure, {unflushed} lost unflushed with their Primary), {failures} failures, {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
     if failures > 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS }
 }

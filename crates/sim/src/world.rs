@@ -110,6 +110,17 @@ pub struct Stats {
     /// Quorum mode: client writes acknowledged by a Primary that held quorum only because
     /// every absent peer had departed Outdated (last man standing).
     pub writes_by_last_man: u64,
+    /// Acknowledged writes found lost by a double failure (`check::lost_by_double_failure`):
+    /// a reported outcome outside what the protocol promises, not a violation.
+    pub writes_lost_by_double_failure: u64,
+    /// Acknowledged writes found missing where they were lost with their Primary's volatile
+    /// cache (never made durable for the client: any disk may lose such a write at a power
+    /// loss).
+    pub writes_lost_unflushed: u64,
+    /// Power losses of the whole cluster at once.
+    pub cluster_power_losses: u64,
+    /// Periods of a full data disk (writes fail with `IoError::NoSpace`).
+    pub disks_full: u64,
     /// Replica comparisons that passed.
     pub identical_checks: u64,
     /// Epoch-prefix checks that passed.
@@ -145,8 +156,15 @@ pub struct Sim {
     /// Every client write, by id − 1.
     pub writes: Vec<WriteRecord>,
     requests: BTreeMap<u64, Request>,
+    /// Acknowledged writes the client was not yet told are durable (no FUA, no completed
+    /// flush since): their Primary's power loss may lose them.
     volatile: Vec<u64>,
-    seq_map: BTreeMap<(u8, u64, u64), u64>,
+    /// `(Primary, incarnation, sequence number)` → (write id, epoch) of a replicated write.
+    seq_map: BTreeMap<(u8, u64, u64), (u64, u64)>,
+    /// Per peer: writes it confirmed and has not yet made durable as promised (its barrier
+    /// acknowledgement covering them has not reached the Primary), as `(connection, epoch,
+    /// write id)`. Its power loss loses them.
+    peer_unflushed: BTreeMap<u8, Vec<(u64, u64, u64)>>,
     /// `(x, y)`: x wrote as Primary while not connected to y.
     pub wrote_apart: BTreeSet<(u8, u8)>,
     /// An [`Ev::AdminRetry`] is scheduled.
@@ -169,9 +187,10 @@ pub struct Sim {
     /// Quorum mode: since when each node has not reached the client's Primary (not
     /// connected to it, or it is down); cleared when the client's Primary changes.
     pub primary_unreachable_since: BTreeMap<u8, Time>,
-    /// Quorum mode, `full_resync_after_failover`: Secondaries the client's Primary still has
-    /// to resync in full after a failover.
-    pub full_resync_pending: BTreeSet<u8>,
+    /// The administrator's history: when each node was last seen connected to the client's
+    /// Primary (replicating its writes), forgotten when the node loses power (it may have
+    /// lost in its cache what it got from that Primary).
+    pub with_primary_at: BTreeMap<u8, Time>,
     /// Counters.
     pub stats: Stats,
     /// The trace.
@@ -220,6 +239,7 @@ impl Sim {
             requests: BTreeMap::new(),
             volatile: Vec::new(),
             seq_map: BTreeMap::new(),
+            peer_unflushed: BTreeMap::new(),
             wrote_apart: BTreeSet::new(),
             admin_retry_scheduled: false,
             sb_detected: BTreeSet::new(),
@@ -229,7 +249,7 @@ impl Sim {
             primary_lost_at: None,
             promotion_hold_until: None,
             primary_unreachable_since: BTreeMap::new(),
-            full_resync_pending: BTreeSet::new(),
+            with_primary_at: BTreeMap::new(),
             stats: Stats::default(),
             trace: Trace::with_tail(trace_tail),
             failure: None,
@@ -385,8 +405,13 @@ impl Sim {
     /// node's writes exactly when `source` did (with three nodes, a Primary's writes reach a
     /// node it was apart from through the other one).
     fn resync_finished(&mut self, n: u8, source: u8, complete: bool) {
-        for w in self.writes.iter_mut().filter(|w| w.lost_on.contains(&source)) {
-            w.lost_on.insert(n);
+        for w in self.writes.iter_mut() {
+            if w.lost_on.contains(&source) {
+                w.lost_on.insert(n);
+            }
+            if w.power_lost_on.contains(&source) {
+                w.power_lost_on.insert(n);
+            }
         }
         if self.cfg.protocol != repl::Protocol::C {
             // Under protocols A and B a write is acknowledged before every peer wrote it: an
@@ -489,7 +514,8 @@ impl Sim {
         match &action {
             Action::LocalWrite { op, .. } => {
                 let (first, tags) = op_tags(op);
-                node.disk.start_write(key, first, tags);
+                let needs_space = !matches!(op, DiskOp::Trim { .. });
+                node.disk.start_write(key, first, tags, needs_space);
             }
             Action::LocalFlush { .. } => node.disk.start_flush(key),
             _ => {}
@@ -550,7 +576,7 @@ impl Sim {
         let (first, tags) = op_tags(&op);
         let write = tags.first().map_or(0, |&t| check::write_of(t));
         let inc = self.nodes[usize::from(n)].inc;
-        self.seq_map.insert((n, inc, seq), write);
+        self.seq_map.insert((n, inc, seq), (write, epoch));
         if let Some(&conn) = self.nodes[usize::from(n)].conns.get(&peer) {
             if let Some(session) = self.sessions.get_mut(&(conn, peer)) {
                 let count = u64::try_from(tags.len()).unwrap_or(0);
@@ -628,11 +654,14 @@ impl Sim {
     /// Bookkeeping of the checkers on a delivered message.
     fn observe(&mut self, from: u8, to: u8, conn: u64, message: &PeerMessage<Payload>) {
         match message {
-            PeerMessage::WriteAck { seq } => {
-                let inc = self.nodes[usize::from(to)].inc;
-                if let Some(&write) = self.seq_map.get(&(to, inc, *seq)) {
-                    if let Some(record) = write.checked_sub(1).and_then(|i| self.writes.get_mut(usize::try_from(i).ok()?)) {
-                        record.acked_by.insert(from);
+            PeerMessage::WriteAck { seq } => self.observe_write_ack(from, to, conn, *seq),
+            PeerMessage::BarrierAck { epoch } => {
+                // The peer flushed every epoch up to this one before acknowledging it.
+                let (writes, pending): (Vec<_>, Vec<_>) = self.peer_unflushed.remove(&from).unwrap_or_default().into_iter().partition(|&(c, e, _)| c == conn && e <= *epoch);
+                self.peer_unflushed.insert(from, pending);
+                for (_, _, write) in writes {
+                    if let Some(record) = self.record_mut(write) {
+                        record.durable_on.insert(from);
                     }
                 }
             }
@@ -654,6 +683,26 @@ impl Sim {
             let detected = self.sb_detected.contains(&pair);
             self.check(check::check_split_brain(pair, apart, detected, "data moved between them"));
         }
+    }
+
+    /// Peer `from` confirmed writing replicated write `seq` of Primary `to`: it holds the write,
+    /// durably at once if written with FUA (or with `durable_peer_writes`), else once its
+    /// barrier acknowledgement covering the write's epoch arrives.
+    fn observe_write_ack(&mut self, from: u8, to: u8, conn: u64, seq: u64) {
+        let inc = self.nodes[usize::from(to)].inc;
+        let Some(&(write, epoch)) = self.seq_map.get(&(to, inc, seq)) else { return };
+        let durable_peer_writes = self.cfg.durable_peer_writes;
+        let Some(record) = self.record_mut(write) else { return };
+        record.acked_by.insert(from);
+        if record.fua || durable_peer_writes {
+            record.durable_on.insert(from);
+        } else {
+            self.peer_unflushed.entry(from).or_default().push((conn, epoch, write));
+        }
+    }
+
+    fn record_mut(&mut self, write: u64) -> Option<&mut WriteRecord> {
+        write.checked_sub(1).and_then(|i| self.writes.get_mut(usize::try_from(i).ok()?))
     }
 
     /// Disk errors on `n`: what it receives may fail to be written (negative acks), so its
@@ -773,14 +822,22 @@ impl Sim {
             self.drop_connection(n, peer, conn);
         }
         self.prefix_pending.remove(&n);
+        self.with_primary_at.remove(&n);
         self.requests.retain(|_, r| r.node != n);
         if self.primary == Some(n) {
             self.primary_lost_at = Some(self.now);
         }
-        // Writes not yet durable may be lost by this power loss: no longer required here.
-        for &id in &self.volatile {
-            if let Some(w) = id.checked_sub(1).and_then(|i| self.writes.get_mut(usize::try_from(i).ok()?)) {
+        // What this power loss may lose (the checker's two outcomes, `check`): the writes it
+        // served that the client was not yet told are durable, and the writes it confirmed as
+        // a peer without making them durable yet.
+        for id in self.volatile.clone() {
+            if let Some(w) = self.record_mut(id).filter(|w| w.node == n) {
                 w.lost_on.insert(n);
+            }
+        }
+        for (_, _, id) in self.peer_unflushed.remove(&n).unwrap_or_default() {
+            if let Some(w) = self.record_mut(id) {
+                w.power_lost_on.insert(n);
             }
         }
         let node = &mut self.nodes[usize::from(n)];
@@ -868,16 +925,16 @@ impl Sim {
             return;
         }
         let Some(id) = req.write else {
-            // A completed flush makes every write acknowledged before it was submitted durable.
-            let writes = &self.writes;
-            self.volatile.retain(|&w| w.checked_sub(1).and_then(|i| writes.get(usize::try_from(i).ok()?)).is_some_and(|w| w.acked.unwrap_or(0) >= req.submitted));
+            self.flush_completed(req.node, req.submitted);
             return;
         };
         let step = self.stats.steps;
         let Some(index) = id.checked_sub(1).and_then(|i| usize::try_from(i).ok()) else { return };
         let Some(record) = self.writes.get_mut(index) else { return };
         record.acked = Some(step);
-        if !record.fua {
+        if record.fua {
+            record.durable_on.insert(req.node);
+        } else {
             self.volatile.push(id);
         }
         self.stats.writes_acked += 1;
@@ -890,6 +947,21 @@ impl Sim {
         for peer in (0..self.cfg.nodes).filter(|&p| p != n) {
             if !self.nodes[usize::from(n)].conns.contains_key(&peer) {
                 self.wrote_apart.insert((n, peer));
+            }
+        }
+    }
+
+    /// A client flush submitted to `n` at step `submitted` completed: the client was told that
+    /// every write acknowledged before is durable, and it is on `n` where `n` served or
+    /// confirmed it (the peers' part comes with their barrier acknowledgements).
+    fn flush_completed(&mut self, n: u8, submitted: u64) {
+        let volatile = std::mem::take(&mut self.volatile);
+        for id in volatile {
+            let Some(w) = self.record_mut(id) else { continue };
+            if w.acked.unwrap_or(0) >= submitted {
+                self.volatile.push(id);
+            } else if w.node == n || w.acked_by.contains(&n) {
+                w.durable_on.insert(n);
             }
         }
     }
@@ -1058,7 +1130,7 @@ impl Sim {
             return false;
         }
         self.stats.promotions += 1;
-        if self.cfg.quorum {
+        if self.cfg.quorum || self.cfg.nodes > 2 {
             // A failover promotes a node whose connections to the other Secondaries started
             // while another Primary wrote to them: their snapshots are stale, so what it
             // sends there can no longer be checked as an epoch prefix.
@@ -1075,10 +1147,14 @@ impl Sim {
             // last writes of protocol A or B, or of a node that served as Primary before) may
             // be gone by design, and resync may remove it from the others too. In quorum mode
             // only writes already acknowledged: one an old Primary still holds (suspended for
-            // want of quorum) must never be acknowledged, and is not excused if it is.
+            // want of quorum) must never be acknowledged, and is not excused if it is. Under
+            // quorum and protocol C nothing is excused: the promoted node held every
+            // acknowledged write (checked above), and every later Primary must hold them too.
             let quorum = self.cfg.quorum;
-            for w in self.writes.iter_mut().filter(|w| w.node != n && !w.acked_by.contains(&n) && (!quorum || w.acked.is_some())) {
-                w.excused = true;
+            if !self.cfg.strict_acked_writes() {
+                for w in self.writes.iter_mut().filter(|w| w.node != n && !w.acked_by.contains(&n) && (!quorum || w.acked.is_some())) {
+                    w.excused = true;
+                }
             }
         }
         true
@@ -1086,14 +1162,69 @@ impl Sim {
 
     /// Whether node `n`, promoted or the final Primary, holds every acknowledged write it
     /// must: those it confirmed or served itself, or in quorum mode with protocol C every one
-    /// ([`check::check_promotion_strict`]).
-    pub fn check_holds_acked_writes(&self, n: u8) -> Result<(), Violation> {
+    /// ([`check::check_promotion_strict`]). The writes it lacks that were lost by a double
+    /// failure are recorded, counted and traced (required nowhere from then on).
+    pub fn check_holds_acked_writes(&mut self, n: u8) -> Result<(), Violation> {
+        let cluster = self.cluster_seen_from(n);
         let disk = self.nodes[usize::from(n)].disk.blocks();
-        if self.cfg.strict_acked_writes() {
-            check::check_promotion_strict(disk, n, &self.writes)
-        } else {
-            check::check_promotion(disk, n, &self.writes)
+        let losses = if self.cfg.strict_acked_writes() { check::check_promotion_strict(disk, n, &self.writes, &cluster)? } else { check::check_promotion(disk, n, &self.writes, &cluster)? };
+        for id in losses.unflushed {
+            let Some(w) = self.record_mut(id).filter(|w| !w.lost_unflushed) else { continue };
+            w.lost_unflushed = true;
+            self.stats.writes_lost_unflushed += 1;
         }
+        for id in losses.double_failure {
+            let Some(w) = self.record_mut(id) else { continue };
+            w.double_failure = true;
+            let (primary, confirmed, power_lost) = (w.node, w.acked_by.clone(), w.power_lost_on.clone());
+            self.stats.writes_lost_by_double_failure += 1;
+            self.note(|| {
+                format!("write {id} lost by a double failure on node {n} (served by node {primary}, confirmed by {confirmed:?}, lost at a power loss on {power_lost:?}, down {:?}, cut off {:?})", cluster.down, cluster.cut_off)
+            });
+        }
+        Ok(())
+    }
+
+    /// The nodes down, those running outside the partition of `n`, and those whose disk is not
+    /// UpToDate, as the double-failure rule needs them.
+    fn cluster_seen_from(&self, n: u8) -> check::Cluster {
+        let reach = self.partition_of(n);
+        let mut cluster = check::Cluster::default();
+        for m in 0..self.cfg.nodes {
+            let Some(engine) = &self.nodes[usize::from(m)].engine else {
+                cluster.down.insert(m);
+                continue;
+            };
+            if !reach.contains(&m) {
+                cluster.cut_off.insert(m);
+            }
+            if engine.status().volumes.first().is_none_or(|v| v.disk != repl::DiskState::UpToDate) {
+                cluster.unusable.insert(m);
+            }
+        }
+        cluster
+    }
+
+    /// The running nodes `n` reaches through connections (its own, its peers', and so on):
+    /// its partition, as a cluster manager's membership sees it.
+    pub fn partition_of(&self, n: u8) -> BTreeSet<u8> {
+        let mut seen = BTreeSet::from([n]);
+        let mut todo = vec![n];
+        while let Some(x) = todo.pop() {
+            for &y in self.nodes[usize::from(x)].conns.keys() {
+                if self.linked(x, y) && seen.insert(y) {
+                    todo.push(y);
+                }
+            }
+        }
+        seen
+    }
+
+    /// Whether `a` and `b` both run and both have their current connection to each other
+    /// (not a connection one side still holds to a node that crashed since).
+    pub fn linked(&self, a: u8, b: u8) -> bool {
+        let (na, nb) = (&self.nodes[usize::from(a)], &self.nodes[usize::from(b)]);
+        na.alive() && nb.alive() && na.conns.get(&b).is_some_and(|c| nb.conns.get(&a) == Some(c))
     }
 
     /// Client requests in flight.

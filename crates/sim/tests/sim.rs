@@ -4,12 +4,24 @@
 
 use std::collections::BTreeSet;
 
-use tandem_sim::check::{self, tag, Bounds, SessionWrite, Usage, WriteRecord};
+use tandem_sim::check::{self, tag, Bounds, Cluster, SessionWrite, Usage, WriteRecord};
 use tandem_sim::faults::FaultMask;
 use tandem_sim::{run, Outcome, Scenario, SimConfig};
 
+/// The faithful model (what CI runs): every cache volatile, no administrator's way around
+/// an engine gap. (Until issue 24 it set replicated writes durable on the Secondary and, in
+/// quorum mode with three nodes, a full resync after every failover.)
 fn clean(seed: u64, scenario: Scenario) -> SimConfig {
-    SimConfig::new(seed, scenario).sidestep_known_issues()
+    SimConfig::new(seed, scenario)
+}
+
+/// A random run drawing from the fault classes of the time before issue 24 added full disks
+/// and whole-cluster power losses (which change every run that draws them): the regression
+/// tests below replay the runs their seeds were found in, as far as the simulator's other
+/// changes let them.
+fn found(seed: u64) -> SimConfig {
+    let faults = FaultMask::parse("drop,partition,stop-reading,crash,disk-errors").unwrap_or(FaultMask::ALL);
+    SimConfig { faults, ..SimConfig::new(seed, Scenario::Random) }
 }
 
 fn assert_passes(outcome: &Outcome) {
@@ -60,10 +72,42 @@ fn split_brain_of_two_primaries_is_detected_when_the_handshake_comes_first() {
     assert!(outcome.stats.split_brains >= 1);
 }
 
+/// Two nodes, every fault class.
 #[test]
 fn a_small_random_batch_passes() {
     for seed in 0..6 {
-        let config = SimConfig { workload_ns: 8_000_000_000, ..clean(seed, Scenario::Random) };
+        let config = SimConfig { workload_ns: 8_000_000_000, nodes: 2, ..clean(seed, Scenario::Random) };
+        let outcome = run(config);
+        assert!(outcome.failure.is_none(), "seed {seed}: {:?}\n{}", outcome.failure, outcome.trace_tail.join("\n"));
+    }
+}
+
+/// Two nodes: a data disk that fills up (writes fail with `IoError::NoSpace` until space is
+/// freed) and the whole cluster losing power at once (every volatile cache lost, every node
+/// booting again) are drawn from the seed; seeds 20, 32 and 36 draw a whole-cluster power
+/// loss in eight seconds, seed 32 a full disk too (which seeds do moves with the engine's
+/// timing).
+#[test]
+fn full_disks_and_whole_cluster_power_losses_pass() {
+    let (mut full_disks, mut outages) = (0, 0);
+    for seed in [20, 32, 36] {
+        let outcome = run(SimConfig { workload_ns: 8_000_000_000, nodes: 2, ..clean(seed, Scenario::Random) });
+        assert_passes(&outcome);
+        full_disks += outcome.stats.disks_full;
+        outages += outcome.stats.cluster_power_losses;
+    }
+    assert!(full_disks > 0, "a full disk drawn");
+    assert!(outages >= 3, "a whole-cluster power loss drawn in each");
+}
+
+/// Three nodes without quorum, failing over (random runs failed over with two nodes only
+/// until issue 24): after the loss of a Primary the Secondaries may hold different parts of
+/// its last writes (seed 4 here: connected UpToDate nodes 1 and 2 differed), until the
+/// survivors of a lost Primary resynced its unsettled writes (`repl`, issue 24).
+#[test]
+fn a_small_three_node_random_batch_passes() {
+    for seed in 0..6 {
+        let config = SimConfig { workload_ns: 8_000_000_000, nodes: 3, ..clean(seed, Scenario::Random) };
         let outcome = run(config);
         assert!(outcome.failure.is_none(), "seed {seed}: {:?}\n{}", outcome.failure, outcome.trace_tail.join("\n"));
     }
@@ -81,6 +125,38 @@ fn the_same_seed_gives_the_same_trace() {
     }
     let short = |seed| run(SimConfig { workload_ns: 2_000_000_000, ..SimConfig::new(seed, Scenario::Random) });
     assert_ne!(short(1).trace_hash, short(2).trace_hash, "different seeds differ");
+}
+
+/// A Secondary's power loss, then the loss of the Primary: the faithful model's double
+/// failure (found as random seed 50 before issue 24: node 1 confirmed write 474 under
+/// protocol C and was cut off before the barrier covering it was acknowledged; the client's
+/// flush completed on node 0 alone, so the write was durable there only; node 1 lost power,
+/// booted still cut off, node 0 crashed, and node 1 was promoted without it). Protocol C
+/// promises that one failed node loses no acknowledged write; this takes two, so the
+/// checker counts such writes as lost by a double failure (check.rs) instead of failing the
+/// run. Scripted (`Scenario::DoubleFailure`) so that engine changes do not move it away;
+/// external metadata, whose syncs do not flush the data disk, and a power loss keeps each
+/// unflushed block with even odds, so some seeds lose nothing.
+#[test]
+fn a_secondary_power_loss_then_the_primary_crash_is_a_double_failure() {
+    let mut lost = 0;
+    for seed in 0..4 {
+        let outcome = run(SimConfig { internal_metadata: false, ..clean(seed, Scenario::DoubleFailure) });
+        assert_passes(&outcome);
+        assert!(outcome.stats.crashes >= 2 && outcome.stats.split_brains >= 1, "two failures, then node 0 returned diverged");
+        lost += outcome.stats.writes_lost_by_double_failure;
+    }
+    assert!(lost >= 1, "a write node 1 confirmed and lost with its power");
+}
+
+/// Random runs fail over with three nodes too (behind the seed's draw), not only with two.
+#[test]
+fn random_runs_fail_over_with_two_and_three_nodes() {
+    let configs: Vec<SimConfig> = (0..100).map(|seed| SimConfig::new(seed, Scenario::Random)).collect();
+    for nodes in [2, 3] {
+        assert!(configs.iter().any(|c| c.nodes == nodes && c.failover), "{nodes} nodes");
+        assert!(configs.iter().any(|c| c.nodes == nodes && !c.failover), "{nodes} nodes");
+    }
 }
 
 // ----- reproducers of engine issues (ignored until fixed) ------------------------------------
@@ -131,7 +207,7 @@ fn external_metadata_crash_keeps_replicas_identical() {
 /// ResyncDone (data socket): the source then shows the peer Inconsistent for ever.
 #[test]
 fn peer_state_after_a_resync_is_up_to_date() {
-    let config = SimConfig { nodes: 2, durable_peer_writes: true, internal_metadata: true, ..SimConfig::new(513, Scenario::Random) };
+    let config = SimConfig { nodes: 2, durable_peer_writes: true, internal_metadata: true, ..found(513) };
     assert_passes(&run(config));
 }
 
@@ -154,19 +230,19 @@ fn three_nodes_keep_replicas_identical() {
 /// resync write, like a replicated one, is marked for the peers not connected.
 #[test]
 fn three_nodes_resync_writes_are_marked_for_absent_peers() {
-    assert_passes(&run(SimConfig::new(453, Scenario::Random)));
+    assert_passes(&run(found(453)));
 }
 
 // ----- quorum mode ---------------------------------------------------------------------------
 
 fn quorum(seed: u64, nodes: u8) -> SimConfig {
-    SimConfig { nodes, ..SimConfig::new(seed, Scenario::Random) }.sidestep_known_issues().with_quorum()
+    SimConfig { nodes, ..found(seed) }.with_quorum()
 }
 
 #[test]
 fn quorum_mode_with_two_nodes_passes() {
     for seed in 0..6 {
-        let outcome = run(SimConfig { workload_ns: 8_000_000_000, ..quorum(seed, 2) });
+        let outcome = run(SimConfig { workload_ns: 8_000_000_000, nodes: 2, ..SimConfig::new(seed, Scenario::Random) }.with_quorum());
         assert!(outcome.failure.is_none(), "seed {seed}: {:?}\n{}", outcome.failure, outcome.trace_tail.join("\n"));
     }
 }
@@ -175,11 +251,12 @@ fn quorum_mode_with_two_nodes_passes() {
 /// while it still runs, its writes are held, and when the two meet its forced demotion fails
 /// every one of them (none acknowledged); every acknowledged write survives. Three seeds
 /// (each run's path moves when the engine's timing does; seed 28 was one until session 14,
-/// seeds 5, 6 and 28 until promotions confirmed their peers in session 15).
+/// seeds 5, 6 and 28 until promotions confirmed their peers in session 15, seeds 2, 7 and 35
+/// until issue 24's engine and simulator changes).
 #[test]
 fn quorum_failover_away_from_a_live_primary_fails_its_held_writes() {
     let (mut failovers, mut failed) = (0, 0);
-    for seed in [2, 7, 35] {
+    for seed in [1, 73, 74] {
         let outcome = run(quorum(seed, 3));
         assert_passes(&outcome);
         failovers += outcome.stats.failovers_from_live_primary;
@@ -196,7 +273,7 @@ fn quorum_failover_away_from_a_live_primary_fails_its_held_writes() {
 fn quorum_lone_primary_writes_after_graceful_departures() {
     let (mut departures, mut last_man) = (0, 0);
     for seed in 0..32 {
-        let outcome = run(SimConfig { workload_ns: 8_000_000_000, ..quorum(seed, 2) });
+        let outcome = run(SimConfig { workload_ns: 8_000_000_000, nodes: 2, ..SimConfig::new(seed, Scenario::Random) }.with_quorum());
         assert!(outcome.failure.is_none(), "seed {seed}: {:?}\n{}", outcome.failure, outcome.trace_tail.join("\n"));
         departures += outcome.stats.departures;
         last_man += outcome.stats.writes_by_last_man;
@@ -249,11 +326,11 @@ fn quorum_secondary_crash_keeps_every_block_for_the_absent_peer() {
 
 /// A sync target cut off from its source while Established with a Primary that keeps no bits
 /// for it stayed Inconsistent for ever (the resync between Secondaries waits while a Primary
-/// is near; found: seed 176 without `--sidestep-known-issues`). Fixed: it reconnects to the
+/// is near; found: seed 176 in the faithful model). Fixed: it reconnects to the
 /// Primary, whose handshake resyncs it; kept as a regression test.
 #[test]
 fn a_stranded_sync_target_is_resynced_by_the_primary() {
-    assert_passes(&run(SimConfig::new(176, Scenario::Random)));
+    assert_passes(&run(found(176)));
 }
 
 /// Three nodes, quorum: the same class with nothing to tell the Secondaries apart: the
@@ -483,7 +560,7 @@ fn quorum_an_adopted_bitmap_identifier_brings_its_bits() {
 /// regression test.
 #[test]
 fn a_resync_between_secondaries_stops_when_a_primary_appears() {
-    assert_passes(&run(SimConfig { nodes: 3, ..SimConfig::new(1938, Scenario::Random) }.sidestep_known_issues()));
+    assert_passes(&run(SimConfig { nodes: 3, ..found(1938) }));
 }
 
 /// Three nodes, quorum: after a failover away from a Primary cut off in a minority, the old
@@ -533,6 +610,35 @@ fn quorum_protocol_a_a_target_resynced_from_a_peer_without_a_write() {
     }
 }
 
+/// Three nodes, quorum: a Secondary's data disk fills up and its replicated writes fail with
+/// `IoError::NoSpace`; it NegAcks them, but the engine makes a Secondary Inconsistent only for
+/// `IoError::Io` (`replicated_write_failed`), so it stays UpToDate without them, the Primary
+/// crashes and it is promoted without write 67, which the Primary acknowledged with node 2
+/// (seed 1059, found by the full-disk fault of issue 24; also seeds 100, 2335: a Primary that
+/// acknowledged a write every peer NegAcked). DRBD treats ENOSPC from the backing device as
+/// any I/O error. Fixed: every disk error of a replicated write takes the failed-write path
+/// (`repl`, "a Secondary records a failed replicated write before its NegAck"); kept as a
+/// regression test.
+#[test]
+fn quorum_a_secondary_whose_disk_is_full_is_not_promoted() {
+    assert_passes(&run(SimConfig { nodes: 3, ..SimConfig::new(1059, Scenario::Random) }.with_quorum()));
+}
+
+/// Three nodes, quorum, protocol C: the whole cluster loses power; node 1 had confirmed
+/// write 134 without flushing it yet, node 2 had it durably (its barrier acknowledgement had
+/// reached the Primary). Nodes 1 and 2 boot with equal generations and no bits for each
+/// other, and node 1 is promoted without the write node 2 holds (seed 1610; also 492 and
+/// 2106 under protocols B and A). A Secondary's unflushed replicated writes are recorded only
+/// in its Primary's memory and activity log; once that Primary is lost too, power and all,
+/// nothing tells the Secondaries apart, and the survivors' resync of a lost Primary's
+/// unsettled writes (`repl`, issue 24) does not run after a power loss of all of them. Not
+/// fixed (crates/repl).
+#[test]
+#[ignore = "engine: a Secondary's lost unflushed writes are forgotten when the whole cluster loses power"]
+fn quorum_a_secondary_power_loss_is_reconciled_after_the_primary_is_lost() {
+    assert_passes(&run(SimConfig { nodes: 3, ..SimConfig::new(1610, Scenario::Random) }.with_quorum()));
+}
+
 // ----- every checker can fail ---------------------------------------------------------------
 
 fn acked(id: u64, node: u8, first: u64, count: u64, acked_by: &[u8]) -> WriteRecord {
@@ -549,35 +655,72 @@ fn acked_on_primary_checker_fails_on_a_missing_block() {
     assert!(check::check_acked_on_primary(&disk, &w).is_ok());
 }
 
+fn cluster(down: &[u8], cut_off: &[u8]) -> Cluster {
+    Cluster { down: down.iter().copied().collect(), cut_off: cut_off.iter().copied().collect(), ..Cluster::default() }
+}
+
 #[test]
 fn promotion_checker_fails_on_a_lost_acknowledged_write() {
     let writes = vec![acked(1, 0, 0, 2, &[1]), acked(2, 0, 4, 1, &[])];
+    let up = Cluster::default();
     let mut disk = vec![0; 8];
-    assert!(check::check_promotion(&disk, 1, &writes).is_err(), "write 1 was confirmed by node 1");
+    assert!(check::check_promotion(&disk, 1, &writes, &up).is_err(), "write 1 was confirmed by node 1");
     disk[0] = tag(1, 0);
     disk[1] = tag(3, 1);
-    assert!(check::check_promotion(&disk, 1, &writes).is_ok(), "write 2 was never confirmed by node 1; a later write may cover");
+    assert!(check::check_promotion(&disk, 1, &writes, &up).is_ok(), "write 2 was never confirmed by node 1; a later write may cover");
     let mut excused = writes.clone();
     excused[0].excused = true;
-    assert!(check::check_promotion(&[0; 8], 1, &excused).is_ok());
-    let mut lost_elsewhere = writes.clone();
-    lost_elsewhere[0].lost_on.insert(0);
-    assert!(check::check_promotion(&[0; 8], 1, &lost_elsewhere).is_err(), "a power loss of node 0 does not excuse node 1");
-    lost_elsewhere[0].lost_on.insert(1);
-    assert!(check::check_promotion(&[0; 8], 1, &lost_elsewhere).is_ok(), "node 1 lost power before the write was durable");
+    assert!(check::check_promotion(&[0; 8], 1, &excused, &up).is_ok());
+    let mut lost_with_primary = writes.clone();
+    lost_with_primary[0].lost_on.insert(0);
+    assert!(check::check_promotion(&[0; 8], 1, &lost_with_primary, &up).is_err(), "its Primary's power loss does not excuse node 1's own copy");
+    lost_with_primary[0].lost_on.insert(1);
+    let losses = check::check_promotion(&[0; 8], 1, &lost_with_primary, &up);
+    assert_eq!(losses.map(|l| l.unflushed), Ok(vec![1]), "node 1 took its data from the Primary that lost it unflushed");
+}
+
+/// The double-failure rule (check.rs): node 1 lost power before write 1 was durable there;
+/// the write is lost by a double failure only once every other node that held it is gone.
+#[test]
+fn double_failure_rule_needs_every_holder_gone() {
+    let mut write = acked(1, 0, 0, 2, &[1, 2]);
+    write.power_lost_on.insert(1);
+    let writes = vec![write];
+    let promote_1 = |cluster: &Cluster| check::check_promotion(&[0; 8], 1, &writes, cluster).map(|losses| losses.double_failure);
+    assert!(promote_1(&cluster(&[0], &[])).is_err(), "node 2 runs and holds it");
+    assert!(promote_1(&cluster(&[2], &[])).is_err(), "its Primary, node 0, runs in node 1's partition and holds it");
+    assert!(promote_1(&cluster(&[0], &[2])).is_err(), "a confirming peer cut off still holds it");
+    assert_eq!(promote_1(&cluster(&[0, 2], &[])), Ok(vec![1]), "node 0 and node 2 are down");
+    assert_eq!(promote_1(&cluster(&[2], &[0])), Ok(vec![1]), "node 2 is down, node 0 cut off (failed over from)");
+    let unusable = Cluster { unusable: [2].into_iter().collect(), ..cluster(&[0], &[]) };
+    assert_eq!(promote_1(&unusable), Ok(vec![1]), "node 0 is down, node 2 runs Inconsistent: no copy anyone may use");
+    let mut both_lost = writes.clone();
+    both_lost[0].power_lost_on.insert(2);
+    both_lost[0].lost_on.insert(0);
+    assert_eq!(check::check_promotion(&[0; 8], 1, &both_lost, &Cluster::default()).map(|losses| losses.double_failure), Ok(vec![1]), "every holder lost it at a power loss");
+    let never_lost = vec![acked(1, 0, 0, 2, &[1])];
+    assert!(check::check_promotion(&[0; 8], 1, &never_lost, &cluster(&[0], &[])).is_err(), "node 1 never lost power: nothing excuses it");
+    let mut recorded = never_lost.clone();
+    recorded[0].double_failure = true;
+    assert!(check::check_promotion(&[0; 8], 1, &recorded, &Cluster::default()).is_ok(), "found lost by a double failure before: required nowhere");
+    let elsewhere = vec![acked(1, 0, 0, 2, &[2])];
+    let mut elsewhere_lost = elsewhere.clone();
+    elsewhere_lost[0].power_lost_on.insert(2);
+    assert!(check::check_promotion_strict(&[0; 8], 1, &elsewhere_lost, &cluster(&[0], &[])).is_err(), "strict: node 1 never held it nor took it by resync");
 }
 
 #[test]
 fn strict_promotion_checker_fails_on_a_write_the_node_never_confirmed() {
+    let up = Cluster::default();
     let writes = vec![acked(1, 0, 0, 2, &[2])];
-    assert!(check::check_promotion(&[0; 8], 1, &writes).is_ok(), "node 1 never confirmed write 1");
-    assert!(check::check_promotion_strict(&[0; 8], 1, &writes).is_err(), "quorum, protocol C: acknowledged is required everywhere");
+    assert!(check::check_promotion(&[0; 8], 1, &writes, &up).is_ok(), "node 1 never confirmed write 1");
+    assert!(check::check_promotion_strict(&[0; 8], 1, &writes, &up).is_err(), "quorum, protocol C: acknowledged is required everywhere");
     let mut disk = vec![0; 8];
     disk[0] = tag(1, 0);
     disk[1] = tag(1, 1);
-    assert!(check::check_promotion_strict(&disk, 1, &writes).is_ok());
+    assert!(check::check_promotion_strict(&disk, 1, &writes, &up).is_ok());
     let held = vec![WriteRecord { acked: None, ..acked(1, 0, 0, 2, &[]) }];
-    assert!(check::check_promotion_strict(&[0; 8], 1, &held).is_ok(), "a write held, never acknowledged, is required nowhere");
+    assert!(check::check_promotion_strict(&[0; 8], 1, &held, &up).is_ok(), "a write held, never acknowledged, is required nowhere");
 }
 
 #[test]
@@ -630,5 +773,5 @@ fn memory_checker_fails_over_a_bound() {
 /// the new Primary although both wrote while apart (no split brain reported).
 #[test]
 fn forced_promotion_after_an_interrupted_resync_still_detects_split_brain() {
-    assert_passes(&run(SimConfig::new(289, Scenario::Random).sidestep_known_issues()));
+    assert_passes(&run(found(289)));
 }
