@@ -137,17 +137,32 @@ pub fn lost_by_double_failure(write: &WriteRecord, node: u8, cluster: &Cluster) 
     if !write.power_lost_on.contains(&node) {
         return false;
     }
-    let lost = |h: &u8| write.lost_on.contains(h) || write.power_lost_on.contains(h) || cluster.down.contains(h) || cluster.unusable.contains(h);
-    let primary_gone = write.node == node || lost(&write.node) || cluster.cut_off.contains(&write.node);
+    let lost = |h: &u8| {
+        write.lost_on.contains(h)
+            || write.power_lost_on.contains(h)
+            || cluster.down.contains(h)
+            || cluster.unusable.contains(h)
+    };
+    let primary_gone =
+        write.node == node || lost(&write.node) || cluster.cut_off.contains(&write.node);
     primary_gone && write.acked_by.iter().filter(|&&c| c != node).all(lost)
 }
 
 /// Under any protocol: a write acknowledged to the client is on the Primary's disk.
 pub fn check_acked_on_primary(disk: &[u64], write: &WriteRecord) -> Result<(), Violation> {
     for block in write.first..write.first + write.count {
-        let found = usize::try_from(block).ok().and_then(|i| disk.get(i)).copied().unwrap_or(0);
+        let found = usize::try_from(block)
+            .ok()
+            .and_then(|i| disk.get(i))
+            .copied()
+            .unwrap_or(0);
         if found != tag(write.id, block) {
-            let detail = format!("write {} acknowledged but block {block} of node {} holds write {}", write.id, write.node, write_of(found));
+            let detail = format!(
+                "write {} acknowledged but block {block} of node {} holds write {}",
+                write.id,
+                write.node,
+                write_of(found)
+            );
             return Err(violation("acked-on-primary", detail));
         }
     }
@@ -158,8 +173,15 @@ pub fn check_acked_on_primary(disk: &[u64], write: &WriteRecord) -> Result<(), V
 /// `node` confirmed writing (or that `node` itself served as Primary), not excused, is on its
 /// disk (or overwritten by a later write), unless it was lost with its Primary's cache or by
 /// a double failure. Returns the writes found lost so (the caller records them).
-pub fn check_promotion(disk: &[u64], node: u8, writes: &[WriteRecord], cluster: &Cluster) -> Result<Losses, Violation> {
-    check_holds(disk, node, writes, cluster, |w| w.node == node || w.acked_by.contains(&node))
+pub fn check_promotion(
+    disk: &[u64],
+    node: u8,
+    writes: &[WriteRecord],
+    cluster: &Cluster,
+) -> Result<Losses, Violation> {
+    check_holds(disk, node, writes, cluster, |w| {
+        w.node == node || w.acked_by.contains(&node)
+    })
 }
 
 /// Quorum mode with protocol C, at a promotion of `node` with UpToDate data (and at the end):
@@ -169,19 +191,39 @@ pub fn check_promotion(disk: &[u64], node: u8, writes: &[WriteRecord], cluster: 
 /// a node is promoted only with a majority: the two majorities share a node, so the write
 /// must have reached the promoted node (or made it non-UpToDate), whichever node confirmed
 /// it. Returns the writes found lost with their Primary's cache or by a double failure.
-pub fn check_promotion_strict(disk: &[u64], node: u8, writes: &[WriteRecord], cluster: &Cluster) -> Result<Losses, Violation> {
+pub fn check_promotion_strict(
+    disk: &[u64],
+    node: u8,
+    writes: &[WriteRecord],
+    cluster: &Cluster,
+) -> Result<Losses, Violation> {
     check_holds(disk, node, writes, cluster, |_| true)
 }
 
 /// Every acknowledged write that is `relevant`, not excused and not already found lost by a
 /// double failure, is on `disk` (or overwritten by a later write), or else was lost on `node`
 /// with its Primary's cache, or is lost by a double failure now (both returned).
-fn check_holds(disk: &[u64], node: u8, writes: &[WriteRecord], cluster: &Cluster, relevant: impl Fn(&WriteRecord) -> bool) -> Result<Losses, Violation> {
-    let required = |w: &&WriteRecord| w.acked.is_some() && !w.excused && !w.double_failure && relevant(w);
-    let found = |block: u64| usize::try_from(block).ok().and_then(|i| disk.get(i)).copied().unwrap_or(0);
+fn check_holds(
+    disk: &[u64],
+    node: u8,
+    writes: &[WriteRecord],
+    cluster: &Cluster,
+    relevant: impl Fn(&WriteRecord) -> bool,
+) -> Result<Losses, Violation> {
+    let required =
+        |w: &&WriteRecord| w.acked.is_some() && !w.excused && !w.double_failure && relevant(w);
+    let found = |block: u64| {
+        usize::try_from(block)
+            .ok()
+            .and_then(|i| disk.get(i))
+            .copied()
+            .unwrap_or(0)
+    };
     let mut losses = Losses::default();
     for w in writes.iter().filter(required) {
-        let Some(block) = (w.first..w.first + w.count).find(|&b| write_of(found(b)) < w.id) else { continue };
+        let Some(block) = (w.first..w.first + w.count).find(|&b| write_of(found(b)) < w.id) else {
+            continue;
+        };
         if w.lost_on.contains(&node) {
             losses.unflushed.push(w.id);
             continue;
@@ -220,14 +262,28 @@ pub struct SessionWrite {
 /// A peer's disk after its connection ended: the disk it had when the connection started,
 /// plus every write of the epochs before some epoch k (in send order), plus any of epoch k's
 /// writes (which were concurrent on the Primary, so never overlap), and nothing later.
-pub fn check_epoch_prefix(snapshot: &[u64], writes: &[SessionWrite], disk: &[u64]) -> Result<(), Violation> {
-    let shows = |w: &SessionWrite| (w.first..w.first + w.count).any(|b| usize::try_from(b).ok().and_then(|i| disk.get(i)) == Some(&tag(w.id, b)));
-    let k = writes.iter().filter(|w| shows(w)).map(|w| w.epoch).max().unwrap_or(0);
+pub fn check_epoch_prefix(
+    snapshot: &[u64],
+    writes: &[SessionWrite],
+    disk: &[u64],
+) -> Result<(), Violation> {
+    let shows = |w: &SessionWrite| {
+        (w.first..w.first + w.count)
+            .any(|b| usize::try_from(b).ok().and_then(|i| disk.get(i)) == Some(&tag(w.id, b)))
+    };
+    let k = writes
+        .iter()
+        .filter(|w| shows(w))
+        .map(|w| w.epoch)
+        .max()
+        .unwrap_or(0);
     let mut expected = snapshot.to_vec();
     let mut alternative: Vec<Option<u64>> = vec![None; disk.len()];
     for w in writes {
         for block in w.first..w.first + w.count {
-            let Ok(i) = usize::try_from(block) else { continue };
+            let Ok(i) = usize::try_from(block) else {
+                continue;
+            };
             if w.epoch < k {
                 if let Some(slot) = expected.get_mut(i) {
                     *slot = tag(w.id, block);
@@ -242,7 +298,11 @@ pub fn check_epoch_prefix(snapshot: &[u64], writes: &[SessionWrite], disk: &[u64
     for (i, &found) in disk.iter().enumerate() {
         let want = expected.get(i).copied().unwrap_or(0);
         if found != want && alternative.get(i).copied().flatten() != Some(found) {
-            let detail = format!("block {i} holds write {} but an epoch-{k} prefix has write {}", write_of(found), write_of(want));
+            let detail = format!(
+                "block {i} holds write {} but an epoch-{k} prefix has write {}",
+                write_of(found),
+                write_of(want)
+            );
             return Err(violation("epoch-prefix", detail));
         }
     }
@@ -252,16 +312,31 @@ pub fn check_epoch_prefix(snapshot: &[u64], writes: &[SessionWrite], disk: &[u64
 /// Connected UpToDate replicas, quiescent, hold the same data.
 pub fn check_identical(a: (u8, &[u64]), b: (u8, &[u64])) -> Result<(), Violation> {
     let Some(block) = a.1.iter().zip(b.1).position(|(x, y)| x != y) else {
-        return if a.1.len() == b.1.len() { Ok(()) } else { Err(violation("identical", "disk sizes differ".into())) };
+        return if a.1.len() == b.1.len() {
+            Ok(())
+        } else {
+            Err(violation("identical", "disk sizes differ".into()))
+        };
     };
     let (x, y) = (a.1[block], b.1[block]);
-    let detail = format!("connected UpToDate nodes {} and {} differ at block {block}: write {} vs write {}", a.0, b.0, write_of(x), write_of(y));
+    let detail = format!(
+        "connected UpToDate nodes {} and {} differ at block {block}: write {} vs write {}",
+        a.0,
+        b.0,
+        write_of(x),
+        write_of(y)
+    );
     Err(violation("identical", detail))
 }
 
 /// Both nodes of a pair wrote as Primary while apart: data moving between them, or an
 /// Established connection, needs a detected split brain.
-pub fn check_split_brain(pair: (u8, u8), wrote_apart: (bool, bool), detected: bool, what: &str) -> Result<(), Violation> {
+pub fn check_split_brain(
+    pair: (u8, u8),
+    wrote_apart: (bool, bool),
+    detected: bool,
+    what: &str,
+) -> Result<(), Violation> {
     if wrote_apart.0 && wrote_apart.1 && !detected {
         let detail = format!("nodes {} and {} both wrote while apart, and {what} without a split brain being detected", pair.0, pair.1);
         return Err(violation("split-brain", detail));
@@ -298,10 +373,34 @@ pub struct Usage {
 /// Every queue is under its bound.
 pub fn check_bounds(usage: Usage, bounds: Bounds) -> Result<(), Violation> {
     let over = [
-        (usage.channel_bytes > bounds.channel_bytes_max, format!("a channel holds {} bytes (max {})", usage.channel_bytes, bounds.channel_bytes_max)),
-        (usage.channel_frames > bounds.channel_frames_max, format!("a channel holds {} frames (max {})", usage.channel_frames, bounds.channel_frames_max)),
-        (usage.upper_pending > bounds.upper_pending_max, format!("{} client requests pending (max {})", usage.upper_pending, bounds.upper_pending_max)),
-        (usage.local_pending > bounds.local_pending_max, format!("{} local I/Os pending (max {})", usage.local_pending, bounds.local_pending_max)),
+        (
+            usage.channel_bytes > bounds.channel_bytes_max,
+            format!(
+                "a channel holds {} bytes (max {})",
+                usage.channel_bytes, bounds.channel_bytes_max
+            ),
+        ),
+        (
+            usage.channel_frames > bounds.channel_frames_max,
+            format!(
+                "a channel holds {} frames (max {})",
+                usage.channel_frames, bounds.channel_frames_max
+            ),
+        ),
+        (
+            usage.upper_pending > bounds.upper_pending_max,
+            format!(
+                "{} client requests pending (max {})",
+                usage.upper_pending, bounds.upper_pending_max
+            ),
+        ),
+        (
+            usage.local_pending > bounds.local_pending_max,
+            format!(
+                "{} local I/Os pending (max {})",
+                usage.local_pending, bounds.local_pending_max
+            ),
+        ),
     ];
     match over.into_iter().find(|(bad, _)| *bad) {
         Some((_, detail)) => Err(violation("memory", detail)),

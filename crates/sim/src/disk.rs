@@ -107,7 +107,9 @@ impl SimDisk {
     }
 
     fn in_range(&self, first: u64, count: u64) -> bool {
-        first.checked_add(count).is_some_and(|end| end <= self.block_count())
+        first
+            .checked_add(count)
+            .is_some_and(|end| end <= self.block_count())
     }
 
     /// A write of `tags` at block `first` was issued (it may tear if the node crashes);
@@ -118,7 +120,9 @@ impl SimDisk {
 
     /// The write `key` completes now.
     pub fn finish_write(&mut self, key: u64, fua: bool) -> Result<(), IoError> {
-        let Some((first, tags, needs_space)) = self.in_progress.remove(&key) else { return Err(IoError::Io) };
+        let Some((first, tags, needs_space)) = self.in_progress.remove(&key) else {
+            return Err(IoError::Io);
+        };
         let count = u64::try_from(tags.len()).unwrap_or(u64::MAX);
         if !self.in_range(first, count) {
             return Err(IoError::Invalid);
@@ -132,7 +136,9 @@ impl SimDisk {
         let seq = self.next_seq;
         self.next_seq += 1;
         for (block, tag) in (first..).zip(tags) {
-            let Ok(index) = usize::try_from(block) else { continue };
+            let Ok(index) = usize::try_from(block) else {
+                continue;
+            };
             self.cache[index] = tag;
             self.cache_seq[index] = seq;
             if fua {
@@ -159,7 +165,9 @@ impl SimDisk {
     /// The flush `key` completes now.
     pub fn finish_flush(&mut self, key: u64) {
         for (block, value, seq) in self.flushes.remove(&key).unwrap_or_default() {
-            let Ok(index) = usize::try_from(block) else { continue };
+            let Ok(index) = usize::try_from(block) else {
+                continue;
+            };
             if self.durable_seq[index] < seq {
                 self.durable[index] = value;
                 self.durable_seq[index] = seq;
@@ -174,7 +182,9 @@ impl SimDisk {
     /// sync does when the metadata is internal, in the same file).
     pub fn sync_all(&mut self) {
         for block in std::mem::take(&mut self.dirty) {
-            let Ok(index) = usize::try_from(block) else { continue };
+            let Ok(index) = usize::try_from(block) else {
+                continue;
+            };
             if self.durable_seq[index] < self.cache_seq[index] {
                 self.durable[index] = self.cache[index];
                 self.durable_seq[index] = self.cache_seq[index];
@@ -200,7 +210,9 @@ impl SimDisk {
     pub fn crash(&mut self, rng: &mut Rng) -> u64 {
         let mut damaged = 0;
         for &block in &self.dirty {
-            let Ok(index) = usize::try_from(block) else { continue };
+            let Ok(index) = usize::try_from(block) else {
+                continue;
+            };
             if rng.chance(50) && self.durable_seq[index] < self.cache_seq[index] {
                 self.durable[index] = self.cache[index];
             } else {
@@ -215,7 +227,12 @@ impl SimDisk {
             let seq = self.next_seq;
             self.next_seq += 1;
             for (block, tag) in (*first..).zip(tags) {
-                let Some(index) = usize::try_from(block).ok().filter(|&i| i < self.durable.len()) else { continue };
+                let Some(index) = usize::try_from(block)
+                    .ok()
+                    .filter(|&i| i < self.durable.len())
+                else {
+                    continue;
+                };
                 if rng.chance(50) {
                     self.durable[index] = *tag;
                     self.durable_seq[index] = seq;
@@ -307,7 +324,11 @@ mod tests {
         assert_eq!(disk.read(1, 2), Ok(vec![0, 0]), "reads work");
         disk.start_write(3, 4, vec![7], true);
         disk.crash(&mut Rng::new(3));
-        assert_eq!(disk.blocks()[4], 0, "a write that would fail never lands, torn or not");
+        assert_eq!(
+            disk.blocks()[4],
+            0,
+            "a write that would fail never lands, torn or not"
+        );
         disk.free_space();
         disk.start_write(4, 1, vec![9], true);
         assert_eq!(disk.finish_write(4, false), Ok(()));

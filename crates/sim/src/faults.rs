@@ -68,10 +68,26 @@ pub struct FaultMask {
 
 impl FaultMask {
     /// Every fault class.
-    pub const ALL: FaultMask = FaultMask { drop: true, partition: true, stop_reading: true, crash: true, disk_errors: true, no_space: true, cluster_power_loss: true };
+    pub const ALL: FaultMask = FaultMask {
+        drop: true,
+        partition: true,
+        stop_reading: true,
+        crash: true,
+        disk_errors: true,
+        no_space: true,
+        cluster_power_loss: true,
+    };
 
     /// No fault class.
-    pub const NONE: FaultMask = FaultMask { drop: false, partition: false, stop_reading: false, crash: false, disk_errors: false, no_space: false, cluster_power_loss: false };
+    pub const NONE: FaultMask = FaultMask {
+        drop: false,
+        partition: false,
+        stop_reading: false,
+        crash: false,
+        disk_errors: false,
+        no_space: false,
+        cluster_power_loss: false,
+    };
 
     /// From a comma-separated list of `drop`, `partition`, `stop-reading`, `crash`,
     /// `disk-errors`, `no-space`, `cluster-power-loss` (or `all`, or `none`).
@@ -152,7 +168,9 @@ pub fn inject(sim: &mut Sim) {
 }
 
 fn drop_link(sim: &mut Sim, a: u8, b: u8) -> bool {
-    let Some(&conn) = sim.nodes[usize::from(a)].conns.get(&b) else { return false };
+    let Some(&conn) = sim.nodes[usize::from(a)].conns.get(&b) else {
+        return false;
+    };
     sim.note(|| format!("FAULT drop connection {a} <-> {b}"));
     sim.drop_connection(a, b, conn);
     true
@@ -160,7 +178,13 @@ fn drop_link(sim: &mut Sim, a: u8, b: u8) -> bool {
 
 fn partition(sim: &mut Sim, a: u8, b: u8, both: bool) -> bool {
     let duration = sim.rng.range(200 * MS, 6000 * MS);
-    sim.note(|| format!("FAULT partition {a} -> {b}{} for {} ms", if both { " and back" } else { "" }, duration / MS));
+    sim.note(|| {
+        format!(
+            "FAULT partition {a} -> {b}{} for {} ms",
+            if both { " and back" } else { "" },
+            duration / MS
+        )
+    });
     sim.net.blocked.insert((a, b));
     sim.schedule(duration, Ev::Heal(Heal::Partition { from: a, to: b }));
     if both {
@@ -192,7 +216,12 @@ fn depart(sim: &mut Sim, n: u8) -> bool {
         return false;
     }
     let duration = sim.rng.range(500 * MS, 8000 * MS);
-    sim.note(|| format!("FAULT node {n} departs gracefully (down) for {} ms", duration / MS));
+    sim.note(|| {
+        format!(
+            "FAULT node {n} departs gracefully (down) for {} ms",
+            duration / MS
+        )
+    });
     sim.away.insert(n);
     sim.stats.departures += 1;
     for peer in (0..sim.cfg.nodes).filter(|&p| p != n) {
@@ -206,7 +235,12 @@ fn depart(sim: &mut Sim, n: u8) -> bool {
 
 fn stop_reading(sim: &mut Sim, reader: u8, from: u8) -> bool {
     let duration = sim.rng.range(200 * MS, 10_000 * MS);
-    sim.note(|| format!("FAULT node {reader} stops reading from {from} for {} ms", duration / MS));
+    sim.note(|| {
+        format!(
+            "FAULT node {reader} stops reading from {from} for {} ms",
+            duration / MS
+        )
+    });
     sim.net.stopped.insert((reader, from));
     sim.schedule(duration, Ev::Heal(Heal::Reader { reader, from }));
     true
@@ -223,11 +257,22 @@ fn crash(sim: &mut Sim, n: u8) -> bool {
 }
 
 fn disk_errors(sim: &mut Sim, n: u8) -> bool {
-    let first = if sim.rng.chance(50) { sim.rng.range(0, 64) } else { sim.rng.range(0, crate::world::VOLUME_BLOCKS - 64) };
+    let first = if sim.rng.chance(50) {
+        sim.rng.range(0, 64)
+    } else {
+        sim.rng.range(0, crate::world::VOLUME_BLOCKS - 64)
+    };
     let count = sim.rng.range(1, 64);
     let duration = sim.rng.range(100 * MS, 3000 * MS);
-    sim.note(|| format!("FAULT disk errors on node {n} blocks {first}+{count} for {} ms", duration / MS));
-    sim.nodes[usize::from(n)].disk.fail_range(first, first + count);
+    sim.note(|| {
+        format!(
+            "FAULT disk errors on node {n} blocks {first}+{count} for {} ms",
+            duration / MS
+        )
+    });
+    sim.nodes[usize::from(n)]
+        .disk
+        .fail_range(first, first + count);
     sim.invalidate_receiver_sessions(n);
     sim.schedule(duration, Ev::Heal(Heal::Disk { node: n }));
     true
@@ -237,7 +282,12 @@ fn disk_errors(sim: &mut Sim, n: u8) -> bool {
 /// fills up): writes fail with `IoError::NoSpace` until the administrator frees space.
 fn fill_disk(sim: &mut Sim, n: u8) -> bool {
     let duration = sim.rng.range(100 * MS, 4000 * MS);
-    sim.note(|| format!("FAULT disk of node {n} full (no space) for {} ms", duration / MS));
+    sim.note(|| {
+        format!(
+            "FAULT disk of node {n} full (no space) for {} ms",
+            duration / MS
+        )
+    });
     sim.nodes[usize::from(n)].disk.fill();
     sim.invalidate_receiver_sessions(n);
     sim.stats.disks_full += 1;
@@ -322,12 +372,18 @@ pub fn heal_everything(sim: &mut Sim) {
 pub fn cycle_out_of_sync_links(sim: &mut Sim) -> usize {
     let mut cycled = 0;
     for n in 0..sim.cfg.nodes {
-        let Some(engine) = &sim.nodes[usize::from(n)].engine else { continue };
+        let Some(engine) = &sim.nodes[usize::from(n)].engine else {
+            continue;
+        };
         let stuck: Vec<u8> = engine
             .status()
             .peers
             .iter()
-            .filter(|p| p.volumes.iter().any(|v| v.replication == ReplState::Established && v.out_of_sync_bytes > 0))
+            .filter(|p| {
+                p.volumes
+                    .iter()
+                    .any(|v| v.replication == ReplState::Established && v.out_of_sync_bytes > 0)
+            })
             .map(|p| p.node_id)
             .collect();
         for peer in stuck {
@@ -348,11 +404,19 @@ pub fn cycle_out_of_sync_links(sim: &mut Sim) -> usize {
 /// the client's Primary must be idle: an old Primary that the client left holds its requests
 /// for ever, and steps down by force ([`step_down`]).
 fn resolve_role_conflict(sim: &mut Sim, a: u8, b: u8) {
-    let busy = if sim.cfg.quorum { [a, b].into_iter().any(|n| sim.primary == Some(n) && sim.requests_to(n) > 0) } else { sim.requests_in_flight() > 0 };
+    let busy = if sim.cfg.quorum {
+        [a, b]
+            .into_iter()
+            .any(|n| sim.primary == Some(n) && sim.requests_to(n) > 0)
+    } else {
+        sim.requests_in_flight() > 0
+    };
     if busy {
         return;
     }
-    sim.note(|| format!("ADMIN resolves stand-alone {a} <-> {b} (no split brain): demote, reconnect"));
+    sim.note(|| {
+        format!("ADMIN resolves stand-alone {a} <-> {b} (no split brain): demote, reconnect")
+    });
     sim.promotion_hold_until = Some(sim.now.after(std::time::Duration::from_secs(1)));
     for n in [a, b] {
         if role(sim, n) == Some(Role::Primary) {
@@ -377,7 +441,11 @@ fn step_down(sim: &mut Sim, n: u8) {
         sim.note(|| format!("ADMIN demotes node {n} by force ({held} client requests held)"));
     }
     sim.with_engine(n, |e, now, out| {
-        let _ = if forced { e.demote_forced(now, out) } else { e.demote(out) };
+        let _ = if forced {
+            e.demote_forced(now, out)
+        } else {
+            e.demote(out)
+        };
     });
 }
 
@@ -386,7 +454,10 @@ fn role(sim: &Sim, n: u8) -> Option<Role> {
 }
 
 fn has_quorum(sim: &Sim, n: u8) -> bool {
-    sim.nodes[usize::from(n)].engine.as_ref().is_some_and(|e| e.has_quorum())
+    sim.nodes[usize::from(n)]
+        .engine
+        .as_ref()
+        .is_some_and(|e| e.has_quorum())
 }
 
 /// Whether `n` may serve as the client's Primary: it is Primary and, in quorum mode, has
@@ -422,17 +493,33 @@ fn note_primary_reachability(sim: &mut Sim) {
 /// cluster manager does. The old Primary, in a minority, can no longer complete writes.
 fn fail_over_from_unreachable_primary(sim: &mut Sim) {
     let Some(old) = sim.primary else { return };
-    if sim.promotion_hold_until.is_some_and(|until| sim.now < until) {
+    if sim
+        .promotion_hold_until
+        .is_some_and(|until| sim.now < until)
+    {
         return;
     }
     let now = sim.now;
-    let waited = |sim: &Sim, n: u8| sim.primary_unreachable_since.get(&n).is_some_and(|&since| now.since(since) >= std::time::Duration::from_secs(1));
+    let waited = |sim: &Sim, n: u8| {
+        sim.primary_unreachable_since
+            .get(&n)
+            .is_some_and(|&since| now.since(since) >= std::time::Duration::from_secs(1))
+    };
     // A partition that has missed the Primary for a second fails over, to its best node
     // that does not reach the Primary either (not only to the first that noticed).
-    let cut_off = |sim: &Sim, n: u8| sim.primary_unreachable_since.contains_key(&n) && sim.partition_of(n).into_iter().any(|m| waited(sim, m));
-    let candidates: Vec<u8> = (0..sim.cfg.nodes).filter(|&n| n != old && cut_off(sim, n) && promotable(sim, n)).collect();
-    let Some(n) = best_candidate(sim, &candidates) else { return };
-    sim.note(|| format!("ADMIN fails over from node {old} (unreachable from node {n}) to node {n}"));
+    let cut_off = |sim: &Sim, n: u8| {
+        sim.primary_unreachable_since.contains_key(&n)
+            && sim.partition_of(n).into_iter().any(|m| waited(sim, m))
+    };
+    let candidates: Vec<u8> = (0..sim.cfg.nodes)
+        .filter(|&n| n != old && cut_off(sim, n) && promotable(sim, n))
+        .collect();
+    let Some(n) = best_candidate(sim, &candidates) else {
+        return;
+    };
+    sim.note(|| {
+        format!("ADMIN fails over from node {old} (unreachable from node {n}) to node {n}")
+    });
     if sim.promote(n, false) {
         sim.stats.failovers_from_live_primary += u64::from(alive(sim, old));
         set_primary(sim, n);
@@ -447,7 +534,9 @@ fn follow_quorate_primary(sim: &mut Sim) -> bool {
     if has_quorum(sim, p) {
         return false;
     }
-    let Some(other) = (0..sim.cfg.nodes).find(|&n| n != p && serving_primary(sim, n)) else { return false };
+    let Some(other) = (0..sim.cfg.nodes).find(|&n| n != p && serving_primary(sim, n)) else {
+        return false;
+    };
     sim.note(|| format!("ADMIN follows node {other}, a Primary with quorum (node {p} has none)"));
     set_primary(sim, other);
     true
@@ -465,13 +554,18 @@ pub fn admin(sim: &mut Sim) {
     note_primary_partition(sim);
     // First the Primary of the quorate partition, as a cluster manager keeps it: a stand-off
     // resolved next then keeps that Primary's data, acknowledged writes included.
-    let primary = sim.primary.is_some_and(|p| role(sim, p) == Some(Role::Primary));
+    let primary = sim
+        .primary
+        .is_some_and(|p| role(sim, p) == Some(Role::Primary));
     let followed = primary && sim.cfg.quorum && follow_quorate_primary(sim);
     resolve_stand_alone(sim);
     if sim.cfg.quorum {
         note_primary_reachability(sim);
     }
-    if sim.primary.is_some_and(|p| role(sim, p) == Some(Role::Primary)) {
+    if sim
+        .primary
+        .is_some_and(|p| role(sim, p) == Some(Role::Primary))
+    {
         if sim.cfg.quorum && !followed {
             fail_over_from_unreachable_primary(sim);
         }
@@ -481,7 +575,10 @@ pub fn admin(sim: &mut Sim) {
         set_primary(sim, p);
         return;
     }
-    if sim.promotion_hold_until.is_some_and(|until| sim.now < until) {
+    if sim
+        .promotion_hold_until
+        .is_some_and(|until| sim.now < until)
+    {
         return;
     }
     let lost_at = *sim.primary_lost_at.get_or_insert(sim.now);
@@ -503,7 +600,9 @@ pub fn admin(sim: &mut Sim) {
 /// Records which nodes are connected to the client's Primary now, replicating its writes
 /// (the administrator's history, `Sim::with_primary_at`).
 fn note_primary_partition(sim: &mut Sim) {
-    let Some(p) = sim.primary.filter(|&p| alive(sim, p)) else { return };
+    let Some(p) = sim.primary.filter(|&p| alive(sim, p)) else {
+        return;
+    };
     let now = sim.now;
     let connected: Vec<u8> = (0..sim.cfg.nodes).filter(|&n| sim.linked(p, n)).collect();
     for n in connected.into_iter().chain([p]) {
@@ -524,13 +623,27 @@ fn best_candidate(sim: &Sim, candidates: &[u8]) -> Option<u8> {
 
 fn promotable(sim: &Sim, n: u8) -> bool {
     let node = &sim.nodes[usize::from(n)];
-    let Some(engine) = &node.engine else { return false };
+    let Some(engine) = &node.engine else {
+        return false;
+    };
     let status = engine.status();
-    let syncing = status.peers.iter().flat_map(|p| &p.volumes).any(|v| matches!(v.replication, ReplState::SyncTarget | ReplState::WFBitMapT | ReplState::StartingSyncT));
+    let syncing = status.peers.iter().flat_map(|p| &p.volumes).any(|v| {
+        matches!(
+            v.replication,
+            ReplState::SyncTarget | ReplState::WFBitMapT | ReplState::StartingSyncT
+        )
+    });
     // `pending`: replicated writes received and not yet written (`tandem status`).
-    let applying = status.peers.iter().flat_map(|p| &p.volumes).any(|v| v.pending > 0);
+    let applying = status
+        .peers
+        .iter()
+        .flat_map(|p| &p.volumes)
+        .any(|v| v.pending > 0);
     engine.role() == Role::Secondary
-        && status.volumes.first().is_some_and(|v| v.disk == repl::DiskState::UpToDate)
+        && status
+            .volumes
+            .first()
+            .is_some_and(|v| v.disk == repl::DiskState::UpToDate)
         && !syncing
         && !applying
         && (!sim.cfg.quorum || engine.has_quorum())
@@ -580,14 +693,28 @@ fn split_brain_winner(sim: &Sim, a: u8, b: u8) -> u8 {
 
 /// Whether the disk of `n` is UpToDate (`tandem status`).
 fn up_to_date(sim: &Sim, n: u8) -> bool {
-    sim.nodes[usize::from(n)].engine.as_ref().is_some_and(|e| e.status().volumes.first().is_some_and(|v| v.disk == repl::DiskState::UpToDate))
+    sim.nodes[usize::from(n)].engine.as_ref().is_some_and(|e| {
+        e.status()
+            .volumes
+            .first()
+            .is_some_and(|v| v.disk == repl::DiskState::UpToDate)
+    })
 }
 
 /// The bytes `n` shows out of sync towards `peer` (`tandem status`): what it changed while
 /// they were apart, and what it still owed `peer` before.
 fn changed_towards(sim: &Sim, n: u8, peer: u8) -> u64 {
-    let Some(engine) = &sim.nodes[usize::from(n)].engine else { return 0 };
-    engine.status().peers.iter().filter(|p| p.node_id == peer).flat_map(|p| &p.volumes).map(|v| v.out_of_sync_bytes).sum()
+    let Some(engine) = &sim.nodes[usize::from(n)].engine else {
+        return 0;
+    };
+    engine
+        .status()
+        .peers
+        .iter()
+        .filter(|p| p.node_id == peer)
+        .flat_map(|p| &p.volumes)
+        .map(|v| v.out_of_sync_bytes)
+        .sum()
 }
 
 /// Two nodes that stopped trying to connect to each other: after a split brain, the node that
@@ -601,7 +728,12 @@ fn resolve_stand_alone(sim: &mut Sim) {
                 // Taken away on purpose; it rejoins when its departure ends.
                 continue;
             }
-            let wants = |x: u8, y: u8| sim.nodes[usize::from(x)].engine.as_ref().map(|e| e.wants_connection(y));
+            let wants = |x: u8, y: u8| {
+                sim.nodes[usize::from(x)]
+                    .engine
+                    .as_ref()
+                    .map(|e| e.wants_connection(y))
+            };
             let (wa, wb) = (wants(a, b), wants(b, a));
             if wa.is_none() || wb.is_none() || (wa == Some(true) && wb == Some(true)) {
                 continue;
@@ -614,7 +746,9 @@ fn resolve_stand_alone(sim: &mut Sim) {
             }
             let winner = split_brain_winner(sim, a, b);
             let loser = if winner == a { b } else { a };
-            sim.note(|| format!("ADMIN resolves stand-alone {a} <-> {b}: node {loser} discards its data"));
+            sim.note(|| {
+                format!("ADMIN resolves stand-alone {a} <-> {b}: node {loser} discards its data")
+            });
             if role(sim, loser) == Some(Role::Primary) {
                 step_down(sim, loser);
             }

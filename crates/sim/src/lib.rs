@@ -185,7 +185,22 @@ impl SimConfig {
             Scenario::Failover | Scenario::DoubleFailure => (2, Protocol::C, true),
             _ => (2, Protocol::C, false),
         };
-        SimConfig { seed, scenario, nodes, protocol, al_enabled, workload_ns: WORKLOAD_NS_DEFAULT, failover, trace_tail: trace::TRACE_TAIL_LINES, trace_io: false, faults: faults::FaultMask::ALL, durable_peer_writes: false, internal_metadata, sockets_in_order: false, quorum: false }
+        SimConfig {
+            seed,
+            scenario,
+            nodes,
+            protocol,
+            al_enabled,
+            workload_ns: WORKLOAD_NS_DEFAULT,
+            failover,
+            trace_tail: trace::TRACE_TAIL_LINES,
+            trace_io: false,
+            faults: faults::FaultMask::ALL,
+            durable_peer_writes: false,
+            internal_metadata,
+            sockets_in_order: false,
+            quorum: false,
+        }
     }
 }
 
@@ -201,7 +216,11 @@ impl SimConfig {
 
     /// The quorum settings every engine gets in quorum mode.
     pub fn quorum_config() -> repl::QuorumConfig {
-        repl::QuorumConfig { rule: repl::QuorumRule::Majority, on_loss: repl::OnNoQuorum::SuspendIo, minimum_redundancy: repl::QuorumRule::Off }
+        repl::QuorumConfig {
+            rule: repl::QuorumRule::Majority,
+            on_loss: repl::OnNoQuorum::SuspendIo,
+            minimum_redundancy: repl::QuorumRule::Off,
+        }
     }
 
     /// Whether the checkers require, at a promotion and at the end, every write acknowledged
@@ -223,7 +242,10 @@ pub fn bounds() -> check::Bounds {
     let in_flight = u64::try_from(world::CLIENT_IN_FLIGHT_MAX).unwrap_or(u64::MAX);
     let resync_window_bytes = 2048 * 4096;
     check::Bounds {
-        channel_bytes_max: net::SOCKET_BUFFER_BYTES + in_flight * write_bytes + 2 * resync_window_bytes + 1024 * net::FRAME_HEADER_BYTES,
+        channel_bytes_max: net::SOCKET_BUFFER_BYTES
+            + in_flight * write_bytes
+            + 2 * resync_window_bytes
+            + 1024 * net::FRAME_HEADER_BYTES,
         channel_frames_max: 4096,
         upper_pending_max: in_flight + world::SCRIPTED_WRITES_MAX,
         local_pending_max: 4096,

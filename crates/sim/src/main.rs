@@ -95,7 +95,9 @@ fn scenarios(name: &str) -> Result<Vec<Scenario>, SimError> {
     if name == "all" {
         return Ok(Scenario::ALL.to_vec());
     }
-    Scenario::from_name(name).map(|s| vec![s]).ok_or_else(|| SimError::Usage(format!("unknown scenario {name:?}")))
+    Scenario::from_name(name)
+        .map(|s| vec![s])
+        .ok_or_else(|| SimError::Usage(format!("unknown scenario {name:?}")))
 }
 
 /// The switches of `args` that shape a run, as command-line text (for the replay command).
@@ -110,7 +112,11 @@ fn shaping_flags(args: &Args) -> String {
     if let Some(metadata) = &args.metadata {
         flags.push(format!("--metadata {metadata}"));
     }
-    for (on, flag) in [(args.durable_peer_writes, "--durable-peer-writes"), (args.sockets_in_order, "--sockets-in-order"), (args.quorum, "--quorum")] {
+    for (on, flag) in [
+        (args.durable_peer_writes, "--durable-peer-writes"),
+        (args.sockets_in_order, "--sockets-in-order"),
+        (args.quorum, "--quorum"),
+    ] {
         if on {
             flags.push(flag.to_string());
         }
@@ -120,16 +126,39 @@ fn shaping_flags(args: &Args) -> String {
 
 fn report(outcome: &Outcome, verbose: bool, flags: &str) {
     let cfg = &outcome.cfg;
-    let placement = if cfg.internal_metadata { "internal" } else { "external" };
+    let placement = if cfg.internal_metadata {
+        "internal"
+    } else {
+        "external"
+    };
     let quorum = if cfg.quorum { ", quorum majority" } else { "" };
-    let shape = format!("{} nodes, protocol {}, activity log {}, {placement} metadata{quorum}", cfg.nodes, cfg.protocol, if cfg.al_enabled { "on" } else { "off" });
+    let shape = format!(
+        "{} nodes, protocol {}, activity log {}, {placement} metadata{quorum}",
+        cfg.nodes,
+        cfg.protocol,
+        if cfg.al_enabled { "on" } else { "off" }
+    );
     if let Some(failure) = &outcome.failure {
-        say!("FAIL seed {} scenario {} ({shape}): {failure}", cfg.seed, cfg.scenario.name());
+        say!(
+            "FAIL seed {} scenario {} ({shape}): {failure}",
+            cfg.seed,
+            cfg.scenario.name()
+        );
         say!("  replay: cargo run -p tandem-sim --release -- --scenario {} --seed {}{flags} --tail 200", cfg.scenario.name(), cfg.seed);
     } else if verbose {
         let stats = &outcome.stats;
-        let lost = format!("{} writes lost by a double failure, {} lost unflushed with their Primary", stats.writes_lost_by_double_failure, stats.writes_lost_unflushed);
-        say!("ok   seed {} scenario {} ({shape}): {} steps, {} faults, {lost}, trace {:016x}", cfg.seed, cfg.scenario.name(), stats.steps, stats.faults, outcome.trace_hash);
+        let lost = format!(
+            "{} writes lost by a double failure, {} lost unflushed with their Primary",
+            stats.writes_lost_by_double_failure, stats.writes_lost_unflushed
+        );
+        say!(
+            "ok   seed {} scenario {} ({shape}): {} steps, {} faults, {lost}, trace {:016x}",
+            cfg.seed,
+            cfg.scenario.name(),
+            stats.steps,
+            stats.faults,
+            outcome.trace_hash
+        );
     }
     if outcome.failure.is_some() || verbose {
         for line in &outcome.trace_tail {
@@ -159,14 +188,22 @@ fn main() -> ExitCode {
         Some(seed) => vec![seed],
         None => (args.start..args.start.saturating_add(args.seeds)).collect(),
     };
-    let (mut runs, mut steps, mut faults, mut failures, mut writes) = (0u64, 0u64, 0u64, 0u64, 0u64);
+    let (mut runs, mut steps, mut faults, mut failures, mut writes) =
+        (0u64, 0u64, 0u64, 0u64, 0u64);
     let (mut double_failures, mut unflushed) = (0u64, 0u64);
     'batch: for seed in seeds {
         for &scenario in &list {
             if limit.is_some_and(|l| started.elapsed() >= l) {
                 break 'batch;
             }
-            let mut config = SimConfig { trace_tail: args.tail, trace_io: args.trace_io, faults: mask, durable_peer_writes: args.durable_peer_writes, sockets_in_order: args.sockets_in_order, ..SimConfig::new(seed, scenario) };
+            let mut config = SimConfig {
+                trace_tail: args.tail,
+                trace_io: args.trace_io,
+                faults: mask,
+                durable_peer_writes: args.durable_peer_writes,
+                sockets_in_order: args.sockets_in_order,
+                ..SimConfig::new(seed, scenario)
+            };
             match args.metadata.as_deref() {
                 Some("internal") => config.internal_metadata = true,
                 Some("external") => config.internal_metadata = false,
@@ -196,5 +233,9 @@ fn main() -> ExitCode {
         "tandem-sim: {runs} runs, {steps} steps, {faults} faults injected, {writes} writes acknowledged ({double_failures} lost by a double failure, {unflushed} lost unflushed with their Primary), {failures} failures, {:.1} s",
         started.elapsed().as_secs_f64()
     );
-    if failures > 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS }
+    if failures > 0 {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
 }

@@ -17,7 +17,9 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use meta::{ActivityLog, ActivityLogConfig, AlUpdates, Bitmap, Layout, LayoutConfig, Placement, Superblock};
+use meta::{
+    ActivityLog, ActivityLogConfig, AlUpdates, Bitmap, Layout, LayoutConfig, Placement, Superblock,
+};
 use repl::{GenerationFlags, GenerationIds, IoId, PeerBitmap, VolumeConfig, VolumeMeta};
 
 use crate::SimError;
@@ -33,10 +35,21 @@ pub type PeerPages = Vec<(u8, Vec<(u64, Vec<u8>)>)>;
 pub enum MetaJob {
     /// Bitmap pages per peer node id, then (if given) the superblock fields; `clears` if a
     /// bit was cleared in one of the pages.
-    Persist { pages: PeerPages, meta: Option<Box<VolumeMeta>>, io: Option<IoId>, clears: bool },
+    Persist {
+        pages: PeerPages,
+        meta: Option<Box<VolumeMeta>>,
+        io: Option<IoId>,
+        clears: bool,
+    },
     /// An activity-log transaction: evicted extents' pages, then the ring block; `evicts` if
     /// it makes any extent cold.
-    ActivityLog { pages: Vec<(u8, u64, Vec<u8>)>, offset_bytes: u64, block: Vec<u8>, io: IoId, evicts: bool },
+    ActivityLog {
+        pages: Vec<(u8, u64, Vec<u8>)>,
+        offset_bytes: u64,
+        block: Vec<u8>,
+        io: IoId,
+        evicts: bool,
+    },
 }
 
 /// What the metadata is created with.
@@ -75,14 +88,22 @@ fn corrupt(what: &str, error: meta::MetaError) -> SimError {
 impl SimMeta {
     /// Fresh metadata holding generation `current` (UpToDate and consistent when `up_to_date`).
     pub fn create(spec: MetaSpec, current: u64, up_to_date: bool) -> Result<SimMeta, SimError> {
-        let peer_slots = u8::try_from(spec.peers.len()).map_err(|_| SimError::Config("too many peers".into()))?;
+        let peer_slots = u8::try_from(spec.peers.len())
+            .map_err(|_| SimError::Config("too many peers".into()))?;
         let layout_config = LayoutConfig {
             al_extents: spec.al_extents,
             bitmap_granularity_bytes: 4096,
-            ..LayoutConfig::new(Placement::External { metadata_bytes: METADATA_DEVICE_BYTES }, spec.data_bytes, peer_slots)
+            ..LayoutConfig::new(
+                Placement::External {
+                    metadata_bytes: METADATA_DEVICE_BYTES,
+                },
+                spec.data_bytes,
+                peer_slots,
+            )
         };
         let layout = Layout::compute(&layout_config).map_err(|e| corrupt("layout", e))?;
-        let mut superblock = Superblock::new(layout, spec.node_id).map_err(|e| corrupt("superblock", e))?;
+        let mut superblock =
+            Superblock::new(layout, spec.node_id).map_err(|e| corrupt("superblock", e))?;
         for (slot, &peer) in superblock.peers.iter_mut().zip(&spec.peers) {
             slot.node_id = Some(peer);
         }
@@ -92,7 +113,15 @@ impl SimMeta {
         superblock.flags.al_disabled = !spec.al_enabled;
         let ring_bytes = usize::try_from(layout.al_ring().length_bytes).unwrap_or(0);
         let image = superblock.encode().map_err(|e| corrupt("superblock", e))?;
-        Ok(SimMeta { spec, layout, superblock: image, pages: BTreeMap::new(), ring: vec![0; ring_bytes], queue: VecDeque::new(), phase: 0 })
+        Ok(SimMeta {
+            spec,
+            layout,
+            superblock: image,
+            pages: BTreeMap::new(),
+            ring: vec![0; ring_bytes],
+            queue: VecDeque::new(),
+            phase: 0,
+        })
     }
 
     /// The durable superblock.
@@ -135,19 +164,29 @@ impl SimMeta {
     /// finished (`io` is what to answer, if anything), None if it needs another phase or the
     /// queue is empty.
     pub fn step(&mut self) -> Result<Option<Option<IoId>>, SimError> {
-        let Some(job) = self.queue.front().cloned() else { return Ok(None) };
+        let Some(job) = self.queue.front().cloned() else {
+            return Ok(None);
+        };
         let mut superblock = self.superblock()?;
         if self.phase == 0 {
             self.phase = 1;
             match &job {
                 MetaJob::Persist { pages, .. } => {
                     for (peer, pages) in pages {
-                        self.store_pages(&superblock, *peer, pages.iter().map(|(p, i)| (*p, i.as_slice())));
+                        self.store_pages(
+                            &superblock,
+                            *peer,
+                            pages.iter().map(|(p, i)| (*p, i.as_slice())),
+                        );
                     }
                 }
                 MetaJob::ActivityLog { pages, .. } => {
                     for (peer, page, image) in pages {
-                        self.store_pages(&superblock, *peer, std::iter::once((*page, image.as_slice())));
+                        self.store_pages(
+                            &superblock,
+                            *peer,
+                            std::iter::once((*page, image.as_slice())),
+                        );
                     }
                 }
             }
@@ -163,17 +202,35 @@ impl SimMeta {
                 }
                 Ok(Some(io))
             }
-            MetaJob::ActivityLog { offset_bytes, block, io, .. } => {
-                let start = usize::try_from(offset_bytes).map_err(|_| SimError::Metadata("ring offset".into()))?;
-                let slot = self.ring.get_mut(start..start + block.len()).ok_or_else(|| SimError::Metadata(format!("ring offset {offset_bytes} beyond the ring")))?;
+            MetaJob::ActivityLog {
+                offset_bytes,
+                block,
+                io,
+                ..
+            } => {
+                let start = usize::try_from(offset_bytes)
+                    .map_err(|_| SimError::Metadata("ring offset".into()))?;
+                let slot = self
+                    .ring
+                    .get_mut(start..start + block.len())
+                    .ok_or_else(|| {
+                        SimError::Metadata(format!("ring offset {offset_bytes} beyond the ring"))
+                    })?;
                 slot.copy_from_slice(&block);
                 Ok(Some(Some(io)))
             }
         }
     }
 
-    fn store_pages<'a>(&mut self, superblock: &Superblock, peer: u8, pages: impl Iterator<Item = (u64, &'a [u8])>) {
-        let Some(slot) = superblock.peer_slot_of(peer) else { return };
+    fn store_pages<'a>(
+        &mut self,
+        superblock: &Superblock,
+        peer: u8,
+        pages: impl Iterator<Item = (u64, &'a [u8])>,
+    ) {
+        let Some(slot) = superblock.peer_slot_of(peer) else {
+            return;
+        };
         for (page, image) in pages {
             self.pages.insert((slot, page), image.to_vec());
         }
@@ -186,9 +243,12 @@ impl SimMeta {
     }
 
     fn read_bitmap(&self, slot: u8) -> Result<Bitmap, SimError> {
-        let mut bitmap = Bitmap::new(self.spec.data_bytes, 4096).map_err(|e| corrupt("bitmap", e))?;
+        let mut bitmap =
+            Bitmap::new(self.spec.data_bytes, 4096).map_err(|e| corrupt("bitmap", e))?;
         for ((_, page), image) in self.pages.range((slot, 0)..=(slot, u64::MAX)) {
-            bitmap.load_page(*page, image).map_err(|e| corrupt("bitmap page", e))?;
+            bitmap
+                .load_page(*page, image)
+                .map_err(|e| corrupt("bitmap page", e))?;
         }
         Ok(bitmap)
     }
@@ -196,7 +256,11 @@ impl SimMeta {
     /// Writes pages durably at once (attach-time recovery).
     pub fn write_pages_now(&mut self, peer: u8, pages: &[(u64, Vec<u8>)]) -> Result<(), SimError> {
         let superblock = self.superblock()?;
-        self.store_pages(&superblock, peer, pages.iter().map(|(p, i)| (*p, i.as_slice())));
+        self.store_pages(
+            &superblock,
+            peer,
+            pages.iter().map(|(p, i)| (*p, i.as_slice())),
+        );
         Ok(())
     }
 
@@ -207,16 +271,36 @@ impl SimMeta {
         let crashed_primary = crashed_now || superblock.flags.crashed_primary;
         let mut bitmaps = Vec::new();
         for &peer in &self.spec.peers.clone() {
-            let Some(slot) = superblock.peer_slot_of(peer) else { continue };
-            bitmaps.push(PeerBitmap { peer, bitmap: self.read_bitmap(slot)? });
+            let Some(slot) = superblock.peer_slot_of(peer) else {
+                continue;
+            };
+            bitmaps.push(PeerBitmap {
+                peer,
+                bitmap: self.read_bitmap(slot)?,
+            });
         }
-        let updates = if self.spec.al_enabled { AlUpdates::Enabled } else { AlUpdates::Disabled };
-        let recovery = meta::recover(&self.ring, updates).map_err(|e| corrupt("activity log", e))?;
+        let updates = if self.spec.al_enabled {
+            AlUpdates::Enabled
+        } else {
+            AlUpdates::Disabled
+        };
+        let recovery =
+            meta::recover(&self.ring, updates).map_err(|e| corrupt("activity log", e))?;
         if crashed_now {
             for entry in &mut bitmaps {
-                recovery.mark_out_of_sync(&mut entry.bitmap).map_err(|e| corrupt("recovered bitmap", e))?;
-                let pages: Vec<(u64, Vec<u8>)> = entry.bitmap.take_dirty_pages().map(|(p, i)| (p, i.to_vec())).collect();
-                self.store_pages(&superblock, entry.peer, pages.iter().map(|(p, i)| (*p, i.as_slice())));
+                recovery
+                    .mark_out_of_sync(&mut entry.bitmap)
+                    .map_err(|e| corrupt("recovered bitmap", e))?;
+                let pages: Vec<(u64, Vec<u8>)> = entry
+                    .bitmap
+                    .take_dirty_pages()
+                    .map(|(p, i)| (p, i.to_vec()))
+                    .collect();
+                self.store_pages(
+                    &superblock,
+                    entry.peer,
+                    pages.iter().map(|(p, i)| (*p, i.as_slice())),
+                );
             }
             superblock.flags.primary_indicator = false;
             superblock.flags.crashed_primary = true;
@@ -225,30 +309,64 @@ impl SimMeta {
         // As the daemon: an unclean stop (every restart here is one) marks every block for
         // each peer whose bitmap was counting; the first attach sets the flag.
         if superblock.flags.in_use {
-            for entry in bitmaps.iter_mut().filter(|entry| superblock.counts_for(entry.peer)) {
+            for entry in bitmaps
+                .iter_mut()
+                .filter(|entry| superblock.counts_for(entry.peer))
+            {
                 entry.bitmap.set_all();
-                let pages: Vec<(u64, Vec<u8>)> = entry.bitmap.take_dirty_pages().map(|(p, i)| (p, i.to_vec())).collect();
-                self.store_pages(&superblock, entry.peer, pages.iter().map(|(p, i)| (*p, i.as_slice())));
+                let pages: Vec<(u64, Vec<u8>)> = entry
+                    .bitmap
+                    .take_dirty_pages()
+                    .map(|(p, i)| (p, i.to_vec()))
+                    .collect();
+                self.store_pages(
+                    &superblock,
+                    entry.peer,
+                    pages.iter().map(|(p, i)| (*p, i.as_slice())),
+                );
             }
         } else {
             superblock.flags.in_use = true;
             self.write_superblock(&superblock)?;
         }
         let config = ActivityLogConfig::from_layout(&self.layout, updates);
-        self.ring = meta::format_ring(config.al_ring_blocks, config.al_extents, recovery.next_seq).map_err(|e| corrupt("ring", e))?;
-        let log = ActivityLog::new(config, recovery.next_seq.saturating_add(u64::from(config.al_ring_blocks))).map_err(|e| corrupt("activity log", e))?;
+        self.ring = meta::format_ring(config.al_ring_blocks, config.al_extents, recovery.next_seq)
+            .map_err(|e| corrupt("ring", e))?;
+        let log = ActivityLog::new(
+            config,
+            recovery
+                .next_seq
+                .saturating_add(u64::from(config.al_ring_blocks)),
+        )
+        .map_err(|e| corrupt("activity log", e))?;
         let ids = GenerationIds {
             current: superblock.current_uuid,
             bitmap: superblock.bitmap_uuids_by_node_id(),
             history: superblock.history_uuids,
-            flags: GenerationFlags { crashed_primary, discard_my_data: false, primary_peer: false },
+            flags: GenerationFlags {
+                crashed_primary,
+                discard_my_data: false,
+                primary_peer: false,
+            },
             resync_goal: superblock.resync_goal_uuid,
         };
-        let disk = VolumeMeta::attach_disk_state(superblock.flags.consistent, superblock.flags.was_up_to_date);
+        let disk = VolumeMeta::attach_disk_state(
+            superblock.flags.consistent,
+            superblock.flags.was_up_to_date,
+        );
         let activity_log = self.spec.al_enabled.then_some(log);
         let possibly_stale = superblock.flags.possibly_stale;
         let departed = VolumeMeta::departed_in(&superblock);
-        Ok(VolumeConfig { number, size_bytes: self.spec.data_bytes, ids, disk, bitmaps, crashed_primary, activity_log, possibly_stale, departed })
+        Ok(VolumeConfig {
+            number,
+            size_bytes: self.spec.data_bytes,
+            ids,
+            disk,
+            bitmaps,
+            crashed_primary,
+            activity_log,
+            possibly_stale,
+            departed,
+        })
     }
 }
-

@@ -107,19 +107,38 @@ impl Network {
         if !self.sockets_in_order {
             return Time(0);
         }
-        let other = (key.0, key.1, if key.2 == Chan::Data { Chan::Control } else { Chan::Data });
+        let other = (
+            key.0,
+            key.1,
+            if key.2 == Chan::Data {
+                Chan::Control
+            } else {
+                Chan::Data
+            },
+        );
         self.channels.get(&other).map_or(Time(0), |c| c.last_at)
     }
 
     /// Queues a frame; returns it back if it entered the wire at once (with its `at`).
-    pub fn send(&mut self, key: ChanKey, mut frame: Frame, now: Time, delay_ns: u64) -> Option<(Time, Option<u64>)> {
+    pub fn send(
+        &mut self,
+        key: ChanKey,
+        mut frame: Frame,
+        now: Time,
+        delay_ns: u64,
+    ) -> Option<(Time, Option<u64>)> {
         let floor = self.floor(key);
         let channel = self.channels.entry(key).or_default();
-        if !channel.backlog.is_empty() || channel.wire_bytes + frame.bytes > SOCKET_BUFFER_BYTES && !channel.wire.is_empty() {
+        if !channel.backlog.is_empty()
+            || channel.wire_bytes + frame.bytes > SOCKET_BUFFER_BYTES && !channel.wire.is_empty()
+        {
             channel.backlog.push_back(frame);
             return None;
         }
-        frame.at = channel.last_at.max(floor).max(Time(now.0.saturating_add(delay_ns)));
+        frame.at = channel
+            .last_at
+            .max(floor)
+            .max(Time(now.0.saturating_add(delay_ns)));
         channel.last_at = frame.at;
         channel.wire_bytes += frame.bytes;
         let entered = (frame.at, frame.data_seq);
@@ -143,16 +162,28 @@ impl Network {
 
     /// Moves backlog frames into the freed socket buffer; returns `(at, data_seq, conn)` of
     /// each frame that entered the wire.
-    pub fn refill(&mut self, key: ChanKey, now: Time, delay_ns: u64) -> Vec<(Time, Option<u64>, u64)> {
+    pub fn refill(
+        &mut self,
+        key: ChanKey,
+        now: Time,
+        delay_ns: u64,
+    ) -> Vec<(Time, Option<u64>, u64)> {
         let mut entered = Vec::new();
         let floor = self.floor(key);
-        let Some(channel) = self.channels.get_mut(&key) else { return entered };
+        let Some(channel) = self.channels.get_mut(&key) else {
+            return entered;
+        };
         while let Some(front) = channel.backlog.front() {
             if channel.wire_bytes + front.bytes > SOCKET_BUFFER_BYTES && !channel.wire.is_empty() {
                 break;
             }
-            let Some(mut frame) = channel.backlog.pop_front() else { break };
-            frame.at = channel.last_at.max(floor).max(Time(now.0.saturating_add(delay_ns)));
+            let Some(mut frame) = channel.backlog.pop_front() else {
+                break;
+            };
+            frame.at = channel
+                .last_at
+                .max(floor)
+                .max(Time(now.0.saturating_add(delay_ns)));
             channel.last_at = frame.at;
             channel.wire_bytes += frame.bytes;
             entered.push((frame.at, frame.data_seq, frame.conn));
@@ -172,12 +203,20 @@ impl Network {
 
     /// Delivery times of every frame on the wire, per channel (to reschedule after a heal).
     pub fn pending_deliveries(&self) -> Vec<(ChanKey, Time)> {
-        self.channels.iter().flat_map(|(key, c)| c.wire.iter().map(move |f| (*key, f.at))).collect()
+        self.channels
+            .iter()
+            .flat_map(|(key, c)| c.wire.iter().map(move |f| (*key, f.at)))
+            .collect()
     }
 
     /// Whether any frame of connection `conn` is still queued.
     pub fn carries(&self, conn: u64) -> bool {
-        self.channels.values().any(|c| c.wire.iter().chain(c.backlog.iter()).any(|f| f.conn == conn))
+        self.channels.values().any(|c| {
+            c.wire
+                .iter()
+                .chain(c.backlog.iter())
+                .any(|f| f.conn == conn)
+        })
     }
 }
 
@@ -186,7 +225,13 @@ mod tests {
     use super::*;
 
     fn frame(conn: u64, bytes: u64) -> Frame {
-        Frame { conn, at: Time(0), body: Body::Close, bytes, data_seq: Some(bytes) }
+        Frame {
+            conn,
+            at: Time(0),
+            body: Body::Close,
+            bytes,
+            data_seq: Some(bytes),
+        }
     }
 
     #[test]
@@ -195,7 +240,10 @@ mod tests {
         let key = (0, 1, Chan::Data);
         assert!(net.send(key, frame(1, 10), Time(0), 500).is_some());
         assert!(net.send(key, frame(1, 11), Time(1), 5).is_some());
-        assert!(net.take_due(key, Time(100)).is_none(), "the first is not due, the second must wait");
+        assert!(
+            net.take_due(key, Time(100)).is_none(),
+            "the first is not due, the second must wait"
+        );
         assert_eq!(net.take_due(key, Time(500)).map(|f| f.bytes), Some(10));
         assert_eq!(net.take_due(key, Time(500)).map(|f| f.bytes), Some(11));
     }
@@ -207,7 +255,10 @@ mod tests {
         net.stopped.insert((1, 0));
         let mut entered = 0;
         for _ in 0..10 {
-            entered += usize::from(net.send(key, frame(1, SOCKET_BUFFER_BYTES / 4), Time(0), 1).is_some());
+            entered += usize::from(
+                net.send(key, frame(1, SOCKET_BUFFER_BYTES / 4), Time(0), 1)
+                    .is_some(),
+            );
         }
         assert_eq!(entered, 4);
         assert!(net.take_due(key, Time(10)).is_none());

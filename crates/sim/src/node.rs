@@ -49,7 +49,11 @@ pub fn peer_config(node_id: u8, protocol: Protocol) -> PeerConfig {
         timeout: Duration::from_secs(6),
         ko_count: 7,
         max_buffers_pages: 2048,
-        resync: ResyncRateConfig { resync_rate_kib_per_s: 200 * 1024, c_plan_ahead: Duration::ZERO, ..ResyncRateConfig::default() },
+        resync: ResyncRateConfig {
+            resync_rate_kib_per_s: 200 * 1024,
+            c_plan_ahead: Duration::ZERO,
+            ..ResyncRateConfig::default()
+        },
         split_brain: SplitBrainPolicies::default(),
         csums: false,
         durable_acks: true,
@@ -60,7 +64,16 @@ pub fn peer_config(node_id: u8, protocol: Protocol) -> PeerConfig {
 impl Node {
     /// A node that is not running yet.
     pub fn new(id: u8, disk: SimDisk, meta: SimMeta) -> Node {
-        Node { id, engine: None, disk, meta, inc: 0, conns: BTreeMap::new(), pending: BTreeMap::new(), meta_scheduled: false }
+        Node {
+            id,
+            engine: None,
+            disk,
+            meta,
+            inc: 0,
+            conns: BTreeMap::new(),
+            pending: BTreeMap::new(),
+            meta_scheduled: false,
+        }
     }
 
     /// Whether the node runs.
@@ -71,7 +84,12 @@ impl Node {
     /// Starts the engine from the durable metadata, as the daemon does at attach. A crashed
     /// Primary without an activity log has every bit set by the engine: those pages are
     /// written before anything else (lib.rs of `repl`, "Attach").
-    pub fn start(&mut self, peers: &[u8], protocol: Protocol, random_seed: u64) -> Result<(), SimError> {
+    pub fn start(
+        &mut self,
+        peers: &[u8],
+        protocol: Protocol,
+        random_seed: u64,
+    ) -> Result<(), SimError> {
         let volume = self.meta.attach(0)?;
         let without_log = volume.activity_log.is_none() && volume.crashed_primary;
         let config = EngineConfig {
@@ -80,7 +98,8 @@ impl Node {
             peers: peers.iter().map(|&p| peer_config(p, protocol)).collect(),
             random_seed,
         };
-        let mut engine = Engine::new(config).map_err(|e| SimError::Config(format!("engine of node {}: {e}", self.id)))?;
+        let mut engine = Engine::new(config)
+            .map_err(|e| SimError::Config(format!("engine of node {}: {e}", self.id)))?;
         if without_log {
             for &peer in peers {
                 let pages = engine.take_dirty_bitmap_pages(0, peer);
@@ -94,7 +113,13 @@ impl Node {
     /// Whether writes received from peers are still being written here.
     pub fn peer_io_pending(&self) -> bool {
         self.pending.values().any(|a| match a {
-            Action::LocalWrite { io, .. } | Action::LocalFlush { io } => matches!(io, repl::IoId::PeerWrite { .. } | repl::IoId::PeerFlush { .. } | repl::IoId::PeerGroupFlush { .. } | repl::IoId::ResyncWrite { .. }),
+            Action::LocalWrite { io, .. } | Action::LocalFlush { io } => matches!(
+                io,
+                repl::IoId::PeerWrite { .. }
+                    | repl::IoId::PeerFlush { .. }
+                    | repl::IoId::PeerGroupFlush { .. }
+                    | repl::IoId::ResyncWrite { .. }
+            ),
             _ => false,
         })
     }

@@ -103,12 +103,29 @@ pub fn run(cfg: SimConfig) -> Outcome {
     if sim.failure.is_none() {
         heal_and_converge(&mut sim);
     }
-    Outcome { cfg, stats: sim.stats, failure: sim.failure.clone(), trace_hash: sim.trace.hash(), trace_lines: sim.trace.lines(), trace_tail: sim.trace.tail() }
+    Outcome {
+        cfg,
+        stats: sim.stats,
+        failure: sim.failure.clone(),
+        trace_hash: sim.trace.hash(),
+        trace_lines: sim.trace.lines(),
+        trace_tail: sim.trace.tail(),
+    }
 }
 
 fn setup_failure(cfg: SimConfig, error: &SimError) -> Outcome {
-    let failure = Some(Violation { checker: "setup", detail: error.to_string() });
-    Outcome { cfg, stats: Stats::default(), failure, trace_hash: 0, trace_lines: 0, trace_tail: Vec::new() }
+    let failure = Some(Violation {
+        checker: "setup",
+        detail: error.to_string(),
+    });
+    Outcome {
+        cfg,
+        stats: Stats::default(),
+        failure,
+        trace_hash: 0,
+        trace_lines: 0,
+        trace_tail: Vec::new(),
+    }
 }
 
 fn at(sim: &Sim, delay_ns: u64) -> Time {
@@ -131,7 +148,10 @@ fn run_while_not(sim: &mut Sim, ns: u64, done: impl Fn(&Sim) -> bool) -> bool {
 fn expect(sim: &mut Sim, reached: bool, what: &str) {
     if !reached {
         let detail = format!("the scenario never reached: {what}");
-        sim.fail(Violation { checker: "scenario", detail });
+        sim.fail(Violation {
+            checker: "scenario",
+            detail,
+        });
     }
 }
 
@@ -144,8 +164,18 @@ fn random(sim: &mut Sim) {
 
 /// Whether node `n` is the source (`source`) or target of a running resync.
 pub fn resyncing(sim: &Sim, n: u8, source: bool) -> bool {
-    let want = if source { ReplState::SyncSource } else { ReplState::SyncTarget };
-    sim.nodes[usize::from(n)].engine.as_ref().is_some_and(|e| e.status().peers.iter().flat_map(|p| &p.volumes).any(|v| v.replication == want))
+    let want = if source {
+        ReplState::SyncSource
+    } else {
+        ReplState::SyncTarget
+    };
+    sim.nodes[usize::from(n)].engine.as_ref().is_some_and(|e| {
+        e.status()
+            .peers
+            .iter()
+            .flat_map(|p| &p.volumes)
+            .any(|v| v.replication == want)
+    })
 }
 
 fn primary_crash_mid_resync(sim: &mut Sim) {
@@ -165,7 +195,9 @@ fn diverge(sim: &mut Sim) {
     for (a, b) in [(0, 1), (1, 0)] {
         sim.net.blocked.insert((a, b));
     }
-    let apart = run_while_not(sim, 20 * SECOND, |s| s.nodes[1].conns.is_empty() && s.nodes[0].conns.is_empty());
+    let apart = run_while_not(sim, 20 * SECOND, |s| {
+        s.nodes[1].conns.is_empty() && s.nodes[0].conns.is_empty()
+    });
     expect(sim, apart, "both sides noticing the partition");
     let forced = sim.promote(1, true);
     expect(sim, forced, "node 1 promoted by force");
@@ -221,7 +253,13 @@ fn secondary_crash_mid_burst(sim: &mut Sim) {
 fn failover(sim: &mut Sim) {
     run_for(sim, 2 * SECOND);
     sim.crash(0, None);
-    let promoted = run_while_not(sim, 10 * SECOND, |s| s.primary.is_some_and(|p| p != 0) && s.nodes[usize::from(s.primary.unwrap_or(0))].engine.as_ref().is_some_and(|e| e.role() == repl::Role::Primary));
+    let promoted = run_while_not(sim, 10 * SECOND, |s| {
+        s.primary.is_some_and(|p| p != 0)
+            && s.nodes[usize::from(s.primary.unwrap_or(0))]
+                .engine
+                .as_ref()
+                .is_some_and(|e| e.role() == repl::Role::Primary)
+    });
     expect(sim, promoted, "a Secondary promoted after the Primary died");
     run_for(sim, 2 * SECOND);
     sim.schedule(0, Ev::Restart { node: 0 });
@@ -239,13 +277,21 @@ fn double_failure(sim: &mut Sim) {
     for (a, b) in [(0, 1), (1, 0)] {
         sim.net.blocked.insert((a, b));
     }
-    let apart = run_while_not(sim, 20 * SECOND, |s| s.nodes[1].conns.is_empty() && s.nodes[0].conns.is_empty());
+    let apart = run_while_not(sim, 20 * SECOND, |s| {
+        s.nodes[1].conns.is_empty() && s.nodes[0].conns.is_empty()
+    });
     expect(sim, apart, "both sides noticing the partition");
     run_for(sim, SECOND);
     sim.crash(1, Some(SECOND));
     run_for(sim, 2 * SECOND);
     sim.crash(0, None);
-    let promoted = run_while_not(sim, 10 * SECOND, |s| s.primary == Some(1) && s.nodes[1].engine.as_ref().is_some_and(|e| e.role() == repl::Role::Primary));
+    let promoted = run_while_not(sim, 10 * SECOND, |s| {
+        s.primary == Some(1)
+            && s.nodes[1]
+                .engine
+                .as_ref()
+                .is_some_and(|e| e.role() == repl::Role::Primary)
+    });
     expect(sim, promoted, "node 1 promoted after node 0 crashed");
     run_for(sim, 2 * SECOND);
 }
@@ -268,15 +314,29 @@ pub fn heal_and_converge(sim: &mut Sim) {
             faults::cycle_out_of_sync_links(sim);
         }
         let all_up = sim.nodes.iter().all(|n| n.alive());
-        let has_primary = sim.primary.is_some_and(|p| sim.nodes[usize::from(p)].engine.as_ref().is_some_and(|e| e.role() == repl::Role::Primary));
-        converged = all_up && has_primary && sim.requests_in_flight() == 0 && sim.check_quiet_pairs(true) == pairs;
+        let has_primary = sim.primary.is_some_and(|p| {
+            sim.nodes[usize::from(p)]
+                .engine
+                .as_ref()
+                .is_some_and(|e| e.role() == repl::Role::Primary)
+        });
+        converged = all_up
+            && has_primary
+            && sim.requests_in_flight() == 0
+            && sim.check_quiet_pairs(true) == pairs;
     }
     if sim.failure.is_some() {
         return;
     }
     if !converged {
         let states = status_summary(sim);
-        sim.fail(Violation { checker: "convergence", detail: format!("no convergence within {} s after healing: {states}", Duration::from_nanos(CONVERGE_NS_MAX).as_secs()) });
+        sim.fail(Violation {
+            checker: "convergence",
+            detail: format!(
+                "no convergence within {} s after healing: {states}",
+                Duration::from_nanos(CONVERGE_NS_MAX).as_secs()
+            ),
+        });
         return;
     }
     if let Some(p) = sim.primary {
@@ -294,23 +354,73 @@ fn status_summary(sim: &Sim) -> String {
             continue;
         };
         let s = engine.status();
-        let disk = s.volumes.first().map(|v| v.disk.to_string()).unwrap_or_default();
+        let disk = s
+            .volumes
+            .first()
+            .map(|v| v.disk.to_string())
+            .unwrap_or_default();
         let peers: Vec<String> = s
             .peers
             .iter()
             .map(|p| {
                 let v = p.volumes.first();
-                let (repl, oos, pending) = v.map(|v| (v.replication.to_string(), v.out_of_sync_bytes, v.pending)).unwrap_or_default();
-                format!("{}:{}/{}/{} unacked {} oos {oos} pending {pending}", p.node_id, p.connection, repl, v.map(|v| v.peer_disk.to_string()).unwrap_or_default(), p.unacked)
+                let (repl, oos, pending) = v
+                    .map(|v| (v.replication.to_string(), v.out_of_sync_bytes, v.pending))
+                    .unwrap_or_default();
+                format!(
+                    "{}:{}/{}/{} unacked {} oos {oos} pending {pending}",
+                    p.node_id,
+                    p.connection,
+                    repl,
+                    v.map(|v| v.peer_disk.to_string()).unwrap_or_default(),
+                    p.unacked
+                )
             })
             .collect();
-        let pending = s.volumes.first().map(|v| format!("upper {} lower {} local-io {} meta-jobs {}", v.upper_pending, v.lower_pending, node.pending.len(), node.meta.queued())).unwrap_or_default();
+        let pending = s
+            .volumes
+            .first()
+            .map(|v| {
+                format!(
+                    "upper {} lower {} local-io {} meta-jobs {}",
+                    v.upper_pending,
+                    v.lower_pending,
+                    node.pending.len(),
+                    node.meta.queued()
+                )
+            })
+            .unwrap_or_default();
         let ids = engine.meta(0).map(|m| {
-            let bitmaps: Vec<String> = (0..sim.cfg.nodes).filter(|&p| p != node.id).map(|p| format!("{p}:{:x}", m.ids.bitmap[usize::from(p)])).collect();
-            let history: Vec<String> = m.ids.history.iter().take(3).map(|h| format!("{h:x}")).collect();
-            format!("current {:x} bitmap [{}] history [{}]", m.ids.current, bitmaps.join(" "), history.join(" "))
+            let bitmaps: Vec<String> = (0..sim.cfg.nodes)
+                .filter(|&p| p != node.id)
+                .map(|p| format!("{p}:{:x}", m.ids.bitmap[usize::from(p)]))
+                .collect();
+            let history: Vec<String> = m
+                .ids
+                .history
+                .iter()
+                .take(3)
+                .map(|h| format!("{h:x}"))
+                .collect();
+            format!(
+                "current {:x} bitmap [{}] history [{}]",
+                m.ids.current,
+                bitmaps.join(" "),
+                history.join(" ")
+            )
         });
-        parts.push(format!("node {} {} {} {pending} [{}] {}", node.id, s.role, disk, peers.join(" "), ids.unwrap_or_default()));
+        parts.push(format!(
+            "node {} {} {} {pending} [{}] {}",
+            node.id,
+            s.role,
+            disk,
+            peers.join(" "),
+            ids.unwrap_or_default()
+        ));
     }
-    format!("client requests in flight {}; {}", sim.requests_in_flight(), parts.join("; "))
+    format!(
+        "client requests in flight {}; {}",
+        sim.requests_in_flight(),
+        parts.join("; ")
+    )
 }

@@ -26,13 +26,25 @@ impl Default for Trace {
 impl Trace {
     /// A trace keeping the last `capacity` lines.
     pub fn with_tail(capacity: usize) -> Trace {
-        Trace { hash: 0, lines: 0, tail: VecDeque::new(), capacity: capacity.max(1) }
+        Trace {
+            hash: 0,
+            lines: 0,
+            tail: VecDeque::new(),
+            capacity: capacity.max(1),
+        }
     }
 
     /// Records one line at `now`.
     pub fn push(&mut self, now: Time, line: String) {
-        let line = format!("{:>12.6}s {line}", Duration::from_nanos(now.0).as_secs_f64());
-        let mut hash = if self.lines == 0 { 0xcbf2_9ce4_8422_2325 } else { self.hash };
+        let line = format!(
+            "{:>12.6}s {line}",
+            Duration::from_nanos(now.0).as_secs_f64()
+        );
+        let mut hash = if self.lines == 0 {
+            0xcbf2_9ce4_8422_2325
+        } else {
+            self.hash
+        };
         for byte in line.bytes().chain(std::iter::once(b'\n')) {
             hash = (hash ^ u64::from(byte)).wrapping_mul(0x100_0000_01b3);
         }

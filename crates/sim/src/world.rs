@@ -13,7 +13,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 
-use repl::{Action, ConnState, DiskOp, Engine, IoError, IoId, Op, PeerMessage, Role, Time, UuidsPurpose, WriteFlags};
+use repl::{
+    Action, ConnState, DiskOp, Engine, IoError, IoId, Op, PeerMessage, Role, Time, UuidsPurpose,
+    WriteFlags,
+};
 
 use crate::check::{self, SessionWrite, Usage, Violation, WriteRecord};
 use crate::disk::{SimDisk, BLOCK_BYTES};
@@ -215,8 +218,18 @@ impl Sim {
         let mut nodes = Vec::new();
         for id in 0..cfg.nodes {
             let peers: Vec<u8> = (0..cfg.nodes).filter(|&p| p != id).collect();
-            let spec = MetaSpec { data_bytes: VOLUME_BLOCKS * BLOCK_BYTES, node_id: id, peers, al_enabled: cfg.al_enabled, al_extents: AL_EXTENTS };
-            nodes.push(Node::new(id, SimDisk::new(VOLUME_BLOCKS), SimMeta::create(spec, SYNCED_UUID, true)?));
+            let spec = MetaSpec {
+                data_bytes: VOLUME_BLOCKS * BLOCK_BYTES,
+                node_id: id,
+                peers,
+                al_enabled: cfg.al_enabled,
+                al_extents: AL_EXTENTS,
+            };
+            nodes.push(Node::new(
+                id,
+                SimDisk::new(VOLUME_BLOCKS),
+                SimMeta::create(spec, SYNCED_UUID, true)?,
+            ));
         }
         let trace_tail = cfg.trace_tail;
         let sockets_in_order = cfg.sockets_in_order;
@@ -227,7 +240,10 @@ impl Sim {
             queue: BTreeMap::new(),
             next_event: 0,
             nodes,
-            net: Network { sockets_in_order, ..Network::default() },
+            net: Network {
+                sockets_in_order,
+                ..Network::default()
+            },
             next_conn: 1,
             dead_conns: BTreeSet::new(),
             next_key: 1,
@@ -297,12 +313,16 @@ impl Sim {
     /// dry.
     pub fn run_until(&mut self, until: Time, mut stop: impl FnMut(&Sim) -> bool) -> bool {
         while self.failure.is_none() && !stop(self) {
-            let Some((&(at, _), _)) = self.queue.first_key_value() else { return false };
+            let Some((&(at, _), _)) = self.queue.first_key_value() else {
+                return false;
+            };
             if at > until {
                 self.now = until;
                 return true;
             }
-            let Some(((at, _), ev)) = self.queue.pop_first() else { return false };
+            let Some(((at, _), ev)) = self.queue.pop_first() else {
+                return false;
+            };
             self.now = at;
             self.stats.steps += 1;
             self.handle(ev);
@@ -311,7 +331,16 @@ impl Sim {
     }
 
     fn handle(&mut self, ev: Ev) {
-        if !matches!(ev, Ev::Checkpoint | Ev::Tick { .. } | Ev::Connect | Ev::Client | Ev::Deliver { .. } | Ev::Io { .. } | Ev::Meta { .. }) {
+        if !matches!(
+            ev,
+            Ev::Checkpoint
+                | Ev::Tick { .. }
+                | Ev::Connect
+                | Ev::Client
+                | Ev::Deliver { .. }
+                | Ev::Io { .. }
+                | Ev::Meta { .. }
+        ) {
             self.note(|| format!("{ev:?}"));
         }
         match ev {
@@ -340,10 +369,16 @@ impl Sim {
     // ----- engine calls and routing ------------------------------------------------------
 
     /// Calls the engine of `node` (if running) and executes what it returns.
-    pub fn with_engine(&mut self, node: u8, f: impl FnOnce(&mut Engine<Payload>, Time, &mut Vec<Action<Payload>>)) {
+    pub fn with_engine(
+        &mut self,
+        node: u8,
+        f: impl FnOnce(&mut Engine<Payload>, Time, &mut Vec<Action<Payload>>),
+    ) {
         let now = self.now;
         let mut out = Vec::new();
-        let Some(engine) = self.nodes[usize::from(node)].engine.as_mut() else { return };
+        let Some(engine) = self.nodes[usize::from(node)].engine.as_mut() else {
+            return;
+        };
         f(engine, now, &mut out);
         self.route(node, out);
     }
@@ -351,36 +386,102 @@ impl Sim {
     fn route(&mut self, n: u8, actions: Vec<Action<Payload>>) {
         for action in actions {
             match action {
-                Action::LocalWrite { .. } | Action::LocalFlush { .. } | Action::LocalRead { .. } | Action::LocalDigest { .. } => self.start_io(n, action),
+                Action::LocalWrite { .. }
+                | Action::LocalFlush { .. }
+                | Action::LocalRead { .. }
+                | Action::LocalDigest { .. } => self.start_io(n, action),
                 Action::PersistMeta { io, volume, meta } => {
                     let (pages, clears) = self.take_pages(n, volume);
-                    self.queue_meta(n, MetaJob::Persist { pages, meta: Some(meta), io: Some(io), clears });
+                    self.queue_meta(
+                        n,
+                        MetaJob::Persist {
+                            pages,
+                            meta: Some(meta),
+                            io: Some(io),
+                            clears,
+                        },
+                    );
                 }
-                Action::WriteActivityLog { io, offset_bytes, block, bitmap_pages, evicts, .. } => {
-                    self.queue_meta(n, MetaJob::ActivityLog { pages: bitmap_pages, offset_bytes, block, io, evicts });
+                Action::WriteActivityLog {
+                    io,
+                    offset_bytes,
+                    block,
+                    bitmap_pages,
+                    evicts,
+                    ..
+                } => {
+                    self.queue_meta(
+                        n,
+                        MetaJob::ActivityLog {
+                            pages: bitmap_pages,
+                            offset_bytes,
+                            block,
+                            io,
+                            evicts,
+                        },
+                    );
                 }
-                Action::SendData { peer, seq, epoch, volume, op } => self.send_data(n, peer, seq, epoch, volume, op),
-                Action::SendBarrier { peer, epoch, flush } => self.send_frame(n, peer, Chan::Data, Body::Msg(PeerMessage::Barrier { epoch, flush }), None),
-                Action::SendControl { peer, message } => self.send_frame(n, peer, Chan::Control, Body::Msg(message), None),
+                Action::SendData {
+                    peer,
+                    seq,
+                    epoch,
+                    volume,
+                    op,
+                } => self.send_data(n, peer, seq, epoch, volume, op),
+                Action::SendBarrier { peer, epoch, flush } => self.send_frame(
+                    n,
+                    peer,
+                    Chan::Data,
+                    Body::Msg(PeerMessage::Barrier { epoch, flush }),
+                    None,
+                ),
+                Action::SendControl { peer, message } => {
+                    self.send_frame(n, peer, Chan::Control, Body::Msg(message), None)
+                }
                 Action::SendOnData { peer, message } => {
                     if matches!(message, PeerMessage::ResyncDone { .. }) {
-                        self.resync_finished(n, peer, matches!(message, PeerMessage::ResyncDone { failed_bytes: 0, .. }));
+                        self.resync_finished(
+                            n,
+                            peer,
+                            matches!(
+                                message,
+                                PeerMessage::ResyncDone {
+                                    failed_bytes: 0,
+                                    ..
+                                }
+                            ),
+                        );
                     }
                     self.send_frame(n, peer, Chan::Data, Body::Msg(message), None);
                 }
-                Action::SplitBrain { peer, resolution, detail, .. } => {
+                Action::SplitBrain {
+                    peer,
+                    resolution,
+                    detail,
+                    ..
+                } => {
                     self.stats.split_brains += 1;
                     self.sb_detected.insert(norm(n, peer));
                     self.role_conflicts.remove(&norm(n, peer));
-                    self.note(|| format!("node {n}: split brain with {peer}: {resolution:?} ({detail})"));
+                    self.note(|| {
+                        format!("node {n}: split brain with {peer}: {resolution:?} ({detail})")
+                    });
                 }
                 // The simulated nodes set no `fencing`, so no fence-peer run is ever asked for.
-                Action::VerifyFound { .. } | Action::VerifyFinished { .. } | Action::FencePeer { .. } => {}
+                Action::VerifyFound { .. }
+                | Action::VerifyFinished { .. }
+                | Action::FencePeer { .. } => {}
                 // The simulator never sets a detaching `on-io-error` (the engine's default is
                 // pass_on), so no volume is detached.
-                Action::Detached { volume, .. } => self.note(|| format!("node {n}: volume {volume} detached")),
+                Action::Detached { volume, .. } => {
+                    self.note(|| format!("node {n}: volume {volume} detached"))
+                }
                 Action::ReadDone { .. } => {}
-                Action::Disconnect { peer, state, reason } => {
+                Action::Disconnect {
+                    peer,
+                    state,
+                    reason,
+                } => {
                     self.note(|| format!("node {n} drops {peer} ({state}): {reason}"));
                     if reason.starts_with("rr-conflict") {
                         self.role_conflicts.insert(norm(n, peer));
@@ -418,7 +519,11 @@ impl Sim {
             // UpToDate source may legitimately lack one that was in flight to it when its
             // Primary failed, and `n` (which may have confirmed it while it was a sync
             // target itself) now holds the source's data, without it (seeds 4915, 6805).
-            for w in self.writes.iter_mut().filter(|w| w.node != source && !w.acked_by.contains(&source)) {
+            for w in self
+                .writes
+                .iter_mut()
+                .filter(|w| w.node != source && !w.acked_by.contains(&source))
+            {
                 w.lost_on.insert(n);
             }
         }
@@ -438,7 +543,9 @@ impl Sim {
     /// Every peer's dirty bitmap pages of `volume`, and whether a bit was cleared in one.
     fn take_pages(&mut self, n: u8, volume: u16) -> (PeerPages, bool) {
         let peers: Vec<u8> = (0..self.cfg.nodes).filter(|&p| p != n).collect();
-        let Some(engine) = self.nodes[usize::from(n)].engine.as_mut() else { return (Vec::new(), false) };
+        let Some(engine) = self.nodes[usize::from(n)].engine.as_mut() else {
+            return (Vec::new(), false);
+        };
         let mut clears = false;
         let pages = peers
             .into_iter()
@@ -456,7 +563,15 @@ impl Sim {
     fn write_back_pages(&mut self, n: u8) {
         let (pages, clears) = self.take_pages(n, 0);
         if pages.iter().any(|(_, p)| !p.is_empty()) {
-            self.queue_meta(n, MetaJob::Persist { pages, meta: None, io: None, clears });
+            self.queue_meta(
+                n,
+                MetaJob::Persist {
+                    pages,
+                    meta: None,
+                    io: None,
+                    clears,
+                },
+            );
         }
     }
 
@@ -486,7 +601,10 @@ impl Sim {
             node.disk.sync_all();
         }
         match node.meta.step() {
-            Err(error) => self.fail(Violation { checker: "metadata", detail: error.to_string() }),
+            Err(error) => self.fail(Violation {
+                checker: "metadata",
+                detail: error.to_string(),
+            }),
             Ok(done) => {
                 if let Some(Some(io)) = done {
                     self.with_engine(n, |e, now, out| e.local_done(now, io, Ok(()), out));
@@ -508,7 +626,12 @@ impl Sim {
         self.next_key += 1;
         if self.cfg.trace_io {
             let text = format!("{action:?}");
-            self.note(|| format!("node {n} io start: {}", text.chars().take(160).collect::<String>()));
+            self.note(|| {
+                format!(
+                    "node {n} io start: {}",
+                    text.chars().take(160).collect::<String>()
+                )
+            });
         }
         let node = &mut self.nodes[usize::from(n)];
         match &action {
@@ -531,12 +654,27 @@ impl Sim {
         if node.inc != inc {
             return;
         }
-        let Some(action) = node.pending.remove(&key) else { return };
+        let Some(action) = node.pending.remove(&key) else {
+            return;
+        };
         if self.cfg.trace_io {
             let text = format!("{action:?}");
-            self.note(|| format!("node {n} io done: {}", text.chars().take(160).collect::<String>()));
+            self.note(|| {
+                format!(
+                    "node {n} io done: {}",
+                    text.chars().take(160).collect::<String>()
+                )
+            });
         }
-        let peer_io = matches!(&action, Action::LocalWrite { io: IoId::PeerWrite { .. } | IoId::ResyncWrite { .. }, .. } | Action::LocalFlush { io: IoId::PeerFlush { .. } | IoId::PeerGroupFlush { .. } });
+        let peer_io = matches!(
+            &action,
+            Action::LocalWrite {
+                io: IoId::PeerWrite { .. } | IoId::ResyncWrite { .. },
+                ..
+            } | Action::LocalFlush {
+                io: IoId::PeerFlush { .. } | IoId::PeerGroupFlush { .. }
+            }
+        );
         self.complete_io(n, key, action);
         if peer_io {
             self.run_prefix_check(n);
@@ -549,7 +687,13 @@ impl Sim {
             Action::LocalWrite { io, op, .. } => {
                 let peer_write = matches!(io, IoId::PeerWrite { .. });
                 let durable_anyway = peer_write && self.cfg.durable_peer_writes;
-                let fua = durable_anyway || matches!(op, DiskOp::Write { fua: true, .. } | DiskOp::Trim { fua: true, .. } | DiskOp::WriteZeroes { fua: true, .. });
+                let fua = durable_anyway
+                    || matches!(
+                        op,
+                        DiskOp::Write { fua: true, .. }
+                            | DiskOp::Trim { fua: true, .. }
+                            | DiskOp::WriteZeroes { fua: true, .. }
+                    );
                 let node = &mut self.nodes[usize::from(n)];
                 let result = node.disk.finish_write(key, fua);
                 self.with_engine(n, |e, now, out| e.local_done(now, io, result, out));
@@ -558,12 +702,26 @@ impl Sim {
                 node.disk.finish_flush(key);
                 self.with_engine(n, |e, now, out| e.local_done(now, io, Ok(()), out));
             }
-            Action::LocalRead { io, offset, length, .. } => {
-                let result = node.disk.read(offset / BLOCK_BYTES, length / BLOCK_BYTES).map(Rc::from);
+            Action::LocalRead {
+                io, offset, length, ..
+            } => {
+                let result = node
+                    .disk
+                    .read(offset / BLOCK_BYTES, length / BLOCK_BYTES)
+                    .map(Rc::from);
                 self.with_engine(n, |e, now, out| e.local_read_done(now, io, result, out));
             }
-            Action::LocalDigest { io, offset, length, block_bytes, .. } => {
-                let result = node.disk.read(offset / BLOCK_BYTES, length / BLOCK_BYTES).map(|tags| digests(&tags, block_bytes));
+            Action::LocalDigest {
+                io,
+                offset,
+                length,
+                block_bytes,
+                ..
+            } => {
+                let result = node
+                    .disk
+                    .read(offset / BLOCK_BYTES, length / BLOCK_BYTES)
+                    .map(|tags| digests(&tags, block_bytes));
                 self.with_engine(n, |e, now, out| e.local_digest_done(now, io, result, out));
             }
             _ => {}
@@ -572,7 +730,15 @@ impl Sim {
 
     // ----- network -----------------------------------------------------------------------
 
-    fn send_data(&mut self, n: u8, peer: u8, seq: u64, epoch: u64, volume: u16, op: DiskOp<Payload>) {
+    fn send_data(
+        &mut self,
+        n: u8,
+        peer: u8,
+        seq: u64,
+        epoch: u64,
+        volume: u16,
+        op: DiskOp<Payload>,
+    ) {
         let (first, tags) = op_tags(&op);
         let write = tags.first().map_or(0, |&t| check::write_of(t));
         let inc = self.nodes[usize::from(n)].inc;
@@ -580,27 +746,54 @@ impl Sim {
         if let Some(&conn) = self.nodes[usize::from(n)].conns.get(&peer) {
             if let Some(session) = self.sessions.get_mut(&(conn, peer)) {
                 let count = u64::try_from(tags.len()).unwrap_or(0);
-                session.writes.push(SessionWrite { epoch, id: write, first, count });
+                session.writes.push(SessionWrite {
+                    epoch,
+                    id: write,
+                    first,
+                    count,
+                });
             }
         }
         let offset = first * BLOCK_BYTES;
-        let message = PeerMessage::Data { seq, epoch, volume, offset, op };
+        let message = PeerMessage::Data {
+            seq,
+            epoch,
+            volume,
+            offset,
+            op,
+        };
         self.send_frame(n, peer, Chan::Data, Body::Msg(message), Some(seq));
     }
 
     fn send_frame(&mut self, n: u8, peer: u8, chan: Chan, body: Body, data_seq: Option<u64>) {
         // Like the daemon: a message for a peer without a link is dropped.
-        let Some(&conn) = self.nodes[usize::from(n)].conns.get(&peer) else { return };
+        let Some(&conn) = self.nodes[usize::from(n)].conns.get(&peer) else {
+            return;
+        };
         self.send_on(n, peer, conn, chan, body, data_seq);
     }
 
-    fn send_on(&mut self, n: u8, peer: u8, conn: u64, chan: Chan, body: Body, data_seq: Option<u64>) {
+    fn send_on(
+        &mut self,
+        n: u8,
+        peer: u8,
+        conn: u64,
+        chan: Chan,
+        body: Body,
+        data_seq: Option<u64>,
+    ) {
         if self.dead_conns.contains(&conn) {
             // The socket is broken: the write fails and the frame is lost.
             return;
         }
         let bytes = FRAME_HEADER_BYTES + frame_payload_bytes(&body);
-        let frame = Frame { conn, at: Time(0), body, bytes, data_seq };
+        let frame = Frame {
+            conn,
+            at: Time(0),
+            body,
+            bytes,
+            data_seq,
+        };
         let delay = self.net_delay();
         let key = (n, peer, chan);
         if let Some((at, seq)) = self.net.send(key, frame, self.now, delay) {
@@ -613,16 +806,23 @@ impl Sim {
 
     fn net_delay(&mut self) -> u64 {
         let base = self.rng.range(50_000, 500_000);
-        if self.rng.chance(5) { base + self.rng.range(MS, 20 * MS) } else { base }
+        if self.rng.chance(5) {
+            base + self.rng.range(MS, 20 * MS)
+        } else {
+            base
+        }
     }
 
     fn on_deliver(&mut self, key: ChanKey) {
-        let Some(frame) = self.net.take_due(key, self.now) else { return };
+        let Some(frame) = self.net.take_due(key, self.now) else {
+            return;
+        };
         let delay = self.net_delay();
         for (at, seq, conn) in self.net.refill(key, self.now, delay) {
             self.schedule(at.0.saturating_sub(self.now.0), Ev::Deliver { key });
             let (from, to, _) = key;
-            if let (Some(seq), Some(&current)) = (seq, self.nodes[usize::from(from)].conns.get(&to)) {
+            if let (Some(seq), Some(&current)) = (seq, self.nodes[usize::from(from)].conns.get(&to))
+            {
                 if current == conn {
                     self.with_engine(from, |e, now, out| e.peer_sent(now, to, seq, out));
                 }
@@ -638,7 +838,12 @@ impl Sim {
         let message = match frame.body {
             Body::Close => {
                 if self.half_closed.remove(&(frame.conn, to)) {
-                    self.disconnect_local(to, from, ConnState::NetworkFailure, "peer closed the connection");
+                    self.disconnect_local(
+                        to,
+                        from,
+                        ConnState::NetworkFailure,
+                        "peer closed the connection",
+                    );
                 } else {
                     self.half_closed.insert((frame.conn, to));
                 }
@@ -657,7 +862,12 @@ impl Sim {
             PeerMessage::WriteAck { seq } => self.observe_write_ack(from, to, conn, *seq),
             PeerMessage::BarrierAck { epoch } => {
                 // The peer flushed every epoch up to this one before acknowledging it.
-                let (writes, pending): (Vec<_>, Vec<_>) = self.peer_unflushed.remove(&from).unwrap_or_default().into_iter().partition(|&(c, e, _)| c == conn && e <= *epoch);
+                let (writes, pending): (Vec<_>, Vec<_>) = self
+                    .peer_unflushed
+                    .remove(&from)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .partition(|&(c, e, _)| c == conn && e <= *epoch);
                 self.peer_unflushed.insert(from, pending);
                 for (_, _, write) in writes {
                     if let Some(record) = self.record_mut(write) {
@@ -670,18 +880,36 @@ impl Sim {
                 self.invalidate_sessions(conn);
                 self.invalidate_receiver_sessions(to);
             }
-            PeerMessage::ResyncRequest { .. } | PeerMessage::BitmapChunk { .. } | PeerMessage::CsumRequest { .. } => self.invalidate_sessions(conn),
+            PeerMessage::ResyncRequest { .. }
+            | PeerMessage::BitmapChunk { .. }
+            | PeerMessage::CsumRequest { .. } => self.invalidate_sessions(conn),
             // A RotateSeen or an Accepted changes nothing on its receiver's disk.
-            PeerMessage::SyncUuids(uuids) if !matches!(uuids.purpose, UuidsPurpose::Handshake | UuidsPurpose::RotateSeen | UuidsPurpose::Accepted) => {
+            PeerMessage::SyncUuids(uuids)
+                if !matches!(
+                    uuids.purpose,
+                    UuidsPurpose::Handshake | UuidsPurpose::RotateSeen | UuidsPurpose::Accepted
+                ) =>
+            {
                 self.invalidate_sessions(conn)
             }
             _ => {}
         }
-        if matches!(message, PeerMessage::Data { .. } | PeerMessage::ResyncReply { .. }) {
+        if matches!(
+            message,
+            PeerMessage::Data { .. } | PeerMessage::ResyncReply { .. }
+        ) {
             let pair = norm(from, to);
-            let apart = (self.wrote_apart.contains(&(from, to)), self.wrote_apart.contains(&(to, from)));
+            let apart = (
+                self.wrote_apart.contains(&(from, to)),
+                self.wrote_apart.contains(&(to, from)),
+            );
             let detected = self.sb_detected.contains(&pair);
-            self.check(check::check_split_brain(pair, apart, detected, "data moved between them"));
+            self.check(check::check_split_brain(
+                pair,
+                apart,
+                detected,
+                "data moved between them",
+            ));
         }
     }
 
@@ -690,19 +918,28 @@ impl Sim {
     /// barrier acknowledgement covering the write's epoch arrives.
     fn observe_write_ack(&mut self, from: u8, to: u8, conn: u64, seq: u64) {
         let inc = self.nodes[usize::from(to)].inc;
-        let Some(&(write, epoch)) = self.seq_map.get(&(to, inc, seq)) else { return };
+        let Some(&(write, epoch)) = self.seq_map.get(&(to, inc, seq)) else {
+            return;
+        };
         let durable_peer_writes = self.cfg.durable_peer_writes;
-        let Some(record) = self.record_mut(write) else { return };
+        let Some(record) = self.record_mut(write) else {
+            return;
+        };
         record.acked_by.insert(from);
         if record.fua || durable_peer_writes {
             record.durable_on.insert(from);
         } else {
-            self.peer_unflushed.entry(from).or_default().push((conn, epoch, write));
+            self.peer_unflushed
+                .entry(from)
+                .or_default()
+                .push((conn, epoch, write));
         }
     }
 
     fn record_mut(&mut self, write: u64) -> Option<&mut WriteRecord> {
-        write.checked_sub(1).and_then(|i| self.writes.get_mut(usize::try_from(i).ok()?))
+        write
+            .checked_sub(1)
+            .and_then(|i| self.writes.get_mut(usize::try_from(i).ok()?))
     }
 
     /// Disk errors on `n`: what it receives may fail to be written (negative acks), so its
@@ -725,11 +962,15 @@ impl Sim {
 
     /// `n` learns that its connection to `peer` ended.
     pub fn disconnect_local(&mut self, n: u8, peer: u8, state: ConnState, reason: &str) {
-        let Some(conn) = self.nodes[usize::from(n)].conns.remove(&peer) else { return };
+        let Some(conn) = self.nodes[usize::from(n)].conns.remove(&peer) else {
+            return;
+        };
         self.note(|| format!("node {n} lost {peer} ({state}): {reason}"));
         self.end_session(conn, n);
         let reason = reason.to_string();
-        self.with_engine(n, |e, now, out| e.peer_disconnected(now, peer, state, reason, out));
+        self.with_engine(n, |e, now, out| {
+            e.peer_disconnected(now, peer, state, reason, out)
+        });
     }
 
     fn end_session(&mut self, conn: u64, receiver: u8) {
@@ -780,12 +1021,25 @@ impl Sim {
         self.note(|| format!("connect {a} <-> {b} (conn {conn})"));
         for (x, y) in [(a, b), (b, a)] {
             self.nodes[usize::from(x)].conns.insert(y, conn);
-            let up_to_date = self.nodes[usize::from(y)].engine.as_ref().is_some_and(|e| e.status().volumes.first().is_some_and(|v| v.disk == repl::DiskState::UpToDate));
+            let up_to_date = self.nodes[usize::from(y)].engine.as_ref().is_some_and(|e| {
+                e.status()
+                    .volumes
+                    .first()
+                    .is_some_and(|v| v.disk == repl::DiskState::UpToDate)
+            });
             // A disk that fails writes now cannot be checked as an epoch prefix (as
             // `invalidate_receiver_sessions` does for sessions under way when errors start).
             let failing = self.nodes[usize::from(y)].disk.has_failures();
             let snapshot = self.nodes[usize::from(y)].disk.blocks().to_vec();
-            self.sessions.insert((conn, y), Session { sender: x, snapshot, writes: Vec::new(), valid: up_to_date && !failing });
+            self.sessions.insert(
+                (conn, y),
+                Session {
+                    sender: x,
+                    snapshot,
+                    writes: Vec::new(),
+                    valid: up_to_date && !failing,
+                },
+            );
         }
         self.with_engine(a, |e, now, out| e.peer_connected(now, b, out));
         self.with_engine(b, |e, now, out| e.peer_connected(now, a, out));
@@ -801,7 +1055,9 @@ impl Sim {
         if self.cfg.quorum {
             // As the daemon does at attach: the resource's quorum settings before anything
             // else (a fresh or restarted node starts without quorum until it connects).
-            self.with_engine(n, |e, now, out| e.set_quorum(now, SimConfig::quorum_config(), out));
+            self.with_engine(n, |e, now, out| {
+                e.set_quorum(now, SimConfig::quorum_config(), out)
+            });
         }
         let inc = self.nodes[usize::from(n)].inc;
         let first = self.rng.range(0, 100 * MS);
@@ -816,7 +1072,11 @@ impl Sim {
             return;
         }
         self.stats.crashes += 1;
-        let conns: Vec<(u8, u64)> = self.nodes[usize::from(n)].conns.iter().map(|(&p, &c)| (p, c)).collect();
+        let conns: Vec<(u8, u64)> = self.nodes[usize::from(n)]
+            .conns
+            .iter()
+            .map(|(&p, &c)| (p, c))
+            .collect();
         for (peer, conn) in conns {
             self.sessions.remove(&(conn, n));
             self.drop_connection(n, peer, conn);
@@ -860,7 +1120,10 @@ impl Sim {
         }
         self.note(|| format!("RESTART node {n}"));
         if let Err(error) = self.boot(n) {
-            self.fail(Violation { checker: "restart", detail: error.to_string() });
+            self.fail(Violation {
+                checker: "restart",
+                detail: error.to_string(),
+            });
         }
     }
 
@@ -873,16 +1136,29 @@ impl Sim {
         if self.rng.chance(5) {
             self.write_back_pages(n);
         }
-        self.schedule(repl::TICK_INTERVAL.as_nanos().try_into().unwrap_or(100 * MS), Ev::Tick { node: n, inc });
+        self.schedule(
+            repl::TICK_INTERVAL
+                .as_nanos()
+                .try_into()
+                .unwrap_or(100 * MS),
+            Ev::Tick { node: n, inc },
+        );
     }
 
     // ----- client ------------------------------------------------------------------------
 
     fn on_client(&mut self) {
-        let delay = if self.rng.chance(10) { self.rng.range(5 * MS, 50 * MS) } else { self.rng.range(100_000, 2 * MS) };
+        let delay = if self.rng.chance(10) {
+            self.rng.range(5 * MS, 50 * MS)
+        } else {
+            self.rng.range(100_000, 2 * MS)
+        };
         self.schedule(delay, Ev::Client);
         let Some(n) = self.primary else { return };
-        let is_primary = self.nodes[usize::from(n)].engine.as_ref().is_some_and(|e| e.role() == Role::Primary);
+        let is_primary = self.nodes[usize::from(n)]
+            .engine
+            .as_ref()
+            .is_some_and(|e| e.role() == Role::Primary);
         if !self.workload_on || !is_primary || self.client_in_flight(n) >= CLIENT_IN_FLIGHT_MAX {
             return;
         }
@@ -890,7 +1166,11 @@ impl Sim {
             self.submit_flush(n);
         } else {
             let count = self.rng.range(1, WRITE_BLOCKS_MAX + 1);
-            let first = if self.rng.chance(50) { self.rng.range(0, 64) } else { self.rng.range(0, VOLUME_BLOCKS - count) };
+            let first = if self.rng.chance(50) {
+                self.rng.range(0, 64)
+            } else {
+                self.rng.range(0, VOLUME_BLOCKS - count)
+            };
             let fua = self.rng.chance(10);
             self.submit_write(n, first, count, fua);
         }
@@ -899,13 +1179,37 @@ impl Sim {
     /// Submits a client write of `count` blocks at `first` to node `n`; returns its id.
     pub fn submit_write(&mut self, n: u8, first: u64, count: u64, fua: bool) -> u64 {
         let id = u64::try_from(self.writes.len()).unwrap_or(u64::MAX) + 1;
-        self.writes.push(WriteRecord { id, node: n, first, count, fua, ..WriteRecord::default() });
+        self.writes.push(WriteRecord {
+            id,
+            node: n,
+            first,
+            count,
+            fua,
+            ..WriteRecord::default()
+        });
         let tags: Vec<u64> = (first..first + count).map(|b| check::tag(id, b)).collect();
         let request = self.next_request;
         self.next_request += 1;
-        self.requests.insert(request, Request { node: n, write: Some(id), submitted: self.stats.steps });
-        let op = Op::Write { offset: first * BLOCK_BYTES, length: count * BLOCK_BYTES, data: Rc::from(tags), flags: WriteFlags { fua } };
-        self.note(|| format!("client write {id} to node {n}: blocks {first}+{count}{}", if fua { " fua" } else { "" }));
+        self.requests.insert(
+            request,
+            Request {
+                node: n,
+                write: Some(id),
+                submitted: self.stats.steps,
+            },
+        );
+        let op = Op::Write {
+            offset: first * BLOCK_BYTES,
+            length: count * BLOCK_BYTES,
+            data: Rc::from(tags),
+            flags: WriteFlags { fua },
+        };
+        self.note(|| {
+            format!(
+                "client write {id} to node {n}: blocks {first}+{count}{}",
+                if fua { " fua" } else { "" }
+            )
+        });
         self.with_engine(n, |e, now, out| e.submit(now, request, 0, op, out));
         id
     }
@@ -913,13 +1217,27 @@ impl Sim {
     fn submit_flush(&mut self, n: u8) {
         let request = self.next_request;
         self.next_request += 1;
-        self.requests.insert(request, Request { node: n, write: None, submitted: self.stats.steps });
+        self.requests.insert(
+            request,
+            Request {
+                node: n,
+                write: None,
+                submitted: self.stats.steps,
+            },
+        );
         self.with_engine(n, |e, now, out| e.submit(now, request, 0, Op::Flush, out));
     }
 
     fn on_complete(&mut self, request: u64, result: Result<(), IoError>) {
-        let Some(req) = self.requests.remove(&request) else { return };
-        self.note(|| format!("complete request {request} (write {:?}): {result:?}", req.write));
+        let Some(req) = self.requests.remove(&request) else {
+            return;
+        };
+        self.note(|| {
+            format!(
+                "complete request {request} (write {:?}): {result:?}",
+                req.write
+            )
+        });
         if result.is_err() {
             self.stats.writes_failed += u64::from(req.write.is_some());
             return;
@@ -929,8 +1247,12 @@ impl Sim {
             return;
         };
         let step = self.stats.steps;
-        let Some(index) = id.checked_sub(1).and_then(|i| usize::try_from(i).ok()) else { return };
-        let Some(record) = self.writes.get_mut(index) else { return };
+        let Some(index) = id.checked_sub(1).and_then(|i| usize::try_from(i).ok()) else {
+            return;
+        };
+        let Some(record) = self.writes.get_mut(index) else {
+            return;
+        };
         record.acked = Some(step);
         if record.fua {
             record.durable_on.insert(req.node);
@@ -940,10 +1262,17 @@ impl Sim {
         self.stats.writes_acked += 1;
         let record = self.writes[index].clone();
         let n = req.node;
-        if self.nodes[usize::from(n)].engine.as_ref().is_some_and(|e| e.quorum_left_out() > 0) {
+        if self.nodes[usize::from(n)]
+            .engine
+            .as_ref()
+            .is_some_and(|e| e.quorum_left_out() > 0)
+        {
             self.stats.writes_by_last_man += 1;
         }
-        self.check(check::check_acked_on_primary(self.nodes[usize::from(n)].disk.blocks(), &record));
+        self.check(check::check_acked_on_primary(
+            self.nodes[usize::from(n)].disk.blocks(),
+            &record,
+        ));
         for peer in (0..self.cfg.nodes).filter(|&p| p != n) {
             if !self.nodes[usize::from(n)].conns.contains_key(&peer) {
                 self.wrote_apart.insert((n, peer));
@@ -957,7 +1286,9 @@ impl Sim {
     fn flush_completed(&mut self, n: u8, submitted: u64) {
         let volatile = std::mem::take(&mut self.volatile);
         for id in volatile {
-            let Some(w) = self.record_mut(id) else { continue };
+            let Some(w) = self.record_mut(id) else {
+                continue;
+            };
             if w.acked.unwrap_or(0) >= submitted {
                 self.volatile.push(id);
             } else if w.node == n || w.acked_by.contains(&n) {
@@ -969,7 +1300,11 @@ impl Sim {
     /// Excuses every write acknowledged so far (a forced promotion or a discarded side gives
     /// up on them by design).
     pub fn excuse_acked_writes(&mut self, node: Option<u8>) {
-        for w in self.writes.iter_mut().filter(|w| node.is_none_or(|n| w.node == n)) {
+        for w in self
+            .writes
+            .iter_mut()
+            .filter(|w| node.is_none_or(|n| w.node == n))
+        {
             w.excused = true;
         }
     }
@@ -993,7 +1328,11 @@ impl Sim {
         for node in &self.nodes {
             usage.local_pending = usage.local_pending.max(node.pending.len());
             if let Some(engine) = &node.engine {
-                let upper = engine.status().volumes.first().map_or(0, |v| v.upper_pending);
+                let upper = engine
+                    .status()
+                    .volumes
+                    .first()
+                    .map_or(0, |v| v.upper_pending);
                 usage.upper_pending = usage.upper_pending.max(upper);
             }
         }
@@ -1012,13 +1351,24 @@ impl Sim {
         if self.nodes[usize::from(n)].peer_io_pending() {
             return;
         }
-        let Some(session) = self.prefix_pending.remove(&n) else { return };
-        let result = check::check_epoch_prefix(&session.snapshot, &session.writes, self.nodes[usize::from(n)].disk.blocks());
+        let Some(session) = self.prefix_pending.remove(&n) else {
+            return;
+        };
+        let result = check::check_epoch_prefix(
+            &session.snapshot,
+            &session.writes,
+            self.nodes[usize::from(n)].disk.blocks(),
+        );
         if result.is_ok() {
             self.stats.prefix_checks += 1;
         }
         let sender = session.sender;
-        self.note(|| format!("epoch-prefix check of node {n} (from {sender}, {} writes)", session.writes.len()));
+        self.note(|| {
+            format!(
+                "epoch-prefix check of node {n} (from {sender}, {} writes)",
+                session.writes.len()
+            )
+        });
         self.check(result);
     }
 
@@ -1042,10 +1392,21 @@ impl Sim {
             return quiet.len();
         }
         for &(a, b) in &quiet {
-            let apart = (self.wrote_apart.contains(&(a, b)), self.wrote_apart.contains(&(b, a)));
+            let apart = (
+                self.wrote_apart.contains(&(a, b)),
+                self.wrote_apart.contains(&(b, a)),
+            );
             let detected = self.sb_detected.contains(&(a, b));
-            self.check(check::check_split_brain((a, b), apart, detected, "they are Established"));
-            let result = check::check_identical((a, self.nodes[usize::from(a)].disk.blocks()), (b, self.nodes[usize::from(b)].disk.blocks()));
+            self.check(check::check_split_brain(
+                (a, b),
+                apart,
+                detected,
+                "they are Established",
+            ));
+            let result = check::check_identical(
+                (a, self.nodes[usize::from(a)].disk.blocks()),
+                (b, self.nodes[usize::from(b)].disk.blocks()),
+            );
             if result.is_ok() {
                 self.stats.identical_checks += 1;
             }
@@ -1063,48 +1424,89 @@ impl Sim {
     fn settle_split_brain_records(&mut self) {
         for a in 0..self.cfg.nodes {
             for b in a + 1..self.cfg.nodes {
-                let apart = (self.wrote_apart.contains(&(a, b)), self.wrote_apart.contains(&(b, a)));
-                if !(apart.0 || apart.1) || !(self.established_up_to_date(a, b) && self.established_up_to_date(b, a)) {
+                let apart = (
+                    self.wrote_apart.contains(&(a, b)),
+                    self.wrote_apart.contains(&(b, a)),
+                );
+                if !(apart.0 || apart.1)
+                    || !(self.established_up_to_date(a, b) && self.established_up_to_date(b, a))
+                {
                     continue;
                 }
                 let detected = self.sb_detected.contains(&(a, b));
-                self.check(check::check_split_brain((a, b), apart, detected, "they are Established"));
+                self.check(check::check_split_brain(
+                    (a, b),
+                    apart,
+                    detected,
+                    "they are Established",
+                ));
                 self.wrote_apart.remove(&(a, b));
                 self.wrote_apart.remove(&(b, a));
                 self.sb_detected.remove(&(a, b));
                 self.role_conflicts.remove(&(a, b));
-            self.role_conflicts.remove(&(a, b));
+                self.role_conflicts.remove(&(a, b));
             }
         }
     }
 
     fn established_up_to_date(&self, n: u8, peer: u8) -> bool {
-        let Some(engine) = &self.nodes[usize::from(n)].engine else { return false };
+        let Some(engine) = &self.nodes[usize::from(n)].engine else {
+            return false;
+        };
         let status = engine.status();
-        status.volumes.first().is_some_and(|v| v.disk == repl::DiskState::UpToDate)
-            && status.peers.iter().find(|p| p.node_id == peer).is_some_and(|p| {
-                p.connection == ConnState::Connected && p.volumes.first().is_some_and(|v| v.replication == repl::ReplState::Established && v.peer_disk == repl::DiskState::UpToDate)
-            })
+        status
+            .volumes
+            .first()
+            .is_some_and(|v| v.disk == repl::DiskState::UpToDate)
+            && status
+                .peers
+                .iter()
+                .find(|p| p.node_id == peer)
+                .is_some_and(|p| {
+                    p.connection == ConnState::Connected
+                        && p.volumes.first().is_some_and(|v| {
+                            v.replication == repl::ReplState::Established
+                                && v.peer_disk == repl::DiskState::UpToDate
+                        })
+                })
     }
 
     fn pair_quiet(&self, a: u8, b: u8) -> bool {
         let (na, nb) = (&self.nodes[usize::from(a)], &self.nodes[usize::from(b)]);
-        let Some(conn) = na.conns.get(&b).copied() else { return false };
-        if nb.conns.get(&a) != Some(&conn) || self.dead_conns.contains(&conn) || self.net.carries(conn) || !self.requests.is_empty() {
+        let Some(conn) = na.conns.get(&b).copied() else {
+            return false;
+        };
+        if nb.conns.get(&a) != Some(&conn)
+            || self.dead_conns.contains(&conn)
+            || self.net.carries(conn)
+            || !self.requests.is_empty()
+        {
             return false;
         }
         let settled = |node: &Node, peer: u8| {
             if !node.pending.is_empty() || node.meta.busy() {
                 return false;
             }
-            let Some(engine) = &node.engine else { return false };
+            let Some(engine) = &node.engine else {
+                return false;
+            };
             let status = engine.status();
-            let local = status.volumes.first().is_some_and(|v| v.disk == repl::DiskState::UpToDate && v.upper_pending == 0 && v.lower_pending == 0);
-            let remote = status.peers.iter().find(|p| p.node_id == peer).is_some_and(|p| {
-                p.connection == ConnState::Connected
-                    && p.unacked == 0
-                    && p.volumes.first().is_some_and(|v| v.replication == repl::ReplState::Established && v.peer_disk == repl::DiskState::UpToDate && v.pending == 0)
+            let local = status.volumes.first().is_some_and(|v| {
+                v.disk == repl::DiskState::UpToDate && v.upper_pending == 0 && v.lower_pending == 0
             });
+            let remote = status
+                .peers
+                .iter()
+                .find(|p| p.node_id == peer)
+                .is_some_and(|p| {
+                    p.connection == ConnState::Connected
+                        && p.unacked == 0
+                        && p.volumes.first().is_some_and(|v| {
+                            v.replication == repl::ReplState::Established
+                                && v.peer_disk == repl::DiskState::UpToDate
+                                && v.pending == 0
+                        })
+                });
             local && remote
         };
         settled(na, b) && settled(nb, a)
@@ -1120,8 +1522,17 @@ impl Sim {
             quorum_words = e.quorum_report();
             result = e.promote(force, out);
         });
-        let quorum_words = if self.cfg.quorum { format!(" ({quorum_words})") } else { String::new() };
-        self.note(|| format!("promote node {n}{}: {result:?}{quorum_words}", if force { " --force" } else { "" }));
+        let quorum_words = if self.cfg.quorum {
+            format!(" ({quorum_words})")
+        } else {
+            String::new()
+        };
+        self.note(|| {
+            format!(
+                "promote node {n}{}: {result:?}{quorum_words}",
+                if force { " --force" } else { "" }
+            )
+        });
         if result == Err(repl::StateError::ConfirmingPeers) && !self.admin_retry_scheduled {
             self.admin_retry_scheduled = true;
             self.schedule(2 * MS, Ev::AdminRetry);
@@ -1152,7 +1563,9 @@ impl Sim {
             // acknowledged write (checked above), and every later Primary must hold them too.
             let quorum = self.cfg.quorum;
             if !self.cfg.strict_acked_writes() {
-                for w in self.writes.iter_mut().filter(|w| w.node != n && !w.acked_by.contains(&n) && (!quorum || w.acked.is_some())) {
+                for w in self.writes.iter_mut().filter(|w| {
+                    w.node != n && !w.acked_by.contains(&n) && (!quorum || w.acked.is_some())
+                }) {
                     w.excused = true;
                 }
             }
@@ -1167,16 +1580,25 @@ impl Sim {
     pub fn check_holds_acked_writes(&mut self, n: u8) -> Result<(), Violation> {
         let cluster = self.cluster_seen_from(n);
         let disk = self.nodes[usize::from(n)].disk.blocks();
-        let losses = if self.cfg.strict_acked_writes() { check::check_promotion_strict(disk, n, &self.writes, &cluster)? } else { check::check_promotion(disk, n, &self.writes, &cluster)? };
+        let losses = if self.cfg.strict_acked_writes() {
+            check::check_promotion_strict(disk, n, &self.writes, &cluster)?
+        } else {
+            check::check_promotion(disk, n, &self.writes, &cluster)?
+        };
         for id in losses.unflushed {
-            let Some(w) = self.record_mut(id).filter(|w| !w.lost_unflushed) else { continue };
+            let Some(w) = self.record_mut(id).filter(|w| !w.lost_unflushed) else {
+                continue;
+            };
             w.lost_unflushed = true;
             self.stats.writes_lost_unflushed += 1;
         }
         for id in losses.double_failure {
-            let Some(w) = self.record_mut(id) else { continue };
+            let Some(w) = self.record_mut(id) else {
+                continue;
+            };
             w.double_failure = true;
-            let (primary, confirmed, power_lost) = (w.node, w.acked_by.clone(), w.power_lost_on.clone());
+            let (primary, confirmed, power_lost) =
+                (w.node, w.acked_by.clone(), w.power_lost_on.clone());
             self.stats.writes_lost_by_double_failure += 1;
             self.note(|| {
                 format!("write {id} lost by a double failure on node {n} (served by node {primary}, confirmed by {confirmed:?}, lost at a power loss on {power_lost:?}, down {:?}, cut off {:?})", cluster.down, cluster.cut_off)
@@ -1198,7 +1620,12 @@ impl Sim {
             if !reach.contains(&m) {
                 cluster.cut_off.insert(m);
             }
-            if engine.status().volumes.first().is_none_or(|v| v.disk != repl::DiskState::UpToDate) {
+            if engine
+                .status()
+                .volumes
+                .first()
+                .is_none_or(|v| v.disk != repl::DiskState::UpToDate)
+            {
                 cluster.unusable.insert(m);
             }
         }
@@ -1224,7 +1651,12 @@ impl Sim {
     /// (not a connection one side still holds to a node that crashed since).
     pub fn linked(&self, a: u8, b: u8) -> bool {
         let (na, nb) = (&self.nodes[usize::from(a)], &self.nodes[usize::from(b)]);
-        na.alive() && nb.alive() && na.conns.get(&b).is_some_and(|c| nb.conns.get(&a) == Some(c))
+        na.alive()
+            && nb.alive()
+            && na
+                .conns
+                .get(&b)
+                .is_some_and(|c| nb.conns.get(&a) == Some(c))
     }
 
     /// Client requests in flight.
@@ -1241,7 +1673,11 @@ impl Sim {
     /// them, except in quorum mode, where requests held by an old Primary on the far side of
     /// a partition (suspended for want of quorum) belong to a client that failed over.
     fn client_in_flight(&self, n: u8) -> usize {
-        if self.cfg.quorum { self.requests_to(n) } else { self.requests.len() }
+        if self.cfg.quorum {
+            self.requests_to(n)
+        } else {
+            self.requests.len()
+        }
     }
 
     /// Reschedules delivery of every frame on the wire (after a partition or a stopped reader
@@ -1257,15 +1693,46 @@ impl Sim {
 /// A short description of a message for the trace.
 fn describe(message: &PeerMessage<Payload>) -> String {
     match message {
-        PeerMessage::Data { seq, epoch, offset, .. } => format!("Data seq {seq} epoch {epoch} block {}", offset / BLOCK_BYTES),
-        PeerMessage::ResyncReply { id, offset, length, .. } => format!("ResyncReply {id} blocks {}+{}", offset / BLOCK_BYTES, length / BLOCK_BYTES),
+        PeerMessage::Data {
+            seq, epoch, offset, ..
+        } => format!(
+            "Data seq {seq} epoch {epoch} block {}",
+            offset / BLOCK_BYTES
+        ),
+        PeerMessage::ResyncReply {
+            id, offset, length, ..
+        } => format!(
+            "ResyncReply {id} blocks {}+{}",
+            offset / BLOCK_BYTES,
+            length / BLOCK_BYTES
+        ),
         PeerMessage::BitmapChunk { chunk, .. } => format!("BitmapChunk {} bytes", chunk.len()),
         PeerMessage::SyncUuids(u) => {
-            let bitmaps: Vec<String> = u.ids.bitmap.iter().enumerate().filter(|(_, b)| **b != 0).map(|(node, b)| format!("{node}:{b:x}")).collect();
-            let history: Vec<String> = u.ids.history.iter().filter(|h| **h != 0).map(|h| format!("{h:x}")).collect();
+            let bitmaps: Vec<String> = u
+                .ids
+                .bitmap
+                .iter()
+                .enumerate()
+                .filter(|(_, b)| **b != 0)
+                .map(|(node, b)| format!("{node}:{b:x}"))
+                .collect();
+            let history: Vec<String> = u
+                .ids
+                .history
+                .iter()
+                .filter(|h| **h != 0)
+                .map(|h| format!("{h:x}"))
+                .collect();
             format!(
                 "SyncUuids {:?} {:?} {} current {:x} bitmaps [{}] history [{}] flags {:?} bits {}",
-                u.purpose, u.role, u.disk, u.ids.current, bitmaps.join(" "), history.join(" "), u.ids.flags, u.bitmap_bits
+                u.purpose,
+                u.role,
+                u.disk,
+                u.ids.current,
+                bitmaps.join(" "),
+                history.join(" "),
+                u.ids.flags,
+                u.bitmap_bits
             )
         }
         other => {
@@ -1279,15 +1746,20 @@ fn describe(message: &PeerMessage<Payload>) -> String {
 fn op_tags(op: &DiskOp<Payload>) -> (u64, Vec<u64>) {
     match op {
         DiskOp::Write { offset, data, .. } => (offset / BLOCK_BYTES, data.to_vec()),
-        DiskOp::Trim { offset, length, .. } | DiskOp::WriteZeroes { offset, length, .. } => {
-            (offset / BLOCK_BYTES, vec![0; usize::try_from(length / BLOCK_BYTES).unwrap_or(0)])
-        }
+        DiskOp::Trim { offset, length, .. } | DiskOp::WriteZeroes { offset, length, .. } => (
+            offset / BLOCK_BYTES,
+            vec![0; usize::try_from(length / BLOCK_BYTES).unwrap_or(0)],
+        ),
     }
 }
 
 fn frame_payload_bytes(body: &Body) -> u64 {
     let blocks = match body {
-        Body::Msg(PeerMessage::Data { op: DiskOp::Write { data, .. }, .. }) | Body::Msg(PeerMessage::ResyncReply { data, .. }) => data.len(),
+        Body::Msg(PeerMessage::Data {
+            op: DiskOp::Write { data, .. },
+            ..
+        })
+        | Body::Msg(PeerMessage::ResyncReply { data, .. }) => data.len(),
         _ => 0,
     };
     u64::try_from(blocks).unwrap_or(0) * BLOCK_BYTES
@@ -1295,6 +1767,17 @@ fn frame_payload_bytes(body: &Body) -> u64 {
 
 /// One 8-byte digest per `block_bytes` of tags (the simulator's `verify-alg`).
 fn digests(tags: &[u64], block_bytes: u32) -> Vec<u8> {
-    let per = usize::try_from(u64::from(block_bytes) / BLOCK_BYTES).unwrap_or(1).max(1);
-    tags.chunks(per).flat_map(|chunk| chunk.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &t| (h ^ t).wrapping_mul(0x100_0000_01b3)).to_le_bytes()).collect()
+    let per = usize::try_from(u64::from(block_bytes) / BLOCK_BYTES)
+        .unwrap_or(1)
+        .max(1);
+    tags.chunks(per)
+        .flat_map(|chunk| {
+            chunk
+                .iter()
+                .fold(0xcbf2_9ce4_8422_2325u64, |h, &t| {
+                    (h ^ t).wrapping_mul(0x100_0000_01b3)
+                })
+                .to_le_bytes()
+        })
+        .collect()
 }

@@ -20,13 +20,27 @@ fn clean(seed: u64, scenario: Scenario) -> SimConfig {
 /// tests below replay the runs their seeds were found in, as far as the simulator's other
 /// changes let them.
 fn found(seed: u64) -> SimConfig {
-    let faults = FaultMask::parse("drop,partition,stop-reading,crash,disk-errors").unwrap_or(FaultMask::ALL);
-    SimConfig { faults, ..SimConfig::new(seed, Scenario::Random) }
+    let faults =
+        FaultMask::parse("drop,partition,stop-reading,crash,disk-errors").unwrap_or(FaultMask::ALL);
+    SimConfig {
+        faults,
+        ..SimConfig::new(seed, Scenario::Random)
+    }
 }
 
 fn assert_passes(outcome: &Outcome) {
-    assert!(outcome.failure.is_none(), "seed {} {}: {:?}\n{}", outcome.cfg.seed, outcome.cfg.scenario.name(), outcome.failure, outcome.trace_tail.join("\n"));
-    assert!(outcome.stats.writes_acked > 0 && outcome.stats.identical_checks > 0, "the run did some work and compared replicas");
+    assert!(
+        outcome.failure.is_none(),
+        "seed {} {}: {:?}\n{}",
+        outcome.cfg.seed,
+        outcome.cfg.scenario.name(),
+        outcome.failure,
+        outcome.trace_tail.join("\n")
+    );
+    assert!(
+        outcome.stats.writes_acked > 0 && outcome.stats.identical_checks > 0,
+        "the run did some work and compared replicas"
+    );
 }
 
 #[test]
@@ -62,12 +76,19 @@ fn failover_primary_dies_secondary_promoted() {
 fn partition_during_split_brain_resolution_when_the_cut_misses_the_sync_start() {
     let outcome = run(clean(1, Scenario::PartitionDuringSplitBrain));
     assert_passes(&outcome);
-    assert!(outcome.stats.split_brains >= 1, "the split brain was detected");
+    assert!(
+        outcome.stats.split_brains >= 1,
+        "the split brain was detected"
+    );
 }
 
 #[test]
 fn split_brain_of_two_primaries_is_detected_when_the_handshake_comes_first() {
-    let outcome = run(SimConfig { durable_peer_writes: true, internal_metadata: true, ..SimConfig::new(1, Scenario::SplitBrainTwoPrimaries) });
+    let outcome = run(SimConfig {
+        durable_peer_writes: true,
+        internal_metadata: true,
+        ..SimConfig::new(1, Scenario::SplitBrainTwoPrimaries)
+    });
     assert_passes(&outcome);
     assert!(outcome.stats.split_brains >= 1);
 }
@@ -76,9 +97,18 @@ fn split_brain_of_two_primaries_is_detected_when_the_handshake_comes_first() {
 #[test]
 fn a_small_random_batch_passes() {
     for seed in 0..6 {
-        let config = SimConfig { workload_ns: 8_000_000_000, nodes: 2, ..clean(seed, Scenario::Random) };
+        let config = SimConfig {
+            workload_ns: 8_000_000_000,
+            nodes: 2,
+            ..clean(seed, Scenario::Random)
+        };
         let outcome = run(config);
-        assert!(outcome.failure.is_none(), "seed {seed}: {:?}\n{}", outcome.failure, outcome.trace_tail.join("\n"));
+        assert!(
+            outcome.failure.is_none(),
+            "seed {seed}: {:?}\n{}",
+            outcome.failure,
+            outcome.trace_tail.join("\n")
+        );
     }
 }
 
@@ -91,7 +121,11 @@ fn a_small_random_batch_passes() {
 fn full_disks_and_whole_cluster_power_losses_pass() {
     let (mut full_disks, mut outages) = (0, 0);
     for seed in [20, 32, 36] {
-        let outcome = run(SimConfig { workload_ns: 8_000_000_000, nodes: 2, ..clean(seed, Scenario::Random) });
+        let outcome = run(SimConfig {
+            workload_ns: 8_000_000_000,
+            nodes: 2,
+            ..clean(seed, Scenario::Random)
+        });
         assert_passes(&outcome);
         full_disks += outcome.stats.disks_full;
         outages += outcome.stats.cluster_power_losses;
@@ -107,24 +141,48 @@ fn full_disks_and_whole_cluster_power_losses_pass() {
 #[test]
 fn a_small_three_node_random_batch_passes() {
     for seed in 0..6 {
-        let config = SimConfig { workload_ns: 8_000_000_000, nodes: 3, ..clean(seed, Scenario::Random) };
+        let config = SimConfig {
+            workload_ns: 8_000_000_000,
+            nodes: 3,
+            ..clean(seed, Scenario::Random)
+        };
         let outcome = run(config);
-        assert!(outcome.failure.is_none(), "seed {seed}: {:?}\n{}", outcome.failure, outcome.trace_tail.join("\n"));
+        assert!(
+            outcome.failure.is_none(),
+            "seed {seed}: {:?}\n{}",
+            outcome.failure,
+            outcome.trace_tail.join("\n")
+        );
     }
 }
 
 #[test]
 fn the_same_seed_gives_the_same_trace() {
     for seed in [3, 11] {
-        let config = SimConfig { workload_ns: 5_000_000_000, ..SimConfig::new(seed, Scenario::Random) };
+        let config = SimConfig {
+            workload_ns: 5_000_000_000,
+            ..SimConfig::new(seed, Scenario::Random)
+        };
         let (a, b) = (run(config.clone()), run(config));
-        assert_eq!((a.trace_hash, a.trace_lines, a.stats.steps), (b.trace_hash, b.trace_lines, b.stats.steps));
+        assert_eq!(
+            (a.trace_hash, a.trace_lines, a.stats.steps),
+            (b.trace_hash, b.trace_lines, b.stats.steps)
+        );
         assert_eq!(a.trace_tail, b.trace_tail);
         assert_eq!(a.failure, b.failure);
         assert!(a.trace_lines > 100);
     }
-    let short = |seed| run(SimConfig { workload_ns: 2_000_000_000, ..SimConfig::new(seed, Scenario::Random) });
-    assert_ne!(short(1).trace_hash, short(2).trace_hash, "different seeds differ");
+    let short = |seed| {
+        run(SimConfig {
+            workload_ns: 2_000_000_000,
+            ..SimConfig::new(seed, Scenario::Random)
+        })
+    };
+    assert_ne!(
+        short(1).trace_hash,
+        short(2).trace_hash,
+        "different seeds differ"
+    );
 }
 
 /// A Secondary's power loss, then the loss of the Primary: the faithful model's double
@@ -141,21 +199,38 @@ fn the_same_seed_gives_the_same_trace() {
 fn a_secondary_power_loss_then_the_primary_crash_is_a_double_failure() {
     let mut lost = 0;
     for seed in 0..4 {
-        let outcome = run(SimConfig { internal_metadata: false, ..clean(seed, Scenario::DoubleFailure) });
+        let outcome = run(SimConfig {
+            internal_metadata: false,
+            ..clean(seed, Scenario::DoubleFailure)
+        });
         assert_passes(&outcome);
-        assert!(outcome.stats.crashes >= 2 && outcome.stats.split_brains >= 1, "two failures, then node 0 returned diverged");
+        assert!(
+            outcome.stats.crashes >= 2 && outcome.stats.split_brains >= 1,
+            "two failures, then node 0 returned diverged"
+        );
         lost += outcome.stats.writes_lost_by_double_failure;
     }
-    assert!(lost >= 1, "a write node 1 confirmed and lost with its power");
+    assert!(
+        lost >= 1,
+        "a write node 1 confirmed and lost with its power"
+    );
 }
 
 /// Random runs fail over with three nodes too (behind the seed's draw), not only with two.
 #[test]
 fn random_runs_fail_over_with_two_and_three_nodes() {
-    let configs: Vec<SimConfig> = (0..100).map(|seed| SimConfig::new(seed, Scenario::Random)).collect();
+    let configs: Vec<SimConfig> = (0..100)
+        .map(|seed| SimConfig::new(seed, Scenario::Random))
+        .collect();
     for nodes in [2, 3] {
-        assert!(configs.iter().any(|c| c.nodes == nodes && c.failover), "{nodes} nodes");
-        assert!(configs.iter().any(|c| c.nodes == nodes && !c.failover), "{nodes} nodes");
+        assert!(
+            configs.iter().any(|c| c.nodes == nodes && c.failover),
+            "{nodes} nodes"
+        );
+        assert!(
+            configs.iter().any(|c| c.nodes == nodes && !c.failover),
+            "{nodes} nodes"
+        );
     }
 }
 
@@ -198,7 +273,13 @@ fn split_brain_of_two_primaries_is_always_detected() {
 #[test]
 fn external_metadata_crash_keeps_replicas_identical() {
     let faults = FaultMask::parse("crash").unwrap_or(FaultMask::ALL);
-    let config = SimConfig { faults, nodes: 2, durable_peer_writes: true, internal_metadata: false, ..SimConfig::new(15, Scenario::Random) };
+    let config = SimConfig {
+        faults,
+        nodes: 2,
+        durable_peer_writes: true,
+        internal_metadata: false,
+        ..SimConfig::new(15, Scenario::Random)
+    };
     assert_passes(&run(config));
 }
 
@@ -207,7 +288,12 @@ fn external_metadata_crash_keeps_replicas_identical() {
 /// ResyncDone (data socket): the source then shows the peer Inconsistent for ever.
 #[test]
 fn peer_state_after_a_resync_is_up_to_date() {
-    let config = SimConfig { nodes: 2, durable_peer_writes: true, internal_metadata: true, ..found(513) };
+    let config = SimConfig {
+        nodes: 2,
+        durable_peer_writes: true,
+        internal_metadata: true,
+        ..found(513)
+    };
     assert_passes(&run(config));
 }
 
@@ -220,7 +306,11 @@ fn peer_state_after_a_resync_is_up_to_date() {
 #[test]
 fn three_nodes_keep_replicas_identical() {
     let faults = FaultMask::parse("drop").unwrap_or(FaultMask::ALL);
-    let config = SimConfig { faults, nodes: 3, ..SimConfig::new(7, Scenario::Random) };
+    let config = SimConfig {
+        faults,
+        nodes: 3,
+        ..SimConfig::new(7, Scenario::Random)
+    };
     assert_passes(&run(config));
 }
 
@@ -236,14 +326,28 @@ fn three_nodes_resync_writes_are_marked_for_absent_peers() {
 // ----- quorum mode ---------------------------------------------------------------------------
 
 fn quorum(seed: u64, nodes: u8) -> SimConfig {
-    SimConfig { nodes, ..found(seed) }.with_quorum()
+    SimConfig {
+        nodes,
+        ..found(seed)
+    }
+    .with_quorum()
 }
 
 #[test]
 fn quorum_mode_with_two_nodes_passes() {
     for seed in 0..6 {
-        let outcome = run(SimConfig { workload_ns: 8_000_000_000, nodes: 2, ..SimConfig::new(seed, Scenario::Random) }.with_quorum());
-        assert!(outcome.failure.is_none(), "seed {seed}: {:?}\n{}", outcome.failure, outcome.trace_tail.join("\n"));
+        let outcome = run(SimConfig {
+            workload_ns: 8_000_000_000,
+            nodes: 2,
+            ..SimConfig::new(seed, Scenario::Random)
+        }
+        .with_quorum());
+        assert!(
+            outcome.failure.is_none(),
+            "seed {seed}: {:?}\n{}",
+            outcome.failure,
+            outcome.trace_tail.join("\n")
+        );
     }
 }
 
@@ -273,8 +377,18 @@ fn quorum_failover_away_from_a_live_primary_fails_its_held_writes() {
 fn quorum_lone_primary_writes_after_graceful_departures() {
     let (mut departures, mut last_man) = (0, 0);
     for seed in 0..32 {
-        let outcome = run(SimConfig { workload_ns: 8_000_000_000, nodes: 2, ..SimConfig::new(seed, Scenario::Random) }.with_quorum());
-        assert!(outcome.failure.is_none(), "seed {seed}: {:?}\n{}", outcome.failure, outcome.trace_tail.join("\n"));
+        let outcome = run(SimConfig {
+            workload_ns: 8_000_000_000,
+            nodes: 2,
+            ..SimConfig::new(seed, Scenario::Random)
+        }
+        .with_quorum());
+        assert!(
+            outcome.failure.is_none(),
+            "seed {seed}: {:?}\n{}",
+            outcome.failure,
+            outcome.trace_tail.join("\n")
+        );
         departures += outcome.stats.departures;
         last_man += outcome.stats.writes_by_last_man;
     }
@@ -284,9 +398,15 @@ fn quorum_lone_primary_writes_after_graceful_departures() {
 
 #[test]
 fn quorum_mode_replays_exactly() {
-    let config = SimConfig { workload_ns: 5_000_000_000, ..quorum(25, 3) };
+    let config = SimConfig {
+        workload_ns: 5_000_000_000,
+        ..quorum(25, 3)
+    };
     let (a, b) = (run(config.clone()), run(config));
-    assert_eq!((a.trace_hash, a.trace_lines, a.stats.steps), (b.trace_hash, b.trace_lines, b.stats.steps));
+    assert_eq!(
+        (a.trace_hash, a.trace_lines, a.stats.steps),
+        (b.trace_hash, b.trace_lines, b.stats.steps)
+    );
 }
 
 /// Three nodes, quorum: the crashed Primary (node 0) returns while the new Primary (node 1)
@@ -560,7 +680,10 @@ fn quorum_an_adopted_bitmap_identifier_brings_its_bits() {
 /// regression test.
 #[test]
 fn a_resync_between_secondaries_stops_when_a_primary_appears() {
-    assert_passes(&run(SimConfig { nodes: 3, ..found(1938) }));
+    assert_passes(&run(SimConfig {
+        nodes: 3,
+        ..found(1938)
+    }));
 }
 
 /// Three nodes, quorum: after a failover away from a Primary cut off in a minority, the old
@@ -621,7 +744,11 @@ fn quorum_protocol_a_a_target_resynced_from_a_peer_without_a_write() {
 /// regression test.
 #[test]
 fn quorum_a_secondary_whose_disk_is_full_is_not_promoted() {
-    assert_passes(&run(SimConfig { nodes: 3, ..SimConfig::new(1059, Scenario::Random) }.with_quorum()));
+    assert_passes(&run(SimConfig {
+        nodes: 3,
+        ..SimConfig::new(1059, Scenario::Random)
+    }
+    .with_quorum()));
 }
 
 /// Three nodes, quorum, protocol C: the whole cluster loses power; node 1 had confirmed
@@ -636,13 +763,25 @@ fn quorum_a_secondary_whose_disk_is_full_is_not_promoted() {
 #[test]
 #[ignore = "engine: a Secondary's lost unflushed writes are forgotten when the whole cluster loses power"]
 fn quorum_a_secondary_power_loss_is_reconciled_after_the_primary_is_lost() {
-    assert_passes(&run(SimConfig { nodes: 3, ..SimConfig::new(1610, Scenario::Random) }.with_quorum()));
+    assert_passes(&run(SimConfig {
+        nodes: 3,
+        ..SimConfig::new(1610, Scenario::Random)
+    }
+    .with_quorum()));
 }
 
 // ----- every checker can fail ---------------------------------------------------------------
 
 fn acked(id: u64, node: u8, first: u64, count: u64, acked_by: &[u8]) -> WriteRecord {
-    WriteRecord { id, node, first, count, acked: Some(id), acked_by: acked_by.iter().copied().collect::<BTreeSet<u8>>(), ..WriteRecord::default() }
+    WriteRecord {
+        id,
+        node,
+        first,
+        count,
+        acked: Some(id),
+        acked_by: acked_by.iter().copied().collect::<BTreeSet<u8>>(),
+        ..WriteRecord::default()
+    }
 }
 
 #[test]
@@ -656,7 +795,11 @@ fn acked_on_primary_checker_fails_on_a_missing_block() {
 }
 
 fn cluster(down: &[u8], cut_off: &[u8]) -> Cluster {
-    Cluster { down: down.iter().copied().collect(), cut_off: cut_off.iter().copied().collect(), ..Cluster::default() }
+    Cluster {
+        down: down.iter().copied().collect(),
+        cut_off: cut_off.iter().copied().collect(),
+        ..Cluster::default()
+    }
 }
 
 #[test]
@@ -664,19 +807,32 @@ fn promotion_checker_fails_on_a_lost_acknowledged_write() {
     let writes = vec![acked(1, 0, 0, 2, &[1]), acked(2, 0, 4, 1, &[])];
     let up = Cluster::default();
     let mut disk = vec![0; 8];
-    assert!(check::check_promotion(&disk, 1, &writes, &up).is_err(), "write 1 was confirmed by node 1");
+    assert!(
+        check::check_promotion(&disk, 1, &writes, &up).is_err(),
+        "write 1 was confirmed by node 1"
+    );
     disk[0] = tag(1, 0);
     disk[1] = tag(3, 1);
-    assert!(check::check_promotion(&disk, 1, &writes, &up).is_ok(), "write 2 was never confirmed by node 1; a later write may cover");
+    assert!(
+        check::check_promotion(&disk, 1, &writes, &up).is_ok(),
+        "write 2 was never confirmed by node 1; a later write may cover"
+    );
     let mut excused = writes.clone();
     excused[0].excused = true;
     assert!(check::check_promotion(&[0; 8], 1, &excused, &up).is_ok());
     let mut lost_with_primary = writes.clone();
     lost_with_primary[0].lost_on.insert(0);
-    assert!(check::check_promotion(&[0; 8], 1, &lost_with_primary, &up).is_err(), "its Primary's power loss does not excuse node 1's own copy");
+    assert!(
+        check::check_promotion(&[0; 8], 1, &lost_with_primary, &up).is_err(),
+        "its Primary's power loss does not excuse node 1's own copy"
+    );
     lost_with_primary[0].lost_on.insert(1);
     let losses = check::check_promotion(&[0; 8], 1, &lost_with_primary, &up);
-    assert_eq!(losses.map(|l| l.unflushed), Ok(vec![1]), "node 1 took its data from the Primary that lost it unflushed");
+    assert_eq!(
+        losses.map(|l| l.unflushed),
+        Ok(vec![1]),
+        "node 1 took its data from the Primary that lost it unflushed"
+    );
 }
 
 /// The double-failure rule (check.rs): node 1 lost power before write 1 was durable there;
@@ -686,57 +842,133 @@ fn double_failure_rule_needs_every_holder_gone() {
     let mut write = acked(1, 0, 0, 2, &[1, 2]);
     write.power_lost_on.insert(1);
     let writes = vec![write];
-    let promote_1 = |cluster: &Cluster| check::check_promotion(&[0; 8], 1, &writes, cluster).map(|losses| losses.double_failure);
-    assert!(promote_1(&cluster(&[0], &[])).is_err(), "node 2 runs and holds it");
-    assert!(promote_1(&cluster(&[2], &[])).is_err(), "its Primary, node 0, runs in node 1's partition and holds it");
-    assert!(promote_1(&cluster(&[0], &[2])).is_err(), "a confirming peer cut off still holds it");
-    assert_eq!(promote_1(&cluster(&[0, 2], &[])), Ok(vec![1]), "node 0 and node 2 are down");
-    assert_eq!(promote_1(&cluster(&[2], &[0])), Ok(vec![1]), "node 2 is down, node 0 cut off (failed over from)");
-    let unusable = Cluster { unusable: [2].into_iter().collect(), ..cluster(&[0], &[]) };
-    assert_eq!(promote_1(&unusable), Ok(vec![1]), "node 0 is down, node 2 runs Inconsistent: no copy anyone may use");
+    let promote_1 = |cluster: &Cluster| {
+        check::check_promotion(&[0; 8], 1, &writes, cluster).map(|losses| losses.double_failure)
+    };
+    assert!(
+        promote_1(&cluster(&[0], &[])).is_err(),
+        "node 2 runs and holds it"
+    );
+    assert!(
+        promote_1(&cluster(&[2], &[])).is_err(),
+        "its Primary, node 0, runs in node 1's partition and holds it"
+    );
+    assert!(
+        promote_1(&cluster(&[0], &[2])).is_err(),
+        "a confirming peer cut off still holds it"
+    );
+    assert_eq!(
+        promote_1(&cluster(&[0, 2], &[])),
+        Ok(vec![1]),
+        "node 0 and node 2 are down"
+    );
+    assert_eq!(
+        promote_1(&cluster(&[2], &[0])),
+        Ok(vec![1]),
+        "node 2 is down, node 0 cut off (failed over from)"
+    );
+    let unusable = Cluster {
+        unusable: [2].into_iter().collect(),
+        ..cluster(&[0], &[])
+    };
+    assert_eq!(
+        promote_1(&unusable),
+        Ok(vec![1]),
+        "node 0 is down, node 2 runs Inconsistent: no copy anyone may use"
+    );
     let mut both_lost = writes.clone();
     both_lost[0].power_lost_on.insert(2);
     both_lost[0].lost_on.insert(0);
-    assert_eq!(check::check_promotion(&[0; 8], 1, &both_lost, &Cluster::default()).map(|losses| losses.double_failure), Ok(vec![1]), "every holder lost it at a power loss");
+    assert_eq!(
+        check::check_promotion(&[0; 8], 1, &both_lost, &Cluster::default())
+            .map(|losses| losses.double_failure),
+        Ok(vec![1]),
+        "every holder lost it at a power loss"
+    );
     let never_lost = vec![acked(1, 0, 0, 2, &[1])];
-    assert!(check::check_promotion(&[0; 8], 1, &never_lost, &cluster(&[0], &[])).is_err(), "node 1 never lost power: nothing excuses it");
+    assert!(
+        check::check_promotion(&[0; 8], 1, &never_lost, &cluster(&[0], &[])).is_err(),
+        "node 1 never lost power: nothing excuses it"
+    );
     let mut recorded = never_lost.clone();
     recorded[0].double_failure = true;
-    assert!(check::check_promotion(&[0; 8], 1, &recorded, &Cluster::default()).is_ok(), "found lost by a double failure before: required nowhere");
+    assert!(
+        check::check_promotion(&[0; 8], 1, &recorded, &Cluster::default()).is_ok(),
+        "found lost by a double failure before: required nowhere"
+    );
     let elsewhere = vec![acked(1, 0, 0, 2, &[2])];
     let mut elsewhere_lost = elsewhere.clone();
     elsewhere_lost[0].power_lost_on.insert(2);
-    assert!(check::check_promotion_strict(&[0; 8], 1, &elsewhere_lost, &cluster(&[0], &[])).is_err(), "strict: node 1 never held it nor took it by resync");
+    assert!(
+        check::check_promotion_strict(&[0; 8], 1, &elsewhere_lost, &cluster(&[0], &[])).is_err(),
+        "strict: node 1 never held it nor took it by resync"
+    );
 }
 
 #[test]
 fn strict_promotion_checker_fails_on_a_write_the_node_never_confirmed() {
     let up = Cluster::default();
     let writes = vec![acked(1, 0, 0, 2, &[2])];
-    assert!(check::check_promotion(&[0; 8], 1, &writes, &up).is_ok(), "node 1 never confirmed write 1");
-    assert!(check::check_promotion_strict(&[0; 8], 1, &writes, &up).is_err(), "quorum, protocol C: acknowledged is required everywhere");
+    assert!(
+        check::check_promotion(&[0; 8], 1, &writes, &up).is_ok(),
+        "node 1 never confirmed write 1"
+    );
+    assert!(
+        check::check_promotion_strict(&[0; 8], 1, &writes, &up).is_err(),
+        "quorum, protocol C: acknowledged is required everywhere"
+    );
     let mut disk = vec![0; 8];
     disk[0] = tag(1, 0);
     disk[1] = tag(1, 1);
     assert!(check::check_promotion_strict(&disk, 1, &writes, &up).is_ok());
-    let held = vec![WriteRecord { acked: None, ..acked(1, 0, 0, 2, &[]) }];
-    assert!(check::check_promotion_strict(&[0; 8], 1, &held, &up).is_ok(), "a write held, never acknowledged, is required nowhere");
+    let held = vec![WriteRecord {
+        acked: None,
+        ..acked(1, 0, 0, 2, &[])
+    }];
+    assert!(
+        check::check_promotion_strict(&[0; 8], 1, &held, &up).is_ok(),
+        "a write held, never acknowledged, is required nowhere"
+    );
 }
 
 #[test]
 fn epoch_prefix_checker_fails_on_a_hole() {
     let writes = [
-        SessionWrite { epoch: 1, id: 1, first: 0, count: 1 },
-        SessionWrite { epoch: 2, id: 2, first: 1, count: 1 },
-        SessionWrite { epoch: 2, id: 3, first: 2, count: 1 },
+        SessionWrite {
+            epoch: 1,
+            id: 1,
+            first: 0,
+            count: 1,
+        },
+        SessionWrite {
+            epoch: 2,
+            id: 2,
+            first: 1,
+            count: 1,
+        },
+        SessionWrite {
+            epoch: 2,
+            id: 3,
+            first: 2,
+            count: 1,
+        },
     ];
     let snapshot = vec![0; 4];
     let good = vec![tag(1, 0), 0, tag(3, 2), 0];
-    assert!(check::check_epoch_prefix(&snapshot, &writes, &good).is_ok(), "epoch 1 whole, part of epoch 2");
+    assert!(
+        check::check_epoch_prefix(&snapshot, &writes, &good).is_ok(),
+        "epoch 1 whole, part of epoch 2"
+    );
     let hole = vec![0, tag(2, 1), 0, 0];
-    assert!(check::check_epoch_prefix(&snapshot, &writes, &hole).is_err(), "epoch 2 applied without epoch 1");
+    assert!(
+        check::check_epoch_prefix(&snapshot, &writes, &hole).is_err(),
+        "epoch 2 applied without epoch 1"
+    );
     let stray = vec![tag(1, 0), 0, 0, 9 << 24];
-    assert!(check::check_epoch_prefix(&snapshot, &writes, &stray).is_err(), "a block nobody sent changed");
+    assert!(
+        check::check_epoch_prefix(&snapshot, &writes, &stray).is_err(),
+        "a block nobody sent changed"
+    );
 }
 
 #[test]
@@ -754,13 +986,30 @@ fn split_brain_checker_fails_on_a_silent_merge() {
 
 #[test]
 fn memory_checker_fails_over_a_bound() {
-    let bounds = Bounds { channel_bytes_max: 10, channel_frames_max: 2, upper_pending_max: 1, local_pending_max: 1 };
+    let bounds = Bounds {
+        channel_bytes_max: 10,
+        channel_frames_max: 2,
+        upper_pending_max: 1,
+        local_pending_max: 1,
+    };
     assert!(check::check_bounds(Usage::default(), bounds).is_ok());
     for usage in [
-        Usage { channel_bytes: 11, ..Usage::default() },
-        Usage { channel_frames: 3, ..Usage::default() },
-        Usage { upper_pending: 2, ..Usage::default() },
-        Usage { local_pending: 2, ..Usage::default() },
+        Usage {
+            channel_bytes: 11,
+            ..Usage::default()
+        },
+        Usage {
+            channel_frames: 3,
+            ..Usage::default()
+        },
+        Usage {
+            upper_pending: 2,
+            ..Usage::default()
+        },
+        Usage {
+            local_pending: 2,
+            ..Usage::default()
+        },
     ] {
         assert!(check::check_bounds(usage, bounds).is_err(), "{usage:?}");
     }
