@@ -980,6 +980,8 @@ impl<P: Clone> Engine<P> {
                     return Ok(());
                 }
                 let result = self.peer_state(slot, role, disks, out);
+                // A sync target saying it is no longer UpToDate may now lend its vote.
+                self.update_quorum(now, out);
                 if role == Role::Primary {
                     self.stop_secondary_resyncs(now, slot, out);
                     // A peer promoted while this node is a cut-off sync target.
@@ -1255,6 +1257,10 @@ impl<P: Clone> Engine<P> {
         }
         self.confirm_promotion_quorum(out)?;
         self.fence_before_promotion(force, out)?;
+        // The promotion saw quorum (`compute_quorum`); the state writes are judged by must
+        // say so too, or the first write under `on-no-quorum io-error` fails with EIO.
+        let now = self.clock;
+        self.update_quorum(now, out);
         self.failing_pending = false;
         let was_primary = self.role == Role::Primary;
         self.set_role(Role::Primary, out);

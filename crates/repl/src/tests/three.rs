@@ -744,3 +744,30 @@ fn a_primary_cut_off_without_quorum_returns_as_the_new_primarys_target() {
     assert_eq!(trio.disk(0), DiskState::UpToDate);
     assert_eq!(trio.out_of_sync(1, 0), 0);
 }
+
+/// A promotion that saw quorum leaves the engine holding it, so the first write of the new
+/// Primary is not refused under `on-no-quorum io-error` (found by the torture harness: the
+/// survivor's quorum still read as lost until its next tick, though its sync target had
+/// said it was no longer UpToDate, and the first write after the promotion got EIO).
+#[test]
+fn the_first_write_after_a_promotion_with_quorum_succeeds_under_io_error() {
+    let mut trio = Trio::new();
+    let majority = QuorumConfig { rule: QuorumRule::Majority, on_loss: OnNoQuorum::IoError, ..QuorumConfig::default() };
+    for node in 0..NODES {
+        trio.step(node, |engine, now, out| engine.set_quorum(now, majority, out));
+    }
+    trio.held.insert((0, 2));
+    trio.write(1);
+    trio.settle();
+    trio.held.clear();
+    trio.links[0][2].clear();
+    trio.cut(0, 1);
+    trio.cut(0, 2);
+    trio.settle();
+    assert_eq!(trio.replication(1, 2), Some(ReplState::SyncSource), "the lost Primary's write is being reconciled");
+    assert_eq!(trio.promote(1), Ok(()));
+    let op = Op::Write { offset: 65536, length: 4096, data: vec![9; 4096], flags: WriteFlags::default() };
+    trio.step(1, |engine, now, out| engine.submit(now, 2, 0, op, out));
+    trio.settle();
+    assert!(trio.is_complete(2), "{:?}", trio.completed);
+}
