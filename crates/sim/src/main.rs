@@ -76,11 +76,13 @@ struct Args {
     #[arg(long = "sockets-in-order")]
     sockets_in_order: bool,
     /// Quorum mode: every node runs with `quorum majority` and `on-no-quorum suspend-io`, and
-    /// the administrator fails over as a quorum cluster manager does: a Secondary with quorum
-    /// that has not reached the Primary for a second is promoted, even while the old Primary
-    /// still runs in a minority partition (two or three nodes; failover always on). Random
-    /// runs only: the named scenarios script a cluster without quorum (a forced promotion
-    /// during a partition, a two-node failover), so they run as without the flag.
+    /// the administrator (which sees only what `tandem status` and events show) fails over as
+    /// a quorum cluster manager does: once a partition has not reached the Primary for a
+    /// second, its Secondary with quorum last seen connected to the Primary is promoted, even
+    /// while the old Primary still runs in a minority partition (two or three nodes; failover
+    /// always on). Random runs only: the named scenarios script a cluster without quorum (a
+    /// forced promotion during a partition, a two-node failover), so they run as without the
+    /// flag.
     #[arg(long)]
     quorum: bool,
     /// Also trace every local I/O (debugging a replay).
