@@ -347,6 +347,10 @@ struct Peer<P> {
     unsettled: Vec<reconcile::Unsettled>,
     /// As Primary: the newest epoch this peer acknowledged this connection (`reconcile.rs`).
     acked_epoch: u64,
+    /// Per volume slot: the peer lost the Primary this node still follows and holds bits for
+    /// it; this node asks it for a new handshake once it loses that Primary too
+    /// (`reconcile.rs`). Cleared on connect and disconnect.
+    reconcile_owed: Vec<bool>,
 }
 
 /// Local state of one volume.
@@ -1538,6 +1542,7 @@ fn new_peer<P: Clone>(local: NodeId, config: &PeerConfig, volumes: &[VolumeConfi
         handshake_held: vec![None; count],
         unsettled: (0..count).map(|_| reconcile::Unsettled::default()).collect(),
         acked_epoch: 0,
+        reconcile_owed: vec![false; count],
     })
 }
 

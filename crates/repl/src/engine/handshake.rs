@@ -249,12 +249,16 @@ impl<P: Clone> Engine<P> {
             && sent.role != Role::Primary
             && peer.role != Role::Primary
             && (sent.ids.flags.primary_peer || peer.ids.flags.primary_peer);
-        if fed_by_primary && unfed_side_holds_bits(sent, peer) {
-            let reason = "a resync of the writes of a lost Primary waits: one side still follows a Primary, the other lost it and holds bits for this peer".to_owned();
-            self.drop_peer(now, slot, ConnState::Unconnected, reason, out);
-            return;
+        let reconcile_later = fed_by_primary && unfed_side_holds_bits(sent, peer);
+        if reconcile_later && sent.ids.flags.primary_peer {
+            // This side still follows the Primary the peer lost: when it loses it too, it
+            // asks the peer for a new handshake, which resyncs the bits (`reconcile.rs`).
+            self.peers[slot].reconcile_owed[vslot] = true;
         }
-        let handshake = if fed_by_primary {
+        let handshake = if reconcile_later {
+            // Both keep their bits and stay connected (and lend each other quorum) until then.
+            Handshake { decision: SyncDecision::NoSync, rule: compared.rule }
+        } else if fed_by_primary {
             // Either is fed by a Primary (rotate.rs): no resync between them; the bits they
             // kept for each other are moot, unless one is Inconsistent (a replicated write
             // failed on it): its bits are what a later resync between them must move. A

@@ -26,10 +26,12 @@
 //!   with bits is the source (both: the lower node id). Each Secondary marks the writes it
 //!   applied; the resync moves the union.
 //! - **Waiting for the other side.** A Secondary that still follows the Primary (its handshake
-//!   says `primary_peer`) facing one that lost it and holds bits for it: the resync waits
-//!   (the connection is retried) until both follow the Primary (its writes reach both: the
-//!   bits are moot) or neither does (`engine::handshake`). Forgetting the bits then, as two
-//!   Secondaries fed by a Primary do, would lose them when that Primary was in fact dead.
+//!   says `primary_peer`) facing one that lost it and holds bits for it: the two stay
+//!   connected (they lend each other quorum) without a resync and keep their bits, and the
+//!   one that still follows owes the other a new handshake once it follows no Primary either
+//!   (`reconcile_owed`), which resyncs them. Forgetting the bits, as two Secondaries fed by a
+//!   Primary do, would lose them when that Primary was in fact dead; dropping the link until
+//!   then cost both their quorum for a `connect-int`.
 //!
 //! Invariant: two Secondaries fed by one Primary on one generation differ only in writes of
 //! epochs that some peer ack has not covered, and each of them records every such write it
@@ -125,6 +127,7 @@ impl<P: Clone> Engine<P> {
         let p = &mut self.peers[slot];
         p.acked_epoch = closed;
         p.unsettled.iter_mut().for_each(|u| *u = Unsettled::default());
+        p.reconcile_owed.fill(false);
     }
 
     /// Primary: tells the connected peers the newest epoch all of them acknowledged, when it
@@ -172,9 +175,7 @@ impl<P: Clone> Engine<P> {
             self.meta_changed(vslot, out);
             marked.push(vslot);
         }
-        if marked.is_empty() {
-            return;
-        }
+        self.peers[slot].reconcile_owed.fill(false);
         let lost = self.peers[slot].config.name.clone();
         for other in 0..self.peers.len() {
             let p = &self.peers[other];
@@ -182,14 +183,20 @@ impl<P: Clone> Engine<P> {
                 continue;
             }
             // Only two UpToDate copies can be taken for each other; a side that is not is
-            // resynced anyway, and the bits join that resync at its handshake.
+            // resynced anyway, and the bits join that resync at its handshake. A peer that
+            // lost the Primary first and holds bits for this node is owed a new handshake
+            // once this node follows no Primary either.
             let up_to_date = |vslot: usize| self.volumes[vslot].disk == DiskState::UpToDate && p.disks[vslot] == DiskState::UpToDate;
-            if !marked.iter().any(|&vslot| up_to_date(vslot)) {
+            let owed = |vslot: usize| p.reconcile_owed[vslot] && !self.fed_by_primary(other, vslot);
+            let volumes: Vec<usize> = (0..self.volumes.len()).filter(|&vslot| owed(vslot) || (marked.contains(&vslot) && up_to_date(vslot))).collect();
+            if volumes.is_empty() {
                 continue;
             }
-            let established = marked.iter().all(|&vslot| matches!(p.syncs[vslot], SyncState::Established));
+            volumes.iter().for_each(|&vslot| self.peers[other].reconcile_owed[vslot] = false);
+            let p = &self.peers[other];
+            let established = volumes.iter().all(|&vslot| matches!(p.syncs[vslot], SyncState::Established));
             if established {
-                marked.iter().for_each(|&vslot| self.send_handshake(other, vslot, out));
+                volumes.iter().for_each(|&vslot| self.send_handshake(other, vslot, out));
             } else {
                 let reason = format!("reconciling the writes of {lost}, which is gone, by a new handshake");
                 self.drop_peer(now, other, ConnState::Unconnected, reason, out);
