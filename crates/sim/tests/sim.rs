@@ -356,11 +356,12 @@ fn quorum_mode_with_two_nodes_passes() {
 /// every one of them (none acknowledged); every acknowledged write survives. Three seeds
 /// (each run's path moves when the engine's timing does; seed 28 was one until session 14,
 /// seeds 5, 6 and 28 until promotions confirmed their peers in session 15, seeds 2, 7 and 35
-/// until issue 24's engine and simulator changes).
+/// until issue 24's engine and simulator changes, 1, 73 and 74 until the reconciliation kept
+/// waiting Secondaries connected).
 #[test]
 fn quorum_failover_away_from_a_live_primary_fails_its_held_writes() {
     let (mut failovers, mut failed) = (0, 0);
-    for seed in [1, 73, 74] {
+    for seed in [36, 69, 79] {
         let outcome = run(quorum(seed, 3));
         assert_passes(&outcome);
         failovers += outcome.stats.failovers_from_live_primary;
@@ -1024,28 +1025,37 @@ fn forced_promotion_after_an_interrupted_resync_still_detects_split_brain() {
 }
 
 /// Three nodes, quorum, no power loss of the whole cluster: two connected UpToDate nodes
-/// differ (session 16, after the reconciliation of a lost Primary's writes: seeds 1118,
-/// 1179, 1654, 1774, 2030, 2934 of CI's range). Not analysed.
+/// differ (session 16, after the reconciliation of a lost Primary's writes: seeds 1654,
+/// 1774, 2934 of CI's range). Not analysed.
 #[test]
 #[ignore = "engine: connected UpToDate replicas differ without a whole-cluster power loss (not analysed)"]
 fn quorum_replicas_are_identical_without_a_cluster_power_loss() {
-    assert_passes(&run(SimConfig { nodes: 3, ..SimConfig::new(1118, Scenario::Random) }.with_quorum()));
+    assert_passes(&run(SimConfig { nodes: 3, ..SimConfig::new(1654, Scenario::Random) }.with_quorum()));
 }
 
-/// Three nodes, quorum, protocol C: a node is promoted without a write a quorate Primary
+/// Three nodes, quorum, protocol C: a node was promoted without a write a quorate Primary
 /// acknowledged (session 16: seed 1537 of CI's range; 1060 and 127 in earlier runs, one
-/// confirmer, no power loss). Not analysed.
+/// confirmer, no power loss). Passes since the reconciliation keeps waiting Secondaries
+/// connected (the run moved; not analysed, so it stays as a regression seed).
 #[test]
-#[ignore = "engine or administrator: a promotion without an acknowledged write (not analysed)"]
 fn quorum_a_promotion_keeps_every_acknowledged_write() {
     assert_passes(&run(SimConfig { nodes: 3, ..SimConfig::new(1537, Scenario::Random) }.with_quorum()));
 }
 
 /// Three nodes without quorum, failing over since session 16: two connected UpToDate nodes
-/// differ without a whole-cluster power loss (seeds 205, 1194, 1905, 2041, 2419, 2588 of
-/// CI's range). Not analysed.
+/// differ without a whole-cluster power loss (seeds 205, 1194, 2041, 2419 of CI's range).
+/// Not analysed.
 #[test]
 #[ignore = "engine: three-node failover without quorum leaves replicas that differ (not analysed)"]
 fn three_node_failover_without_quorum_keeps_replicas_identical() {
     assert_passes(&run(SimConfig { nodes: 3, ..SimConfig::new(205, Scenario::Random) }));
+}
+
+/// Three nodes without quorum, failing over: a node is promoted without a write it had
+/// confirmed (session 16: seeds 1106 and 2329 of CI's range, no whole-cluster power loss).
+/// Not analysed.
+#[test]
+#[ignore = "engine or administrator: a three-node failover without quorum loses a confirmed write (not analysed)"]
+fn three_node_failover_without_quorum_keeps_acknowledged_writes() {
+    assert_passes(&run(SimConfig { nodes: 3, ..SimConfig::new(1106, Scenario::Random) }));
 }
