@@ -21,6 +21,8 @@
 //! - A node that dies without the test asking for it (kill/stop) fails the next wait.
 //! - Ports come from binding port 0, and a process-wide set makes sure two tests running in
 //!   parallel threads never get the same one.
+//! - A test that judges timing ([`timing_sensitive`]) never runs alongside one that keeps
+//!   both CPUs busy on purpose ([`cpu_heavy`]).
 
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeSet;
@@ -29,13 +31,29 @@ use std::io::Read;
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Mutex, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use tempfile::TempDir;
 
 use crate::tools::{run_with_deadline, signal};
+
+/// Shared by the tests that judge timing, held alone by the ones that load the machine.
+static MACHINE: RwLock<()> = RwLock::new(());
+
+/// Held by a test whose verdict depends on measured latency (the replication manager's
+/// thresholds, congestion): several such tests may share the machine, but not with a
+/// [`cpu_heavy`] one, which on two cores would make the latency the nodes measure a property
+/// of the test run rather than of the emulated link.
+pub fn timing_sensitive() -> RwLockReadGuard<'static, ()> {
+    MACHINE.read().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Held by a test that keeps the CPUs busy on purpose (the failover torture trials).
+pub fn cpu_heavy() -> RwLockWriteGuard<'static, ()> {
+    MACHINE.write().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
 
 /// The one resource every test cluster serves.
 pub const RESOURCE: &str = "r0";

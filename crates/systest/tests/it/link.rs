@@ -6,7 +6,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::OnceLock;
+use std::sync::{OnceLock, RwLockReadGuard};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -21,6 +21,8 @@ const POLL_INTERVAL: Duration = Duration::from_millis(20);
 /// A running `tandem-linkemu`; dropping it kills it.
 pub struct LinkEmulator {
     _process: Background,
+    /// Every test behind the emulator judges latency or congestion.
+    _timing: RwLockReadGuard<'static, ()>,
     control: PathBuf,
 }
 
@@ -46,6 +48,7 @@ impl LinkEmulator {
     /// Starts relays for a cluster made with `Spec::through_relays`: relay `i` forwards to
     /// node `i`. No delay until [`LinkEmulator::set`] says so.
     pub fn start(cluster: &Cluster) -> LinkEmulator {
+        let timing = crate::cluster::timing_sensitive();
         let ports = cluster.relay_ports().expect("the cluster was made with Spec::through_relays");
         let control = cluster.dir().join("link.sock");
         let mut command = Command::new(linkemu_bin());
@@ -60,7 +63,7 @@ impl LinkEmulator {
             assert!(start.elapsed() < START_DEADLINE, "tandem-linkemu did not start within {START_DEADLINE:?}");
             std::thread::sleep(POLL_INTERVAL);
         }
-        LinkEmulator { _process: process, control }
+        LinkEmulator { _process: process, _timing: timing, control }
     }
 
     /// Sends one control request (a JSON object, e.g. `{"delay_ms":10}`); fails the test if

@@ -124,6 +124,7 @@ fn failover_trials_keep_every_acknowledged_write_and_converge() {
     let Some(faults) = faults(&settings) else {
         return;
     };
+    let _machine = crate::cluster::cpu_heavy();
     let load = match std::env::var("TANDEM_TORTURE_LOAD").as_deref() {
         Ok("builtin") => load::Kind::Builtin,
         Ok("fio") => {
