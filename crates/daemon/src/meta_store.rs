@@ -146,10 +146,12 @@ impl MetaStore {
     /// then the ring is formatted empty. Each step is durable before the next, so a crash in
     /// between repeats the recovery rather than losing it.
     ///
-    /// An `in_use` flag found set means the node went down uncleanly in any role: the bits a
-    /// Secondary marked in memory for absent peers (replicated writes do not go through the
-    /// activity log) may be lost, so every peer whose bitmap was counting (a bitmap identifier
-    /// is set) gets every block marked, durably. The flag is set (durably) before the engine
+    /// An `in_use` flag found set means the node went down uncleanly in any role. With more
+    /// than one peer, the hot extents are marked in every peer's bitmap as for a crashed
+    /// Primary (a Secondary keeps the extents of replicated writes some peer may lack hot).
+    /// And the bits a Secondary marked in memory for absent peers may be lost, so every
+    /// peer whose bitmap was counting (a bitmap identifier is set) gets every block marked,
+    /// durably. The flag is set (durably) before the engine
     /// runs, and cleared only by a clean stop ([`MetaJob::Clean`]).
     pub(crate) fn volume_config(&self, number: u16, peers: &[u8], al_updates: bool) -> Result<VolumeConfig, MetadataError> {
         let mut superblock = self.written.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
@@ -163,17 +165,33 @@ impl MetaStore {
         let updates = if al_updates { AlUpdates::Enabled } else { AlUpdates::Disabled };
         let place = || format!("the activity log of volume {number}");
         let recovery = meta::recover(&self.file.read_al_ring()?, updates).map_err(|source| MetadataError::Corrupt { place: place(), source })?;
+        let in_place = |error| match error {
+            MetadataError::Corrupt { source, .. } => MetadataError::Corrupt { place: place(), source },
+            other => other,
+        };
         if crashed_now {
-            self.mark_hot_extents(&superblock, &recovery, &mut bitmaps).map_err(|error| match error {
-                MetadataError::Corrupt { source, .. } => MetadataError::Corrupt { place: place(), source },
-                other => other,
-            })?;
+            match recovery.full_resync {
+                Some(reason) => tracing::warn!("this node crashed as Primary; the activity log cannot say what changed ({reason:?}): every block will be resynced"),
+                None => tracing::warn!("this node crashed as Primary; {} hot activity-log extents (4 MiB each) will be resynced", recovery.hot_extents.len()),
+            }
+            self.mark_hot_extents(&superblock, &recovery, &mut bitmaps).map_err(in_place)?;
             superblock.flags.primary_indicator = false;
             superblock.flags.crashed_primary = true;
             self.file.write_superblock(&superblock)?;
             self.file.sync().map_err(|source| MetadataError::Io { what: "sync after crash recovery".into(), source })?;
         }
+        let unclean = superblock.flags.in_use && !crashed_now && peers.len() > 1;
         if superblock.flags.in_use {
+            // A Secondary with more than one peer keeps the extents of unsettled replicated
+            // writes hot (repl's `secondary_log`): another Secondary may lack them.
+            if !crashed_now && peers.len() > 1 {
+                match recovery.full_resync {
+                    Some(reason) => tracing::warn!("this node went down uncleanly; the activity log cannot say which replicated writes its peers may lack ({reason:?}): every block will be resynced"),
+                    None if recovery.hot_extents.is_empty() => {}
+                    None => tracing::warn!("this node went down uncleanly; {} hot activity-log extents (4 MiB each) will be resynced with its peers", recovery.hot_extents.len()),
+                }
+                self.mark_hot_extents(&superblock, &recovery, &mut bitmaps).map_err(in_place)?;
+            }
             self.mark_counting_peers(&superblock, &mut bitmaps)?;
         } else {
             superblock.flags.in_use = true;
@@ -190,14 +208,14 @@ impl MetaStore {
             current: superblock.current_uuid,
             bitmap: superblock.bitmap_uuids_by_node_id(),
             history: superblock.history_uuids,
-            flags: GenerationFlags { crashed_primary, discard_my_data: false, primary_peer: false },
+            flags: GenerationFlags { crashed_primary, ..GenerationFlags::default() },
             resync_goal: superblock.resync_goal_uuid,
         };
         let disk = VolumeMeta::attach_disk_state(superblock.flags.consistent, superblock.flags.was_up_to_date);
         let activity_log = al_updates.then_some(activity_log);
         let possibly_stale = superblock.flags.possibly_stale;
         let departed = VolumeMeta::departed_in(&superblock);
-        Ok(VolumeConfig { number, size_bytes: self.data_bytes(), ids, disk, bitmaps, crashed_primary, activity_log, possibly_stale, departed })
+        Ok(VolumeConfig { number, size_bytes: self.data_bytes(), ids, disk, bitmaps, crashed_primary, unclean, activity_log, possibly_stale, departed })
     }
 
     /// After an unclean stop: every block of each counting peer's bitmap, written durably.
@@ -212,13 +230,9 @@ impl MetaStore {
         self.file.sync().map_err(|source| MetadataError::Io { what: "sync the bitmap after an unclean stop".into(), source })
     }
 
-    /// After a crash as Primary: what the activity log says may differ, set in every peer's
-    /// bitmap and written back durably.
+    /// After a crash: what the activity log says may differ, set in every peer's bitmap and
+    /// written back durably.
     fn mark_hot_extents(&self, superblock: &Superblock, recovery: &Recovery, bitmaps: &mut [PeerBitmap]) -> Result<(), MetadataError> {
-        match recovery.full_resync {
-            Some(reason) => tracing::warn!("this node crashed as Primary; the activity log cannot say what changed ({reason:?}): every block will be resynced"),
-            None => tracing::warn!("this node crashed as Primary; {} hot activity-log extents (4 MiB each) will be resynced", recovery.hot_extents.len()),
-        }
         for entry in bitmaps.iter_mut() {
             recovery.mark_out_of_sync(&mut entry.bitmap).map_err(|source| MetadataError::Corrupt { place: String::new(), source })?;
             let Some(slot) = superblock.peer_slot_of(entry.peer) else { continue };

@@ -5,7 +5,7 @@
 //! Invariant: a code the engine does not know (role, disk state, flags) is a protocol error
 //! that ends the link; it is never mapped to a guess.
 
-use repl::{DiskState, GenerationFlags, GenerationIds, PeerMessage, Role, UuidsMessage, UuidsPurpose};
+use repl::{DiskState, Followed, GenerationFlags, GenerationIds, PeerMessage, Role, UuidsMessage, UuidsPurpose};
 use wire::Message;
 
 use crate::peer::LinkError;
@@ -149,6 +149,8 @@ fn uuids_to_wire(uuids: &UuidsMessage) -> wire::SyncUuids {
         bitmap: uuids.ids.bitmap,
         history: uuids.ids.history,
         resync_goal: uuids.ids.resync_goal,
+        followed_node: uuids.followed.map_or(wire::FOLLOWED_NONE, |f| f.node),
+        followed_seq: uuids.followed.map_or(0, |f| f.seq),
     }
 }
 
@@ -171,6 +173,7 @@ fn uuids_from_wire(uuids: &wire::SyncUuids) -> Result<UuidsMessage, LinkError> {
         bitmap_bits: uuids.bitmap_bits,
         size_bytes: uuids.size_bytes,
         bitmap_granularity_bytes: uuids.bitmap_granularity_bytes,
+        followed: (uuids.followed_node != wire::FOLLOWED_NONE).then_some(Followed { node: uuids.followed_node, seq: uuids.followed_seq }),
     })
 }
 

@@ -38,6 +38,7 @@ mod reconcile;
 mod persist;
 mod resync;
 mod rotate;
+mod secondary_log;
 mod stats;
 pub(crate) mod verify;
 
@@ -65,7 +66,7 @@ use crate::resync_rate::{ResyncRateConfig, ResyncRateController};
 use crate::state::{ConnState, DiskState, Protocol, ReplState, Role};
 use crate::sync::SyncState;
 use crate::types::{
-    Action, DiskOp, EngineStatus, IoError, IoId, Op, PeerMessage, PeerStatus, PeerVolumeStatus,
+    Action, DiskOp, EngineStatus, Followed, IoError, IoId, Op, PeerMessage, PeerStatus, PeerVolumeStatus,
     RequestId, StateError, Time, VolumeStatus, WriteFlags,
 };
 use crate::uuid::{GenerationIds, HandshakeNodes, NodeId, NodeSet, SyncError};
@@ -98,6 +99,12 @@ pub struct VolumeConfig {
     /// an activity log every block may differ, so every bitmap is set (a full resync towards
     /// every peer); with one, the driver has already marked the recovered hot extents.
     pub crashed_primary: bool,
+    /// This node went down uncleanly while not Primary, with more than one peer: the driver
+    /// marked the activity log's hot extents (the extents of replicated writes some peer may
+    /// not have settled, `engine/secondary_log.rs`) for every peer, and the writes its disk
+    /// cache held may be lost. The handshake flag `crashed_secondary` is raised: towards a
+    /// peer that did not crash, this node is the target of those blocks.
+    pub unclean: bool,
     /// The volume's activity log (`al-updates yes`), new: nothing in flight, starting at the
     /// sequence number after the ring the driver formatted, and covering the whole volume.
     /// None (or a log with `AlUpdates::Disabled`): no log, `al-updates no`.
@@ -120,6 +127,7 @@ impl VolumeConfig {
             disk: DiskState::Inconsistent,
             bitmaps: Vec::new(),
             crashed_primary: false,
+            unclean: false,
             activity_log: None,
             possibly_stale: false,
             departed: NodeSet::EMPTY,
@@ -351,6 +359,11 @@ struct Peer<P> {
     /// it; this node asks it for a new handshake once it loses that Primary too
     /// (`reconcile.rs`). Cleared on connect and disconnect.
     reconcile_owed: Vec<bool>,
+    /// As a Secondary: the activity-log extents pinned for this peer's unsettled writes and
+    /// the messages waiting for them (`secondary_log.rs`).
+    log: secondary_log::PeerLog<P>,
+    /// The sequence number of the last write received from this peer in this connection.
+    last_seq: u64,
 }
 
 /// Local state of one volume.
@@ -442,6 +455,11 @@ pub struct Engine<P> {
     next_read_id: u64,
     /// As Primary: the newest epoch announced in a peer ack (`reconcile.rs`).
     peer_ack_sent: u64,
+    /// Demoted, the peer acks go on until every closed epoch is settled: the Secondaries
+    /// keep extents hot for its writes until then (`secondary_log.rs`).
+    peer_ack_owed: bool,
+    /// The Primary this node followed when it lost it, and how far (`reconcile.rs`).
+    lost_primary: Option<Followed>,
     /// Replicated writes that failed on this node's disk, answered (NegAck) once the
     /// metadata saying this disk lacks them is durable (`detach.rs`); bounded by the
     /// receivers' budget, as each is still pending there.
@@ -490,6 +508,8 @@ impl<P: Clone> Engine<P> {
             pending_forwarded_serves: BTreeMap::new(),
             next_read_id: 1,
             peer_ack_sent: 0,
+            peer_ack_owed: false,
+            lost_primary: None,
             failed_peer_writes: Vec::new(),
         };
         engine.disks_announced = engine.disk_list();
@@ -806,6 +826,7 @@ impl<P: Clone> Engine<P> {
         p.last_error = None;
         p.liveness = Liveness::connected(now);
         p.receiver.new_session();
+        p.last_seq = 0;
         p.rotations = rotate::RotationCount::default();
         p.accepted.fill(false);
         p.unpromotable.fill(false);
@@ -839,6 +860,10 @@ impl<P: Clone> Engine<P> {
             p.connection = if state == ConnState::StandAlone { state } else { ConnState::Connecting };
         }
         p.last_error = Some(format!("{state}: {reason}"));
+        if p.role == Role::Primary && p.last_seq > 0 {
+            self.lost_primary = Some(Followed { node: p.config.node_id, seq: p.last_seq });
+        }
+        let p = &mut self.peers[slot];
         p.role = Role::Unknown;
         let up_to_date = was_connected && p.disks.contains(&DiskState::UpToDate);
         for disk in &mut p.disks {
@@ -877,6 +902,9 @@ impl<P: Clone> Engine<P> {
         for seq in drained_seqs {
             self.release_if_done(now, seq, out);
         }
+        // The unsettled writes are bits now (`reconcile_after_loss`; an extent the log evicts
+        // takes its bitmap pages to disk first): their extents may go cold.
+        self.unpin(now, slot, None, out);
         self.start_waiting(now, out);
         self.record_departures(out);
         if was_connected {
@@ -925,7 +953,7 @@ impl<P: Clone> Engine<P> {
         }
         self.peers[slot].liveness.heard_from(now);
         self.clock = self.clock.max(now);
-        if let Err(reason) = self.dispatch(now, slot, message, out) {
+        if let Err(reason) = self.receive_in_order(now, slot, message, out) {
             out.push(Action::Disconnect { peer, state: ConnState::ProtocolError, reason: reason.clone() });
             self.peer_disconnected(now, peer, ConnState::ProtocolError, reason, out);
         } else if !self.waiting.is_empty() || self.peers[slot].async_state != lag::AsyncState::Sync {
@@ -977,7 +1005,10 @@ impl<P: Clone> Engine<P> {
                 self.acked(now, slot, seq, PeerStage::Settled, out)
             }
             PeerMessage::BarrierAck { epoch } => self.barrier_acked(now, slot, epoch, out),
-            PeerMessage::PeerAck { epoch } => self.receive_peer_ack(slot, epoch),
+            PeerMessage::PeerAck { epoch } => {
+                self.receive_peer_ack(now, slot, epoch, out);
+                Ok(())
+            }
             PeerMessage::State { role, disks } => {
                 if let Some(reason) = self.second_primary(slot, role) {
                     self.drop_peer(now, slot, ConnState::Unconnected, reason, out);
@@ -1058,6 +1089,7 @@ impl<P: Clone> Engine<P> {
         // Counted on receipt: a received write is always written (or NegAcked) in order.
         self.volumes[vslot].written_bytes += length;
         let p = &mut self.peers[slot];
+        p.last_seq = p.last_seq.max(seq);
         p.received_bytes[vslot] += length;
         if let SyncState::Target(target) = &mut p.syncs[vslot] {
             target.application_active = true;
@@ -1205,6 +1237,7 @@ impl<P: Clone> Engine<P> {
             self.drain_check(slot, out);
         }
         self.finish_leaving(now, out);
+        self.pins_tick(now, out);
         self.announce_settled(true, out);
         self.announce_disks(out);
         self.update_quorum(now, out);
@@ -1291,6 +1324,7 @@ impl<P: Clone> Engine<P> {
         let was_primary = self.role == Role::Primary;
         if was_primary {
             self.close_epoch(false, out);
+            self.peer_ack_owed = true;
         }
         self.set_role(Role::Secondary, out);
         // Nothing held completed: a generation owed for want of quorum is owed no more.
@@ -1436,7 +1470,7 @@ impl<P: Clone> Engine<P> {
                     sent_bytes: p.sent_bytes[vslot],
                     received_bytes: p.received_bytes[vslot],
                     out_of_sync_bytes,
-                    pending: p.receiver.pending(),
+                    pending: p.receiver.pending() + p.log.deferred_writes(),
                     resync: sync.progress(),
                     verify_oos_bytes: p.verify_counts[vslot].oos_bytes,
                     verify_skipped_bytes: p.verify_counts[vslot].skipped_bytes,
@@ -1543,6 +1577,8 @@ fn new_peer<P: Clone>(local: NodeId, config: &PeerConfig, volumes: &[VolumeConfi
         unsettled: (0..count).map(|_| reconcile::Unsettled::default()).collect(),
         acked_epoch: 0,
         reconcile_owed: vec![false; count],
+        log: secondary_log::PeerLog::new(count),
+        last_seq: 0,
     })
 }
 
@@ -1561,6 +1597,7 @@ fn attach_volume<P>(vslot: usize, config: VolumeConfig, peers: &mut [Peer<P>]) -
     if config.crashed_primary {
         ids.flags.crashed_primary = true;
     }
+    ids.flags.crashed_secondary = config.unclean && !ids.flags.crashed_primary;
     for peer in peers.iter_mut().filter(|p| config.departed.contains(p.node)) {
         if let Some(disk) = peer.disks.get_mut(vslot) {
             *disk = DiskState::Outdated;

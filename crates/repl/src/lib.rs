@@ -32,6 +32,10 @@
 //!   image starting at `next_seq`, make them durable, and pass
 //!   `VolumeConfig::activity_log: Some(ActivityLog::new(config, next_seq + ring blocks))`. The
 //!   engine then does not set every bit for a crashed Primary: only the marked extents resync.
+//!   A node that went down uncleanly in any other role (its `in_use` flag was still set) and
+//!   has more than one peer marks them the same way (a Secondary keeps the extents of
+//!   unsettled replicated writes hot, `engine/secondary_log.rs`) and passes
+//!   `VolumeConfig::unclean: true`.
 //!   Without a log (`None`, `al-updates no`), a crashed Primary sets every bit at attach: take
 //!   those pages ([`Engine::take_dirty_bitmap_pages`]) and write them before anything else, so a
 //!   later start with a log does not depend on them.
@@ -112,7 +116,7 @@ pub use resync_rate::{
 };
 pub use state::{ConnState, DiskState, Protocol, ReplState, Role};
 pub use types::{
-    Action, DigestAlg, DiskOp, EngineStatus, IoError, IoId, Op, PeerMessage, PeerStatus, PeerVolumeStatus,
+    Action, DigestAlg, DiskOp, EngineStatus, Followed, IoError, IoId, Op, PeerMessage, PeerStatus, PeerVolumeStatus,
     RequestId, ResyncProgress, StateError, Time, UuidsMessage, UuidsPurpose, VerifyOutcome,
     VolumeMeta, VolumeStatus, WriteFlags,
 };

@@ -93,6 +93,7 @@ pub(crate) struct SentUuids {
     pub(crate) bitmap_bits: u64,
     pub(crate) role: Role,
     pub(crate) disk: DiskState,
+    pub(crate) followed: Option<crate::types::Followed>,
 }
 
 /// WFBitMapS.

@@ -282,6 +282,20 @@ pub struct UuidsMessage {
     pub size_bytes: u64,
     /// The sender's bytes per bitmap bit.
     pub bitmap_granularity_bytes: u32,
+    /// The Primary whose writes the sender follows, or followed last (`reconcile.rs`).
+    pub followed: Option<Followed>,
+}
+
+/// A Primary a Secondary follows or followed, and how far: its writes carry sequence numbers
+/// that increase in the order every peer receives them, so of two Secondaries that followed
+/// one Primary on one generation, the one that received the later write holds every write
+/// the other received.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Followed {
+    /// The Primary's node id.
+    pub node: u8,
+    /// The sequence number of the last write received from it.
+    pub seq: u64,
 }
 
 /// What the driver persists for one volume ([`Action::PersistMeta`]): the superblock fields

@@ -286,7 +286,10 @@ impl SimMeta {
         };
         let recovery =
             meta::recover(&self.ring, updates).map_err(|e| corrupt("activity log", e))?;
-        if crashed_now {
+        // As the daemon: a crashed Primary, and a node with more than one peer that went down
+        // uncleanly (every restart here is one), marks its hot extents for every peer.
+        let multi_peer = self.spec.peers.len() > 1 && superblock.flags.in_use;
+        if crashed_now || multi_peer {
             for entry in &mut bitmaps {
                 recovery
                     .mark_out_of_sync(&mut entry.bitmap)
@@ -302,6 +305,8 @@ impl SimMeta {
                     pages.iter().map(|(p, i)| (*p, i.as_slice())),
                 );
             }
+        }
+        if crashed_now {
             superblock.flags.primary_indicator = false;
             superblock.flags.crashed_primary = true;
             self.write_superblock(&superblock)?;
@@ -345,8 +350,7 @@ impl SimMeta {
             history: superblock.history_uuids,
             flags: GenerationFlags {
                 crashed_primary,
-                discard_my_data: false,
-                primary_peer: false,
+                ..GenerationFlags::default()
             },
             resync_goal: superblock.resync_goal_uuid,
         };
@@ -364,6 +368,7 @@ impl SimMeta {
             disk,
             bitmaps,
             crashed_primary,
+            unclean: multi_peer && !crashed_now,
             activity_log,
             possibly_stale,
             departed,

@@ -55,8 +55,8 @@ pub const VERIFY_DONE_LEN: usize = 2 + 8;
 pub const UUID_SLOTS: usize = 32;
 /// Length of the body of a `SyncUuids`: volume, purpose, role, disk state, flags, bitmap
 /// bits, size, bitmap granularity, current, bitmap identifiers, history identifiers, resync
-/// goal.
-pub const SYNC_UUIDS_LEN: usize = 2 + 1 + 1 + 1 + 8 + 8 + 8 + 4 + 8 + 8 * UUID_SLOTS + 8 * UUID_SLOTS + 8;
+/// goal, followed Primary and its last sequence number.
+pub const SYNC_UUIDS_LEN: usize = 2 + 1 + 1 + 1 + 8 + 8 + 8 + 4 + 8 + 8 * UUID_SLOTS + 8 * UUID_SLOTS + 8 + 1 + 8;
 /// Most RLE bytes one `BitmapChunk` carries (its body is the volume number, then these bytes).
 pub const BITMAP_CHUNK_LEN_MAX: usize = MESSAGE_LEN_MAX - 2;
 
@@ -380,7 +380,7 @@ const _: () = assert!(DATA_HEADER_LEN == 28);
 const _: () = assert!(widen(DATA_HEADER_LEN_U32) == DATA_HEADER_LEN);
 const _: () = assert!(RANGE_HEADER_LEN == 30);
 const _: () = assert!(widen(RESYNC_REPLY_HEADER_LEN_U32) == RESYNC_REPLY_HEADER_LEN);
-const _: () = assert!(SYNC_UUIDS_LEN == 561);
+const _: () = assert!(SYNC_UUIDS_LEN == 570);
 const _: () = assert!(SYNC_UUIDS_LEN <= MESSAGE_LEN_MAX);
 const _: () = assert!(VERIFY_REPLY_HEADER_LEN == 23);
 const _: () = assert!(HELLO_LEN_MIN == 60);

@@ -90,9 +90,11 @@
 //!
 //! `SyncUuids` body, in order: `volume: u16`, `purpose: u8` (0 handshake, 1 adopt, 2 sync
 //! start, 3 rotate, 4 rotate seen, 5 accepted), `role: u8`, `disk_state: u8`, `flags: u64` (bit 0
-//! discard-my-data, bit 1 crashed-primary, bit 2 primary-peer; others rejected),
+//! discard-my-data, bit 1 crashed-primary, bit 2 primary-peer, bit 3 crashed-secondary; others
+//! rejected),
 //! `bitmap_bits: u64`, `size_bytes: u64`, `bitmap_granularity_bytes: u32`, `current: u64`,
-//! `bitmap: [u64; 32]`, `history: [u64; 32]`, `resync_goal: u64`.
+//! `bitmap: [u64; 32]`, `history: [u64; 32]`, `resync_goal: u64`, `followed_node: u8` (255:
+//! none), `followed_seq: u64`.
 //!
 //! `VerifyReply` status: 0 digests (then `written_blocks: u32`, bit `i` set if block `i` of
 //! the range was being written while it was read, then 1..=[`VERIFY_DIGESTS_LEN_MAX`] bytes:
@@ -145,9 +147,9 @@ pub use kind::{
 };
 pub use message::{
     DataHeader, Hello, Message, PeerState, RangeHeader, ResyncNegReply, ResyncReplyHeader,
-    ResyncRequest, SocketKind, SyncUuids, UuidsPurpose, VolumeDiskState, VolumeInfo, CHALLENGE_LEN,
+    ResyncRequest, SocketKind, SyncUuids, UuidsPurpose, FOLLOWED_NONE, VolumeDiskState, VolumeInfo, CHALLENGE_LEN,
     DATA_FLAGS_KNOWN, DATA_FLAG_FUA, DATA_FLAG_LZ4, DATA_FLAG_ZSTD, MAC_LEN, SESSION_LEN, UUID_FLAGS_KNOWN,
-    UUID_FLAG_CRASHED_PRIMARY, UUID_FLAG_DISCARD_MY_DATA, UUID_FLAG_PRIMARY_PEER,
+    UUID_FLAG_CRASHED_PRIMARY, UUID_FLAG_CRASHED_SECONDARY, UUID_FLAG_DISCARD_MY_DATA, UUID_FLAG_PRIMARY_PEER,
 };
 pub use verify::{VerifyOutcome, VerifyReply, VerifyRequest, VERIFY_DIGESTS_LEN_MAX};
 
@@ -155,8 +157,9 @@ pub use verify::{VerifyOutcome, VerifyReply, VerifyRequest, VERIFY_DIGESTS_LEN_M
 /// Version 5 added `ReadRequest`, `ReadReply` and `ReadNegReply` (reads of a Diskless node);
 /// version 6 `Ahead` (a pulled-ahead Primary tells its peer it is Behind); version 7 the
 /// `SyncUuids` purpose `RotateSeen`; version 8 the `SyncUuids` field `resync_goal` and the
-/// purpose `Accepted`.
-pub const PROTOCOL_VERSION: u16 = 8;
+/// purpose `Accepted`; version 9 `PeerAck`, the `SyncUuids` fields `followed_node` and
+/// `followed_seq`, and its flag crashed-secondary.
+pub const PROTOCOL_VERSION: u16 = 9;
 
 /// Widens a wire `u32` length to `usize`.
 ///

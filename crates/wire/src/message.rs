@@ -40,8 +40,12 @@ pub const UUID_FLAG_DISCARD_MY_DATA: u64 = 1 << 0;
 pub const UUID_FLAG_CRASHED_PRIMARY: u64 = 1 << 1;
 /// `SyncUuids::flags` bit: the sender is fed by a connected Primary (a third node).
 pub const UUID_FLAG_PRIMARY_PEER: u64 = 1 << 2;
+/// `SyncUuids::flags` bit: the sender went down uncleanly as a Secondary and may lack writes
+/// in the blocks it counts for the receiver.
+pub const UUID_FLAG_CRASHED_SECONDARY: u64 = 1 << 3;
 /// Every `SyncUuids::flags` bit this version defines; others are rejected.
-pub const UUID_FLAGS_KNOWN: u64 = UUID_FLAG_DISCARD_MY_DATA | UUID_FLAG_CRASHED_PRIMARY | UUID_FLAG_PRIMARY_PEER;
+pub const UUID_FLAGS_KNOWN: u64 =
+    UUID_FLAG_DISCARD_MY_DATA | UUID_FLAG_CRASHED_PRIMARY | UUID_FLAG_PRIMARY_PEER | UUID_FLAG_CRASHED_SECONDARY;
 
 /// Which of the two connections of a peer pair a socket is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -281,7 +285,14 @@ pub struct SyncUuids {
     pub history: [u64; UUID_SLOTS],
     /// The generation the sender's (possibly cut-short) resync as target brings it to; 0 if none.
     pub resync_goal: u64,
+    /// The Primary whose writes the sender follows or last followed, [`FOLLOWED_NONE`] if none.
+    pub followed_node: u8,
+    /// The sequence number of the last write the sender received from that Primary.
+    pub followed_seq: u64,
 }
+
+/// `SyncUuids::followed_node` when the sender followed no Primary.
+pub const FOLLOWED_NONE: u8 = u8::MAX;
 
 /// One protocol message. See the kind table in the crate documentation.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -945,6 +956,8 @@ impl SyncUuids {
             *slot = reader.u64("sync_uuids.history")?;
         }
         let resync_goal = reader.u64("sync_uuids.resync_goal")?;
+        let followed_node = reader.u8("sync_uuids.followed_node")?;
+        let followed_seq = reader.u64("sync_uuids.followed_seq")?;
         Ok(SyncUuids {
             volume,
             purpose,
@@ -958,6 +971,8 @@ impl SyncUuids {
             bitmap,
             history,
             resync_goal,
+            followed_node,
+            followed_seq,
         })
     }
 
@@ -979,6 +994,8 @@ impl SyncUuids {
             writer.u64(*uuid);
         }
         writer.u64(self.resync_goal);
+        writer.u8(self.followed_node);
+        writer.u64(self.followed_seq);
         Ok(())
     }
 }

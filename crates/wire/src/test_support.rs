@@ -143,6 +143,8 @@ pub(crate) fn arb_sync_uuids() -> impl Strategy<Value = SyncUuids> {
                     bitmap: [0; UUID_SLOTS],
                     history: [0; UUID_SLOTS],
                     resync_goal: current.rotate_left(9),
+                    followed_node: role,
+                    followed_seq: bits.rotate_left(5),
                 };
                 uuids.bitmap.copy_from_slice(&bitmap);
                 uuids.history.copy_from_slice(&history);

@@ -94,7 +94,7 @@ impl VolumeLog {
     }
 
     /// Releases a reservation; each is released exactly once.
-    fn end(&mut self, range: ExtentRange) {
+    pub(super) fn end(&mut self, range: ExtentRange) {
         let ended = self.log.end_write(range);
         assert!(
             ended.is_ok(),
@@ -143,7 +143,7 @@ pub(super) struct Reservation {
 }
 
 /// The outcome of asking the activity log for a write's extents.
-enum Begun {
+pub(super) enum Begun {
     /// Issue the write now.
     Start,
     /// Hold it.
@@ -219,7 +219,7 @@ impl<P: Clone> Engine<P> {
     }
 
     /// Reserves `range` in volume `vslot`'s log, issuing a transaction if it needs one.
-    fn al_begin(&mut self, vslot: usize, range: ExtentRange, out: &mut Vec<Action<P>>) -> Begun {
+    pub(super) fn al_begin(&mut self, vslot: usize, range: ExtentRange, out: &mut Vec<Action<P>>) -> Begun {
         let Some(log) = self.volumes[vslot].log.as_mut() else {
             return Begun::Start;
         };
@@ -228,6 +228,10 @@ impl<P: Clone> Engine<P> {
             Ok(Begin::Hot) => Begun::Start,
             Ok(Begin::AfterTransaction { seq }) => Begun::Hold(AlWait::Transaction { seq }),
             Ok(Begin::NeedsTransaction(write)) => {
+                // A Secondary keeps the extents of unsettled writes hot (`secondary_log.rs`):
+                // telling it what is settled first lets it make room for the write that
+                // follows this transaction.
+                self.announce_settled(true, out);
                 self.issue_transaction(vslot, &write, out);
                 Begun::Hold(AlWait::Transaction {
                     seq: write.transaction.seq,
@@ -327,7 +331,7 @@ impl<P: Clone> Engine<P> {
     }
 
     /// Retries the busy writes of volume `vslot` in order, up to the first that is still busy.
-    fn retry_busy(&mut self, now: Time, vslot: usize, out: &mut Vec<Action<P>>) {
+    pub(super) fn retry_busy(&mut self, now: Time, vslot: usize, out: &mut Vec<Action<P>>) {
         let volume = self.volumes[vslot].number;
         let mut index = 0;
         while index < self.held.len() {
@@ -389,6 +393,7 @@ impl<P: Clone> Engine<P> {
             );
             log.written += 1;
             log.carried.clear();
+            self.pins_activated(vslot, seq, true);
             while let Some(index) = self
                 .held
                 .iter()
@@ -399,10 +404,17 @@ impl<P: Clone> Engine<P> {
                 }
             }
         } else {
+            // Pins end before the log forgets the transaction (it refuses while one holds).
+            let unprotected = self.pins_activated(vslot, seq, false);
             self.fail_transaction(vslot, seq, out);
+            for slot in unprotected {
+                let reason = "a replicated write waits for an activity-log transaction that failed".to_string();
+                self.drop_peer(now, slot, crate::state::ConnState::Unconnected, reason, out);
+            }
         }
         self.retry_busy(now, vslot, out);
         self.start_waiting(now, out);
+        self.resume_deferred(now, out);
     }
 
     /// Transaction `seq` could not be written: the writes waiting for it fail, its extents go

@@ -39,7 +39,7 @@ use crate::after_split_brain::{
 use crate::engine::Engine;
 use crate::state::{ConnState, DiskState, Role};
 use crate::sync::{SentUuids, SourceSync, StartingSource, StartingTarget, SyncState, TargetSync};
-use crate::types::{Action, PeerMessage, Time, UuidsMessage, UuidsPurpose};
+use crate::types::{Action, Followed, PeerMessage, Time, UuidsMessage, UuidsPurpose};
 use crate::uuid::{
     NodeSet,
     compare, Adoption, GenerationIds, Handshake, HandshakeNodes, Rule, SyncDecision, Transfer,
@@ -91,6 +91,9 @@ impl<P: Clone> Engine<P> {
         // with nothing for this peer must not override what the peer has for it (such as a
         // new Primary's full resync of it, which the flag would turn into an rr-conflict).
         ids.flags.crashed_primary &= bitmap_bits > 0;
+        // Likewise a crashed Secondary: only its bits are suspect.
+        ids.flags.crashed_secondary &= bitmap_bits > 0;
+        let followed = self.followed(slot);
         let message = UuidsMessage {
             volume: volume.number,
             purpose,
@@ -100,6 +103,7 @@ impl<P: Clone> Engine<P> {
             bitmap_bits,
             size_bytes: volume.size_bytes,
             bitmap_granularity_bytes: p.bitmaps[vslot].granularity_bytes(),
+            followed,
         };
         out.push(Action::SendOnData {
             peer: p.config.node_id,
@@ -110,6 +114,7 @@ impl<P: Clone> Engine<P> {
             bitmap_bits,
             role: self.role,
             disk: volume.disk,
+            followed,
         }
     }
 
@@ -704,15 +709,18 @@ struct EqualSide {
     role: Role,
     /// It asked to discard its data (`connect --discard-my-data`).
     discard: bool,
+    followed: Option<Followed>,
+    /// It went down uncleanly as a Secondary (`crashed_secondary`).
+    crashed: bool,
 }
 
 impl EqualSide {
     fn sent(sent: &SentUuids) -> EqualSide {
-        EqualSide { bits: sent.bitmap_bits, disk: sent.disk, role: sent.role, discard: sent.ids.flags.discard_my_data }
+        EqualSide { bits: sent.bitmap_bits, disk: sent.disk, role: sent.role, discard: sent.ids.flags.discard_my_data, followed: sent.followed, crashed: sent.ids.flags.crashed_secondary }
     }
 
     fn received(peer: &UuidsMessage) -> EqualSide {
-        EqualSide { bits: peer.bitmap_bits, disk: peer.disk, role: peer.role, discard: peer.ids.flags.discard_my_data }
+        EqualSide { bits: peer.bitmap_bits, disk: peer.disk, role: peer.role, discard: peer.ids.flags.discard_my_data, followed: peer.followed, crashed: peer.ids.flags.crashed_secondary }
     }
 }
 
@@ -721,8 +729,12 @@ impl EqualSide {
 /// - an Inconsistent side facing an UpToDate one is the target, as in DRBD (a replicated
 ///   write failed on it under `pass_on`), whoever holds the bits;
 /// - a side that asked to discard its data is the target of the other;
-/// - if a bitmap still has bits (a write the peer failed), the Primary is the source if one
-///   side is; otherwise the side with bits (both: the lower node id).
+/// - if a bitmap still has bits (a write the peer failed, or writes a lost Primary may not
+///   have settled, `reconcile.rs`), the Primary is the source if one side is; otherwise the
+///   side that did not go down uncleanly if the other did (`crashed_secondary`: its disk
+///   cache may have lost writes in those blocks); otherwise, if both followed one Primary,
+///   the side that received its later write (it holds every write the other received);
+///   otherwise the side with bits (both: the lower node id).
 fn settle_equal_current(handshake: Handshake, local: EqualSide, peer: EqualSide, nodes: HandshakeNodes) -> Handshake {
     let crashed = matches!(handshake.rule, Rule::CrashedPrimarySelf | Rule::CrashedPrimaryPeer | Rule::CrashedPrimaryBoth);
     if crashed {
@@ -741,11 +753,14 @@ fn settle_equal_current(handshake: Handshake, local: EqualSide, peer: EqualSide,
         (false, true) => Some(true),
         _ => None,
     });
+    let further = followed_further(local.followed, peer.followed);
     let source = match (source, local.bits > 0, peer.bits > 0) {
         (Some(source), _, _) => source,
         (None, false, false) => return handshake,
         (None, _, _) if local.role == Role::Primary && peer.role != Role::Primary => true,
         (None, _, _) if peer.role == Role::Primary && local.role != Role::Primary => false,
+        (None, _, _) if local.crashed != peer.crashed => peer.crashed,
+        (None, _, _) if further.is_some() => further == Some(true),
         (None, true, false) => true,
         (None, false, true) => false,
         (None, true, true) => nodes.local() < nodes.peer(),
@@ -759,6 +774,13 @@ fn settle_equal_current(handshake: Handshake, local: EqualSide, peer: EqualSide,
         decision,
         rule: Rule::EqualCurrent,
     }
+}
+
+/// Whether this side received a later write than the other from the Primary both followed
+/// (None: not the same Primary, or the same write). Reads only exchanged values.
+fn followed_further(local: Option<Followed>, peer: Option<Followed>) -> Option<bool> {
+    let (local, peer) = (local?, peer?);
+    (local.node == peer.node && local.seq != peer.seq).then_some(local.seq > peer.seq)
 }
 
 /// Whether a side that follows no Primary holds bits for the other, which does: after it lost
@@ -793,13 +815,14 @@ fn current_primary_is_source(handshake: Handshake, local: Role, peer: Role) -> H
     Handshake { decision, rule: Rule::CurrentPrimary }
 }
 
-/// "Unrelated data" where one side is Inconsistent and the other UpToDate: a full sync to the
-/// Inconsistent side. Its data is a resync cut short (its current is a sync identifier that
-/// only its source knew, and that source may have moved on), never a usable disk; without
-/// this it could never rejoin. Whether the other side may overwrite it at all is
-/// [`keep_resync_goal`]'s to say. Reads only exchanged values.
+/// "Unrelated data" or a split brain where one side is Inconsistent and the other UpToDate: a
+/// full sync to the Inconsistent side, as DRBD decides. Its data is a resync cut short (its
+/// current is a sync identifier that only its source knew, and that source may have moved
+/// on), never a usable disk; without this it could never rejoin, or (a split brain) an
+/// administrator would have to pick the obvious victim. Whether the other side may
+/// overwrite it at all is [`keep_resync_goal`]'s to say. Reads only exchanged values.
 fn settle_unrelated_inconsistent(handshake: Handshake, local: DiskState, peer: DiskState) -> Handshake {
-    if handshake.decision != SyncDecision::Unrelated {
+    if !matches!(handshake.decision, SyncDecision::Unrelated | SyncDecision::SplitBrain { .. }) {
         return handshake;
     }
     let decision = match (local, peer) {
@@ -873,8 +896,9 @@ fn refuse_conflicts(outcome: Outcome, sent: &SentUuids, peer: &UuidsMessage) -> 
 mod tests {
     use super::*;
 
-    /// Only "unrelated data" between an Inconsistent and an UpToDate side becomes a full sync,
-    /// towards the Inconsistent side; every other pairing and decision is left alone.
+    /// Only "unrelated data" or a split brain between an Inconsistent and an UpToDate side
+    /// becomes a full sync, towards the Inconsistent side; every other pairing and decision is
+    /// left alone.
     #[test]
     fn unrelated_data_with_an_inconsistent_side_is_a_full_sync_to_it() {
         use DiskState::{Consistent, Inconsistent, Outdated, UpToDate};
@@ -893,10 +917,15 @@ mod tests {
         }
         let no_sync = Handshake { decision: SyncDecision::NoSync, rule: Rule::EqualCurrent };
         assert_eq!(settle_unrelated_inconsistent(no_sync, UpToDate, Inconsistent).decision, SyncDecision::NoSync);
-        // A sync target shares its source's lineage (its history holds the source's
-        // ancestors): a split brain, which the after-sb policies or the administrator settle.
-        let shared = Handshake { decision: SyncDecision::SplitBrain { auto_recoverable: false }, rule: Rule::HistoryBoth };
-        assert_eq!(settle_unrelated_inconsistent(shared, Inconsistent, UpToDate).decision, shared.decision);
+        // A split brain with an Inconsistent side (a sync target shares its source's
+        // lineage) is a full sync to it, as in DRBD; `keep_resync_goal` still refuses it when
+        // the source lacks the generation the target's resync was bringing it to.
+        for auto_recoverable in [false, true] {
+            let split = Handshake { decision: SyncDecision::SplitBrain { auto_recoverable }, rule: Rule::HistoryBoth };
+            assert_eq!(settle_unrelated_inconsistent(split, Inconsistent, UpToDate).decision, SyncDecision::Target(Transfer::Full));
+            assert_eq!(settle_unrelated_inconsistent(split, UpToDate, Inconsistent).decision, SyncDecision::Source(Transfer::Full));
+            assert_eq!(settle_unrelated_inconsistent(split, UpToDate, UpToDate).decision, split.decision);
+        }
     }
 
     /// A resync to an Inconsistent side, by any rule, needs the source to hold the generation
@@ -945,14 +974,16 @@ mod tests {
     /// Equal current generations: an Inconsistent side facing an UpToDate one is the target
     /// whoever has bits (a Secondary whose replicated write failed marked it for every peer;
     /// the UpToDate peer may know nothing of it); then a side discarding its data is the
-    /// target; then with bits the Primary is the source, else the side with bits, both: the
-    /// lower node id; no bits: no sync. Both sides decide alike.
+    /// target; then with bits the Primary is the source, else the side that followed their
+    /// Primary further, else the side with bits, both: the lower node id; no bits: no sync.
+    /// Both sides decide alike.
     #[test]
     fn equal_current_settles_by_disk_then_discard_then_role_then_bits() {
         use DiskState::{Inconsistent, Outdated, UpToDate};
         use Role::{Primary, Secondary};
         use SyncDecision::{NoSync, Source, Target};
-        let side = |bits, disk, role, discard| EqualSide { bits, disk, role, discard };
+        let side = |bits, disk, role, discard| EqualSide { bits, disk, role, discard, followed: None, crashed: false };
+        let after = |bits, node, seq| EqualSide { followed: Some(Followed { node, seq }), ..side(bits, UpToDate, Secondary, false) };
         let node = |id| crate::uuid::NodeId::new(id).expect("node id");
         let nodes = HandshakeNodes::new(node(2), node(1)).expect("distinct");
         let equal = Handshake { decision: NoSync, rule: Rule::EqualCurrent };
@@ -972,6 +1003,20 @@ mod tests {
             (side(5, UpToDate, Primary, false), side(5, UpToDate, Secondary, false), Source(bitmap)),
             (side(5, Inconsistent, Secondary, false), side(0, Outdated, Secondary, false), Source(bitmap)),
             (side(0, UpToDate, Primary, false), side(0, UpToDate, Secondary, false), NoSync),
+            // Both followed one Primary: the side that received its later write is the
+            // source, whoever has bits (the lower node id would lose that write).
+            (after(5, 0, 90), after(5, 0, 88), Source(bitmap)),
+            (after(5, 0, 88), after(0, 0, 90), Target(bitmap)),
+            (after(0, 0, 90), after(5, 0, 88), Source(bitmap)),
+            // Different Primaries, or the same write: the bits decide.
+            (after(5, 0, 90), after(5, 3, 88), Target(bitmap)),
+            (after(5, 0, 90), after(0, 0, 90), Source(bitmap)),
+            (after(0, 0, 90), after(0, 0, 88), NoSync),
+            // A side that went down uncleanly (it knows no Primary any more) is the target of
+            // one that did not, whoever has bits; a Primary still wins.
+            (EqualSide { crashed: true, ..after(5, 0, 90) }, after(5, 0, 88), Target(bitmap)),
+            (after(0, 0, 88), EqualSide { crashed: true, ..side(5, UpToDate, Secondary, false) }, Source(bitmap)),
+            (EqualSide { crashed: true, ..side(5, UpToDate, Primary, false) }, after(5, 0, 88), Source(bitmap)),
         ];
         for (local, peer, want) in rows {
             let got = settle_equal_current(equal, local, peer, nodes);

@@ -45,7 +45,7 @@ use crate::engine::{mark, Engine};
 use crate::extent::Extent;
 use crate::state::{ConnState, DiskState, Role};
 use crate::sync::SyncState;
-use crate::types::{Action, PeerMessage, Time};
+use crate::types::{Action, Followed, PeerMessage, Time};
 
 /// A Primary announces its settled epoch at least every this many epochs while writing.
 pub const PEER_ACK_EVERY_EPOCHS: u64 = 32;
@@ -104,13 +104,21 @@ impl<P: Clone> Engine<P> {
         }
     }
 
-    /// Secondary: the peer in `slot` says the epochs up to `epoch` are on all its peers.
-    pub(super) fn receive_peer_ack(&mut self, slot: usize, epoch: u64) -> Result<(), String> {
-        if self.role == Role::Primary {
-            return Err("peer ack received while Primary".into());
+    /// What a handshake to the peer in `slot` says this node followed: the Primary that feeds
+    /// it now (another peer), or else the one it lost last.
+    pub(super) fn followed(&self, slot: usize) -> Option<Followed> {
+        let feeding = self.peers.iter().enumerate().find(|(other, p)| *other != slot && p.connection == ConnState::Connected && p.role == Role::Primary);
+        match feeding {
+            Some((_, p)) => Some(Followed { node: p.config.node_id, seq: p.last_seq }),
+            None => self.lost_primary,
         }
+    }
+
+    /// Secondary: the peer in `slot` says the epochs up to `epoch` are on all its peers.
+    /// A node promoted meanwhile may still get one from the peer it followed.
+    pub(super) fn receive_peer_ack(&mut self, now: Time, slot: usize, epoch: u64, out: &mut Vec<Action<P>>) {
         self.peers[slot].unsettled.iter_mut().for_each(|u| u.settle(epoch));
-        Ok(())
+        self.unpin(now, slot, Some(epoch), out);
     }
 
     /// Primary: the peer in `slot` acknowledged the barrier of `epoch`.
@@ -132,8 +140,9 @@ impl<P: Clone> Engine<P> {
 
     /// Primary: tells the connected peers the newest epoch all of them acknowledged, when it
     /// moved by [`PEER_ACK_EVERY_EPOCHS`], or at all when `idle` (a tick).
+    /// A node that demoted goes on until its last epoch is settled (`peer_ack_owed`).
     pub(super) fn announce_settled(&mut self, idle: bool, out: &mut Vec<Action<P>>) {
-        if self.role != Role::Primary {
+        if self.role != Role::Primary && !self.peer_ack_owed {
             return;
         }
         let connected = || self.peers.iter().filter(|p| p.connection == ConnState::Connected);
@@ -149,6 +158,9 @@ impl<P: Clone> Engine<P> {
             out.push(Action::SendControl { peer: p.config.node_id, message: PeerMessage::PeerAck { epoch: settled } });
         }
         self.peer_ack_sent = settled;
+        if self.role != Role::Primary && settled >= self.epoch.saturating_sub(1) {
+            self.peer_ack_owed = false;
+        }
     }
 
     /// The connection to the peer in `slot` ended: the writes received from it that no peer

@@ -32,7 +32,7 @@ fn new_log(updates: AlUpdates) -> ActivityLog {
 }
 
 /// A 64 MiB volume in sync with its peer's, with an activity log if `log`.
-fn logged_volume(log: Option<AlUpdates>) -> VolumeConfig {
+pub(super) fn logged_volume(log: Option<AlUpdates>) -> VolumeConfig {
     let mut ids = GenerationIds::just_created();
     ids.current = SYNCED_UUID;
     VolumeConfig {

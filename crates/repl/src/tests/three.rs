@@ -773,3 +773,52 @@ fn the_first_write_after_a_promotion_with_quorum_succeeds_under_io_error() {
     trio.settle();
     assert!(trio.is_complete(2), "{:?}", trio.completed);
 }
+
+/// Issue 24, whole-cluster power loss: a Secondary with another peer writes a replicated
+/// write only once its extent is durably hot in its own activity log, and keeps the extent
+/// hot until a peer ack says every peer has the write. So what its in-memory record of the
+/// Primary's unsettled writes holds is also on disk, and an unclean restart marks it for
+/// every peer (the driver's attach). Before, a power loss of every node erased the record and
+/// two survivors could come back UpToDate and different.
+#[test]
+fn a_secondary_keeps_the_extents_of_unsettled_writes_hot_until_a_peer_ack() {
+    use meta::AlUpdates;
+    let logged = || super::activity_log::logged_volume(Some(AlUpdates::Enabled));
+    let mut trio = Trio::unconnected([logged(), logged(), logged()]);
+    for a in 0..NODES {
+        for b in (0..NODES).filter(|&b| b != a) {
+            trio.step(a, |engine, now, out| engine.peer_connected(now, b as u8, out));
+        }
+    }
+    trio.settle();
+    trio.step(0, |engine, _, out| engine.promote(false, out).expect("promote"));
+    trio.settle();
+    let in_flight = |trio: &Trio, node: usize| trio.nodes[node].activity_log(0).map_or(0, |log| log.writes_in_flight(0));
+
+    trio.held.extend([(0, 1), (0, 2)]);
+    trio.write(1);
+    trio.settle();
+    trio.held.clear();
+    // Only the write's messages to node 1 go through: its transaction comes before its write.
+    while let Some(message) = trio.links[0][1].pop_front() {
+        trio.step(1, |engine, now, out| engine.peer_message(now, 0, message, out));
+    }
+    let kinds: Vec<&str> = trio.local[1]
+        .iter()
+        .map(|action| match action {
+            Action::WriteActivityLog { .. } => "al",
+            Action::LocalWrite { .. } => "write",
+            _ => "other",
+        })
+        .collect();
+    assert_eq!(kinds.first(), Some(&"al"), "the extent is made hot before the write: {kinds:?}");
+    assert!(!kinds.contains(&"write"), "the write waits for the transaction: {kinds:?}");
+    assert_eq!(trio.nodes[1].status().peers[0].volumes[0].pending, 1, "a write waiting for the log counts as pending");
+    trio.settle();
+    assert!(trio.is_complete(1));
+    assert_eq!([in_flight(&trio, 1), in_flight(&trio, 2)], [1, 1], "no peer ack yet: the extent stays pinned");
+    // The idle epoch closes at a tick, its barrier acks arrive, the next tick sends the ack.
+    trio.tick_all();
+    trio.tick_all();
+    assert_eq!([in_flight(&trio, 1), in_flight(&trio, 2)], [0, 0], "the peer ack released the extent");
+}

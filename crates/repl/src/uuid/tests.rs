@@ -101,6 +101,9 @@ fn every_rule_from_both_ends() {
         ("only an older generation is shared", ids(G2, &[(1, G4)], &[G1]),
             ids(G3, &[], &[G4 | 1, G1]),
             MANUAL, Rule::HistoryBoth),
+        ("a generation kept in a third node's bitmap slot on one side and in the history of \
+          the other is shared", ids(G2, &[(2, G1 | 1)], &[G4]), ids(G3, &[], &[G1]),
+            MANUAL, Rule::HistoryBoth),
         ("nothing shared", ids(G1, &[(1, G3)], &[G4]), ids(G2, &[], &[]),
             SyncDecision::Unrelated, Rule::UnrelatedData),
         ("empty bitmaps are not a shared generation", ids(G1, &[], &[]), ids(G2, &[], &[]),
@@ -350,7 +353,7 @@ fn arbitrary_ids() -> impl Strategy<Value = GenerationIds> {
             ids.current = current;
             ids.bitmap[..bitmaps.len()].copy_from_slice(&bitmaps);
             ids.history[..history.len()].copy_from_slice(&history);
-            ids.flags = GenerationFlags { crashed_primary, discard_my_data, primary_peer: false };
+            ids.flags = GenerationFlags { crashed_primary, discard_my_data, ..GenerationFlags::default() };
             ids
         })
 }

@@ -183,6 +183,8 @@ fn uuids_sample() -> SyncUuids {
         bitmap: [0; UUID_SLOTS],
         history: [0; UUID_SLOTS],
         resync_goal: 0x30,
+        followed_node: 2,
+        followed_seq: 0x4000,
     };
     uuids.bitmap[1] = 0x10;
     uuids.history[0] = 0x20;
@@ -281,6 +283,8 @@ fn sync_uuids_layout_is_pinned() {
         expected.extend_from_slice(&(if slot == 0 { 0x20_u64 } else { 0 }).to_be_bytes());
     }
     expected.extend_from_slice(&0x30_u64.to_be_bytes()); // resync goal
+    expected.push(2); // followed node
+    expected.extend_from_slice(&0x4000_u64.to_be_bytes()); // followed seq
     assert_eq!(body, expected.as_slice());
 }
 
@@ -340,8 +344,8 @@ fn resync_and_setup_decode_errors() {
     check_decode(
         uuids,
         len,
-        &body(|b| b[12] = 8),
-        Err(WireError::UnknownUuidFlags { flags: 8 }),
+        &body(|b| b[12] = 16),
+        Err(WireError::UnknownUuidFlags { flags: 16 }),
     );
     check_decode(
         uuids,
@@ -423,11 +427,11 @@ fn encode_refuses_bad_resync_and_setup_messages() {
     }
     check_encode_error(
         Message::SyncUuids(Box::new(SyncUuids {
-            flags: 8,
+            flags: 16,
             ..uuids_sample()
         })),
         0,
-        WireError::UnknownUuidFlags { flags: 8 },
+        WireError::UnknownUuidFlags { flags: 16 },
     );
     check_encode_error(
         Message::ResyncReply(ResyncReplyHeader {
