@@ -25,7 +25,7 @@ mod words;
 #[cfg(test)]
 mod fixtures;
 
-pub use events::{change_events, initial_events};
+pub use events::{change_events, initial_events, EventsOptions};
 pub use protocol::{decode_line, encode_line, AdminError, Reply, Request, LINE_BYTES_MAX};
 pub use report::{ConnectionStatus, DeviceStatus, PeerDeviceStatus, ResourceStatus, StatusReport};
 pub use status::{format_json, format_status, StatusOptions};

@@ -50,7 +50,49 @@ impl ResourceStatus {
             (true, false) => self.suspend_reasons.join(","),
         }
     }
+
+    /// events2's `may_promote`: whether a plain `primary` (no `--force`) would find nothing
+    /// against it in this report: this node is Secondary, no connected peer is Primary, it
+    /// has at least one volume, every volume is UpToDate, has quorum and is not possibly
+    /// stale, and I/O is not suspended. The daemon may still refuse for what a report does
+    /// not show (a handshake under way, a failed `fence-peer`, a resource that is down).
+    pub fn may_promote(&self) -> bool {
+        self.role == "Secondary"
+            && !self.suspended
+            && !self.connections.iter().any(|connection| connection.role == "Primary")
+            && !self.devices.is_empty()
+            && self.devices.iter().all(|device| {
+                device.disk == "UpToDate" && device.quorum && !device.possibly_stale
+            })
+    }
+
+    /// events2's `promotion_score`: how good a Primary this node would make, higher is better
+    /// (drbd-reactor's promoter prefers the node with the highest score among those that
+    /// `may_promote`). tandem's rule: 0 unless every volume is UpToDate; otherwise
+    /// [`PROMOTION_SCORE_UP_TO_DATE`] plus [`PROMOTION_SCORE_PER_PEER`] for each
+    /// `Connected` peer. It does not depend on the role, so a Primary scores as it would as a
+    /// Secondary.
+    pub fn promotion_score(&self) -> u32 {
+        let up_to_date = !self.devices.is_empty()
+            && self.devices.iter().all(|device| device.disk == "UpToDate");
+        if !up_to_date {
+            return 0;
+        }
+        let connected = self
+            .connections
+            .iter()
+            .filter(|connection| connection.connection == "Connected")
+            .count();
+        let connected = u32::try_from(connected).unwrap_or(u32::MAX);
+        PROMOTION_SCORE_UP_TO_DATE
+            .saturating_add(PROMOTION_SCORE_PER_PEER.saturating_mul(connected))
+    }
 }
+
+/// The `promotion_score` of a node whose every volume is UpToDate, before connected peers.
+pub const PROMOTION_SCORE_UP_TO_DATE: u32 = 10_000;
+/// What each `Connected` peer adds to `promotion_score`.
+pub const PROMOTION_SCORE_PER_PEER: u32 = 100;
 
 /// One local volume of a resource.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -87,6 +129,14 @@ pub struct DeviceStatus {
     /// promotion needs `--force` (printed as `possibly-stale:yes`).
     #[serde(default)]
     pub possibly_stale: bool,
+}
+
+impl DeviceStatus {
+    /// DRBD's `client:`: a volume configured without a disk (`disk none`), as opposed to one
+    /// that lost or detached its disk.
+    pub fn is_client(&self) -> bool {
+        self.backing_dev == "none"
+    }
 }
 
 /// One connection from this node to a peer.

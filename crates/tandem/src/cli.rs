@@ -50,14 +50,7 @@ pub enum Command {
         target: Target,
     },
     /// Print state changes as they happen, like `drbdsetup events2`, until interrupted.
-    Events {
-        /// Include I/O counters.
-        #[arg(short, long)]
-        statistics: bool,
-        /// Which resource.
-        #[command(flatten)]
-        target: Target,
-    },
+    Events(EventsArgs),
     /// Run a node in the foreground.
     Node {
         /// The drbd.conf-style configuration file.
@@ -135,6 +128,30 @@ pub enum Command {
         #[arg(long, value_name = "NAME")]
         name: String,
     },
+}
+
+/// `tandem events` (and `drbdsetup events2`): drbdsetup's options.
+#[derive(Debug, Args)]
+pub struct EventsArgs {
+    /// Include I/O counters.
+    #[arg(short, long)]
+    pub statistics: bool,
+    /// Print the current state (`exists` lines, then `exists -`) and exit.
+    #[arg(long)]
+    pub now: bool,
+    /// Print the current state, then again each time a line `n` arrives on standard input;
+    /// exit at the end of input.
+    #[arg(long, conflicts_with = "now")]
+    pub poll: bool,
+    /// Every `change` line carries every field of its object, counters included.
+    #[arg(long)]
+    pub full: bool,
+    /// Start each line with the time it arrived (ISO 8601, UTC, microseconds).
+    #[arg(long)]
+    pub timestamps: bool,
+    /// Which resource.
+    #[command(flatten)]
+    pub target: Target,
 }
 
 /// The admin verbs that change state and are answered with a plain `Ok` or `Error`.

@@ -20,6 +20,7 @@ mod dump;
 mod error;
 mod md;
 mod terminal;
+mod timestamp;
 mod wait_sync;
 
 use std::process::ExitCode;
@@ -57,9 +58,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
             };
             commands::status(run_dir, resource_filter(&target), format)
         }
-        Command::Events { statistics, target } => {
-            commands::events(run_dir, resource_filter(&target), statistics)
-        }
+        Command::Events(args) => commands::events(run_dir, &args),
         Command::Node { config, node } => {
             init_logging();
             let options = daemon::NodeOptions {

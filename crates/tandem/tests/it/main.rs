@@ -10,6 +10,8 @@ use std::sync::mpsc;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
+mod events_options;
+
 use admin::{
     ConnectionStatus, DeviceStatus, PeerDeviceStatus, Reply, Request, ResourceStatus, StatusReport,
 };
@@ -461,7 +463,8 @@ fn events_stream_each_line_as_it_arrives() {
         request,
         Request::Events {
             resource: Some("r0".to_string()),
-            statistics: true
+            statistics: true,
+            full: false,
         }
     );
 }
