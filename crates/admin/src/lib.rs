@@ -16,6 +16,7 @@
 //!   whatever order the daemon listed objects in (resources and connections are printed
 //!   sorted by name, devices and peer devices by volume).
 
+mod drbd_json;
 mod events;
 mod protocol;
 mod report;
@@ -25,6 +26,7 @@ mod words;
 #[cfg(test)]
 mod fixtures;
 
+pub use drbd_json::format_drbd_json;
 pub use events::{change_events, initial_events, EventsOptions};
 pub use protocol::{decode_line, encode_line, AdminError, Reply, Request, LINE_BYTES_MAX};
 pub use report::{ConnectionStatus, DeviceStatus, PeerDeviceStatus, ResourceStatus, StatusReport};

@@ -36,9 +36,12 @@ pub enum Command {
     Simple(SimpleVerb),
     /// Show the state of resources, like `drbdadm status`.
     Status {
-        /// Print the report as JSON.
+        /// Print the report as JSON (tandem's own schema: the admin protocol's report).
         #[arg(long)]
         json: bool,
+        /// Print the report in the JSON schema of `drbdsetup status --json`.
+        #[arg(long, conflicts_with = "json")]
+        drbd_json: bool,
         /// Show every field.
         #[arg(short, long)]
         verbose: bool,

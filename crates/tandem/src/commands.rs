@@ -14,11 +14,22 @@ use crate::client::{reply_kind, Session};
 use crate::error::CliError;
 use crate::terminal::{self, Written};
 
+/// Which layout `tandem status` prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StatusStyle {
+    /// drbdsetup's text.
+    Text,
+    /// tandem's JSON (the admin protocol's report).
+    Json,
+    /// drbdsetup's `status --json` schema.
+    DrbdJson,
+}
+
 /// How `tandem status` prints.
 #[derive(Debug, Clone, Copy)]
 pub struct StatusFormat {
-    /// JSON instead of drbdsetup's text.
-    pub json: bool,
+    /// The layout.
+    pub style: StatusStyle,
     /// `--verbose`.
     pub verbose: bool,
     /// `--statistics`.
@@ -51,15 +62,17 @@ pub fn status(
         Reply::Error { message } => return Err(CliError::Refused(message)),
         other => return Err(unexpected(&request, &other)),
     };
-    let text = if format.json {
-        admin::format_json(&report)
-    } else {
-        let options = StatusOptions {
-            verbose: format.verbose,
-            statistics: format.statistics,
-            width: terminal::stdout_width(),
-        };
-        admin::format_status(&report, &options)
+    let text = match format.style {
+        StatusStyle::Json => admin::format_json(&report),
+        StatusStyle::DrbdJson => admin::format_drbd_json(&report),
+        StatusStyle::Text => {
+            let options = StatusOptions {
+                verbose: format.verbose,
+                statistics: format.statistics,
+                width: terminal::stdout_width(),
+            };
+            admin::format_status(&report, &options)
+        }
     };
     terminal::print(&text)?;
     Ok(())

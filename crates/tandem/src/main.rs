@@ -28,7 +28,7 @@ use std::process::ExitCode;
 use clap::Parser;
 
 use crate::cli::{resource_filter, Cli, Command};
-use crate::commands::StatusFormat;
+use crate::commands::{StatusFormat, StatusStyle};
 use crate::error::CliError;
 
 fn main() -> ExitCode {
@@ -47,12 +47,18 @@ fn run(cli: Cli) -> Result<(), CliError> {
     match cli.command {
         Command::Status {
             json,
+            drbd_json,
             verbose,
             statistics,
             target,
         } => {
+            let style = match (json, drbd_json) {
+                (_, true) => StatusStyle::DrbdJson,
+                (true, false) => StatusStyle::Json,
+                (false, false) => StatusStyle::Text,
+            };
             let format = StatusFormat {
-                json,
+                style,
                 verbose,
                 statistics,
             };

@@ -308,6 +308,22 @@ fn status_json_prints_the_report() {
     );
 }
 
+/// Issue 27: `--drbd-json` prints drbdsetup's schema (the admin crate tests every key).
+#[test]
+fn status_drbd_json_prints_drbdsetups_schema() {
+    let run_dir = tempfile::tempdir().expect("tempdir");
+    let node = answering(run_dir.path(), Reply::Status(report()));
+    let mut command = tandem(run_dir.path());
+    command.args(["status", "--drbd-json", "r0"]);
+    let output = run(command);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    let printed: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    assert_eq!(printed[0]["name"], "r0");
+    assert_eq!(printed[0]["devices"][0]["disk-state"], "UpToDate");
+    assert!(printed[0]["connections"][0]["peer_devices"].is_array(), "{printed}");
+    node.join().expect("node");
+}
+
 #[test]
 fn a_refused_request_prints_the_reason_and_exits_1() {
     let run_dir = tempfile::tempdir().expect("tempdir");
