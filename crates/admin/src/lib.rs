@@ -23,8 +23,8 @@ mod report;
 mod status;
 mod words;
 
-#[cfg(test)]
-mod fixtures;
+#[cfg(any(test, feature = "fixtures"))]
+pub mod fixtures;
 
 pub use drbd_json::format_drbd_json;
 pub use events::{change_events, initial_events, EventsOptions};

@@ -134,7 +134,7 @@ pub enum Command {
 }
 
 /// `tandem events` (and `drbdsetup events2`): drbdsetup's options.
-#[derive(Debug, Args)]
+#[derive(Debug, PartialEq, Eq, Args)]
 pub struct EventsArgs {
     /// Include I/O counters.
     #[arg(short, long)]
@@ -310,7 +310,7 @@ impl SimpleVerb {
 }
 
 /// The resource a command acts on.
-#[derive(Debug, Args)]
+#[derive(Debug, PartialEq, Eq, Args)]
 pub struct Target {
     /// Resource name, or `all` (the default).
     #[arg(value_name = "RES")]

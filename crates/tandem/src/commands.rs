@@ -7,7 +7,7 @@
 use std::io::BufRead;
 use std::path::Path;
 
-use admin::{Reply, Request, StatusOptions};
+use admin::{Reply, Request, StatusOptions, StatusReport};
 
 use crate::cli::{resource_filter, EventsArgs};
 use crate::client::{reply_kind, Session};
@@ -56,12 +56,7 @@ pub fn status(
     resource: Option<String>,
     format: StatusFormat,
 ) -> Result<(), CliError> {
-    let request = Request::Status { resource };
-    let report = match Session::open(run_dir, &request)?.reply()? {
-        Reply::Status(report) => report,
-        Reply::Error { message } => return Err(CliError::Refused(message)),
-        other => return Err(unexpected(&request, &other)),
-    };
+    let report = fetch_report(run_dir, resource)?;
     let text = match format.style {
         StatusStyle::Json => admin::format_json(&report),
         StatusStyle::DrbdJson => admin::format_drbd_json(&report),
@@ -76,6 +71,16 @@ pub fn status(
     };
     terminal::print(&text)?;
     Ok(())
+}
+
+/// The node's status report for `resource` (`None`: every resource).
+pub fn fetch_report(run_dir: &Path, resource: Option<String>) -> Result<StatusReport, CliError> {
+    let request = Request::Status { resource };
+    match Session::open(run_dir, &request)?.reply()? {
+        Reply::Status(report) => Ok(report),
+        Reply::Error { message } => Err(CliError::Refused(message)),
+        other => Err(unexpected(&request, &other)),
+    }
 }
 
 /// `tandem events`: prints each event line as it arrives until the node closes the

@@ -7,6 +7,10 @@
 //! Exit status: 0 when the command succeeded, 1 when it was refused or failed (the reason
 //! goes to standard error as `tandem: REASON`), 2 for a usage error (clap's own).
 //!
+//! Invoked through a link named `drbdadm` or `drbdsetup` (argv[0]), the binary accepts the
+//! part of those tools' command lines that scripts use instead (see `compat`), with the
+//! same exit statuses; a command it does not support is a usage error (2).
+//!
 //! `tandem node` logs to standard error, filtered by `RUST_LOG` (default `info`); the admin
 //! verbs do not log.
 //!
@@ -15,6 +19,7 @@
 mod cli;
 mod client;
 mod commands;
+mod compat;
 mod demo;
 mod dump;
 mod error;
@@ -32,6 +37,11 @@ use crate::commands::{StatusFormat, StatusStyle};
 use crate::error::CliError;
 
 fn main() -> ExitCode {
+    let mut args = std::env::args_os();
+    let tool = args.next().as_deref().and_then(compat::Tool::from_argv0);
+    if let Some(tool) = tool {
+        return compat::main(tool, args);
+    }
     let cli = Cli::parse();
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,

@@ -10,6 +10,7 @@ use std::sync::mpsc;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
+mod compat;
 mod events_options;
 
 use admin::{
