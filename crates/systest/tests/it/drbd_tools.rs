@@ -1,0 +1,206 @@
+//! Issue 27: a live three-node cluster read and driven through DRBD's tool names. The test
+//! makes links named `drbdadm` and `drbdsetup` to the tandem binary in its own directory
+//! (as the package installs them in `/usr/lib/tandem/compat/`), points them at a node with
+//! `TANDEM_RUN_DIR`, and checks `drbdsetup events2 --now --statistics`, `tandem events
+//! --now --statistics`, `drbdsetup status --json`, `drbdadm role|cstate|dstate|sh-*`, a
+//! Nagios-style check script that finds `drbdadm` on its PATH, a switchover with `drbdadm
+//! secondary` / `primary` seen through `may_promote`, and the refusal of `drbdadm outdate`.
+
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::cluster::{tandem_bin, Cluster, Spec, ADMIN_DEADLINE, RESOURCE};
+use crate::tools::run_with_deadline;
+
+const ALICE: usize = 0;
+const BOB: usize = 1;
+const STATE_DEADLINE: Duration = Duration::from_secs(10);
+
+/// The field names of each events2 object, in drbdsetup's order (tandem's own
+/// `verify-found`/`verify-skipped` follow DRBD's last field and are skipped here).
+const RESOURCE_FIELDS: &str = "name role suspended force-io-failures may_promote promotion_score write-ordering";
+const DEVICE_FIELDS: &str = "name volume minor backing_dev disk client open quorum size read written al-writes bm-writes upper-pending lower-pending al-suspended blocked";
+const CONNECTION_FIELDS: &str = "name peer-node-id conn-name connection role congested ap-in-flight rs-in-flight";
+const PEER_DEVICE_FIELDS: &str = "name peer-node-id conn-name volume replication peer-disk peer-client resync-suspended received sent out-of-sync pending unacked";
+
+/// The directory with the `drbdadm` and `drbdsetup` links.
+fn compat_dir(cluster: &Cluster) -> PathBuf {
+    let dir = cluster.dir().join("compat");
+    if !dir.exists() {
+        std::fs::create_dir(&dir).expect("compat dir");
+        for name in ["drbdadm", "drbdsetup"] {
+            std::os::unix::fs::symlink(tandem_bin(), dir.join(name)).expect("symlink");
+        }
+    }
+    dir
+}
+
+/// Runs `TOOL ARGS...` (a link in the compat directory) against node `index`.
+fn tool(cluster: &Cluster, index: usize, tool: &str, args: &[&str]) -> Output {
+    let mut command = Command::new(compat_dir(cluster).join(tool));
+    command
+        .env("TANDEM_RUN_DIR", cluster.run_dir(index))
+        .env("__DRBD_NODE__", cluster.name(index))
+        .args(args)
+        .stdin(Stdio::null());
+    run_with_deadline(command, ADMIN_DEADLINE)
+}
+
+/// Like [`tool`], for a command that must succeed; its standard output.
+fn tool_ok(cluster: &Cluster, index: usize, name: &str, args: &[&str]) -> String {
+    let output = tool(cluster, index, name, args);
+    if !output.status.success() {
+        cluster.fail(&format!(
+            "'{name} {}' on {} failed with {}: {}",
+            args.join(" "),
+            cluster.name(index),
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        ));
+    }
+    String::from_utf8(output.stdout).expect("UTF-8 output")
+}
+
+/// The `key` of each `key:value` word of an events2 line, after its verb and object.
+fn field_names(line: &str) -> String {
+    let names: Vec<&str> = line
+        .split(' ')
+        .skip(2)
+        .filter_map(|word| word.split_once(':').map(|(name, _)| name))
+        .filter(|name| !matches!(*name, "verify-found" | "verify-skipped"))
+        .collect();
+    names.join(" ")
+}
+
+/// The value of `key` in an events2 line.
+fn field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
+    line.split(' ').find_map(|word| word.strip_prefix(key)?.strip_prefix(':'))
+}
+
+/// Checks a `--now --statistics` dump of a three-node resource: one resource, one device,
+/// two connections and two peer devices, every field in drbdsetup's order, then `exists -`.
+fn check_dump(cluster: &Cluster, dump: &str, role: &str) {
+    let lines: Vec<&str> = dump.lines().collect();
+    let shape = |prefix: &str| lines.iter().filter(|line| line.starts_with(prefix)).copied().collect::<Vec<_>>();
+    let wrong = |what: &str| -> ! { cluster.fail(&format!("events2 dump: {what}:\n{dump}")) };
+    if lines.last() != Some(&"exists -") {
+        wrong("does not end with 'exists -'");
+    }
+    let objects = [
+        ("exists resource ", RESOURCE_FIELDS, 1),
+        ("exists device ", DEVICE_FIELDS, 1),
+        ("exists connection ", CONNECTION_FIELDS, 2),
+        ("exists peer-device ", PEER_DEVICE_FIELDS, 2),
+    ];
+    for (prefix, fields, count) in objects {
+        let found = shape(prefix);
+        if found.len() != count || found.iter().any(|line| field_names(line) != fields) {
+            wrong(&format!("expected {count} '{prefix}' lines with fields '{fields}'"));
+        }
+    }
+    if lines.len() != 7 {
+        wrong("expected 7 lines");
+    }
+    let resource = shape("exists resource ")[0];
+    if field(resource, "role") != Some(role) || field(resource, "may_promote") != Some("no") {
+        wrong(&format!("expected role:{role} may_promote:no"));
+    }
+    // Every volume UpToDate and both peers connected: 10000 + 2 × 100.
+    if field(resource, "promotion_score") != Some("10200") {
+        wrong("expected promotion_score:10200");
+    }
+    for line in shape("exists connection ") {
+        if field(line, "connection") != Some("Connected") {
+            wrong("a connection is not Connected");
+        }
+    }
+}
+
+/// Issue 27, "Done when": the compat entry points and `events --now --statistics` on a live
+/// three-node cluster.
+#[test]
+fn drbd_tools_read_and_drive_a_live_three_node_cluster() {
+    let cluster = Cluster::with_primary(Spec::three_nodes('C'));
+
+    let dump = tool_ok(&cluster, ALICE, "drbdsetup", &["events2", "--now", "--statistics", RESOURCE]);
+    check_dump(&cluster, &dump, "Primary");
+    let dump = cluster.admin_ok(BOB, &["events", "--now", "--statistics", RESOURCE]);
+    check_dump(&cluster, &dump, "Secondary");
+
+    check_status_json(&cluster);
+    check_queries(&cluster);
+    check_nagios_style_script(&cluster);
+
+    // A switchover with drbdadm: once alice is Secondary, bob may promote.
+    tool_ok(&cluster, ALICE, "drbdadm", &["secondary", RESOURCE]);
+    cluster.wait_until("bob's events2 shows may_promote:yes", STATE_DEADLINE, || {
+        let dump = tool_ok(&cluster, BOB, "drbdsetup", &["events2", "--now", RESOURCE]);
+        dump.lines().any(|line| line.starts_with("exists resource ") && field(line, "may_promote") == Some("yes"))
+    });
+    tool_ok(&cluster, BOB, "drbdadm", &["primary", RESOURCE]);
+    assert_eq!(tool_ok(&cluster, BOB, "drbdadm", &["role", RESOURCE]), "Primary\n");
+
+    let refused = tool(&cluster, BOB, "drbdadm", &["outdate", RESOURCE]);
+    assert_eq!(refused.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(stderr.contains("'outdate' is not supported by tandem's drbdadm"), "{stderr}");
+}
+
+fn check_status_json(cluster: &Cluster) {
+    let text = tool_ok(cluster, ALICE, "drbdsetup", &["status", "--json", RESOURCE]);
+    let json: Value = serde_json::from_str(&text).unwrap_or_else(|error| cluster.fail(&format!("{error}:\n{text}")));
+    let resource = &json[0];
+    assert_eq!(resource["name"], RESOURCE, "{text}");
+    assert_eq!(resource["role"], "Primary", "{text}");
+    assert_eq!(resource["devices"][0]["disk-state"], "UpToDate", "{text}");
+    assert_eq!(resource["devices"][0]["quorum"], true, "{text}");
+    let connections = resource["connections"].as_array().expect("connections array");
+    assert_eq!(connections.len(), 2, "{text}");
+    for connection in connections {
+        assert_eq!(connection["connection-state"], "Connected", "{text}");
+        assert_eq!(connection["peer-role"], "Secondary", "{text}");
+        let peer_device = &connection["peer_devices"][0];
+        assert_eq!(peer_device["replication-state"], "Established", "{text}");
+        assert_eq!(peer_device["peer-disk-state"], "UpToDate", "{text}");
+        assert_eq!(peer_device["percent-in-sync"], 100.0, "{text}");
+    }
+}
+
+fn check_queries(cluster: &Cluster) {
+    assert_eq!(tool_ok(cluster, ALICE, "drbdadm", &["role", RESOURCE]), "Primary\n");
+    assert_eq!(tool_ok(cluster, BOB, "drbdadm", &["role", RESOURCE]), "Secondary\n");
+    assert_eq!(tool_ok(cluster, ALICE, "drbdadm", &["cstate", RESOURCE]), "Connected\nConnected\n");
+    assert_eq!(tool_ok(cluster, ALICE, "drbdadm", &["cstate", "r0:bob"]), "Connected\n");
+    assert_eq!(tool_ok(cluster, ALICE, "drbdadm", &["dstate", RESOURCE]), "UpToDate/UpToDate/UpToDate\n");
+    let config = cluster.config_path(BOB).display().to_string();
+    assert_eq!(tool_ok(cluster, BOB, "drbdadm", &["-c", &config, "sh-resources"]), format!("{RESOURCE}\n"));
+    let lower = tool_ok(cluster, BOB, "drbdadm", &["-c", &config, "sh-ll-dev", RESOURCE]);
+    assert_eq!(lower, format!("{}\n", cluster.disk(BOB).display()));
+}
+
+/// A monitoring check as people write them: `drbdadm` from PATH, exit 0 for OK, 2 for
+/// CRITICAL.
+fn check_nagios_style_script(cluster: &Cluster) {
+    const CHECK: &str = r#"
+state=$(drbdadm dstate "$1") || { echo "UNKNOWN: drbdadm failed"; exit 3; }
+case "$state" in
+  UpToDate/UpToDate*) echo "OK: $1 $state"; exit 0 ;;
+  *) echo "CRITICAL: $1 $state"; exit 2 ;;
+esac
+"#;
+    let path = format!("{}:{}", compat_dir(cluster).display(), std::env::var("PATH").unwrap_or_default());
+    let mut command = Command::new("sh");
+    command
+        .args(["-c", CHECK, "check_drbd", RESOURCE])
+        .env("PATH", path)
+        .env("TANDEM_RUN_DIR", cluster.run_dir(ALICE))
+        .stdin(Stdio::null());
+    let output = run_with_deadline(command, ADMIN_DEADLINE);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(0), "{stdout}{}", String::from_utf8_lossy(&output.stderr));
+    assert_eq!(stdout, "OK: r0 UpToDate/UpToDate/UpToDate\n");
+}
+
