@@ -4,7 +4,8 @@
 //! `TANDEM_RUN_DIR`, and checks `drbdsetup events2 --now --statistics`, `tandem events
 //! --now --statistics`, `drbdsetup status --json`, `drbdadm role|cstate|dstate|sh-*`, a
 //! Nagios-style check script that finds `drbdadm` on its PATH, a switchover with `drbdadm
-//! secondary` / `primary` seen through `may_promote`, and the refusal of `drbdadm outdate`.
+//! secondary` / `primary` seen through `may_promote`, the refusal of `drbdadm outdate`, and
+//! drbd-reactor's `drbd_*` metric names on the node's Prometheus listener.
 
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
@@ -12,7 +13,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::cluster::{tandem_bin, Cluster, Spec, ADMIN_DEADLINE, RESOURCE};
+use crate::cluster::{free_port, tandem_bin, Cluster, Spec, ADMIN_DEADLINE, RESOURCE};
+use crate::metrics::scrape;
 use crate::tools::run_with_deadline;
 
 const ALICE: usize = 0;
@@ -123,7 +125,10 @@ fn check_dump(cluster: &Cluster, dump: &str, role: &str) {
 /// three-node cluster.
 #[test]
 fn drbd_tools_read_and_drive_a_live_three_node_cluster() {
-    let cluster = Cluster::with_primary(Spec::three_nodes('C'));
+    let metrics_port = free_port();
+    let spec = Spec::three_nodes('C').host_line(ALICE, &format!("metrics-address {metrics_port};"));
+    let cluster = Cluster::with_primary(spec);
+    check_drbd_metrics(&scrape(metrics_port));
 
     let dump = tool_ok(&cluster, ALICE, "drbdsetup", &["events2", "--now", "--statistics", RESOURCE]);
     check_dump(&cluster, &dump, "Primary");
@@ -204,3 +209,33 @@ esac
     assert_eq!(stdout, "OK: r0 UpToDate/UpToDate/UpToDate\n");
 }
 
+
+/// drbd-reactor's families that its dashboards and alert rules read, and samples of a healthy
+/// three-node Primary with its labels (`name`, `volume`, `minor`, `conn_name`,
+/// `peer_node_id`).
+fn check_drbd_metrics(text: &str) {
+    for family in [
+        "drbd_resource_role",
+        "drbd_resource_maypromote",
+        "drbd_resource_promotionscore",
+        "drbd_device_state",
+        "drbd_device_quorum",
+        "drbd_device_written_bytes_total",
+        "drbd_connection_state",
+        "drbd_connection_congested",
+        "drbd_connection_apinflight_bytes",
+        "drbd_peerdevice_outofsync_bytes",
+        "drbd_peerdevice_sent_bytes",
+    ] {
+        assert!(text.contains(&format!("# TYPE {family} ")), "no family {family} in:\n{text}");
+    }
+    let has = |prefix: &str, value: &str| text.lines().any(|line| line.starts_with(prefix) && line.ends_with(&format!("}} {value}")));
+    assert!(has("drbd_resource_role{name=\"r0\",drbd_resource_role=\"Primary\"", "1"), "{text}");
+    assert!(has("drbd_resource_promotionscore{name=\"r0\"", "10200"), "{text}");
+    assert!(has("drbd_device_quorum{name=\"r0\",volume=\"0\",minor=", "1"), "{text}");
+    for (peer, id) in [("bob", 1), ("carol", 2)] {
+        let connection = format!("name=\"r0\",conn_name=\"{peer}\",peer_node_id=\"{id}\"");
+        assert!(has(&format!("drbd_connection_state{{{connection},drbd_connection_state=\"Connected\""), "1"), "{text}");
+        assert!(has(&format!("drbd_peerdevice_outofsync_bytes{{{connection},volume=\"0\""), "0"), "{text}");
+    }
+}
