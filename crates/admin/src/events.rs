@@ -7,6 +7,8 @@
 //! - `device name:R volume:V minor:M` (`minor:` left out when the volume has no device)
 //! - `connection name:R peer-node-id:N conn-name:C`
 //! - `peer-device name:R peer-node-id:N conn-name:C volume:V`
+//! - `path name:R peer-node-id:N conn-name:C local:ipv4:IP:PORT peer:ipv4:IP:PORT` (`ipv6:` with
+//!   the address in brackets)
 //!
 //! An object whose identifying keys change (a new minor, a renamed connection) is reported
 //! as destroyed and created again.
@@ -19,7 +21,7 @@
 //! - connection: `connection role` | `congested ap-in-flight rs-in-flight` (sectors)
 //! - peer-device: `replication peer-disk peer-client resync-suspended done` | `received sent
 //!   out-of-sync pending unacked verify-found verify-skipped`; `done:` only while the report
-//!   has a resync percentage. `verify-found`/`verify-skipped` are tandem's own (what the last
+//!   has a resync percentage; path: `established`. `verify-found`/`verify-skipped` are tandem's own (what the last
 //!   online verify found different or could not judge), after every field DRBD prints, so a
 //!   consumer that reads fields by position up to DRBD's last one is not misled.
 //!
@@ -32,7 +34,7 @@
 //!
 //! Rules (decided here, following drbdsetup where it is clear):
 //! - The initial dump is an `exists` line per object, parents before children (resource,
-//!   its devices, its connections, its peer devices), then `exists -`.
+//!   its devices, its connections, its peer devices, its paths), then `exists -`.
 //! - `create` lines carry every field, like `exists`. Counters appear only with
 //!   `statistics`.
 //! - `destroy` lines carry only the identifying keys; children are destroyed before their
@@ -44,12 +46,11 @@
 //! - With `full` (`--full`, which implies `statistics`), a `change` line lists every field
 //!   of the object, changed or not, so each line alone gives the object's whole state.
 //!
-//! Left out because the report does not carry them: `path` objects.
 
 use std::collections::BTreeMap;
 
 use crate::report::{
-    ConnectionStatus, DeviceStatus, PeerDeviceStatus, ResourceStatus, StatusReport,
+    ConnectionStatus, DeviceStatus, PathStatus, PeerDeviceStatus, ResourceStatus, StatusReport,
 };
 use crate::status::sorted;
 use crate::words;
@@ -191,6 +192,11 @@ fn objects(report: &StatusReport) -> Vec<Object> {
                 objects.push(peer_device_object(&resource.name, connection, peer_device));
             }
         }
+        for connection in &connections {
+            for path in &connection.paths {
+                objects.push(path_object(&resource.name, connection, path));
+            }
+        }
     }
     objects
 }
@@ -261,6 +267,20 @@ fn connection_object(resource: &str, connection: &ConnectionStatus) -> Object {
             ("ap-in-flight", ap_in_flight.to_string()),
             ("rs-in-flight", rs_in_flight.to_string()),
         ],
+    }
+}
+
+fn path_object(resource: &str, connection: &ConnectionStatus, path: &PathStatus) -> Object {
+    Object {
+        kind: "path",
+        ids: format!(
+            "{} local:{} peer:{}",
+            connection_ids(resource, connection),
+            words::address(&path.local),
+            words::address(&path.peer)
+        ),
+        state: vec![("established", words::yes_no(path.established).to_string())],
+        counters: Vec::new(),
     }
 }
 

@@ -56,6 +56,7 @@ pub fn connection(name: &str, peer_node_id: u8) -> ConnectionStatus {
         peer_possibly_stale: false,
         async_buffer_kib: 0,
         peer_devices: Vec::new(),
+        paths: Vec::new(),
     }
 }
 

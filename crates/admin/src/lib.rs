@@ -29,5 +29,7 @@ pub mod fixtures;
 pub use drbd_json::format_drbd_json;
 pub use events::{change_events, initial_events, EventsOptions};
 pub use protocol::{decode_line, encode_line, AdminError, Reply, Request, LINE_BYTES_MAX};
-pub use report::{ConnectionStatus, DeviceStatus, PeerDeviceStatus, ResourceStatus, StatusReport};
+pub use report::{
+    ConnectionStatus, DeviceStatus, PathStatus, PeerDeviceStatus, ResourceStatus, StatusReport,
+};
 pub use status::{format_json, format_status, StatusOptions};

@@ -173,6 +173,21 @@ pub struct ConnectionStatus {
     pub async_buffer_kib: u64,
     /// The volumes as seen over this connection.
     pub peer_devices: Vec<PeerDeviceStatus>,
+    /// The network paths to the peer (events2's `path` objects); empty when the daemon does
+    /// not say.
+    #[serde(default)]
+    pub paths: Vec<PathStatus>,
+}
+
+/// One network path of a connection: this node's address and the peer's.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PathStatus {
+    /// This node's address for the peer, `IP:PORT` (`[IPv6]:PORT`).
+    pub local: String,
+    /// The peer's address, `IP:PORT` (`[IPv6]:PORT`).
+    pub peer: String,
+    /// Whether the connection runs over this path.
+    pub established: bool,
 }
 
 /// One volume as seen over one connection.

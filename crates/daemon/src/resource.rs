@@ -150,6 +150,8 @@ pub(crate) struct PeerInfo {
     pub(crate) name: String,
     /// Where to connect to it.
     pub(crate) address: std::net::SocketAddr,
+    /// This node's address on the connection to it (where it listens for this peer).
+    pub(crate) local_address: std::net::SocketAddr,
     pub(crate) net: config::NetOptions,
     /// Resync options of the connection.
     pub(crate) peer_device: config::PeerDeviceOptions,

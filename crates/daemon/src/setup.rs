@@ -143,6 +143,7 @@ pub(crate) fn peer_infos(resource: &config::Resource, host: &config::Host) -> Re
             node_id: peer.node_id,
             name: peer.name.clone(),
             address: remote,
+            local_address: local,
             net: connection.net.clone(),
             peer_device: connection.peer_device.clone(),
             split_brain,

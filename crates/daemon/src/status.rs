@@ -2,7 +2,7 @@
 
 use std::sync::atomic::Ordering;
 
-use admin::{ConnectionStatus, DeviceStatus, PeerDeviceStatus, ResourceStatus};
+use admin::{ConnectionStatus, DeviceStatus, PathStatus, PeerDeviceStatus, ResourceStatus};
 
 use crate::resource::Resource;
 
@@ -50,6 +50,7 @@ pub(crate) fn resource_status(resource: &Resource) -> ResourceStatus {
             unreplicated_kib: p.lag.unreplicated_bytes / KIB,
             peer_possibly_stale: p.lag.peer_possibly_stale,
             async_buffer_kib: resource.async_buffered_bytes(p.node_id) / KIB,
+            paths: paths(resource, p.node_id, p.connection == repl::ConnState::Connected && !down),
             peer_devices: p
                 .volumes
                 .iter()
@@ -81,4 +82,14 @@ pub(crate) fn resource_status(resource: &Resource) -> ResourceStatus {
         devices,
         connections,
     }
+}
+
+/// The one path tandem keeps to a peer: this node's address for it and the peer's.
+fn paths(resource: &Resource, node_id: u8, established: bool) -> Vec<PathStatus> {
+    resource
+        .peers
+        .iter()
+        .filter(|info| info.node_id == node_id)
+        .map(|info| PathStatus { local: info.local_address.to_string(), peer: info.address.to_string(), established })
+        .collect()
 }

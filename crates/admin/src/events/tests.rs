@@ -249,6 +249,7 @@ exists resource name:r0 role:Secondary suspended:no force-io-failures:no may_pro
 exists device name:r0 volume:0 minor:0 backing_dev:/dev/vg0/r0 disk:UpToDate client:no open:no quorum:yes
 exists connection name:r0 peer-node-id:1 conn-name:bob connection:Connected role:Secondary
 exists peer-device name:r0 peer-node-id:1 conn-name:bob volume:0 replication:Established peer-disk:UpToDate peer-client:no resync-suspended:no
+exists path name:r0 peer-node-id:1 conn-name:bob local:ipv4:10.0.0.1:7789 peer:ipv4:10.0.0.2:7789 established:yes
 exists -
 change resource name:r0 role:Primary may_promote:no
 ";
@@ -278,6 +279,11 @@ fn check_same_shapes(sample: &str, actual: &[String]) {
 fn secondary_with_bob() -> ResourceStatus {
     let mut r0 = two_nodes();
     r0.role = "Secondary".to_string();
+    r0.connections[0].paths.push(PathStatus {
+        local: "10.0.0.1:7789".to_string(),
+        peer: "10.0.0.2:7789".to_string(),
+        established: true,
+    });
     r0
 }
 
@@ -339,4 +345,23 @@ fn may_promote_needs_good_data_quorum_and_no_primary_peer() {
     for (case, resource) in cases {
         assert!(!resource.may_promote(), "{case}");
     }
+}
+
+/// drbd-semantics.md §4's `create path` line: a connection's path, its addresses as
+/// identifying keys, `established` as its state; last in the dump, after the peer devices.
+#[test]
+fn paths_are_objects_with_their_addresses_and_established() {
+    let mut r0 = two_nodes();
+    r0.connections[0].paths.push(PathStatus {
+        local: "10.0.0.1:7789".to_string(),
+        peer: "[fd00::2]:7789".to_string(),
+        established: true,
+    });
+    let mut lost = r0.clone();
+    lost.connections[0].paths[0].established = false;
+    let lines = initial_events(&report(vec![r0.clone()]), EventsOptions::default());
+    let path = "path name:r0 peer-node-id:1 conn-name:bob local:ipv4:10.0.0.1:7789 peer:ipv6:[fd00::2]:7789";
+    assert_eq!(lines[lines.len() - 2], format!("exists {path} established:yes"));
+    let changes = change_events(&report(vec![r0]), &report(vec![lost]), EventsOptions::default());
+    assert_eq!(changes, vec![format!("change {path} established:no")]);
 }

@@ -27,6 +27,7 @@ const RESOURCE_FIELDS: &str = "name role suspended force-io-failures may_promote
 const DEVICE_FIELDS: &str = "name volume minor backing_dev disk client open quorum size read written al-writes bm-writes upper-pending lower-pending al-suspended blocked";
 const CONNECTION_FIELDS: &str = "name peer-node-id conn-name connection role congested ap-in-flight rs-in-flight";
 const PEER_DEVICE_FIELDS: &str = "name peer-node-id conn-name volume replication peer-disk peer-client resync-suspended received sent out-of-sync pending unacked";
+const PATH_FIELDS: &str = "name peer-node-id conn-name local peer established";
 
 /// The directory with the `drbdadm` and `drbdsetup` links.
 fn compat_dir(cluster: &Cluster) -> PathBuf {
@@ -83,7 +84,8 @@ fn field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
 }
 
 /// Checks a `--now --statistics` dump of a three-node resource: one resource, one device,
-/// two connections and two peer devices, every field in drbdsetup's order, then `exists -`.
+/// two connections, two peer devices and two paths, every field in drbdsetup's order, then
+/// `exists -`.
 fn check_dump(cluster: &Cluster, dump: &str, role: &str) {
     let lines: Vec<&str> = dump.lines().collect();
     let shape = |prefix: &str| lines.iter().filter(|line| line.starts_with(prefix)).copied().collect::<Vec<_>>();
@@ -96,6 +98,7 @@ fn check_dump(cluster: &Cluster, dump: &str, role: &str) {
         ("exists device ", DEVICE_FIELDS, 1),
         ("exists connection ", CONNECTION_FIELDS, 2),
         ("exists peer-device ", PEER_DEVICE_FIELDS, 2),
+        ("exists path ", PATH_FIELDS, 2),
     ];
     for (prefix, fields, count) in objects {
         let found = shape(prefix);
@@ -103,8 +106,8 @@ fn check_dump(cluster: &Cluster, dump: &str, role: &str) {
             wrong(&format!("expected {count} '{prefix}' lines with fields '{fields}'"));
         }
     }
-    if lines.len() != 7 {
-        wrong("expected 7 lines");
+    if lines.len() != 9 {
+        wrong("expected 9 lines");
     }
     let resource = shape("exists resource ")[0];
     if field(resource, "role") != Some(role) || field(resource, "may_promote") != Some("no") {
@@ -117,6 +120,12 @@ fn check_dump(cluster: &Cluster, dump: &str, role: &str) {
     for line in shape("exists connection ") {
         if field(line, "connection") != Some("Connected") {
             wrong("a connection is not Connected");
+        }
+    }
+    for line in shape("exists path ") {
+        let local = field(line, "local").unwrap_or_default();
+        if !local.starts_with("ipv4:127.0.0.1:") || field(line, "established") != Some("yes") {
+            wrong("a path is not an established ipv4 loopback path");
         }
     }
 }

@@ -30,6 +30,7 @@ fn resource(disk: &str, connection: &str, replication: &str, peer_disk: &str, ou
             possibly_stale: false,
         }],
         connections: vec![ConnectionStatus {
+            paths: Vec::new(),
             name: "bob".into(),
             peer_node_id: 1,
             connection: connection.into(),

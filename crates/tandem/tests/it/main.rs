@@ -168,6 +168,7 @@ fn report() -> StatusReport {
         peer_possibly_stale: false,
         async_buffer_kib: 0,
         peer_devices: vec![peer_device],
+        paths: Vec::new(),
     };
     let resource = ResourceStatus {
         name: "r0".to_string(),
