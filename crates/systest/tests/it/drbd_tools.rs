@@ -5,7 +5,8 @@
 //! --now --statistics`, `drbdsetup status --json`, `drbdadm role|cstate|dstate|sh-*`, a
 //! Nagios-style check script that finds `drbdadm` on its PATH, a switchover with `drbdadm
 //! secondary` / `primary` seen through `may_promote`, the refusal of `drbdadm outdate`, and
-//! drbd-reactor's `drbd_*` metric names on the node's Prometheus listener.
+//! drbd-reactor's `drbd_*` metric names on the node's Prometheus listener, including every
+//! series that `contrib/`'s Grafana dashboard and Prometheus alert rules use.
 
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
@@ -137,7 +138,9 @@ fn drbd_tools_read_and_drive_a_live_three_node_cluster() {
     let metrics_port = free_port();
     let spec = Spec::three_nodes('C').host_line(ALICE, &format!("metrics-address {metrics_port};"));
     let cluster = Cluster::with_primary(spec);
-    check_drbd_metrics(&scrape(metrics_port));
+    let scraped = scrape(metrics_port);
+    check_drbd_metrics(&scraped);
+    check_contrib_series(&cluster, &scraped);
 
     let dump = tool_ok(&cluster, ALICE, "drbdsetup", &["events2", "--now", "--statistics", RESOURCE]);
     check_dump(&cluster, &dump, "Primary");
@@ -247,4 +250,73 @@ fn check_drbd_metrics(text: &str) {
         assert!(has(&format!("drbd_connection_state{{{connection},drbd_connection_state=\"Connected\""), "1"), "{text}");
         assert!(has(&format!("drbd_peerdevice_outofsync_bytes{{{connection},volume=\"0\""), "0"), "{text}");
     }
+}
+
+/// Series families that exist only while a resync or verify runs; the daemon's unit test
+/// `every_name_is_prefixed_and_every_family_is_declared_once_before_its_samples` renders them.
+const RESYNC_ONLY: [&str; 2] = ["tandem_peer_device_resync_done_percent", "tandem_peer_device_resync_rate_bytes_per_second"];
+
+/// The metric names (not label names) of a PromQL expression that start with `tandem_` or
+/// `drbd_`.
+fn metric_names(expr: &str) -> Vec<String> {
+    let is_name_char = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == ':';
+    let mut names = Vec::new();
+    let mut rest = expr;
+    while let Some(start) = rest.find(|c: char| is_name_char(c)) {
+        let after_start = &rest[start..];
+        let end = after_start.find(|c: char| !is_name_char(c)).unwrap_or(after_start.len());
+        let (token, after) = after_start.split_at(end);
+        let is_label = ["=", "!=", "=~", "!~"].iter().any(|operator| after.trim_start().starts_with(operator));
+        if (token.starts_with("tandem_") || token.starts_with("drbd_")) && !is_label {
+            names.push(token.to_string());
+        }
+        rest = after;
+    }
+    names
+}
+
+/// Every string value under an `expr` or `query` key of a JSON document.
+fn json_expressions(value: &Value, found: &mut Vec<String>) {
+    match value {
+        Value::Object(map) => {
+            for (key, value) in map {
+                match (key.as_str(), value) {
+                    ("expr" | "query", Value::String(text)) => found.push(text.clone()),
+                    _ => json_expressions(value, found),
+                }
+            }
+        }
+        Value::Array(items) => items.iter().for_each(|item| json_expressions(item, found)),
+        _ => {}
+    }
+}
+
+/// Issue 27, item 4: every series a dashboard panel or an alert rule of `contrib/` uses is
+/// exported by this live node (or renders only while a resync runs: [`RESYNC_ONLY`]).
+fn check_contrib_series(cluster: &Cluster, scraped: &str) {
+    let contrib = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../contrib");
+    let read = |path: &str| std::fs::read_to_string(contrib.join(path)).unwrap_or_else(|error| cluster.fail(&format!("contrib/{path}: {error}")));
+    let rules = read("prometheus/tandem-alerts.yml");
+    let mut expressions: Vec<String> = rules
+        .lines()
+        .filter_map(|line| line.trim_start().strip_prefix("expr:").map(str::to_string))
+        .collect();
+    assert_eq!(expressions.len(), 5, "one expr line per alert rule:\n{rules}");
+    let dashboard: Value = serde_json::from_str(&read("grafana/tandem-dashboard.json")).unwrap_or_else(|error| cluster.fail(&format!("dashboard: {error}")));
+    json_expressions(&dashboard, &mut expressions);
+    let mut names: Vec<String> = expressions.iter().flat_map(|expr| metric_names(expr)).collect();
+    names.sort();
+    names.dedup();
+    assert!(names.len() >= 20, "the expressions name too few series: {names:?}");
+    let missing: Vec<&String> = names
+        .iter()
+        .filter(|name| !scraped.contains(&format!("# TYPE {name} ")) && !RESYNC_ONLY.contains(&name.as_str()))
+        .collect();
+    assert!(missing.is_empty(), "contrib/ uses series a live node does not export: {missing:?}");
+}
+
+#[test]
+fn metric_names_skip_label_names_and_functions() {
+    let names = metric_names(r#"(tandem_resource_role{role="Primary"} == 1) unless on (resource) sum by (resource) (rate(drbd_x_total{drbd_connection_state!="Off"}[1m]))"#);
+    assert_eq!(names, ["tandem_resource_role", "drbd_x_total"]);
 }
