@@ -315,6 +315,27 @@ fn check_contrib_series(cluster: &Cluster, scraped: &str) {
     assert!(missing.is_empty(), "contrib/ uses series a live node does not export: {missing:?}");
 }
 
+/// `promtool check rules` on the alert rules, where promtool is installed (Debian's
+/// `prometheus` package); elsewhere the test says it did not run it.
+#[test]
+fn alert_rules_pass_promtool_where_it_is_installed() {
+    let rules = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../contrib/prometheus/tandem-alerts.yml");
+    let mut command = Command::new("promtool");
+    command.arg("check").arg("rules").arg(&rules).stdin(Stdio::null());
+    match command.output() {
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            eprintln!("promtool is not installed (Debian package prometheus): rules not checked");
+        }
+        Err(error) => panic!("cannot run promtool: {error}"),
+        Ok(output) => assert!(
+            output.status.success(),
+            "promtool check rules failed:\n{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        ),
+    }
+}
+
 #[test]
 fn metric_names_skip_label_names_and_functions() {
     let names = metric_names(r#"(tandem_resource_role{role="Primary"} == 1) unless on (resource) sum by (resource) (rate(drbd_x_total{drbd_connection_state!="Off"}[1m]))"#);
