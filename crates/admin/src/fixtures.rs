@@ -14,6 +14,7 @@ pub fn resource(name: &str) -> ResourceStatus {
         suspended: false,
         suspend_reasons: Vec::new(),
         write_ordering: "flush".to_string(),
+        down: false,
         devices: Vec::new(),
         connections: Vec::new(),
     }

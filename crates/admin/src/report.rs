@@ -34,6 +34,10 @@ pub struct ResourceStatus {
     pub suspend_reasons: Vec<String>,
     /// The write-ordering method in use: `none`, `drain`, `flush` or `barrier`.
     pub write_ordering: String,
+    /// tandem: the resource is down (`tandem down`): not connecting, not promotable until
+    /// `tandem up`.
+    #[serde(default)]
+    pub down: bool,
     /// The local volumes.
     pub devices: Vec<DeviceStatus>,
     /// The connections to peers.
@@ -52,12 +56,14 @@ impl ResourceStatus {
     }
 
     /// events2's `may_promote`: whether a plain `primary` (no `--force`) would find nothing
-    /// against it in this report: this node is Secondary, no connected peer is Primary, it
+    /// against it in this report: the resource is up, this node is Secondary, no connected
+    /// peer is Primary, it
     /// has at least one volume, every volume is UpToDate, has quorum and is not possibly
     /// stale, and I/O is not suspended. The daemon may still refuse for what a report does
-    /// not show (a handshake under way, a failed `fence-peer`, a resource that is down).
+    /// not show (a handshake under way, a failed `fence-peer`).
     pub fn may_promote(&self) -> bool {
         self.role == "Secondary"
+            && !self.down
             && !self.suspended
             && !self.connections.iter().any(|connection| connection.role == "Primary")
             && !self.devices.is_empty()

@@ -79,6 +79,7 @@ pub(crate) fn resource_status(resource: &Resource) -> ResourceStatus {
         suspended,
         suspend_reasons: reasons.into_iter().map(str::to_owned).collect(),
         write_ordering: "flush".into(),
+        down,
         devices,
         connections,
     }

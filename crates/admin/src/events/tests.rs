@@ -342,6 +342,9 @@ fn may_promote_needs_good_data_quorum_and_no_primary_peer() {
     let mut no_volume = yes.clone();
     no_volume.devices.clear();
     cases.push(("no volume", no_volume));
+    let mut down = yes.clone();
+    down.down = true;
+    cases.push(("resource down", down));
     for (case, resource) in cases {
         assert!(!resource.may_promote(), "{case}");
     }

@@ -6,6 +6,7 @@ use super::{assess, Assessment, Meter};
 
 fn resource(disk: &str, connection: &str, replication: &str, peer_disk: &str, out_of_sync_kib: u64) -> ResourceStatus {
     ResourceStatus {
+        down: false,
         name: "r0".into(),
         node_id: 0,
         role: "Secondary".into(),

@@ -177,6 +177,7 @@ fn report() -> StatusReport {
         suspended: false,
         suspend_reasons: Vec::new(),
         write_ordering: "flush".to_string(),
+        down: false,
         devices: vec![device],
         connections: vec![connection],
     };
