@@ -9,6 +9,8 @@
 use std::path::PathBuf;
 
 use admin::Request;
+
+use crate::compat::{self, QueriedState, Spec};
 use clap::{Args, Parser, Subcommand};
 
 /// Where a node keeps its admin socket unless `--run-dir` or `TANDEM_RUN_DIR` says otherwise.
@@ -54,6 +56,26 @@ pub enum Command {
     },
     /// Print state changes as they happen, like `drbdsetup events2`, until interrupted.
     Events(EventsArgs),
+    /// Print this node's role in a resource, like `drbdadm role`.
+    Role {
+        /// The resource.
+        #[arg(value_name = "RES", value_parser = |text: &str| compat::query_spec(QueriedState::Role, text))]
+        spec: Spec,
+    },
+    /// Print the state of each connection, one line per peer (sorted by name), like
+    /// `drbdadm cstate`; `RES:PEER` for one peer.
+    Cstate {
+        /// The resource, and optionally the peer.
+        #[arg(value_name = "RES[:PEER]", value_parser = |text: &str| compat::query_spec(QueriedState::Connection, text))]
+        spec: Spec,
+    },
+    /// Print the disk states, one line per volume: this node's, then each peer's
+    /// (`UpToDate/UpToDate`), like `drbdadm dstate`; `RES:PEER` and `RES/VOL` narrow it.
+    Dstate {
+        /// The resource, and optionally the peer and the volume.
+        #[arg(value_name = "RES[:PEER][/VOL]", value_parser = |text: &str| compat::query_spec(QueriedState::Disk, text))]
+        spec: Spec,
+    },
     /// Run a node in the foreground.
     Node {
         /// The drbd.conf-style configuration file.

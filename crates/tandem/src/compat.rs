@@ -323,16 +323,37 @@ fn whole_resource(words: &Words, command: &str) -> Result<Option<String>, Compat
 
 fn query(words: &Words, command: &str, state: QueriedState) -> Result<Invocation, CompatError> {
     let spec = words.spec(command)?;
+    check_query(state, &spec).map_err(|problem| usage(command, problem))?;
+    Ok(Invocation::Query { state, spec })
+}
+
+/// What a query verb accepts: one resource; a peer for `cstate`/`dstate`; a volume for
+/// `dstate`.
+fn check_query(state: QueriedState, spec: &Spec) -> Result<(), String> {
     if spec.resource.is_none() {
-        return Err(usage(command, "needs one resource name".to_string()));
+        return Err("needs one resource name".to_string());
     }
     if state != QueriedState::Disk && spec.volume.is_some() {
-        return Err(usage(command, "takes no volume".to_string()));
+        return Err("takes no volume".to_string());
     }
     if state == QueriedState::Role && spec.peer.is_some() {
-        return Err(usage(command, "takes no peer".to_string()));
+        return Err("takes no peer".to_string());
     }
-    Ok(Invocation::Query { state, spec })
+    Ok(())
+}
+
+/// `RES[:PEER][/VOL]` as `state`'s query verb accepts it (`tandem role|cstate|dstate`).
+pub fn query_spec(state: QueriedState, text: &str) -> Result<Spec, String> {
+    let spec = parse_spec(text)?;
+    check_query(state, &spec)?;
+    Ok(spec)
+}
+
+/// Prints `state` for `spec`, from the node's status report.
+pub fn run_query(run_dir: &Path, state: QueriedState, spec: &Spec) -> Result<(), CliError> {
+    let report = commands::fetch_report(run_dir, spec.resource.clone())?;
+    let text = query_text(&report, state, spec).map_err(CliError::Refused)?;
+    terminal::print(&text).map(|_| ())
 }
 
 /// The request of a drbdadm verb tandem's node carries out; `None` for other verbs.
@@ -432,11 +453,7 @@ fn run(invocation: Invocation, run_dir: &Path) -> Result<(), CliError> {
         Invocation::Status { resource, style, verbose, statistics } => {
             commands::status(run_dir, resource, StatusFormat { style, verbose, statistics })
         }
-        Invocation::Query { state, spec } => {
-            let report = commands::fetch_report(run_dir, spec.resource.clone())?;
-            let text = query_text(&report, state, &spec).map_err(CliError::Refused)?;
-            terminal::print(&text).map(|_| ())
-        }
+        Invocation::Query { state, spec } => run_query(run_dir, state, &spec),
         Invocation::Request(request) => commands::simple(run_dir, &request),
         Invocation::Sh { verb, config, resource } => {
             let loaded = config::load(&config).map_err(|error| CliError::Dump(error.to_string()))?;

@@ -75,6 +75,9 @@ fn run(cli: Cli) -> Result<(), CliError> {
             commands::status(run_dir, resource_filter(&target), format)
         }
         Command::Events(args) => commands::events(run_dir, &args),
+        Command::Role { spec } => compat::run_query(run_dir, compat::QueriedState::Role, &spec),
+        Command::Cstate { spec } => compat::run_query(run_dir, compat::QueriedState::Connection, &spec),
+        Command::Dstate { spec } => compat::run_query(run_dir, compat::QueriedState::Disk, &spec),
         Command::Node { config, node } => {
             init_logging();
             let options = daemon::NodeOptions {

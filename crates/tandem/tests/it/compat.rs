@@ -75,3 +75,28 @@ fn unsupported_commands_are_refused_by_name_with_status_2() {
         assert!(text(&output.stderr).starts_with(expected), "{}", text(&output.stderr));
     }
 }
+
+/// Issue 27, item 5: the same queries as tandem verbs, `RES[:PEER][/VOL]` checked by clap.
+#[test]
+fn tandem_role_cstate_dstate_answer_from_the_status_report() {
+    let run_dir = tempfile::tempdir().expect("tempdir");
+    for (args, expected) in [
+        (["role", "r0"], "Primary\n"),
+        (["cstate", "r0:bob"], "Connected\n"),
+        (["dstate", "r0/0"], "UpToDate/Inconsistent\n"),
+    ] {
+        let node = answering(run_dir.path(), Reply::Status(report()));
+        let mut command = super::tandem(run_dir.path());
+        command.args(args);
+        let output = run(command);
+        assert_eq!(output.status.code(), Some(0), "{args:?}: {}", text(&output.stderr));
+        assert_eq!(text(&output.stdout), expected, "{args:?}");
+        node.join().expect("node");
+        std::fs::remove_file(run_dir.path().join("admin.sock")).expect("socket");
+    }
+    let mut command = super::tandem(run_dir.path());
+    command.args(["role", "r0:bob"]);
+    let output = run(command);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(text(&output.stderr).contains("takes no peer"), "{}", text(&output.stderr));
+}
