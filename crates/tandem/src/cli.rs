@@ -76,6 +76,16 @@ pub enum Command {
         #[arg(value_name = "RES[:PEER][/VOL]", value_parser = |text: &str| compat::query_spec(QueriedState::Disk, text))]
         spec: Spec,
     },
+    /// Wait until the resource's connections (or the one to PEER) are Connected; fails at
+    /// once on a StandAlone connection or a resource that is down.
+    WaitConnect {
+        /// Give up after this many seconds (default: wait as long as it takes).
+        #[arg(long, value_name = "SECONDS")]
+        timeout: Option<u64>,
+        /// The resource, and optionally the peer.
+        #[arg(value_name = "RES[:PEER]", value_parser = |text: &str| compat::query_spec(QueriedState::Connection, text))]
+        spec: Spec,
+    },
     /// Run a node in the foreground.
     Node {
         /// The drbd.conf-style configuration file.

@@ -26,6 +26,7 @@ mod error;
 mod md;
 mod terminal;
 mod timestamp;
+mod wait_connect;
 mod wait_sync;
 
 use std::process::ExitCode;
@@ -75,6 +76,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
             commands::status(run_dir, resource_filter(&target), format)
         }
         Command::Events(args) => commands::events(run_dir, &args),
+        Command::WaitConnect { timeout, spec } => wait_connect::run(run_dir, &spec, timeout.map(std::time::Duration::from_secs)),
         Command::Role { spec } => compat::run_query(run_dir, compat::QueriedState::Role, &spec),
         Command::Cstate { spec } => compat::run_query(run_dir, compat::QueriedState::Connection, &spec),
         Command::Dstate { spec } => compat::run_query(run_dir, compat::QueriedState::Disk, &spec),

@@ -100,3 +100,27 @@ fn tandem_role_cstate_dstate_answer_from_the_status_report() {
     assert_eq!(output.status.code(), Some(2));
     assert!(text(&output.stderr).contains("takes no peer"), "{}", text(&output.stderr));
 }
+
+/// `tandem wait-connect`: done at once when Connected; with `--timeout 0`, a Connecting peer
+/// is an error naming it.
+#[test]
+fn wait_connect_returns_when_connected_and_names_who_is_not() {
+    let run_dir = tempfile::tempdir().expect("tempdir");
+    let node = answering(run_dir.path(), Reply::Status(report()));
+    let mut command = super::tandem(run_dir.path());
+    command.args(["wait-connect", "r0"]);
+    let output = run(command);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    node.join().expect("node");
+    std::fs::remove_file(run_dir.path().join("admin.sock")).expect("socket");
+
+    let mut connecting = report();
+    connecting.resources[0].connections[0].connection = "Connecting".to_string();
+    let node = answering(run_dir.path(), Reply::Status(connecting));
+    let mut command = super::tandem(run_dir.path());
+    command.args(["wait-connect", "--timeout", "0", "r0:bob"]);
+    let output = run(command);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(text(&output.stderr).contains("not connected after") && text(&output.stderr).contains("bob Connecting"), "{}", text(&output.stderr));
+    node.join().expect("node");
+}
