@@ -6,7 +6,8 @@
 //!
 //! This crate is pure: serde types and text formatting, no I/O, no clock, no randomness. The
 //! daemon fills a [`StatusReport`]; the CLI prints it with [`format_status`] (the layout of
-//! `drbdsetup status`) or [`format_json`]; the daemon turns successive reports into
+//! `drbdsetup status`), [`format_json`] (tandem's schema) or [`format_drbd_json`]
+//! (`drbdsetup status --json`'s schema); the daemon turns successive reports into
 //! `drbdsetup events2` lines with [`initial_events`] and [`change_events`].
 //!
 //! Invariants:
