@@ -32,5 +32,6 @@ pub use events::{change_events, initial_events, EventsOptions};
 pub use protocol::{decode_line, encode_line, AdminError, Reply, Request, LINE_BYTES_MAX};
 pub use report::{
     ConnectionStatus, DeviceStatus, PathStatus, PeerDeviceStatus, ResourceStatus, StatusReport,
+    PROMOTION_SCORE_PER_PEER, PROMOTION_SCORE_UP_TO_DATE,
 };
 pub use status::{format_json, format_status, StatusOptions};
