@@ -5,7 +5,9 @@
 //! Accepted:
 //! - `drbdsetup events2 [--now] [--poll] [--statistics|-s] [--full] [--timestamps] [RES|all]`
 //! - `drbdsetup status [--json] [--verbose|-v] [--statistics|-s] [RES|all]` (`--json`
-//!   prints drbdsetup's schema, as `tandem status --drbd-json`), `drbdsetup role RES`
+//!   prints drbdsetup's schema, as `tandem status --drbd-json`), `drbdsetup role RES`,
+//!   `drbdsetup wait-connect-resource RES [--wfc-timeout=S]` (as `tandem wait-connect`; the
+//!   OCF agent's `--degr-wfc-timeout=S --outdated-wfc-timeout=S` are accepted and ignored)
 //! - `drbdadm status [...]` as `drbdsetup status`; `drbdadm role|cstate|dstate RES`;
 //!   `drbdadm up|down|adjust|attach|detach|invalidate|resume-io RES`,
 //!   `drbdadm primary [--force] RES`, `secondary [--force] RES`,
@@ -77,13 +79,20 @@ impl Tool {
 const DRBDADM_SUPPORTED: &str = "status role cstate dstate up down primary secondary adjust \
 connect disconnect attach detach invalidate invalidate-remote verify pause-sync resume-sync \
 resume-io new-current-uuid sh-resources sh-dev sh-minor sh-ll-dev sh-md-dev";
-const DRBDSETUP_SUPPORTED: &str = "events2 status role";
+const DRBDSETUP_SUPPORTED: &str = "events2 status role wait-connect-resource";
 
 /// A command line of either tool, understood.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Invocation {
     /// `drbdsetup events2`.
     Events(EventsArgs),
+    /// `drbdsetup wait-connect-resource RES [--wfc-timeout=S]`.
+    WaitConnect {
+        /// The resource.
+        spec: Spec,
+        /// `--wfc-timeout` in seconds; `None` (or 0) waits as long as it takes.
+        timeout_seconds: Option<u64>,
+    },
     /// `drbdsetup status`, `drbdadm status`.
     Status {
         /// Which resource; `None` = all.
@@ -225,6 +234,18 @@ impl Words {
         self.flags.len() != before
     }
 
+    /// The value of `--NAME=VALUE`, if given; removes it. A value that is not a number of
+    /// seconds is an error.
+    fn take_seconds(&mut self, name: &str) -> Result<Option<u64>, String> {
+        let prefix = format!("{name}=");
+        let Some(index) = self.flags.iter().position(|flag| flag.starts_with(&prefix)) else {
+            return Ok(None);
+        };
+        let flag = self.flags.remove(index);
+        let value = flag.get(prefix.len()..).unwrap_or_default();
+        value.parse::<u64>().map(Some).map_err(|_| format!("{name}: '{value}' is not a number of seconds"))
+    }
+
     /// Fails on a flag left over after the command took its own.
     fn finish(&self, command: &str) -> Result<(), CompatError> {
         match self.flags.first() {
@@ -277,6 +298,7 @@ pub fn parse(tool: Tool, args: &[String]) -> Result<Invocation, CompatError> {
     let unsupported = || CompatError::Unsupported { tool: tool.name(), command: command.clone(), supported: tool.supported() };
     let invocation = match (tool, command.as_str()) {
         (Tool::Drbdsetup, "events2") => events(&mut words, &command)?,
+        (Tool::Drbdsetup, "wait-connect-resource") => wait_connect(&mut words, &command)?,
         (_, "status") => status(&mut words, &command)?,
         (_, "role") => query(&words, &command, QueriedState::Role)?,
         (Tool::Drbdadm, "cstate") => query(&words, &command, QueriedState::Connection)?,
@@ -302,6 +324,22 @@ fn events(words: &mut Words, command: &str) -> Result<Invocation, CompatError> {
         return Err(usage(command, "--now and --poll exclude each other".to_string()));
     }
     Ok(Invocation::Events(args))
+}
+
+/// `wait-connect-resource`: tandem cannot tell a degraded or outdated start from another, so
+/// `--degr-wfc-timeout` and `--outdated-wfc-timeout` are accepted and only `--wfc-timeout`
+/// bounds the wait (the OCF agent passes all three with one value).
+fn wait_connect(words: &mut Words, command: &str) -> Result<Invocation, CompatError> {
+    let mut seconds = |name: &str| words.take_seconds(name).map_err(|problem| usage(command, problem));
+    let timeout_seconds = seconds("--wfc-timeout")?.filter(|seconds| *seconds > 0);
+    seconds("--degr-wfc-timeout")?;
+    seconds("--outdated-wfc-timeout")?;
+    let spec = words.spec(command)?;
+    check_query(QueriedState::Connection, &spec).map_err(|problem| usage(command, problem))?;
+    if spec.peer.is_some() {
+        return Err(usage(command, "takes a resource name, not a peer".to_string()));
+    }
+    Ok(Invocation::WaitConnect { spec, timeout_seconds })
 }
 
 fn status(words: &mut Words, command: &str) -> Result<Invocation, CompatError> {
@@ -450,6 +488,9 @@ fn run_dir() -> PathBuf {
 fn run(invocation: Invocation, run_dir: &Path) -> Result<(), CliError> {
     match invocation {
         Invocation::Events(args) => commands::events(run_dir, &args),
+        Invocation::WaitConnect { spec, timeout_seconds } => {
+            crate::wait_connect::run(run_dir, &spec, timeout_seconds.map(std::time::Duration::from_secs))
+        }
         Invocation::Status { resource, style, verbose, statistics } => {
             commands::status(run_dir, resource, StatusFormat { style, verbose, statistics })
         }

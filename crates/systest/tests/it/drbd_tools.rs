@@ -148,6 +148,9 @@ fn drbd_tools_read_and_drive_a_live_three_node_cluster() {
     check_dump(&cluster, &dump, "Secondary");
 
     check_status_json(&cluster);
+    // The OCF agent's wait after its connect: at once, everything is Connected.
+    let timeouts = ["--wfc-timeout=5", "--degr-wfc-timeout=5", "--outdated-wfc-timeout=5"];
+    tool_ok(&cluster, ALICE, "drbdsetup", &[&["wait-connect-resource", RESOURCE][..], &timeouts[..]].concat());
     check_queries(&cluster);
     check_nagios_style_script(&cluster);
     check_drbd_shellfuncs(&cluster);

@@ -51,6 +51,22 @@ fn drbdsetup_events2_and_status() {
     check(Tool::Drbdadm, "status", status(StatusStyle::Text, false, false, None));
 }
 
+/// The OCF agent's `drbdsetup wait-connect-resource RES --wfc-timeout=T --degr-wfc-timeout=T
+/// --outdated-wfc-timeout=T`.
+#[test]
+fn drbdsetup_wait_connect_resource() {
+    let spec = Spec { resource: some("r0"), peer: None, volume: None };
+    check(
+        Tool::Drbdsetup,
+        "wait-connect-resource r0 --wfc-timeout=5 --degr-wfc-timeout=5 --outdated-wfc-timeout=5",
+        Invocation::WaitConnect { spec: spec.clone(), timeout_seconds: Some(5) },
+    );
+    check(Tool::Drbdsetup, "wait-connect-resource --wfc-timeout=0 r0", Invocation::WaitConnect { spec, timeout_seconds: None });
+    check_refused(Tool::Drbdsetup, "wait-connect-resource r0 --wfc-timeout=x", "'x' is not a number of seconds");
+    check_refused(Tool::Drbdsetup, "wait-connect-resource r0:bob", "not a peer");
+    check_refused(Tool::Drbdsetup, "wait-connect-resource", "needs one resource name");
+}
+
 #[test]
 fn drbdadm_verbs_become_requests() {
     let request = Invocation::Request;
