@@ -10,7 +10,7 @@
 //! 512-byte sectors, as in drbdsetup's text.
 //!
 //! Fields tandem does not track print a fixed value (`force-io-failures: false`,
-//! `al-suspended: false`, `peer-client: false`); objects it does not have (`paths`) are
+//! `al-suspended: false`); objects it does not have (`paths`) are
 //! left out. `percent-in-sync` is 100 × (size − out-of-sync) / size of the local volume
 //! (100 when the size is unknown).
 //!
@@ -176,7 +176,7 @@ fn peer_device(peer_device: &PeerDeviceStatus, size_kib: u64) -> PeerDevice {
         volume: peer_device.volume,
         replication_state: peer_device.replication.clone(),
         peer_disk_state: peer_device.peer_disk.clone(),
-        peer_client: false,
+        peer_client: peer_device.peer_client,
         resync_suspended: peer_device.resync_suspended.clone(),
         received: peer_device.received_kib,
         sent: peer_device.sent_kib,

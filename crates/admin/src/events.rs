@@ -27,10 +27,9 @@
 //!
 //! `may_promote` and `promotion_score` come from [`ResourceStatus::may_promote`] and
 //! [`ResourceStatus::promotion_score`]. `client` is `yes` for a volume configured without a
-//! disk (`disk none`, `backing_dev:none`). Printed with a fixed value because tandem has no
-//! such state or does not track it yet: `force-io-failures:no`, `al-suspended:no`,
-//! `peer-client:no` (a diskless tiebreaker peer shows `peer-disk:Diskless` but not yet
-//! `peer-client:yes`).
+//! disk (`disk none`, `backing_dev:none`), `peer-client` for a peer configured so. Printed
+//! with a fixed value because tandem has no such state: `force-io-failures:no`,
+//! `al-suspended:no`.
 //!
 //! Rules (decided here, following drbdsetup where it is clear):
 //! - The initial dump is an `exists` line per object, parents before children (resource,
@@ -292,7 +291,7 @@ fn peer_device_object(
     let mut state = vec![
         ("replication", peer_device.replication.clone()),
         ("peer-disk", peer_device.peer_disk.clone()),
-        ("peer-client", "no".to_string()),
+        ("peer-client", words::yes_no(peer_device.peer_client).to_string()),
         ("resync-suspended", peer_device.resync_suspended.clone()),
     ];
     if let Some(done) = peer_device.done_percent {

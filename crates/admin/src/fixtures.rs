@@ -77,6 +77,7 @@ pub fn peer_device(volume: u16) -> PeerDeviceStatus {
         rate_kib_per_s: None,
         verify_found_kib: 0,
         verify_skipped_kib: 0,
+        peer_client: false,
     }
 }
 

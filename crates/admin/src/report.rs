@@ -230,4 +230,8 @@ pub struct PeerDeviceStatus {
     /// Data the last online verify could not judge (being written meanwhile), in KiB.
     #[serde(default)]
     pub verify_skipped_kib: u64,
+    /// DRBD's `peer-client`: the peer is configured without a disk for this volume (a
+    /// diskless tiebreaker), as opposed to one that lost or detached its disk.
+    #[serde(default)]
+    pub peer_client: bool,
 }

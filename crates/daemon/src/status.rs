@@ -68,6 +68,7 @@ pub(crate) fn resource_status(resource: &Resource) -> ResourceStatus {
                     rate_kib_per_s: pv.resync.map(|r| r.rate_bytes_per_s / KIB),
                     verify_found_kib: pv.verify_oos_bytes / KIB,
                     verify_skipped_kib: pv.verify_skipped_bytes / KIB,
+                    peer_client: resource.peers.iter().any(|info| info.node_id == p.node_id && info.diskless_volumes.contains(&pv.volume)),
                 })
                 .collect(),
         })

@@ -368,3 +368,13 @@ fn paths_are_objects_with_their_addresses_and_established() {
     let changes = change_events(&report(vec![r0]), &report(vec![lost]), EventsOptions::default());
     assert_eq!(changes, vec![format!("change {path} established:no")]);
 }
+
+/// A peer configured without a disk (a diskless tiebreaker) is DRBD's client.
+#[test]
+fn a_diskless_peer_is_a_peer_client() {
+    let mut r0 = two_nodes();
+    r0.connections[0].peer_devices[0].peer_disk = "Diskless".to_string();
+    r0.connections[0].peer_devices[0].peer_client = true;
+    let lines = initial_events(&report(vec![r0]), EventsOptions::default()).join("\n");
+    assert!(lines.contains(" peer-disk:Diskless peer-client:yes resync-suspended:no"), "{lines}");
+}

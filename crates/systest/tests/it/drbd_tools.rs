@@ -20,6 +20,7 @@ use crate::tools::run_with_deadline;
 
 const ALICE: usize = 0;
 const BOB: usize = 1;
+const CAROL: usize = 2;
 const STATE_DEADLINE: Duration = Duration::from_secs(10);
 
 /// The field names of each events2 object, in drbdsetup's order (tandem's own
@@ -272,6 +273,13 @@ const DRBD_SHELLFUNCS_DEFAULT: &str = "/usr/lib/ocf/resource.d/linbit/drbd.shell
 /// which parses `drbdsetup events2 --now RES`) reads alice, Primary with two UpToDate peers,
 /// through the `drbdsetup` link. Skipped, and said so, where drbd-utils is not installed.
 fn check_drbd_shellfuncs(cluster: &Cluster) {
+    let expected = "primary=true peer_primary=false disk=true pdsk=true unknown=false quorum=true mask=0x7\n";
+    check_drbd_shellfuncs_say(cluster, expected);
+}
+
+/// Runs LINBIT's `drbd_set_status_variables` on alice and compares what it concluded with
+/// `expected`; skipped where drbd-utils is not installed.
+fn check_drbd_shellfuncs_say(cluster: &Cluster, expected: &str) {
     let shellfuncs = std::env::var_os("DRBD_SHELLFUNCS").map_or_else(|| PathBuf::from(DRBD_SHELLFUNCS_DEFAULT), PathBuf::from);
     if !shellfuncs.exists() {
         eprintln!("{} not found (drbd-utils not installed; DRBD_SHELLFUNCS=FILE): not checked", shellfuncs.display());
@@ -284,8 +292,28 @@ drbd_set_status_variables
 echo "primary=$status_primary peer_primary=$status_some_peer_primary disk=$status_disk_all_up_to_date pdsk=$status_pdsk_all_up_to_date unknown=$status_pdsk_any_unknown quorum=$status_have_quorum mask=$FAKE_UP_TO_DATE_NODE_MASK"
 "#;
     let stdout = run_script(cluster, "bash", SCRIPT, &["shellfuncs".as_ref(), shellfuncs.as_os_str()]);
-    let expected = "primary=true peer_primary=false disk=true pdsk=true unknown=false quorum=true mask=0x7\n";
     assert_eq!(stdout, expected);
+}
+
+/// A diskless tiebreaker is DRBD's "client": `client:yes` on carol, `peer-client:yes` on
+/// its peers, so LINBIT's helpers leave it out when they judge the peers' data (alice's peers
+/// count as all UpToDate although carol has no disk).
+#[test]
+fn a_diskless_tiebreaker_is_a_client_in_events2() {
+    let cluster = Cluster::with_primary(Spec::three_nodes('C').diskless_node(CAROL));
+    let alice = tool_ok(&cluster, ALICE, "drbdsetup", &["events2", "--now", RESOURCE]);
+    let peer_client = |dump: &str, peer: &str| {
+        dump.lines()
+            .find(|line| line.starts_with("exists peer-device ") && field(line, "conn-name") == Some(peer))
+            .and_then(|line| field(line, "peer-client"))
+            .map(str::to_string)
+    };
+    assert_eq!(peer_client(&alice, "carol").as_deref(), Some("yes"), "{alice}");
+    assert_eq!(peer_client(&alice, "bob").as_deref(), Some("no"), "{alice}");
+    let carol = tool_ok(&cluster, CAROL, "drbdsetup", &["events2", "--now", RESOURCE]);
+    let device = carol.lines().find(|line| line.starts_with("exists device ")).unwrap_or_default();
+    assert_eq!((field(device, "disk"), field(device, "client")), (Some("Diskless"), Some("yes")), "{carol}");
+    check_drbd_shellfuncs_say(&cluster, "primary=true peer_primary=false disk=true pdsk=true unknown=false quorum=true mask=0x7\n");
 }
 
 /// Series families that exist only while a resync or verify runs; the daemon's unit test

@@ -45,6 +45,7 @@ fn resource(disk: &str, connection: &str, replication: &str, peer_disk: &str, ou
             peer_possibly_stale: false,
             async_buffer_kib: 0,
             peer_devices: vec![PeerDeviceStatus {
+                peer_client: false,
                 volume: 0,
                 replication: replication.into(),
                 peer_disk: peer_disk.into(),

@@ -140,6 +140,7 @@ fn report() -> StatusReport {
         possibly_stale: false,
     };
     let peer_device = PeerDeviceStatus {
+        peer_client: false,
         volume: 0,
         replication: "SyncSource".to_string(),
         peer_disk: "Inconsistent".to_string(),
