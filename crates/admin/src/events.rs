@@ -7,22 +7,33 @@
 //! - `device name:R volume:V minor:M` (`minor:` left out when the volume has no device)
 //! - `connection name:R peer-node-id:N conn-name:C`
 //! - `peer-device name:R peer-node-id:N conn-name:C volume:V`
+//! - `path name:R peer-node-id:N conn-name:C local:ipv4:IP:PORT peer:ipv4:IP:PORT` (`ipv6:` with
+//!   the address in brackets)
 //!
 //! An object whose identifying keys change (a new minor, a renamed connection) is reported
 //! as destroyed and created again.
 //!
-//! Fields of each object, in order; state fields first, then statistics counters:
-//! - resource: `role suspended` | `write-ordering`
-//! - device: `backing_dev disk open quorum` | `size read written al-writes bm-writes
-//!   upper-pending lower-pending blocked`
+//! Fields of each object, in drbdsetup's order; state fields first, then statistics counters:
+//! - resource: `role suspended force-io-failures may_promote promotion_score` |
+//!   `write-ordering`
+//! - device: `backing_dev disk client open quorum` | `size read written al-writes bm-writes
+//!   upper-pending lower-pending al-suspended blocked`
 //! - connection: `connection role` | `congested ap-in-flight rs-in-flight` (sectors)
-//! - peer-device: `replication peer-disk resync-suspended done` | `received sent out-of-sync
-//!   verify-found verify-skipped pending unacked`; `done:` only while the report has a resync
-//!   percentage.
+//! - peer-device: `replication peer-disk peer-client resync-suspended done` | `received sent
+//!   out-of-sync pending unacked verify-found verify-skipped`; `done:` only while the report
+//!   has a resync percentage; path: `established`. `verify-found`/`verify-skipped` are tandem's own (what the last
+//!   online verify found different or could not judge), after every field DRBD prints, so a
+//!   consumer that reads fields by position up to DRBD's last one is not misled.
+//!
+//! `may_promote` and `promotion_score` come from [`ResourceStatus::may_promote`] and
+//! [`ResourceStatus::promotion_score`]. `client` is `yes` for a volume configured without a
+//! disk (`disk none`, `backing_dev:none`), `peer-client` for a peer configured so. Printed
+//! with a fixed value because tandem has no such state: `force-io-failures:no`,
+//! `al-suspended:no`.
 //!
 //! Rules (decided here, following drbdsetup where it is clear):
 //! - The initial dump is an `exists` line per object, parents before children (resource,
-//!   its devices, its connections, its peer devices), then `exists -`.
+//!   its devices, its connections, its peer devices, its paths), then `exists -`.
 //! - `create` lines carry every field, like `exists`. Counters appear only with
 //!   `statistics`.
 //! - `destroy` lines carry only the identifying keys; children are destroyed before their
@@ -31,17 +42,32 @@
 //!   any counter of the object changed, the line also lists all of its counters (as
 //!   drbdsetup does), so a consumer always sees a consistent set. Without `statistics`,
 //!   counter changes produce no line. No line is printed for an object with nothing to list.
+//! - With `full` (`--full`, which implies `statistics`), a `change` line lists every field
+//!   of the object, changed or not, so each line alone gives the object's whole state.
 //!
-//! Left out because the report does not carry them: `force-io-failures`, `may_promote`,
-//! `promotion_score`, `client`, `peer-client`, `al-suspended`, and `path` objects.
 
 use std::collections::BTreeMap;
 
 use crate::report::{
-    ConnectionStatus, DeviceStatus, PeerDeviceStatus, ResourceStatus, StatusReport,
+    ConnectionStatus, DeviceStatus, PathStatus, PeerDeviceStatus, ResourceStatus, StatusReport,
 };
 use crate::status::sorted;
 use crate::words;
+
+/// Which fields event lines carry (`events2 --statistics`, `--full`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EventsOptions {
+    /// List the statistics counters too.
+    pub statistics: bool,
+    /// `change` lines list every field, not only the changed ones; implies `statistics`.
+    pub full: bool,
+}
+
+impl EventsOptions {
+    fn statistics(self) -> bool {
+        self.statistics || self.full
+    }
+}
 
 /// One `key:value` pair of an event line.
 type Field = (&'static str, String);
@@ -60,10 +86,10 @@ struct Object {
 }
 
 /// The initial dump of `events2`: one `exists` line per object, then `exists -`.
-pub fn initial_events(report: &StatusReport, statistics: bool) -> Vec<String> {
+pub fn initial_events(report: &StatusReport, options: EventsOptions) -> Vec<String> {
     let mut lines: Vec<String> = objects(report)
         .iter()
-        .map(|object| full_line("exists", object, statistics))
+        .map(|object| full_line("exists", object, options.statistics()))
         .collect();
     lines.push("exists -".to_string());
     lines
@@ -71,7 +97,7 @@ pub fn initial_events(report: &StatusReport, statistics: bool) -> Vec<String> {
 
 /// The `create`, `destroy` and `change` lines that turn `old` into `new`, in the order
 /// described in the module documentation. Equal reports give no lines.
-pub fn change_events(old: &StatusReport, new: &StatusReport, statistics: bool) -> Vec<String> {
+pub fn change_events(old: &StatusReport, new: &StatusReport, options: EventsOptions) -> Vec<String> {
     let old_objects = objects(old);
     let new_objects = objects(new);
     let old_by_key: BTreeMap<(&str, &str), &Object> = old_objects
@@ -91,8 +117,8 @@ pub fn change_events(old: &StatusReport, new: &StatusReport, statistics: bool) -
     }
     for object in &new_objects {
         match old_by_key.get(&key(object)) {
-            None => lines.push(full_line("create", object, statistics)),
-            Some(before) => lines.extend(change_line(before, object, statistics)),
+            None => lines.push(full_line("create", object, options.statistics())),
+            Some(before) => lines.extend(change_line(before, object, options)),
         }
     }
     lines
@@ -113,8 +139,13 @@ fn full_line(verb: &str, object: &Object, statistics: bool) -> String {
 }
 
 /// The `change` line from `before` to `after`, if anything is to be listed.
-fn change_line(before: &Object, after: &Object, statistics: bool) -> Option<String> {
+fn change_line(before: &Object, after: &Object, options: EventsOptions) -> Option<String> {
     assert_eq!(key(before), key(after));
+    let statistics = options.statistics();
+    if options.full {
+        let unchanged = before.state == after.state && before.counters == after.counters;
+        return (!unchanged).then(|| full_line("change", after, statistics));
+    }
     let changed: Vec<Field> = after
         .state
         .iter()
@@ -160,6 +191,11 @@ fn objects(report: &StatusReport) -> Vec<Object> {
                 objects.push(peer_device_object(&resource.name, connection, peer_device));
             }
         }
+        for connection in &connections {
+            for path in &connection.paths {
+                objects.push(path_object(&resource.name, connection, path));
+            }
+        }
     }
     objects
 }
@@ -171,6 +207,9 @@ fn resource_object(resource: &ResourceStatus) -> Object {
         state: vec![
             ("role", resource.role.clone()),
             ("suspended", resource.suspended_words()),
+            ("force-io-failures", "no".to_string()),
+            ("may_promote", words::yes_no(resource.may_promote()).to_string()),
+            ("promotion_score", resource.promotion_score().to_string()),
         ],
         counters: vec![("write-ordering", resource.write_ordering.clone())],
     }
@@ -187,6 +226,7 @@ fn device_object(resource: &str, device: &DeviceStatus) -> Object {
         state: vec![
             ("backing_dev", device.backing_dev.clone()),
             ("disk", device.disk.clone()),
+            ("client", words::yes_no(device.is_client()).to_string()),
             ("open", words::yes_no(device.open).to_string()),
             ("quorum", words::yes_no(device.quorum).to_string()),
         ],
@@ -198,6 +238,7 @@ fn device_object(resource: &str, device: &DeviceStatus) -> Object {
             ("bm-writes", device.bm_writes.to_string()),
             ("upper-pending", device.upper_pending.to_string()),
             ("lower-pending", device.lower_pending.to_string()),
+            ("al-suspended", "no".to_string()),
             ("blocked", words::blocked(device.blocked).to_string()),
         ],
     }
@@ -228,6 +269,20 @@ fn connection_object(resource: &str, connection: &ConnectionStatus) -> Object {
     }
 }
 
+fn path_object(resource: &str, connection: &ConnectionStatus, path: &PathStatus) -> Object {
+    Object {
+        kind: "path",
+        ids: format!(
+            "{} local:{} peer:{}",
+            connection_ids(resource, connection),
+            words::address(&path.local),
+            words::address(&path.peer)
+        ),
+        state: vec![("established", words::yes_no(path.established).to_string())],
+        counters: Vec::new(),
+    }
+}
+
 fn peer_device_object(
     resource: &str,
     connection: &ConnectionStatus,
@@ -236,6 +291,7 @@ fn peer_device_object(
     let mut state = vec![
         ("replication", peer_device.replication.clone()),
         ("peer-disk", peer_device.peer_disk.clone()),
+        ("peer-client", words::yes_no(peer_device.peer_client).to_string()),
         ("resync-suspended", peer_device.resync_suspended.clone()),
     ];
     if let Some(done) = peer_device.done_percent {
@@ -253,10 +309,10 @@ fn peer_device_object(
             ("received", peer_device.received_kib.to_string()),
             ("sent", peer_device.sent_kib.to_string()),
             ("out-of-sync", peer_device.out_of_sync_kib.to_string()),
-            ("verify-found", peer_device.verify_found_kib.to_string()),
-            ("verify-skipped", peer_device.verify_skipped_kib.to_string()),
             ("pending", peer_device.pending.to_string()),
             ("unacked", peer_device.unacked.to_string()),
+            ("verify-found", peer_device.verify_found_kib.to_string()),
+            ("verify-skipped", peer_device.verify_skipped_kib.to_string()),
         ],
     }
 }

@@ -1,11 +1,12 @@
 //! Test fixtures: a healthy two-node resource, to be bent into each case by the tests.
+//! Other crates' tests use them through the `fixtures` feature (a dev-dependency only).
 
 use crate::report::{
     ConnectionStatus, DeviceStatus, PeerDeviceStatus, ResourceStatus, StatusReport,
 };
 
 /// A Secondary resource `name` with no volumes and no connections.
-pub(crate) fn resource(name: &str) -> ResourceStatus {
+pub fn resource(name: &str) -> ResourceStatus {
     ResourceStatus {
         name: name.to_string(),
         node_id: 0,
@@ -13,13 +14,14 @@ pub(crate) fn resource(name: &str) -> ResourceStatus {
         suspended: false,
         suspend_reasons: Vec::new(),
         write_ordering: "flush".to_string(),
+        down: false,
         devices: Vec::new(),
         connections: Vec::new(),
     }
 }
 
 /// An UpToDate, closed volume with minor = volume and zero counters.
-pub(crate) fn device(volume: u16) -> DeviceStatus {
+pub fn device(volume: u16) -> DeviceStatus {
     DeviceStatus {
         volume,
         minor: Some(u32::from(volume)),
@@ -40,7 +42,7 @@ pub(crate) fn device(volume: u16) -> DeviceStatus {
 }
 
 /// A Connected connection to a Secondary peer, without peer volumes.
-pub(crate) fn connection(name: &str, peer_node_id: u8) -> ConnectionStatus {
+pub fn connection(name: &str, peer_node_id: u8) -> ConnectionStatus {
     ConnectionStatus {
         name: name.to_string(),
         peer_node_id,
@@ -55,11 +57,12 @@ pub(crate) fn connection(name: &str, peer_node_id: u8) -> ConnectionStatus {
         peer_possibly_stale: false,
         async_buffer_kib: 0,
         peer_devices: Vec::new(),
+        paths: Vec::new(),
     }
 }
 
 /// An Established peer volume with an UpToDate peer disk and zero counters.
-pub(crate) fn peer_device(volume: u16) -> PeerDeviceStatus {
+pub fn peer_device(volume: u16) -> PeerDeviceStatus {
     PeerDeviceStatus {
         volume,
         replication: "Established".to_string(),
@@ -74,11 +77,12 @@ pub(crate) fn peer_device(volume: u16) -> PeerDeviceStatus {
         rate_kib_per_s: None,
         verify_found_kib: 0,
         verify_skipped_kib: 0,
+        peer_client: false,
     }
 }
 
 /// `r0`: this node (id 0) Primary with volume 0, connected to `bob` (id 1) with volume 0.
-pub(crate) fn two_nodes() -> ResourceStatus {
+pub fn two_nodes() -> ResourceStatus {
     let mut resource = resource("r0");
     resource.role = "Primary".to_string();
     resource.devices.push(device(0));
@@ -89,6 +93,6 @@ pub(crate) fn two_nodes() -> ResourceStatus {
 }
 
 /// A report of the given resources.
-pub(crate) fn report(resources: Vec<ResourceStatus>) -> StatusReport {
+pub fn report(resources: Vec<ResourceStatus>) -> StatusReport {
     StatusReport { resources }
 }

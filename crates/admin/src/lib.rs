@@ -6,7 +6,8 @@
 //!
 //! This crate is pure: serde types and text formatting, no I/O, no clock, no randomness. The
 //! daemon fills a [`StatusReport`]; the CLI prints it with [`format_status`] (the layout of
-//! `drbdsetup status`) or [`format_json`]; the daemon turns successive reports into
+//! `drbdsetup status`), [`format_json`] (tandem's schema) or [`format_drbd_json`]
+//! (`drbdsetup status --json`'s schema); the daemon turns successive reports into
 //! `drbdsetup events2` lines with [`initial_events`] and [`change_events`].
 //!
 //! Invariants:
@@ -16,16 +17,21 @@
 //!   whatever order the daemon listed objects in (resources and connections are printed
 //!   sorted by name, devices and peer devices by volume).
 
+mod drbd_json;
 mod events;
 mod protocol;
 mod report;
 mod status;
 mod words;
 
-#[cfg(test)]
-mod fixtures;
+#[cfg(any(test, feature = "fixtures"))]
+pub mod fixtures;
 
-pub use events::{change_events, initial_events};
+pub use drbd_json::format_drbd_json;
+pub use events::{change_events, initial_events, EventsOptions};
 pub use protocol::{decode_line, encode_line, AdminError, Reply, Request, LINE_BYTES_MAX};
-pub use report::{ConnectionStatus, DeviceStatus, PeerDeviceStatus, ResourceStatus, StatusReport};
+pub use report::{
+    ConnectionStatus, DeviceStatus, PathStatus, PeerDeviceStatus, ResourceStatus, StatusReport,
+    PROMOTION_SCORE_PER_PEER, PROMOTION_SCORE_UP_TO_DATE,
+};
 pub use status::{format_json, format_status, StatusOptions};

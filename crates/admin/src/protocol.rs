@@ -150,6 +150,10 @@ pub enum Request {
         /// Include the statistics counters in the event lines.
         #[serde(default)]
         statistics: bool,
+        /// `change` lines carry every field of their object (`--full`); implies
+        /// `statistics`. Left out of the line when false, so older nodes understand it.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        full: bool,
     },
 }
 

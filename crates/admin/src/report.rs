@@ -34,6 +34,10 @@ pub struct ResourceStatus {
     pub suspend_reasons: Vec<String>,
     /// The write-ordering method in use: `none`, `drain`, `flush` or `barrier`.
     pub write_ordering: String,
+    /// tandem: the resource is down (`tandem down`): not connecting, not promotable until
+    /// `tandem up`.
+    #[serde(default)]
+    pub down: bool,
     /// The local volumes.
     pub devices: Vec<DeviceStatus>,
     /// The connections to peers.
@@ -50,7 +54,51 @@ impl ResourceStatus {
             (true, false) => self.suspend_reasons.join(","),
         }
     }
+
+    /// events2's `may_promote`: whether a plain `primary` (no `--force`) would find nothing
+    /// against it in this report: the resource is up, this node is Secondary, no connected
+    /// peer is Primary, it
+    /// has at least one volume, every volume is UpToDate, has quorum and is not possibly
+    /// stale, and I/O is not suspended. The daemon may still refuse for what a report does
+    /// not show (a handshake under way, a failed `fence-peer`).
+    pub fn may_promote(&self) -> bool {
+        self.role == "Secondary"
+            && !self.down
+            && !self.suspended
+            && !self.connections.iter().any(|connection| connection.role == "Primary")
+            && !self.devices.is_empty()
+            && self.devices.iter().all(|device| {
+                device.disk == "UpToDate" && device.quorum && !device.possibly_stale
+            })
+    }
+
+    /// events2's `promotion_score`: how good a Primary this node would make, higher is better
+    /// (drbd-reactor's promoter prefers the node with the highest score among those that
+    /// `may_promote`). tandem's rule: 0 unless every volume is UpToDate; otherwise
+    /// [`PROMOTION_SCORE_UP_TO_DATE`] plus [`PROMOTION_SCORE_PER_PEER`] for each
+    /// `Connected` peer. It does not depend on the role, so a Primary scores as it would as a
+    /// Secondary.
+    pub fn promotion_score(&self) -> u32 {
+        let up_to_date = !self.devices.is_empty()
+            && self.devices.iter().all(|device| device.disk == "UpToDate");
+        if !up_to_date {
+            return 0;
+        }
+        let connected = self
+            .connections
+            .iter()
+            .filter(|connection| connection.connection == "Connected")
+            .count();
+        let connected = u32::try_from(connected).unwrap_or(u32::MAX);
+        PROMOTION_SCORE_UP_TO_DATE
+            .saturating_add(PROMOTION_SCORE_PER_PEER.saturating_mul(connected))
+    }
 }
+
+/// The `promotion_score` of a node whose every volume is UpToDate, before connected peers.
+pub const PROMOTION_SCORE_UP_TO_DATE: u32 = 10_000;
+/// What each `Connected` peer adds to `promotion_score`.
+pub const PROMOTION_SCORE_PER_PEER: u32 = 100;
 
 /// One local volume of a resource.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -89,6 +137,14 @@ pub struct DeviceStatus {
     pub possibly_stale: bool,
 }
 
+impl DeviceStatus {
+    /// DRBD's `client:`: a volume configured without a disk (`disk none`), as opposed to one
+    /// that lost or detached its disk.
+    pub fn is_client(&self) -> bool {
+        self.backing_dev == "none"
+    }
+}
+
 /// One connection from this node to a peer.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ConnectionStatus {
@@ -123,6 +179,21 @@ pub struct ConnectionStatus {
     pub async_buffer_kib: u64,
     /// The volumes as seen over this connection.
     pub peer_devices: Vec<PeerDeviceStatus>,
+    /// The network paths to the peer (events2's `path` objects); empty when the daemon does
+    /// not say.
+    #[serde(default)]
+    pub paths: Vec<PathStatus>,
+}
+
+/// One network path of a connection: this node's address and the peer's.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PathStatus {
+    /// This node's address for the peer, `IP:PORT` (`[IPv6]:PORT`).
+    pub local: String,
+    /// The peer's address, `IP:PORT` (`[IPv6]:PORT`).
+    pub peer: String,
+    /// Whether the connection runs over this path.
+    pub established: bool,
 }
 
 /// One volume as seen over one connection.
@@ -159,4 +230,8 @@ pub struct PeerDeviceStatus {
     /// Data the last online verify could not judge (being written meanwhile), in KiB.
     #[serde(default)]
     pub verify_skipped_kib: u64,
+    /// DRBD's `peer-client`: the peer is configured without a disk for this volume (a
+    /// diskless tiebreaker), as opposed to one that lost or detached its disk.
+    #[serde(default)]
+    pub peer_client: bool,
 }

@@ -20,6 +20,16 @@ pub(crate) fn blocked(flag: bool) -> &'static str {
     }
 }
 
+/// An `IP:PORT` address as events2 prints it: `ipv4:IP:PORT`, or `ipv6:[IP]:PORT` for an
+/// address in brackets.
+pub(crate) fn address(address: &str) -> String {
+    if address.starts_with('[') {
+        format!("ipv6:{address}")
+    } else {
+        format!("ipv4:{address}")
+    }
+}
+
 /// DRBD prints the in-flight counters in 512-byte sectors, not KiB.
 pub(crate) fn sectors_from_kib(kib: u64) -> u64 {
     kib.saturating_mul(2)

@@ -56,8 +56,9 @@ async fn serve_client(stream: UnixStream, resources: &[Arc<Resource>], context: 
         Ok(request) => request,
         Err(error) => return send(&mut write, &Reply::Error { message: format!("bad request: {error}") }).await,
     };
-    if let Request::Events { resource, statistics } = request {
-        return stream_events(&mut write, resources, resource.as_deref(), statistics).await;
+    if let Request::Events { resource, statistics, full } = request {
+        let options = admin::EventsOptions { statistics, full };
+        return stream_events(&mut write, resources, resource.as_deref(), options).await;
     }
     if let Request::Adjust { resource } = request {
         let reply = match select(resources, resource.as_deref()) {
@@ -269,14 +270,14 @@ fn down(resource: &Arc<Resource>) -> Result<(), String> {
     Ok(())
 }
 
-async fn stream_events<W: AsyncWriteExt + Unpin>(write: &mut W, resources: &[Arc<Resource>], name: Option<&str>, statistics: bool) -> std::io::Result<()> {
+async fn stream_events<W: AsyncWriteExt + Unpin>(write: &mut W, resources: &[Arc<Resource>], name: Option<&str>, options: admin::EventsOptions) -> std::io::Result<()> {
     let selected = match select(resources, name) {
         Ok(selected) => selected,
         Err(message) => return send(write, &Reply::Error { message }).await,
     };
     let mut last = report(&selected);
     let mut helpers_seen = crate::handlers::latest_event();
-    for line in admin::initial_events(&last, statistics) {
+    for line in admin::initial_events(&last, options) {
         send(write, &Reply::Event { line }).await?;
     }
     let names: Vec<String> = selected.iter().map(|r| r.name.clone()).collect();
@@ -305,7 +306,7 @@ async fn stream_events<W: AsyncWriteExt + Unpin>(write: &mut W, resources: &[Arc
             () = tokio::time::sleep(EVENTS_TICK) => {}
         }
         let now = report(&selected);
-        for line in admin::change_events(&last, &now, statistics) {
+        for line in admin::change_events(&last, &now, options) {
             send(write, &Reply::Event { line }).await?;
         }
         last = now;

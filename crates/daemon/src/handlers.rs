@@ -219,3 +219,26 @@ fn exit_code(status: std::process::ExitStatus) -> i32 {
     use std::os::unix::process::ExitStatusExt;
     status.code().or_else(|| status.signal().map(|signal| 128 + signal)).unwrap_or(-1)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 27: `call helper` / `response helper` lines carry drbdsetup events2's keys in
+    /// its order (drbd-semantics.md §4: `name peer-node-id conn-name volume helper`).
+    #[test]
+    fn helper_event_words_follow_events2() {
+        let event = |volume, peer: Option<(u8, &'static str)>| HandlerEvent {
+            resource: "r0",
+            volume,
+            peer_node_id: peer.map(|(id, _)| id),
+            peer_name: peer.map(|(_, name)| name),
+            env: Vec::new(),
+            timeout: Duration::from_secs(1),
+        };
+        let words = event_words(&event(Some(0), Some((1, "bob"))), "before-resync-target");
+        assert_eq!(words, "name:r0 peer-node-id:1 conn-name:bob volume:0 helper:before-resync-target");
+        assert_eq!(event_words(&event(None, Some((2, "carol"))), "fence-peer"), "name:r0 peer-node-id:2 conn-name:carol helper:fence-peer");
+        assert_eq!(event_words(&event(None, None), "quorum-lost"), "name:r0 helper:quorum-lost");
+    }
+}

@@ -197,5 +197,7 @@ fn resource_sample(resource: &Resource) -> ResourceSample {
         down: resource.is_down(),
         peer_names: resource.peers.iter().map(|p| (p.node_id, p.name.clone())).collect(),
         srm: resource.srm_view.lock().ok().and_then(|view| view.as_ref().and_then(|v| v.latest.clone())),
+        // A second look at the engine: the drbd_* families may be a moment newer.
+        report: crate::status::resource_status(resource),
     }
 }

@@ -150,6 +150,10 @@ pub(crate) struct PeerInfo {
     pub(crate) name: String,
     /// Where to connect to it.
     pub(crate) address: std::net::SocketAddr,
+    /// This node's address on the connection to it (where it listens for this peer).
+    pub(crate) local_address: std::net::SocketAddr,
+    /// The volumes the peer is configured without a disk for (`disk none`: DRBD's clients).
+    pub(crate) diskless_volumes: Vec<u16>,
     pub(crate) net: config::NetOptions,
     /// Resync options of the connection.
     pub(crate) peer_device: config::PeerDeviceOptions,

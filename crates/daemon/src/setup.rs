@@ -143,6 +143,8 @@ pub(crate) fn peer_infos(resource: &config::Resource, host: &config::Host) -> Re
             node_id: peer.node_id,
             name: peer.name.clone(),
             address: remote,
+            local_address: local,
+            diskless_volumes: peer.volumes.iter().filter(|volume| volume.disk.is_none()).map(|volume| volume.number).collect(),
             net: connection.net.clone(),
             peer_device: connection.peer_device.clone(),
             split_brain,

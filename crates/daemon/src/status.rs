@@ -2,7 +2,7 @@
 
 use std::sync::atomic::Ordering;
 
-use admin::{ConnectionStatus, DeviceStatus, PeerDeviceStatus, ResourceStatus};
+use admin::{ConnectionStatus, DeviceStatus, PathStatus, PeerDeviceStatus, ResourceStatus};
 
 use crate::resource::Resource;
 
@@ -50,6 +50,7 @@ pub(crate) fn resource_status(resource: &Resource) -> ResourceStatus {
             unreplicated_kib: p.lag.unreplicated_bytes / KIB,
             peer_possibly_stale: p.lag.peer_possibly_stale,
             async_buffer_kib: resource.async_buffered_bytes(p.node_id) / KIB,
+            paths: paths(resource, p.node_id, p.connection == repl::ConnState::Connected && !down),
             peer_devices: p
                 .volumes
                 .iter()
@@ -67,6 +68,7 @@ pub(crate) fn resource_status(resource: &Resource) -> ResourceStatus {
                     rate_kib_per_s: pv.resync.map(|r| r.rate_bytes_per_s / KIB),
                     verify_found_kib: pv.verify_oos_bytes / KIB,
                     verify_skipped_kib: pv.verify_skipped_bytes / KIB,
+                    peer_client: resource.peers.iter().any(|info| info.node_id == p.node_id && info.diskless_volumes.contains(&pv.volume)),
                 })
                 .collect(),
         })
@@ -78,7 +80,18 @@ pub(crate) fn resource_status(resource: &Resource) -> ResourceStatus {
         suspended,
         suspend_reasons: reasons.into_iter().map(str::to_owned).collect(),
         write_ordering: "flush".into(),
+        down,
         devices,
         connections,
     }
+}
+
+/// The one path tandem keeps to a peer: this node's address for it and the peer's.
+fn paths(resource: &Resource, node_id: u8, established: bool) -> Vec<PathStatus> {
+    resource
+        .peers
+        .iter()
+        .filter(|info| info.node_id == node_id)
+        .map(|info| PathStatus { local: info.local_address.to_string(), peer: info.address.to_string(), established })
+        .collect()
 }

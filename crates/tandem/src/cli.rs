@@ -9,6 +9,8 @@
 use std::path::PathBuf;
 
 use admin::Request;
+
+use crate::compat::{self, QueriedState, Spec};
 use clap::{Args, Parser, Subcommand};
 
 /// Where a node keeps its admin socket unless `--run-dir` or `TANDEM_RUN_DIR` says otherwise.
@@ -36,9 +38,12 @@ pub enum Command {
     Simple(SimpleVerb),
     /// Show the state of resources, like `drbdadm status`.
     Status {
-        /// Print the report as JSON.
+        /// Print the report as JSON (tandem's own schema: the admin protocol's report).
         #[arg(long)]
         json: bool,
+        /// Print the report in the JSON schema of `drbdsetup status --json`.
+        #[arg(long, conflicts_with = "json")]
+        drbd_json: bool,
         /// Show every field.
         #[arg(short, long)]
         verbose: bool,
@@ -50,13 +55,36 @@ pub enum Command {
         target: Target,
     },
     /// Print state changes as they happen, like `drbdsetup events2`, until interrupted.
-    Events {
-        /// Include I/O counters.
-        #[arg(short, long)]
-        statistics: bool,
-        /// Which resource.
-        #[command(flatten)]
-        target: Target,
+    Events(EventsArgs),
+    /// Print this node's role in a resource, like `drbdadm role`.
+    Role {
+        /// The resource.
+        #[arg(value_name = "RES", value_parser = |text: &str| compat::query_spec(QueriedState::Role, text))]
+        spec: Spec,
+    },
+    /// Print the state of each connection, one line per peer (sorted by name), like
+    /// `drbdadm cstate`; `RES:PEER` for one peer.
+    Cstate {
+        /// The resource, and optionally the peer.
+        #[arg(value_name = "RES[:PEER]", value_parser = |text: &str| compat::query_spec(QueriedState::Connection, text))]
+        spec: Spec,
+    },
+    /// Print the disk states, one line per volume: this node's, then each peer's
+    /// (`UpToDate/UpToDate`), like `drbdadm dstate`; `RES:PEER` and `RES/VOL` narrow it.
+    Dstate {
+        /// The resource, and optionally the peer and the volume.
+        #[arg(value_name = "RES[:PEER][/VOL]", value_parser = |text: &str| compat::query_spec(QueriedState::Disk, text))]
+        spec: Spec,
+    },
+    /// Wait until the resource's connections (or the one to PEER) are Connected; fails at
+    /// once on a StandAlone connection or a resource that is down.
+    WaitConnect {
+        /// Give up after this many seconds (default: wait as long as it takes).
+        #[arg(long, value_name = "SECONDS")]
+        timeout: Option<u64>,
+        /// The resource, and optionally the peer.
+        #[arg(value_name = "RES[:PEER]", value_parser = |text: &str| compat::query_spec(QueriedState::Connection, text))]
+        spec: Spec,
     },
     /// Run a node in the foreground.
     Node {
@@ -135,6 +163,30 @@ pub enum Command {
         #[arg(long, value_name = "NAME")]
         name: String,
     },
+}
+
+/// `tandem events` (and `drbdsetup events2`): drbdsetup's options.
+#[derive(Debug, PartialEq, Eq, Args)]
+pub struct EventsArgs {
+    /// Include I/O counters.
+    #[arg(short, long)]
+    pub statistics: bool,
+    /// Print the current state (`exists` lines, then `exists -`) and exit.
+    #[arg(long)]
+    pub now: bool,
+    /// Print the current state, then again each time a line `n` arrives on standard input;
+    /// exit at the end of input.
+    #[arg(long, conflicts_with = "now")]
+    pub poll: bool,
+    /// Every `change` line carries every field of its object, counters included.
+    #[arg(long)]
+    pub full: bool,
+    /// Start each line with the time it arrived (ISO 8601, UTC, microseconds).
+    #[arg(long)]
+    pub timestamps: bool,
+    /// Which resource.
+    #[command(flatten)]
+    pub target: Target,
 }
 
 /// The admin verbs that change state and are answered with a plain `Ok` or `Error`.
@@ -290,7 +342,7 @@ impl SimpleVerb {
 }
 
 /// The resource a command acts on.
-#[derive(Debug, Args)]
+#[derive(Debug, PartialEq, Eq, Args)]
 pub struct Target {
     /// Resource name, or `all` (the default).
     #[arg(value_name = "RES")]

@@ -4,19 +4,32 @@
 //! Invariant: a reply of the wrong kind is an error, never silently ignored; an `Error`
 //! reply always becomes [`CliError::Refused`] (exit status 1).
 
+use std::io::BufRead;
 use std::path::Path;
 
-use admin::{Reply, Request, StatusOptions};
+use admin::{Reply, Request, StatusOptions, StatusReport};
 
+use crate::cli::{resource_filter, EventsArgs};
 use crate::client::{reply_kind, Session};
 use crate::error::CliError;
 use crate::terminal::{self, Written};
 
+/// Which layout `tandem status` prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StatusStyle {
+    /// drbdsetup's text.
+    Text,
+    /// tandem's JSON (the admin protocol's report).
+    Json,
+    /// drbdsetup's `status --json` schema.
+    DrbdJson,
+}
+
 /// How `tandem status` prints.
 #[derive(Debug, Clone, Copy)]
 pub struct StatusFormat {
-    /// JSON instead of drbdsetup's text.
-    pub json: bool,
+    /// The layout.
+    pub style: StatusStyle,
     /// `--verbose`.
     pub verbose: bool,
     /// `--statistics`.
@@ -43,42 +56,121 @@ pub fn status(
     resource: Option<String>,
     format: StatusFormat,
 ) -> Result<(), CliError> {
-    let request = Request::Status { resource };
-    let report = match Session::open(run_dir, &request)?.reply()? {
-        Reply::Status(report) => report,
-        Reply::Error { message } => return Err(CliError::Refused(message)),
-        other => return Err(unexpected(&request, &other)),
-    };
-    let text = if format.json {
-        admin::format_json(&report)
-    } else {
-        let options = StatusOptions {
-            verbose: format.verbose,
-            statistics: format.statistics,
-            width: terminal::stdout_width(),
-        };
-        admin::format_status(&report, &options)
+    let report = fetch_report(run_dir, resource)?;
+    let text = match format.style {
+        StatusStyle::Json => admin::format_json(&report),
+        StatusStyle::DrbdJson => admin::format_drbd_json(&report),
+        StatusStyle::Text => {
+            let options = StatusOptions {
+                verbose: format.verbose,
+                statistics: format.statistics,
+                width: terminal::stdout_width(),
+            };
+            admin::format_status(&report, &options)
+        }
     };
     terminal::print(&text)?;
     Ok(())
 }
 
+/// The node's status report for `resource` (`None`: every resource).
+pub fn fetch_report(run_dir: &Path, resource: Option<String>) -> Result<StatusReport, CliError> {
+    let request = Request::Status { resource };
+    match Session::open(run_dir, &request)?.reply()? {
+        Reply::Status(report) => Ok(report),
+        Reply::Error { message } => Err(CliError::Refused(message)),
+        other => Err(unexpected(&request, &other)),
+    }
+}
+
 /// `tandem events`: prints each event line as it arrives until the node closes the
-/// connection, the reader of our output goes away, or the user interrupts.
-pub fn events(run_dir: &Path, resource: Option<String>, statistics: bool) -> Result<(), CliError> {
+/// connection, the reader of our output goes away, or the user interrupts. With `--now`,
+/// stops after the state dump (`exists -`); with `--poll`, prints a new dump for each `n`
+/// read from standard input.
+pub fn events(run_dir: &Path, args: &EventsArgs) -> Result<(), CliError> {
     let request = Request::Events {
-        resource,
-        statistics,
+        resource: resource_filter(&args.target),
+        statistics: args.statistics,
+        full: args.full,
     };
-    let mut session = Session::open(run_dir, &request)?;
+    let print = LinePrinter { timestamps: args.timestamps };
+    if args.poll {
+        return poll_events(run_dir, &request, print);
+    }
+    let until = if args.now { Until::DumpEnd } else { Until::Closed };
+    stream_events(run_dir, &request, print, until).map(|_| ())
+}
+
+/// How far to follow an events stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Until {
+    /// The end of the state dump, the `exists -` line.
+    DumpEnd,
+    /// The node closing the connection.
+    Closed,
+}
+
+/// Prints event lines, each with the time it arrived if asked.
+#[derive(Debug, Clone, Copy)]
+struct LinePrinter {
+    timestamps: bool,
+}
+
+impl LinePrinter {
+    fn print(self, line: &str) -> Result<Written, CliError> {
+        if self.timestamps {
+            let now = crate::timestamp::format(std::time::SystemTime::now());
+            terminal::print(&format!("{now} {line}\n"))
+        } else {
+            terminal::print(&format!("{line}\n"))
+        }
+    }
+}
+
+/// The line that ends events2's state dump.
+const DUMP_END: &str = "exists -";
+
+fn stream_events(
+    run_dir: &Path,
+    request: &Request,
+    print: LinePrinter,
+    until: Until,
+) -> Result<Written, CliError> {
+    let mut session = Session::open(run_dir, request)?;
     while let Some(reply) = session.next_reply()? {
         let line = match reply {
             Reply::Event { line } => line,
             Reply::Error { message } => return Err(CliError::Refused(message)),
-            other => return Err(unexpected(&request, &other)),
+            other => return Err(unexpected(request, &other)),
         };
-        if terminal::print(&format!("{line}\n"))? == Written::ReaderGone {
-            break;
+        if print.print(&line)? == Written::ReaderGone {
+            return Ok(Written::ReaderGone);
+        }
+        if until == Until::DumpEnd && line == DUMP_END {
+            return Ok(Written::Done);
+        }
+    }
+    match until {
+        Until::DumpEnd => Err(CliError::NoReply),
+        Until::Closed => Ok(Written::Done),
+    }
+}
+
+/// `--poll`: a dump now, then one per `n` line on standard input, until its end.
+fn poll_events(run_dir: &Path, request: &Request, print: LinePrinter) -> Result<(), CliError> {
+    if stream_events(run_dir, request, print, Until::DumpEnd)? == Written::ReaderGone {
+        return Ok(());
+    }
+    for line in std::io::stdin().lock().lines() {
+        let line = line.map_err(CliError::Stdin)?;
+        match line.trim() {
+            "" => {}
+            "n" => {
+                if stream_events(run_dir, request, print, Until::DumpEnd)? == Written::ReaderGone {
+                    return Ok(());
+                }
+            }
+            other => return Err(CliError::PollInput(other.chars().take(40).collect())),
         }
     }
     Ok(())

@@ -49,6 +49,12 @@ pub enum CliError {
     /// The node refused or failed the request; the text is the node's.
     #[error("{0}")]
     Refused(String),
+    /// Reading standard input failed (`events --poll`).
+    #[error("cannot read standard input: {0}")]
+    Stdin(io::Error),
+    /// `events --poll` read something other than `n` on standard input.
+    #[error("events --poll: expected 'n' (print the state again) on standard input, got '{0}'")]
+    PollInput(String),
     /// Writing to standard output failed (other than the reader going away).
     #[error("cannot write to standard output: {0}")]
     Stdout(io::Error),

@@ -7,6 +7,10 @@
 //! Exit status: 0 when the command succeeded, 1 when it was refused or failed (the reason
 //! goes to standard error as `tandem: REASON`), 2 for a usage error (clap's own).
 //!
+//! Invoked through a link named `drbdadm` or `drbdsetup` (argv[0]), the binary accepts the
+//! part of those tools' command lines that scripts use instead (see `compat`), with the
+//! same exit statuses; a command it does not support is a usage error (2).
+//!
 //! `tandem node` logs to standard error, filtered by `RUST_LOG` (default `info`); the admin
 //! verbs do not log.
 //!
@@ -15,11 +19,14 @@
 mod cli;
 mod client;
 mod commands;
+mod compat;
 mod demo;
 mod dump;
 mod error;
 mod md;
 mod terminal;
+mod timestamp;
+mod wait_connect;
 mod wait_sync;
 
 use std::process::ExitCode;
@@ -27,10 +34,15 @@ use std::process::ExitCode;
 use clap::Parser;
 
 use crate::cli::{resource_filter, Cli, Command};
-use crate::commands::StatusFormat;
+use crate::commands::{StatusFormat, StatusStyle};
 use crate::error::CliError;
 
 fn main() -> ExitCode {
+    let mut args = std::env::args_os();
+    let tool = args.next().as_deref().and_then(compat::Tool::from_argv0);
+    if let Some(tool) = tool {
+        return compat::main(tool, args);
+    }
     let cli = Cli::parse();
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
@@ -46,20 +58,28 @@ fn run(cli: Cli) -> Result<(), CliError> {
     match cli.command {
         Command::Status {
             json,
+            drbd_json,
             verbose,
             statistics,
             target,
         } => {
+            let style = match (json, drbd_json) {
+                (_, true) => StatusStyle::DrbdJson,
+                (true, false) => StatusStyle::Json,
+                (false, false) => StatusStyle::Text,
+            };
             let format = StatusFormat {
-                json,
+                style,
                 verbose,
                 statistics,
             };
             commands::status(run_dir, resource_filter(&target), format)
         }
-        Command::Events { statistics, target } => {
-            commands::events(run_dir, resource_filter(&target), statistics)
-        }
+        Command::Events(args) => commands::events(run_dir, &args),
+        Command::WaitConnect { timeout, spec } => wait_connect::run(run_dir, &spec, timeout.map(std::time::Duration::from_secs)),
+        Command::Role { spec } => compat::run_query(run_dir, compat::QueriedState::Role, &spec),
+        Command::Cstate { spec } => compat::run_query(run_dir, compat::QueriedState::Connection, &spec),
+        Command::Dstate { spec } => compat::run_query(run_dir, compat::QueriedState::Disk, &spec),
         Command::Node { config, node } => {
             init_logging();
             let options = daemon::NodeOptions {

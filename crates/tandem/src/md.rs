@@ -74,7 +74,7 @@ fn refused(error: MetadataError) -> CliError {
 }
 
 /// The host name, the default `on NAME` section.
-fn host_name() -> Result<String, CliError> {
+pub(crate) fn host_name() -> Result<String, CliError> {
     let mut buf = [0u8; 256];
     // SAFETY: gethostname writes at most buf.len() bytes into buf, which lives for the call.
     let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };

@@ -87,8 +87,17 @@ fn requests_are_tagged_by_cmd() {
         Request::Events {
             resource: None,
             statistics: false,
+            full: false,
         },
         r#"{"cmd":"events","resource":null,"statistics":false}"#,
+    );
+    check_request(
+        Request::Events {
+            resource: None,
+            statistics: false,
+            full: true,
+        },
+        r#"{"cmd":"events","resource":null,"statistics":false,"full":true}"#,
     );
 }
 

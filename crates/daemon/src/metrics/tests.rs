@@ -65,6 +65,7 @@ fn resource(name: &str, resync: Option<ResyncProgress>) -> ResourceSample {
         down: false,
         peer_names: vec![(1, "bob".to_string())],
         srm: None,
+        report: admin::ResourceStatus { name: name.to_string(), ..admin::fixtures::two_nodes() },
     }
 }
 
@@ -144,14 +145,78 @@ fn every_name_is_prefixed_and_every_family_is_declared_once_before_its_samples()
         } else if !line.starts_with("# HELP ") {
             let name = line.split(['{', ' ']).next().unwrap_or_default();
             assert_eq!(name, current, "sample {line:?} outside its family");
-            assert!(name.starts_with("tandem_"), "{name}");
+            assert!(name.starts_with("tandem_") || name.starts_with("drbd_"), "{name}");
         }
     }
     assert!(text.contains("tandem_device_size_bytes{resource=\"r1\",volume=\"0\"}"), "both resources are rendered");
-    assert_eq!(declared.len(), 29, "every family appears with a resync running: {declared:?}");
+    assert_eq!(declared.len(), 29 + DRBD_FAMILIES.len(), "every family appears with a resync running: {declared:?}");
+    let drbd: Vec<&str> = declared.iter().copied().filter(|name| name.starts_with("drbd_")).collect();
+    assert_eq!(drbd, DRBD_FAMILIES, "the drbd_* families come last, in their order");
     for name in declared.iter().filter(|name| name.ends_with("_total")) {
         assert!(text.contains(&format!("# TYPE {name} counter")), "{name} is a counter");
     }
+}
+
+/// drbd-reactor's family names (its doc/prometheus.md), in the order tandem renders them.
+const DRBD_FAMILIES: [&str; 26] = [
+    "drbd_resource_resources",
+    "drbd_resource_role",
+    "drbd_resource_suspended",
+    "drbd_resource_maypromote",
+    "drbd_resource_promotionscore",
+    "drbd_resource_forceiofailures",
+    "drbd_device_state",
+    "drbd_device_client",
+    "drbd_device_unintentionaldiskless",
+    "drbd_device_quorum",
+    "drbd_device_open",
+    "drbd_device_size_bytes",
+    "drbd_device_read_bytes_total",
+    "drbd_device_written_bytes_total",
+    "drbd_device_alwrites_total",
+    "drbd_device_bmwrites_total",
+    "drbd_device_upperpending",
+    "drbd_device_lowerpending",
+    "drbd_device_alsuspended",
+    "drbd_connection_state",
+    "drbd_connection_congested",
+    "drbd_connection_apinflight_bytes",
+    "drbd_connection_rsinflight_bytes",
+    "drbd_peerdevice_outofsync_bytes",
+    "drbd_peerdevice_sent_bytes",
+    "drbd_peerdevice_received_bytes",
+];
+
+/// Issue 27, item 4: drbd-reactor's series and labels, so its dashboards read a tandem node.
+#[test]
+fn drbd_reactor_names_and_labels_follow_the_tandem_ones() {
+    let mut sample = resource("r0", None);
+    sample.report.devices[0].size_kib = 64 * 1024;
+    sample.report.devices[0].written_kib = 12;
+    sample.report.connections[0].ap_in_flight_kib = 4;
+    sample.report.connections[0].peer_devices[0].out_of_sync_kib = 8;
+    let text = text::render(&node(vec![sample]));
+    assert_lines(
+        &text,
+        &[
+            "drbd_resource_resources 1",
+            "drbd_resource_role{name=\"r0\",drbd_resource_role=\"Primary\"} 1",
+            "drbd_resource_role{name=\"r0\",drbd_resource_role=\"Secondary\"} 0",
+            "drbd_resource_maypromote{name=\"r0\"} 0",
+            "drbd_resource_promotionscore{name=\"r0\"} 10100",
+            "drbd_device_state{name=\"r0\",volume=\"0\",minor=\"0\",drbd_device_state=\"UpToDate\"} 1",
+            "drbd_device_quorum{name=\"r0\",volume=\"0\",minor=\"0\"} 1",
+            "drbd_device_size_bytes{name=\"r0\",volume=\"0\",minor=\"0\"} 67108864",
+            "# TYPE drbd_device_written_bytes_total counter",
+            "drbd_device_written_bytes_total{name=\"r0\",volume=\"0\",minor=\"0\"} 12288",
+            "drbd_device_unintentionaldiskless{name=\"r0\",volume=\"0\",minor=\"0\"} 0",
+            "drbd_connection_state{name=\"r0\",conn_name=\"bob\",peer_node_id=\"1\",drbd_connection_state=\"Connected\"} 1",
+            "drbd_connection_apinflight_bytes{name=\"r0\",conn_name=\"bob\",peer_node_id=\"1\"} 4096",
+            "drbd_peerdevice_outofsync_bytes{name=\"r0\",conn_name=\"bob\",peer_node_id=\"1\",volume=\"0\"} 8192",
+            "# TYPE drbd_peerdevice_sent_bytes counter",
+            "drbd_peerdevice_sent_bytes{name=\"r0\",conn_name=\"bob\",peer_node_id=\"1\",volume=\"0\"} 0",
+        ],
+    );
 }
 
 #[test]

@@ -6,10 +6,15 @@
 //!   (of every resource). Families come in the order of first use, samples in the order of
 //!   the input, so equal input renders to identical text.
 //! - Label values are escaped as the format requires (`\\`, `\"`, `\n`); names are constants.
-//! - Counters end in `_total`; sizes are in bytes (`_bytes`), ages in seconds (`_seconds`).
+//! - `tandem_*` counters end in `_total`; sizes are in bytes (`_bytes`), ages in seconds (`_seconds`).
 //! - States are one-hot: one sample per possible state, 1 for the current one and 0 for the
 //!   others, so a state that is left drops to 0 instead of lingering as a stale series.
 //! - A family with no sample (the resync progress while nothing resyncs) is left out.
+//! - The `tandem_*` families come first; then the same status under drbd-reactor's `drbd_*`
+//!   names and labels (`drbd`), whose counters keep drbd-reactor's names even without
+//!   `_total`.
+
+mod drbd;
 
 use std::fmt::Write;
 
@@ -44,6 +49,8 @@ pub(crate) struct ResourceSample {
     /// The Selective Replication Manager's latest measurements (None: `srm off`, or no
     /// interval has passed yet).
     pub(crate) srm: Option<srm::Observation>,
+    /// The resource as `tandem status` reports it, for the `drbd_*` families.
+    pub(crate) report: admin::ResourceStatus,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -268,6 +275,8 @@ pub(crate) fn render(node: &NodeSample) -> String {
             srm_metrics(&mut out, resource, observation);
         }
     }
+    let reports: Vec<&admin::ResourceStatus> = node.resources.iter().map(|resource| &resource.report).collect();
+    drbd::render(&mut out, &reports);
     out.finish()
 }
 

@@ -31,6 +31,8 @@
 //! - `fencing`: `fencing resource-and-stonith` freezes a Primary's writes until fence-peer
 //!   succeeds or `resume-io`; a hung handler is killed after `handler-timeout`; promotion
 //!   without the peer runs fence-peer first; `call helper`/`response helper` events.
+//! - `drbd_tools`: the `drbdadm`/`drbdsetup` entry points (links to the tandem binary) and
+//!   `events --now --statistics` on a live three-node cluster (issue 27).
 //! - `metrics`: the Prometheus listener (`metrics-address`): key metrics and labels, counters
 //!   that grow with writes, 404/405/400 answers, loopback for a bare port, a busy port.
 //!
@@ -62,6 +64,7 @@ mod auth;
 mod cluster;
 mod config_errors;
 mod diskless;
+mod drbd_tools;
 mod failover;
 mod fencing;
 mod fuse;

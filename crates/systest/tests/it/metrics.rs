@@ -45,7 +45,7 @@ fn exchange(port: u16, request: &[u8]) -> Answer {
 }
 
 /// `GET /metrics`: the exposition text; fails unless the answer is a 200 of the right type.
-fn scrape(port: u16) -> String {
+pub(crate) fn scrape(port: u16) -> String {
     let answer = exchange(port, b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nAccept: text/plain\r\n\r\n");
     assert_eq!(answer.status, 200, "{}", answer.head);
     assert!(answer.head.contains("\r\nContent-Type: text/plain; version=0.0.4"), "{}", answer.head);

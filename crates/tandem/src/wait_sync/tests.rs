@@ -6,6 +6,7 @@ use super::{assess, Assessment, Meter};
 
 fn resource(disk: &str, connection: &str, replication: &str, peer_disk: &str, out_of_sync_kib: u64) -> ResourceStatus {
     ResourceStatus {
+        down: false,
         name: "r0".into(),
         node_id: 0,
         role: "Secondary".into(),
@@ -30,6 +31,7 @@ fn resource(disk: &str, connection: &str, replication: &str, peer_disk: &str, ou
             possibly_stale: false,
         }],
         connections: vec![ConnectionStatus {
+            paths: Vec::new(),
             name: "bob".into(),
             peer_node_id: 1,
             connection: connection.into(),
@@ -43,6 +45,7 @@ fn resource(disk: &str, connection: &str, replication: &str, peer_disk: &str, ou
             peer_possibly_stale: false,
             async_buffer_kib: 0,
             peer_devices: vec![PeerDeviceStatus {
+                peer_client: false,
                 volume: 0,
                 replication: replication.into(),
                 peer_disk: peer_disk.into(),

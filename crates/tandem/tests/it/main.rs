@@ -10,6 +10,9 @@ use std::sync::mpsc;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
+mod compat;
+mod events_options;
+
 use admin::{
     ConnectionStatus, DeviceStatus, PeerDeviceStatus, Reply, Request, ResourceStatus, StatusReport,
 };
@@ -137,6 +140,7 @@ fn report() -> StatusReport {
         possibly_stale: false,
     };
     let peer_device = PeerDeviceStatus {
+        peer_client: false,
         volume: 0,
         replication: "SyncSource".to_string(),
         peer_disk: "Inconsistent".to_string(),
@@ -165,6 +169,7 @@ fn report() -> StatusReport {
         peer_possibly_stale: false,
         async_buffer_kib: 0,
         peer_devices: vec![peer_device],
+        paths: Vec::new(),
     };
     let resource = ResourceStatus {
         name: "r0".to_string(),
@@ -173,6 +178,7 @@ fn report() -> StatusReport {
         suspended: false,
         suspend_reasons: Vec::new(),
         write_ordering: "flush".to_string(),
+        down: false,
         devices: vec![device],
         connections: vec![connection],
     };
@@ -304,6 +310,22 @@ fn status_json_prints_the_report() {
         node.join().expect("node"),
         Request::Status { resource: None }
     );
+}
+
+/// Issue 27: `--drbd-json` prints drbdsetup's schema (the admin crate tests every key).
+#[test]
+fn status_drbd_json_prints_drbdsetups_schema() {
+    let run_dir = tempfile::tempdir().expect("tempdir");
+    let node = answering(run_dir.path(), Reply::Status(report()));
+    let mut command = tandem(run_dir.path());
+    command.args(["status", "--drbd-json", "r0"]);
+    let output = run(command);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    let printed: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    assert_eq!(printed[0]["name"], "r0");
+    assert_eq!(printed[0]["devices"][0]["disk-state"], "UpToDate");
+    assert!(printed[0]["connections"][0]["peer_devices"].is_array(), "{printed}");
+    node.join().expect("node");
 }
 
 #[test]
@@ -461,7 +483,8 @@ fn events_stream_each_line_as_it_arrives() {
         request,
         Request::Events {
             resource: Some("r0".to_string()),
-            statistics: true
+            statistics: true,
+            full: false,
         }
     );
 }
