@@ -40,6 +40,12 @@
 //!   write never acknowledged by a refused connection, a diskless tiebreaker, a tbf-limited
 //!   link); the harness for them is `netns`. Needs root and iproute2 (docs/TESTING.md).
 //!
+//! - `pacemaker`: tandem under a real cluster manager: Corosync 3 and Pacemaker in three
+//!   network + mount namespaces run `contrib/ocf/tandem` as a promotable clone with a
+//!   dependent resource; one node promoted, SIGKILL of its tandem fails over with every
+//!   acknowledged write, the old node rejoins and resyncs, the fence-peer constraint comes
+//!   and goes, replicas identical. Skipped (with the reason) without root or the packages.
+//!
 //! - `torture`: the failover torture harness (issue 24): seeded trials of a three-node
 //!   quorum cluster losing its Primary (SIGKILL or partition) under stamped writes and fio,
 //!   a survivor promoted, the old Primary back; checks every acknowledged write on every
@@ -72,6 +78,7 @@ mod link;
 mod metrics;
 mod nbd_client;
 mod netns;
+mod pacemaker;
 mod quorum;
 mod postgres;
 mod pull_ahead;
