@@ -7,8 +7,8 @@
 //! Exit status: 0 when the command succeeded, 1 when it was refused or failed (the reason
 //! goes to standard error as `tandem: REASON`), 2 for a usage error (clap's own).
 //!
-//! `tandem node` logs to standard error, filtered by `RUST_LOG` (default `info`); the admin
-//! verbs do not log.
+//! `tandem node` logs to standard error, filtered by `RUST_LOG` (default `info`; journald's
+//! format under systemd, see `logging`); the admin verbs do not log.
 //!
 //! Invariant: no command panics on an operating error; every failure is a [`CliError`].
 
@@ -18,6 +18,7 @@ mod commands;
 mod demo;
 mod dump;
 mod error;
+mod logging;
 mod md;
 mod terminal;
 mod wait_sync;
@@ -61,7 +62,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
             commands::events(run_dir, resource_filter(&target), statistics)
         }
         Command::Node { config, node } => {
-            init_logging();
+            logging::init();
             let options = daemon::NodeOptions {
                 config,
                 node,
@@ -88,16 +89,4 @@ fn run(cli: Cli) -> Result<(), CliError> {
         }
         Command::Simple(verb) => commands::simple(run_dir, &verb.into_request()),
     }
-}
-
-/// Sends the node's log to standard error, filtered by `RUST_LOG` (default `info`).
-fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let subscriber = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_writer(std::io::stderr);
-    // try_init fails only when a subscriber is already installed; then that one is used.
-    let _ = subscriber.try_init();
 }

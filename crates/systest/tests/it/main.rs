@@ -46,6 +46,10 @@
 //!   acknowledged write, the old node rejoins and resyncs, the fence-peer constraint comes
 //!   and goes, replicas identical. Skipped (with the reason) without root or the packages.
 //!
+//! - `systemd`: the units in `contrib/systemd` pass `systemd-analyze verify`; a node under a
+//!   real notify socket says READY=1 (admin socket answering), pings the watchdog, says
+//!   STOPPING=1 on SIGTERM, and logs journald's `<N>` priorities without timestamps.
+//!
 //! - `torture`: the failover torture harness (issue 24): seeded trials of a three-node
 //!   quorum cluster losing its Primary (SIGKILL or partition) under stamped writes and fio,
 //!   a survivor promoted, the old Primary back; checks every acknowledged write on every
@@ -86,6 +90,7 @@ mod replication;
 mod resync;
 mod roles;
 mod srm;
+mod systemd;
 mod tls;
 mod tools;
 mod torture;
