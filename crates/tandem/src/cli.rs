@@ -13,7 +13,8 @@ use clap::{Args, Parser, Subcommand};
 
 /// Where a node keeps its admin socket unless `--run-dir` or `TANDEM_RUN_DIR` says otherwise.
 pub const RUN_DIR_DEFAULT: &str = "/run/tandem";
-/// The configuration `tandem dump` reads unless `--config` says otherwise.
+/// The configuration `node`, `dump`, `create-md` and `dump-md` read unless `--config` says
+/// otherwise.
 pub const CONFIG_PATH_DEFAULT: &str = "/etc/tandem/tandem.conf";
 
 /// tandem: a userspace replicated block device that speaks DRBD's language.
@@ -61,7 +62,7 @@ pub enum Command {
     /// Run a node in the foreground.
     Node {
         /// The drbd.conf-style configuration file.
-        #[arg(short, long)]
+        #[arg(short, long, default_value = CONFIG_PATH_DEFAULT)]
         config: PathBuf,
         /// Which `on NAME` section is this node (default: the host name).
         #[arg(long)]

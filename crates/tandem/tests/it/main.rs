@@ -189,7 +189,7 @@ fn usage_errors_exit_2() {
         &["frobnicate"],
         &["primary", "--bogus"],
         &["status", "r0", "r1"],
-        &["node"],
+        &["node", "--config"],
         &["connect", "--peer"],
     ] {
         let output = run({
@@ -204,6 +204,24 @@ fn usage_errors_exit_2() {
             text(&output.stderr)
         );
     }
+}
+
+/// `tandem node` without `--config` reads /etc/tandem/tandem.conf (issue 26): where that
+/// file does not exist, the error names it.
+#[test]
+fn node_reads_the_default_configuration() {
+    if std::path::Path::new("/etc/tandem/tandem.conf").exists() {
+        eprintln!("skipped: /etc/tandem/tandem.conf exists on this machine");
+        return;
+    }
+    let run_dir = tempfile::tempdir().expect("tempdir");
+    let output = run({
+        let mut command = tandem(run_dir.path());
+        command.arg("node");
+        command
+    });
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output.stderr));
+    assert!(text(&output.stderr).contains("/etc/tandem/tandem.conf"), "{}", text(&output.stderr));
 }
 
 #[test]
