@@ -49,6 +49,14 @@ pub enum CliError {
     /// The node refused or failed the request; the text is the node's.
     #[error("{0}")]
     Refused(String),
+    /// The man pages or completions could not be written.
+    #[error("generate-docs: {}: {source}", path.display())]
+    Docs {
+        /// The file or directory being written.
+        path: std::path::PathBuf,
+        /// Why.
+        source: io::Error,
+    },
     /// Writing to standard output failed (other than the reader going away).
     #[error("cannot write to standard output: {0}")]
     Stdout(io::Error),

@@ -16,6 +16,7 @@ mod cli;
 mod client;
 mod commands;
 mod demo;
+mod docs;
 mod dump;
 mod error;
 mod logging;
@@ -87,6 +88,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
             terminal::print(&format!("{lines}\n"))?;
             Ok(())
         }
+        Command::GenerateDocs { out } => docs::generate(&out),
         Command::Simple(verb) => commands::simple(run_dir, &verb.into_request()),
     }
 }

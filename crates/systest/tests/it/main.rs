@@ -46,6 +46,10 @@
 //!   acknowledged write, the old node rejoins and resyncs, the fence-peer constraint comes
 //!   and goes, replicas identical. Skipped (with the reason) without root or the packages.
 //!
+//! - `package`: `scripts/deb` builds the Debian packages, `dpkg -i` installs them, and the
+//!   installed `tandem --version`, `man -w tandem`, the agent's meta-data, the stripped
+//!   binary, completions and units check out; purged afterwards. Root and dpkg only.
+//!
 //! - `systemd`: the units in `contrib/systemd` pass `systemd-analyze verify`; a node under a
 //!   real notify socket says READY=1 (admin socket answering), pings the watchdog, says
 //!   STOPPING=1 on SIGTERM, and logs journald's `<N>` priorities without timestamps.
@@ -82,6 +86,7 @@ mod link;
 mod metrics;
 mod nbd_client;
 mod netns;
+mod package;
 mod pacemaker;
 mod quorum;
 mod postgres;

@@ -34,7 +34,7 @@ use std::time::{Duration, Instant};
 use crate::cluster::{tandem_bin, Cluster, Spec, NODE_NAMES, POLL_INTERVAL, RESOURCE};
 use crate::ha_netns::{read_back, wait_rejoined, write_blocks};
 use crate::netns::Network;
-use crate::tools::{fresh_seed, run_with_deadline, Rng};
+use crate::tools::{self, fresh_seed, run_with_deadline, Rng};
 
 /// How long Corosync and Pacemaker may take to form a quorate three-node cluster.
 const FORM_DEADLINE: Duration = Duration::from_secs(120);
@@ -165,16 +165,7 @@ impl PacemakerNode {
 
     /// Runs a command that must succeed; returns its stdout.
     fn run_ok(&self, program: &str, args: &[&str]) -> String {
-        let output = self.run(program, args);
-        assert!(
-            output.status.success(),
-            "{program} {} failed with {}:\n{}{}",
-            args.join(" "),
-            output.status,
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        );
-        String::from_utf8_lossy(&output.stdout).into_owned()
+        String::from_utf8_lossy(&tools::run_ok(self.command(program, args), COMMAND_DEADLINE).stdout).into_owned()
     }
 
     fn pids(&self) -> Vec<i32> {

@@ -231,10 +231,11 @@ fn version_is_printed() {
     command.arg("--version");
     let output = run(command);
     assert_eq!(output.status.code(), Some(0));
-    assert_eq!(
-        text(&output.stdout),
-        format!("tandem {}\n", env!("CARGO_PKG_VERSION"))
-    );
+    // The version, then the commit it was built from (build.rs).
+    let printed = text(&output.stdout);
+    let prefix = format!("tandem {} (commit ", env!("CARGO_PKG_VERSION"));
+    assert!(printed.starts_with(&prefix) && printed.ends_with(")\n"), "{printed}");
+    assert!(!printed.contains("commit )"), "{printed}");
 }
 
 #[test]
