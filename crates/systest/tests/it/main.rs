@@ -44,7 +44,9 @@
 //!   network + mount namespaces run `contrib/ocf/tandem` as a promotable clone with a
 //!   dependent resource; one node promoted, SIGKILL of its tandem fails over with every
 //!   acknowledged write, the old node rejoins and resyncs, the fence-peer constraint comes
-//!   and goes, replicas identical. Skipped (with the reason) without root or the packages.
+//!   and goes, replicas identical; a Primary cut off alone is stopped by its quorum-less
+//!   Pacemaker and never promoted while the majority takes over, then rejoins. Skipped
+//!   (with the reason) without root or the packages.
 //!
 //! - `package`: `scripts/deb` builds the Debian packages, `dpkg -i` installs them, and the
 //!   installed `tandem --version`, `man -w tandem`, the agent's meta-data, the stripped

@@ -208,8 +208,11 @@ impl Drop for PacemakerNode {
 /// cluster's files go, then the namespaces.
 struct PacemakerCluster {
     nodes: Vec<PacemakerNode>,
+    /// The node whose CLI tools (crm_mon, cibadmin, crm_resource) the test uses: one in the
+    /// majority while a node is cut off.
+    console: std::cell::Cell<usize>,
     cluster: Cluster,
-    _network: Network,
+    network: Network,
 }
 
 impl Drop for PacemakerCluster {
@@ -234,7 +237,29 @@ impl PacemakerCluster {
         let cluster = Cluster::create(spec);
         write_stack_files(&cluster, &network);
         let nodes = (0..3).map(|index| PacemakerNode::spawn(&network, index, cluster.dir())).collect();
-        PacemakerCluster { nodes, cluster, _network: network }
+        PacemakerCluster { nodes, console: std::cell::Cell::new(0), cluster, network }
+    }
+
+    fn console(&self) -> &PacemakerNode {
+        &self.nodes[self.console.get()]
+    }
+
+    /// Starts everything, loads the configuration, skips the initial sync and waits until
+    /// Pacemaker promoted exactly one node; returns the setup and that node.
+    fn running() -> (PacemakerCluster, usize) {
+        let setup = PacemakerCluster::start();
+        let cluster = &setup.cluster;
+        setup.wait_formed();
+        setup.configure();
+        setup.wait_until("Pacemaker starts tandem on every node and they connect", PACEMAKER_DEADLINE, || {
+            (0..3).all(|index| setup.answers(index)) && cluster.all_connected()
+        });
+        // Fresh metadata is Inconsistent everywhere, so nothing is promoted until the initial
+        // sync is skipped (empty disks), as an administrator does once.
+        assert!(setup.primaries().is_empty(), "an Inconsistent node was promoted");
+        cluster.initial_sync();
+        let first = setup.wait_one_primary(None);
+        (setup, first)
     }
 
     fn wait_until(&self, what: &str, deadline: Duration, mut condition: impl FnMut() -> bool) {
@@ -249,7 +274,7 @@ impl PacemakerCluster {
 
     fn wait_formed(&self) {
         self.wait_until("Corosync and Pacemaker form a quorate cluster of three", FORM_DEADLINE, || {
-            let output = self.nodes[0].run("crm_mon", &["-1"]);
+            let output = self.console().run("crm_mon", &["-1"]);
             let text = String::from_utf8_lossy(&output.stdout);
             text.contains("partition with quorum") && text.contains("Online: [ alice bob carol ]")
         });
@@ -265,6 +290,7 @@ impl PacemakerCluster {
         let text = format!(
             "property stonith-enabled=false no-quorum-policy=stop\n\
              primitive tandem-r0 ocf:tandem:tandem params {agent_options} \
+             op start timeout=90s op promote timeout=90s op demote timeout=90s op stop timeout=100s \
              op monitor interval=3s role=Promoted timeout=20s \
              op monitor interval=4s role=Unpromoted timeout=20s\n\
              clone {CLONE} tandem-r0 meta promotable=true promoted-max=1 promoted-node-max=1 \
@@ -275,7 +301,7 @@ impl PacemakerCluster {
         );
         let file = self.cluster.dir().join("cib.crm");
         std::fs::write(&file, text).expect("cannot write the crm configuration");
-        self.nodes[0].run_ok("crm", &["configure", "load", "update", &file.display().to_string()]);
+        self.console().run_ok("crm", &["configure", "load", "update", &file.display().to_string()]);
     }
 
     /// Whether node `index`'s tandem answers its admin socket.
@@ -290,13 +316,13 @@ impl PacemakerCluster {
 
     /// Where Pacemaker runs `resource` (crm_resource --locate), as node names.
     fn located(&self, resource: &str) -> String {
-        let output = self.nodes[0].run("crm_resource", &["--locate", "--resource", resource]);
+        let output = self.console().run("crm_resource", &["--locate", "--resource", resource]);
         String::from_utf8_lossy(&output.stdout).into_owned()
     }
 
     fn has_fence_constraint(&self, peer: usize) -> bool {
         let xpath = format!("//rsc_location[@id='tandem-fence-{RESOURCE}-{}']", NODE_NAMES[peer]);
-        self.nodes[0].run("cibadmin", &["--query", "--xpath", &xpath]).status.success()
+        self.console().run("cibadmin", &["--query", "--xpath", &xpath]).status.success()
     }
 
     /// Waits until exactly one node is Primary and `app` runs there; returns it.
@@ -325,7 +351,7 @@ impl PacemakerCluster {
 
     fn report(&self) -> String {
         let mut text = String::new();
-        let output = self.nodes[0].run("crm_mon", &["-1A"]);
+        let output = self.console().run("crm_mon", &["-1A"]);
         text.push_str(&String::from_utf8_lossy(&output.stdout));
         let dir = self.cluster.dir();
         for name in NODE_NAMES {
@@ -385,19 +411,8 @@ fn pacemaker_promotes_fails_over_and_resyncs_a_tandem_clone() {
         eprintln!("skipped: {reason}");
         return;
     }
-    let setup = PacemakerCluster::start();
+    let (setup, first) = PacemakerCluster::running();
     let cluster = &setup.cluster;
-    setup.wait_formed();
-    setup.configure();
-    setup.wait_until("Pacemaker starts tandem on every node and they connect", PACEMAKER_DEADLINE, || {
-        (0..3).all(|index| setup.answers(index)) && cluster.all_connected()
-    });
-    // Fresh metadata is Inconsistent everywhere, so nothing is promoted until the initial
-    // sync is skipped (empty disks), as an administrator does once.
-    assert!(setup.primaries().is_empty(), "an Inconsistent node was promoted");
-    cluster.initial_sync();
-    let first = setup.wait_one_primary(None);
-
     let mut rng = Rng::new(fresh_seed());
     let before = write_blocks(cluster, first, &mut rng, 0, 16);
     setup.kill_tandem(first);
@@ -407,12 +422,60 @@ fn pacemaker_promotes_fails_over_and_resyncs_a_tandem_clone() {
     let after = write_blocks(cluster, second, &mut rng, 8 * MIB, 16);
 
     // The administrator clears the failure; Pacemaker starts tandem there again.
-    setup.nodes[0].run_ok("crm_resource", &["--cleanup", "--resource", CLONE, "--node", NODE_NAMES[first]]);
+    setup.console().run_ok("crm_resource", &["--cleanup", "--resource", CLONE, "--node", NODE_NAMES[first]]);
     setup.wait_until("the old Primary's tandem is back", PACEMAKER_DEADLINE, || setup.answers(first));
     wait_rejoined(cluster);
     assert_eq!(cluster.status(first).role(), "Secondary");
     assert_eq!(setup.primaries(), vec![second], "the Primary moved after the rejoin");
     setup.wait_until("the fence constraint is removed after the resync", PACEMAKER_DEADLINE, || !setup.has_fence_constraint(first));
+    read_back(cluster, second, &before);
+    read_back(cluster, second, &after);
+    for node in (0..3).filter(|node| *node != second) {
+        cluster.wait_identical(second, node, SYNC_DEADLINE);
+    }
+}
+
+/// A partition: the Primary's link is cut. Its Corosync is alone, without quorum, so its
+/// Pacemaker demotes and stops tandem there (`no-quorum-policy=stop`) and never promotes
+/// it; the two others keep quorum and promote one of them, which has every write the old
+/// Primary acknowledged before the cut. Healed, the old Primary rejoins as Secondary and
+/// resyncs, and the replicas are identical.
+#[test]
+fn pacemaker_replaces_a_partitioned_primary_and_the_minority_never_promotes() {
+    if let Some(reason) = skip_reason() {
+        eprintln!("skipped: {reason}");
+        return;
+    }
+    let (setup, first) = PacemakerCluster::running();
+    let cluster = &setup.cluster;
+    let majority: Vec<usize> = (0..3).filter(|node| *node != first).collect();
+    setup.console.set(majority[0]);
+    let mut rng = Rng::new(fresh_seed());
+    let before = write_blocks(cluster, first, &mut rng, 0, 16);
+    setup.network.cut(first);
+
+    // The minority's own Pacemaker takes tandem down there, and nothing promotes it again.
+    let minority_primary = || setup.answers(first) && cluster.status(first).role() == "Primary";
+    setup.wait_until("the cut-off Primary is demoted or stopped", PACEMAKER_DEADLINE, || !minority_primary());
+    let mut second = None;
+    setup.wait_until("the majority promotes one of its nodes", PACEMAKER_DEADLINE, || {
+        assert!(!minority_primary(), "the minority promoted its node again\n{}", setup.report());
+        let primaries: Vec<usize> = majority.iter().copied().filter(|node| cluster.status(*node).role() == "Primary").collect();
+        assert!(primaries.len() <= 1, "two Primaries in the majority: {primaries:?}");
+        second = primaries.first().copied();
+        second.is_some()
+    });
+    let second = second.expect("a Primary in the majority");
+    read_back(cluster, second, &before);
+    let after = write_blocks(cluster, second, &mut rng, 8 * MIB, 16);
+    assert!(!minority_primary(), "the minority promoted its node");
+
+    setup.network.heal(first);
+    setup.wait_until("the old Primary's tandem is back", PACEMAKER_DEADLINE, || setup.answers(first));
+    wait_rejoined(cluster);
+    assert_eq!(cluster.status(first).role(), "Secondary");
+    assert_eq!(setup.primaries(), vec![second], "the Primary moved after the rejoin");
+    setup.wait_until("no fence constraint is left after the resync", PACEMAKER_DEADLINE, || !setup.has_fence_constraint(first));
     read_back(cluster, second, &before);
     read_back(cluster, second, &after);
     for node in (0..3).filter(|node| *node != second) {
