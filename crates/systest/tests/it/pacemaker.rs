@@ -32,7 +32,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::cluster::{tandem_bin, Cluster, Spec, NODE_NAMES, POLL_INTERVAL, RESOURCE};
-use crate::ha_netns::{read_back, wait_rejoined, write_blocks};
+use crate::ha_netns::{read_back, wait_rejoined, write_blocks, Write};
 use crate::netns::Network;
 use crate::tools::{self, fresh_seed, run_with_deadline, Rng};
 
@@ -262,6 +262,24 @@ impl PacemakerCluster {
         (setup, first)
     }
 
+    /// Pacemaker runs tandem on `old` again; it rejoins as Secondary of `primary` and
+    /// resyncs, the fence constraint against it goes, every write in `written` reads back
+    /// from the Primary, and every replica is identical to the Primary's.
+    fn check_rejoined(&self, old: usize, primary: usize, written: &[&[Write]]) {
+        let cluster = &self.cluster;
+        self.wait_until("the old Primary's tandem is back", PACEMAKER_DEADLINE, || self.answers(old));
+        wait_rejoined(cluster);
+        assert_eq!(cluster.status(old).role(), "Secondary");
+        assert_eq!(self.primaries(), vec![primary], "the Primary moved after the rejoin");
+        self.wait_until("the fence constraint is removed after the resync", PACEMAKER_DEADLINE, || !self.has_fence_constraint(old));
+        for writes in written {
+            read_back(cluster, primary, writes);
+        }
+        for node in (0..3).filter(|node| *node != primary) {
+            cluster.wait_identical(primary, node, SYNC_DEADLINE);
+        }
+    }
+
     fn wait_until(&self, what: &str, deadline: Duration, mut condition: impl FnMut() -> bool) {
         let start = Instant::now();
         while !condition() {
@@ -423,16 +441,7 @@ fn pacemaker_promotes_fails_over_and_resyncs_a_tandem_clone() {
 
     // The administrator clears the failure; Pacemaker starts tandem there again.
     setup.console().run_ok("crm_resource", &["--cleanup", "--resource", CLONE, "--node", NODE_NAMES[first]]);
-    setup.wait_until("the old Primary's tandem is back", PACEMAKER_DEADLINE, || setup.answers(first));
-    wait_rejoined(cluster);
-    assert_eq!(cluster.status(first).role(), "Secondary");
-    assert_eq!(setup.primaries(), vec![second], "the Primary moved after the rejoin");
-    setup.wait_until("the fence constraint is removed after the resync", PACEMAKER_DEADLINE, || !setup.has_fence_constraint(first));
-    read_back(cluster, second, &before);
-    read_back(cluster, second, &after);
-    for node in (0..3).filter(|node| *node != second) {
-        cluster.wait_identical(second, node, SYNC_DEADLINE);
-    }
+    setup.check_rejoined(first, second, &[&before, &after]);
 }
 
 /// A partition: the Primary's link is cut. Its Corosync is alone, without quorum, so its
@@ -471,14 +480,5 @@ fn pacemaker_replaces_a_partitioned_primary_and_the_minority_never_promotes() {
     assert!(!minority_primary(), "the minority promoted its node");
 
     setup.network.heal(first);
-    setup.wait_until("the old Primary's tandem is back", PACEMAKER_DEADLINE, || setup.answers(first));
-    wait_rejoined(cluster);
-    assert_eq!(cluster.status(first).role(), "Secondary");
-    assert_eq!(setup.primaries(), vec![second], "the Primary moved after the rejoin");
-    setup.wait_until("no fence constraint is left after the resync", PACEMAKER_DEADLINE, || !setup.has_fence_constraint(first));
-    read_back(cluster, second, &before);
-    read_back(cluster, second, &after);
-    for node in (0..3).filter(|node| *node != second) {
-        cluster.wait_identical(second, node, SYNC_DEADLINE);
-    }
+    setup.check_rejoined(first, second, &[&before, &after]);
 }
