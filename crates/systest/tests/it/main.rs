@@ -40,6 +40,9 @@
 //!   write never acknowledged by a refused connection, a diskless tiebreaker, a tbf-limited
 //!   link); the harness for them is `netns`. Needs root and iproute2 (docs/TESTING.md).
 //!
+//! - `ocf_agent`: the OCF agent `contrib/ocf/tandem` run by hand against real nodes: the
+//!   exit code of every action, and meta-data valid for resource-agents' schema.
+//!
 //! - `pacemaker`: tandem under a real cluster manager: Corosync 3 and Pacemaker in three
 //!   network + mount namespaces run `contrib/ocf/tandem` as a promotable clone with a
 //!   dependent resource; one node promoted, SIGKILL of its tandem fails over with every
@@ -88,6 +91,7 @@ mod link;
 mod metrics;
 mod nbd_client;
 mod netns;
+mod ocf_agent;
 mod package;
 mod pacemaker;
 mod quorum;
