@@ -48,8 +48,9 @@
 //!   dependent resource; one node promoted, SIGKILL of its tandem fails over with every
 //!   acknowledged write, the old node rejoins and resyncs, the fence-peer constraint comes
 //!   and goes, replicas identical; a Primary cut off alone is stopped by its quorum-less
-//!   Pacemaker and never promoted while the majority takes over, then rejoins. Skipped
-//!   (with the reason) without root or the packages.
+//!   Pacemaker and never promoted while the majority takes over, then rejoins; an Outdated
+//!   Secondary (score 1) is never promoted, the UpToDate one is. Skipped (with the reason)
+//!   without root or the packages.
 //!
 //! - `package`: `scripts/deb` builds the Debian packages, `dpkg -i` installs them, and the
 //!   installed `tandem --version`, `man -w tandem`, the agent's meta-data, the stripped
