@@ -33,7 +33,7 @@ use std::time::{Duration, Instant};
 
 use crate::cluster::{tandem_bin, Cluster, Spec, NODE_NAMES, POLL_INTERVAL, RESOURCE};
 use crate::ha_netns::{read_back, wait_rejoined, write_blocks, Write};
-use crate::netns::Network;
+use crate::netns::{pids_in, Network};
 use crate::tools::{self, fresh_seed, run_with_deadline, Rng};
 
 /// How long Corosync and Pacemaker may take to form a quorate three-node cluster.
@@ -167,25 +167,13 @@ impl PacemakerNode {
     fn run_ok(&self, program: &str, args: &[&str]) -> String {
         String::from_utf8_lossy(&tools::run_ok(self.command(program, args), COMMAND_DEADLINE).stdout).into_owned()
     }
-
-    fn pids(&self) -> Vec<i32> {
-        let output = run_with_deadline(
-            {
-                let mut command = Command::new("ip");
-                command.args(["netns", "pids", &self.namespace]).stdin(Stdio::null());
-                command
-            },
-            COMMAND_DEADLINE,
-        );
-        String::from_utf8_lossy(&output.stdout).lines().filter_map(|line| line.trim().parse().ok()).collect()
-    }
 }
 
 impl Drop for PacemakerNode {
     fn drop(&mut self) {
         let start = Instant::now();
         loop {
-            let pids = self.pids();
+            let pids = pids_in(&self.namespace);
             if pids.is_empty() {
                 break;
             }
