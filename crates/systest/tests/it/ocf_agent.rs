@@ -30,6 +30,11 @@ fn agent() -> PathBuf {
 /// Runs `action` of the agent for node `index` of `cluster` (`manage_daemon=false`: the
 /// harness runs the nodes); returns its exit code.
 fn act(cluster: &Cluster, index: usize, action: &str) -> i32 {
+    act_with(cluster, index, action, &[])
+}
+
+/// Like [`act`], with more (or overriding) `OCF_RESKEY_*` variables.
+fn act_with(cluster: &Cluster, index: usize, action: &str, extra: &[(&str, String)]) -> i32 {
     let mut command = Command::new("sh");
     command
         .arg(agent())
@@ -42,6 +47,7 @@ fn act(cluster: &Cluster, index: usize, action: &str) -> i32 {
         .env("OCF_RESKEY_connect_timeout", "10")
         .env("OCF_RESKEY_CRM_meta_timeout", ACTION_TIMEOUT_MS)
         .env("OCF_RESOURCE_INSTANCE", "tandem-r0")
+        .envs(extra.iter().map(|(key, value)| (key, value)))
         .stdin(Stdio::null());
     let output = run_with_deadline(command, ACTION_DEADLINE);
     output.status.code().unwrap_or_else(|| panic!("agent {action} died: {output:?}"))
@@ -81,6 +87,29 @@ fn the_agent_drives_real_nodes_with_ocf_exit_codes() {
     assert_eq!(act(&cluster, 1, "stop"), OCF_SUCCESS);
     assert_eq!(act(&cluster, 1, "monitor"), OCF_NOT_RUNNING);
     assert_eq!(cluster.status(1).role(), "Secondary");
+}
+
+/// With `manage_daemon=true` (the default) the agent starts the node process itself, and
+/// its stop ends that process (the node's only resource is down then).
+#[test]
+fn the_agent_starts_and_stops_its_own_node_process() {
+    let cluster = Cluster::create(Spec::two_nodes('C'));
+    let own = [
+        ("OCF_RESKEY_manage_daemon", "true".to_string()),
+        ("OCF_RESKEY_node_name", cluster.name(0).to_string()),
+        ("OCF_RESKEY_connect_timeout", "1".to_string()),
+        ("OCF_RESKEY_log_file", cluster.dir().join("agent-node.log").display().to_string()),
+    ];
+    assert_eq!(act_with(&cluster, 0, "start", &own), OCF_SUCCESS);
+    assert_eq!(act_with(&cluster, 0, "monitor", &own), OCF_SUCCESS);
+    let pid_file = cluster.run_dir(0).join("tandem-ocf.pid");
+    let pid = std::fs::read_to_string(&pid_file).expect("the agent's pid file").trim().to_string();
+    assert!(Path::new("/proc").join(&pid).exists(), "the node process {pid} does not run");
+    assert_eq!(act_with(&cluster, 0, "stop", &own), OCF_SUCCESS);
+    // stop waits until `kill -0` fails on the process, then removes the pid file.
+    assert!(!pid_file.exists(), "the pid file is left after stop");
+    assert!(!cluster.admin(0, &["status"]).status.success(), "a node still answers after stop");
+    assert_eq!(act_with(&cluster, 0, "monitor", &own), OCF_NOT_RUNNING);
 }
 
 /// Without a node, without a resource name, or asked for an unknown action, the agent
