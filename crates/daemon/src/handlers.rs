@@ -126,6 +126,8 @@ pub(crate) fn run_then(handlers: &config::Handlers, name: &str, event: &HandlerE
     // Its own process group, so a timeout kills what the shell started too.
     std::os::unix::process::CommandExt::process_group(&mut process, 0);
     process.arg("-c").arg(command).stdin(Stdio::null()).env("DRBD_RESOURCE", event.resource).env("DRBD_HANDLER", name);
+    // Only the node speaks to systemd for the service (sd_notify).
+    process.env_remove(crate::sd_notify::NOTIFY_SOCKET).env_remove("WATCHDOG_USEC").env_remove("WATCHDOG_PID");
     if let Some(volume) = event.volume {
         process.env("DRBD_VOLUME", volume.to_string());
     }

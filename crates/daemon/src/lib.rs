@@ -28,6 +28,7 @@ mod metrics;
 mod peer;
 mod resource;
 mod resync_after;
+mod sd_notify;
 mod setup;
 mod srm_driver;
 mod status;

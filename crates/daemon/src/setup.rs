@@ -446,8 +446,15 @@ pub(crate) async fn serve(node: PreparedNode, options: NodeOptions) -> Result<()
         tokio::spawn(resync_after::run(node.resources.clone(), node.resync_after.clone()));
     }
     tracing::info!(node = %node.name, run_dir = %options.run_dir.display(), "node is up");
+    // The admin socket listens and every resource is started: systemd's Type=notify
+    // readiness (a no-op without NOTIFY_SOCKET).
+    crate::sd_notify::notify(&format!("READY=1\nSTATUS=serving {} resources", node.resources.len()));
+    if let Some(interval) = crate::sd_notify::watchdog_interval() {
+        tokio::spawn(crate::sd_notify::ping_watchdog(interval));
+    }
     wait_for_signal().await;
     tracing::info!("shutting down");
+    crate::sd_notify::notify("STOPPING=1");
     crate::fuse_export::unmount_all(fuse_mounts);
     let _ = std::fs::remove_file(&admin_path);
     let _ = std::fs::remove_file(&nbd_path);

@@ -15,12 +15,17 @@ use clap::{Args, Parser, Subcommand};
 
 /// Where a node keeps its admin socket unless `--run-dir` or `TANDEM_RUN_DIR` says otherwise.
 pub const RUN_DIR_DEFAULT: &str = "/run/tandem";
-/// The configuration `tandem dump` reads unless `--config` says otherwise.
+/// The configuration `node`, `dump`, `create-md` and `dump-md` read unless `--config` says
+/// otherwise.
 pub const CONFIG_PATH_DEFAULT: &str = "/etc/tandem/tandem.conf";
+
+/// What `tandem --version` prints after the name: the version and the git commit it was
+/// built from (build.rs).
+pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("TANDEM_COMMIT"), ")");
 
 /// tandem: a userspace replicated block device that speaks DRBD's language.
 #[derive(Debug, Parser)]
-#[command(name = "tandem", version, arg_required_else_help = true)]
+#[command(name = "tandem", version = VERSION, arg_required_else_help = true)]
 pub struct Cli {
     /// Directory of the node's admin socket (admin.sock).
     #[arg(long, global = true, env = "TANDEM_RUN_DIR", default_value = RUN_DIR_DEFAULT)]
@@ -89,7 +94,7 @@ pub enum Command {
     /// Run a node in the foreground.
     Node {
         /// The drbd.conf-style configuration file.
-        #[arg(short, long)]
+        #[arg(short, long, default_value = CONFIG_PATH_DEFAULT)]
         config: PathBuf,
         /// Which `on NAME` section is this node (default: the host name).
         #[arg(long)]
@@ -162,6 +167,14 @@ pub enum Command {
         /// The host's name (its `on NAME` section).
         #[arg(long, value_name = "NAME")]
         name: String,
+    },
+    /// Write the man pages (DIR/man8/tandem.8 and tandem-VERB.8) and the shell completions
+    /// (DIR/completions/tandem.bash, _tandem, tandem.fish), for packaging.
+    #[command(hide = true)]
+    GenerateDocs {
+        /// Where to write them.
+        #[arg(long, value_name = "DIR")]
+        out: PathBuf,
     },
 }
 

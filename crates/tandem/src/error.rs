@@ -55,6 +55,14 @@ pub enum CliError {
     /// `events --poll` read something other than `n` on standard input.
     #[error("events --poll: expected 'n' (print the state again) on standard input, got '{0}'")]
     PollInput(String),
+    /// The man pages or completions could not be written.
+    #[error("generate-docs: {}: {source}", path.display())]
+    Docs {
+        /// The file or directory being written.
+        path: std::path::PathBuf,
+        /// Why.
+        source: io::Error,
+    },
     /// Writing to standard output failed (other than the reader going away).
     #[error("cannot write to standard output: {0}")]
     Stdout(io::Error),

@@ -11,8 +11,8 @@
 //! part of those tools' command lines that scripts use instead (see `compat`), with the
 //! same exit statuses; a command it does not support is a usage error (2).
 //!
-//! `tandem node` logs to standard error, filtered by `RUST_LOG` (default `info`); the admin
-//! verbs do not log.
+//! `tandem node` logs to standard error, filtered by `RUST_LOG` (default `info`; journald's
+//! format under systemd, see `logging`); the admin verbs do not log.
 //!
 //! Invariant: no command panics on an operating error; every failure is a [`CliError`].
 
@@ -21,8 +21,10 @@ mod client;
 mod commands;
 mod compat;
 mod demo;
+mod docs;
 mod dump;
 mod error;
+mod logging;
 mod md;
 mod terminal;
 mod timestamp;
@@ -81,7 +83,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
         Command::Cstate { spec } => compat::run_query(run_dir, compat::QueriedState::Connection, &spec),
         Command::Dstate { spec } => compat::run_query(run_dir, compat::QueriedState::Disk, &spec),
         Command::Node { config, node } => {
-            init_logging();
+            logging::init();
             let options = daemon::NodeOptions {
                 config,
                 node,
@@ -106,18 +108,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
             terminal::print(&format!("{lines}\n"))?;
             Ok(())
         }
+        Command::GenerateDocs { out } => docs::generate(&out),
         Command::Simple(verb) => commands::simple(run_dir, &verb.into_request()),
     }
-}
-
-/// Sends the node's log to standard error, filtered by `RUST_LOG` (default `info`).
-fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let subscriber = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_writer(std::io::stderr);
-    // try_init fails only when a subscriber is already installed; then that one is used.
-    let _ = subscriber.try_init();
 }

@@ -38,14 +38,14 @@ const BLOCK_BYTES: u64 = 64 * KIB;
 const WRITER_BLOCK_BYTES: u64 = 4 * KIB;
 
 /// One write: where and what.
-struct Write {
+pub(crate) struct Write {
     offset: u64,
     data: Vec<u8>,
 }
 
 /// Writes `count` seeded blocks, one every [`BLOCK_BYTES`] from `offset`, through `index`'s
 /// export and flushes them; every write and the flush must succeed.
-fn write_blocks(cluster: &Cluster, index: usize, rng: &mut Rng, offset: u64, count: u64) -> Vec<Write> {
+pub(crate) fn write_blocks(cluster: &Cluster, index: usize, rng: &mut Rng, offset: u64, count: u64) -> Vec<Write> {
     let mut client = nbd_client::open(&cluster.nbd_socket(index), RESOURCE).expect("open the export");
     let writes: Vec<Write> = (0..count)
         .map(|block| Write { offset: offset + block * BLOCK_BYTES, data: rng.bytes(usize::try_from(BLOCK_BYTES).expect("small")) })
@@ -60,7 +60,7 @@ fn write_blocks(cluster: &Cluster, index: usize, rng: &mut Rng, offset: u64, cou
 }
 
 /// Reads every write back through `index`'s export (it must be Primary).
-fn read_back(cluster: &Cluster, index: usize, writes: &[Write]) {
+pub(crate) fn read_back(cluster: &Cluster, index: usize, writes: &[Write]) {
     let mut client = nbd_client::open(&cluster.nbd_socket(index), RESOURCE).expect("open the export");
     for write in writes {
         let length = u32::try_from(write.data.len()).expect("small");
@@ -82,7 +82,7 @@ fn wait_lost(cluster: &Cluster, node: usize, peer: usize) {
 /// Whether `index` reports quorum for volume 0.
 /// Waits until every node is UpToDate and Established with every peer; fails at once (not
 /// at the deadline) if a connection ends StandAlone, which is how a split brain shows.
-fn wait_rejoined(cluster: &Cluster) {
+pub(crate) fn wait_rejoined(cluster: &Cluster) {
     let node_count = cluster.peers_of(0).count() + 1;
     cluster.wait_until("every node and peer is UpToDate and Established", SYNC_DEADLINE, || {
         for index in 0..node_count {

@@ -42,6 +42,26 @@
 //!   write never acknowledged by a refused connection, a diskless tiebreaker, a tbf-limited
 //!   link); the harness for them is `netns`. Needs root and iproute2 (docs/TESTING.md).
 //!
+//! - `ocf_agent`: the OCF agent `contrib/ocf/tandem` run by hand against real nodes: the
+//!   exit code of every action, and meta-data valid for resource-agents' schema.
+//!
+//! - `pacemaker`: tandem under a real cluster manager: Corosync 3 and Pacemaker in three
+//!   network + mount namespaces run `contrib/ocf/tandem` as a promotable clone with a
+//!   dependent resource; one node promoted, SIGKILL of its tandem fails over with every
+//!   acknowledged write, the old node rejoins and resyncs, the fence-peer constraint comes
+//!   and goes, replicas identical; a Primary cut off alone is stopped by its quorum-less
+//!   Pacemaker and never promoted while the majority takes over, then rejoins; an Outdated
+//!   Secondary (score 1) is never promoted, the UpToDate one is. Skipped (with the reason)
+//!   without root or the packages.
+//!
+//! - `package`: `scripts/deb` builds the Debian packages, `dpkg -i` installs them, and the
+//!   installed `tandem --version`, `man -w tandem`, the agent's meta-data, the stripped
+//!   binary, completions and units check out; purged afterwards. Root and dpkg only.
+//!
+//! - `systemd`: the units in `contrib/systemd` pass `systemd-analyze verify`; a node under a
+//!   real notify socket says READY=1 (admin socket answering), pings the watchdog, says
+//!   STOPPING=1 on SIGTERM, and logs journald's `<N>` priorities without timestamps.
+//!
 //! - `torture`: the failover torture harness (issue 24): seeded trials of a three-node
 //!   quorum cluster losing its Primary (SIGKILL or partition) under stamped writes and fio,
 //!   a survivor promoted, the old Primary back; checks every acknowledged write on every
@@ -75,6 +95,9 @@ mod link;
 mod metrics;
 mod nbd_client;
 mod netns;
+mod ocf_agent;
+mod package;
+mod pacemaker;
 mod quorum;
 mod postgres;
 mod pull_ahead;
@@ -82,6 +105,7 @@ mod replication;
 mod resync;
 mod roles;
 mod srm;
+mod systemd;
 mod tls;
 mod tools;
 mod torture;

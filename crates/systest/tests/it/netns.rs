@@ -23,7 +23,8 @@
 //!   panics. [`NetCluster`] drops its nodes before its network, so no process holds a
 //!   namespace that is being deleted.
 //! - A network left behind by a test process that was killed (SIGKILL skips drops) is
-//!   deleted by the next [`Network::create`]: the namespace names carry the pid.
+//!   deleted by the next [`Network::create`], processes still running in it first: the
+//!   namespace names carry the pid.
 //! - Traffic flows only between the namespaces the test created.
 //!
 //! Needs root and iproute2 (`ip`, `tc`); without them the test fails and says so. A node
@@ -264,10 +265,29 @@ fn delete_orphans() {
         let name = entry.file_name().to_string_lossy().into_owned();
         if let Some(pid) = orphan_pid(&name) {
             if !std::path::Path::new("/proc").join(pid.to_string()).exists() {
+                kill_processes_in(&name);
                 delete_namespace(&name);
             }
         }
     }
+}
+
+/// SIGKILLs what still runs in an orphaned namespace (daemons a killed test left, such as
+/// the `pacemaker` test's Corosync and Pacemaker), so they do not outlive it unnamed.
+fn kill_processes_in(name: &str) {
+    for pid in pids_in(name) {
+        // SAFETY: kill has no memory-safety preconditions; the process is in a namespace of
+        // ours whose test process is gone.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+    }
+}
+
+/// The processes running in network namespace `name` (`ip netns pids`).
+pub fn pids_in(name: &str) -> Vec<i32> {
+    let mut command = Command::new("ip");
+    command.args(["netns", "pids", name]).stdin(Stdio::null());
+    let output = run_with_deadline(command, IP_DEADLINE);
+    String::from_utf8_lossy(&output.stdout).lines().filter_map(|line| line.trim().parse().ok()).collect()
 }
 
 /// The pid in a name of ours (`tdm-PID-N-SUFFIX`), if it is one.

@@ -195,7 +195,7 @@ fn usage_errors_exit_2() {
         &["frobnicate"],
         &["primary", "--bogus"],
         &["status", "r0", "r1"],
-        &["node"],
+        &["node", "--config"],
         &["connect", "--peer"],
     ] {
         let output = run({
@@ -212,6 +212,24 @@ fn usage_errors_exit_2() {
     }
 }
 
+/// `tandem node` without `--config` reads /etc/tandem/tandem.conf (issue 26): where that
+/// file does not exist, the error names it.
+#[test]
+fn node_reads_the_default_configuration() {
+    if std::path::Path::new("/etc/tandem/tandem.conf").exists() {
+        eprintln!("skipped: /etc/tandem/tandem.conf exists on this machine");
+        return;
+    }
+    let run_dir = tempfile::tempdir().expect("tempdir");
+    let output = run({
+        let mut command = tandem(run_dir.path());
+        command.arg("node");
+        command
+    });
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output.stderr));
+    assert!(text(&output.stderr).contains("/etc/tandem/tandem.conf"), "{}", text(&output.stderr));
+}
+
 #[test]
 fn version_is_printed() {
     let run_dir = tempfile::tempdir().expect("tempdir");
@@ -219,10 +237,11 @@ fn version_is_printed() {
     command.arg("--version");
     let output = run(command);
     assert_eq!(output.status.code(), Some(0));
-    assert_eq!(
-        text(&output.stdout),
-        format!("tandem {}\n", env!("CARGO_PKG_VERSION"))
-    );
+    // The version, then the commit it was built from (build.rs).
+    let printed = text(&output.stdout);
+    let prefix = format!("tandem {} (commit ", env!("CARGO_PKG_VERSION"));
+    assert!(printed.starts_with(&prefix) && printed.ends_with(")\n"), "{printed}");
+    assert!(!printed.contains("commit )"), "{printed}");
 }
 
 #[test]
