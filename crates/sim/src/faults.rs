@@ -604,18 +604,7 @@ fn note_primary_partition(sim: &mut Sim) {
         return;
     };
     let now = sim.now;
-    // As the Primary's `tandem status` shows it: a peer whose handshake has not finished
-    // (replication Off) is connected but receives none of the Primary's writes yet.
-    let replicating = |n: u8| {
-        sim.linked(p, n)
-            && sim.nodes[usize::from(p)].engine.as_ref().is_some_and(|e| {
-                e.status().peers.iter().any(|peer| {
-                    peer.node_id == n
-                        && peer.volumes.iter().all(|v| v.replication != repl::ReplState::Off)
-                })
-            })
-    };
-    let connected: Vec<u8> = (0..sim.cfg.nodes).filter(|&n| replicating(n)).collect();
+    let connected: Vec<u8> = (0..sim.cfg.nodes).filter(|&n| sim.linked(p, n)).collect();
     for n in connected.into_iter().chain([p]) {
         sim.with_primary_at.insert(n, now);
     }

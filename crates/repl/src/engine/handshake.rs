@@ -279,7 +279,6 @@ impl<P: Clone> Engine<P> {
             settle_unrelated_inconsistent(settled, sent.disk, peer.disk)
         };
         let handshake = keep_resync_goal(handshake, (sent.disk, &sent.ids), (peer.disk, &peer.ids));
-        self.outdate_behind_unknown_goal(slot, vslot, handshake, peer, out);
         self.peers[slot].discard_my_data = false;
         let outcome = match handshake.decision {
             SyncDecision::NoSync => Outcome::Established,
@@ -427,27 +426,6 @@ impl<P: Clone> Engine<P> {
     /// A Diskless Primary holds no data to resync us from, so a generation of its that we do
     /// not have means we missed writes it made through other peers while we were away: this
     /// disk is Outdated until a resync from one of them (its reads avoid us meanwhile).
-    /// This UpToDate Secondary would have resynced an Inconsistent peer whose cut-short resync
-    /// was bringing it to a generation this node never held (`keep_resync_goal` refused): a
-    /// Primary elsewhere wrote on a generation beyond this node's, and the peer may hold part
-    /// of it, acknowledged writes included (their only other copy may be that Primary's). So
-    /// this node is no longer a copy to promote: it goes Outdated, durably, until a resync
-    /// from a node that holds that generation. Not while a Primary feeds this node (its data
-    /// is that Primary's). Without this, a majority without the Primary promoted it and lost
-    /// those writes (simulator, quorum seeds 355, 499, 2351).
-    fn outdate_behind_unknown_goal(&mut self, slot: usize, vslot: usize, handshake: Handshake, peer: &UuidsMessage, out: &mut Vec<Action<P>>) {
-        let refused = handshake.rule == Rule::UnknownResyncGoal && peer.disk == DiskState::Inconsistent;
-        let local = &self.volumes[vslot];
-        if !refused || local.disk != DiskState::UpToDate || self.role == Role::Primary || self.fed_by_primary(slot, vslot) {
-            return;
-        }
-        if local.ids.includes(peer.ids.resync_goal) {
-            return;
-        }
-        self.volumes[vslot].disk = DiskState::Outdated;
-        self.meta_changed(vslot, out);
-    }
-
     fn outdate_behind_diskless_primary(&mut self, vslot: usize, sent: &SentUuids, peer: &UuidsMessage, out: &mut Vec<Action<P>>) {
         let base = |uuid: u64| uuid & !crate::uuid::UUID_PRIMARY;
         let behind = peer.role == Role::Primary

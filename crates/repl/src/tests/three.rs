@@ -822,34 +822,3 @@ fn a_secondary_keeps_the_extents_of_unsettled_writes_hot_until_a_peer_ack() {
     trio.tick_all();
     assert_eq!([in_flight(&trio, 1), in_flight(&trio, 2)], [0, 0], "the peer ack released the extent");
 }
-
-/// Issue 24: an UpToDate Secondary that meets an Inconsistent peer whose cut-short resync
-/// was bringing it to a generation this node never held (a Primary elsewhere wrote beyond
-/// this node's data, and the peer may hold those writes) is no copy to promote: it goes
-/// Outdated instead of being promoted by a majority that lacks the Primary, which lost
-/// acknowledged writes in the simulator (quorum seeds 355, 499, 2351). Without a goal, the
-/// Inconsistent peer is simply its full-sync target.
-#[test]
-fn an_up_to_date_node_behind_an_unknown_resync_goal_goes_outdated() {
-    const LATER: u64 = 0x7777_0000;
-    const CUT_SHORT: u64 = 0x4444_0000;
-    let behind = |goal: u64| {
-        let mut volume = super::synced_volume();
-        volume.disk = DiskState::Inconsistent;
-        volume.ids.current = CUT_SHORT;
-        volume.ids.resync_goal = goal;
-        volume
-    };
-    for (goal, want) in [(LATER, DiskState::Outdated), (0, DiskState::UpToDate)] {
-        let mut trio = Trio::unconnected([super::synced_volume(), super::synced_volume(), behind(goal)]);
-        trio.step(1, |engine, now, out| engine.peer_connected(now, 2, out));
-        trio.step(2, |engine, now, out| engine.peer_connected(now, 1, out));
-        trio.settle();
-        assert_eq!(trio.disk(1), want, "goal {goal:#x}");
-        if want == DiskState::Outdated {
-            assert_eq!(trio.promote_once(1), Err(StateError::NotUpToDate(DiskState::Outdated)));
-        } else {
-            assert_eq!(trio.replication(1, 2), Some(ReplState::SyncSource), "a plain full sync to the Inconsistent node");
-        }
-    }
-}
