@@ -114,13 +114,13 @@ fn a_small_random_batch_passes() {
 
 /// Two nodes: a data disk that fills up (writes fail with `IoError::NoSpace` until space is
 /// freed) and the whole cluster losing power at once (every volatile cache lost, every node
-/// booting again) are drawn from the seed; seeds 20, 32 and 36 draw a whole-cluster power
-/// loss in eight seconds, seed 32 a full disk too (which seeds do moves with the engine's
-/// timing).
+/// booting again) are drawn from the seed; seeds 40, 59 and 235 draw a whole-cluster power
+/// loss in eight seconds, seed 235 a full disk too (which seeds do moves with the engine's
+/// timing: 20, 32 and 36 until session 17).
 #[test]
 fn full_disks_and_whole_cluster_power_losses_pass() {
     let (mut full_disks, mut outages) = (0, 0);
-    for seed in [20, 32, 36] {
+    for seed in [40, 59, 235] {
         let outcome = run(SimConfig {
             workload_ns: 8_000_000_000,
             nodes: 2,
@@ -357,11 +357,11 @@ fn quorum_mode_with_two_nodes_passes() {
 /// (each run's path moves when the engine's timing does; seed 28 was one until session 14,
 /// seeds 5, 6 and 28 until promotions confirmed their peers in session 15, seeds 2, 7 and 35
 /// until issue 24's engine and simulator changes, 1, 73 and 74 until the reconciliation kept
-/// waiting Secondaries connected).
+/// waiting Secondaries connected, 36, 69 and 79 until session 17's Secondary activity log).
 #[test]
 fn quorum_failover_away_from_a_live_primary_fails_its_held_writes() {
     let (mut failovers, mut failed) = (0, 0);
-    for seed in [36, 69, 79] {
+    for seed in [15, 17, 21] {
         let outcome = run(quorum(seed, 3));
         assert_passes(&outcome);
         failovers += outcome.stats.failovers_from_live_primary;
@@ -757,10 +757,12 @@ fn quorum_a_secondary_whose_disk_is_full_is_not_promoted() {
 /// 2106 under protocols B and A). A Secondary's unflushed replicated writes are recorded only
 /// in its Primary's memory and activity log; once that Primary is lost too, power and all,
 /// nothing tells the Secondaries apart, and the survivors' resync of a lost Primary's
-/// unsettled writes (`repl`, issue 24) does not run after a power loss of all of them. Not
-/// fixed (crates/repl).
+/// unsettled writes (`repl`, issue 24) did not run after a power loss of all of them. Fixed in
+/// session 17: a Secondary with more than one peer keeps the extents of unsettled replicated
+/// writes hot in its own activity log, an unclean restart marks them for every peer, and a
+/// node that went down uncleanly is the target of one that did not (`repl`,
+/// `secondary_log.rs`, `crashed_secondary`); kept as a regression seed (the run moved).
 #[test]
-#[ignore = "engine: a Secondary's lost unflushed writes are forgotten when the whole cluster loses power"]
 fn quorum_a_secondary_power_loss_is_reconciled_after_the_primary_is_lost() {
     assert_passes(&run(SimConfig {
         nodes: 3,
@@ -1025,12 +1027,35 @@ fn forced_promotion_after_an_interrupted_resync_still_detects_split_brain() {
 }
 
 /// Three nodes, quorum, no power loss of the whole cluster: two connected UpToDate nodes
-/// differ (session 16, after the reconciliation of a lost Primary's writes: seeds 1654,
-/// 1774, 2934 of CI's range). Not analysed.
+/// differed (session 16, after the reconciliation of a lost Primary's writes: seeds 1654,
+/// 1774, 2934 of CI's range). Passes since session 17's reconciliation source rules (the
+/// run moved; not analysed, so it stays as a regression seed).
 #[test]
-#[ignore = "engine: connected UpToDate replicas differ without a whole-cluster power loss (not analysed)"]
 fn quorum_replicas_are_identical_without_a_cluster_power_loss() {
     assert_passes(&run(SimConfig { nodes: 3, ..SimConfig::new(1654, Scenario::Random) }.with_quorum()));
+}
+
+/// Three nodes, quorum, protocol B, no power loss: two connected UpToDate nodes differ after
+/// two nodes were Primary on one generation (session 17: seed 2883 of CI's range). Each was
+/// demoted by force when they met; with equal generations neither saw a split brain, and
+/// the writes each made as Primary stayed apart. Not fixed.
+#[test]
+#[ignore = "engine: two Primaries on one generation are not a split brain"]
+fn quorum_two_primaries_never_share_a_generation() {
+    assert_passes(&run(SimConfig { nodes: 3, ..SimConfig::new(2883, Scenario::Random) }.with_quorum()));
+}
+
+/// Three nodes, quorum, protocol C, a whole-cluster power loss: a write the Primary
+/// acknowledged while its only other copy was an Inconsistent sync target is lost when a
+/// majority without that Primary promotes a node that lacks it (session 17: seed 355; 499
+/// and 2351 in earlier runs). The UpToDate node refuses the target as a source (its resync
+/// goal is unknown to it, a split brain) and the administrator settles it against the
+/// target. Making such a node Outdated fixed these seeds but left whole clusters Outdated
+/// (three-node seeds 598, 1420), so it was taken back. Not fixed.
+#[test]
+#[ignore = "engine: a write whose only other copy is an Inconsistent sync target is lost with its Primary"]
+fn quorum_a_write_on_an_inconsistent_target_survives_its_primary() {
+    assert_passes(&run(SimConfig { nodes: 3, ..SimConfig::new(355, Scenario::Random) }.with_quorum()));
 }
 
 /// Three nodes, quorum, protocol C: a node was promoted without a write a quorate Primary
@@ -1043,19 +1068,30 @@ fn quorum_a_promotion_keeps_every_acknowledged_write() {
 }
 
 /// Three nodes without quorum, failing over since session 16: two connected UpToDate nodes
-/// differ without a whole-cluster power loss (seeds 205, 1194, 2041, 2419 of CI's range).
-/// Not analysed.
+/// differed without a whole-cluster power loss (seeds 205, 1194, 2041, 2419 of CI's range).
+/// Passes since session 17 (the run moved; not analysed, so it stays as a regression seed).
 #[test]
-#[ignore = "engine: three-node failover without quorum leaves replicas that differ (not analysed)"]
 fn three_node_failover_without_quorum_keeps_replicas_identical() {
     assert_passes(&run(SimConfig { nodes: 3, ..SimConfig::new(205, Scenario::Random) }));
 }
 
-/// Three nodes without quorum, failing over: a node is promoted without a write it had
+/// Three nodes without quorum, failing over: a node was promoted without a write it had
 /// confirmed (session 16: seeds 1106 and 2329 of CI's range, no whole-cluster power loss).
-/// Not analysed.
+/// One Secondary was cut off from the Primary; the write completed with the other, which
+/// then lost the Primary before the rotation reached it; the two reconciled from the lower
+/// node id, the one without the write. Fixed in session 17: the side that received the lost
+/// Primary's later write is the source (`Followed` in the handshake); kept as a regression
+/// seed.
 #[test]
-#[ignore = "engine or administrator: a three-node failover without quorum loses a confirmed write (not analysed)"]
 fn three_node_failover_without_quorum_keeps_acknowledged_writes() {
     assert_passes(&run(SimConfig { nodes: 3, ..SimConfig::new(1106, Scenario::Random) }));
+}
+
+/// Three nodes without quorum, a whole-cluster power loss and split brains the administrator
+/// settles: a node is promoted without a write it had confirmed (session 17: seed 2223 of
+/// CI's range). Not analysed.
+#[test]
+#[ignore = "engine or administrator: a confirmed write is lost after a power loss and split brains (not analysed)"]
+fn three_nodes_keep_a_confirmed_write_through_power_loss_and_split_brains() {
+    assert_passes(&run(SimConfig { nodes: 3, ..SimConfig::new(2223, Scenario::Random) }));
 }
