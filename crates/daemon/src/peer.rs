@@ -7,6 +7,10 @@
 //! id, by which the acceptor pairs them.
 //!
 //! Invariants:
+//! - A listener reads nothing from a connection whose source is not a peer's configured
+//!   address, and runs at most `edge::HANDSHAKES_IN_PROGRESS_MAX` unauthenticated handshakes
+//!   at once, each within `HANDSHAKE_TIMEOUT` (see `edge`).
+//! - With a shared secret, the acceptor sends its MAC only after the initiator's verified.
 //! - Nothing from a peer reaches the engine before both sockets passed `check_hello` and, with
 //!   a shared secret, both directions of the challenge-response.
 //! - Every frame is decoded by `wire` into a typed message before it is acted on; a frame that
