@@ -1,7 +1,8 @@
 //! The network edge of a node (issue 27, item 6; docs/SECURITY.md): a peer connection from an
 //! address that is no peer's is closed before the daemon reads anything, refusals are logged
 //! once per address and interval, and a flood of idle connections from a peer's own address
-//! does not keep the real peer from reconnecting.
+//! does not keep the real peer from reconnecting; the reordered challenge-response connects
+//! a three-node mesh.
 //!
 //! Every node of the harness listens on 127.0.0.1; any other 127.x address is another source
 //! on the same loopback device (Linux routes all of 127.0.0.0/8 there).
@@ -179,4 +180,17 @@ fn a_flood_of_idle_connections_does_not_keep_the_peer_out() {
     let lines = refusal_lines(&cluster, ALICE, Ipv4Addr::LOCALHOST);
     assert!(!lines.is_empty() && lines.len() <= 2, "hundreds of refusals from one address give a line a minute: {lines:#?}");
     assert!(cluster.all_connected(), "the link is up after the flood");
+}
+
+/// The reordered challenge-response (the listener answers only after the initiator proved
+/// the secret) between every pair of a three-node mesh, where each node both dials and
+/// listens: all three connect, and nobody logs an authentication failure.
+#[test]
+fn three_nodes_with_a_shared_secret_connect() {
+    let spec = Spec::three_nodes('C').net_line_all("cram-hmac-alg sha256;").net_line_all("shared-secret \"edge-secret-27\";");
+    let cluster = Cluster::connected(spec);
+    for node in 0..3 {
+        let log = cluster.log(node).to_lowercase();
+        assert!(!log.contains("authentication failed"), "{} logged an authentication failure", cluster.name(node));
+    }
 }
