@@ -16,6 +16,7 @@ mod adjust;
 mod admin_server;
 mod digest;
 mod disk;
+mod edge;
 mod export;
 mod fuse_export;
 mod handlers;

@@ -7,6 +7,10 @@
 //! id, by which the acceptor pairs them.
 //!
 //! Invariants:
+//! - A listener reads nothing from a connection whose source is not a peer's configured
+//!   address, and runs at most `edge::HANDSHAKES_IN_PROGRESS_MAX` unauthenticated handshakes
+//!   at once, each within `HANDSHAKE_TIMEOUT` (see `edge`).
+//! - With a shared secret, the acceptor sends its MAC only after the initiator's verified.
 //! - Nothing from a peer reaches the engine before both sockets passed `check_hello` and, with
 //!   a shared secret, both directions of the challenge-response.
 //! - Every frame is decoded by `wire` into a typed message before it is acted on; a frame that
@@ -19,22 +23,24 @@
 //!   payload is read first: a receipt ack always means every byte is here.
 
 use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bufpool::{Filler, Incoming};
 use hmac::{Hmac, Mac};
 use rand::RngCore;
 use repl::{ConnState, DiskOp, PeerMessage, Protocol};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
+use tokio::sync::{mpsc, oneshot, watch, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 use wire::{
     check_hello, auth_mac_input, DataHeader, FrameHeader, Hello, HelloExpect, HelloNonces, Message,
     RangeHeader, SocketKind, FRAME_HEADER_LEN, MAC_LEN, PROTOCOL_VERSION,
 };
 
+use crate::edge::{self, HandshakeSlots, RefusalLog, Refusal, SourceFilter, Stage, Summary, Ticket, HANDSHAKES_IN_PROGRESS_MAX, REFUSAL_ADDRESSES_MAX, REFUSAL_LOG_INTERVAL};
 use crate::link_stream::{LinkReader, LinkStream, LinkWriter};
 use crate::link_tuning::AsyncBuffer;
 use crate::resource::{Outgoing, Payload, PeerInfo, Resource};
@@ -90,6 +96,9 @@ pub(crate) enum LinkError {
     /// The handshake took too long.
     #[error("handshake timed out")]
     Timeout,
+    /// A listener closed this unauthenticated handshake to make room for a newer connection.
+    #[error("closed to make room: {HANDSHAKES_IN_PROGRESS_MAX} handshakes in progress, this one the oldest")]
+    Evicted,
     /// This node ended the link (the engine dropped the peer, or the link was replaced).
     #[error("closed locally")]
     ClosedLocally,
@@ -193,28 +202,105 @@ fn mac(algorithm: &str, secret: &str, input: &[u8]) -> [u8; MAC_LEN] {
     out
 }
 
+/// Which end of a connection this node is: the side that dialled, or the listener's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Side {
+    Initiator,
+    Acceptor,
+}
+
+/// What one side of the challenge-response needs: the configured algorithm and secret, and
+/// what the MACs bind (the resource, and which node answers).
+struct Credentials<'a> {
+    algorithm: &'a str,
+    secret: &'a str,
+    resource: &'a str,
+    local_node: u8,
+    peer_node: u8,
+    peer_name: &'a str,
+}
+
+impl Credentials<'_> {
+    /// Our answer to the peer's challenge.
+    fn answer(&self, their_challenge: &[u8; 32]) -> [u8; MAC_LEN] {
+        mac(self.algorithm, self.secret, &auth_mac_input(their_challenge, self.local_node, self.resource))
+    }
+
+    /// Whether the peer's answer to our challenge is right.
+    fn verifies(&self, our_challenge: &[u8; 32], their_answer: &[u8]) -> bool {
+        answer_is_valid(self.algorithm, self.secret, our_challenge, self.peer_node, self.resource, their_answer)
+    }
+
+    fn wrong_mac(&self) -> LinkError {
+        LinkError::Auth(format!("peer {} answered with a wrong MAC (shared-secret differs)", self.peer_name))
+    }
+
+    fn rejected(&self) -> LinkError {
+        LinkError::Auth(format!("peer {} rejected our MAC (shared-secret differs)", self.peer_name))
+    }
+}
+
 /// Both directions of the challenge-response, after the Hellos were exchanged.
-async fn authenticate(stream: &mut LinkStream, resource: &Resource, peer: &PeerInfo, ours: &Hello, theirs: &Hello) -> Result<(), LinkError> {
+async fn authenticate(stream: &mut LinkStream, resource: &Resource, peer: &PeerInfo, (ours, theirs): (&Hello, &Hello), side: Side) -> Result<(), LinkError> {
     let Some(secret) = peer.net.shared_secret.as_deref() else { return Ok(()) };
-    let algorithm = peer.net.cram_hmac_alg.as_deref().unwrap_or("sha256");
-    let peer_name = &peer.name;
-    let answer = mac(algorithm, secret, &auth_mac_input(&theirs.challenge, resource.node_id, &resource.name));
-    write_message(stream, &Message::AuthResponse { mac: answer }).await?;
+    let credentials = Credentials {
+        algorithm: peer.net.cram_hmac_alg.as_deref().unwrap_or("sha256"),
+        secret,
+        resource: &resource.name,
+        local_node: resource.node_id,
+        peer_node: peer.node_id,
+        peer_name: &peer.name,
+    };
+    match side {
+        Side::Initiator => authenticate_initiator(stream, &credentials, &ours.challenge, &theirs.challenge).await,
+        Side::Acceptor => authenticate_acceptor(stream, &credentials, &ours.challenge, &theirs.challenge).await,
+    }
+}
+
+/// The dialling side answers first: it reached the address configured for the peer, and the
+/// listener proves itself next, before anything else happens. An acceptor that refuses our
+/// answer says so in place of its own (`AuthResult` false): it never reveals an answer first.
+async fn authenticate_initiator<S: AsyncRead + AsyncWrite + Unpin>(stream: &mut S, credentials: &Credentials<'_>, our_challenge: &[u8; 32], their_challenge: &[u8; 32]) -> Result<(), LinkError> {
+    write_message(stream, &Message::AuthResponse { mac: credentials.answer(their_challenge) }).await?;
+    let their_answer = match read_message(stream).await? {
+        Message::AuthResponse { mac } => mac,
+        Message::AuthResult { ok: false } => return Err(credentials.rejected()),
+        _ => return Err(LinkError::Protocol("expected AuthResponse".into())),
+    };
+    let ok = credentials.verifies(our_challenge, &their_answer);
+    write_message(stream, &Message::AuthResult { ok }).await?;
+    if !ok {
+        return Err(credentials.wrong_mac());
+    }
+    match read_message(stream).await? {
+        Message::AuthResult { ok: true } => Ok(()),
+        Message::AuthResult { ok: false } => Err(credentials.rejected()),
+        _ => Err(LinkError::Protocol("expected AuthResult".into())),
+    }
+}
+
+/// The listening side verifies the initiator's answer before it sends its own. Anyone who can
+/// reach the port can open a connection and send a challenge; if the listener answered first,
+/// it would compute for them a MAC they could relay to another node that expects this node's
+/// answer to the same challenge (with a third node, a relay between two listeners). Answering
+/// only a peer that already proved the secret makes the listener useless as such an oracle.
+/// The frames on the wire are those of the older order (`AuthResponse`, then `AuthResult`), so
+/// peers of the same protocol version interoperate.
+async fn authenticate_acceptor<S: AsyncRead + AsyncWrite + Unpin>(stream: &mut S, credentials: &Credentials<'_>, our_challenge: &[u8; 32], their_challenge: &[u8; 32]) -> Result<(), LinkError> {
     let Message::AuthResponse { mac: their_answer } = read_message(stream).await? else {
         return Err(LinkError::Protocol("expected AuthResponse".into()));
     };
-    let ok = answer_is_valid(algorithm, secret, &ours.challenge, peer.node_id, &resource.name, &their_answer);
-    write_message(stream, &Message::AuthResult { ok }).await?;
-    let Message::AuthResult { ok: they_accept } = read_message(stream).await? else {
-        return Err(LinkError::Protocol("expected AuthResult".into()));
-    };
-    if !ok {
-        return Err(LinkError::Auth(format!("peer {peer_name} answered with a wrong MAC (shared-secret differs)")));
+    if !credentials.verifies(our_challenge, &their_answer) {
+        let _ = write_message(stream, &Message::AuthResult { ok: false }).await;
+        return Err(credentials.wrong_mac());
     }
-    if !they_accept {
-        return Err(LinkError::Auth(format!("peer {peer_name} rejected our MAC (shared-secret differs)")));
+    write_message(stream, &Message::AuthResponse { mac: credentials.answer(their_challenge) }).await?;
+    write_message(stream, &Message::AuthResult { ok: true }).await?;
+    match read_message(stream).await? {
+        Message::AuthResult { ok: true } => Ok(()),
+        Message::AuthResult { ok: false } => Err(credentials.rejected()),
+        _ => Err(LinkError::Protocol("expected AuthResult".into())),
     }
-    Ok(())
 }
 
 /// Whether `answer` proves the peer (`peer_node_id`) knows the secret for *our* fresh
@@ -238,9 +324,21 @@ async fn check_or_refuse(stream: &mut LinkStream, expect: &HelloExpect, theirs: 
     Ok(())
 }
 
+/// A TCP connection to `peer` from this node's address on that connection, as DRBD makes it:
+/// the peer accepts connections only from the address it has configured for us, which need
+/// not be the one the routing table would pick (a host with several addresses).
+async fn dial(peer: &PeerInfo) -> Result<TcpStream, LinkError> {
+    let socket = if peer.address.is_ipv4() { TcpSocket::new_v4()? } else { TcpSocket::new_v6()? };
+    let local = peer.local_address.ip();
+    if !local.is_unspecified() && local.is_ipv4() == peer.address.is_ipv4() {
+        socket.bind(SocketAddr::new(local, 0))?;
+    }
+    Ok(socket.connect(peer.address).await?)
+}
+
 /// Connect one socket of a pair as the initiator.
 async fn initiate_socket(resource: &Resource, peer: &PeerInfo, kind: SocketKind, session: [u8; 16]) -> Result<LinkStream, LinkError> {
-    let tcp = TcpStream::connect(peer.address).await?;
+    let tcp = dial(peer).await?;
     tune_socket(&tcp, &peer.net);
     let mut stream = match &resource.tls {
         Some(tls) => LinkStream::Client(Box::new(tls.connect(peer.node_id, tcp).await.map_err(LinkError::Auth)?)),
@@ -258,7 +356,7 @@ async fn initiate_socket(resource: &Resource, peer: &PeerInfo, kind: SocketKind,
     if theirs.socket != kind || theirs.session != session {
         return Err(LinkError::Protocol("peer answered for another socket or session".into()));
     }
-    authenticate(&mut stream, resource, peer, &ours, &theirs).await?;
+    authenticate(&mut stream, resource, peer, (&ours, &theirs), Side::Initiator).await?;
     Ok(stream)
 }
 
@@ -298,10 +396,93 @@ impl Acceptor {
     }
 }
 
+/// How often a listener reports the refusals its log held back (a fraction of the interval,
+/// so a summary comes at most this much after its window ended).
+const REFUSAL_EXPIRY_TICK: Duration = Duration::from_secs(5);
+
+/// One listener's edge (see `edge`): whom it accepts, its handshakes in progress (each with
+/// the sender that stops it), and the rate limit of its refusal lines.
+struct Gate {
+    resource: String,
+    sources: SourceFilter,
+    slots: Mutex<HandshakeSlots<oneshot::Sender<()>>>,
+    refusals: Mutex<RefusalLog>,
+}
+
+impl Gate {
+    fn new(resource: &Resource) -> Gate {
+        Gate {
+            resource: resource.name.clone(),
+            sources: SourceFilter::new(resource.peers.iter().map(|peer| peer.address.ip())),
+            slots: Mutex::new(HandshakeSlots::new(HANDSHAKES_IN_PROGRESS_MAX)),
+            refusals: Mutex::new(RefusalLog::new(REFUSAL_LOG_INTERVAL, REFUSAL_ADDRESSES_MAX)),
+        }
+    }
+
+    fn slots(&self) -> std::sync::MutexGuard<'_, HandshakeSlots<oneshot::Sender<()>>> {
+        self.slots.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Log a refused connection, unless one from the same address was logged within the
+    /// interval (then it is counted for the summary).
+    fn refused(&self, from: SocketAddr, reason: &str) {
+        let verdict = self.refusals.lock().unwrap_or_else(|p| p.into_inner()).note(from.ip(), reason, Instant::now());
+        match verdict {
+            Refusal::Log { suppressed_before: 0 } => {
+                tracing::warn!(resource = %self.resource, %from, "refused incoming connection: {reason} (further refusals from this address are logged once per {}s)", REFUSAL_LOG_INTERVAL.as_secs());
+            }
+            Refusal::Log { suppressed_before } => {
+                tracing::warn!(resource = %self.resource, %from, "refused incoming connection: {reason} ({suppressed_before} more refused before from this address)");
+            }
+            Refusal::Suppress => {}
+        }
+    }
+
+    /// Log what the refusal log held back in windows that ended.
+    fn summarize(&self) {
+        let summaries = self.refusals.lock().unwrap_or_else(|p| p.into_inner()).expire(Instant::now());
+        for Summary { source, suppressed, last_reason } in summaries {
+            let source = source.map_or_else(|| "other addresses".to_owned(), |ip| ip.to_string());
+            tracing::warn!(resource = %self.resource, "refused {suppressed} more incoming connections from {source} in the last {}s (the last: {last_reason})", REFUSAL_LOG_INTERVAL.as_secs());
+        }
+    }
+}
+
+/// An admitted handshake's slot, released when the handshake ends however it ends.
+struct SlotGuard {
+    gate: Arc<Gate>,
+    ticket: Ticket,
+}
+
+impl SlotGuard {
+    fn advance(&self, stage: Stage) {
+        self.gate.slots().advance(self.ticket, stage);
+    }
+}
+
+impl Drop for SlotGuard {
+    fn drop(&mut self) {
+        let _ = self.gate.slots().release(self.ticket);
+    }
+}
+
 /// Accept connections for one resource forever.
+///
+/// A connection from an address that is no peer's is closed at once, before anything is read
+/// from it; the others run their handshake in a slot of the listener's
+/// [`HANDSHAKES_IN_PROGRESS_MAX`], within [`HANDSHAKE_TIMEOUT`].
 pub(crate) async fn listen(resource: Arc<Resource>, listener: TcpListener, acceptor: Arc<Acceptor>) {
+    let gate = Arc::new(Gate::new(&resource));
+    let mut expiry = tokio::time::interval(REFUSAL_EXPIRY_TICK);
     loop {
-        let (stream, from) = match listener.accept().await {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            _ = expiry.tick() => {
+                gate.summarize();
+                continue;
+            }
+        };
+        let (stream, from) = match accepted {
             Ok(pair) => pair,
             Err(error) => {
                 tracing::warn!(resource = %resource.name, "accept failed: {error}");
@@ -309,19 +490,43 @@ pub(crate) async fn listen(resource: Arc<Resource>, listener: TcpListener, accep
                 continue;
             }
         };
-        let resource = Arc::clone(&resource);
-        let acceptor = Arc::clone(&acceptor);
-        tokio::spawn(async move {
-            let attempt = tokio::time::timeout(HANDSHAKE_TIMEOUT, accept_socket(&resource, &acceptor, stream));
-            let result = attempt.await.unwrap_or(Err(LinkError::Timeout));
-            if let Err(error) = result {
-                tracing::warn!(resource = %resource.name, %from, "refused incoming connection: {error}");
-            }
-        });
+        if !gate.sources.allows(from.ip()) {
+            drop(stream);
+            gate.refused(from, "not the address of a peer of this resource");
+            continue;
+        }
+        let (stop_tx, stop_rx) = oneshot::channel();
+        let admitted = gate.slots().admit(stop_tx);
+        if let Some(evicted) = admitted.evicted {
+            let _ = evicted.send(());
+        }
+        let slot = SlotGuard { gate: Arc::clone(&gate), ticket: admitted.ticket };
+        tokio::spawn(run_accepted(Arc::clone(&resource), Arc::clone(&acceptor), Accepted { tcp: stream, from, slot }, stop_rx));
     }
 }
 
-async fn accept_socket(resource: &Arc<Resource>, acceptor: &Acceptor, tcp: TcpStream) -> Result<(), LinkError> {
+/// A connection admitted by a listener, with its handshake slot.
+struct Accepted {
+    tcp: TcpStream,
+    from: SocketAddr,
+    slot: SlotGuard,
+}
+
+/// Run one accepted connection's handshake until it succeeds, fails, times out or loses its
+/// slot to a newer connection (`stop`); the socket is closed on every failure.
+async fn run_accepted(resource: Arc<Resource>, acceptor: Arc<Acceptor>, accepted: Accepted, mut stop: oneshot::Receiver<()>) {
+    let (from, gate) = (accepted.from, Arc::clone(&accepted.slot.gate));
+    let handshake = tokio::time::timeout(HANDSHAKE_TIMEOUT, accept_socket(&resource, &acceptor, accepted));
+    let result = tokio::select! {
+        result = handshake => result.unwrap_or(Err(LinkError::Timeout)),
+        Ok(()) = &mut stop => Err(LinkError::Evicted),
+    };
+    if let Err(error) = result {
+        gate.refused(from, &error.to_string());
+    }
+}
+
+async fn accept_socket(resource: &Arc<Resource>, acceptor: &Acceptor, Accepted { tcp, from, slot }: Accepted) -> Result<(), LinkError> {
     let mut stream = match &resource.tls {
         // Nothing of tandem's crosses before a pinned certificate did.
         Some(tls) => LinkStream::Server(Box::new(tls.accept(tcp).await.map_err(LinkError::Auth)?)),
@@ -336,6 +541,10 @@ async fn accept_socket(resource: &Arc<Resource>, acceptor: &Acceptor, tcp: TcpSt
         let _ = write_message(&mut stream, &Message::Refuse { reason: wire::truncate_text(&reason) }).await;
         return Err(LinkError::Refused(reason));
     };
+    if !edge::same_host(from.ip(), peer.address.ip()) {
+        // Another peer's host claims to be this one: no answer, not even a Refuse.
+        return Err(LinkError::Refused(format!("the Hello claims to be {}, whose address is {}", peer.name, peer.address.ip())));
+    }
     if let Some(tls) = &resource.tls {
         if let Err(reason) = tls.check_peer(peer.node_id, stream.presented()) {
             let _ = write_message(&mut stream, &Message::Refuse { reason: wire::truncate_text(&reason) }).await;
@@ -345,9 +554,10 @@ async fn accept_socket(resource: &Arc<Resource>, acceptor: &Acceptor, tcp: TcpSt
     tune_socket(stream.tcp(), &peer.net);
     let expect = hello_expect(resource, peer);
     check_or_refuse(&mut stream, &expect, &theirs).await?;
+    slot.advance(Stage::Introduced);
     let ours = expect.to_hello(theirs.socket, fresh_nonces(theirs.session));
     write_message(&mut stream, &Message::Hello(ours.clone())).await?;
-    authenticate(&mut stream, resource, peer, &ours, &theirs).await?;
+    authenticate(&mut stream, resource, peer, (&ours, &theirs), Side::Acceptor).await?;
     let mut pending = acceptor.pending.lock().unwrap_or_else(|p| p.into_inner());
     match theirs.socket {
         SocketKind::Data => {
@@ -921,6 +1131,86 @@ mod tests {
         assert!(!answer_is_valid("sha256", "secret", &first.challenge, 0, "r0", &recorded), "reflected as another node");
         assert!(!answer_is_valid("sha256", "secret", &first.challenge, 1, "r1", &recorded), "for another resource");
         assert!(!answer_is_valid("sha256", "other", &first.challenge, 1, "r0", &recorded), "with another secret");
+    }
+
+    fn credentials<'a>(secret: &'a str, local_node: u8, peer_node: u8) -> Credentials<'a> {
+        Credentials { algorithm: "sha256", secret, resource: "r0", local_node, peer_node, peer_name: "peer" }
+    }
+
+    /// Every frame the other end sent until it closed.
+    async fn frames_until_closed(stream: &mut tokio::io::DuplexStream) -> Vec<Message> {
+        let mut frames = Vec::new();
+        while let Ok(message) = read_message(stream).await {
+            frames.push(message);
+        }
+        frames
+    }
+
+    /// Issue 27: the listener verifies the initiator's answer before it reveals its own, so a
+    /// stranger who sends it a challenge (one a third node gave them) gets no MAC to relay:
+    /// the only frame back is the refusal.
+    #[tokio::test]
+    async fn the_acceptor_reveals_nothing_to_a_wrong_answer() {
+        let (mut stranger, mut listener) = tokio::io::duplex(4096);
+        let (our_challenge, relayed_challenge) = (fresh_nonces([0; 16]).challenge, fresh_nonces([0; 16]).challenge);
+        let acceptor = tokio::spawn(async move {
+            let credentials = credentials("secret", 0, 1);
+            authenticate_acceptor(&mut listener, &credentials, &our_challenge, &relayed_challenge).await
+        });
+        write_message(&mut stranger, &Message::AuthResponse { mac: [7; MAC_LEN] }).await.expect("write");
+        let frames = frames_until_closed(&mut stranger).await;
+        assert_eq!(frames, vec![Message::AuthResult { ok: false }], "no AuthResponse before the peer proved the secret");
+        let error = acceptor.await.expect("task").expect_err("a wrong answer fails");
+        assert!(matches!(error, LinkError::Auth(_)), "{error}");
+    }
+
+    /// Both ends of the new order connect with equal secrets and refuse with different ones,
+    /// each saying which side was wrong.
+    #[tokio::test]
+    async fn initiator_and_acceptor_agree() {
+        for (initiator_secret, ok) in [("secret", true), ("other", false)] {
+            let (mut dialler, mut listener) = tokio::io::duplex(4096);
+            let (acceptor_challenge, initiator_challenge) = (fresh_nonces([0; 16]).challenge, fresh_nonces([0; 16]).challenge);
+            let initiator = async {
+                let credentials = credentials(initiator_secret, 1, 0);
+                authenticate_initiator(&mut dialler, &credentials, &initiator_challenge, &acceptor_challenge).await
+            };
+            let acceptor = async {
+                let credentials = credentials("secret", 0, 1);
+                let result = authenticate_acceptor(&mut listener, &credentials, &acceptor_challenge, &initiator_challenge).await;
+                drop(listener);
+                result
+            };
+            let (initiated, accepted) = tokio::join!(initiator, acceptor);
+            assert_eq!(initiated.is_ok(), ok, "initiator: {initiated:?}");
+            assert_eq!(accepted.is_ok(), ok, "acceptor: {accepted:?}");
+            if !ok {
+                assert!(initiated.is_err_and(|e| e.to_string().contains("rejected our MAC")));
+            }
+        }
+    }
+
+    /// Wire compatibility within protocol version 9: an acceptor built before issue 27 answers
+    /// first (`AuthResponse`, then reads, then `AuthResult`); today's initiator still connects.
+    #[tokio::test]
+    async fn the_initiator_accepts_the_older_acceptor_order() {
+        let (mut dialler, mut listener) = tokio::io::duplex(4096);
+        let (acceptor_challenge, initiator_challenge) = (fresh_nonces([0; 16]).challenge, fresh_nonces([0; 16]).challenge);
+        let older_acceptor = async {
+            let credentials = credentials("secret", 0, 1);
+            write_message(&mut listener, &Message::AuthResponse { mac: credentials.answer(&initiator_challenge) }).await?;
+            let Message::AuthResponse { mac } = read_message(&mut listener).await? else { return Err(LinkError::Closed) };
+            let ok = credentials.verifies(&acceptor_challenge, &mac);
+            write_message(&mut listener, &Message::AuthResult { ok }).await?;
+            read_message(&mut listener).await.map(|_| ok)
+        };
+        let initiator = async {
+            let credentials = credentials("secret", 1, 0);
+            authenticate_initiator(&mut dialler, &credentials, &initiator_challenge, &acceptor_challenge).await
+        };
+        let (older, initiated) = tokio::join!(older_acceptor, initiator);
+        assert!(initiated.is_ok(), "{initiated:?}");
+        assert!(older.is_ok_and(|ok| ok));
     }
 
     /// A link's four tasks: the two receivers never end by themselves, the data sender ends

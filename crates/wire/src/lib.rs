@@ -13,6 +13,25 @@
 //! state, so that an ack or a ping never waits behind megabytes of write payload. Both sockets
 //! start with the handshake messages. [`Kind::allowed_on`] says which socket a kind belongs to.
 //!
+//! # Handshake
+//!
+//! On each socket the initiator (the node that dialled) sends `Hello` and the acceptor answers
+//! with its own `Hello` (or `Refuse`); each `Hello` carries a fresh challenge. With a shared
+//! secret the challenge-response follows, in this order:
+//!
+//! 1. initiator → acceptor: `AuthResponse` (its MAC of the acceptor's challenge);
+//! 2. the acceptor verifies it. If it is wrong: acceptor → initiator `AuthResult { ok: false }`
+//!    and the connection ends; the acceptor never sends its own MAC to an unproven peer;
+//! 3. otherwise acceptor → initiator: `AuthResponse` (its MAC of the initiator's challenge),
+//!    then `AuthResult { ok: true }`;
+//! 4. initiator → acceptor: `AuthResult` (whether the acceptor's MAC verified).
+//!
+//! The MAC input is [`auth_mac_input`] (domain, responder node id, challenge, resource). An
+//! initiator reading `AuthResult { ok: false }` where it expects step 3 knows its MAC was
+//! refused. Acceptors before issue 27 sent their `AuthResponse` before verifying (the same
+//! frames, in the same order on the wire), so both orders interoperate within one protocol
+//! version.
+//!
 //! # Frames
 //!
 //! Every message is one frame: a fixed [`FRAME_HEADER_LEN`]-byte [`FrameHeader`] followed by

@@ -33,6 +33,9 @@
 //!   without the peer runs fence-peer first; `call helper`/`response helper` events.
 //! - `drbd_tools`: the `drbdadm`/`drbdsetup` entry points (links to the tandem binary) and
 //!   `events --now --statistics` on a live three-node cluster (issue 27).
+//! - `edge`: the peer listener's edge (issue 27): a connection from an unconfigured
+//!   address is closed unread and logged once; a flood of idle connections from a peer's
+//!   address stays within the handshake limit and does not keep the peer from reconnecting.
 //! - `metrics`: the Prometheus listener (`metrics-address`): key metrics and labels, counters
 //!   that grow with writes, 404/405/400 answers, loopback for a bare port, a busy port.
 //!
@@ -85,6 +88,7 @@ mod cluster;
 mod config_errors;
 mod diskless;
 mod drbd_tools;
+mod edge;
 mod failover;
 mod fencing;
 mod fuse;
