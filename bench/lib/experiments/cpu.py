@@ -236,10 +236,16 @@ def thread_table(aggs, rows, present):
                 a = _find(aggs, case, wl)
                 us, cs = a.get(f"{g}_us_per_write"), a.get(f"{g}_cs_per_write")
                 cells.append("–" if us is None and cs is None else f"{fmt(us, 1)} µs · {fmt(cs, 2)} cs")
-            if any(x != "–" for x in cells):
+            if any(_busy(_find(aggs, case, wl), g) for wl, _, _ in UNITS):
                 body.append([case, node, thread] + cells)
     return table(["case", "node", "thread", "seq1m (per MiB)", "rand4k-qd1 (per write)", "rand4k-qd32 (per write)"],
                  body, "lllrrr")
+
+
+def _busy(agg, group):
+    """Whether a thread group did anything measurable (≥ 0.05 µs or 0.005 switches per request)."""
+    us, cs = agg.get(f"{group}_us_per_write"), agg.get(f"{group}_cs_per_write")
+    return (us or 0) >= 0.05 or (cs or 0) >= 0.005
 
 
 def ratio_bars(rows, present):
@@ -272,8 +278,9 @@ def run(ctx):
     o.lines += ["", "Issue 28's targets for protocol C (ratios within this run):", ""]
     o.lines += table(["target", "value", "bound", "met?"], target_rows(rows), "lrrl")
     o.lines += ["", "Split by thread (medians; µs of CPU and voluntary+involuntary context switches per request; "
-                "`runtime` is tokio's workers and blocking pool, all named `tandem`, `io-r0` the resource's three "
-                "disk I/O threads, `main` the process's first thread):", ""]
+                "`tandem` is tokio's runtime (two workers and the blocking pool share the name), `io_r0` the "
+                "resource's three disk I/O threads `io-r0-N`, `tandem_meta_r0` its metadata writer, `main` the "
+                "process's first thread; groups idle in every workload are left out):", ""]
     o.lines += thread_table(aggs, rows, present) + [""]
     o.lines += common.replica_lines(checks)
     common.try_plot(ctx, o, "cpu.svg", "summed CPU per request as a multiple of standalone",
