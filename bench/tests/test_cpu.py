@@ -138,6 +138,19 @@ class Comparisons(unittest.TestCase):
         self.assertEqual(text.count('class="whisker"'), 1)
 
 
+class PeersRows(unittest.TestCase):
+    def test_summed_cpu_in_peers(self):
+        from lib.experiments import peers
+        rows = peers.add_summed_cpu([
+            {"case": "standalone", "workload": "seq1m", "rep": 1, "alice_cpu_us_per_io": 500.0, "bob_cpu_us_per_io": None},
+            {"case": "proto-C", "workload": "seq1m", "rep": 1, "alice_cpu_us_per_io": 900.0, "bob_cpu_us_per_io": 600.0},
+            {"case": "nbdkit-file", "workload": "seq1m", "rep": 1, "nbdkit_cpu_us_per_io": 550.0}])
+        self.assertEqual([r.get("tandem_cpu_us_per_io") for r in rows], [500.0, 1500.0, None])
+        table = peers._summed_cpu_table(rows, ["standalone", "proto-C", "nbdkit-file"])
+        self.assertEqual(len(table), 3)
+        self.assertIn("| proto-C | 3.00x | – | – |", table)
+
+
 class Plan(unittest.TestCase):
     def test_cases_and_jobs(self):
         self.assertEqual([c.label for c in cpu.cases(MODES["smoke"])], ["standalone", "proto-A", "proto-B", "proto-C"])
