@@ -188,3 +188,62 @@ def loadavg():
             return f.read().split()[0:3]
     except OSError:
         return None
+
+
+def parse_task_status(text):
+    """(voluntary, involuntary) context switches from the text of /proc/PID/task/TID/status."""
+    counts = {}
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key in ("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches"):
+            counts[key] = int(value.split()[0])
+    return counts.get("voluntary_ctxt_switches", 0), counts.get("nonvoluntary_ctxt_switches", 0)
+
+
+def thread_group(pid, tid, comm):
+    """The name a thread's costs are summed under: 'main' for the process's first thread, the
+    thread name less a trailing '-<index>' otherwise (io-r0-0, io-r0-1 -> io-r0), so threads of
+    one pool count together."""
+    if tid == pid:
+        return "main"
+    name = comm.strip() or "?"
+    head, sep, tail = name.rpartition("-")
+    return head if sep and head and tail.isdigit() else name
+
+
+def _read(path):
+    with open(path, encoding="utf-8", errors="replace") as f:
+        return f.read()
+
+
+def thread_snapshot(pid):
+    """{tid: (group, cpu seconds, voluntary, involuntary)} for every live thread of pid, from
+    /proc/PID/task/*/{comm,stat,status}; threads that exit while it is read are left out, and
+    an empty dict means the process is gone."""
+    out = {}
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for name in tids:
+        base = f"/proc/{pid}/task/{name}"
+        try:
+            usr, sys_ = parse_proc_stat(_read(f"{base}/stat"))
+            vol, invol = parse_task_status(_read(f"{base}/status"))
+            comm = _read(f"{base}/comm")
+        except (OSError, IndexError, ValueError):
+            continue
+        out[int(name)] = (thread_group(pid, int(name), comm), usr + sys_, vol, invol)
+    return out
+
+
+def thread_delta(before, after):
+    """{group: (cpu seconds, voluntary, involuntary)} between two thread_snapshot()s. A thread
+    born during the interval counts from zero; one that died is missing from `after` and so
+    uncounted (the process total from /proc/PID/stat still has its CPU time)."""
+    out = {}
+    for tid, (group, cpu_s, vol, invol) in after.items():
+        _, cpu0, vol0, invol0 = before.get(tid, (group, 0.0, 0, 0))
+        acc = out.get(group, (0.0, 0, 0))
+        out[group] = (acc[0] + cpu_s - cpu0, acc[1] + vol - vol0, acc[2] + invol - invol0)
+    return out

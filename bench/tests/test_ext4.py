@@ -157,8 +157,8 @@ class Selection(unittest.TestCase):
             self.assertEqual(default_selection(names, mode), by_name)
         self.assertEqual(default_selection(names, "default"), names)
         pending = named_only_pending(names, "quick")
-        self.assertEqual([p.name for p in pending], ["heterogeneous-disks", "failover", "ext4", "bonnie"])
-        self.assertIn("bench/run --quick failover", pending[1].needs)
+        self.assertEqual([p.name for p in pending], ["cpu", "heterogeneous-disks", "failover", "ext4", "bonnie"])
+        self.assertIn("bench/run --quick failover", pending[2].needs)
         self.assertEqual([p.name for p in named_only_pending(names, "full")], ["heterogeneous-disks", "bonnie"])
 
     def test_bonnie_parses_its_csv_line(self):

@@ -58,7 +58,7 @@ class Render(unittest.TestCase):
         self.assertEqual([p.name for p in pending[:2]], ["latency-matrix", "srm"])
         self.assertFalse(set(available) & {p.name for p in pending})
         self.assertEqual(list(available), ["peers", "protocols", "streaming", "buffers", "small-write-latency", "resync",
-                                           "activity-log", "heterogeneous-disks", "failover", "ext4", "bonnie"])
+                                           "activity-log", "cpu", "heterogeneous-disks", "failover", "ext4", "bonnie"])
 
 
 class Budgets(unittest.TestCase):
@@ -71,6 +71,10 @@ class Budgets(unittest.TestCase):
 
     SRM_FULL_MIN_MAX = 40
     ISSUE4_FULL_MIN_MAX = 6
+    # issue 28's cpu experiment comes on top of issue 6's budgets too (it runs in --smoke for CI
+    # and by name elsewhere), with its own bounds.
+    CPU_SMOKE_MIN_MAX = 0.5
+    CPU_DEFAULT_MIN_MAX = 8
 
     def test_table(self):
         from lib.modes import MODES
@@ -78,7 +82,8 @@ class Budgets(unittest.TestCase):
         self.assertIn("latency-matrix", available)
         self.assertIn("srm", available)
         issue4 = ("failover", "ext4")
-        for mode, budget_min, excluded in (("smoke", 3, ()), ("quick", 10, ()), ("full", 60, ("srm",) + issue4)):
+        for mode, budget_min, excluded in (("smoke", 3, ("cpu",)), ("quick", 10, ("cpu",)),
+                                           ("full", 60, ("srm", "cpu") + issue4)):
             # (default_selection drops each mode's NAMED_ONLY experiments, heterogeneous-disks among them)
             plain = default_selection(list(available), mode)
             total = sum(available[n].estimate_s(MODES[mode]) for n in plain if n not in excluded) / 60
@@ -89,6 +94,8 @@ class Budgets(unittest.TestCase):
         issue4_full = sum(available[n].estimate_s(MODES["full"]) for n in issue4) / 60
         self.assertLessEqual(issue4_full, self.ISSUE4_FULL_MIN_MAX)
         self.assertGreaterEqual(MODES["full"].reps, 3)
+        self.assertLessEqual(available["cpu"].estimate_s(MODES["smoke"]) / 60, self.CPU_SMOKE_MIN_MAX)
+        self.assertLessEqual(available["cpu"].estimate_s(MODES["default"]) / 60, self.CPU_DEFAULT_MIN_MAX)
 
 
 class Helpers(unittest.TestCase):

@@ -94,19 +94,24 @@ def flatten(metrics):
     return row
 
 
-def run_case(ctx, experiment, case, jobs, rep):
-    """Fresh nodes for case, every job once; returns (rows, problems, replica check or None)."""
+def measure_job(ctx, experiment, c, case, job, rep):
+    """One fio job on the running cluster c; its CSV row (fio metrics and per-node CPU)."""
+    path = ctx.fio_json(experiment, case.label, job.name, f"r{rep}")
+    m = fio.run_job(ctx.reaper, job, c.uri, path, c.watch)
+    procs.log(f"  {experiment} {case.label:18} {job.name:14} {m['mib_s']:8.1f} MiB/s "
+              f"{m['iops']:9.0f} IOPS  mean {m['clat_mean_us']:8.1f} us")
+    return {"case": case.label, **dict(case.params), "workload": job.name, "rep": rep, **flatten(m)}
+
+
+def run_case(ctx, experiment, case, jobs, rep, measure=measure_job):
+    """Fresh nodes for case, every job once through measure (measure_job's signature); returns
+    (rows, problems, replica check or None)."""
     rows, problems, check = [], [], None
     wd = ctx.workdir(experiment, case.label, f"r{rep}")
     try:
         with cluster.Cluster(ctx.reaper, wd, case.setup) as c:
             for job in jobs:
-                path = ctx.fio_json(experiment, case.label, job.name, f"r{rep}")
-                m = fio.run_job(ctx.reaper, job, c.uri, path, c.watch)
-                rows.append({"case": case.label, **dict(case.params), "workload": job.name, "rep": rep,
-                             **flatten(m)})
-                procs.log(f"  {experiment} {case.label:18} {job.name:14} {m['mib_s']:8.1f} MiB/s "
-                          f"{m['iops']:9.0f} IOPS  mean {m['clat_mean_us']:8.1f} us")
+                rows.append(measure(ctx, experiment, c, case, job, rep))
             state = c.link_state()
             if state and state[0] != "Connected":
                 problems.append(f"{case.label} (rep {rep}): peer link {state[0]} after the workloads ({state[1]})")
@@ -121,7 +126,7 @@ def run_case(ctx, experiment, case, jobs, rep):
     return rows, problems, check
 
 
-def measure(ctx, experiment, cases, jobs, reps=None):
+def measure(ctx, experiment, cases, jobs, reps=None, job_measure=measure_job):
     """Every case x every job, repeated reps (default ctx.mode.reps) times round-robin. Returns
     (rows, problems, checks) where checks lists (case label, rep, replica check) for pairs."""
     rows, problems, checks = [], [], []
@@ -129,7 +134,7 @@ def measure(ctx, experiment, cases, jobs, reps=None):
     for rep in range(1, reps + 1):
         for case in cases:
             procs.log(f"{experiment}: {case.label} (repetition {rep}/{reps})")
-            r, p, check = run_case(ctx, experiment, case, jobs, rep)
+            r, p, check = run_case(ctx, experiment, case, jobs, rep, job_measure)
             rows += r
             problems += p
             if check:

@@ -21,7 +21,7 @@ from ..cluster import Setup
 from ..errors import BenchError
 from ..fio import Job
 from ..report import Outcome, cell, table
-from . import common
+from . import common, cpu
 
 NAME = "peers"
 TITLE = "tandem against a standalone export, QEMU's write-blocking mirror and nbdkit"
@@ -217,9 +217,25 @@ def _cpu_table(aggs, cases):
                   "4k QD32: % / µs per I/O", "machine busy (seq / QD1 / QD32)"], body, "llrrrr")
 
 
+def add_summed_cpu(rows):
+    """Adds tandem_cpu_us_per_io (alice's plus bob's, bob absent counting 0) to the rows of tandem
+    cases; other rows are left as they are."""
+    for r in rows:
+        if r.get("case") in CONFIGS[:4] and r.get("alice_cpu_us_per_io") is not None:
+            r["tandem_cpu_us_per_io"] = r["alice_cpu_us_per_io"] + (r.get("bob_cpu_us_per_io") or 0)
+    return rows
+
+
+def _summed_cpu_table(rows, present):
+    body = [[c] + [cpu.show(cpu.compare(rows, c, wl, "tandem_cpu_us_per_io")) for wl, _, _, _ in
+                   (COLUMNS[0], COLUMNS[1], COLUMNS[3])] for c in present if c in CONFIGS[1:4]]
+    return table(["configuration", "seq 1M QD1 (per MiB)", "4k QD1 (per write)", "4k QD32 (per write)"], body)
+
+
 def run(ctx):
     """The spine comparison with its tables, target ratios and a chart relative to standalone."""
     rows, problems, checks, notes = measure_all(ctx)
+    add_summed_cpu(rows)
     o = Outcome(NAME, TITLE, SEED, rows=rows, problems=problems + [n for n in notes if "skipped" in n])
     present = [c for c in CONFIGS if any(r["case"] == c for r in rows)]
     context = [name for _, name in QEMU_PHASES[1:] if any(r["case"] == name for r in rows)]
@@ -248,6 +264,9 @@ def run(ctx):
     o.lines += table(["configuration"] + [h for _, _, h, _ in COLUMNS[:4]], body)
     o.lines += ["", "Server CPU per workload (% of one core / CPU µs per I/O, all threads, from /proc) and whole-"
                 "machine busy %:", ""] + _cpu_table(aggs, present) + [""]
+    o.lines += ["Both tandem nodes' CPU per request summed, as a multiple of standalone's (issue 28's yardstick; "
+                "median and min–max of the per-repetition ratios; the `cpu` experiment has the split by thread):",
+                ""] + _summed_cpu_table(rows, present) + [""]
     o.lines += common.replica_lines(checks) + [f"- {n}" for n in notes if "skipped" not in n]
     common.try_plot(ctx, o, "peers.svg", "every configuration as % of standalone",
                     lambda: svg.bar_chart("peers: throughput as % of the standalone export (same run)",
