@@ -282,6 +282,8 @@ fn resync_messages() -> Vec<(Message, u32)> {
         bitmap: [0; 32],
         history: [0x1111; 32],
         resync_goal: 0x2222,
+        followed_node: 1,
+        followed_seq: 0x3333,
     };
     vec![
         (
