@@ -253,6 +253,20 @@ impl SimMeta {
         Ok(bitmap)
     }
 
+    /// Writes the dirty pages of `entry`'s bitmap durably at once (attach-time recovery).
+    fn store_dirty_pages(&mut self, superblock: &Superblock, entry: &mut PeerBitmap) {
+        let pages: Vec<(u64, Vec<u8>)> = entry
+            .bitmap
+            .take_dirty_pages()
+            .map(|(p, i)| (p, i.to_vec()))
+            .collect();
+        self.store_pages(
+            superblock,
+            entry.peer,
+            pages.iter().map(|(p, i)| (*p, i.as_slice())),
+        );
+    }
+
     /// Writes pages durably at once (attach-time recovery).
     pub fn write_pages_now(&mut self, peer: u8, pages: &[(u64, Vec<u8>)]) -> Result<(), SimError> {
         let superblock = self.superblock()?;
@@ -294,16 +308,7 @@ impl SimMeta {
                 recovery
                     .mark_out_of_sync(&mut entry.bitmap)
                     .map_err(|e| corrupt("recovered bitmap", e))?;
-                let pages: Vec<(u64, Vec<u8>)> = entry
-                    .bitmap
-                    .take_dirty_pages()
-                    .map(|(p, i)| (p, i.to_vec()))
-                    .collect();
-                self.store_pages(
-                    &superblock,
-                    entry.peer,
-                    pages.iter().map(|(p, i)| (*p, i.as_slice())),
-                );
+                self.store_dirty_pages(&superblock, entry);
             }
         }
         if crashed_now {
@@ -319,16 +324,7 @@ impl SimMeta {
                 .filter(|entry| superblock.counts_for(entry.peer))
             {
                 entry.bitmap.set_all();
-                let pages: Vec<(u64, Vec<u8>)> = entry
-                    .bitmap
-                    .take_dirty_pages()
-                    .map(|(p, i)| (p, i.to_vec()))
-                    .collect();
-                self.store_pages(
-                    &superblock,
-                    entry.peer,
-                    pages.iter().map(|(p, i)| (*p, i.as_slice())),
-                );
+                self.store_dirty_pages(&superblock, entry);
             }
         } else {
             superblock.flags.in_use = true;
