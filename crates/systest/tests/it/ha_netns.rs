@@ -81,7 +81,8 @@ fn wait_lost(cluster: &Cluster, node: usize, peer: usize) {
 
 /// Whether `index` reports quorum for volume 0.
 /// Waits until every node is UpToDate and Established with every peer; fails at once (not
-/// at the deadline) if a connection ends StandAlone, which is how a split brain shows.
+/// at the deadline) if a connection ends StandAlone with an error, which is how a split
+/// brain shows.
 pub(crate) fn wait_rejoined(cluster: &Cluster) {
     let node_count = cluster.peers_of(0).count() + 1;
     cluster.wait_until("every node and peer is UpToDate and Established", SYNC_DEADLINE, || {
@@ -89,8 +90,9 @@ pub(crate) fn wait_rejoined(cluster: &Cluster) {
             let status = cluster.status(index);
             for peer in cluster.peers_of(index) {
                 let name = cluster.name(peer);
-                if status.connection_state(name) == "StandAlone" {
-                    let error = status.last_error(name).unwrap_or_default();
+                // A resource being taken down also shows StandAlone, without an error.
+                let error = status.last_error(name).unwrap_or_default();
+                if status.connection_state(name) == "StandAlone" && !error.is_empty() {
                     cluster.fail(&format!("{} went StandAlone towards {name} ({error}): split brain", cluster.name(index)));
                 }
             }

@@ -494,6 +494,8 @@ fn pacemaker_replaces_a_partitioned_primary_and_the_minority_never_promotes() {
     read_back(cluster, second, &before);
     let after = write_blocks(cluster, second, &mut rng, 8 * MIB, 16);
     assert!(!minority_primary(), "the minority promoted its node");
+    // Healed before its stop completes, the old Primary's going-down state would race the rejoin.
+    setup.wait_until("the minority's Pacemaker stops its tandem", PACEMAKER_DEADLINE, || !setup.answers(first));
 
     setup.network.heal(first);
     setup.check_rejoined(first, second, &[&before, &after]);
