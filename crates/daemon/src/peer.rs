@@ -545,6 +545,13 @@ async fn accept_socket(resource: &Arc<Resource>, acceptor: &Acceptor, Accepted {
         // Another peer's host claims to be this one: no answer, not even a Refuse.
         return Err(LinkError::Refused(format!("the Hello claims to be {}, whose address is {}", peer.name, peer.address.ip())));
     }
+    if !wants_link(resource, peer.node_id) {
+        // StandAlone towards this peer (or down): a link accepted now would look Connected
+        // to the peer while nothing here runs it, and its writes would wait for it.
+        let reason = format!("{} is StandAlone towards {} here", resource.name, peer.name);
+        let _ = write_message(&mut stream, &Message::Refuse { reason: wire::truncate_text(&reason) }).await;
+        return Err(LinkError::Refused(reason));
+    }
     if let Some(tls) = &resource.tls {
         if let Err(reason) = tls.check_peer(peer.node_id, stream.presented()) {
             let _ = write_message(&mut stream, &Message::Refuse { reason: wire::truncate_text(&reason) }).await;
@@ -1065,6 +1072,12 @@ async fn receive_control(resource: Arc<Resource>, peer: u8, socket: LinkReader) 
 
 // ----- supervisor -----------------------------------------------------------------------
 
+/// Whether a link to `node` is wanted: the resource is up and the engine is not
+/// StandAlone towards that peer.
+fn wants_link(resource: &Resource, node: u8) -> bool {
+    resource.with_engine(|e| e.wants_connection(node)) && !resource.is_down()
+}
+
 /// Keep the connection to one peer up while the engine wants it.
 pub(crate) async fn supervise(resource: Arc<Resource>, peer: PeerInfo, mut accepted: mpsc::Receiver<SocketPair>) {
     let initiator = resource.node_id > peer.node_id;
@@ -1072,9 +1085,10 @@ pub(crate) async fn supervise(resource: Arc<Resource>, peer: PeerInfo, mut accep
     let mut last_error = String::new();
     let mut next: Option<SocketPair> = None;
     loop {
-        let wanted = resource.with_engine(|e| e.wants_connection(peer.node_id)) && !resource.is_down();
-        if !wanted {
+        if !wants_link(&resource, peer.node_id) {
             next = None;
+            // A pair accepted before the engine stopped wanting this peer is closed.
+            while accepted.try_recv().is_ok() {}
             let _ = tokio::time::timeout(Duration::from_secs(1), changed.changed()).await;
             continue;
         }

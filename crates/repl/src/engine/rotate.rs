@@ -9,7 +9,10 @@
 //!   the new current its own ([`crate::GenerationIds::adopt_current`]): its old current goes to
 //!   the bitmap slots of its own absent peers. A sync target of that Primary takes the new
 //!   identifiers as the ones it adopts when the resync is done, and records the generation
-//!   the Primary left as an ancestor of its data (history). Anyone else ignores it.
+//!   the Primary left as an ancestor of its data (history). An Outdated or Consistent
+//!   Secondary Established with it starts a new handshake with it, so that it is resynced
+//!   (it may lack writes of an earlier Primary that nobody counted for it). Anyone else
+//!   ignores it.
 //! - **Bits on a Secondary.** A replicated or resync write applied on a Secondary is marked in its
 //!   bitmap of every peer not connected to it, as a Primary marks its absent peers: if that
 //!   peer later meets this node first, the bitmap rules move exactly those blocks.
@@ -161,6 +164,14 @@ impl<P: Clone> Engine<P> {
             // Our identifiers now descend from the generation the source left: a Secondary
             // connected to us that is still on it is left behind once it reaches no Primary.
             self.tell_secondaries_of_new_generation(slot, vslot, out);
+            return;
+        }
+        if matches!(self.volumes[vslot].disk, DiskState::Outdated | DiskState::Consistent) {
+            // Behind this Primary by more than its writes (it left an earlier Primary, or
+            // lost quorum): nothing here adopts the new generation, and without a new
+            // handshake nothing would ever resync it while the link stays up. The handshake
+            // decides what to move (in full when no bitmap covers the difference).
+            self.send_handshake(slot, vslot, out);
             return;
         }
         if self.volumes[vslot].disk != DiskState::UpToDate {

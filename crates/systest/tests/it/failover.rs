@@ -77,3 +77,28 @@ fn three_nodes_replicate_every_write_and_a_returning_node_catches_up() {
         cluster.wait_identical(ALICE, peer, STATE_DEADLINE);
     }
 }
+
+/// A Secondary that left the Primary (`disconnect --peer`, Outdated) but stayed connected to
+/// the other Secondary is resynced by that one once it is promoted: nobody counted the
+/// writes it missed, so its handshake with the new Primary moves everything, and it ends
+/// UpToDate with the writes of both Primaries.
+#[test]
+fn an_outdated_secondary_is_resynced_by_the_next_primary() {
+    let spec = Spec::three_nodes('C').options_line("quorum majority;").options_line("on-no-quorum suspend-io;");
+    let cluster = Cluster::with_primary(spec);
+    let mut rng = Rng::new(fresh_seed());
+    let before = write_blocks(&cluster, ALICE, &mut rng, 0, 4);
+    cluster.admin_ok(BOB, &["disconnect", "--peer", NODE_NAMES[ALICE], RESOURCE]);
+    cluster.wait_disk(BOB, "Outdated", STATE_DEADLINE);
+    let missed = write_blocks(&cluster, ALICE, &mut rng, 8 * MIB, 4);
+    cluster.kill(ALICE);
+    cluster.wait_until("carol sees alice gone", STATE_DEADLINE, || cluster.status(CAROL).connection_state(NODE_NAMES[ALICE]) != "Connected");
+    cluster.admin_ok(CAROL, &["primary", RESOURCE]);
+    let after = write_blocks(&cluster, CAROL, &mut rng, 16 * MIB, 4);
+    cluster.wait_disk(BOB, "UpToDate", SYNC_DEADLINE);
+    cluster.wait_replication(CAROL, BOB, "Established", SYNC_DEADLINE);
+    for writes in [&before, &missed, &after] {
+        read_back(&cluster, CAROL, writes);
+    }
+    cluster.wait_identical(CAROL, BOB, SYNC_DEADLINE);
+}

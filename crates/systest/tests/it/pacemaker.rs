@@ -514,14 +514,13 @@ fn pacemaker_never_promotes_an_outdated_node() {
     let (outdated, fresh) = (others[0], others[1]);
     let mut rng = Rng::new(fresh_seed());
     let before = write_blocks(cluster, first, &mut rng, 0, 16);
-    // Written before the disconnect: a Primary whose Secondary disconnects this way was
-    // seen to leave that peer "Connected, role Unknown" and hold its next writes.
     cluster.admin_ok(outdated, &["disconnect", "--peer", NODE_NAMES[first], RESOURCE]);
     cluster.wait_disk(outdated, "Outdated", PACEMAKER_DEADLINE);
     setup.wait_until("the Outdated node's promotion score drops to 1", PACEMAKER_DEADLINE, || {
         setup.promotion_score(outdated).as_deref() == Some("1") && setup.promotion_score(fresh).as_deref() == Some("1000")
     });
 
+    let after = write_blocks(cluster, first, &mut rng, 8 * MIB, 16);
     setup.kill_tandem(first);
     let mut promoted = None;
     setup.wait_until("Pacemaker promotes a survivor", PACEMAKER_DEADLINE, || {
@@ -533,18 +532,16 @@ fn pacemaker_never_promotes_an_outdated_node() {
     });
     assert_eq!(promoted, Some(fresh), "Pacemaker promoted the Outdated node");
     read_back(cluster, fresh, &before);
+    read_back(cluster, fresh, &after);
 
-    // The Outdated node does not catch up by itself: it stayed connected to the new Primary
-    // through the failover and is still Outdated there (seen: no resync even after a
-    // disconnect/connect). The administrator reconnects it to the old Primary and has it
-    // resynced in full from the new one.
+    // The new Primary resyncs the Outdated node it is connected to (its handshake after the
+    // promotion); the administrator reconnects it to the old Primary, which it left.
     cluster.admin_ok(outdated, &["connect", "--peer", NODE_NAMES[first], RESOURCE]);
-    cluster.admin_ok(outdated, &["invalidate", RESOURCE]);
     setup.console().run_ok("crm_resource", &["--cleanup", "--resource", CLONE, "--node", NODE_NAMES[first]]);
     // Only the Primary's view is waited for: the old Primary was seen to keep calling the
     // resynced node Outdated (a stale view between Secondaries).
     setup.wait_until("every disk is UpToDate as the new Primary sees it", SYNC_DEADLINE, || setup.synced_from(fresh));
     assert_eq!(cluster.status(outdated).role(), "Secondary");
     assert_eq!(setup.primaries(), vec![fresh], "the Primary moved after the rejoin");
-    setup.check_replicas(fresh, &[&before]);
+    setup.check_replicas(fresh, &[&before, &after]);
 }

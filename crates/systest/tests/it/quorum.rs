@@ -198,3 +198,40 @@ fn a_promotion_counts_only_peers_that_answer_it() {
     cluster.admin_ok(BOB, &["primary", RESOURCE]);
     assert_eq!(cluster.status(BOB).role(), "Primary");
 }
+
+/// A Secondary that leaves only the Primary (`disconnect --peer`, its link to the other
+/// Secondary stays) outdates itself; the Primary sees it gone and Outdated, does not
+/// connect to it again while it stays StandAlone (here the Primary is the side that
+/// initiates connections), and goes on writing; a `connect` brings it back resynced.
+#[test]
+fn a_secondary_leaving_only_the_primary_does_not_hold_its_writes() {
+    let cluster = quorum_cluster("suspend-io");
+    cluster.admin_ok(ALICE, &["secondary", RESOURCE]);
+    cluster.admin_ok(CAROL, &["primary", RESOURCE]);
+    cluster.admin_ok(ALICE, &["disconnect", "--peer", "carol", RESOURCE]);
+    cluster.wait_disk(ALICE, "Outdated", STATE_DEADLINE);
+    cluster.wait_until("carol sees alice gone, Outdated", STATE_DEADLINE, || {
+        let status = cluster.status(CAROL);
+        status.connection_state("alice") != "Connected" && status.peer_disk("alice") == "Outdated"
+    });
+    cluster.hold_for("carol stays disconnected from the StandAlone alice", Duration::from_secs(3), || {
+        cluster.status(CAROL).connection_state("alice") != "Connected"
+    });
+    let mut client = nbd_client::open(&cluster.nbd_socket(CAROL), RESOURCE).expect("open");
+    let (done_tx, done_rx) = mpsc::channel();
+    let writer = std::thread::spawn(move || {
+        let errno = client.write(4096, &[2; 4096]);
+        let _ = done_tx.send(errno);
+        client
+    });
+    let errno = done_rx.recv_timeout(Duration::from_secs(5)).expect("the write after the departure completes");
+    assert_eq!(errno, 0);
+    let client = writer.join().expect("writer");
+
+    cluster.admin_ok(ALICE, &["connect", "--peer", "carol", RESOURCE]);
+    // carol, the initiator, retries after its connect-int (10 s).
+    cluster.wait_disk(ALICE, "UpToDate", Duration::from_secs(40));
+    cluster.wait_replication(CAROL, ALICE, "Established", STATE_DEADLINE);
+    client.disconnect();
+    cluster.wait_identical(CAROL, ALICE, STATE_DEADLINE);
+}
