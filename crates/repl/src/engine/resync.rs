@@ -487,8 +487,8 @@ impl<P: Clone> Engine<P> {
         target.answered_since_tick += extent.length;
         target.writing.insert(id, request);
         p.received_bytes[vslot] += extent.length;
-        // The block changes here: a peer away from us must get it too when it returns.
-        self.mark_for_absent_peers(slot, vslot, extent);
+        // The block changes here: no other peer gets it through us.
+        self.mark_resync_write(slot, vslot, extent);
         let p = &mut self.peers[slot];
         let op = DiskOp::Write {
             offset: extent.offset,
@@ -626,6 +626,9 @@ impl<P: Clone> Engine<P> {
         self.meta_changed(vslot, out);
         if failed_bytes == 0 {
             self.tell_secondaries_of_new_generation(slot, vslot, out);
+            if self.volumes[vslot].disk == DiskState::UpToDate && self.role == Role::Secondary {
+                self.rehandshake_after_resync(slot, vslot, out);
+            }
         }
         if failed_bytes > 0 {
             let reason = format!("the resync of volume {volume} left {failed_bytes} bytes failed: reconnecting to retry them");

@@ -316,6 +316,35 @@ impl<P: Clone> Engine<P> {
         }
     }
 
+    /// A resync write applied as sync target of the peer in `source`: the block changes
+    /// here and reaches no other peer through us, so it is marked for every other peer,
+    /// connected or not (a connected Secondary on our generation does not have it either,
+    /// when the source is a third node whose bits nobody else counted).
+    pub(super) fn mark_resync_write(&mut self, source: usize, vslot: usize, extent: Extent) {
+        for (slot, peer) in self.peers.iter_mut().enumerate() {
+            if slot != source && !peer.bitmap_free[vslot] {
+                mark(&mut peer.bitmaps[vslot], extent);
+            }
+        }
+    }
+
+    /// A resync from the peer in `source` ended with this disk UpToDate: every other
+    /// Secondary Established with us, on a link no Primary feeds, for which the resync
+    /// left bits gets a new handshake, so that the two never stay UpToDate with different
+    /// data (the handshake moves the bits, or clears them when a Primary feeds the peer).
+    pub(super) fn rehandshake_after_resync(&mut self, source: usize, vslot: usize, out: &mut Vec<Action<P>>) {
+        for slot in 0..self.peers.len() {
+            let p = &self.peers[slot];
+            let established = p.connection == ConnState::Connected && matches!(p.syncs[vslot], SyncState::Established);
+            if slot == source || !established || p.role == Role::Primary || self.fed_by_primary(slot, vslot) {
+                continue;
+            }
+            if p.bitmaps[vslot].count_set_blocks() > 0 {
+                self.send_handshake(slot, vslot, out);
+            }
+        }
+    }
+
     /// Two Secondaries fed by a Primary connect with equal generations: the bits this node
     /// kept for the peer in `slot` (and its bitmap identifier) are dropped.
     pub(super) fn forget_bits_for(&mut self, slot: usize, vslot: usize, out: &mut Vec<Action<P>>) {
