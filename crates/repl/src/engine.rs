@@ -1270,6 +1270,11 @@ impl<P: Clone> Engine<P> {
         if !force && self.volumes.iter().any(|v| v.possibly_stale) {
             return Err(StateError::PossiblyStale);
         }
+        // As in DRBD, the victim of a split brain is never the Primary: promoted, this node
+        // would serve data the administrator already gave up on.
+        if let Some(peer) = self.peers.iter().find(|p| p.discard_my_data).filter(|_| !force) {
+            return Err(StateError::DataToBeDiscarded { peer: peer.config.name.clone() });
+        }
         if !self.compute_quorum() {
             return Err(StateError::NoQuorum(self.quorum_words()));
         }

@@ -517,6 +517,10 @@ pub enum StateError {
     /// The node may lack writes a Primary acknowledged under asynchronous replication.
     #[error("this node may lack acknowledged writes (it was replicated to asynchronously and has not caught up); promote with --force to accept that")]
     PossiblyStale,
+    /// The administrator marked this node's data to be discarded in a split brain with the
+    /// peer (`connect --discard-my-data`); a Primary's data cannot be the one discarded.
+    #[error("this node's data is to be discarded in its split brain with peer {peer} (connect --discard-my-data); let that resync run first, or promote with --force to keep this data after all")]
+    DataToBeDiscarded { peer: String },
     /// `resume-io` with nothing suspended by fencing.
     #[error("I/O is not suspended by fencing")]
     NotSuspended,

@@ -652,11 +652,13 @@ fn promotable(sim: &Sim, n: u8) -> bool {
 /// The side of a split brain between `a` and `b` whose data stays, decided from what the
 /// administrator sees (roles, membership, quorum, out-of-sync counts; never the simulator's
 /// record of writes), in this order:
-/// 1. the client's Primary (where the cluster manager runs the application), or else the
-///    side whose disk is UpToDate while the other's is not (only it can be a sync source);
+/// 1. the client's Primary (where the cluster manager runs the application);
 /// 2. the side last seen connected to the client's Primary without losing power since
 ///    (`Sim::with_primary_at`; the other, e.g. an old Primary the client left or a node that
-///    was down, diverged from it);
+///    was down, diverged from it), even when that side is an Inconsistent sync target: it
+///    holds the Primary's writes and may be their only other copy;
+/// 2b. the side whose disk is UpToDate while the other's is not (only it can be a sync
+///    source);
 /// 3. in quorum mode, the side that has quorum while the other has none (the quorate
 ///    partition keeps its data, as a cluster manager runs the resource there);
 /// 4. the side with more out-of-sync data towards the other (DRBD's `discard-least-changes`:
@@ -669,14 +671,14 @@ fn split_brain_winner(sim: &Sim, a: u8, b: u8) -> u8 {
     if sim.primary == Some(a) {
         return a;
     }
+    let seen = |n: u8| sim.with_primary_at.get(&n).copied();
+    if seen(a) != seen(b) {
+        return if seen(b) > seen(a) { b } else { a };
+    }
     match (up_to_date(sim, a), up_to_date(sim, b)) {
         (false, true) => return b,
         (true, false) => return a,
         _ => {}
-    }
-    let seen = |n: u8| sim.with_primary_at.get(&n).copied();
-    if seen(a) != seen(b) {
-        return if seen(b) > seen(a) { b } else { a };
     }
     if sim.cfg.quorum {
         match (has_quorum(sim, a), has_quorum(sim, b)) {

@@ -347,6 +347,28 @@ fn discard_my_data_makes_the_victim_the_target() {
     pair.assert_in_sync();
 }
 
+/// The victim of a split brain is never the Primary: while `--discard-my-data` waits for the
+/// connection, promotion is refused (with `--force` the administrator keeps the data after
+/// all); once the resync replaced the data, the node can be promoted.
+#[test]
+fn a_node_whose_data_is_to_be_discarded_is_not_promoted() {
+    let mut pair = split_brain_pair(with_rate(1 << 20));
+    pair.nodes[B].set_discard_my_data(0).expect("discard-my-data");
+    let mut out = Vec::new();
+    let refused = pair.nodes[B].promote(false, &mut out);
+    assert!(matches!(refused, Err(StateError::DataToBeDiscarded { .. })), "{refused:?}");
+    pair.connect();
+    for node in [A, B] {
+        let mut out = Vec::new();
+        pair.nodes[node].set_connect(pair.now, 1 - node as u8, true, &mut out).expect("connect");
+    }
+    pair.connect();
+    pair.sync_until_quiet(50);
+    pair.assert_in_sync();
+    pair.disconnect();
+    pair.promote(B, false);
+}
+
 /// A split brain that no shared bitmap identifier counts (history-both: the two share only
 /// an older generation), resolved by `--discard-my-data`: the victim gets everything, not
 /// the union of the bitmaps, which need not cover where the two differ (simulator seed 15:
