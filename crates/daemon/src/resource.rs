@@ -212,6 +212,8 @@ pub(crate) struct Resource {
     pub(crate) auto_promoted: AtomicBool,
     /// The replication state of each (peer, volume) as last seen, for the resync handlers.
     repl_states: Mutex<Vec<(u8, u16, ReplState)>>,
+    /// Peers this node ran `fence-peer` against and has not unfenced since.
+    fenced: Mutex<Vec<u8>>,
     /// Each peer's live link settings (sndbuf-size, async-buffer).
     tunings: Vec<(u8, Arc<LinkTuning>)>,
     /// `tls yes`: the certificates of the replication links.
@@ -290,6 +292,7 @@ impl Resource {
             had_quorum: AtomicBool::new(true),
             auto_promoted: AtomicBool::new(false),
             repl_states: Mutex::new(Vec::new()),
+            fenced: Mutex::new(Vec::new()),
             start: Instant::now(),
         });
         resource.start_meta_writers(receivers)?;
@@ -507,7 +510,8 @@ impl Resource {
     /// Runs `before-resync-target` when a resync towards this node starts,
     /// `after-resync-target` when it ends, `before-resync-source` when one from this node
     /// starts, and `unfence-peer` (once per peer) when one from this node completes with
-    /// fencing on (fire and forget: the resync does not wait for them).
+    /// fencing on, or when a peer fenced from here is back Established and UpToDate (fire
+    /// and forget: the resync does not wait for them).
     fn resync_transitions(&self, engine: &Engine<Payload>) {
         let is_target = |state: ReplState| matches!(state, ReplState::SyncTarget | ReplState::PausedSyncT);
         let is_source = |state: ReplState| matches!(state, ReplState::SyncSource | ReplState::PausedSyncS);
@@ -532,14 +536,33 @@ impl Resource {
             let event = self.handler_event(Some(volume), Some(peer), Some(&peer_name));
             handlers::run(&self.handlers, handler, &event);
         }
+        // A peer fenced from here that is back in sync without a resync from us (the
+        // handshake found nothing to move, or another node resynced it).
+        let status = engine.status();
+        let back = |peer: u8| {
+            status.peers.iter().any(|p| {
+                p.node_id == peer
+                    && p.connection == ConnState::Connected
+                    && !p.volumes.is_empty()
+                    && p.volumes.iter().all(|v| v.replication == ReplState::Established && v.peer_disk == repl::DiskState::UpToDate)
+            })
+        };
+        let fenced = self.fenced.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+        for peer in fenced.into_iter().filter(|peer| back(*peer)) {
+            if !unfence.contains(&peer) {
+                unfence.push(peer);
+            }
+        }
         for peer in unfence {
-            self.unfence_after_resync(engine, peer);
+            self.unfence(engine, peer);
         }
     }
 
-    /// A resync from this node to `peer` finished: with fencing on, `unfence-peer` undoes
-    /// what `fence-peer` may have done (DRBD's connection handler, no volume).
-    fn unfence_after_resync(&self, engine: &Engine<Payload>, peer: u8) {
+    /// A resync from this node to `peer` finished, or a peer fenced from here is back
+    /// Established and UpToDate: with fencing on, `unfence-peer` undoes what `fence-peer`
+    /// may have done (DRBD's connection handler, no volume).
+    fn unfence(&self, engine: &Engine<Payload>, peer: u8) {
+        self.fenced.lock().unwrap_or_else(std::sync::PoisonError::into_inner).retain(|p| *p != peer);
         if engine.fence_policy(peer).is_some_and(|policy| policy != repl::FencePolicy::DontCare) {
             let peer_name = self.peer_name(peer);
             handlers::run(&self.handlers, "unfence-peer", &self.handler_event(None, Some(peer), Some(&peer_name)));
@@ -591,6 +614,11 @@ impl Resource {
     /// Runs `fence-peer` against `peer` (engine's [`Action::FencePeer`]) and hands its status
     /// back; without a handler (or a free handler slot) the answer is a failure at once.
     fn fence_peer(self: &Arc<Self>, peer: u8) {
+        let mut fenced = self.fenced.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !fenced.contains(&peer) {
+            fenced.push(peer);
+        }
+        drop(fenced);
         let peer_name = self.peer_name(peer);
         let event = self.handler_event(None, Some(peer), Some(&peer_name));
         let resource = Arc::downgrade(self);

@@ -233,3 +233,21 @@ fn adjust_turns_fencing_on_and_without_a_handler_io_stays_frozen() {
     assert_eq!(done.recv_timeout(STATE_DEADLINE), Ok(0));
     writer.join().expect("writer");
 }
+
+/// A peer fenced while the Primary wrote nothing comes back with nothing to resync (equal
+/// generations): `unfence-peer` still runs once it is Established and UpToDate, so a
+/// cluster manager's constraint against it does not outlive the outage.
+#[test]
+fn a_fenced_peer_back_without_a_resync_is_unfenced() {
+    let cluster = fencing_pair("resource-only", FENCE_SCRIPT, |spec| spec.handler("unfence-peer", "true"));
+    set_fence_status(&cluster, 4);
+    let events = cluster.events(ALICE);
+    cluster.kill(BOB);
+    events.wait_for(&cluster, FENCE_CALL, STATE_DEADLINE);
+    events.wait_for(&cluster, "response helper name:r0 peer-node-id:1 conn-name:bob helper:fence-peer status:4", STATE_DEADLINE);
+    cluster.start_node(BOB);
+    cluster.wait_connected();
+    cluster.wait_until("alice sees bob UpToDate", STATE_DEADLINE, || cluster.status(ALICE).peer_disk("bob") == "UpToDate");
+    events.wait_for(&cluster, "response helper name:r0 peer-node-id:1 conn-name:bob helper:unfence-peer status:0", STATE_DEADLINE);
+    cluster.wait_identical(ALICE, BOB, STATE_DEADLINE);
+}
