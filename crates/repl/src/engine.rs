@@ -1021,6 +1021,8 @@ impl<P: Clone> Engine<P> {
                     self.stop_secondary_resyncs(now, slot, out);
                     // A peer promoted while this node is a cut-off sync target.
                     self.resync_stranded_from_primary(now, out);
+                    // A peer promoted while this node is Outdated beside it.
+                    self.resync_outdated_from_primary(slot, out);
                 }
                 result
             }

@@ -167,10 +167,7 @@ impl<P: Clone> Engine<P> {
             return;
         }
         if matches!(self.volumes[vslot].disk, DiskState::Outdated | DiskState::Consistent) {
-            // Behind this Primary by more than its writes (it left an earlier Primary, or
-            // lost quorum): nothing here adopts the new generation, and without a new
-            // handshake nothing would ever resync it while the link stays up. The handshake
-            // decides what to move (in full when no bitmap covers the difference).
+            // Behind this Primary by more than its writes: see `resync_outdated_from_primary`.
             self.send_handshake(slot, vslot, out);
             return;
         }
@@ -277,6 +274,26 @@ impl<P: Clone> Engine<P> {
             let Some(slot) = primary else { continue };
             let reason = "this node's disk is Inconsistent and no resync brings it back: reconnecting to the Primary to resync".to_string();
             self.drop_peer(now, slot, ConnState::Unconnected, reason, out);
+        }
+    }
+
+    /// An Outdated (or Consistent) Secondary Established with an UpToDate Primary, which
+    /// just announced its role, starts a new handshake with it. Such a node may lack writes
+    /// nobody counted for it (it left an earlier Primary, or lost quorum, and stayed
+    /// connected to the node promoted since): nothing adopts a generation for it and no
+    /// bitmap covers the difference, so without a handshake nothing would ever resync it
+    /// while the link stays up. The handshake decides what to move (in full by the history
+    /// rule when no bitmap covers it; nothing when the generations are still equal).
+    pub(super) fn resync_outdated_from_primary(&mut self, primary: usize, out: &mut Vec<Action<P>>) {
+        if self.role != Role::Secondary {
+            return;
+        }
+        for vslot in 0..self.volumes.len() {
+            let p = &self.peers[primary];
+            let behind = matches!(self.volumes[vslot].disk, DiskState::Outdated | DiskState::Consistent);
+            if behind && p.disks.get(vslot) == Some(&DiskState::UpToDate) && matches!(p.syncs[vslot], SyncState::Established) {
+                self.send_handshake(primary, vslot, out);
+            }
         }
     }
 
