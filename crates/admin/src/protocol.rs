@@ -108,6 +108,10 @@ pub enum Request {
     Adjust {
         /// Which resource; `None` = all.
         resource: Option<String>,
+        /// Leave the connections' options alone (`--skip-net`): only disk options change.
+        /// Left out of the line when false, so older nodes understand it.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        skip_net: bool,
     },
     /// What the Selective Replication Manager measured and decided (`tandem srm status`);
     /// the reply's message is the text.

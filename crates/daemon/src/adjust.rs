@@ -9,6 +9,9 @@
 //! rcvbuf-size, connect-int, shared secret, verify-alg/csums-alg algorithm names, handlers. Refused as a whole (nothing applied): a file that does not load, a resource or
 //! host section that is gone, peers, addresses or volumes that changed.
 //!
+//! `--skip-net` (drbdadm's option) leaves every connection's options alone: only the
+//! volumes' disk options (on-io-error) change.
+//!
 //! Invariant: adjust either applies every live change of every selected resource, or (on a
 //! refusal found before anything was applied) none; the report lists each change.
 
@@ -29,6 +32,13 @@ pub(crate) struct NodeContext {
     pub(crate) node_name: String,
 }
 
+/// Which options an adjust applies.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Scope {
+    /// The connections' (net) options; false for `adjust --skip-net`.
+    pub(crate) net: bool,
+}
+
 /// One resource's planned changes.
 struct Plan {
     resource: Arc<Resource>,
@@ -44,11 +54,11 @@ struct Plan {
 }
 
 /// Re-reads the configuration and applies it to the selected resources; returns the report.
-pub(crate) fn adjust(context: &NodeContext, selected: &[Arc<Resource>]) -> Result<String, String> {
+pub(crate) fn adjust(context: &NodeContext, selected: &[Arc<Resource>], scope: Scope) -> Result<String, String> {
     let config = config::load(&context.config_path).map_err(|error| format!("{error}\nnothing was changed"))?;
     let mut plans = Vec::new();
     for resource in selected {
-        plans.push(plan(&config, resource, &context.node_name).map_err(|error| format!("{}: {error}; nothing was changed", resource.name))?);
+        plans.push(plan(&config, resource, &context.node_name, scope).map_err(|error| format!("{}: {error}; nothing was changed", resource.name))?);
     }
     let mut lines = Vec::new();
     for plan in plans {
@@ -80,7 +90,7 @@ pub(crate) fn adjust(context: &NodeContext, selected: &[Arc<Resource>]) -> Resul
     Ok(lines.join("\n"))
 }
 
-fn plan(config: &config::Config, resource: &Arc<Resource>, node: &str) -> Result<Plan, String> {
+fn plan(config: &config::Config, resource: &Arc<Resource>, node: &str, scope: Scope) -> Result<Plan, String> {
     let new = config.resources.iter().find(|r| r.name == resource.name).ok_or("the resource is no longer in the configuration")?;
     let host = new.host(node).ok_or_else(|| format!("the resource has no 'on {node}' section any more"))?;
     let (peers, listen) = peer_infos(new, host)?;
@@ -102,7 +112,7 @@ fn plan(config: &config::Config, resource: &Arc<Resource>, node: &str) -> Result
     let mut links = Vec::new();
     let mut fencing = Vec::new();
     let mut report = Vec::new();
-    for info in &peers {
+    for info in peers.iter().filter(|_| scope.net) {
         let Some(old) = resource.peers.iter().find(|p| p.node_id == info.node_id) else { continue };
         let link_changes = link_changes(resource, info);
         if !link_changes.is_empty() {

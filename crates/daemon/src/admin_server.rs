@@ -60,13 +60,13 @@ async fn serve_client(stream: UnixStream, resources: &[Arc<Resource>], context: 
         let options = admin::EventsOptions { statistics, full };
         return stream_events(&mut write, resources, resource.as_deref(), options).await;
     }
-    if let Request::Adjust { resource } = request {
+    if let Request::Adjust { resource, skip_net } = request {
         let reply = match select(resources, resource.as_deref()) {
             Ok(selected) => {
                 let selected: Vec<Arc<Resource>> = selected.into_iter().cloned().collect();
                 let context = context.clone();
                 // Reading the configuration is file I/O: off the runtime's threads.
-                let result = tokio::task::spawn_blocking(move || adjust::adjust(&context, &selected)).await;
+                let result = tokio::task::spawn_blocking(move || adjust::adjust(&context, &selected, adjust::Scope { net: !skip_net })).await;
                 match result {
                     Ok(Ok(report)) => Reply::Ok { message: Some(report) },
                     Ok(Err(message)) => Reply::Error { message },

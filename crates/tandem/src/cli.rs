@@ -264,7 +264,14 @@ pub enum SimpleVerb {
     Disconnect(PeerTarget),
     /// Re-read the configuration and apply what changed without dropping connections
     /// (protocol, buffers, timeouts, resync rates, after-sb policies).
-    Adjust(Target),
+    Adjust {
+        /// Leave the connections' options alone; only disk options change.
+        #[arg(long)]
+        skip_net: bool,
+        /// Which resource.
+        #[command(flatten)]
+        target: Target,
+    },
     /// The Selective Replication Manager: `tandem srm status [RES]` shows what it measured
     /// and decided.
     Srm {
@@ -333,8 +340,9 @@ impl SimpleVerb {
                 resource: resource_filter(&target),
                 peer,
             },
-            Self::Adjust(target) => Request::Adjust {
+            Self::Adjust { skip_net, target } => Request::Adjust {
                 resource: resource_filter(&target),
+                skip_net,
             },
             Self::Srm { command: SrmVerb::Status(target) } => Request::SrmStatus {
                 resource: resource_filter(&target),

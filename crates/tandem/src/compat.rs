@@ -16,6 +16,10 @@
 //!   `drbdadm sh-resources`, `sh-dev|sh-minor|sh-ll-dev|sh-md-dev RES`, which read the
 //!   configuration instead of the node.
 //!
+//! `drbdadm -V` (or `--version`) prints drbdadm's shell-assignable version variables
+//! ([`version_text`]), naming the DRBD versions whose behaviour tandem follows; `drbdadm
+//! adjust --skip-net` leaves the connections' options alone.
+//!
 //! Where the node and the configuration are (one rule for both tools, as for tandem's own
 //! verbs): the node's run directory is `TANDEM_RUN_DIR`, else `/run/tandem`; the
 //! configuration (`sh-*` only) is `-c FILE` / `--config-file FILE`, else
@@ -113,6 +117,8 @@ pub enum Invocation {
     },
     /// A verb tandem's node carries out (`primary`, `up`, ...).
     Request(Request),
+    /// `drbdadm -V`: the version variables.
+    Version,
     /// An `sh-*` verb, answered from the configuration.
     Sh {
         /// Which one.
@@ -293,6 +299,10 @@ pub fn parse_spec(text: &str) -> Result<Spec, String> {
 pub fn parse(tool: Tool, args: &[String]) -> Result<Invocation, CompatError> {
     let (command, mut words) = Words::split(args).map_err(CompatError::BadOption)?;
     let Some(command) = command else {
+        if tool == Tool::Drbdadm && words.take(&["-V", "--version"]) {
+            words.finish("-V")?;
+            return Ok(Invocation::Version);
+        }
         return Err(CompatError::NoCommand { tool: tool.name(), supported: tool.supported() });
     };
     let unsupported = || CompatError::Unsupported { tool: tool.name(), command: command.clone(), supported: tool.supported() };
@@ -418,7 +428,7 @@ fn verb_request(words: &mut Words, verb: &str, spec: Spec) -> Request {
     match verb {
         "up" => Request::Up { resource },
         "down" => Request::Down { resource },
-        "adjust" => Request::Adjust { resource },
+        "adjust" => Request::Adjust { resource, skip_net: words.take(&["--skip-net"]) },
         "attach" => Request::Attach { resource },
         "detach" => Request::Detach { resource },
         "invalidate" => Request::Invalidate { resource },
@@ -496,6 +506,7 @@ fn run(invocation: Invocation, run_dir: &Path) -> Result<(), CliError> {
         }
         Invocation::Query { state, spec } => run_query(run_dir, state, &spec),
         Invocation::Request(request) => commands::simple(run_dir, &request),
+        Invocation::Version => terminal::print(&version_text()).map(|_| ()),
         Invocation::Sh { verb, config, resource } => {
             let loaded = config::load(&config).map_err(|error| CliError::Dump(error.to_string()))?;
             let node = node_name()?;
@@ -503,6 +514,30 @@ fn run(invocation: Invocation, run_dir: &Path) -> Result<(), CliError> {
             terminal::print(&text).map(|_| ())
         }
     }
+}
+
+/// The DRBD kernel module release whose behaviour tandem's node follows (DRBD 9.2), as
+/// `(major, minor, sublevel)`.
+const DRBD_KERNEL_FOLLOWED: (u8, u8, u8) = (9, 2, 0);
+/// The drbd-utils release whose command lines tandem's compat entry points follow.
+const DRBD_UTILS_FOLLOWED: (u8, u8, u8) = (9, 22, 0);
+
+/// What `drbdadm -V` prints: drbdadm's `NAME=VALUE` lines, values escaped for a shell's
+/// `eval` as drbdadm escapes them (a backslash before each space), so scripts that `eval`
+/// the output or grep one variable read tandem as the DRBD versions it follows.
+pub fn version_text() -> String {
+    let code = |(major, minor, sublevel): (u8, u8, u8)| format!("0x{major:02x}{minor:02x}{sublevel:02x}");
+    let dotted = |(major, minor, sublevel): (u8, u8, u8)| format!("{major}.{minor}.{sublevel}");
+    let buildtag = format!("GIT-hash: {} build by tandem {}", env!("TANDEM_COMMIT"), env!("CARGO_PKG_VERSION"));
+    let lines = [
+        ("DRBDADM_BUILDTAG", buildtag.replace(' ', "\\ ")),
+        ("DRBDADM_API_VERSION", "2".to_string()),
+        ("DRBD_KERNEL_VERSION_CODE", code(DRBD_KERNEL_FOLLOWED)),
+        ("DRBD_KERNEL_VERSION", dotted(DRBD_KERNEL_FOLLOWED)),
+        ("DRBDADM_VERSION_CODE", code(DRBD_UTILS_FOLLOWED)),
+        ("DRBDADM_VERSION", dotted(DRBD_UTILS_FOLLOWED)),
+    ];
+    lines.iter().map(|(name, value)| format!("{name}={value}\n")).collect()
 }
 
 /// `__DRBD_NODE__`, else the host name.

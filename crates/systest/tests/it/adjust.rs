@@ -63,3 +63,17 @@ fn adjust_changes_the_protocol_live_and_refuses_what_it_cannot_apply() {
         cluster.status(ALICE).connection_state(NODE_NAMES[BOB]) == "Connected"
     });
 }
+
+/// `adjust --skip-net` (drbdadm's option, also through the `drbdadm` entry point) leaves the
+/// connection's options as they run; a plain adjust applies them afterwards.
+#[test]
+fn adjust_skip_net_leaves_the_connection_options_alone() {
+    let cluster = Cluster::connected(Spec::two_nodes('C'));
+    edit_config(&cluster, ALICE, |text| text.replace("protocol C;", "protocol A;"));
+    let report = cluster.admin_ok(ALICE, &["adjust", "--skip-net", RESOURCE]);
+    assert!(report.contains("r0: no changes"), "report: {report}");
+    assert_eq!(protocol_seen(&cluster, ALICE), "C");
+    let report = cluster.admin_ok(ALICE, &["adjust", RESOURCE]);
+    assert!(report.contains("bob: protocol C -> A"), "report: {report}");
+    assert_eq!(protocol_seen(&cluster, ALICE), "A");
+}

@@ -74,7 +74,8 @@ fn drbdadm_verbs_become_requests() {
     check(Tool::Drbdadm, "secondary r0", request(Request::Secondary { resource: some("r0"), force: false }));
     check(Tool::Drbdadm, "up all", request(Request::Up { resource: None }));
     check(Tool::Drbdadm, "-c /etc/drbd.conf down r0", request(Request::Down { resource: some("r0") }));
-    check(Tool::Drbdadm, "adjust r0", request(Request::Adjust { resource: some("r0") }));
+    check(Tool::Drbdadm, "adjust r0", request(Request::Adjust { resource: some("r0"), skip_net: false }));
+    check(Tool::Drbdadm, "adjust --skip-net r0", request(Request::Adjust { resource: some("r0"), skip_net: true }));
     check(
         Tool::Drbdadm,
         "connect --discard-my-data r0:bob",
@@ -170,4 +171,23 @@ fn report_of() -> StatusReport {
     alice.peer_devices.push(unknown);
     r0.connections.push(alice);
     fixtures::report(vec![r0])
+}
+
+/// `drbdadm -V`: the variables scripts `eval` or grep (LINSTOR reads
+/// `DRBD_KERNEL_VERSION_CODE`), one `NAME=VALUE` per line, values without a bare space.
+#[test]
+fn drbdadm_version_variables() {
+    check(Tool::Drbdadm, "-V", Invocation::Version);
+    check(Tool::Drbdadm, "--version", Invocation::Version);
+    check_refused(Tool::Drbdsetup, "-V", "no command given");
+    let text = version_text();
+    let names: Vec<&str> = text.lines().filter_map(|line| line.split_once('=').map(|(name, _)| name)).collect();
+    let expected = ["DRBDADM_BUILDTAG", "DRBDADM_API_VERSION", "DRBD_KERNEL_VERSION_CODE", "DRBD_KERNEL_VERSION", "DRBDADM_VERSION_CODE", "DRBDADM_VERSION"];
+    assert_eq!(names, expected, "{text}");
+    assert!(text.contains("DRBD_KERNEL_VERSION_CODE=0x090200\n"), "{text}");
+    assert!(text.contains("DRBDADM_VERSION=9.22.0\n"), "{text}");
+    for line in text.lines() {
+        let value = line.split_once('=').map(|(_, value)| value).unwrap_or_default();
+        assert!(!value.replace("\\ ", "").contains(' '), "unescaped space in {line}");
+    }
 }
