@@ -16,6 +16,7 @@
 
 mod device;
 mod offline;
+mod signature;
 
 pub use offline::{create_md, dump_md, CreateOptions, MdTarget, VolumeDump};
 
@@ -79,6 +80,10 @@ pub enum MetadataError {
     /// `create-md` found metadata and was not told to overwrite it.
     #[error("there is tandem metadata {place} already ({found}); pass --force to overwrite it (its generation identifiers and bitmaps are lost)")]
     Exists { place: String, found: String },
+    /// `create-md` found other data where it would write (a file system, a partition table,
+    /// DRBD's metadata) and was not told to overwrite it.
+    #[error("{place} holds {found}; create-md would overwrite it: check the configured disk, or pass --force to destroy it")]
+    ForeignData { place: String, found: String },
     /// The configuration file is invalid.
     #[error("{0}")]
     Config(#[from] config::ConfigError),

@@ -117,7 +117,10 @@ pub enum Command {
         /// Which `on NAME` section is this node (default: the host name).
         #[arg(long)]
         node: Option<String>,
-        /// Overwrite existing tandem metadata (its generation identifiers and bitmaps are lost).
+        /// Overwrite existing tandem metadata (its generation identifiers and bitmaps are
+        /// lost), or whatever else is there: without it, create-md refuses a device holding a
+        /// file system, swap, LUKS, a partition table or DRBD metadata where it would write
+        /// (the backing disk with internal metadata, the metadata device with external).
         #[arg(long)]
         force: bool,
         /// Peer bitmap slots to reserve, for peers added later (default: the configured peers).

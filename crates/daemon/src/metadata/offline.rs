@@ -7,6 +7,8 @@
 //! - Formatting writes the superblock last, after zeroed bitmaps and a formatted ring are
 //!   durable, and first destroys an old superblock: a crash part-way leaves no valid
 //!   superblock over stale bitmaps.
+//! - Without `--force`, `create-md` refuses an area that holds tandem metadata, DRBD's
+//!   metadata, or a file-system, swap, LUKS or partition-table signature, naming it.
 //! - `dump-md` only reads, under a shared lock, so it is refused while a node runs.
 
 use std::path::PathBuf;
@@ -15,7 +17,7 @@ use meta::superblock::SUPERBLOCK_MAGIC;
 use meta::{AlUpdates, DumpSources, Layout, LayoutConfig, MetaDump, Superblock, SuperblockFlags};
 
 use super::device::{Access, Area};
-use super::{MetaFile, MetaSpec, MetadataError, BLOCK_LEN};
+use super::{signature, MetaFile, MetaSpec, MetadataError, BLOCK_LEN};
 
 /// The volumes an offline metadata command acts on.
 #[derive(Debug, Clone)]
@@ -128,6 +130,7 @@ fn prepare_create(
                 found,
             });
         }
+        refuse_foreign_data(&area)?;
     }
     let peers = u8::try_from(volume.spec.peers.len()).unwrap_or(u8::MAX);
     let peer_slots = peers
@@ -175,6 +178,22 @@ fn existing(area: &Area) -> Result<Option<String>, MetadataError> {
         ),
         Err(error) => format!("damaged: {error}"),
     }))
+}
+
+/// Refuses an area holding DRBD's metadata where DRBD keeps its superblock, or a file
+/// system, swap, LUKS or partition-table signature at the start of what `create-md` writes
+/// over (see `signature.rs`). With external metadata that is the metadata device, not the
+/// data disk: a file system there is the data tandem will replicate.
+fn refuse_foreign_data(area: &Area) -> Result<(), MetadataError> {
+    let drbd = area.read_superblock_block()?.as_deref().and_then(signature::drbd_metadata);
+    let found = match drbd {
+        Some(what) => Some(format!("{what} {}", area.describe())),
+        None => signature::head_signature(&area.read_head(signature::HEAD_BYTES)?),
+    };
+    match found {
+        Some(found) => Err(MetadataError::ForeignData { place: area.path_text(), found }),
+        None => Ok(()),
+    }
 }
 
 fn flag_words(flags: SuperblockFlags) -> String {
