@@ -9,6 +9,7 @@
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
+use crate::gi::Generations;
 use crate::report::StatusReport;
 
 /// Longest protocol line, in bytes, trailing newline included.
@@ -134,11 +135,27 @@ pub enum Request {
         /// Which peer (connection name); `None` = all peers.
         peer: Option<String>,
     },
+    /// Mark this node's consistent data Outdated, durably (`tandem outdate`, drbdadm's verb):
+    /// refused on a Primary and while connected.
+    Outdate {
+        /// Which resource; `None` = all.
+        resource: Option<String>,
+    },
     /// Resume client I/O frozen by fencing (`tandem resume-io`, drbdadm's verb): after a
     /// `fence-peer` failure under `fencing resource-and-stonith`.
     ResumeIo {
         /// Which resource; `None` = all.
         resource: Option<String>,
+    },
+    /// The generation identifiers of a resource's volumes, per peer (`tandem get-gi` and
+    /// `show-gi`), answered with [`Reply::Generations`].
+    GetGi {
+        /// The resource.
+        resource: String,
+        /// Only this peer (connection name); `None` = every peer.
+        peer: Option<String>,
+        /// Only this volume; `None` = every volume.
+        volume: Option<u16>,
     },
     /// Drop connections to peers (`tandem disconnect [--peer NAME]`).
     Disconnect {
@@ -177,6 +194,12 @@ pub enum Reply {
     },
     /// The answer to [`Request::Status`].
     Status(StatusReport),
+    /// The answer to [`Request::GetGi`]: per volume, then per peer (sorted by name). A
+    /// struct variant: the `reply` tag cannot wrap a bare sequence.
+    Generations {
+        /// The records.
+        records: Vec<Generations>,
+    },
     /// One `events2` line (without a newline), streamed after [`Request::Events`].
     Event {
         /// The event line, e.g. `change resource name:r0 role:Primary`.

@@ -135,6 +135,14 @@ fn handle(request: Request, resources: &[Arc<Resource>]) -> Reply {
         Request::PauseSync { resource, peer } => (resource, Box::new(move |r| pause_sync(r, peer.as_deref(), true))),
         Request::ResumeSync { resource, peer } => (resource, Box::new(move |r| pause_sync(r, peer.as_deref(), false))),
         Request::ResumeIo { resource } => (resource, Box::new(|r| r.step(|engine, now, out| engine.resume_io(now, out)).map_err(|e| format!("State change failed: {e}")))),
+        Request::GetGi { resource, peer, volume } => {
+            let filter = crate::metadata::GiFilter { peer, volume };
+            return match select(resources, Some(&resource)).and_then(|selected| selected.iter().map(|r| r.generations(&filter)).collect::<Result<Vec<_>, _>>()) {
+                Ok(records) => Reply::Generations { records: records.into_iter().flatten().collect() },
+                Err(message) => Reply::Error { message },
+            };
+        }
+        Request::Outdate { resource } => (resource, Box::new(|r| r.step(|engine, now, out| engine.outdate(now, out)).map_err(|e| format!("State change failed: {e}")))),
         Request::Up { resource } => (resource, Box::new(up)),
         Request::Down { resource } => (resource, Box::new(down)),
         Request::Events { .. } => return Reply::Error { message: "events is a stream".into() },

@@ -39,7 +39,7 @@ mod wire_map;
 use std::path::PathBuf;
 
 pub use disk::{DiskError, DISK_BYTES_MIN};
-pub use metadata::{create_md, dump_md, CreateOptions, MdTarget, MetadataError, VolumeDump};
+pub use metadata::{create_md, dump_md, outdate_md, read_generations, wipe_md, CreateOptions, GiFilter, MdTarget, MetadataError, VolumeDump};
 
 /// How `tandem node` was invoked.
 #[derive(Debug, Clone)]

@@ -15,9 +15,14 @@
 //! - All I/O is positioned at layout offsets, in whole 4 KiB pages.
 
 mod device;
+mod edit;
+mod gi;
 mod offline;
 mod signature;
 
+pub(crate) use gi::{volume_generations, GiPeer};
+pub use edit::{outdate_md, wipe_md};
+pub use gi::{read_generations, GiFilter};
 pub use offline::{create_md, dump_md, CreateOptions, MdTarget, VolumeDump};
 
 use std::path::PathBuf;

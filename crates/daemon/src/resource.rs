@@ -1042,6 +1042,37 @@ impl Resource {
         });
     }
 
+    /// `get-gi`: the generation identifiers of the volumes and peers `filter` names, as the
+    /// engine holds them now (applied over the superblock last written).
+    pub(crate) fn generations(&self, filter: &crate::metadata::GiFilter) -> Result<Vec<admin::Generations>, String> {
+        let (status, metas, fencing) = self.with_engine(|engine| {
+            let metas: Vec<_> = self.metas.iter().map(|(volume, store)| (*volume, engine.meta(*volume), Arc::clone(store))).collect();
+            let fencing: Vec<bool> = self.peers.iter().map(|p| engine.fence_policy(p.node_id).is_some_and(|policy| policy != repl::FencePolicy::DontCare)).collect();
+            (engine.status(), metas, fencing)
+        });
+        let peers: Vec<crate::metadata::GiPeer> = self
+            .peers
+            .iter()
+            .zip(fencing)
+            .map(|(p, fencing)| {
+                let connected = status.peers.iter().any(|s| s.node_id == p.node_id && s.connection == ConnState::Connected);
+                crate::metadata::GiPeer { name: p.name.clone(), node_id: p.node_id, connected, fencing }
+            })
+            .collect();
+        let mut records = Vec::new();
+        for (volume, meta, store) in metas.into_iter().filter(|(volume, ..)| filter.volume.is_none_or(|wanted| *volume == wanted)) {
+            let mut superblock = store.written();
+            if let Some(meta) = meta {
+                meta.apply_to(&mut superblock);
+            }
+            records.extend(crate::metadata::volume_generations(&superblock, (&self.name, volume), &peers, filter)?);
+        }
+        match (filter.volume, records.is_empty()) {
+            (Some(volume), true) => Err(format!("no volume {volume} with a disk on this node")),
+            _ => Ok(records),
+        }
+    }
+
     pub(crate) fn peer_name(&self, node_id: u8) -> String {
         self.peers.iter().find(|p| p.node_id == node_id).map_or_else(|| format!("node-{node_id}"), |p| p.name.clone())
     }

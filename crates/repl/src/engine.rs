@@ -32,6 +32,7 @@ mod handshake;
 mod ahead;
 mod lag;
 mod leave;
+mod outdate;
 mod pause;
 mod quorum;
 mod reconcile;

@@ -18,6 +18,7 @@ mod diskless;
 mod fence;
 mod lag;
 mod leave;
+mod outdate;
 mod pause;
 mod resync;
 mod resync_pace;

@@ -532,6 +532,12 @@ pub enum StateError {
     /// Online verify compares UpToDate data only.
     #[error("verify with peer {peer} needs UpToDate disks on both sides (local {local}, peer {peer_disk})")]
     VerifyNeedsUpToDate { peer: String, local: DiskState, peer_disk: DiskState },
+    /// `outdate` while connected: the disk states follow from the connection.
+    #[error("connected to peer {peer}; a connected node is not outdated by hand (disconnect first)")]
+    OutdateWhileConnected { peer: String },
+    /// `outdate` of a volume without consistent data.
+    #[error("the disk is {0}; only consistent data (UpToDate or Consistent) can be marked Outdated")]
+    NotConsistent(DiskState),
 }
 
 /// A snapshot of everything `status` shows for one resource.

@@ -81,6 +81,13 @@ pub enum Command {
         #[arg(value_name = "RES[:PEER][/VOL]", value_parser = |text: &str| compat::query_spec(QueriedState::Disk, text))]
         spec: Spec,
     },
+    /// Print the generation identifiers, one line per volume and peer, in drbdsetup's
+    /// get-gi layout: CURRENT:BITMAP:HIST1:HIST2 (hex), then seven flags of this node and
+    /// five of the peer (0/1). From the running node, else from the metadata on disk.
+    GetGi(GiArgs),
+    /// Print the generation identifiers with what each value and flag means (drbdsetup's
+    /// show-gi). From the running node, else from the metadata on disk.
+    ShowGi(GiArgs),
     /// Wait until the resource's connections (or the one to PEER) are Connected; fails at
     /// once on a StandAlone connection or a resource that is down.
     WaitConnect {
@@ -134,6 +141,31 @@ pub enum Command {
         #[arg(value_name = "RES")]
         resource: String,
     },
+    /// Mark this node's data Outdated, like `drbdadm outdate`: it will not be promoted
+    /// (without --force) before a resync from an UpToDate peer. Refused on a Primary, while
+    /// connected to a peer, and for Inconsistent data. With no node running, the flag is
+    /// written into the metadata on disk (like drbdmeta outdate); it survives a restart.
+    Outdate {
+        /// Where the metadata is when no node runs.
+        #[command(flatten)]
+        on_disk: OnDiskArgs,
+        /// Resource name, or `all`.
+        #[arg(value_name = "RES")]
+        resource: String,
+    },
+    /// Destroy this node's metadata of a resource, like `drbdadm wipe-md` (the node must be
+    /// stopped). Asks for confirmation on a terminal.
+    WipeMd {
+        /// Where the metadata is.
+        #[command(flatten)]
+        on_disk: OnDiskArgs,
+        /// Do not ask (required when standard input is not a terminal).
+        #[arg(long)]
+        force: bool,
+        /// Resource name, or `all`.
+        #[arg(value_name = "RES")]
+        resource: String,
+    },
     /// Print the metadata of this node's volumes, like `drbdadm dump-md`.
     DumpMd {
         /// The drbd.conf-style configuration file.
@@ -179,6 +211,42 @@ pub enum Command {
         #[arg(long, value_name = "DIR")]
         out: PathBuf,
     },
+}
+
+/// Where a verb finds this node's metadata when it works on it directly (no node running).
+#[derive(Debug, Args)]
+pub struct OnDiskArgs {
+    /// The drbd.conf-style configuration file.
+    #[arg(short, long, default_value = CONFIG_PATH_DEFAULT)]
+    pub config: PathBuf,
+    /// Which `on NAME` section is this node (default: the host name).
+    #[arg(long)]
+    pub node: Option<String>,
+}
+
+impl OnDiskArgs {
+    /// The same, for the metadata commands, with the resource they act on.
+    pub fn md_args(self, resource: String) -> crate::md::MdArgs {
+        crate::md::MdArgs { config: self.config, node: self.node, resource }
+    }
+}
+
+/// `tandem get-gi` and `show-gi`.
+#[derive(Debug, Args)]
+pub struct GiArgs {
+    /// Where the metadata is when no node runs.
+    #[command(flatten)]
+    pub on_disk: OnDiskArgs,
+    /// The resource, and optionally the peer and the volume.
+    #[arg(value_name = "RES[:PEER][/VOL]", value_parser = compat::gi_spec)]
+    pub spec: Spec,
+}
+
+impl GiArgs {
+    /// Where the metadata is when no node runs.
+    pub fn on_disk(&self) -> crate::gi::OnDisk {
+        crate::gi::OnDisk { config: self.on_disk.config.clone(), node: self.on_disk.node.clone() }
+    }
 }
 
 /// `tandem events` (and `drbdsetup events2`): drbdsetup's options.

@@ -38,7 +38,12 @@ pub struct StatusFormat {
 
 /// Sends a request that is answered with `Ok` or `Error`, and prints the `Ok` message.
 pub fn simple(run_dir: &Path, request: &Request) -> Result<(), CliError> {
-    match Session::open(run_dir, request)?.reply()? {
+    print_simple_reply(request, Session::open(run_dir, request)?.reply()?)
+}
+
+/// Prints the `Ok` message of the reply to a request answered with `Ok` or `Error`.
+pub fn print_simple_reply(request: &Request, reply: Reply) -> Result<(), CliError> {
+    match reply {
         Reply::Ok { message } => {
             if let Some(message) = message {
                 terminal::print(&format!("{message}\n"))?;
@@ -204,5 +209,7 @@ fn request_kind(request: &Request) -> &'static str {
         Request::ResumeSync { .. } => "resume-sync",
         Request::ResumeIo { .. } => "resume-io",
         Request::Events { .. } => "events",
+        Request::GetGi { .. } => "get-gi",
+        Request::Outdate { .. } => "outdate",
     }
 }

@@ -13,6 +13,8 @@
 //!   `drbdadm primary [--force] RES`, `secondary [--force] RES`,
 //!   `connect [--discard-my-data] RES[:PEER]`, `disconnect|invalidate-remote|verify|
 //!   pause-sync|resume-sync RES[:PEER]`, `new-current-uuid [--clear-bitmap] RES`;
+//!   `drbdadm outdate RES` and `get-gi|show-gi RES[:PEER][/VOL]`, which read the metadata
+//!   on disk when no node runs;
 //!   `drbdadm sh-resources`, `sh-dev|sh-minor|sh-ll-dev|sh-md-dev RES`, which read the
 //!   configuration instead of the node.
 //!
@@ -82,7 +84,7 @@ impl Tool {
 
 const DRBDADM_SUPPORTED: &str = "status role cstate dstate up down primary secondary adjust \
 connect disconnect attach detach invalidate invalidate-remote verify pause-sync resume-sync \
-resume-io new-current-uuid sh-resources sh-dev sh-minor sh-ll-dev sh-md-dev";
+resume-io new-current-uuid outdate get-gi show-gi sh-resources sh-dev sh-minor sh-ll-dev sh-md-dev";
 const DRBDSETUP_SUPPORTED: &str = "events2 status role wait-connect-resource";
 
 /// A command line of either tool, understood.
@@ -119,6 +121,22 @@ pub enum Invocation {
     Request(Request),
     /// `drbdadm -V`: the version variables.
     Version,
+    /// `drbdadm outdate RES`: the running node, else the metadata on disk.
+    Outdate {
+        /// The resource.
+        resource: String,
+        /// The configuration, for the metadata when no node runs.
+        config: PathBuf,
+    },
+    /// `drbdadm get-gi|show-gi RES[:PEER][/VOL]`.
+    Gi {
+        /// Which resource, peer and volume.
+        spec: Spec,
+        /// `show-gi`: every value explained.
+        explained: bool,
+        /// The configuration, for reading the metadata when no node runs.
+        config: PathBuf,
+    },
     /// An `sh-*` verb, answered from the configuration.
     Sh {
         /// Which one.
@@ -313,6 +331,14 @@ pub fn parse(tool: Tool, args: &[String]) -> Result<Invocation, CompatError> {
         (_, "role") => query(&words, &command, QueriedState::Role)?,
         (Tool::Drbdadm, "cstate") => query(&words, &command, QueriedState::Connection)?,
         (Tool::Drbdadm, "dstate") => query(&words, &command, QueriedState::Disk)?,
+        (Tool::Drbdadm, "outdate") => {
+            let resource = whole_resource(&words, &command)?.ok_or_else(|| usage(&command, "needs one resource name".to_string()))?;
+            Invocation::Outdate { resource, config: config_of(&words) }
+        }
+        (Tool::Drbdadm, "get-gi" | "show-gi") => {
+            let spec = words.spec(&command).and_then(|spec| one_resource(spec).map_err(|problem| usage(&command, problem)))?;
+            Invocation::Gi { spec, explained: command == "show-gi", config: config_of(&words) }
+        }
         (Tool::Drbdadm, verb) if verb.starts_with("sh-") => sh(&words, verb).ok_or_else(unsupported)??,
         (Tool::Drbdadm, verb) => Invocation::Request(request(&mut words, verb).ok_or_else(unsupported)??),
         (Tool::Drbdsetup, _) => return Err(unsupported()),
@@ -397,6 +423,23 @@ pub fn query_spec(state: QueriedState, text: &str) -> Result<Spec, String> {
     Ok(spec)
 }
 
+/// The configuration file: `-c FILE`, else tandem's default.
+fn config_of(words: &Words) -> PathBuf {
+    PathBuf::from(words.config.clone().unwrap_or_else(|| CONFIG_PATH_DEFAULT.to_string()))
+}
+
+/// `RES[:PEER][/VOL]` as get-gi and show-gi accept it: one resource.
+pub fn gi_spec(text: &str) -> Result<Spec, String> {
+    one_resource(parse_spec(text)?)
+}
+
+fn one_resource(spec: Spec) -> Result<Spec, String> {
+    match spec.resource {
+        Some(_) => Ok(spec),
+        None => Err("needs one resource name".to_string()),
+    }
+}
+
 /// Prints `state` for `spec`, from the node's status report.
 pub fn run_query(run_dir: &Path, state: QueriedState, spec: &Spec) -> Result<(), CliError> {
     let report = commands::fetch_report(run_dir, spec.resource.clone())?;
@@ -454,7 +497,7 @@ fn sh(words: &Words, verb: &str) -> Option<Result<Invocation, CompatError>> {
         "sh-md-dev" => ShVerb::MetaDev,
         _ => return None,
     };
-    let config = PathBuf::from(words.config.clone().unwrap_or_else(|| CONFIG_PATH_DEFAULT.to_string()));
+    let config = config_of(words);
     let resource = match (sh_verb, words.spec(verb)) {
         (_, Err(error)) => return Some(Err(error)),
         (ShVerb::Resources, Ok(spec)) if spec == Spec::default() => None,
@@ -507,6 +550,13 @@ fn run(invocation: Invocation, run_dir: &Path) -> Result<(), CliError> {
         Invocation::Query { state, spec } => run_query(run_dir, state, &spec),
         Invocation::Request(request) => commands::simple(run_dir, &request),
         Invocation::Version => terminal::print(&version_text()).map(|_| ()),
+        Invocation::Outdate { resource, config } => {
+            crate::md::outdate(run_dir, crate::md::MdArgs { config, node: Some(node_name()?), resource })
+        }
+        Invocation::Gi { spec, explained, config } => {
+            let on_disk = crate::gi::OnDisk { config, node: Some(node_name()?) };
+            crate::gi::run(run_dir, &spec, on_disk, explained)
+        }
         Invocation::Sh { verb, config, resource } => {
             let loaded = config::load(&config).map_err(|error| CliError::Dump(error.to_string()))?;
             let node = node_name()?;

@@ -144,7 +144,7 @@ impl Area {
     }
 
     /// The superblock's offset within the area, as placement and device size give it.
-    fn superblock_offset(&self) -> Option<u64> {
+    pub(super) fn superblock_offset(&self) -> Option<u64> {
         match self.placement {
             Placement::Internal => (self.backing_bytes / SUPERBLOCK_BYTES * SUPERBLOCK_BYTES)
                 .checked_sub(SUPERBLOCK_BYTES),

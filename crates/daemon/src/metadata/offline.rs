@@ -68,19 +68,21 @@ impl VolumeDump {
 }
 
 /// One selected volume.
-struct Selected {
-    resource: String,
-    volume: u16,
-    spec: MetaSpec,
+pub(super) struct Selected {
+    pub(super) resource: String,
+    pub(super) volume: u16,
+    pub(super) spec: MetaSpec,
     al_updates: bool,
+    /// The configured peers' names and node ids.
+    pub(super) peer_names: Vec<(String, u8)>,
 }
 
 impl Selected {
-    fn name(&self) -> String {
+    pub(super) fn name(&self) -> String {
         format!("{}/{}", self.resource, self.volume)
     }
 
-    fn error(&self, source: MetadataError) -> MetadataError {
+    pub(super) fn error(&self, source: MetadataError) -> MetadataError {
         MetadataError::Volume {
             volume: self.name(),
             source: Box::new(source),
@@ -284,7 +286,7 @@ fn dump_volume(volume: &Selected) -> Result<VolumeDump, MetadataError> {
 
 /// The volumes of `target.node` in the selected resources; diskless ones are reported and
 /// skipped.
-fn select(target: &MdTarget, report: &mut dyn FnMut(&str)) -> Result<Vec<Selected>, MetadataError> {
+pub(super) fn select(target: &MdTarget, report: &mut dyn FnMut(&str)) -> Result<Vec<Selected>, MetadataError> {
     let config = config::load(&target.config)?;
     let file = target.config.display();
     let node = &target.node;
@@ -313,11 +315,12 @@ fn select(target: &MdTarget, report: &mut dyn FnMut(&str)) -> Result<Vec<Selecte
             continue;
         };
         any_host = true;
-        let peers: Vec<u8> = resource
+        let peer_names: Vec<(String, u8)> = resource
             .connections_of(&host.name)
             .filter_map(|connection| resource.host(connection.peer_of(&host.name)?))
-            .map(|peer| peer.node_id)
+            .map(|peer| (peer.name.clone(), peer.node_id))
             .collect();
+        let peers: Vec<u8> = peer_names.iter().map(|(_, node_id)| *node_id).collect();
         for volume in &host.volumes {
             let Some(disk) = &volume.disk else {
                 report(&format!(
@@ -338,6 +341,7 @@ fn select(target: &MdTarget, report: &mut dyn FnMut(&str)) -> Result<Vec<Selecte
                 volume: volume.number,
                 spec,
                 al_updates: volume.disk_options.al_updates,
+                peer_names: peer_names.clone(),
             });
         }
     }

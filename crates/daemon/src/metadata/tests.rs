@@ -747,3 +747,38 @@ fn create_md_refuses_foreign_data_unless_forced() {
     write_bytes(&fixture.disk(), 0, b"XFSB");
     created(&fixture);
 }
+
+/// get-gi with the node stopped reads the superblock: one record per peer, sorted by name,
+/// with the identifiers and flags on disk.
+#[test]
+fn generations_are_read_from_disk_per_peer() {
+    let fixture = Fixture::new("meta-disk internal;");
+    created(&fixture);
+    let (file, mut superblock) = open(&fixture.internal());
+    superblock.current_uuid = 0xAB00;
+    superblock.history_uuids[0] = 0x1200;
+    superblock.flags.consistent = true;
+    if let Some(slot) = superblock.peers.iter_mut().find(|slot| slot.node_id == Some(2)) {
+        slot.bitmap_uuid = 0x1200;
+        slot.flags.outdated = true;
+    }
+    file.write_superblock(&superblock).expect("write");
+    drop(file);
+    let all = read_generations(&fixture.target(), &GiFilter::default()).expect("read");
+    let lines = admin::format_get_gi(&all);
+    assert_eq!(
+        lines,
+        "000000000000AB00:0000000000000000:0000000000001200:0000000000000000:1:0:0:0:1:0:0:0:0:0:0:1\n\
+         000000000000AB00:0000000000001200:0000000000001200:0000000000000000:1:0:0:0:1:0:0:0:1:0:0:1\n"
+    );
+    assert_eq!(all.iter().map(|record| record.peer.as_str()).collect::<Vec<_>>(), ["bob", "carol"]);
+    let carol = GiFilter { peer: Some("carol".into()), volume: Some(0) };
+    assert_eq!(read_generations(&fixture.target(), &carol).expect("carol").len(), 1);
+    for (filter, message) in [
+        (GiFilter { peer: Some("zed".into()), volume: None }, "no connection named 'zed'"),
+        (GiFilter { peer: None, volume: Some(3) }, "no volume 3"),
+    ] {
+        let error = read_generations(&fixture.target(), &filter).expect_err("must refuse").to_string();
+        assert!(error.contains(message), "{error}");
+    }
+}

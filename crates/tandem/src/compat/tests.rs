@@ -105,7 +105,7 @@ fn drbdadm_queries_and_sh_verbs() {
 
 #[test]
 fn the_rest_is_refused_by_name() {
-    check_refused(Tool::Drbdadm, "outdate r0", "'outdate' is not supported by tandem's drbdadm");
+    check_refused(Tool::Drbdadm, "wipe-md r0", "'wipe-md' is not supported by tandem's drbdadm");
     check_refused(Tool::Drbdadm, "resize r0", "'resize' is not supported");
     check_refused(Tool::Drbdadm, "sh-ip r0", "'sh-ip' is not supported");
     check_refused(Tool::Drbdsetup, "primary r0", "'primary' is not supported by tandem's drbdsetup");
@@ -190,4 +190,22 @@ fn drbdadm_version_variables() {
         let value = line.split_once('=').map(|(_, value)| value).unwrap_or_default();
         assert!(!value.replace("\\ ", "").contains(' '), "unescaped space in {line}");
     }
+}
+
+#[test]
+fn drbdadm_outdate() {
+    let config = PathBuf::from("/etc/drbd.conf");
+    check(Tool::Drbdadm, "-c /etc/drbd.conf outdate r0", Invocation::Outdate { resource: "r0".into(), config });
+    check_refused(Tool::Drbdadm, "outdate", "needs one resource name");
+    check_refused(Tool::Drbdadm, "outdate r0:bob", "not a peer");
+}
+
+#[test]
+fn drbdadm_get_gi_and_show_gi() {
+    let spec = Spec { resource: some("r0"), peer: some("bob"), volume: Some(0) };
+    let config = PathBuf::from(CONFIG_PATH_DEFAULT);
+    check(Tool::Drbdadm, "get-gi r0:bob/0", Invocation::Gi { spec: spec.clone(), explained: false, config: config.clone() });
+    check(Tool::Drbdadm, "show-gi r0:bob/0", Invocation::Gi { spec, explained: true, config });
+    check_refused(Tool::Drbdadm, "get-gi", "needs one resource name");
+    check_refused(Tool::Drbdadm, "get-gi all", "needs one resource name");
 }
