@@ -141,8 +141,15 @@ pub enum Request {
         /// Which resource; `None` = all.
         resource: Option<String>,
     },
-    /// Resume client I/O frozen by fencing (`tandem resume-io`, drbdadm's verb): after a
-    /// `fence-peer` failure under `fencing resource-and-stonith`.
+    /// Freeze client I/O (`tandem suspend-io`, drbdadm's verb): new writes and reads wait,
+    /// nothing fails, until `resume-io` (`suspended:user`).
+    SuspendIo {
+        /// Which resource; `None` = all.
+        resource: Option<String>,
+    },
+    /// Resume client I/O frozen by `suspend-io` or by fencing (`tandem resume-io`, drbdadm's
+    /// verb): fencing freezes it after a `fence-peer` failure under `fencing
+    /// resource-and-stonith`.
     ResumeIo {
         /// Which resource; `None` = all.
         resource: Option<String>,

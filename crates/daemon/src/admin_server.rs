@@ -134,7 +134,11 @@ fn handle(request: Request, resources: &[Arc<Resource>]) -> Reply {
         Request::Disconnect { resource, peer } => (resource, Box::new(move |r| set_connect(r, peer.as_deref(), false))),
         Request::PauseSync { resource, peer } => (resource, Box::new(move |r| pause_sync(r, peer.as_deref(), true))),
         Request::ResumeSync { resource, peer } => (resource, Box::new(move |r| pause_sync(r, peer.as_deref(), false))),
-        Request::ResumeIo { resource } => (resource, Box::new(|r| r.step(|engine, now, out| engine.resume_io(now, out)).map_err(|e| format!("State change failed: {e}")))),
+        Request::ResumeIo { resource } => (resource, Box::new(|r| r.resume_io().map_err(|e| format!("State change failed: {e}")))),
+        Request::SuspendIo { resource } => (resource, Box::new(|r| {
+            r.suspend_io();
+            Ok(())
+        })),
         Request::GetGi { resource, peer, volume } => {
             let filter = crate::metadata::GiFilter { peer, volume };
             return match select(resources, Some(&resource)).and_then(|selected| selected.iter().map(|r| r.generations(&filter)).collect::<Result<Vec<_>, _>>()) {

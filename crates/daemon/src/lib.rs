@@ -20,6 +20,7 @@ mod edge;
 mod export;
 mod fuse_export;
 mod handlers;
+mod held_reads;
 mod io_workers;
 mod link_stream;
 mod link_tuning;

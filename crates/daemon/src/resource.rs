@@ -26,6 +26,7 @@ use tokio::sync::{mpsc, watch, OwnedSemaphorePermit};
 use crate::disk::Disk;
 use crate::digest::DigestKind;
 use crate::handlers::{self, HandlerEvent};
+use crate::held_reads::{HeldRead, HeldReads};
 use crate::io_workers::IoWorkers;
 use crate::link_tuning::{AsyncBuffer, LinkTuning};
 use crate::meta_store::{MetaJob, MetaStore};
@@ -216,6 +217,8 @@ pub(crate) struct Resource {
     tunings: Vec<(u8, Arc<LinkTuning>)>,
     /// `tls yes`: the certificates of the replication links.
     pub(crate) tls: Option<Arc<crate::tls::TlsSetup>>,
+    /// Client reads held by `suspend-io`.
+    held_reads: HeldReads,
     start: Instant,
 }
 
@@ -290,6 +293,7 @@ impl Resource {
             had_quorum: AtomicBool::new(true),
             auto_promoted: AtomicBool::new(false),
             repl_states: Mutex::new(Vec::new()),
+            held_reads: HeldReads::default(),
             start: Instant::now(),
         });
         resource.start_meta_writers(receivers)?;
@@ -981,6 +985,9 @@ impl Resource {
     /// A detached disk's reads go to an UpToDate peer; a read that fails with a disk error
     /// detaches the disk under `on-io-error detach` and is then retried through the peer.
     pub(crate) fn read(self: &Arc<Self>, volume: u16, offset: u64, length: u32, completion: Completion) {
+        let Some(HeldRead { completion, .. }) = self.held_reads.hold(HeldRead { volume, offset, length, completion }) else {
+            return;
+        };
         if self.disk(volume).is_some_and(|disk| disk.is_detached()) {
             self.read_through_peer(volume, offset, length, completion);
             return;
@@ -1001,6 +1008,21 @@ impl Resource {
                 Err(error) => completion.error(crate::export::errno_of(error)),
             }
         }));
+    }
+
+    /// `suspend-io`: new client writes wait in the engine, new reads here, until `resume-io`.
+    pub(crate) fn suspend_io(self: &Arc<Self>) {
+        self.held_reads.suspend();
+        self.step(|engine, _, out| engine.suspend_io(out));
+    }
+
+    /// `resume-io`: lifts `suspend-io` and fencing's freeze; the held writes and reads go on.
+    pub(crate) fn resume_io(self: &Arc<Self>) -> Result<(), repl::StateError> {
+        let resumed = self.step(|engine, now, out| engine.resume_io(now, out));
+        for read in self.held_reads.resume() {
+            self.read(read.volume, read.offset, read.length, read.completion);
+        }
+        resumed
     }
 
     /// `attach`: every Diskless volume that has a backing disk shows Attaching, is checked

@@ -22,6 +22,7 @@ mod outdate;
 mod pause;
 mod resync;
 mod resync_pace;
+mod suspend;
 mod three;
 mod verify;
 

@@ -517,8 +517,8 @@ pub enum StateError {
     /// The node may lack writes a Primary acknowledged under asynchronous replication.
     #[error("this node may lack acknowledged writes (it was replicated to asynchronously and has not caught up); promote with --force to accept that")]
     PossiblyStale,
-    /// `resume-io` with nothing suspended by fencing.
-    #[error("I/O is not suspended by fencing")]
+    /// `resume-io` with nothing suspended by `suspend-io` or fencing.
+    #[error("I/O is not suspended (by suspend-io or fencing)")]
     NotSuspended,
     /// Promotion waits for the peers it counts towards quorum to answer a ping (call again).
     #[error("confirming quorum: the peers it counts were pinged; promotion waits for their answers")]

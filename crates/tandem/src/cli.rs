@@ -355,8 +355,11 @@ pub enum SimpleVerb {
     PauseSync(PeerTarget),
     /// Let resyncs suspended by pause-sync run again.
     ResumeSync(PeerTarget),
-    /// Resume client I/O frozen by fencing (`fencing resource-and-stonith` after the
-    /// fence-peer handler failed or still runs); the lost peer stays unfenced.
+    /// Freeze client I/O: new writes and reads wait (nothing fails) until resume-io; status
+    /// shows `suspended:user`. Writes already in flight finish.
+    SuspendIo(Target),
+    /// Resume client I/O frozen by suspend-io or by fencing (`fencing resource-and-stonith`
+    /// after the fence-peer handler failed or still runs; the lost peer stays unfenced).
     ResumeIo(Target),
 }
 
@@ -427,6 +430,9 @@ impl SimpleVerb {
                 peer,
             },
             Self::ResumeIo(target) => Request::ResumeIo {
+                resource: resource_filter(&target),
+            },
+            Self::SuspendIo(target) => Request::SuspendIo {
                 resource: resource_filter(&target),
             },
         }

@@ -211,5 +211,6 @@ fn request_kind(request: &Request) -> &'static str {
         Request::Events { .. } => "events",
         Request::GetGi { .. } => "get-gi",
         Request::Outdate { .. } => "outdate",
+        Request::SuspendIo { .. } => "suspend-io",
     }
 }

@@ -9,7 +9,7 @@
 //!   `drbdsetup wait-connect-resource RES [--wfc-timeout=S]` (as `tandem wait-connect`; the
 //!   OCF agent's `--degr-wfc-timeout=S --outdated-wfc-timeout=S` are accepted and ignored)
 //! - `drbdadm status [...]` as `drbdsetup status`; `drbdadm role|cstate|dstate RES`;
-//!   `drbdadm up|down|adjust|attach|detach|invalidate|resume-io RES`,
+//!   `drbdadm up|down|adjust|attach|detach|invalidate|suspend-io|resume-io RES`,
 //!   `drbdadm primary [--force] RES`, `secondary [--force] RES`,
 //!   `connect [--discard-my-data] RES[:PEER]`, `disconnect|invalidate-remote|verify|
 //!   pause-sync|resume-sync RES[:PEER]`, `new-current-uuid [--clear-bitmap] RES`;
@@ -84,7 +84,7 @@ impl Tool {
 
 const DRBDADM_SUPPORTED: &str = "status role cstate dstate up down primary secondary adjust \
 connect disconnect attach detach invalidate invalidate-remote verify pause-sync resume-sync \
-resume-io new-current-uuid outdate get-gi show-gi sh-resources sh-dev sh-minor sh-ll-dev sh-md-dev";
+suspend-io resume-io new-current-uuid outdate get-gi show-gi sh-resources sh-dev sh-minor sh-ll-dev sh-md-dev";
 const DRBDSETUP_SUPPORTED: &str = "events2 status role wait-connect-resource";
 
 /// A command line of either tool, understood.
@@ -451,7 +451,7 @@ pub fn run_query(run_dir: &Path, state: QueriedState, spec: &Spec) -> Result<(),
 fn request(words: &mut Words, verb: &str) -> Option<Result<Request, CompatError>> {
     let peer_verb = matches!(verb, "connect" | "disconnect" | "invalidate-remote" | "verify" | "pause-sync" | "resume-sync");
     let known = peer_verb
-        || matches!(verb, "up" | "down" | "adjust" | "attach" | "detach" | "invalidate" | "resume-io" | "primary" | "secondary" | "new-current-uuid");
+        || matches!(verb, "up" | "down" | "adjust" | "attach" | "detach" | "invalidate" | "suspend-io" | "resume-io" | "primary" | "secondary" | "new-current-uuid");
     if !known {
         return None;
     }
@@ -476,6 +476,7 @@ fn verb_request(words: &mut Words, verb: &str, spec: Spec) -> Request {
         "detach" => Request::Detach { resource },
         "invalidate" => Request::Invalidate { resource },
         "resume-io" => Request::ResumeIo { resource },
+        "suspend-io" => Request::SuspendIo { resource },
         "primary" => Request::Primary { resource, force: words.take(&["--force"]) },
         "secondary" => Request::Secondary { resource, force: words.take(&["--force"]) },
         "new-current-uuid" => Request::NewCurrentUuid { resource, clear_bitmap: words.take(&["--clear-bitmap"]) },

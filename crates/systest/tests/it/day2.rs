@@ -1,10 +1,18 @@
 //! The day-2 verbs of issue 27 item 5 on real nodes: `get-gi`/`show-gi` from a running node
 //! and from the metadata of a stopped one (drbdsetup's layout, checked field by field);
-//! `outdate` on a live Secondary and on a stopped node's metadata; `wipe-md`.
+//! `outdate` on a live Secondary and on a stopped node's metadata; `wipe-md`; `suspend-io`
+//! holding reads and writes until `resume-io`.
 
+use std::sync::mpsc;
 use std::time::Duration;
 
 use crate::cluster::{Cluster, Spec, RESOURCE};
+use crate::nbd_client;
+
+/// How long a held request must stay held for the test to believe it.
+const HELD: Duration = Duration::from_millis(600);
+/// How long a released request may take.
+const RELEASED: Duration = Duration::from_secs(10);
 
 const ALICE: usize = 0;
 const BOB: usize = 1;
@@ -118,4 +126,46 @@ fn wipe_md_needs_a_stopped_node_and_force() {
     let gone = stderr_of(&cluster, BOB, &on_disk_args(&cluster, BOB, &config, &["get-gi"]));
     assert!(gone.contains("no tandem metadata"), "{gone}");
     cluster.create_md(BOB);
+}
+
+/// drbdadm suspend-io: with client I/O suspended a read and a write on the Primary's export
+/// both wait and neither fails; status and events show `suspended:user`; resume-io releases
+/// both, the read returning the data written before the suspension.
+#[test]
+fn suspend_io_holds_reads_and_writes_until_resume_io() {
+    let cluster = Cluster::with_primary(Spec::two_nodes('C'));
+    let events = cluster.events(ALICE);
+    let mut client = nbd_client::open(&cluster.nbd_socket(ALICE), RESOURCE).expect("open alice's export");
+    assert_eq!(client.write(0, &[5; 4096]), 0);
+    client.disconnect();
+
+    cluster.admin_ok(ALICE, &["suspend-io", RESOURCE]);
+    let text = cluster.admin_ok(ALICE, &["status", RESOURCE]);
+    assert!(text.contains("suspended:user"), "status: {text}");
+    events.wait_for(&cluster, "change resource name:r0 suspended:user", RELEASED);
+
+    let (read_tx, read_rx) = mpsc::channel();
+    let mut reader = nbd_client::open(&cluster.nbd_socket(ALICE), RESOURCE).expect("open for the read");
+    let read = std::thread::spawn(move || {
+        let _ = read_tx.send(reader.read(0, 4096));
+        reader.disconnect();
+    });
+    let (write_tx, write_rx) = mpsc::channel();
+    let mut writer = nbd_client::open(&cluster.nbd_socket(ALICE), RESOURCE).expect("open for the write");
+    let write = std::thread::spawn(move || {
+        let _ = write_tx.send(writer.write(8192, &[6; 4096]));
+        writer.disconnect();
+    });
+    cluster.hold_for("the read and the write wait while suspended", HELD, || {
+        read_rx.try_recv().is_err() && write_rx.try_recv().is_err()
+    });
+
+    cluster.admin_ok(ALICE, &["resume-io", RESOURCE]);
+    assert_eq!(read_rx.recv_timeout(RELEASED).expect("the read completes"), vec![5; 4096]);
+    assert_eq!(write_rx.recv_timeout(RELEASED), Ok(0), "the write completes");
+    read.join().expect("reader");
+    write.join().expect("writer");
+    events.wait_for(&cluster, "change resource name:r0 suspended:no", RELEASED);
+    let again = cluster.admin(ALICE, &["resume-io", RESOURCE]);
+    assert!(!again.status.success(), "resume-io with nothing suspended is an error");
 }
