@@ -135,6 +135,14 @@ pub enum Request {
         /// Which peer (connection name); `None` = all peers.
         peer: Option<String>,
     },
+    /// Forget a peer that is not connected (`tandem forget-peer RES:PEER`, drbdadm's verb):
+    /// every block is out of sync for it, so a later connect is a full sync.
+    ForgetPeer {
+        /// The resource.
+        resource: String,
+        /// The peer (connection name).
+        peer: String,
+    },
     /// Mark this node's consistent data Outdated, durably (`tandem outdate`, drbdadm's verb):
     /// refused on a Primary and while connected.
     Outdate {

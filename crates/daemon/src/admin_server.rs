@@ -146,6 +146,7 @@ fn handle(request: Request, resources: &[Arc<Resource>]) -> Reply {
                 Err(message) => Reply::Error { message },
             };
         }
+        Request::ForgetPeer { resource, peer } => (Some(resource), Box::new(move |r| forget_peer(r, &peer))),
         Request::Outdate { resource } => (resource, Box::new(|r| r.step(|engine, now, out| engine.outdate(now, out)).map_err(|e| format!("State change failed: {e}")))),
         Request::Up { resource } => (resource, Box::new(up)),
         Request::Down { resource } => (resource, Box::new(down)),
@@ -239,6 +240,13 @@ fn verify(resource: &Arc<Resource>, peer: Option<&str>) -> Result<(), String> {
 fn invalidate_remote(resource: &Arc<Resource>, peer: Option<&str>) -> Result<(), String> {
     for node_id in peer_ids(resource, peer)? {
         resource.step(|engine, _, out| engine.invalidate_remote(node_id, out)).map_err(|e| format!("State change failed: {e}"))?;
+    }
+    Ok(())
+}
+
+fn forget_peer(resource: &Arc<Resource>, peer: &str) -> Result<(), String> {
+    for node_id in peer_ids(resource, Some(peer))? {
+        resource.step(|engine, now, out| engine.forget_peer(now, node_id, out)).map_err(|e| format!("State change failed: {e}"))?;
     }
     Ok(())
 }

@@ -28,6 +28,7 @@ mod activity_log;
 mod csums;
 mod detach;
 mod fence;
+mod forget;
 mod handshake;
 mod ahead;
 mod lag;

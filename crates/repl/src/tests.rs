@@ -16,6 +16,7 @@ mod ahead;
 mod csums;
 mod diskless;
 mod fence;
+mod forget;
 mod lag;
 mod leave;
 mod outdate;

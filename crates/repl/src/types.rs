@@ -535,6 +535,9 @@ pub enum StateError {
     /// `outdate` while connected: the disk states follow from the connection.
     #[error("connected to peer {peer}; a connected node is not outdated by hand (disconnect first)")]
     OutdateWhileConnected { peer: String },
+    /// `forget-peer` of a connected peer.
+    #[error("peer {peer} is connected; disconnect it before forgetting it")]
+    ForgetConnected { peer: String },
     /// `outdate` of a volume without consistent data.
     #[error("the disk is {0}; only consistent data (UpToDate or Consistent) can be marked Outdated")]
     NotConsistent(DiskState),

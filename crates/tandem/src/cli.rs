@@ -88,6 +88,14 @@ pub enum Command {
     /// Print the generation identifiers with what each value and flag means (drbdsetup's
     /// show-gi). From the running node, else from the metadata on disk.
     ShowGi(GiArgs),
+    /// Forget a peer that is not connected (StandAlone or Connecting), like `drbdadm
+    /// forget-peer`: every block is marked out of sync for it and its last known disk state
+    /// is dropped, so a later connect is a full sync. Refused while connected.
+    ForgetPeer {
+        /// The resource and the peer.
+        #[arg(value_name = "RES:PEER", value_parser = compat::peer_spec)]
+        spec: Spec,
+    },
     /// Wait until the resource's connections (or the one to PEER) are Connected; fails at
     /// once on a StandAlone connection or a resource that is down.
     WaitConnect {

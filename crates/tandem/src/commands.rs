@@ -211,6 +211,7 @@ fn request_kind(request: &Request) -> &'static str {
         Request::Events { .. } => "events",
         Request::GetGi { .. } => "get-gi",
         Request::Outdate { .. } => "outdate",
+        Request::ForgetPeer { .. } => "forget-peer",
         Request::SuspendIo { .. } => "suspend-io",
     }
 }

@@ -13,7 +13,8 @@
 //!   `drbdadm primary [--force] RES`, `secondary [--force] RES`,
 //!   `connect [--discard-my-data] RES[:PEER]`, `disconnect|invalidate-remote|verify|
 //!   pause-sync|resume-sync RES[:PEER]`, `new-current-uuid [--clear-bitmap] RES`;
-//!   `drbdadm outdate RES` and `get-gi|show-gi RES[:PEER][/VOL]`, which read the metadata
+//!   `drbdadm forget-peer RES:PEER`; `drbdadm outdate RES` and `get-gi|show-gi
+//!   RES[:PEER][/VOL]`, which read the metadata
 //!   on disk when no node runs;
 //!   `drbdadm sh-resources`, `sh-dev|sh-minor|sh-ll-dev|sh-md-dev RES`, which read the
 //!   configuration instead of the node.
@@ -84,7 +85,7 @@ impl Tool {
 
 const DRBDADM_SUPPORTED: &str = "status role cstate dstate up down primary secondary adjust \
 connect disconnect attach detach invalidate invalidate-remote verify pause-sync resume-sync \
-suspend-io resume-io new-current-uuid outdate get-gi show-gi sh-resources sh-dev sh-minor sh-ll-dev sh-md-dev";
+suspend-io resume-io new-current-uuid outdate forget-peer get-gi show-gi sh-resources sh-dev sh-minor sh-ll-dev sh-md-dev";
 const DRBDSETUP_SUPPORTED: &str = "events2 status role wait-connect-resource";
 
 /// A command line of either tool, understood.
@@ -331,6 +332,11 @@ pub fn parse(tool: Tool, args: &[String]) -> Result<Invocation, CompatError> {
         (_, "role") => query(&words, &command, QueriedState::Role)?,
         (Tool::Drbdadm, "cstate") => query(&words, &command, QueriedState::Connection)?,
         (Tool::Drbdadm, "dstate") => query(&words, &command, QueriedState::Disk)?,
+        (Tool::Drbdadm, "forget-peer") => {
+            let text = words.positionals.first().cloned().unwrap_or_default();
+            let spec = words.spec(&command).and_then(|_| peer_spec(&text).map_err(|problem| usage(&command, problem)))?;
+            Invocation::Request(forget_peer_request(spec))
+        }
         (Tool::Drbdadm, "outdate") => {
             let resource = whole_resource(&words, &command)?.ok_or_else(|| usage(&command, "needs one resource name".to_string()))?;
             Invocation::Outdate { resource, config: config_of(&words) }
@@ -426,6 +432,21 @@ pub fn query_spec(state: QueriedState, text: &str) -> Result<Spec, String> {
 /// The configuration file: `-c FILE`, else tandem's default.
 fn config_of(words: &Words) -> PathBuf {
     PathBuf::from(words.config.clone().unwrap_or_else(|| CONFIG_PATH_DEFAULT.to_string()))
+}
+
+/// `RES:PEER` as forget-peer takes it: one resource, one peer, no volume.
+pub fn peer_spec(text: &str) -> Result<Spec, String> {
+    let spec = one_resource(parse_spec(text)?)?;
+    match (&spec.peer, spec.volume) {
+        (Some(_), None) => Ok(spec),
+        (None, _) => Err(format!("'{text}' names no peer; write RES:PEER")),
+        (Some(_), Some(_)) => Err("takes no volume: a peer is forgotten for every volume".to_string()),
+    }
+}
+
+/// The request of `forget-peer` for a [`peer_spec`].
+pub fn forget_peer_request(spec: Spec) -> Request {
+    Request::ForgetPeer { resource: spec.resource.unwrap_or_default(), peer: spec.peer.unwrap_or_default() }
 }
 
 /// `RES[:PEER][/VOL]` as get-gi and show-gi accept it: one resource.

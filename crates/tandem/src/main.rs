@@ -82,6 +82,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
         Command::WaitConnect { timeout, spec } => wait_connect::run(run_dir, &spec, timeout.map(std::time::Duration::from_secs)),
         Command::Role { spec } => compat::run_query(run_dir, compat::QueriedState::Role, &spec),
         Command::Cstate { spec } => compat::run_query(run_dir, compat::QueriedState::Connection, &spec),
+        Command::ForgetPeer { spec } => commands::simple(run_dir, &compat::forget_peer_request(spec)),
         Command::GetGi(args) => gi::run(run_dir, &args.spec, args.on_disk(), false),
         Command::ShowGi(args) => gi::run(run_dir, &args.spec, args.on_disk(), true),
         Command::Dstate { spec } => compat::run_query(run_dir, compat::QueriedState::Disk, &spec),

@@ -1,7 +1,8 @@
 //! The day-2 verbs of issue 27 item 5 on real nodes: `get-gi`/`show-gi` from a running node
 //! and from the metadata of a stopped one (drbdsetup's layout, checked field by field);
 //! `outdate` on a live Secondary and on a stopped node's metadata; `wipe-md`; `suspend-io`
-//! holding reads and writes until `resume-io`.
+//! holding reads and writes until `resume-io`; `forget-peer` turning a reconnect into a full
+//! sync.
 
 use std::sync::mpsc;
 use std::time::Duration;
@@ -168,4 +169,23 @@ fn suspend_io_holds_reads_and_writes_until_resume_io() {
     events.wait_for(&cluster, "change resource name:r0 suspended:no", RELEASED);
     let again = cluster.admin(ALICE, &["resume-io", RESOURCE]);
     assert!(!again.status.success(), "resume-io with nothing suspended is an error");
+}
+
+/// drbdadm forget-peer: refused while connected; after a disconnect every block is out of
+/// sync for the forgotten peer, and the reconnect resyncs all of it to identical replicas.
+#[test]
+fn forget_peer_makes_the_next_connect_a_full_sync() {
+    let cluster = Cluster::with_primary(Spec::two_nodes('C'));
+    let refused = stderr_of(&cluster, ALICE, &["forget-peer", "r0:bob"]);
+    assert!(refused.contains("bob is connected"), "{refused}");
+    let refused = stderr_of(&cluster, ALICE, &["forget-peer", "r0:zed"]);
+    assert!(refused.contains("no peer named 'zed'"), "{refused}");
+
+    cluster.admin_ok(ALICE, &["disconnect", RESOURCE]);
+    cluster.admin_ok(ALICE, &["forget-peer", "r0:bob"]);
+    let whole_kib = cluster.export_bytes() / 1024;
+    assert_eq!(cluster.out_of_sync_kib(ALICE, BOB), whole_kib, "every block is out of sync for bob");
+    cluster.admin_ok(ALICE, &["connect", RESOURCE]);
+    cluster.wait_until("the full sync to bob finishes", Duration::from_secs(60), || cluster.all_up_to_date() && cluster.out_of_sync_kib(ALICE, BOB) == 0);
+    cluster.wait_identical(ALICE, BOB, Duration::from_secs(30));
 }

@@ -193,6 +193,15 @@ fn drbdadm_version_variables() {
 }
 
 #[test]
+fn drbdadm_forget_peer() {
+    let expected = Request::ForgetPeer { resource: "r0".into(), peer: "bob".into() };
+    check(Tool::Drbdadm, "forget-peer r0:bob", Invocation::Request(expected));
+    check_refused(Tool::Drbdadm, "forget-peer r0", "names no peer");
+    check_refused(Tool::Drbdadm, "forget-peer r0:bob/0", "takes no volume");
+    check_refused(Tool::Drbdadm, "forget-peer", "names no resource");
+}
+
+#[test]
 fn drbdadm_outdate() {
     let config = PathBuf::from("/etc/drbd.conf");
     check(Tool::Drbdadm, "-c /etc/drbd.conf outdate r0", Invocation::Outdate { resource: "r0".into(), config });
