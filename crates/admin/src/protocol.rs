@@ -135,6 +135,26 @@ pub enum Request {
         /// Which peer (connection name); `None` = all peers.
         peer: Option<String>,
     },
+    /// Change connection options at run time (`tandem net-options RES[:PEER] --opt value`):
+    /// the ones `adjust` applies live, until the next `adjust`.
+    NetOptions {
+        /// The resource.
+        resource: String,
+        /// Only this peer (connection name); `None` = every peer.
+        peer: Option<String>,
+        /// `(option name, value)` pairs, names without the leading `--`.
+        options: Vec<(String, String)>,
+    },
+    /// Change disk options at run time (`tandem disk-options RES[/VOL] --opt value`):
+    /// on-io-error and the resync rate options, until the next `adjust`.
+    DiskOptions {
+        /// The resource.
+        resource: String,
+        /// Only this volume; `None` = every volume.
+        volume: Option<u16>,
+        /// `(option name, value)` pairs, names without the leading `--`.
+        options: Vec<(String, String)>,
+    },
     /// Forget a peer that is not connected (`tandem forget-peer RES:PEER`, drbdadm's verb):
     /// every block is out of sync for it, so a later connect is a full sync.
     ForgetPeer {

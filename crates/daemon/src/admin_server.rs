@@ -77,6 +77,9 @@ async fn serve_client(stream: UnixStream, resources: &[Arc<Resource>], context: 
         };
         return send(&mut write, &reply).await;
     }
+    if matches!(request, Request::NetOptions { .. } | Request::DiskOptions { .. }) {
+        return send(&mut write, &runtime_options(request, resources, context)).await;
+    }
     let reply = if matches!(request, Request::Primary { .. }) {
         // A promotion may wait for fence-peer (up to its handler-timeout): off the runtime.
         let resources = resources.to_vec();
@@ -90,6 +93,21 @@ async fn serve_client(stream: UnixStream, resources: &[Arc<Resource>], context: 
 async fn send<W: AsyncWriteExt + Unpin>(write: &mut W, reply: &Reply) -> std::io::Result<()> {
     write.write_all(&admin::encode_line(reply)).await?;
     write.flush().await
+}
+
+/// `net-options` / `disk-options` on one resource; the reply lists what changed.
+fn runtime_options(request: Request, resources: &[Arc<Resource>], context: &NodeContext) -> Reply {
+    let result = match &request {
+        Request::NetOptions { resource, peer, options } => select(resources, Some(resource))
+            .and_then(|selected| selected.iter().map(|r| crate::runtime_options::net_options(r, peer.as_deref(), options, &context.node_name)).collect::<Result<Vec<_>, _>>()),
+        Request::DiskOptions { resource, volume, options } => select(resources, Some(resource))
+            .and_then(|selected| selected.iter().map(|r| crate::runtime_options::disk_options(r, *volume, options)).collect::<Result<Vec<_>, _>>()),
+        _ => Err("not a runtime options request".into()),
+    };
+    match result {
+        Ok(lines) => Reply::Ok { message: Some(lines.concat().join("\n")) },
+        Err(message) => Reply::Error { message },
+    }
 }
 
 /// The resources a request names (`None` or `all`: every one).
@@ -151,6 +169,7 @@ fn handle(request: Request, resources: &[Arc<Resource>]) -> Reply {
         Request::Up { resource } => (resource, Box::new(up)),
         Request::Down { resource } => (resource, Box::new(down)),
         Request::Events { .. } => return Reply::Error { message: "events is a stream".into() },
+        Request::NetOptions { .. } | Request::DiskOptions { .. } => return Reply::Error { message: "runtime options are handled apart".into() },
         Request::Adjust { .. } => return Reply::Error { message: "adjust is handled apart".into() },
         Request::SrmStatus { resource } => {
             return match select(resources, resource.as_deref()) {

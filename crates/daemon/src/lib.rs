@@ -30,6 +30,7 @@ mod metrics;
 mod peer;
 mod resource;
 mod resync_after;
+mod runtime_options;
 mod sd_notify;
 mod setup;
 mod srm_driver;

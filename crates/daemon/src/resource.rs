@@ -219,6 +219,9 @@ pub(crate) struct Resource {
     pub(crate) tls: Option<Arc<crate::tls::TlsSetup>>,
     /// Client reads held by `suspend-io`.
     held_reads: HeldReads,
+    /// Each peer's settings as they run (the start's, then as `adjust` and `net-options`
+    /// left them): what `net-options` changes from.
+    live_peers: Mutex<Vec<PeerInfo>>,
     start: Instant,
 }
 
@@ -273,7 +276,7 @@ impl Resource {
             name: parts.name,
             node_id: parts.node_id,
             listen: parts.listen,
-            peers: parts.peers,
+            peers: parts.peers.clone(),
             volume_layout: parts.volume_layout,
             minors: parts.minors,
             options: parts.options,
@@ -294,6 +297,7 @@ impl Resource {
             auto_promoted: AtomicBool::new(false),
             repl_states: Mutex::new(Vec::new()),
             held_reads: HeldReads::default(),
+            live_peers: Mutex::new(parts.peers.clone()),
             start: Instant::now(),
         });
         resource.start_meta_writers(receivers)?;
@@ -1008,6 +1012,21 @@ impl Resource {
                 Err(error) => completion.error(crate::export::errno_of(error)),
             }
         }));
+    }
+
+    /// The running settings of the peer with `node_id`.
+    pub(crate) fn live_peer(&self, node_id: u8) -> Option<PeerInfo> {
+        let live = self.live_peers.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        live.iter().find(|p| p.node_id == node_id).cloned()
+    }
+
+    /// Records a peer's settings as now running.
+    pub(crate) fn set_live_peer(&self, info: PeerInfo) {
+        let mut live = self.live_peers.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        match live.iter_mut().find(|p| p.node_id == info.node_id) {
+            Some(entry) => *entry = info,
+            None => live.push(info),
+        }
     }
 
     /// `suspend-io`: new client writes wait in the engine, new reads here, until `resume-io`.

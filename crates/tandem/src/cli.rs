@@ -88,6 +88,33 @@ pub enum Command {
     /// Print the generation identifiers with what each value and flag means (drbdsetup's
     /// show-gi). From the running node, else from the metadata on disk.
     ShowGi(GiArgs),
+    /// Change connection options of the running node without editing the file, like
+    /// `drbdsetup net-options`: protocol, max-epoch-size, max-buffers, ping-int,
+    /// ping-timeout, timeout, ko-count, after-sb-0pri/1pri/2pri, on-congestion,
+    /// congestion-fill, congestion-extents, sndbuf-size, async-buffer,
+    /// async-buffer-compress, fencing. Not persistent: the next adjust brings back the
+    /// file's values.
+    NetOptions {
+        /// The resource, and optionally the peer (default: every peer).
+        #[arg(value_name = "RES[:PEER]", value_parser = |text: &str| compat::options_spec(text, false))]
+        spec: Spec,
+        /// The options, `--NAME VALUE` or `--NAME=VALUE`, with the file's units and ranges.
+        #[arg(value_name = "--NAME VALUE", trailing_var_arg = true, allow_hyphen_values = true, required = true)]
+        options: Vec<String>,
+    },
+    /// Change disk options of the running node without editing the file, like `drbdsetup
+    /// disk-options`: on-io-error, and the resync rate options resync-rate, c-plan-ahead,
+    /// c-delay-target, c-fill-target, c-max-rate, c-min-rate (for every volume: tandem keeps
+    /// one resync configuration per peer). Not persistent: the next adjust brings back the
+    /// file's values.
+    DiskOptions {
+        /// The resource, and optionally the volume (default: every volume).
+        #[arg(value_name = "RES[/VOL]", value_parser = |text: &str| compat::options_spec(text, true))]
+        spec: Spec,
+        /// The options, `--NAME VALUE` or `--NAME=VALUE`, with the file's units and ranges.
+        #[arg(value_name = "--NAME VALUE", trailing_var_arg = true, allow_hyphen_values = true, required = true)]
+        options: Vec<String>,
+    },
     /// Forget a peer that is not connected (StandAlone or Connecting), like `drbdadm
     /// forget-peer`: every block is marked out of sync for it and its last known disk state
     /// is dropped, so a later connect is a full sync. Refused while connected.

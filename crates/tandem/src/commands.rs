@@ -212,6 +212,8 @@ fn request_kind(request: &Request) -> &'static str {
         Request::GetGi { .. } => "get-gi",
         Request::Outdate { .. } => "outdate",
         Request::ForgetPeer { .. } => "forget-peer",
+        Request::NetOptions { .. } => "net-options",
+        Request::DiskOptions { .. } => "disk-options",
         Request::SuspendIo { .. } => "suspend-io",
     }
 }

@@ -444,6 +444,36 @@ pub fn peer_spec(text: &str) -> Result<Spec, String> {
     }
 }
 
+/// `RES[:PEER]` for net-options (`volume` false) or `RES[/VOL]` for disk-options.
+pub fn options_spec(text: &str, volume: bool) -> Result<Spec, String> {
+    let spec = one_resource(parse_spec(text)?)?;
+    match (volume, &spec.peer, spec.volume) {
+        (false, _, Some(_)) => Err("takes a peer, not a volume: RES[:PEER]".to_string()),
+        (true, Some(_), _) => Err("takes a volume, not a peer: RES[/VOL]".to_string()),
+        _ => Ok(spec),
+    }
+}
+
+/// `--NAME VALUE` and `--NAME=VALUE` words as `(NAME, VALUE)` pairs.
+pub fn option_pairs(words: &[String]) -> Result<Vec<(String, String)>, String> {
+    let mut pairs = Vec::new();
+    let mut rest = words.iter();
+    while let Some(word) = rest.next() {
+        let Some(option) = word.strip_prefix("--").filter(|option| !option.is_empty()) else {
+            return Err(format!("expected an option --NAME VALUE, found '{word}'"));
+        };
+        let pair = match option.split_once('=') {
+            Some((name, value)) => (name.to_string(), value.to_string()),
+            None => {
+                let value = rest.next().ok_or_else(|| format!("--{option} needs a value"))?;
+                (option.to_string(), value.clone())
+            }
+        };
+        pairs.push(pair);
+    }
+    Ok(pairs)
+}
+
 /// The request of `forget-peer` for a [`peer_spec`].
 pub fn forget_peer_request(spec: Spec) -> Request {
     Request::ForgetPeer { resource: spec.resource.unwrap_or_default(), peer: spec.peer.unwrap_or_default() }

@@ -193,6 +193,18 @@ fn drbdadm_version_variables() {
 }
 
 #[test]
+fn runtime_option_words_become_pairs() {
+    let words = |line: &str| args(line);
+    let pair = |name: &str, value: &str| (name.to_string(), value.to_string());
+    assert_eq!(option_pairs(&words("--protocol A --ping-int=5")), Ok(vec![pair("protocol", "A"), pair("ping-int", "5")]));
+    assert_eq!(option_pairs(&words("--protocol")), Err("--protocol needs a value".to_string()));
+    assert!(option_pairs(&words("protocol A")).is_err_and(|error| error.contains("found 'protocol'")));
+    assert!(options_spec("r0/1", false).is_err_and(|error| error.contains("not a volume")));
+    assert!(options_spec("r0:bob", true).is_err_and(|error| error.contains("not a peer")));
+    assert_eq!(options_spec("r0:bob", false).map(|spec| spec.peer), Ok(Some("bob".to_string())));
+}
+
+#[test]
 fn drbdadm_forget_peer() {
     let expected = Request::ForgetPeer { resource: "r0".into(), peer: "bob".into() };
     check(Tool::Drbdadm, "forget-peer r0:bob", Invocation::Request(expected));
