@@ -55,6 +55,27 @@ pub fn print_simple_reply(request: &Request, reply: Reply) -> Result<(), CliErro
     }
 }
 
+/// Which of the runtime options verbs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OptionsKind {
+    /// `net-options RES[:PEER]`.
+    Net,
+    /// `disk-options RES[/VOL]`.
+    Disk,
+}
+
+/// `tandem net-options` / `disk-options`: sends the `--NAME VALUE` words as pairs and prints
+/// what changed.
+pub fn runtime_options(run_dir: &Path, spec: crate::compat::Spec, words: &[String], kind: OptionsKind) -> Result<(), CliError> {
+    let options = crate::compat::option_pairs(words).map_err(CliError::Refused)?;
+    let resource = spec.resource.unwrap_or_default();
+    let request = match kind {
+        OptionsKind::Net => Request::NetOptions { resource, peer: spec.peer, options },
+        OptionsKind::Disk => Request::DiskOptions { resource, volume: spec.volume, options },
+    };
+    simple(run_dir, &request)
+}
+
 /// `tandem status`: asks for a report and prints it as text or JSON.
 pub fn status(
     run_dir: &Path,

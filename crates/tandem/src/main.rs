@@ -82,16 +82,8 @@ fn run(cli: Cli) -> Result<(), CliError> {
         Command::WaitConnect { timeout, spec } => wait_connect::run(run_dir, &spec, timeout.map(std::time::Duration::from_secs)),
         Command::Role { spec } => compat::run_query(run_dir, compat::QueriedState::Role, &spec),
         Command::Cstate { spec } => compat::run_query(run_dir, compat::QueriedState::Connection, &spec),
-        Command::NetOptions { spec, options } => {
-            let options = compat::option_pairs(&options).map_err(CliError::Refused)?;
-            let request = admin::Request::NetOptions { resource: spec.resource.unwrap_or_default(), peer: spec.peer, options };
-            commands::simple(run_dir, &request)
-        }
-        Command::DiskOptions { spec, options } => {
-            let options = compat::option_pairs(&options).map_err(CliError::Refused)?;
-            let request = admin::Request::DiskOptions { resource: spec.resource.unwrap_or_default(), volume: spec.volume, options };
-            commands::simple(run_dir, &request)
-        }
+        Command::NetOptions { spec, options } => commands::runtime_options(run_dir, spec, &options, commands::OptionsKind::Net),
+        Command::DiskOptions { spec, options } => commands::runtime_options(run_dir, spec, &options, commands::OptionsKind::Disk),
         Command::ForgetPeer { spec } => commands::simple(run_dir, &compat::forget_peer_request(spec)),
         Command::GetGi(args) => gi::run(run_dir, &args.spec, args.on_disk(), false),
         Command::ShowGi(args) => gi::run(run_dir, &args.spec, args.on_disk(), true),
