@@ -19,6 +19,7 @@
 
 mod drbd_json;
 mod events;
+mod gi;
 mod protocol;
 mod report;
 mod status;
@@ -29,6 +30,7 @@ pub mod fixtures;
 
 pub use drbd_json::format_drbd_json;
 pub use events::{change_events, initial_events, EventsOptions};
+pub use gi::{format_get_gi, format_show_gi, Generations, LocalFlags, PeerFlags};
 pub use protocol::{decode_line, encode_line, AdminError, Reply, Request, LINE_BYTES_MAX};
 pub use report::{
     ConnectionStatus, DeviceStatus, PathStatus, PeerDeviceStatus, ResourceStatus, StatusReport,

@@ -9,6 +9,7 @@
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
+use crate::gi::Generations;
 use crate::report::StatusReport;
 
 /// Longest protocol line, in bytes, trailing newline included.
@@ -108,6 +109,10 @@ pub enum Request {
     Adjust {
         /// Which resource; `None` = all.
         resource: Option<String>,
+        /// Leave the connections' options alone (`--skip-net`): only disk options change.
+        /// Left out of the line when false, so older nodes understand it.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        skip_net: bool,
     },
     /// What the Selective Replication Manager measured and decided (`tandem srm status`);
     /// the reply's message is the text.
@@ -130,11 +135,62 @@ pub enum Request {
         /// Which peer (connection name); `None` = all peers.
         peer: Option<String>,
     },
-    /// Resume client I/O frozen by fencing (`tandem resume-io`, drbdadm's verb): after a
-    /// `fence-peer` failure under `fencing resource-and-stonith`.
+    /// Change connection options at run time (`tandem net-options RES[:PEER] --opt value`):
+    /// the ones `adjust` applies live, until the next `adjust`.
+    NetOptions {
+        /// The resource.
+        resource: String,
+        /// Only this peer (connection name); `None` = every peer.
+        peer: Option<String>,
+        /// `(option name, value)` pairs, names without the leading `--`.
+        options: Vec<(String, String)>,
+    },
+    /// Change disk options at run time (`tandem disk-options RES[/VOL] --opt value`):
+    /// on-io-error and the resync rate options, until the next `adjust`.
+    DiskOptions {
+        /// The resource.
+        resource: String,
+        /// Only this volume; `None` = every volume.
+        volume: Option<u16>,
+        /// `(option name, value)` pairs, names without the leading `--`.
+        options: Vec<(String, String)>,
+    },
+    /// Forget a peer that is not connected (`tandem forget-peer RES:PEER`, drbdadm's verb):
+    /// every block is out of sync for it, so a later connect is a full sync.
+    ForgetPeer {
+        /// The resource.
+        resource: String,
+        /// The peer (connection name).
+        peer: String,
+    },
+    /// Mark this node's consistent data Outdated, durably (`tandem outdate`, drbdadm's verb):
+    /// refused on a Primary and while connected.
+    Outdate {
+        /// Which resource; `None` = all.
+        resource: Option<String>,
+    },
+    /// Freeze client I/O (`tandem suspend-io`, drbdadm's verb): new writes and reads wait,
+    /// nothing fails, until `resume-io` (`suspended:user`).
+    SuspendIo {
+        /// Which resource; `None` = all.
+        resource: Option<String>,
+    },
+    /// Resume client I/O frozen by `suspend-io` or by fencing (`tandem resume-io`, drbdadm's
+    /// verb): fencing freezes it after a `fence-peer` failure under `fencing
+    /// resource-and-stonith`.
     ResumeIo {
         /// Which resource; `None` = all.
         resource: Option<String>,
+    },
+    /// The generation identifiers of a resource's volumes, per peer (`tandem get-gi` and
+    /// `show-gi`), answered with [`Reply::Generations`].
+    GetGi {
+        /// The resource.
+        resource: String,
+        /// Only this peer (connection name); `None` = every peer.
+        peer: Option<String>,
+        /// Only this volume; `None` = every volume.
+        volume: Option<u16>,
     },
     /// Drop connections to peers (`tandem disconnect [--peer NAME]`).
     Disconnect {
@@ -173,6 +229,12 @@ pub enum Reply {
     },
     /// The answer to [`Request::Status`].
     Status(StatusReport),
+    /// The answer to [`Request::GetGi`]: per volume, then per peer (sorted by name). A
+    /// struct variant: the `reply` tag cannot wrap a bare sequence.
+    Generations {
+        /// The records.
+        records: Vec<Generations>,
+    },
     /// One `events2` line (without a newline), streamed after [`Request::Events`].
     Event {
         /// The event line, e.g. `change resource name:r0 role:Primary`.

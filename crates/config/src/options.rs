@@ -6,6 +6,7 @@
 
 pub mod enums;
 pub(crate) mod field;
+mod overrides;
 pub(crate) mod set;
 pub mod table;
 mod typed;

@@ -9,6 +9,12 @@
 //! rcvbuf-size, connect-int, shared secret, verify-alg/csums-alg algorithm names, handlers. Refused as a whole (nothing applied): a file that does not load, a resource or
 //! host section that is gone, peers, addresses or volumes that changed.
 //!
+//! The plan ([`Plan`]) is also how `net-options` and `disk-options` apply their changes
+//! (`runtime_options.rs`); every applied plan records the peers' settings as now running.
+//!
+//! `--skip-net` (drbdadm's option) leaves every connection's options alone: only the
+//! volumes' disk options (on-io-error) change.
+//!
 //! Invariant: adjust either applies every live change of every selected resource, or (on a
 //! refusal found before anything was applied) none; the report lists each change.
 
@@ -29,8 +35,15 @@ pub(crate) struct NodeContext {
     pub(crate) node_name: String,
 }
 
+/// Which options an adjust applies.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Scope {
+    /// The connections' (net) options; false for `adjust --skip-net`.
+    pub(crate) net: bool,
+}
+
 /// One resource's planned changes.
-struct Plan {
+pub(crate) struct Plan {
     resource: Arc<Resource>,
     configs: Vec<PeerConfig>,
     /// Per peer: its new net options, for the settings of its running link.
@@ -40,47 +53,95 @@ struct Plan {
     on_io_error: Vec<(u16, repl::OnIoError)>,
     /// Per peer whose `fencing` changed: the new policy.
     fencing: Vec<(u8, repl::FencePolicy)>,
+    /// The peers' settings once applied (what `net-options` starts from next).
+    infos: Vec<PeerInfo>,
     report: Vec<String>,
 }
 
-/// Re-reads the configuration and applies it to the selected resources; returns the report.
-pub(crate) fn adjust(context: &NodeContext, selected: &[Arc<Resource>]) -> Result<String, String> {
-    let config = config::load(&context.config_path).map_err(|error| format!("{error}\nnothing was changed"))?;
-    let mut plans = Vec::new();
-    for resource in selected {
-        plans.push(plan(&config, resource, &context.node_name).map_err(|error| format!("{}: {error}; nothing was changed", resource.name))?);
+impl Plan {
+    /// Nothing to change yet.
+    pub(crate) fn new(resource: &Arc<Resource>) -> Plan {
+        Plan { resource: Arc::clone(resource), configs: Vec::new(), links: Vec::new(), on_io_error: Vec::new(), fencing: Vec::new(), infos: Vec::new(), report: Vec::new() }
     }
-    let mut lines = Vec::new();
-    for plan in plans {
-        for (peer, net) in &plan.links {
-            let tuning = plan.resource.tuning(*peer);
+
+    /// Plans the live changes that take `info`'s peer from its running settings to
+    /// `info`'s: the running link's buffers, the engine's settings, fencing.
+    pub(crate) fn peer(&mut self, info: &PeerInfo) {
+        let resource = Arc::clone(&self.resource);
+        let link_changes = link_changes(&resource, info);
+        if !link_changes.is_empty() {
+            self.report.push(format!("{}: {}", info.name, link_changes.join(", ")));
+            self.links.push((info.node_id, info.net.clone()));
+        }
+        let after = peer_config(info);
+        let running = resource.step(|engine, _, _| engine.peer_config(info.node_id));
+        let changes = live_changes(&running.unwrap_or_else(|| after.clone()), &after);
+        if !changes.is_empty() {
+            self.report.push(format!("{}: {}", info.name, changes.join(", ")));
+            self.configs.push(after);
+        }
+        let policy = crate::setup::fence_policy(info.net.fencing);
+        let running = resource.with_engine(|engine| engine.fence_policy(info.node_id));
+        if running.is_some_and(|running| running != policy) {
+            self.report.push(format!("{}: fencing {} -> {policy}", info.name, running.unwrap_or_default()));
+            self.fencing.push((info.node_id, policy));
+        }
+        self.infos.push(info.clone());
+    }
+
+    /// Plans `volume`'s `on-io-error` to become `wanted`.
+    pub(crate) fn on_io_error(&mut self, volume: u16, wanted: repl::OnIoError) {
+        let running = self.resource.with_engine(|engine| engine.on_io_error(volume));
+        if running.is_some_and(|running| running != wanted) {
+            self.report.push(format!("volume {volume}: on-io-error {:?} -> {wanted:?}", running.unwrap_or_default()));
+            self.on_io_error.push((volume, wanted));
+        }
+    }
+
+    /// Applies the plan; returns its report lines (`RES: no changes` when empty).
+    pub(crate) fn apply(self) -> Result<Vec<String>, String> {
+        let name = self.resource.name.clone();
+        for (peer, net) in &self.links {
+            let tuning = self.resource.tuning(*peer);
             tuning.set_async_buffer_bytes(net.async_buffer_bytes);
             tuning.set_compression(net.async_buffer_compress);
             let sndbuf = net.sndbuf_size_bytes;
-            plan.resource.set_sndbuf(*peer, sndbuf).map_err(|error| format!("{}: sndbuf-size {sndbuf}: {error}", plan.resource.name))?;
+            self.resource.set_sndbuf(*peer, sndbuf).map_err(|error| format!("{name}: sndbuf-size {sndbuf}: {error}"))?;
         }
-        for (volume, policy) in plan.on_io_error {
-            plan.resource.step(|engine, _, _| engine.set_on_io_error(volume, policy));
+        for (volume, policy) in self.on_io_error {
+            self.resource.step(|engine, _, _| engine.set_on_io_error(volume, policy));
         }
-        for (peer, policy) in plan.fencing {
-            plan.resource
-                .step(|engine, now, out| engine.set_fencing(now, peer, policy, out))
-                .map_err(|error| format!("{}: {error}", plan.resource.name))?;
+        for (peer, policy) in self.fencing {
+            self.resource.step(|engine, now, out| engine.set_fencing(now, peer, policy, out)).map_err(|error| format!("{name}: {error}"))?;
         }
-        for config in plan.configs {
-            plan.resource
-                .step(|engine, now, out| engine.reconfigure_peer(now, config, out))
-                .map_err(|error| format!("{}: {error}", plan.resource.name))?;
+        for config in self.configs {
+            self.resource.step(|engine, now, out| engine.reconfigure_peer(now, config, out)).map_err(|error| format!("{name}: {error}"))?;
         }
-        if plan.report.is_empty() {
-            lines.push(format!("{}: no changes", plan.resource.name));
+        for info in self.infos {
+            self.resource.set_live_peer(info);
         }
-        lines.extend(plan.report.into_iter().map(|line| format!("{}: {line}", plan.resource.name)));
+        if self.report.is_empty() {
+            return Ok(vec![format!("{name}: no changes")]);
+        }
+        Ok(self.report.into_iter().map(|line| format!("{name}: {line}")).collect())
+    }
+}
+
+/// Re-reads the configuration and applies it to the selected resources; returns the report.
+pub(crate) fn adjust(context: &NodeContext, selected: &[Arc<Resource>], scope: Scope) -> Result<String, String> {
+    let config = config::load(&context.config_path).map_err(|error| format!("{error}\nnothing was changed"))?;
+    let mut plans = Vec::new();
+    for resource in selected {
+        plans.push(plan(&config, resource, &context.node_name, scope).map_err(|error| format!("{}: {error}; nothing was changed", resource.name))?);
+    }
+    let mut lines = Vec::new();
+    for plan in plans {
+        lines.extend(plan.apply()?);
     }
     Ok(lines.join("\n"))
 }
 
-fn plan(config: &config::Config, resource: &Arc<Resource>, node: &str) -> Result<Plan, String> {
+fn plan(config: &config::Config, resource: &Arc<Resource>, node: &str, scope: Scope) -> Result<Plan, String> {
     let new = config.resources.iter().find(|r| r.name == resource.name).ok_or("the resource is no longer in the configuration")?;
     let host = new.host(node).ok_or_else(|| format!("the resource has no 'on {node}' section any more"))?;
     let (peers, listen) = peer_infos(new, host)?;
@@ -98,44 +159,19 @@ fn plan(config: &config::Config, resource: &Arc<Resource>, node: &str) -> Result
     if old_keys != new_keys {
         return Err("the peers or their addresses changed; restart the node to apply that".into());
     }
-    let mut configs = Vec::new();
-    let mut links = Vec::new();
-    let mut fencing = Vec::new();
-    let mut report = Vec::new();
-    for info in &peers {
+    let mut plan = Plan::new(resource);
+    for info in peers.iter().filter(|_| scope.net) {
         let Some(old) = resource.peers.iter().find(|p| p.node_id == info.node_id) else { continue };
-        let link_changes = link_changes(resource, info);
-        if !link_changes.is_empty() {
-            report.push(format!("{}: {}", info.name, link_changes.join(", ")));
-            links.push((info.node_id, info.net.clone()));
-        }
-        let running = resource.step(|engine, _, _| engine.peer_config(info.node_id));
-        let (before, after) = (running.unwrap_or_else(|| peer_config(old)), peer_config(info));
-        let changes = live_changes(&before, &after);
-        if !changes.is_empty() {
-            report.push(format!("{}: {}", info.name, changes.join(", ")));
-            configs.push(after);
-        }
-        let policy = crate::setup::fence_policy(info.net.fencing);
-        let running = resource.with_engine(|engine| engine.fence_policy(info.node_id));
-        if running.is_some_and(|running| running != policy) {
-            report.push(format!("{}: fencing {} -> {policy}", info.name, running.unwrap_or_default()));
-            fencing.push((info.node_id, policy));
-        }
+        plan.peer(info);
         let pending = pending_changes(old, info);
         if !pending.is_empty() {
-            report.push(format!("{}: changed but not applied until the node restarts: {}", info.name, pending.join(", ")));
+            plan.report.push(format!("{}: changed but not applied until the node restarts: {}", info.name, pending.join(", ")));
         }
     }
-    let mut on_io_error = Vec::new();
     for (volume, wanted) in crate::setup::on_io_error_of(host) {
-        let running = resource.with_engine(|engine| engine.on_io_error(volume));
-        if running.is_some_and(|running| running != wanted) {
-            report.push(format!("volume {volume}: on-io-error {:?} -> {wanted:?}", running.unwrap_or_default()));
-            on_io_error.push((volume, wanted));
-        }
+        plan.on_io_error(volume, wanted);
     }
-    Ok(Plan { resource: Arc::clone(resource), configs, links, on_io_error, fencing, report })
+    Ok(plan)
 }
 
 /// `name old -> new` for the running link's settings that differ.

@@ -60,13 +60,13 @@ async fn serve_client(stream: UnixStream, resources: &[Arc<Resource>], context: 
         let options = admin::EventsOptions { statistics, full };
         return stream_events(&mut write, resources, resource.as_deref(), options).await;
     }
-    if let Request::Adjust { resource } = request {
+    if let Request::Adjust { resource, skip_net } = request {
         let reply = match select(resources, resource.as_deref()) {
             Ok(selected) => {
                 let selected: Vec<Arc<Resource>> = selected.into_iter().cloned().collect();
                 let context = context.clone();
                 // Reading the configuration is file I/O: off the runtime's threads.
-                let result = tokio::task::spawn_blocking(move || adjust::adjust(&context, &selected)).await;
+                let result = tokio::task::spawn_blocking(move || adjust::adjust(&context, &selected, adjust::Scope { net: !skip_net })).await;
                 match result {
                     Ok(Ok(report)) => Reply::Ok { message: Some(report) },
                     Ok(Err(message)) => Reply::Error { message },
@@ -76,6 +76,9 @@ async fn serve_client(stream: UnixStream, resources: &[Arc<Resource>], context: 
             Err(message) => Reply::Error { message },
         };
         return send(&mut write, &reply).await;
+    }
+    if matches!(request, Request::NetOptions { .. } | Request::DiskOptions { .. }) {
+        return send(&mut write, &runtime_options(request, resources, context)).await;
     }
     let reply = if matches!(request, Request::Primary { .. }) {
         // A promotion may wait for fence-peer (up to its handler-timeout): off the runtime.
@@ -90,6 +93,21 @@ async fn serve_client(stream: UnixStream, resources: &[Arc<Resource>], context: 
 async fn send<W: AsyncWriteExt + Unpin>(write: &mut W, reply: &Reply) -> std::io::Result<()> {
     write.write_all(&admin::encode_line(reply)).await?;
     write.flush().await
+}
+
+/// `net-options` / `disk-options` on one resource; the reply lists what changed.
+fn runtime_options(request: Request, resources: &[Arc<Resource>], context: &NodeContext) -> Reply {
+    let result = match &request {
+        Request::NetOptions { resource, peer, options } => select(resources, Some(resource))
+            .and_then(|selected| selected.iter().map(|r| crate::runtime_options::net_options(r, peer.as_deref(), options, &context.node_name)).collect::<Result<Vec<_>, _>>()),
+        Request::DiskOptions { resource, volume, options } => select(resources, Some(resource))
+            .and_then(|selected| selected.iter().map(|r| crate::runtime_options::disk_options(r, *volume, options)).collect::<Result<Vec<_>, _>>()),
+        _ => Err("not a runtime options request".into()),
+    };
+    match result {
+        Ok(lines) => Reply::Ok { message: Some(lines.concat().join("\n")) },
+        Err(message) => Reply::Error { message },
+    }
 }
 
 /// The resources a request names (`None` or `all`: every one).
@@ -134,10 +152,24 @@ fn handle(request: Request, resources: &[Arc<Resource>]) -> Reply {
         Request::Disconnect { resource, peer } => (resource, Box::new(move |r| set_connect(r, peer.as_deref(), false))),
         Request::PauseSync { resource, peer } => (resource, Box::new(move |r| pause_sync(r, peer.as_deref(), true))),
         Request::ResumeSync { resource, peer } => (resource, Box::new(move |r| pause_sync(r, peer.as_deref(), false))),
-        Request::ResumeIo { resource } => (resource, Box::new(|r| r.step(|engine, now, out| engine.resume_io(now, out)).map_err(|e| format!("State change failed: {e}")))),
+        Request::ResumeIo { resource } => (resource, Box::new(|r| r.resume_io().map_err(|e| format!("State change failed: {e}")))),
+        Request::SuspendIo { resource } => (resource, Box::new(|r| {
+            r.suspend_io();
+            Ok(())
+        })),
+        Request::GetGi { resource, peer, volume } => {
+            let filter = crate::metadata::GiFilter { peer, volume };
+            return match select(resources, Some(&resource)).and_then(|selected| selected.iter().map(|r| r.generations(&filter)).collect::<Result<Vec<_>, _>>()) {
+                Ok(records) => Reply::Generations { records: records.into_iter().flatten().collect() },
+                Err(message) => Reply::Error { message },
+            };
+        }
+        Request::ForgetPeer { resource, peer } => (Some(resource), Box::new(move |r| forget_peer(r, &peer))),
+        Request::Outdate { resource } => (resource, Box::new(|r| r.step(|engine, now, out| engine.outdate(now, out)).map_err(|e| format!("State change failed: {e}")))),
         Request::Up { resource } => (resource, Box::new(up)),
         Request::Down { resource } => (resource, Box::new(down)),
         Request::Events { .. } => return Reply::Error { message: "events is a stream".into() },
+        Request::NetOptions { .. } | Request::DiskOptions { .. } => return Reply::Error { message: "runtime options are handled apart".into() },
         Request::Adjust { .. } => return Reply::Error { message: "adjust is handled apart".into() },
         Request::SrmStatus { resource } => {
             return match select(resources, resource.as_deref()) {
@@ -227,6 +259,13 @@ fn verify(resource: &Arc<Resource>, peer: Option<&str>) -> Result<(), String> {
 fn invalidate_remote(resource: &Arc<Resource>, peer: Option<&str>) -> Result<(), String> {
     for node_id in peer_ids(resource, peer)? {
         resource.step(|engine, _, out| engine.invalidate_remote(node_id, out)).map_err(|e| format!("State change failed: {e}"))?;
+    }
+    Ok(())
+}
+
+fn forget_peer(resource: &Arc<Resource>, peer: &str) -> Result<(), String> {
+    for node_id in peer_ids(resource, Some(peer))? {
+        resource.step(|engine, now, out| engine.forget_peer(now, node_id, out)).map_err(|e| format!("State change failed: {e}"))?;
     }
     Ok(())
 }

@@ -20,6 +20,7 @@ mod edge;
 mod export;
 mod fuse_export;
 mod handlers;
+mod held_reads;
 mod io_workers;
 mod link_stream;
 mod link_tuning;
@@ -29,6 +30,7 @@ mod metrics;
 mod peer;
 mod resource;
 mod resync_after;
+mod runtime_options;
 mod sd_notify;
 mod setup;
 mod srm_driver;
@@ -39,7 +41,7 @@ mod wire_map;
 use std::path::PathBuf;
 
 pub use disk::{DiskError, DISK_BYTES_MIN};
-pub use metadata::{create_md, dump_md, CreateOptions, MdTarget, MetadataError, VolumeDump};
+pub use metadata::{create_md, dump_md, outdate_md, read_generations, wipe_md, CreateOptions, GiFilter, MdTarget, MetadataError, VolumeDump};
 
 /// How `tandem node` was invoked.
 #[derive(Debug, Clone)]

@@ -83,6 +83,11 @@ impl MetaStore {
         MetaStore { file, written: Mutex::new(superblock) }
     }
 
+    /// The superblock as last written.
+    pub(crate) fn written(&self) -> Superblock {
+        self.written.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clone()
+    }
+
     /// Bytes of data the volume exports.
     pub(crate) fn data_bytes(&self) -> u64 {
         self.file.layout().data_bytes()

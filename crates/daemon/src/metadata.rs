@@ -15,8 +15,14 @@
 //! - All I/O is positioned at layout offsets, in whole 4 KiB pages.
 
 mod device;
+mod edit;
+mod gi;
 mod offline;
+mod signature;
 
+pub(crate) use gi::{volume_generations, GiPeer};
+pub use edit::{outdate_md, wipe_md};
+pub use gi::{read_generations, GiFilter};
 pub use offline::{create_md, dump_md, CreateOptions, MdTarget, VolumeDump};
 
 use std::path::PathBuf;
@@ -79,6 +85,10 @@ pub enum MetadataError {
     /// `create-md` found metadata and was not told to overwrite it.
     #[error("there is tandem metadata {place} already ({found}); pass --force to overwrite it (its generation identifiers and bitmaps are lost)")]
     Exists { place: String, found: String },
+    /// `create-md` found other data where it would write (a file system, a partition table,
+    /// DRBD's metadata) and was not told to overwrite it.
+    #[error("{place} holds {found}; create-md would overwrite it: check the configured disk, or pass --force to destroy it")]
+    ForeignData { place: String, found: String },
     /// The configuration file is invalid.
     #[error("{0}")]
     Config(#[from] config::ConfigError),

@@ -26,6 +26,7 @@ use tokio::sync::{mpsc, watch, OwnedSemaphorePermit};
 use crate::disk::Disk;
 use crate::digest::DigestKind;
 use crate::handlers::{self, HandlerEvent};
+use crate::held_reads::{HeldRead, HeldReads};
 use crate::io_workers::IoWorkers;
 use crate::link_tuning::{AsyncBuffer, LinkTuning};
 use crate::meta_store::{MetaJob, MetaStore};
@@ -218,6 +219,11 @@ pub(crate) struct Resource {
     tunings: Vec<(u8, Arc<LinkTuning>)>,
     /// `tls yes`: the certificates of the replication links.
     pub(crate) tls: Option<Arc<crate::tls::TlsSetup>>,
+    /// Client reads held by `suspend-io`.
+    held_reads: HeldReads,
+    /// Each peer's settings as they run (the start's, then as `adjust` and `net-options`
+    /// left them): what `net-options` changes from.
+    live_peers: Mutex<Vec<PeerInfo>>,
     start: Instant,
 }
 
@@ -272,7 +278,7 @@ impl Resource {
             name: parts.name,
             node_id: parts.node_id,
             listen: parts.listen,
-            peers: parts.peers,
+            peers: parts.peers.clone(),
             volume_layout: parts.volume_layout,
             minors: parts.minors,
             options: parts.options,
@@ -293,6 +299,8 @@ impl Resource {
             auto_promoted: AtomicBool::new(false),
             repl_states: Mutex::new(Vec::new()),
             fenced: Mutex::new(Vec::new()),
+            held_reads: HeldReads::default(),
+            live_peers: Mutex::new(parts.peers.clone()),
             start: Instant::now(),
         });
         resource.start_meta_writers(receivers)?;
@@ -1009,6 +1017,9 @@ impl Resource {
     /// A detached disk's reads go to an UpToDate peer; a read that fails with a disk error
     /// detaches the disk under `on-io-error detach` and is then retried through the peer.
     pub(crate) fn read(self: &Arc<Self>, volume: u16, offset: u64, length: u32, completion: Completion) {
+        let Some(HeldRead { completion, .. }) = self.held_reads.hold(HeldRead { volume, offset, length, completion }) else {
+            return;
+        };
         if self.disk(volume).is_some_and(|disk| disk.is_detached()) {
             self.read_through_peer(volume, offset, length, completion);
             return;
@@ -1029,6 +1040,36 @@ impl Resource {
                 Err(error) => completion.error(crate::export::errno_of(error)),
             }
         }));
+    }
+
+    /// The running settings of the peer with `node_id`.
+    pub(crate) fn live_peer(&self, node_id: u8) -> Option<PeerInfo> {
+        let live = self.live_peers.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        live.iter().find(|p| p.node_id == node_id).cloned()
+    }
+
+    /// Records a peer's settings as now running.
+    pub(crate) fn set_live_peer(&self, info: PeerInfo) {
+        let mut live = self.live_peers.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        match live.iter_mut().find(|p| p.node_id == info.node_id) {
+            Some(entry) => *entry = info,
+            None => live.push(info),
+        }
+    }
+
+    /// `suspend-io`: new client writes wait in the engine, new reads here, until `resume-io`.
+    pub(crate) fn suspend_io(self: &Arc<Self>) {
+        self.held_reads.suspend();
+        self.step(|engine, _, out| engine.suspend_io(out));
+    }
+
+    /// `resume-io`: lifts `suspend-io` and fencing's freeze; the held writes and reads go on.
+    pub(crate) fn resume_io(self: &Arc<Self>) -> Result<(), repl::StateError> {
+        let resumed = self.step(|engine, now, out| engine.resume_io(now, out));
+        for read in self.held_reads.resume() {
+            self.read(read.volume, read.offset, read.length, read.completion);
+        }
+        resumed
     }
 
     /// `attach`: every Diskless volume that has a backing disk shows Attaching, is checked
@@ -1068,6 +1109,37 @@ impl Resource {
             core.completions.insert(request, completion);
             core.engine.read_through_peer(request, volume, offset, u64::from(length), out);
         });
+    }
+
+    /// `get-gi`: the generation identifiers of the volumes and peers `filter` names, as the
+    /// engine holds them now (applied over the superblock last written).
+    pub(crate) fn generations(&self, filter: &crate::metadata::GiFilter) -> Result<Vec<admin::Generations>, String> {
+        let (status, metas, fencing) = self.with_engine(|engine| {
+            let metas: Vec<_> = self.metas.iter().map(|(volume, store)| (*volume, engine.meta(*volume), Arc::clone(store))).collect();
+            let fencing: Vec<bool> = self.peers.iter().map(|p| engine.fence_policy(p.node_id).is_some_and(|policy| policy != repl::FencePolicy::DontCare)).collect();
+            (engine.status(), metas, fencing)
+        });
+        let peers: Vec<crate::metadata::GiPeer> = self
+            .peers
+            .iter()
+            .zip(fencing)
+            .map(|(p, fencing)| {
+                let connected = status.peers.iter().any(|s| s.node_id == p.node_id && s.connection == ConnState::Connected);
+                crate::metadata::GiPeer { name: p.name.clone(), node_id: p.node_id, connected, fencing }
+            })
+            .collect();
+        let mut records = Vec::new();
+        for (volume, meta, store) in metas.into_iter().filter(|(volume, ..)| filter.volume.is_none_or(|wanted| *volume == wanted)) {
+            let mut superblock = store.written();
+            if let Some(meta) = meta {
+                meta.apply_to(&mut superblock);
+            }
+            records.extend(crate::metadata::volume_generations(&superblock, (&self.name, volume), &peers, filter)?);
+        }
+        match (filter.volume, records.is_empty()) {
+            (Some(volume), true) => Err(format!("no volume {volume} with a disk on this node")),
+            _ => Ok(records),
+        }
     }
 
     pub(crate) fn peer_name(&self, node_id: u8) -> String {

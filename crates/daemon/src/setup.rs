@@ -136,7 +136,7 @@ pub(crate) fn peer_infos(resource: &config::Resource, host: &config::Host) -> Re
         if !listen.contains(&local) {
             listen.push(local);
         }
-        let split_brain = split_brain_policies(resource, &connection.net)?;
+        let split_brain = split_brain_policies(&|name| resource.host(name).map(|host| host.node_id), &connection.net)?;
         let verify_alg = digest_of("verify-alg", connection.net.verify_alg.as_deref())?;
         let csums_alg = digest_of("csums-alg", connection.net.csums_alg.as_deref())?;
         peers.push(PeerInfo {
@@ -210,17 +210,16 @@ fn build_resource(resource: &config::Resource, host: &config::Host, pool: &Arc<B
 /// Each volume's `on-io-error` (a volume's `disk { }` section, else the resource's, else
 /// DRBD's default, `detach`).
 pub(crate) fn on_io_error_of(host: &config::Host) -> Vec<(u16, repl::OnIoError)> {
-    host.volumes
-        .iter()
-        .map(|v| {
-            let policy = match v.disk_options.on_io_error {
-                config::OnIoError::PassOn => repl::OnIoError::PassOn,
-                config::OnIoError::Detach => repl::OnIoError::Detach,
-                config::OnIoError::CallLocalIoError => repl::OnIoError::CallLocalIoError,
-            };
-            (v.number, policy)
-        })
-        .collect()
+    host.volumes.iter().map(|v| (v.number, on_io_error_policy(v.disk_options.on_io_error))).collect()
+}
+
+/// The engine's policy for a configured `on-io-error`.
+pub(crate) fn on_io_error_policy(option: config::OnIoError) -> repl::OnIoError {
+    match option {
+        config::OnIoError::PassOn => repl::OnIoError::PassOn,
+        config::OnIoError::Detach => repl::OnIoError::Detach,
+        config::OnIoError::CallLocalIoError => repl::OnIoError::CallLocalIoError,
+    }
 }
 
 /// A volume without a disk (`disk none;`): Diskless, no size, no bitmaps, no activity log.
@@ -349,7 +348,9 @@ fn resync_rate_config(options: &config::PeerDeviceOptions) -> ResyncRateConfig {
 
 /// The `after-sb-*` policies of a connection; `discard-node-NAME` must name a host of the
 /// resource.
-fn split_brain_policies(resource: &config::Resource, net: &config::NetOptions) -> Result<SplitBrainPolicies, String> {
+/// The after-sb policies of `net`; `node_id_of` finds the node id of a host the resource
+/// names (for `discard-node-NAME`).
+pub(crate) fn split_brain_policies(node_id_of: &dyn Fn(&str) -> Option<u8>, net: &config::NetOptions) -> Result<SplitBrainPolicies, String> {
     use config::{AfterSb0Pri as C0, AfterSb1Pri as C1, AfterSb2Pri as C2};
     let zero_primaries = match &net.after_sb_0pri {
         C0::Disconnect => AfterSb0Pri::Disconnect,
@@ -358,8 +359,8 @@ fn split_brain_policies(resource: &config::Resource, net: &config::NetOptions) -
         C0::DiscardZeroChanges => AfterSb0Pri::DiscardZeroChanges,
         C0::DiscardLeastChanges => AfterSb0Pri::DiscardLeastChanges,
         C0::DiscardNode(name) => {
-            let host = resource.host(name).ok_or_else(|| format!("after-sb-0pri discard-node-{name}: no host named '{name}' in the resource"))?;
-            let node = NodeId::new(host.node_id).map_err(|error| format!("after-sb-0pri discard-node-{name}: {error}"))?;
+            let node_id = node_id_of(name).ok_or_else(|| format!("after-sb-0pri discard-node-{name}: no host named '{name}' in the resource"))?;
+            let node = NodeId::new(node_id).map_err(|error| format!("after-sb-0pri discard-node-{name}: {error}"))?;
             AfterSb0Pri::DiscardNode(node)
         }
     };

@@ -28,10 +28,13 @@ mod activity_log;
 mod csums;
 mod detach;
 mod fence;
+mod forget;
 mod handshake;
 mod ahead;
 mod lag;
 mod leave;
+mod outdate;
+mod suspend;
 mod pause;
 mod quorum;
 mod reconcile;
@@ -441,6 +444,8 @@ pub struct Engine<P> {
     /// After `secondary --force`: every write and flush that completes fails with EIO, until
     /// the next promotion (`quorum.rs`, `demote_forced`).
     failing_pending: bool,
+    /// `suspend-io`: new client writes wait until `resume-io` (`suspended:user`).
+    user_suspended: bool,
     /// The disk states last sent to the connected peers (`State`); a change is sent at the
     /// next tick, so peers (and their quorum) see it without a reconnect.
     disks_announced: Vec<(u16, DiskState)>,
@@ -492,6 +497,7 @@ impl<P: Clone> Engine<P> {
             flushes: BTreeMap::new(),
             waiting: VecDeque::new(),
             failing_pending: false,
+            user_suspended: false,
             held: VecDeque::new(),
             reservations: BTreeMap::new(),
             lower_pending: 0,

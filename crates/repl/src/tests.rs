@@ -16,11 +16,14 @@ mod ahead;
 mod csums;
 mod diskless;
 mod fence;
+mod forget;
 mod lag;
 mod leave;
+mod outdate;
 mod pause;
 mod resync;
 mod resync_pace;
+mod suspend;
 mod three;
 mod verify;
 

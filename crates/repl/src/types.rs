@@ -521,8 +521,8 @@ pub enum StateError {
     /// peer (`connect --discard-my-data`); a Primary's data cannot be the one discarded.
     #[error("this node's data is to be discarded in its split brain with peer {peer} (connect --discard-my-data); let that resync run first, or promote with --force to keep this data after all")]
     DataToBeDiscarded { peer: String },
-    /// `resume-io` with nothing suspended by fencing.
-    #[error("I/O is not suspended by fencing")]
+    /// `resume-io` with nothing suspended by `suspend-io` or fencing.
+    #[error("I/O is not suspended (by suspend-io or fencing)")]
     NotSuspended,
     /// Promotion waits for the peers it counts towards quorum to answer a ping (call again).
     #[error("confirming quorum: the peers it counts were pinged; promotion waits for their answers")]
@@ -536,6 +536,15 @@ pub enum StateError {
     /// Online verify compares UpToDate data only.
     #[error("verify with peer {peer} needs UpToDate disks on both sides (local {local}, peer {peer_disk})")]
     VerifyNeedsUpToDate { peer: String, local: DiskState, peer_disk: DiskState },
+    /// `outdate` while connected: the disk states follow from the connection.
+    #[error("connected to peer {peer}; a connected node is not outdated by hand (disconnect first)")]
+    OutdateWhileConnected { peer: String },
+    /// `forget-peer` of a connected peer.
+    #[error("peer {peer} is connected; disconnect it before forgetting it")]
+    ForgetConnected { peer: String },
+    /// `outdate` of a volume without consistent data.
+    #[error("the disk is {0}; only consistent data (UpToDate or Consistent) can be marked Outdated")]
+    NotConsistent(DiskState),
 }
 
 /// A snapshot of everything `status` shows for one resource.

@@ -81,6 +81,48 @@ pub enum Command {
         #[arg(value_name = "RES[:PEER][/VOL]", value_parser = |text: &str| compat::query_spec(QueriedState::Disk, text))]
         spec: Spec,
     },
+    /// Print the generation identifiers, one line per volume and peer, in drbdsetup's
+    /// get-gi layout: CURRENT:BITMAP:HIST1:HIST2 (hex), then seven flags of this node and
+    /// five of the peer (0/1). From the running node, else from the metadata on disk.
+    GetGi(GiArgs),
+    /// Print the generation identifiers with what each value and flag means (drbdsetup's
+    /// show-gi). From the running node, else from the metadata on disk.
+    ShowGi(GiArgs),
+    /// Change connection options of the running node without editing the file, like
+    /// `drbdsetup net-options`: protocol, max-epoch-size, max-buffers, ping-int,
+    /// ping-timeout, timeout, ko-count, after-sb-0pri/1pri/2pri, on-congestion,
+    /// congestion-fill, congestion-extents, sndbuf-size, async-buffer,
+    /// async-buffer-compress, fencing. Not persistent: the next adjust brings back the
+    /// file's values.
+    NetOptions {
+        /// The resource, and optionally the peer (default: every peer).
+        #[arg(value_name = "RES[:PEER]", value_parser = |text: &str| compat::options_spec(text, false))]
+        spec: Spec,
+        /// The options, `--NAME VALUE` or `--NAME=VALUE`, with the file's units and ranges.
+        #[arg(value_name = "--NAME VALUE", trailing_var_arg = true, allow_hyphen_values = true, required = true)]
+        options: Vec<String>,
+    },
+    /// Change disk options of the running node without editing the file, like `drbdsetup
+    /// disk-options`: on-io-error, and the resync rate options resync-rate, c-plan-ahead,
+    /// c-delay-target, c-fill-target, c-max-rate, c-min-rate (for every volume: tandem keeps
+    /// one resync configuration per peer). Not persistent: the next adjust brings back the
+    /// file's values.
+    DiskOptions {
+        /// The resource, and optionally the volume (default: every volume).
+        #[arg(value_name = "RES[/VOL]", value_parser = |text: &str| compat::options_spec(text, true))]
+        spec: Spec,
+        /// The options, `--NAME VALUE` or `--NAME=VALUE`, with the file's units and ranges.
+        #[arg(value_name = "--NAME VALUE", trailing_var_arg = true, allow_hyphen_values = true, required = true)]
+        options: Vec<String>,
+    },
+    /// Forget a peer that is not connected (StandAlone or Connecting), like `drbdadm
+    /// forget-peer`: every block is marked out of sync for it and its last known disk state
+    /// is dropped, so a later connect is a full sync. Refused while connected.
+    ForgetPeer {
+        /// The resource and the peer.
+        #[arg(value_name = "RES:PEER", value_parser = compat::peer_spec)]
+        spec: Spec,
+    },
     /// Wait until the resource's connections (or the one to PEER) are Connected; fails at
     /// once on a StandAlone connection or a resource that is down.
     WaitConnect {
@@ -117,7 +159,10 @@ pub enum Command {
         /// Which `on NAME` section is this node (default: the host name).
         #[arg(long)]
         node: Option<String>,
-        /// Overwrite existing tandem metadata (its generation identifiers and bitmaps are lost).
+        /// Overwrite existing tandem metadata (its generation identifiers and bitmaps are
+        /// lost), or whatever else is there: without it, create-md refuses a device holding a
+        /// file system, swap, LUKS, a partition table or DRBD metadata where it would write
+        /// (the backing disk with internal metadata, the metadata device with external).
         #[arg(long)]
         force: bool,
         /// Peer bitmap slots to reserve, for peers added later (default: the configured peers).
@@ -127,6 +172,31 @@ pub enum Command {
         /// bits make the bitmap smaller and resyncs move more. Peers must use the same.
         #[arg(long, value_name = "SIZE", value_parser = parse_granularity)]
         bitmap_granularity: Option<u32>,
+        /// Resource name, or `all`.
+        #[arg(value_name = "RES")]
+        resource: String,
+    },
+    /// Mark this node's data Outdated, like `drbdadm outdate`: it will not be promoted
+    /// (without --force) before a resync from an UpToDate peer. Refused on a Primary, while
+    /// connected to a peer, and for Inconsistent data. With no node running, the flag is
+    /// written into the metadata on disk (like drbdmeta outdate); it survives a restart.
+    Outdate {
+        /// Where the metadata is when no node runs.
+        #[command(flatten)]
+        on_disk: OnDiskArgs,
+        /// Resource name, or `all`.
+        #[arg(value_name = "RES")]
+        resource: String,
+    },
+    /// Destroy this node's metadata of a resource, like `drbdadm wipe-md` (the node must be
+    /// stopped). Asks for confirmation on a terminal.
+    WipeMd {
+        /// Where the metadata is.
+        #[command(flatten)]
+        on_disk: OnDiskArgs,
+        /// Do not ask (required when standard input is not a terminal).
+        #[arg(long)]
+        force: bool,
         /// Resource name, or `all`.
         #[arg(value_name = "RES")]
         resource: String,
@@ -176,6 +246,42 @@ pub enum Command {
         #[arg(long, value_name = "DIR")]
         out: PathBuf,
     },
+}
+
+/// Where a verb finds this node's metadata when it works on it directly (no node running).
+#[derive(Debug, Args)]
+pub struct OnDiskArgs {
+    /// The drbd.conf-style configuration file.
+    #[arg(short, long, default_value = CONFIG_PATH_DEFAULT)]
+    pub config: PathBuf,
+    /// Which `on NAME` section is this node (default: the host name).
+    #[arg(long)]
+    pub node: Option<String>,
+}
+
+impl OnDiskArgs {
+    /// The same, for the metadata commands, with the resource they act on.
+    pub fn md_args(self, resource: String) -> crate::md::MdArgs {
+        crate::md::MdArgs { config: self.config, node: self.node, resource }
+    }
+}
+
+/// `tandem get-gi` and `show-gi`.
+#[derive(Debug, Args)]
+pub struct GiArgs {
+    /// Where the metadata is when no node runs.
+    #[command(flatten)]
+    pub on_disk: OnDiskArgs,
+    /// The resource, and optionally the peer and the volume.
+    #[arg(value_name = "RES[:PEER][/VOL]", value_parser = compat::gi_spec)]
+    pub spec: Spec,
+}
+
+impl GiArgs {
+    /// Where the metadata is when no node runs.
+    pub fn on_disk(&self) -> crate::gi::OnDisk {
+        crate::gi::OnDisk { config: self.on_disk.config.clone(), node: self.on_disk.node.clone() }
+    }
 }
 
 /// `tandem events` (and `drbdsetup events2`): drbdsetup's options.
@@ -264,7 +370,14 @@ pub enum SimpleVerb {
     Disconnect(PeerTarget),
     /// Re-read the configuration and apply what changed without dropping connections
     /// (protocol, buffers, timeouts, resync rates, after-sb policies).
-    Adjust(Target),
+    Adjust {
+        /// Leave the connections' options alone; only disk options change.
+        #[arg(long)]
+        skip_net: bool,
+        /// Which resource.
+        #[command(flatten)]
+        target: Target,
+    },
     /// The Selective Replication Manager: `tandem srm status [RES]` shows what it measured
     /// and decided.
     Srm {
@@ -277,8 +390,11 @@ pub enum SimpleVerb {
     PauseSync(PeerTarget),
     /// Let resyncs suspended by pause-sync run again.
     ResumeSync(PeerTarget),
-    /// Resume client I/O frozen by fencing (`fencing resource-and-stonith` after the
-    /// fence-peer handler failed or still runs); the lost peer stays unfenced.
+    /// Freeze client I/O: new writes and reads wait (nothing fails) until resume-io; status
+    /// shows `suspended:user`. Writes already in flight finish.
+    SuspendIo(Target),
+    /// Resume client I/O frozen by suspend-io or by fencing (`fencing resource-and-stonith`
+    /// after the fence-peer handler failed or still runs; the lost peer stays unfenced).
     ResumeIo(Target),
 }
 
@@ -333,8 +449,9 @@ impl SimpleVerb {
                 resource: resource_filter(&target),
                 peer,
             },
-            Self::Adjust(target) => Request::Adjust {
+            Self::Adjust { skip_net, target } => Request::Adjust {
                 resource: resource_filter(&target),
+                skip_net,
             },
             Self::Srm { command: SrmVerb::Status(target) } => Request::SrmStatus {
                 resource: resource_filter(&target),
@@ -348,6 +465,9 @@ impl SimpleVerb {
                 peer,
             },
             Self::ResumeIo(target) => Request::ResumeIo {
+                resource: resource_filter(&target),
+            },
+            Self::SuspendIo(target) => Request::SuspendIo {
                 resource: resource_filter(&target),
             },
         }

@@ -42,6 +42,16 @@ impl Session {
         })
     }
 
+    /// Like [`Session::open`], but `None` when no node runs at `run_dir` (the verbs that
+    /// then work on the metadata directly).
+    pub fn open_if_running(run_dir: &Path, request: &Request) -> Result<Option<Self>, CliError> {
+        match Self::open(run_dir, request) {
+            Ok(session) => Ok(Some(session)),
+            Err(CliError::NoNode { .. }) => Ok(None),
+            Err(error) => Err(error),
+        }
+    }
+
     /// The next reply, or `None` when the node has closed the connection.
     pub fn next_reply(&mut self) -> Result<Option<Reply>, CliError> {
         let mut line = Vec::new();
@@ -94,6 +104,7 @@ pub fn reply_kind(reply: &Reply) -> &'static str {
         Reply::Ok { .. } => "ok",
         Reply::Error { .. } => "error",
         Reply::Status(_) => "status",
+        Reply::Generations { .. } => "generations",
         Reply::Event { .. } => "event",
     }
 }

@@ -38,7 +38,12 @@ pub struct StatusFormat {
 
 /// Sends a request that is answered with `Ok` or `Error`, and prints the `Ok` message.
 pub fn simple(run_dir: &Path, request: &Request) -> Result<(), CliError> {
-    match Session::open(run_dir, request)?.reply()? {
+    print_simple_reply(request, Session::open(run_dir, request)?.reply()?)
+}
+
+/// Prints the `Ok` message of the reply to a request answered with `Ok` or `Error`.
+pub fn print_simple_reply(request: &Request, reply: Reply) -> Result<(), CliError> {
+    match reply {
         Reply::Ok { message } => {
             if let Some(message) = message {
                 terminal::print(&format!("{message}\n"))?;
@@ -48,6 +53,27 @@ pub fn simple(run_dir: &Path, request: &Request) -> Result<(), CliError> {
         Reply::Error { message } => Err(CliError::Refused(message)),
         other => Err(unexpected(request, &other)),
     }
+}
+
+/// Which of the runtime options verbs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OptionsKind {
+    /// `net-options RES[:PEER]`.
+    Net,
+    /// `disk-options RES[/VOL]`.
+    Disk,
+}
+
+/// `tandem net-options` / `disk-options`: sends the `--NAME VALUE` words as pairs and prints
+/// what changed.
+pub fn runtime_options(run_dir: &Path, spec: crate::compat::Spec, words: &[String], kind: OptionsKind) -> Result<(), CliError> {
+    let options = crate::compat::option_pairs(words).map_err(CliError::Refused)?;
+    let resource = spec.resource.unwrap_or_default();
+    let request = match kind {
+        OptionsKind::Net => Request::NetOptions { resource, peer: spec.peer, options },
+        OptionsKind::Disk => Request::DiskOptions { resource, volume: spec.volume, options },
+    };
+    simple(run_dir, &request)
 }
 
 /// `tandem status`: asks for a report and prints it as text or JSON.
@@ -204,5 +230,11 @@ fn request_kind(request: &Request) -> &'static str {
         Request::ResumeSync { .. } => "resume-sync",
         Request::ResumeIo { .. } => "resume-io",
         Request::Events { .. } => "events",
+        Request::GetGi { .. } => "get-gi",
+        Request::Outdate { .. } => "outdate",
+        Request::ForgetPeer { .. } => "forget-peer",
+        Request::NetOptions { .. } => "net-options",
+        Request::DiskOptions { .. } => "disk-options",
+        Request::SuspendIo { .. } => "suspend-io",
     }
 }

@@ -9,12 +9,19 @@
 //!   `drbdsetup wait-connect-resource RES [--wfc-timeout=S]` (as `tandem wait-connect`; the
 //!   OCF agent's `--degr-wfc-timeout=S --outdated-wfc-timeout=S` are accepted and ignored)
 //! - `drbdadm status [...]` as `drbdsetup status`; `drbdadm role|cstate|dstate RES`;
-//!   `drbdadm up|down|adjust|attach|detach|invalidate|resume-io RES`,
+//!   `drbdadm up|down|adjust|attach|detach|invalidate|suspend-io|resume-io RES`,
 //!   `drbdadm primary [--force] RES`, `secondary [--force] RES`,
 //!   `connect [--discard-my-data] RES[:PEER]`, `disconnect|invalidate-remote|verify|
 //!   pause-sync|resume-sync RES[:PEER]`, `new-current-uuid [--clear-bitmap] RES`;
+//!   `drbdadm forget-peer RES:PEER`; `drbdadm outdate RES` and `get-gi|show-gi
+//!   RES[:PEER][/VOL]`, which read the metadata
+//!   on disk when no node runs;
 //!   `drbdadm sh-resources`, `sh-dev|sh-minor|sh-ll-dev|sh-md-dev RES`, which read the
 //!   configuration instead of the node.
+//!
+//! `drbdadm -V` (or `--version`) prints drbdadm's shell-assignable version variables
+//! ([`version_text`]), naming the DRBD versions whose behaviour tandem follows; `drbdadm
+//! adjust --skip-net` leaves the connections' options alone.
 //!
 //! Where the node and the configuration are (one rule for both tools, as for tandem's own
 //! verbs): the node's run directory is `TANDEM_RUN_DIR`, else `/run/tandem`; the
@@ -78,7 +85,7 @@ impl Tool {
 
 const DRBDADM_SUPPORTED: &str = "status role cstate dstate up down primary secondary adjust \
 connect disconnect attach detach invalidate invalidate-remote verify pause-sync resume-sync \
-resume-io new-current-uuid sh-resources sh-dev sh-minor sh-ll-dev sh-md-dev";
+suspend-io resume-io new-current-uuid outdate forget-peer get-gi show-gi sh-resources sh-dev sh-minor sh-ll-dev sh-md-dev";
 const DRBDSETUP_SUPPORTED: &str = "events2 status role wait-connect-resource";
 
 /// A command line of either tool, understood.
@@ -113,6 +120,24 @@ pub enum Invocation {
     },
     /// A verb tandem's node carries out (`primary`, `up`, ...).
     Request(Request),
+    /// `drbdadm -V`: the version variables.
+    Version,
+    /// `drbdadm outdate RES`: the running node, else the metadata on disk.
+    Outdate {
+        /// The resource.
+        resource: String,
+        /// The configuration, for the metadata when no node runs.
+        config: PathBuf,
+    },
+    /// `drbdadm get-gi|show-gi RES[:PEER][/VOL]`.
+    Gi {
+        /// Which resource, peer and volume.
+        spec: Spec,
+        /// `show-gi`: every value explained.
+        explained: bool,
+        /// The configuration, for reading the metadata when no node runs.
+        config: PathBuf,
+    },
     /// An `sh-*` verb, answered from the configuration.
     Sh {
         /// Which one.
@@ -293,6 +318,10 @@ pub fn parse_spec(text: &str) -> Result<Spec, String> {
 pub fn parse(tool: Tool, args: &[String]) -> Result<Invocation, CompatError> {
     let (command, mut words) = Words::split(args).map_err(CompatError::BadOption)?;
     let Some(command) = command else {
+        if tool == Tool::Drbdadm && words.take(&["-V", "--version"]) {
+            words.finish("-V")?;
+            return Ok(Invocation::Version);
+        }
         return Err(CompatError::NoCommand { tool: tool.name(), supported: tool.supported() });
     };
     let unsupported = || CompatError::Unsupported { tool: tool.name(), command: command.clone(), supported: tool.supported() };
@@ -303,6 +332,19 @@ pub fn parse(tool: Tool, args: &[String]) -> Result<Invocation, CompatError> {
         (_, "role") => query(&words, &command, QueriedState::Role)?,
         (Tool::Drbdadm, "cstate") => query(&words, &command, QueriedState::Connection)?,
         (Tool::Drbdadm, "dstate") => query(&words, &command, QueriedState::Disk)?,
+        (Tool::Drbdadm, "forget-peer") => {
+            let text = words.positionals.first().cloned().unwrap_or_default();
+            let spec = words.spec(&command).and_then(|_| peer_spec(&text).map_err(|problem| usage(&command, problem)))?;
+            Invocation::Request(forget_peer_request(spec))
+        }
+        (Tool::Drbdadm, "outdate") => {
+            let resource = whole_resource(&words, &command)?.ok_or_else(|| usage(&command, "needs one resource name".to_string()))?;
+            Invocation::Outdate { resource, config: config_of(&words) }
+        }
+        (Tool::Drbdadm, "get-gi" | "show-gi") => {
+            let spec = words.spec(&command).and_then(|spec| one_resource(spec).map_err(|problem| usage(&command, problem)))?;
+            Invocation::Gi { spec, explained: command == "show-gi", config: config_of(&words) }
+        }
         (Tool::Drbdadm, verb) if verb.starts_with("sh-") => sh(&words, verb).ok_or_else(unsupported)??,
         (Tool::Drbdadm, verb) => Invocation::Request(request(&mut words, verb).ok_or_else(unsupported)??),
         (Tool::Drbdsetup, _) => return Err(unsupported()),
@@ -387,6 +429,68 @@ pub fn query_spec(state: QueriedState, text: &str) -> Result<Spec, String> {
     Ok(spec)
 }
 
+/// The configuration file: `-c FILE`, else tandem's default.
+fn config_of(words: &Words) -> PathBuf {
+    PathBuf::from(words.config.clone().unwrap_or_else(|| CONFIG_PATH_DEFAULT.to_string()))
+}
+
+/// `RES:PEER` as forget-peer takes it: one resource, one peer, no volume.
+pub fn peer_spec(text: &str) -> Result<Spec, String> {
+    let spec = one_resource(parse_spec(text)?)?;
+    match (&spec.peer, spec.volume) {
+        (Some(_), None) => Ok(spec),
+        (None, _) => Err(format!("'{text}' names no peer; write RES:PEER")),
+        (Some(_), Some(_)) => Err("takes no volume: a peer is forgotten for every volume".to_string()),
+    }
+}
+
+/// `RES[:PEER]` for net-options (`volume` false) or `RES[/VOL]` for disk-options.
+pub fn options_spec(text: &str, volume: bool) -> Result<Spec, String> {
+    let spec = one_resource(parse_spec(text)?)?;
+    match (volume, &spec.peer, spec.volume) {
+        (false, _, Some(_)) => Err("takes a peer, not a volume: RES[:PEER]".to_string()),
+        (true, Some(_), _) => Err("takes a volume, not a peer: RES[/VOL]".to_string()),
+        _ => Ok(spec),
+    }
+}
+
+/// `--NAME VALUE` and `--NAME=VALUE` words as `(NAME, VALUE)` pairs.
+pub fn option_pairs(words: &[String]) -> Result<Vec<(String, String)>, String> {
+    let mut pairs = Vec::new();
+    let mut rest = words.iter();
+    while let Some(word) = rest.next() {
+        let Some(option) = word.strip_prefix("--").filter(|option| !option.is_empty()) else {
+            return Err(format!("expected an option --NAME VALUE, found '{word}'"));
+        };
+        let pair = match option.split_once('=') {
+            Some((name, value)) => (name.to_string(), value.to_string()),
+            None => {
+                let value = rest.next().ok_or_else(|| format!("--{option} needs a value"))?;
+                (option.to_string(), value.clone())
+            }
+        };
+        pairs.push(pair);
+    }
+    Ok(pairs)
+}
+
+/// The request of `forget-peer` for a [`peer_spec`].
+pub fn forget_peer_request(spec: Spec) -> Request {
+    Request::ForgetPeer { resource: spec.resource.unwrap_or_default(), peer: spec.peer.unwrap_or_default() }
+}
+
+/// `RES[:PEER][/VOL]` as get-gi and show-gi accept it: one resource.
+pub fn gi_spec(text: &str) -> Result<Spec, String> {
+    one_resource(parse_spec(text)?)
+}
+
+fn one_resource(spec: Spec) -> Result<Spec, String> {
+    match spec.resource {
+        Some(_) => Ok(spec),
+        None => Err("needs one resource name".to_string()),
+    }
+}
+
 /// Prints `state` for `spec`, from the node's status report.
 pub fn run_query(run_dir: &Path, state: QueriedState, spec: &Spec) -> Result<(), CliError> {
     let report = commands::fetch_report(run_dir, spec.resource.clone())?;
@@ -398,7 +502,7 @@ pub fn run_query(run_dir: &Path, state: QueriedState, spec: &Spec) -> Result<(),
 fn request(words: &mut Words, verb: &str) -> Option<Result<Request, CompatError>> {
     let peer_verb = matches!(verb, "connect" | "disconnect" | "invalidate-remote" | "verify" | "pause-sync" | "resume-sync");
     let known = peer_verb
-        || matches!(verb, "up" | "down" | "adjust" | "attach" | "detach" | "invalidate" | "resume-io" | "primary" | "secondary" | "new-current-uuid");
+        || matches!(verb, "up" | "down" | "adjust" | "attach" | "detach" | "invalidate" | "suspend-io" | "resume-io" | "primary" | "secondary" | "new-current-uuid");
     if !known {
         return None;
     }
@@ -418,11 +522,12 @@ fn verb_request(words: &mut Words, verb: &str, spec: Spec) -> Request {
     match verb {
         "up" => Request::Up { resource },
         "down" => Request::Down { resource },
-        "adjust" => Request::Adjust { resource },
+        "adjust" => Request::Adjust { resource, skip_net: words.take(&["--skip-net"]) },
         "attach" => Request::Attach { resource },
         "detach" => Request::Detach { resource },
         "invalidate" => Request::Invalidate { resource },
         "resume-io" => Request::ResumeIo { resource },
+        "suspend-io" => Request::SuspendIo { resource },
         "primary" => Request::Primary { resource, force: words.take(&["--force"]) },
         "secondary" => Request::Secondary { resource, force: words.take(&["--force"]) },
         "new-current-uuid" => Request::NewCurrentUuid { resource, clear_bitmap: words.take(&["--clear-bitmap"]) },
@@ -444,7 +549,7 @@ fn sh(words: &Words, verb: &str) -> Option<Result<Invocation, CompatError>> {
         "sh-md-dev" => ShVerb::MetaDev,
         _ => return None,
     };
-    let config = PathBuf::from(words.config.clone().unwrap_or_else(|| CONFIG_PATH_DEFAULT.to_string()));
+    let config = config_of(words);
     let resource = match (sh_verb, words.spec(verb)) {
         (_, Err(error)) => return Some(Err(error)),
         (ShVerb::Resources, Ok(spec)) if spec == Spec::default() => None,
@@ -496,6 +601,14 @@ fn run(invocation: Invocation, run_dir: &Path) -> Result<(), CliError> {
         }
         Invocation::Query { state, spec } => run_query(run_dir, state, &spec),
         Invocation::Request(request) => commands::simple(run_dir, &request),
+        Invocation::Version => terminal::print(&version_text()).map(|_| ()),
+        Invocation::Outdate { resource, config } => {
+            crate::md::outdate(run_dir, crate::md::MdArgs { config, node: Some(node_name()?), resource })
+        }
+        Invocation::Gi { spec, explained, config } => {
+            let on_disk = crate::gi::OnDisk { config, node: Some(node_name()?) };
+            crate::gi::run(run_dir, &spec, on_disk, explained)
+        }
         Invocation::Sh { verb, config, resource } => {
             let loaded = config::load(&config).map_err(|error| CliError::Dump(error.to_string()))?;
             let node = node_name()?;
@@ -503,6 +616,30 @@ fn run(invocation: Invocation, run_dir: &Path) -> Result<(), CliError> {
             terminal::print(&text).map(|_| ())
         }
     }
+}
+
+/// The DRBD kernel module release whose behaviour tandem's node follows (DRBD 9.2), as
+/// `(major, minor, sublevel)`.
+const DRBD_KERNEL_FOLLOWED: (u8, u8, u8) = (9, 2, 0);
+/// The drbd-utils release whose command lines tandem's compat entry points follow.
+const DRBD_UTILS_FOLLOWED: (u8, u8, u8) = (9, 22, 0);
+
+/// What `drbdadm -V` prints: drbdadm's `NAME=VALUE` lines, values escaped for a shell's
+/// `eval` as drbdadm escapes them (a backslash before each space), so scripts that `eval`
+/// the output or grep one variable read tandem as the DRBD versions it follows.
+pub fn version_text() -> String {
+    let code = |(major, minor, sublevel): (u8, u8, u8)| format!("0x{major:02x}{minor:02x}{sublevel:02x}");
+    let dotted = |(major, minor, sublevel): (u8, u8, u8)| format!("{major}.{minor}.{sublevel}");
+    let buildtag = format!("GIT-hash: {} build by tandem {}", env!("TANDEM_COMMIT"), env!("CARGO_PKG_VERSION"));
+    let lines = [
+        ("DRBDADM_BUILDTAG", buildtag.replace(' ', "\\ ")),
+        ("DRBDADM_API_VERSION", "2".to_string()),
+        ("DRBD_KERNEL_VERSION_CODE", code(DRBD_KERNEL_FOLLOWED)),
+        ("DRBD_KERNEL_VERSION", dotted(DRBD_KERNEL_FOLLOWED)),
+        ("DRBDADM_VERSION_CODE", code(DRBD_UTILS_FOLLOWED)),
+        ("DRBDADM_VERSION", dotted(DRBD_UTILS_FOLLOWED)),
+    ];
+    lines.iter().map(|(name, value)| format!("{name}={value}\n")).collect()
 }
 
 /// `__DRBD_NODE__`, else the host name.

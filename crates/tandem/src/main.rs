@@ -24,6 +24,7 @@ mod demo;
 mod docs;
 mod dump;
 mod error;
+mod gi;
 mod logging;
 mod md;
 mod terminal;
@@ -81,6 +82,11 @@ fn run(cli: Cli) -> Result<(), CliError> {
         Command::WaitConnect { timeout, spec } => wait_connect::run(run_dir, &spec, timeout.map(std::time::Duration::from_secs)),
         Command::Role { spec } => compat::run_query(run_dir, compat::QueriedState::Role, &spec),
         Command::Cstate { spec } => compat::run_query(run_dir, compat::QueriedState::Connection, &spec),
+        Command::NetOptions { spec, options } => commands::runtime_options(run_dir, spec, &options, commands::OptionsKind::Net),
+        Command::DiskOptions { spec, options } => commands::runtime_options(run_dir, spec, &options, commands::OptionsKind::Disk),
+        Command::ForgetPeer { spec } => commands::simple(run_dir, &compat::forget_peer_request(spec)),
+        Command::GetGi(args) => gi::run(run_dir, &args.spec, args.on_disk(), false),
+        Command::ShowGi(args) => gi::run(run_dir, &args.spec, args.on_disk(), true),
         Command::Dstate { spec } => compat::run_query(run_dir, compat::QueriedState::Disk, &spec),
         Command::Node { config, node } => {
             logging::init();
@@ -100,6 +106,8 @@ fn run(cli: Cli) -> Result<(), CliError> {
             let options = daemon::CreateOptions { force, max_peers, bitmap_granularity_bytes: bitmap_granularity };
             md::create(md::MdArgs { config, node, resource }, options)
         }
+        Command::Outdate { on_disk, resource } => md::outdate(run_dir, on_disk.md_args(resource)),
+        Command::WipeMd { on_disk, force, resource } => md::wipe(on_disk.md_args(resource), force),
         Command::DumpMd { config, node, json, resource } => md::dump(md::MdArgs { config, node, resource }, json),
         Command::WaitSync { timeout, target } => wait_sync::run(run_dir, resource_filter(&target), timeout.map(std::time::Duration::from_secs)),
         Command::Demo => Ok(demo::run()?),

@@ -1,14 +1,21 @@
-//! `tandem create-md` and `tandem dump-md`: the offline metadata commands, like drbdadm's.
-//! They work on the metadata devices directly (no node involved) and are refused while a
-//! node holds a volume's metadata.
+//! `tandem create-md`, `dump-md` and `wipe-md`: the offline metadata commands, like
+//! drbdadm's. They work on the metadata devices directly (no node involved) and are refused
+//! while a node holds a volume's metadata. `tandem outdate` asks the running node, and works
+//! on the metadata directly when none runs.
+//!
+//! `wipe-md` destroys metadata: without `--force` it asks on a terminal and refuses when
+//! standard input is not one.
 //!
 //! Invariants: the resource argument is required; `all` means every resource with a section
 //! for this node. The node defaults to the host name, as `tandem node` does.
 
-use std::path::PathBuf;
+use std::io::{BufRead, IsTerminal, Write};
+use std::path::{Path, PathBuf};
 
+use admin::Request;
 use daemon::{CreateOptions, MdTarget, MetadataError};
 
+use crate::client::Session;
 use crate::error::CliError;
 use crate::terminal::{self, Written};
 
@@ -26,8 +33,51 @@ pub struct MdArgs {
 /// `tandem create-md`: format the metadata of this node's volumes; one line per volume.
 pub fn create(args: MdArgs, options: CreateOptions) -> Result<(), CliError> {
     let target = target(args)?;
+    print_lines(|report| daemon::create_md(&target, options, report))
+}
+
+/// `tandem outdate`: the running node marks its data Outdated; with no node running, the
+/// metadata on disk is marked so directly.
+pub fn outdate(run_dir: &Path, args: MdArgs) -> Result<(), CliError> {
+    let request = Request::Outdate { resource: Some(args.resource.clone()).filter(|resource| resource != "all") };
+    if let Some(session) = Session::open_if_running(run_dir, &request)? {
+        return crate::commands::print_simple_reply(&request, session.reply()?);
+    }
+    let target = target(args)?;
+    print_lines(|report| daemon::outdate_md(&target, report))
+}
+
+/// `tandem wipe-md`: destroy the metadata of this node's volumes (node stopped).
+pub fn wipe(args: MdArgs, force: bool) -> Result<(), CliError> {
+    if !force {
+        confirm_wipe(&args.resource)?;
+    }
+    let target = target(args)?;
+    print_lines(|report| daemon::wipe_md(&target, report))
+}
+
+/// Asks on the terminal; refuses when standard input is not one.
+fn confirm_wipe(resource: &str) -> Result<(), CliError> {
+    let stdin = std::io::stdin();
+    if !stdin.is_terminal() {
+        return Err(CliError::Refused(
+            "wipe-md destroys the metadata (generation identifiers and bitmaps) and standard input is not a terminal to confirm it on; pass --force".into(),
+        ));
+    }
+    eprint!("Destroy the tandem metadata of {resource} on this node? Its generation identifiers and bitmaps are lost. Type 'yes' to go on: ");
+    let _ = std::io::stderr().flush();
+    let mut answer = String::new();
+    stdin.lock().read_line(&mut answer).map_err(CliError::Stdin)?;
+    if answer.trim() != "yes" {
+        return Err(CliError::Refused("not confirmed; nothing was changed".into()));
+    }
+    Ok(())
+}
+
+/// Runs an offline metadata command that reports one line per volume, printing each.
+fn print_lines(command: impl FnOnce(&mut dyn FnMut(&str)) -> Result<(), MetadataError>) -> Result<(), CliError> {
     let mut printed = Ok(Written::Done);
-    let result = daemon::create_md(&target, options, &mut |line| {
+    let result = command(&mut |line| {
         if matches!(printed, Ok(Written::Done)) {
             printed = terminal::print(&format!("{line}\n"));
         }

@@ -123,6 +123,7 @@ fn replies_are_tagged_by_reply() {
     let line = encode_line(&status);
     assert!(line.starts_with(br#"{"reply":"status","resources":[{"name":"r0""#));
     assert_eq!(decode_line::<Reply>(&line).expect("decodes"), status);
+    check_reply(Reply::Generations { records: Vec::new() }, r#"{"reply":"generations","records":[]}"#);
 }
 
 #[test]

@@ -41,6 +41,11 @@ impl OptionSet {
         Ok(())
     }
 
+    /// Adds a setting, replacing one of the same option.
+    pub fn replace(&mut self, setting: Setting) {
+        self.settings.insert(setting.spec.name, setting);
+    }
+
     /// Merges `layers`, later ones winning.
     pub fn layered(layers: &[&OptionSet]) -> OptionSet {
         let mut merged = OptionSet::default();

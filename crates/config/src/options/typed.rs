@@ -40,6 +40,13 @@ macro_rules! option_struct {
                 Self { $($field: set.field::<$type>($option),)+ }
             }
 
+            /// A copy with `overrides` (`(option name, value)`, as on a command line) applied,
+            /// each checked as in a file; only options named in `allowed` may change (the
+            /// error lists them).
+            pub fn with_overrides(&self, allowed: &[&str], overrides: &[(String, String)]) -> Result<Self, String> {
+                super::overrides::apply(self.values(), allowed, overrides).map(|set| Self::from_set(&set))
+            }
+
             /// Every option with its value in DRBD's unit (`None` = unset), in field order.
             pub(crate) fn values(&self) -> Vec<(&'static table::OptionSpec, Option<Value>)> {
                 let mut values = Vec::new();

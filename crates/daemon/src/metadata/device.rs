@@ -144,7 +144,7 @@ impl Area {
     }
 
     /// The superblock's offset within the area, as placement and device size give it.
-    fn superblock_offset(&self) -> Option<u64> {
+    pub(super) fn superblock_offset(&self) -> Option<u64> {
         match self.placement {
             Placement::Internal => (self.backing_bytes / SUPERBLOCK_BYTES * SUPERBLOCK_BYTES)
                 .checked_sub(SUPERBLOCK_BYTES),
@@ -196,6 +196,20 @@ impl Area {
             place: self.describe(),
             hint,
         }
+    }
+
+    /// The first bytes (at most `len`) of what `create-md` writes over: the backing device
+    /// from its start with internal metadata (the file system there reaches its end), the
+    /// area from its start with external metadata.
+    pub(super) fn read_head(&self, len: usize) -> Result<Vec<u8>, MetadataError> {
+        let size_bytes = match self.placement {
+            Placement::Internal => self.backing_bytes,
+            Placement::External { metadata_bytes } => metadata_bytes,
+        };
+        let len = usize::try_from(size_bytes).map_or(len, |size| size.min(len));
+        let mut head = vec![0; len];
+        self.read_at(0, &mut head, "first bytes")?;
+        Ok(head)
     }
 
     /// Read exactly `buf.len()` bytes at area offset `offset`.

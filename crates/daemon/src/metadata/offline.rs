@@ -7,6 +7,8 @@
 //! - Formatting writes the superblock last, after zeroed bitmaps and a formatted ring are
 //!   durable, and first destroys an old superblock: a crash part-way leaves no valid
 //!   superblock over stale bitmaps.
+//! - Without `--force`, `create-md` refuses an area that holds tandem metadata, DRBD's
+//!   metadata, or a file-system, swap, LUKS or partition-table signature, naming it.
 //! - `dump-md` only reads, under a shared lock, so it is refused while a node runs.
 
 use std::path::PathBuf;
@@ -15,7 +17,7 @@ use meta::superblock::SUPERBLOCK_MAGIC;
 use meta::{AlUpdates, DumpSources, Layout, LayoutConfig, MetaDump, Superblock, SuperblockFlags};
 
 use super::device::{Access, Area};
-use super::{MetaFile, MetaSpec, MetadataError, BLOCK_LEN};
+use super::{signature, MetaFile, MetaSpec, MetadataError, BLOCK_LEN};
 
 /// The volumes an offline metadata command acts on.
 #[derive(Debug, Clone)]
@@ -66,19 +68,21 @@ impl VolumeDump {
 }
 
 /// One selected volume.
-struct Selected {
-    resource: String,
-    volume: u16,
-    spec: MetaSpec,
+pub(super) struct Selected {
+    pub(super) resource: String,
+    pub(super) volume: u16,
+    pub(super) spec: MetaSpec,
     al_updates: bool,
+    /// The configured peers' names and node ids.
+    pub(super) peer_names: Vec<(String, u8)>,
 }
 
 impl Selected {
-    fn name(&self) -> String {
+    pub(super) fn name(&self) -> String {
         format!("{}/{}", self.resource, self.volume)
     }
 
-    fn error(&self, source: MetadataError) -> MetadataError {
+    pub(super) fn error(&self, source: MetadataError) -> MetadataError {
         MetadataError::Volume {
             volume: self.name(),
             source: Box::new(source),
@@ -128,6 +132,7 @@ fn prepare_create(
                 found,
             });
         }
+        refuse_foreign_data(&area)?;
     }
     let peers = u8::try_from(volume.spec.peers.len()).unwrap_or(u8::MAX);
     let peer_slots = peers
@@ -175,6 +180,22 @@ fn existing(area: &Area) -> Result<Option<String>, MetadataError> {
         ),
         Err(error) => format!("damaged: {error}"),
     }))
+}
+
+/// Refuses an area holding DRBD's metadata where DRBD keeps its superblock, or a file
+/// system, swap, LUKS or partition-table signature at the start of what `create-md` writes
+/// over (see `signature.rs`). With external metadata that is the metadata device, not the
+/// data disk: a file system there is the data tandem will replicate.
+fn refuse_foreign_data(area: &Area) -> Result<(), MetadataError> {
+    let drbd = area.read_superblock_block()?.as_deref().and_then(signature::drbd_metadata);
+    let found = match drbd {
+        Some(what) => Some(format!("{what} {}", area.describe())),
+        None => signature::head_signature(&area.read_head(signature::HEAD_BYTES)?),
+    };
+    match found {
+        Some(found) => Err(MetadataError::ForeignData { place: area.path_text(), found }),
+        None => Ok(()),
+    }
 }
 
 fn flag_words(flags: SuperblockFlags) -> String {
@@ -265,7 +286,7 @@ fn dump_volume(volume: &Selected) -> Result<VolumeDump, MetadataError> {
 
 /// The volumes of `target.node` in the selected resources; diskless ones are reported and
 /// skipped.
-fn select(target: &MdTarget, report: &mut dyn FnMut(&str)) -> Result<Vec<Selected>, MetadataError> {
+pub(super) fn select(target: &MdTarget, report: &mut dyn FnMut(&str)) -> Result<Vec<Selected>, MetadataError> {
     let config = config::load(&target.config)?;
     let file = target.config.display();
     let node = &target.node;
@@ -294,11 +315,12 @@ fn select(target: &MdTarget, report: &mut dyn FnMut(&str)) -> Result<Vec<Selecte
             continue;
         };
         any_host = true;
-        let peers: Vec<u8> = resource
+        let peer_names: Vec<(String, u8)> = resource
             .connections_of(&host.name)
             .filter_map(|connection| resource.host(connection.peer_of(&host.name)?))
-            .map(|peer| peer.node_id)
+            .map(|peer| (peer.name.clone(), peer.node_id))
             .collect();
+        let peers: Vec<u8> = peer_names.iter().map(|(_, node_id)| *node_id).collect();
         for volume in &host.volumes {
             let Some(disk) = &volume.disk else {
                 report(&format!(
@@ -319,6 +341,7 @@ fn select(target: &MdTarget, report: &mut dyn FnMut(&str)) -> Result<Vec<Selecte
                 volume: volume.number,
                 spec,
                 al_updates: volume.disk_options.al_updates,
+                peer_names: peer_names.clone(),
             });
         }
     }

@@ -710,3 +710,75 @@ fn human_bytes_picks_the_unit_and_rounds_down() {
         assert_eq!(human_bytes(bytes), expected, "{bytes}");
     }
 }
+
+fn write_bytes(path: &Path, offset: u64, bytes: &[u8]) {
+    let file = OpenOptions::new().write(true).open(path).expect("open for write");
+    file.write_all_at(bytes, offset).expect("write");
+}
+
+/// drbdmeta's check before create-md: a file system, partition table or DRBD metadata where
+/// create-md would write is named and nothing is written unless `--force`.
+#[test]
+fn create_md_refuses_foreign_data_unless_forced() {
+    let forced = CreateOptions { force: true, ..CreateOptions::default() };
+    // Internal metadata: an ext4 file system on the backing device.
+    let fixture = Fixture::new("meta-disk internal;");
+    write_bytes(&fixture.disk(), 1080, &[0x53, 0xEF]);
+    let message = fixture.create(CreateOptions::default()).expect_err("must refuse").to_string();
+    assert!(message.contains("ext2/ext3/ext4 file system") && message.contains("--force"), "{message}");
+    assert!(matches!(open_error(&fixture.internal()), MetadataError::Missing { .. }), "a refusal wrote metadata");
+    fixture.create(forced).expect("forced over the file system");
+
+    // Internal metadata: DRBD 9's superblock magic where DRBD keeps it (the last 4 KiB).
+    let fixture = Fixture::new("meta-disk internal;");
+    write_bytes(&fixture.disk(), BACKING_BYTES - 4096 + 60, &0x8374_026du32.to_be_bytes());
+    let message = fixture.create(CreateOptions::default()).expect_err("must refuse").to_string();
+    assert!(message.contains("DRBD 9 metadata at the end of"), "{message}");
+
+    // External metadata: XFS on the metadata device is refused; a file system on the data
+    // disk is the data to replicate and is left alone.
+    let fixture = Fixture::new("meta-disk META;");
+    let meta = fixture.path("alice.meta");
+    fixture.set_size(&meta, 8 * MIB);
+    write_bytes(&meta, 0, b"XFSB");
+    let message = fixture.create(CreateOptions::default()).expect_err("must refuse").to_string();
+    assert!(message.contains("alice.meta holds an XFS file system"), "{message}");
+    write_bytes(&meta, 0, &[0; 4]);
+    write_bytes(&fixture.disk(), 0, b"XFSB");
+    created(&fixture);
+}
+
+/// get-gi with the node stopped reads the superblock: one record per peer, sorted by name,
+/// with the identifiers and flags on disk.
+#[test]
+fn generations_are_read_from_disk_per_peer() {
+    let fixture = Fixture::new("meta-disk internal;");
+    created(&fixture);
+    let (file, mut superblock) = open(&fixture.internal());
+    superblock.current_uuid = 0xAB00;
+    superblock.history_uuids[0] = 0x1200;
+    superblock.flags.consistent = true;
+    if let Some(slot) = superblock.peers.iter_mut().find(|slot| slot.node_id == Some(2)) {
+        slot.bitmap_uuid = 0x1200;
+        slot.flags.outdated = true;
+    }
+    file.write_superblock(&superblock).expect("write");
+    drop(file);
+    let all = read_generations(&fixture.target(), &GiFilter::default()).expect("read");
+    let lines = admin::format_get_gi(&all);
+    assert_eq!(
+        lines,
+        "000000000000AB00:0000000000000000:0000000000001200:0000000000000000:1:0:0:0:1:0:0:0:0:0:0:1\n\
+         000000000000AB00:0000000000001200:0000000000001200:0000000000000000:1:0:0:0:1:0:0:0:1:0:0:1\n"
+    );
+    assert_eq!(all.iter().map(|record| record.peer.as_str()).collect::<Vec<_>>(), ["bob", "carol"]);
+    let carol = GiFilter { peer: Some("carol".into()), volume: Some(0) };
+    assert_eq!(read_generations(&fixture.target(), &carol).expect("carol").len(), 1);
+    for (filter, message) in [
+        (GiFilter { peer: Some("zed".into()), volume: None }, "no connection named 'zed'"),
+        (GiFilter { peer: None, volume: Some(3) }, "no volume 3"),
+    ] {
+        let error = read_generations(&fixture.target(), &filter).expect_err("must refuse").to_string();
+        assert!(error.contains(message), "{error}");
+    }
+}

@@ -129,6 +129,9 @@ impl<P: Clone> Engine<P> {
     /// Why client I/O is suspended, DRBD's words (`fencing`, `quorum`); empty: it is not.
     pub fn suspend_reasons(&self) -> Vec<&'static str> {
         let mut reasons = Vec::new();
+        if self.user_suspended() {
+            reasons.push("user");
+        }
         if self.fencing_freezes() {
             reasons.push("fencing");
         }
@@ -168,11 +171,13 @@ impl<P: Clone> Engine<P> {
         self.update_quorum(now, out);
     }
 
-    /// `resume-io`: client I/O held by fencing goes on (the peers stay unfenced).
+    /// `resume-io`: client I/O held by `suspend-io` or by fencing goes on (the peers stay
+    /// unfenced).
     pub fn resume_io(&mut self, now: Time, out: &mut Vec<Action<P>>) -> Result<(), StateError> {
-        if !self.fencing_freezes() {
+        if !self.fencing_freezes() && !self.user_suspended() {
             return Err(StateError::NotSuspended);
         }
+        self.resume_user_io(now, out);
         self.unfreeze(now, out);
         Ok(())
     }

@@ -120,7 +120,7 @@ impl<P: Clone> Engine<P> {
     /// Whether application writes are frozen for want of quorum (`suspended:quorum`) or by
     /// fencing (`suspended:fencing`).
     pub fn io_suspended(&self) -> bool {
-        (self.role == Role::Primary && self.quorum_blocks_new_writes()) || self.fencing_freezes()
+        (self.role == Role::Primary && self.quorum_blocks_new_writes()) || self.fencing_freezes() || self.user_suspended()
     }
 
     /// Why this node has no quorum, in words (for refusals and logs).
@@ -334,10 +334,10 @@ impl<P: Clone> Engine<P> {
         !self.quorum_held && self.quorum.on_loss == OnNoQuorum::SuspendIo
     }
 
-    /// Whether a new write must wait before it starts: quorum's suspend-io or fencing's
-    /// freeze.
+    /// Whether a new write must wait before it starts: quorum's suspend-io, fencing's
+    /// freeze or the administrator's `suspend-io`.
     pub(super) fn new_writes_wait(&self) -> bool {
-        self.quorum_blocks_new_writes() || self.fencing_freezes()
+        self.quorum_blocks_new_writes() || self.fencing_freezes() || self.user_suspended()
     }
 
     /// Whether a new write is refused at once for lack of quorum (io-error).

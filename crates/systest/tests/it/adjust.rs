@@ -63,3 +63,49 @@ fn adjust_changes_the_protocol_live_and_refuses_what_it_cannot_apply() {
         cluster.status(ALICE).connection_state(NODE_NAMES[BOB]) == "Connected"
     });
 }
+
+/// `adjust --skip-net` (drbdadm's option, also through the `drbdadm` entry point) leaves the
+/// connection's options as they run; a plain adjust applies them afterwards.
+#[test]
+fn adjust_skip_net_leaves_the_connection_options_alone() {
+    let cluster = Cluster::connected(Spec::two_nodes('C'));
+    edit_config(&cluster, ALICE, |text| text.replace("protocol C;", "protocol A;"));
+    let report = cluster.admin_ok(ALICE, &["adjust", "--skip-net", RESOURCE]);
+    assert!(report.contains("r0: no changes"), "report: {report}");
+    assert_eq!(protocol_seen(&cluster, ALICE), "C");
+    let report = cluster.admin_ok(ALICE, &["adjust", RESOURCE]);
+    assert!(report.contains("bob: protocol C -> A"), "report: {report}");
+    assert_eq!(protocol_seen(&cluster, ALICE), "A");
+}
+
+/// Runtime `net-options` and `disk-options` (drbdsetup's verbs): the options change on the
+/// running connection through adjust's path, each starting from the running values; unknown
+/// options and invalid values are refused with the list or the reason; the next adjust
+/// brings the file's values back (not persistent, as in DRBD).
+#[test]
+fn net_options_and_disk_options_change_the_running_values_until_adjust() {
+    let cluster = Cluster::connected(Spec::two_nodes('C'));
+    let connects = connects_logged(&cluster, ALICE);
+    let report = cluster.admin_ok(ALICE, &["net-options", RESOURCE, "--protocol", "A", "--ping-timeout=25"]);
+    assert!(report.contains("bob: protocol C -> A") && report.contains("ping-timeout 2s -> 2.5s"), "report: {report}");
+    assert_eq!(protocol_seen(&cluster, ALICE), "A");
+    let report = cluster.admin_ok(ALICE, &["net-options", "r0:bob", "--ko-count", "3"]);
+    assert!(report.contains("ko-count 7 -> 3") && !report.contains("protocol"), "report: {report}");
+    assert_eq!(protocol_seen(&cluster, ALICE), "A", "a second net-options starts from the running values");
+
+    let refused = cluster.admin(ALICE, &["net-options", RESOURCE, "--shared-secret", "x"]);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success() && stderr.contains("'--shared-secret'") && stderr.contains("protocol, max-epoch-size"), "{stderr}");
+    let refused = cluster.admin(ALICE, &["net-options", RESOURCE, "--protocol", "Q"]);
+    assert!(!refused.status.success() && String::from_utf8_lossy(&refused.stderr).contains("protocol"), "{refused:?}");
+
+    let report = cluster.admin_ok(ALICE, &["disk-options", RESOURCE, "--on-io-error", "pass_on", "--resync-rate", "100M"]);
+    assert!(report.contains("volume 0: on-io-error") && report.contains("bob: resync options"), "report: {report}");
+    let refused = cluster.admin(ALICE, &["disk-options", "r0/0", "--al-extents", "1000"]);
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("on-io-error, resync-rate"), "{refused:?}");
+
+    let report = cluster.admin_ok(ALICE, &["adjust", RESOURCE]);
+    assert!(report.contains("protocol A -> C") && report.contains("ko-count 3 -> 7"), "adjust brings the file back: {report}");
+    assert_eq!(protocol_seen(&cluster, ALICE), "C");
+    assert_eq!(connects_logged(&cluster, ALICE), connects, "no option change dropped the connection");
+}

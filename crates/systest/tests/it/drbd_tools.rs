@@ -4,7 +4,8 @@
 //! `TANDEM_RUN_DIR`, and checks `drbdsetup events2 --now --statistics`, `tandem events
 //! --now --statistics`, `drbdsetup status --json`, `drbdadm role|cstate|dstate|sh-*`, a
 //! Nagios-style check script that finds `drbdadm` on its PATH, a switchover with `drbdadm
-//! secondary` / `primary` seen through `may_promote`, the refusal of `drbdadm outdate`, and
+//! secondary` / `primary` seen through `may_promote`, `drbdadm outdate` refused on the
+//! Primary, `drbdadm -V` and `get-gi`, the refusal of a verb tandem lacks, and
 //! drbd-reactor's `drbd_*` metric names on the node's Prometheus listener, including every
 //! series that `contrib/`'s Grafana dashboard and Prometheus alert rules use.
 
@@ -165,10 +166,19 @@ fn drbd_tools_read_and_drive_a_live_three_node_cluster() {
     tool_ok(&cluster, BOB, "drbdadm", &["primary", RESOURCE]);
     assert_eq!(tool_ok(&cluster, BOB, "drbdadm", &["role", RESOURCE]), "Primary\n");
 
+    // drbdadm outdate exists now (issue 27 item 5): on the Primary it is refused, exit 1.
     let refused = tool(&cluster, BOB, "drbdadm", &["outdate", RESOURCE]);
+    assert_eq!(refused.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(stderr.contains("Primary"), "{stderr}");
+    let version = tool_ok(&cluster, BOB, "drbdadm", &["-V"]);
+    assert!(version.lines().any(|line| line == "DRBD_KERNEL_VERSION_CODE=0x090200"), "{version}");
+    let gi = tool_ok(&cluster, BOB, "drbdadm", &["get-gi", &format!("{RESOURCE}:alice")]);
+    assert_eq!(gi.trim().split(':').count(), 16, "get-gi: {gi}");
+    let refused = tool(&cluster, BOB, "drbdadm", &["wipe-md", RESOURCE]);
     assert_eq!(refused.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&refused.stderr);
-    assert!(stderr.contains("'outdate' is not supported by tandem's drbdadm"), "{stderr}");
+    assert!(stderr.contains("'wipe-md' is not supported by tandem's drbdadm"), "{stderr}");
 }
 
 fn check_status_json(cluster: &Cluster) {

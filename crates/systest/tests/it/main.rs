@@ -36,6 +36,8 @@
 //! - `edge`: the peer listener's edge (issue 27): a connection from an unconfigured
 //!   address is closed unread and logged once; a flood of idle connections from a peer's
 //!   address stays within the handshake limit and does not keep the peer from reconnecting.
+//! - `day2`: the day-2 verbs of issue 27 item 5 (get-gi/show-gi, outdate, wipe-md,
+//!   forget-peer, suspend-io, runtime net-options/disk-options) on live and stopped nodes.
 //! - `metrics`: the Prometheus listener (`metrics-address`): key metrics and labels, counters
 //!   that grow with writes, 404/405/400 answers, loopback for a bare port, a busy port.
 //!
@@ -86,6 +88,7 @@ mod async_buffer;
 mod auth;
 mod cluster;
 mod config_errors;
+mod day2;
 mod diskless;
 mod drbd_tools;
 mod edge;

@@ -74,7 +74,8 @@ fn drbdadm_verbs_become_requests() {
     check(Tool::Drbdadm, "secondary r0", request(Request::Secondary { resource: some("r0"), force: false }));
     check(Tool::Drbdadm, "up all", request(Request::Up { resource: None }));
     check(Tool::Drbdadm, "-c /etc/drbd.conf down r0", request(Request::Down { resource: some("r0") }));
-    check(Tool::Drbdadm, "adjust r0", request(Request::Adjust { resource: some("r0") }));
+    check(Tool::Drbdadm, "adjust r0", request(Request::Adjust { resource: some("r0"), skip_net: false }));
+    check(Tool::Drbdadm, "adjust --skip-net r0", request(Request::Adjust { resource: some("r0"), skip_net: true }));
     check(
         Tool::Drbdadm,
         "connect --discard-my-data r0:bob",
@@ -104,7 +105,7 @@ fn drbdadm_queries_and_sh_verbs() {
 
 #[test]
 fn the_rest_is_refused_by_name() {
-    check_refused(Tool::Drbdadm, "outdate r0", "'outdate' is not supported by tandem's drbdadm");
+    check_refused(Tool::Drbdadm, "wipe-md r0", "'wipe-md' is not supported by tandem's drbdadm");
     check_refused(Tool::Drbdadm, "resize r0", "'resize' is not supported");
     check_refused(Tool::Drbdadm, "sh-ip r0", "'sh-ip' is not supported");
     check_refused(Tool::Drbdsetup, "primary r0", "'primary' is not supported by tandem's drbdsetup");
@@ -170,4 +171,62 @@ fn report_of() -> StatusReport {
     alice.peer_devices.push(unknown);
     r0.connections.push(alice);
     fixtures::report(vec![r0])
+}
+
+/// `drbdadm -V`: the variables scripts `eval` or grep (LINSTOR reads
+/// `DRBD_KERNEL_VERSION_CODE`), one `NAME=VALUE` per line, values without a bare space.
+#[test]
+fn drbdadm_version_variables() {
+    check(Tool::Drbdadm, "-V", Invocation::Version);
+    check(Tool::Drbdadm, "--version", Invocation::Version);
+    check_refused(Tool::Drbdsetup, "-V", "no command given");
+    let text = version_text();
+    let names: Vec<&str> = text.lines().filter_map(|line| line.split_once('=').map(|(name, _)| name)).collect();
+    let expected = ["DRBDADM_BUILDTAG", "DRBDADM_API_VERSION", "DRBD_KERNEL_VERSION_CODE", "DRBD_KERNEL_VERSION", "DRBDADM_VERSION_CODE", "DRBDADM_VERSION"];
+    assert_eq!(names, expected, "{text}");
+    assert!(text.contains("DRBD_KERNEL_VERSION_CODE=0x090200\n"), "{text}");
+    assert!(text.contains("DRBDADM_VERSION=9.22.0\n"), "{text}");
+    for line in text.lines() {
+        let value = line.split_once('=').map(|(_, value)| value).unwrap_or_default();
+        assert!(!value.replace("\\ ", "").contains(' '), "unescaped space in {line}");
+    }
+}
+
+#[test]
+fn runtime_option_words_become_pairs() {
+    let words = |line: &str| args(line);
+    let pair = |name: &str, value: &str| (name.to_string(), value.to_string());
+    assert_eq!(option_pairs(&words("--protocol A --ping-int=5")), Ok(vec![pair("protocol", "A"), pair("ping-int", "5")]));
+    assert_eq!(option_pairs(&words("--protocol")), Err("--protocol needs a value".to_string()));
+    assert!(option_pairs(&words("protocol A")).is_err_and(|error| error.contains("found 'protocol'")));
+    assert!(options_spec("r0/1", false).is_err_and(|error| error.contains("not a volume")));
+    assert!(options_spec("r0:bob", true).is_err_and(|error| error.contains("not a peer")));
+    assert_eq!(options_spec("r0:bob", false).map(|spec| spec.peer), Ok(Some("bob".to_string())));
+}
+
+#[test]
+fn drbdadm_forget_peer() {
+    let expected = Request::ForgetPeer { resource: "r0".into(), peer: "bob".into() };
+    check(Tool::Drbdadm, "forget-peer r0:bob", Invocation::Request(expected));
+    check_refused(Tool::Drbdadm, "forget-peer r0", "names no peer");
+    check_refused(Tool::Drbdadm, "forget-peer r0:bob/0", "takes no volume");
+    check_refused(Tool::Drbdadm, "forget-peer", "names no resource");
+}
+
+#[test]
+fn drbdadm_outdate() {
+    let config = PathBuf::from("/etc/drbd.conf");
+    check(Tool::Drbdadm, "-c /etc/drbd.conf outdate r0", Invocation::Outdate { resource: "r0".into(), config });
+    check_refused(Tool::Drbdadm, "outdate", "needs one resource name");
+    check_refused(Tool::Drbdadm, "outdate r0:bob", "not a peer");
+}
+
+#[test]
+fn drbdadm_get_gi_and_show_gi() {
+    let spec = Spec { resource: some("r0"), peer: some("bob"), volume: Some(0) };
+    let config = PathBuf::from(CONFIG_PATH_DEFAULT);
+    check(Tool::Drbdadm, "get-gi r0:bob/0", Invocation::Gi { spec: spec.clone(), explained: false, config: config.clone() });
+    check(Tool::Drbdadm, "show-gi r0:bob/0", Invocation::Gi { spec, explained: true, config });
+    check_refused(Tool::Drbdadm, "get-gi", "needs one resource name");
+    check_refused(Tool::Drbdadm, "get-gi all", "needs one resource name");
 }

@@ -63,7 +63,7 @@ fn unsupported_commands_are_refused_by_name_with_status_2() {
     let bin = tempfile::tempdir().expect("tempdir");
     let run_dir = bin.path().join("no-node");
     for (name, args, expected) in [
-        ("drbdadm", &["outdate", "r0"][..], "drbdadm: 'outdate' is not supported by tandem's drbdadm"),
+        ("drbdadm", &["wipe-md", "r0"][..], "drbdadm: 'wipe-md' is not supported by tandem's drbdadm"),
         ("drbdsetup", &["resize", "r0"][..], "drbdsetup: 'resize' is not supported by tandem's drbdsetup"),
         ("drbdsetup", &["events2", "--diff"][..], "drbdsetup: events2: unknown option '--diff'"),
     ] {
