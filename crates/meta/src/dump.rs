@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use crate::activity_log::{FullResyncReason, Recovery, AL_EXTENT_BYTES};
 use crate::layout::Placement;
-use crate::superblock::{uuid_hex, PeerFlags, Superblock, SuperblockFlags, SUPERBLOCK_VERSION};
+use crate::superblock::{uuid_hex, PeerFlags, Superblock, SuperblockFlags};
 use crate::Bitmap;
 
 /// What a dump is made from.
@@ -116,7 +116,7 @@ impl MetaDump {
     pub fn new(sources: DumpSources<'_>) -> MetaDump {
         let superblock = sources.superblock;
         MetaDump {
-            version: SUPERBLOCK_VERSION,
+            version: superblock.format_version(),
             node_id: superblock.node_id,
             layout: layout_dump(superblock),
             flags: superblock.flags,

@@ -64,7 +64,7 @@ pub use activity_log::{
 pub use bitmap::{Bitmap, RleDecoder, RleEncoder};
 pub use dump::{DumpSources, MetaDump};
 pub use error::MetaError;
-pub use layout::{Layout, LayoutConfig, Placement, Region};
+pub use layout::{GrowTarget, Layout, LayoutConfig, Placement, Region};
 pub use superblock::{
     PeerFlags, PeerSlot, Superblock, SuperblockFlags, UUID_JUST_CREATED, UUID_PRIMARY_BIT,
 };
