@@ -404,6 +404,21 @@ impl Layout {
         Ok(grown)
     }
 
+    /// The byte range of the data that a grow from this layout to `grown` must resync (as
+    /// `(offset, length)`, None if empty): the whole new area, or with `assume_clean` (the
+    /// administrator vouches that what the device grew by reads the same on every node) only
+    /// the part of it that belonged to the old device: the old metadata and the gap before
+    /// it, which differ between nodes.
+    pub fn grow_resync_range(&self, grown: &Layout, assume_clean: bool) -> Option<(u64, u64)> {
+        let start = self.data_bytes;
+        let end = if assume_clean {
+            grown.data_bytes.min(self.config.backing_bytes)
+        } else {
+            grown.data_bytes
+        };
+        (end > start).then(|| (start, end - start))
+    }
+
     /// The configuration this layout was computed from.
     pub fn config(&self) -> &LayoutConfig {
         &self.config

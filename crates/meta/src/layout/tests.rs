@@ -271,12 +271,13 @@ const MIB: u64 = 1 << 20;
 #[test]
 fn grow_table() {
     type Expect = Result<u64, fn(&MetaError) -> bool>;
+    type Case = (&'static str, Layout, Placement, u64, Option<u64>, Expect);
     let internal = Placement::Internal;
     let external = |metadata_bytes| Placement::External { metadata_bytes };
     let old_internal = Layout::compute(&config(internal, GIB)).expect("valid");
     let old_external = Layout::compute(&config(external(MIB), GIB)).expect("valid");
     let natural = |backing| Layout::compute(&config(internal, backing)).expect("valid").data_bytes();
-    let cases: Vec<(&str, Layout, Placement, u64, Option<u64>, Expect)> = vec![
+    let cases: Vec<Case> = vec![
         ("internal doubles", old_internal, internal, 2 * GIB, None, Ok(natural(2 * GIB))),
         ("internal capped", old_internal, internal, 2 * GIB, Some(GIB + MIB + 100), Ok(GIB + MIB)),
         ("unchanged is a no-op", old_internal, internal, GIB, None, Ok(old_internal.data_bytes())),
@@ -317,4 +318,22 @@ fn grow_by_the_metadata_size_is_enough() {
         .grow(&GrowTarget { placement: Placement::Internal, backing_bytes: needed_bytes, data_bytes_max: None })
         .expect("the suggested size is enough");
     assert!(grown.data_bytes() > old.data_bytes());
+}
+
+/// What a grow resyncs: all of the new area, or with `--assume-clean` only the old device's
+/// tail (its old metadata), never what the device grew by.
+#[test]
+fn grow_resync_range_table() {
+    let old = Layout::compute(&config(Placement::Internal, GIB)).expect("valid");
+    let target = GrowTarget { placement: Placement::Internal, backing_bytes: 2 * GIB, data_bytes_max: None };
+    let grown = old.grow(&target).expect("grows");
+    let tail = GIB - old.data_bytes();
+    assert_eq!(old.grow_resync_range(&grown, false), Some((old.data_bytes(), grown.data_bytes() - old.data_bytes())));
+    assert_eq!(old.grow_resync_range(&grown, true), Some((old.data_bytes(), tail)));
+    assert_eq!(old.grow_resync_range(&old, false), None, "no grow, nothing to resync");
+    let external = Layout::compute(&config(Placement::External { metadata_bytes: MIB }, GIB)).expect("valid");
+    let target = GrowTarget { placement: Placement::External { metadata_bytes: MIB }, backing_bytes: 2 * GIB, data_bytes_max: None };
+    let grown = external.grow(&target).expect("grows");
+    assert_eq!(external.grow_resync_range(&grown, true), None, "external: the old device was all data");
+    assert_eq!(external.grow_resync_range(&grown, false), Some((GIB, GIB)));
 }
