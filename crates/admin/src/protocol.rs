@@ -130,6 +130,21 @@ pub enum Request {
         /// Which peer (connection name); `None` = all peers.
         peer: Option<String>,
     },
+    /// Grow volumes online after every node's backing device grew (`tandem resize`,
+    /// drbdadm's verb): the nodes agree on the smallest size their devices offer (or
+    /// `size_bytes` if smaller), move their metadata, and resync the new area (unless
+    /// `assume_clean`). The reply's message says the new sizes.
+    Resize {
+        /// Which resource; `None` = all.
+        resource: Option<String>,
+        /// Which volume; `None` = every volume.
+        volume: Option<u16>,
+        /// Grow to at most this many bytes (`--size`); `None` = as large as every node allows.
+        size_bytes: Option<u64>,
+        /// The new area reads the same on every node (e.g. freshly extended, zeroed files):
+        /// it is not resynced.
+        assume_clean: bool,
+    },
     /// Resume client I/O frozen by fencing (`tandem resume-io`, drbdadm's verb): after a
     /// `fence-peer` failure under `fencing resource-and-stonith`.
     ResumeIo {

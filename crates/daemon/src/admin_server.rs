@@ -77,8 +77,9 @@ async fn serve_client(stream: UnixStream, resources: &[Arc<Resource>], context: 
         };
         return send(&mut write, &reply).await;
     }
-    let reply = if matches!(request, Request::Primary { .. }) {
-        // A promotion may wait for fence-peer (up to its handler-timeout): off the runtime.
+    let reply = if matches!(request, Request::Primary { .. } | Request::Resize { .. }) {
+        // A promotion may wait for fence-peer (up to its handler-timeout), a resize for every
+        // node to grow: off the runtime.
         let resources = resources.to_vec();
         tokio::task::spawn_blocking(move || handle(request, &resources)).await.unwrap_or_else(|error| Reply::Error { message: format!("primary failed: {error}") })
     } else {
@@ -139,6 +140,12 @@ fn handle(request: Request, resources: &[Arc<Resource>]) -> Reply {
         Request::Down { resource } => (resource, Box::new(down)),
         Request::Events { .. } => return Reply::Error { message: "events is a stream".into() },
         Request::Adjust { .. } => return Reply::Error { message: "adjust is handled apart".into() },
+        Request::Resize { resource, volume, size_bytes, assume_clean } => {
+            return match select(resources, resource.as_deref()) {
+                Ok(selected) => resize(&selected, volume, size_bytes, assume_clean),
+                Err(message) => Reply::Error { message },
+            };
+        }
         Request::SrmStatus { resource } => {
             return match select(resources, resource.as_deref()) {
                 Ok(selected) => Reply::Ok { message: Some(selected.iter().map(|r| srm_status(r)).collect::<Vec<_>>().join("\n")) },
@@ -237,6 +244,17 @@ fn srm_status(resource: &Arc<Resource>) -> String {
         Some(view) => view.render(&resource.name).trim_end().to_owned(),
         None => format!("{} srm:off (set `srm on;` or `srm advise;` in the resource's options)", resource.name),
     }
+}
+
+fn resize(selected: &[&Arc<Resource>], volume: Option<u16>, size_bytes: Option<u64>, assume_clean: bool) -> Reply {
+    let mut lines = Vec::new();
+    for resource in selected {
+        match resource.resize(volume, size_bytes, assume_clean) {
+            Ok(text) => lines.push(text),
+            Err(error) => return Reply::Error { message: format!("{}: {error}", resource.name) },
+        }
+    }
+    Reply::Ok { message: Some(lines.join("\n")) }
 }
 
 fn pause_sync(resource: &Arc<Resource>, peer: Option<&str>, paused: bool) -> Result<(), String> {

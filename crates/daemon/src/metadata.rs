@@ -15,13 +15,12 @@
 //! - All I/O is positioned at layout offsets, in whole 4 KiB pages.
 
 mod device;
-// Used by tests until the resize command wires it (next change).
-#[cfg_attr(not(test), allow(dead_code))]
 mod grow;
 mod offline;
 
-#[cfg_attr(not(test), allow(unused_imports))]
-pub(crate) use grow::{Grow, MoveStep};
+pub(crate) use grow::Grow;
+#[cfg(test)]
+pub(crate) use grow::MoveStep;
 pub use offline::{create_md, dump_md, CreateOptions, MdTarget, VolumeDump};
 
 use std::path::PathBuf;

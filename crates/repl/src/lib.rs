@@ -117,7 +117,7 @@ pub use resync_rate::{
 pub use state::{ConnState, DiskState, Protocol, ReplState, Role};
 pub use types::{
     Action, DigestAlg, DiskOp, EngineStatus, Followed, IoError, IoId, Op, PeerMessage, PeerStatus, PeerVolumeStatus,
-    RequestId, ResyncProgress, StateError, Time, UuidsMessage, UuidsPurpose, VerifyOutcome,
+    RequestId, ResizeStep, ResyncProgress, StateError, Time, UuidsMessage, UuidsPurpose, VerifyOutcome,
     VolumeMeta, VolumeStatus, WriteFlags,
 };
 pub use uuid::{

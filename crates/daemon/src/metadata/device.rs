@@ -146,6 +146,22 @@ impl Area {
         })
     }
 
+    /// The device sizes as they are now (they may have grown since the area was opened):
+    /// the backing device's size and the placement with the external area's size.
+    pub(super) fn sizes_now(&self) -> Result<(u64, Placement), MetadataError> {
+        match self.placement_now {
+            Placement::Internal => Ok((size_of(&self.file, &self.path)?, Placement::Internal)),
+            Placement::External { metadata_bytes } => {
+                let backing = self.backing.as_ref().map(|file| size_of(file, &self.path)).transpose()?;
+                let metadata_bytes = match self.index {
+                    Some(_) => metadata_bytes,
+                    None => size_of(&self.file, &self.path)?,
+                };
+                Ok((backing.unwrap_or(self.device_bytes), Placement::External { metadata_bytes }))
+            }
+        }
+    }
+
     /// The path as text, for messages.
     pub(super) fn path_text(&self) -> String {
         display(&self.path)

@@ -65,9 +65,10 @@ impl MetaFile {
     /// The layout of this metadata on the device as it is now, with the data capped at
     /// `data_bytes_max` (the size the nodes agreed on); refused as [`Layout::grow`] refuses.
     pub(crate) fn plan_grow(&self, data_bytes_max: Option<u64>) -> Result<Layout, MetadataError> {
+        let (backing_bytes, placement) = self.area.sizes_now()?;
         let target = GrowTarget {
-            placement: self.area.placement_now,
-            backing_bytes: self.area.device_bytes,
+            placement,
+            backing_bytes,
             data_bytes_max,
         };
         self.layout
@@ -81,6 +82,7 @@ impl MetaFile {
     /// Every slot's bitmap read from disk and grown to `layout`, with `resync` (an
     /// `(offset, length)` of the new data) marked in the slots in use. For a node that is not
     /// running (and for tests); a running node grows the engine's bitmaps instead.
+    #[cfg(test)]
     pub(crate) fn grown_bitmaps(
         &self,
         superblock: &Superblock,
@@ -145,8 +147,10 @@ impl MetaFile {
         self.area.sync().map_err(|e| io("sync the new superblock", e))?;
         // Committed: from here on this file is the new metadata.
         self.layout = new;
-        self.area.backing_bytes = self.area.device_bytes;
-        self.area.placement = self.area.placement_now;
+        self.area.backing_bytes = new.config().backing_bytes;
+        self.area.device_bytes = new.config().backing_bytes;
+        self.area.placement = new.config().placement;
+        self.area.placement_now = new.config().placement;
         if old.config().placement == Placement::Internal && old != new {
             before_write(MoveStep::ClearOld).map_err(|e| io("clear the old metadata", e))?;
             self.zero(old_metadata(&old))
