@@ -97,7 +97,11 @@ fn grow_backing(cluster: &Cluster, index: usize, fill: u8) -> u64 {
 /// (DRBD's default of 250 KiB/s would take minutes), also while the writer keeps the
 /// application busy (`c-min-rate` is what a resync gets then).
 fn spec() -> Spec {
-    Spec::two_nodes('C').internal_metadata().disk_line("c-plan-ahead 0;").disk_line("resync-rate 64M;").disk_line("c-min-rate 32M;")
+    fast_resync(Spec::two_nodes('C').internal_metadata())
+}
+
+fn fast_resync(spec: Spec) -> Spec {
+    spec.disk_line("c-plan-ahead 0;").disk_line("resync-rate 64M;").disk_line("c-min-rate 32M;")
 }
 
 fn size_bytes(cluster: &Cluster, index: usize) -> u64 {
@@ -203,4 +207,33 @@ fn resize_refuses_when_a_peer_did_not_grow_and_when_it_is_not_connected() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(!output.status.success() && stderr.contains(bob), "refused naming bob: {stderr}");
     assert_eq!(size_bytes(&cluster, ALICE), old_bytes);
+}
+
+/// The FUSE file's size follows the resize (so `losetup -c` on a loop device over it picks the
+/// new size up), and a handle opened before the resize can write into the new area.
+#[test]
+fn the_fuse_file_grows_with_the_volume() {
+    if !crate::fuse::fuse_available() {
+        return;
+    }
+    let cluster = Cluster::with_primary(fast_resync(crate::fuse::fuse_spec().internal_metadata()));
+    let path = crate::fuse::fuse_file(&cluster, ALICE);
+    let old_bytes = cluster.export_bytes();
+    let file = OpenOptions::new().read(true).write(true).open(&path).expect("open alice's FUSE file");
+    assert_eq!(file.metadata().expect("stat").len(), old_bytes);
+    grow_backing(&cluster, ALICE, 0);
+    grow_backing(&cluster, BOB, 0);
+    cluster.admin_ok(ALICE, &["resize", "--assume-clean", RESOURCE]);
+    let new_bytes = size_bytes(&cluster, ALICE);
+    assert!(new_bytes > old_bytes);
+    cluster.wait_until("the FUSE file shows the new size", STATE_DEADLINE, || {
+        std::fs::metadata(&path).is_ok_and(|m| m.len() == new_bytes)
+    });
+    let pattern = vec![0xA7; 4096];
+    file.write_all_at(&pattern, new_bytes - 4096).expect("a write into the new area through the open file");
+    file.sync_data().expect("fsync");
+    drop(file);
+    cluster.wait_until("bob exports the new size", RESIZE_DEADLINE, || size_bytes(&cluster, BOB) == new_bytes);
+    cluster.wait_until("alice and bob are in sync again", SYNC_DEADLINE, || cluster.status(ALICE).out_of_sync_kib(NODE_NAMES[BOB]) == 0);
+    cluster.wait_identical_within(ALICE, BOB, new_bytes, STATE_DEADLINE);
 }
