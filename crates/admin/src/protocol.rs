@@ -144,6 +144,10 @@ pub enum Request {
         /// The new area reads the same on every node (e.g. freshly extended, zeroed files):
         /// it is not resynced.
         assume_clean: bool,
+        /// Grow this node alone, asking no peer (only while none is connected): a node that
+        /// missed its peers' resize.
+        #[serde(default)]
+        assume_peer_has_space: bool,
     },
     /// Resume client I/O frozen by fencing (`tandem resume-io`, drbdadm's verb): after a
     /// `fence-peer` failure under `fencing resource-and-stonith`.

@@ -140,9 +140,10 @@ fn handle(request: Request, resources: &[Arc<Resource>]) -> Reply {
         Request::Down { resource } => (resource, Box::new(down)),
         Request::Events { .. } => return Reply::Error { message: "events is a stream".into() },
         Request::Adjust { .. } => return Reply::Error { message: "adjust is handled apart".into() },
-        Request::Resize { resource, volume, size_bytes, assume_clean } => {
+        Request::Resize { resource, volume, size_bytes, assume_clean, assume_peer_has_space } => {
+            let options = crate::resource::ResizeOptions { size_max: size_bytes, assume_clean, assume_peer_has_space };
             return match select(resources, resource.as_deref()) {
-                Ok(selected) => resize(&selected, volume, size_bytes, assume_clean),
+                Ok(selected) => resize(&selected, volume, options),
                 Err(message) => Reply::Error { message },
             };
         }
@@ -246,10 +247,10 @@ fn srm_status(resource: &Arc<Resource>) -> String {
     }
 }
 
-fn resize(selected: &[&Arc<Resource>], volume: Option<u16>, size_bytes: Option<u64>, assume_clean: bool) -> Reply {
+fn resize(selected: &[&Arc<Resource>], volume: Option<u16>, options: crate::resource::ResizeOptions) -> Reply {
     let mut lines = Vec::new();
     for resource in selected {
-        match resource.resize(volume, size_bytes, assume_clean) {
+        match resource.resize(volume, options) {
             Ok(text) => lines.push(text),
             Err(error) => return Reply::Error { message: format!("{}: {error}", resource.name) },
         }

@@ -14,6 +14,8 @@
 
 mod resize;
 
+pub(crate) use resize::ResizeOptions;
+
 use std::collections::HashMap;
 use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};

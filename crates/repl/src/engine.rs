@@ -50,6 +50,7 @@ pub use fence::{fence_outcome, FencePolicy, FENCE_PEER_IS_PRIMARY};
 pub use lag::{LagBound, LagStatus};
 pub use pause::SyncPause;
 pub use quorum::{OnNoQuorum, QuorumConfig, QuorumRule};
+pub use resize::ResizeRequest;
 pub use stats::{LocalStats, PeerStats};
 pub use resync::RESYNC_REQUEST_BYTES_MAX;
 pub use verify::{VERIFY_DIGESTS_BYTES_MAX, VERIFY_REQUEST_BYTES_MAX};

@@ -292,6 +292,10 @@ pub enum SimpleVerb {
         /// take it as in sync instead of resyncing it.
         #[arg(long)]
         assume_clean: bool,
+        /// Grow this node alone, asking no peer (refused while one is connected): for a node
+        /// that missed a resize its peers did, which they refuse to connect to until it grows.
+        #[arg(long)]
+        assume_peer_has_space: bool,
         /// `RES` or `RES/VOL` (default: every volume of every resource).
         #[arg(value_name = "RES[/VOL]", value_parser = parse_resize_target)]
         target: Option<(String, Option<u16>)>,
@@ -402,9 +406,9 @@ impl SimpleVerb {
                 resource: resource_filter(&target),
                 peer,
             },
-            Self::Resize { size, assume_clean, target } => {
+            Self::Resize { size, assume_clean, assume_peer_has_space, target } => {
                 let (resource, volume) = resize_target(target);
-                Request::Resize { resource, volume, size_bytes: size, assume_clean }
+                Request::Resize { resource, volume, size_bytes: size, assume_clean, assume_peer_has_space }
             }
             Self::ResumeIo(target) => Request::ResumeIo {
                 resource: resource_filter(&target),

@@ -89,8 +89,9 @@ fn requests_are_tagged_by_cmd() {
             volume: None,
             size_bytes: Some(1 << 30),
             assume_clean: true,
+            assume_peer_has_space: false,
         },
-        r#"{"cmd":"resize","resource":"r0","volume":null,"size_bytes":1073741824,"assume_clean":true}"#,
+        r#"{"cmd":"resize","resource":"r0","volume":null,"size_bytes":1073741824,"assume_clean":true,"assume_peer_has_space":false}"#,
     );
     check_request(
         Request::Events {

@@ -17,7 +17,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use repl::{Action, PeerBitmap};
+use repl::{Action, PeerBitmap, ResizeRequest};
 
 use super::{Payload, Resource};
 
@@ -26,10 +26,20 @@ const RESIZE_WAIT_MAX: Duration = Duration::from_secs(120);
 /// How often it looks.
 const RESIZE_POLL: Duration = Duration::from_millis(10);
 
+/// The options of `tandem resize`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ResizeOptions {
+    /// `--size`.
+    pub(crate) size_max: Option<u64>,
+    /// `--assume-clean`.
+    pub(crate) assume_clean: bool,
+    /// `--assume-peer-has-space`.
+    pub(crate) assume_peer_has_space: bool,
+}
+
 impl Resource {
-    /// `resize [--size] [--assume-clean]` of `volume` (None: every volume, one after the
-    /// other); the new sizes as text.
-    pub(crate) fn resize(self: &Arc<Self>, volume: Option<u16>, size_max: Option<u64>, assume_clean: bool) -> Result<String, String> {
+    /// `resize` of `volume` (None: every volume, one after the other); the new sizes as text.
+    pub(crate) fn resize(self: &Arc<Self>, volume: Option<u16>, options: ResizeOptions) -> Result<String, String> {
         if self.is_down() {
             return Err("resource is down; run 'tandem up' first".into());
         }
@@ -40,20 +50,21 @@ impl Resource {
         };
         let mut lines = Vec::new();
         for number in numbers {
-            let bytes = self.resize_volume(number, size_max, assume_clean).map_err(|e| format!("volume {number}: {e}"))?;
+            let bytes = self.resize_volume(number, options).map_err(|e| format!("volume {number}: {e}"))?;
             lines.push(format!("{}/{number}: grown to {bytes} bytes ({} KiB)", self.name, bytes / 1024));
         }
         Ok(lines.join("\n"))
     }
 
-    fn resize_volume(self: &Arc<Self>, volume: u16, size_max: Option<u64>, assume_clean: bool) -> Result<u64, String> {
+    fn resize_volume(self: &Arc<Self>, volume: u16, options: ResizeOptions) -> Result<u64, String> {
         let meta = self.metas.iter().find(|(n, _)| *n == volume).map(|(_, m)| Arc::clone(m));
         let Some(meta) = meta else {
             return Err("this node has no disk for it; run resize on a node with one".into());
         };
-        let offer = meta.offer_bytes().map_err(|e| e.to_string())?;
-        self.step(|engine, _, out| engine.start_resize(volume, offer, size_max, assume_clean, out))
-            .map_err(|e| format!("State change failed: {e}"))?;
+        let offer_bytes = meta.offer_bytes().map_err(|e| e.to_string())?;
+        let ResizeOptions { size_max, assume_clean, assume_peer_has_space } = options;
+        let request = ResizeRequest { volume, offer_bytes, size_max, assume_clean, assume_peer_has_space };
+        self.step(|engine, _, out| engine.start_resize(request, out)).map_err(|e| format!("State change failed: {e}"))?;
         let deadline = Instant::now() + RESIZE_WAIT_MAX;
         loop {
             if let Some(outcome) = self.step(|engine, _, _| engine.take_resize_outcome(volume)) {

@@ -33,6 +33,23 @@ use crate::engine::{Engine, PeerBitmap};
 use crate::state::{ConnState, DiskState};
 use crate::types::{Action, PeerMessage, ResizeStep, StateError, Time};
 
+/// What `resize` asks of [`Engine::start_resize`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ResizeRequest {
+    /// The volume to grow.
+    pub volume: u16,
+    /// What this node's grown backing device gives.
+    pub offer_bytes: u64,
+    /// `--size`: grow to at most this.
+    pub size_max: Option<u64>,
+    /// `--assume-clean`: the new area counts as identical on every node.
+    pub assume_clean: bool,
+    /// `--assume-peer-has-space` (DRBD's name): grow this node alone, without asking any peer;
+    /// only while no peer is connected. For a node that missed a resize its peers did (they
+    /// then refuse the handshake over the size difference until it grows too).
+    pub assume_peer_has_space: bool,
+}
+
 /// Where a resize of one volume stands on this node.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum Resizing {
@@ -47,31 +64,38 @@ pub(super) enum Resizing {
 }
 
 impl<P: Clone> Engine<P> {
-    /// `resize`: grows `volume` to the smallest of `offer_bytes` (what this node's grown
-    /// device gives), `size_max` (`--size`) and what every peer offers. Refused for a volume
-    /// this node has no disk for, when a peer is not connected, while a handshake, resync or
-    /// another resize runs, and when the size would not grow. The outcome is taken with
-    /// [`Engine::take_resize_outcome`].
-    pub fn start_resize(
-        &mut self,
-        volume: u16,
-        offer_bytes: u64,
-        size_max: Option<u64>,
-        assume_clean: bool,
-        out: &mut Vec<Action<P>>,
-    ) -> Result<(), StateError> {
+    /// `resize`: grows the volume to the smallest of what this node's grown device offers,
+    /// `--size` and what every peer offers. Refused for a volume this node has no disk for,
+    /// when a peer is not connected (with `assume_peer_has_space`: when one is), while a
+    /// handshake, resync or another resize runs, and when the size would not grow. The
+    /// outcome is taken with [`Engine::take_resize_outcome`].
+    pub fn start_resize(&mut self, request: ResizeRequest, out: &mut Vec<Action<P>>) -> Result<(), StateError> {
+        let ResizeRequest { volume, offer_bytes, size_max, assume_clean, assume_peer_has_space } = request;
         let vslot = self.volume_slot(volume).ok_or_else(|| StateError::Resize(format!("no volume {volume}")))?;
         self.refuse_if_diskless()?;
         if self.resizes.contains_key(&volume) {
             return Err(StateError::Resize(format!("a resize of volume {volume} is already under way")));
         }
-        if let Some(peer) = self.peers.iter().find(|p| p.connection != ConnState::Connected) {
-            return Err(StateError::PeerNotConnected { peer: peer.config.name.clone() });
+        let connected = self.peers.iter().find(|p| p.connection == ConnState::Connected);
+        match (assume_peer_has_space, connected) {
+            (true, Some(peer)) => {
+                let name = &peer.config.name;
+                return Err(StateError::Resize(format!("--assume-peer-has-space grows this node alone, but peer {name} is connected: run resize without it")));
+            }
+            (true, None) => {}
+            (false, _) => {
+                if let Some(peer) = self.peers.iter().find(|p| p.connection != ConnState::Connected) {
+                    return Err(StateError::PeerNotConnected { peer: peer.config.name.clone() });
+                }
+            }
         }
         self.refuse_if_syncing()?;
         let size_bytes = size_max.map_or(offer_bytes, |max| max.min(offer_bytes));
         self.refuse_size(vslot, size_bytes, "this node's backing device")?;
-        let waiting: Vec<usize> = (0..self.peers.len()).collect();
+        let waiting: Vec<usize> = match assume_peer_has_space {
+            true => Vec::new(),
+            false => (0..self.peers.len()).collect(),
+        };
         if waiting.is_empty() {
             self.grow_here(vslot, size_bytes, assume_clean, None, out);
             return Ok(());
@@ -121,7 +145,8 @@ impl<P: Clone> Engine<P> {
                 self.resync_grown_area(vslot, out);
             }
             (None, Err(reason)) => {
-                self.resize_outcomes.insert(volume, Err(reason));
+                let peers_grew = if self.peers.is_empty() { "" } else { "; the peers grew already: once this node's device is fixed, run resize again here" };
+                self.resize_outcomes.insert(volume, Err(format!("{reason}{peers_grew}")));
             }
         }
         self.clock = self.clock.max(now);

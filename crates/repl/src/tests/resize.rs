@@ -35,9 +35,12 @@ impl Pair {
     }
 
     fn resize(&mut self, node: usize, size_max: Option<u64>, assume_clean: bool) -> Result<(), StateError> {
+        self.resize_with(node, request(self.disks[node].len() as u64, size_max, assume_clean))
+    }
+
+    fn resize_with(&mut self, node: usize, request: ResizeRequest) -> Result<(), StateError> {
         let mut out = Vec::new();
-        let offer = self.disks[node].len() as u64;
-        let started = self.nodes[node].start_resize(0, offer, size_max, assume_clean, &mut out);
+        let started = self.nodes[node].start_resize(request, &mut out);
         self.route(node, out);
         self.deliver_all();
         started
@@ -55,6 +58,10 @@ impl Pair {
             self.deliver_all();
         }
     }
+}
+
+fn request(offer_bytes: u64, size_max: Option<u64>, assume_clean: bool) -> ResizeRequest {
+    ResizeRequest { volume: 0, offer_bytes, size_max, assume_clean, assume_peer_has_space: false }
 }
 
 /// A connected pair (A Primary) whose backing devices grew to [`GROWN_BYTES`], the new bytes
@@ -146,7 +153,7 @@ fn a_peer_lost_mid_resize_fails_it() {
     pair.grow_disk(A, GROWN_BYTES, 0);
     pair.grow_disk(B, GROWN_BYTES, 0);
     let mut out = Vec::new();
-    pair.nodes[A].start_resize(0, GROWN_BYTES, None, false, &mut out).expect("starts");
+    pair.nodes[A].start_resize(request(GROWN_BYTES, None, false), &mut out).expect("starts");
     pair.route(A, out);
     assert!(pair.nodes[A].resizing(0));
     pair.disconnect();
@@ -154,4 +161,27 @@ fn a_peer_lost_mid_resize_fails_it() {
     assert!(outcome.is_err_and(|e| e.contains("disconnected")));
     assert!(!pair.nodes[A].resizing(0));
     assert_eq!(pair.size(A), VOLUME_BYTES);
+}
+
+/// A node that missed its peers' resize (disconnected meanwhile) grows alone with
+/// `--assume-peer-has-space` once nobody is connected, and the new area is resynced on
+/// reconnect; the flag is refused while a peer is connected.
+#[test]
+fn assume_peer_has_space_grows_a_lagging_node_alone() {
+    let mut pair = Pair::new(Protocol::C);
+    pair.grow_disk(A, GROWN_BYTES, 0x11);
+    pair.grow_disk(B, GROWN_BYTES, 0xEE);
+    let alone = ResizeRequest { assume_peer_has_space: true, ..request(GROWN_BYTES, None, false) };
+    let refused = pair.resize_with(A, alone);
+    assert!(matches!(&refused, Err(StateError::Resize(e)) if e.contains("is connected")), "{refused:?}");
+    pair.disconnect();
+    for node in [A, B] {
+        pair.resize_with(node, alone).expect("grows alone");
+        assert_eq!(pair.nodes[node].take_resize_outcome(0), Some(Ok(GROWN_BYTES)));
+    }
+    pair.connect();
+    pair.settle_resize();
+    assert_eq!((pair.size(A), pair.size(B)), (GROWN_BYTES, GROWN_BYTES));
+    assert_eq!(pair.out_of_sync(), 0);
+    assert!(pair.disks[A] == pair.disks[B], "the new area was resynced from the Primary");
 }

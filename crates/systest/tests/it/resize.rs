@@ -237,3 +237,32 @@ fn the_fuse_file_grows_with_the_volume() {
     cluster.wait_until("alice and bob are in sync again", SYNC_DEADLINE, || cluster.status(ALICE).out_of_sync_kib(NODE_NAMES[BOB]) == 0);
     cluster.wait_identical_within(ALICE, BOB, new_bytes, STATE_DEADLINE);
 }
+
+/// A node that grew while its peer was away (`--assume-peer-has-space`, nobody connected) and
+/// that peer refuse each other's connections over the size difference (at the greeting) until
+/// the peer grows the same way; then they connect, the new area is resynced from the Primary
+/// and the replicas match.
+#[test]
+fn nodes_grown_apart_with_assume_peer_has_space_reconnect_and_resync() {
+    let cluster = Cluster::with_primary(spec());
+    let (alice, bob) = (NODE_NAMES[ALICE], NODE_NAMES[BOB]);
+    let old_bytes = cluster.export_bytes();
+    cluster.admin_ok(ALICE, &["disconnect", RESOURCE]);
+    cluster.wait_until("alice is StandAlone", STATE_DEADLINE, || cluster.status(ALICE).connection_state(bob) == "StandAlone");
+    grow_backing(&cluster, ALICE, 0);
+    grow_backing(&cluster, BOB, 0xEE);
+    cluster.admin_ok(ALICE, &["resize", "--assume-peer-has-space", RESOURCE]);
+    let new_bytes = size_bytes(&cluster, ALICE);
+    assert!(new_bytes > old_bytes);
+    assert_eq!(size_bytes(&cluster, BOB), old_bytes, "bob was not asked");
+    cluster.admin_ok(ALICE, &["connect", RESOURCE]);
+    cluster.wait_until("the size difference is refused", STATE_DEADLINE, || cluster.log(BOB).contains("bytes on the peer"));
+    assert_ne!(cluster.status(BOB).connection_state(alice), "Connected");
+    cluster.admin_ok(BOB, &["resize", "--assume-peer-has-space", RESOURCE]);
+    assert_eq!(size_bytes(&cluster, BOB), new_bytes);
+    cluster.wait_until("alice and bob are in sync again", SYNC_DEADLINE, || {
+        let status = cluster.status(ALICE);
+        status.connection_state(bob) == "Connected" && status.out_of_sync_kib(bob) == 0 && status.replication(bob) == "Established"
+    });
+    cluster.wait_identical_within(ALICE, BOB, new_bytes, STATE_DEADLINE);
+}
