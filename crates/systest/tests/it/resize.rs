@@ -266,3 +266,14 @@ fn nodes_grown_apart_with_assume_peer_has_space_reconnect_and_resync() {
     });
     cluster.wait_identical_within(ALICE, BOB, new_bytes, STATE_DEADLINE);
 }
+
+/// External metadata (its own file, one peer slot): the bitmap grows in place, the data
+/// device's whole new size is exported, and the new area is resynced.
+#[test]
+fn resize_with_external_metadata_grows_the_bitmap_in_place() {
+    let cluster = Cluster::with_primary(fast_resync(Spec::two_nodes('C')));
+    let (old_bytes, new_bytes, sent_kib) = resize_and_settle(&cluster, &[], 0xEE, false);
+    assert_eq!(new_bytes, old_bytes + GROWTH_BYTES, "external metadata exports the whole device");
+    assert!(sent_kib >= GROWTH_BYTES / 1024, "the new area was resynced ({sent_kib} KiB sent)");
+    write_the_new_area_and_compare(&cluster, new_bytes);
+}
