@@ -219,7 +219,15 @@ impl Area {
         let superblock = match (at_end, self.placement) {
             (Ok(superblock), _) => superblock,
             (Err(error), Placement::Internal) => match self.find_moved_superblock()? {
-                Some(superblock) => superblock,
+                Some(superblock) => {
+                    let was = superblock.layout.config().backing_bytes;
+                    tracing::warn!(
+                        "{}: the metadata is where the device ended at {was} bytes; it has {} now: attaching at the old size (run `tandem resize` once every node's device grew)",
+                        self.path_text(),
+                        self.device_bytes
+                    );
+                    superblock
+                }
                 None => return Err(error),
             },
             (Err(error), Placement::External { .. }) => return Err(error),
