@@ -16,9 +16,12 @@
 //!
 //! Invariants:
 //! - The initiator grows last, so no node ever sends a write (or resync data) past the end
-//!   of a peer's volume: a peer grows before it answers `Applied`, and only the initiator's
-//!   peers can be written to past the old end once it has grown. Every node stays writable
-//!   throughout (writes go to the old area until its own `grown`).
+//!   of a peer's volume: a peer grows before it answers `Applied`, and only the initiator
+//!   takes client writes past the old end before everyone has grown. For that, the initiator
+//!   must be the Primary when there is one (a Secondary asked while a peer is Primary refuses:
+//!   the Primary, growing first as a peer, would take writes in the new area before the
+//!   initiator could receive them). Every node stays writable throughout (writes go to the
+//!   old area until its own `grown`).
 //! - The sizes are agreed before anyone grows: every offer is collected first, so no node grows
 //!   to a size another cannot hold. Shrinking is refused outright.
 //! - A resize needs every peer connected (DRBD refuses a resize it cannot agree with every
@@ -30,7 +33,7 @@
 //!   make the Primary (or the UpToDate side) the source.
 
 use crate::engine::{Engine, PeerBitmap};
-use crate::state::{ConnState, DiskState};
+use crate::state::{ConnState, DiskState, Role};
 use crate::types::{Action, PeerMessage, ResizeStep, StateError, Time};
 
 /// What `resize` asks of [`Engine::start_resize`].
@@ -90,6 +93,11 @@ impl<P: Clone> Engine<P> {
             }
         }
         self.refuse_if_syncing()?;
+        let primary_peer = self.peers.iter().find(|p| p.connection == ConnState::Connected && p.role == Role::Primary);
+        if let (Some(peer), false) = (primary_peer, self.role == Role::Primary) {
+            let name = &peer.config.name;
+            return Err(StateError::Resize(format!("peer {name} is Primary: run resize there (the Primary grows last, so that no write reaches past a peer's end)")));
+        }
         let size_bytes = size_max.map_or(offer_bytes, |max| max.min(offer_bytes));
         self.refuse_size(vslot, size_bytes, "this node's backing device")?;
         let waiting: Vec<usize> = match assume_peer_has_space {
@@ -223,7 +231,9 @@ impl<P: Clone> Engine<P> {
         let current = self.volume_slot(volume).map(|vslot| self.volumes[vslot].size_bytes);
         match current {
             Some(current) if current == size_bytes => self.send_resize(slot, volume, size_bytes, ResizeStep::Applied, out),
-            Some(current) if current < size_bytes && !self.resizes.contains_key(&volume) => {
+            // A Primary is only ever the initiator (see the module invariants): promoted since
+            // the query, it refuses.
+            Some(current) if current < size_bytes && !self.resizes.contains_key(&volume) && self.role != Role::Primary => {
                 let vslot = self.volume_slot(volume).unwrap_or_default();
                 self.grow_here(vslot, size_bytes, assume_clean, Some(slot), out);
             }

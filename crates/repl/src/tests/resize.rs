@@ -64,20 +64,13 @@ fn request(offer_bytes: u64, size_max: Option<u64>, assume_clean: bool) -> Resiz
     ResizeRequest { volume: 0, offer_bytes, size_max, assume_clean, assume_peer_has_space: false }
 }
 
-/// A connected pair (A Primary) whose backing devices grew to [`GROWN_BYTES`], the new bytes
-/// differing (0x11 on A, 0xEE on B), resized from `initiator` without `--size`.
-fn resized_pair(initiator: usize) -> Pair {
+#[test]
+fn resize_grows_both_nodes_and_resyncs_the_new_area_from_the_primary() {
     let mut pair = Pair::new(Protocol::C);
     pair.grow_disk(A, GROWN_BYTES, 0x11);
     pair.grow_disk(B, GROWN_BYTES, 0xEE);
-    pair.resize(initiator, None, false).expect("starts");
-    assert_eq!(pair.nodes[initiator].take_resize_outcome(0), Some(Ok(GROWN_BYTES)));
-    pair
-}
-
-#[test]
-fn resize_grows_both_nodes_and_resyncs_the_new_area_from_the_primary() {
-    let mut pair = resized_pair(A);
+    pair.resize(A, None, false).expect("starts");
+    assert_eq!(pair.nodes[A].take_resize_outcome(0), Some(Ok(GROWN_BYTES)));
     assert_eq!((pair.size(A), pair.size(B)), (GROWN_BYTES, GROWN_BYTES));
     pair.settle_resize();
     assert_eq!(pair.out_of_sync(), 0);
@@ -90,12 +83,24 @@ fn resize_grows_both_nodes_and_resyncs_the_new_area_from_the_primary() {
     assert!(pair.disks[A] == pair.disks[B]);
 }
 
+/// A Secondary refuses while its peer is Primary (the Primary must grow last); with no
+/// Primary any node may start it, and the replicas end identical.
 #[test]
-fn resize_on_the_secondary_also_syncs_from_the_primary() {
-    let mut pair = resized_pair(B);
+fn resize_on_a_secondary_needs_no_primary_peer() {
+    let mut pair = Pair::new(Protocol::C);
+    pair.grow_disk(A, GROWN_BYTES, 0x11);
+    pair.grow_disk(B, GROWN_BYTES, 0xEE);
+    let refused = pair.resize(B, None, false);
+    assert!(matches!(&refused, Err(StateError::Resize(e)) if e.contains("is Primary")), "{refused:?}");
+    let mut out = Vec::new();
+    pair.nodes[A].demote(&mut out).expect("demote");
+    pair.route(A, out);
+    pair.deliver_all();
+    pair.resize(B, None, false).expect("starts");
+    assert_eq!(pair.nodes[B].take_resize_outcome(0), Some(Ok(GROWN_BYTES)));
     pair.settle_resize();
+    assert_eq!((pair.size(A), pair.size(B)), (GROWN_BYTES, GROWN_BYTES));
     assert!(pair.disks[A] == pair.disks[B]);
-    assert_eq!(pair.disks[B][VOLUME_BYTES as usize], 0x11, "the Primary's data won");
 }
 
 #[test]

@@ -190,9 +190,12 @@ fn resize_with_assume_clean_resyncs_only_the_old_metadata() {
 }
 
 #[test]
-fn resize_refuses_when_a_peer_did_not_grow_and_when_it_is_not_connected() {
+fn resize_refuses_on_a_secondary_when_a_peer_did_not_grow_and_when_it_is_not_connected() {
     let cluster = Cluster::with_primary(spec());
     let old_bytes = cluster.export_bytes();
+    let output = cluster.admin(BOB, &["resize", RESOURCE]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success() && stderr.contains("is Primary"), "a Secondary refuses while alice is Primary: {stderr}");
     grow_backing(&cluster, ALICE, 0);
     let output = cluster.admin(ALICE, &["resize", RESOURCE]);
     let stderr = String::from_utf8_lossy(&output.stderr);
