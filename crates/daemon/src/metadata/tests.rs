@@ -885,3 +885,27 @@ fn external_metadata_with_shifting_bitmaps_is_refused() {
     assert!(matches!(error, MetadataError::ResizeRefused { .. }), "{error:?}");
     assert_eq!(*file.layout(), old);
 }
+
+/// A grow to less than the device gives (the size the nodes agreed, or `--size`) keeps the
+/// cap in the superblock: the node reattaches at that size, and dump-md shows it.
+#[test]
+fn a_capped_grow_is_kept_across_reopen_and_dumped() {
+    let fixture = Fixture::new("meta-disk internal;");
+    let (mut file, superblock) = grown_fixture(&fixture, &fixture.internal(), 2 * BACKING_BYTES);
+    let old = *file.layout();
+    let cap = old.data_bytes() + 8 * MIB;
+    let new = file.plan_grow(Some(cap)).expect("plan");
+    assert_eq!(new.data_bytes(), cap);
+    let bitmaps = file.grown_bitmaps(&superblock, &new, old.grow_resync_range(&new, false)).expect("bitmaps");
+    let grow = Grow { layout: new, superblock: &superblock, bitmaps: &bitmaps };
+    file.grow(&grow, &mut |_| Ok(())).expect("moves");
+    drop(file);
+    let (file, reread) = open(&fixture.internal());
+    assert_eq!(file.layout().data_bytes(), cap);
+    assert_eq!(reread.layout.config().data_bytes_max, Some(cap));
+    assert_eq!(reread.format_version(), 3);
+    drop(file);
+    let dumps = dump_md(&fixture.target()).expect("dump");
+    assert_eq!(dumps[0].metadata.layout.data_bytes_max, Some(cap));
+    assert!(dumps[0].render_text().contains("data size cap"));
+}
