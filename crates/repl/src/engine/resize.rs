@@ -205,6 +205,11 @@ impl<P: Clone> Engine<P> {
     }
 
     fn resize_offered(&mut self, slot: usize, volume: u16, offer_bytes: u64, out: &mut Vec<Action<P>>) {
+        if offer_bytes == 0 {
+            let name = self.peers[slot].config.name.clone();
+            self.resize_failed(volume, slot, format!("peer {name}'s backing device cannot grow (see its log)"));
+            return;
+        }
         let Some(Resizing::Asking { size_bytes, assume_clean, waiting }) = self.resizes.get_mut(&volume) else { return };
         if !take(waiting, slot) {
             return;

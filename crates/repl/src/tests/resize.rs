@@ -142,6 +142,11 @@ fn refusals_leave_every_size_as_it_was() {
     let outcome = pair.nodes[A].take_resize_outcome(0).expect("ended");
     assert!(outcome.as_ref().is_err_and(|e| e.contains("nothing to grow")), "{outcome:?}");
     assert_eq!((pair.size(A), pair.size(B)), (VOLUME_BYTES, VOLUME_BYTES));
+    // A peer whose device cannot grow at all (its driver offers 0).
+    pair.disks[B].truncate(0);
+    pair.resize(A, None, false).expect("starts");
+    let outcome = pair.nodes[A].take_resize_outcome(0).expect("ended");
+    assert!(outcome.as_ref().is_err_and(|e| e.contains("cannot grow")), "{outcome:?}");
     // Shrinking, by --size.
     let refused = pair.resize(A, Some(VOLUME_BYTES / 2), false);
     assert!(matches!(&refused, Err(StateError::Resize(e)) if e.contains("shrinking")), "{refused:?}");
