@@ -233,15 +233,15 @@ impl<P: Clone> Engine<P> {
     }
 
     fn resize_applying(&mut self, slot: usize, volume: u16, size_bytes: u64, assume_clean: bool, out: &mut Vec<Action<P>>) {
-        let current = self.volume_slot(volume).map(|vslot| self.volumes[vslot].size_bytes);
-        match current {
-            Some(current) if current == size_bytes => self.send_resize(slot, volume, size_bytes, ResizeStep::Applied, out),
-            // A Primary is only ever the initiator (see the module invariants): promoted since
-            // the query, it refuses.
-            Some(current) if current < size_bytes && !self.resizes.contains_key(&volume) && self.role != Role::Primary => {
-                let vslot = self.volume_slot(volume).unwrap_or_default();
-                self.grow_here(vslot, size_bytes, assume_clean, Some(slot), out);
-            }
+        let Some(vslot) = self.volume_slot(volume) else {
+            return self.send_resize(slot, volume, 0, ResizeStep::Refused, out);
+        };
+        // A Primary is only ever the initiator (see the module invariants): promoted since the
+        // query, it refuses.
+        let free = !self.resizes.contains_key(&volume) && self.role != Role::Primary;
+        match self.volumes[vslot].size_bytes.cmp(&size_bytes) {
+            std::cmp::Ordering::Equal => self.send_resize(slot, volume, size_bytes, ResizeStep::Applied, out),
+            std::cmp::Ordering::Less if free => self.grow_here(vslot, size_bytes, assume_clean, Some(slot), out),
             _ => self.send_resize(slot, volume, 0, ResizeStep::Refused, out),
         }
     }
