@@ -17,7 +17,7 @@ use nbd::protocol::{
 };
 use wire::{
     CsumRequest, DataHeader, Hello, Message, PeerState, RangeHeader, ResyncNegReply,
-    ResyncReplyHeader, ResyncRequest, SocketKind, SyncUuids, UuidsPurpose, VerifyOutcome,
+    ResizeStep, ResyncReplyHeader, ResyncRequest, SocketKind, SyncUuids, UuidsPurpose, VerifyOutcome,
     VerifyReply, VerifyRequest, VolumeDiskState, VolumeInfo,
 };
 
@@ -397,6 +397,14 @@ fn resync_messages() -> Vec<(Message, u32)> {
         ),
         (Message::SyncUuids(Box::new(uuids)), 0),
         (
+            Message::Resize {
+                volume: 0,
+                size_bytes: 2 << 30,
+                step: ResizeStep::Apply { assume_clean: false },
+            },
+            0,
+        ),
+        (
             Message::BitmapChunk {
                 volume: 0,
                 chunk: vec![
@@ -483,8 +491,12 @@ fn wire_message() -> Vec<Seed> {
     seeds
 }
 
-fn sample_superblock(placement: Placement, peer_slots: u8) -> Option<Vec<u8>> {
-    let layout = Layout::compute(&LayoutConfig::new(placement, 1 << 30, peer_slots)).ok()?;
+fn sample_superblock(placement: Placement, peer_slots: u8, data_bytes_max: Option<u64>) -> Option<Vec<u8>> {
+    let config = LayoutConfig {
+        data_bytes_max,
+        ..LayoutConfig::new(placement, 1 << 30, peer_slots)
+    };
+    let layout = Layout::compute(&config).ok()?;
     let mut superblock = Superblock::new(layout, 0).ok()?;
     superblock.current_uuid = 0x0123_4567_89AB_CDEF;
     superblock.history_uuids[0] = 0x0FED_CBA9_8765_4321;
@@ -502,11 +514,13 @@ fn meta_superblock() -> Vec<Seed> {
     let external = Placement::External {
         metadata_bytes: 8 << 20,
     };
-    for (name, placement, slots) in [
-        ("internal", Placement::Internal, 1),
-        ("external", external, 3),
+    for (name, placement, slots, cap) in [
+        ("internal", Placement::Internal, 1, None),
+        ("external", external, 3, None),
+        // Version 3: a data size cap agreed by a resize.
+        ("internal-capped", Placement::Internal, 1, Some(512 << 20)),
     ] {
-        if let Some(block) = sample_superblock(placement, slots) {
+        if let Some(block) = sample_superblock(placement, slots, cap) {
             let mut bytes = vec![0];
             bytes.extend_from_slice(&trim_zeros(&block));
             seeds.push(seed("meta_superblock", name, bytes));

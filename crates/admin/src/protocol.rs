@@ -175,6 +175,25 @@ pub enum Request {
         /// Which resource; `None` = all.
         resource: Option<String>,
     },
+    /// Grow volumes online after every node's backing device grew (`tandem resize`,
+    /// drbdadm's verb): the nodes agree on the smallest size their devices offer (or
+    /// `size_bytes` if smaller), move their metadata, and resync the new area (unless
+    /// `assume_clean`). The reply's message says the new sizes.
+    Resize {
+        /// Which resource; `None` = all.
+        resource: Option<String>,
+        /// Which volume; `None` = every volume.
+        volume: Option<u16>,
+        /// Grow to at most this many bytes (`--size`); `None` = as large as every node allows.
+        size_bytes: Option<u64>,
+        /// The new area reads the same on every node (e.g. freshly extended, zeroed files):
+        /// it is not resynced.
+        assume_clean: bool,
+        /// Grow this node alone, asking no peer (only while none is connected): a node that
+        /// missed its peers' resize.
+        #[serde(default)]
+        assume_peer_has_space: bool,
+    },
     /// Resume client I/O frozen by `suspend-io` or by fencing (`tandem resume-io`, drbdadm's
     /// verb): fencing freezes it after a `fence-peer` failure under `fencing
     /// resource-and-stonith`.

@@ -80,8 +80,9 @@ async fn serve_client(stream: UnixStream, resources: &[Arc<Resource>], context: 
     if matches!(request, Request::NetOptions { .. } | Request::DiskOptions { .. }) {
         return send(&mut write, &runtime_options(request, resources, context)).await;
     }
-    let reply = if matches!(request, Request::Primary { .. }) {
-        // A promotion may wait for fence-peer (up to its handler-timeout): off the runtime.
+    let reply = if matches!(request, Request::Primary { .. } | Request::Resize { .. }) {
+        // A promotion may wait for fence-peer (up to its handler-timeout), a resize for every
+        // node to grow: off the runtime.
         let resources = resources.to_vec();
         tokio::task::spawn_blocking(move || handle(request, &resources)).await.unwrap_or_else(|error| Reply::Error { message: format!("primary failed: {error}") })
     } else {
@@ -171,6 +172,13 @@ fn handle(request: Request, resources: &[Arc<Resource>]) -> Reply {
         Request::Events { .. } => return Reply::Error { message: "events is a stream".into() },
         Request::NetOptions { .. } | Request::DiskOptions { .. } => return Reply::Error { message: "runtime options are handled apart".into() },
         Request::Adjust { .. } => return Reply::Error { message: "adjust is handled apart".into() },
+        Request::Resize { resource, volume, size_bytes, assume_clean, assume_peer_has_space } => {
+            let options = crate::resource::ResizeOptions { size_max: size_bytes, assume_clean, assume_peer_has_space };
+            return match select(resources, resource.as_deref()) {
+                Ok(selected) => resize(&selected, volume, options),
+                Err(message) => Reply::Error { message },
+            };
+        }
         Request::SrmStatus { resource } => {
             return match select(resources, resource.as_deref()) {
                 Ok(selected) => Reply::Ok { message: Some(selected.iter().map(|r| srm_status(r)).collect::<Vec<_>>().join("\n")) },
@@ -276,6 +284,17 @@ fn srm_status(resource: &Arc<Resource>) -> String {
         Some(view) => view.render(&resource.name).trim_end().to_owned(),
         None => format!("{} srm:off (set `srm on;` or `srm advise;` in the resource's options)", resource.name),
     }
+}
+
+fn resize(selected: &[&Arc<Resource>], volume: Option<u16>, options: crate::resource::ResizeOptions) -> Reply {
+    let mut lines = Vec::new();
+    for resource in selected {
+        match resource.resize(volume, options) {
+            Ok(text) => lines.push(text),
+            Err(error) => return Reply::Error { message: format!("{}: {error}", resource.name) },
+        }
+    }
+    Reply::Ok { message: Some(lines.join("\n")) }
 }
 
 fn pause_sync(resource: &Arc<Resource>, peer: Option<&str>, paused: bool) -> Result<(), String> {

@@ -62,7 +62,8 @@ pub enum DiskError {
 pub struct Disk {
     file: File,
     path: PathBuf,
-    size_bytes: u64,
+    /// Usable size; grows (never shrinks) with `resize` ([`Disk::grow_to`]).
+    size_bytes: std::sync::atomic::AtomicU64,
     /// Least time one data write takes (zero: not throttled).
     throttle: std::time::Duration,
     /// While this file exists, data I/O fails with EIO ([`DISK_FAULT_ENV`]; tests only).
@@ -88,19 +89,31 @@ impl Disk {
         if let Some(trigger) = &fault_trigger {
             tracing::warn!("{}: I/O fails while {} exists ({DISK_FAULT_ENV}, tests only)", path.display(), trigger.display());
         }
-        Ok(Disk { file, path: path.to_path_buf(), size_bytes, throttle: std::time::Duration::ZERO, fault_trigger, detached: std::sync::atomic::AtomicBool::new(false) })
+        Ok(Disk { file, path: path.to_path_buf(), size_bytes: std::sync::atomic::AtomicU64::new(size_bytes), throttle: std::time::Duration::ZERO, fault_trigger, detached: std::sync::atomic::AtomicBool::new(false) })
     }
 
     /// Open `path` with its usable size cut to `data_bytes` (the part before internal
     /// metadata); the metadata region is then out of every client's and peer's reach.
     pub fn open_limited(path: &Path, data_bytes: u64) -> Result<Disk, DiskError> {
-        let mut disk = Disk::open(path)?;
+        let disk = Disk::open(path)?;
         let limited = data_bytes / DISK_ALIGN_BYTES * DISK_ALIGN_BYTES;
-        if limited > disk.size_bytes {
-            return Err(DiskError::TooSmall { path: path.to_path_buf(), size_bytes: disk.size_bytes });
+        if limited > disk.size_bytes() {
+            return Err(DiskError::TooSmall { path: path.to_path_buf(), size_bytes: disk.size_bytes() });
         }
-        disk.size_bytes = limited;
+        disk.size_bytes.store(limited, std::sync::atomic::Ordering::Release);
         Ok(disk)
+    }
+
+    /// Widens the usable size to `data_bytes` (`resize`, once the metadata moved): refused if
+    /// the device is smaller or the size would shrink.
+    pub fn grow_to(&self, data_bytes: u64) -> Result<(), DiskError> {
+        let device_bytes = device_size(&self.file).map_err(|source| DiskError::Size { path: self.path.clone(), source })?;
+        let current = self.size_bytes();
+        if data_bytes > device_bytes || data_bytes < current || !data_bytes.is_multiple_of(DISK_ALIGN_BYTES) {
+            return Err(DiskError::TooSmall { path: self.path.clone(), size_bytes: device_bytes });
+        }
+        self.size_bytes.store(data_bytes, std::sync::atomic::Ordering::Release);
+        Ok(())
     }
 
     /// Makes every data write take at least `latency` (benchmarks and tests only).
@@ -132,7 +145,7 @@ impl Disk {
 
     /// Usable size in bytes.
     pub fn size_bytes(&self) -> u64 {
-        self.size_bytes
+        self.size_bytes.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// The path it was opened from.
@@ -151,7 +164,7 @@ impl Disk {
     fn check(&self, offset: u64, length: u64) -> Result<(), IoError> {
         self.injected_fault()?;
         match offset.checked_add(length) {
-            Some(end) if end <= self.size_bytes => Ok(()),
+            Some(end) if end <= self.size_bytes() => Ok(()),
             _ => Err(IoError::Invalid),
         }
     }

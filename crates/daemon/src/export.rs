@@ -59,6 +59,13 @@ impl ExportRegistry for Registry {
     fn open_for_info(&self, name: &str) -> Result<Arc<dyn Export>, OpenError> {
         self.open_export(name, false)
     }
+
+    fn size_now(&self, name: &str) -> Option<u64> {
+        self.resources.iter().find_map(|r| {
+            let (_, disk) = r.volumes.iter().find(|(n, _)| export_name(&r.name, *n) == name)?;
+            Some(disk.size_bytes())
+        })
+    }
 }
 
 impl Registry {
@@ -135,6 +142,11 @@ impl Drop for OpenExport {
 }
 
 impl Export for OpenExport {
+    fn size_now(&self) -> u64 {
+        let disk = self.resource.volumes.iter().find(|(n, _)| *n == self.volume);
+        disk.map_or(self.size, |(_, disk)| disk.size_bytes().max(self.size))
+    }
+
     fn info(&self) -> ExportInfo {
         ExportInfo {
             size: self.size,

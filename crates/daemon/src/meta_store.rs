@@ -22,12 +22,12 @@
 //!   periodic bitmap write-back and a sequential stream do not flush the data disk.
 //!   (Internal metadata shares the data file's `fdatasync` either way.)
 
-use std::sync::Mutex;
+use std::sync::{Mutex, RwLock, RwLockReadGuard};
 
 use meta::{ActivityLog, ActivityLogConfig, AlUpdates, Recovery, Superblock};
 use repl::{GenerationFlags, GenerationIds, IoError, PeerBitmap, VolumeConfig, VolumeMeta};
 
-use crate::metadata::{MetaFile, MetadataError};
+use crate::metadata::{Grow, MetaFile, MetadataError};
 
 /// Bitmap pages of one peer: `(page index, 4 KiB image)`.
 pub(crate) type Pages = Vec<(u64, Vec<u8>)>;
@@ -67,7 +67,9 @@ impl MetaJob {
 
 /// The open metadata of one volume.
 pub(crate) struct MetaStore {
-    file: MetaFile,
+    /// Written through a shared reference by every job; replaced only by `resize`'s move
+    /// (which holds `written` too, so no job runs meanwhile).
+    file: RwLock<MetaFile>,
     /// The superblock as last written; its lock serializes every metadata write.
     written: Mutex<Superblock>,
 }
@@ -80,7 +82,11 @@ impl std::fmt::Debug for MetaStore {
 
 impl MetaStore {
     pub(crate) fn new(file: MetaFile, superblock: Superblock) -> MetaStore {
-        MetaStore { file, written: Mutex::new(superblock) }
+        MetaStore { file: RwLock::new(file), written: Mutex::new(superblock) }
+    }
+
+    fn file(&self) -> RwLockReadGuard<'_, MetaFile> {
+        self.file.read().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// The superblock as last written.
@@ -90,7 +96,41 @@ impl MetaStore {
 
     /// Bytes of data the volume exports.
     pub(crate) fn data_bytes(&self) -> u64 {
-        self.file.layout().data_bytes()
+        self.file().layout().data_bytes()
+    }
+
+    /// `resize`: the largest data size the backing device gives now (this node's offer).
+    pub(crate) fn offer_bytes(&self) -> Result<u64, MetadataError> {
+        Ok(self.file().plan_grow(None)?.data_bytes())
+    }
+
+    /// `resize`: the layout for exactly `size_bytes` of data on the grown device, and the range
+    /// the move must mark out of sync ([`meta::Layout::grow_resync_range`]).
+    pub(crate) fn plan_grow(&self, size_bytes: u64, assume_clean: bool) -> Result<(meta::Layout, Option<(u64, u64)>), String> {
+        let file = self.file();
+        let offer = file.plan_grow(None).map_err(|e| e.to_string())?;
+        let cap = (size_bytes < offer.data_bytes()).then_some(size_bytes);
+        let layout = file.plan_grow(cap).map_err(|e| e.to_string())?;
+        if layout.data_bytes() != size_bytes {
+            return Err(format!("this node's backing device gives {} bytes of data, not the {size_bytes} agreed", layout.data_bytes()));
+        }
+        Ok((layout, file.layout().grow_resync_range(&layout, assume_clean)))
+    }
+
+    /// `resize`: moves the metadata to `layout` with the grown `bitmaps` (crash-safe, see
+    /// `metadata/grow.rs`), after every job queued before it (it holds the writer's lock).
+    pub(crate) fn grow(&self, layout: meta::Layout, bitmaps: &[PeerBitmap]) -> Result<(), MetadataError> {
+        let mut superblock = self.written.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut file = self.file.write().unwrap_or_else(|poisoned| poisoned.into_inner());
+        file.sync_backing().map_err(|source| MetadataError::Io { what: "resize: sync the data disk".into(), source })?;
+        let by_slot: Vec<(u8, meta::Bitmap)> = bitmaps
+            .iter()
+            .filter_map(|entry| Some((superblock.peer_slot_of(entry.peer)?, entry.bitmap.clone())))
+            .collect();
+        let grow = Grow { layout, superblock: &superblock, bitmaps: &by_slot };
+        let moved = file.grow(&grow, &mut |_| Ok(()))?;
+        *superblock = moved;
+        Ok(())
     }
 
     /// Carry out one job durably (see the module invariants). Called by the volume's one
@@ -98,43 +138,43 @@ impl MetaStore {
     pub(crate) fn execute(&self, job: &MetaJob) -> Result<(), IoError> {
         let mut superblock = self.written.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         if job.needs_data_sync() {
-            self.file.sync_backing().map_err(io_error)?;
+            self.file().sync_backing().map_err(io_error)?;
         }
         match job {
             MetaJob::Persist { pages, meta, .. } => {
                 let mut wrote = false;
                 for (peer, pages) in pages.iter().filter(|(_, pages)| !pages.is_empty()) {
                     let Some(slot) = superblock.peer_slot_of(*peer) else { continue };
-                    self.file.write_bitmap_pages(slot, pages).map_err(io_error)?;
+                    self.file().write_bitmap_pages(slot, pages).map_err(io_error)?;
                     wrote = true;
                 }
                 if let Some(meta) = meta {
                     let mut updated = superblock.clone();
                     meta.apply_to(&mut updated);
-                    self.file.write_superblock(&updated).map_err(meta_error)?;
+                    self.file().write_superblock(&updated).map_err(meta_error)?;
                     *superblock = updated;
                     wrote = true;
                 }
                 if wrote {
-                    self.file.sync().map_err(io_error)?;
+                    self.file().sync().map_err(io_error)?;
                 }
             }
             MetaJob::ActivityLog { pages, offset_bytes, block, .. } => {
                 for (peer, page, image) in pages {
                     let Some(slot) = superblock.peer_slot_of(*peer) else { continue };
-                    self.file.write_bitmap_pages(slot, &[(*page, image.clone())]).map_err(io_error)?;
+                    self.file().write_bitmap_pages(slot, &[(*page, image.clone())]).map_err(io_error)?;
                 }
                 if !pages.is_empty() {
-                    self.file.sync().map_err(io_error)?;
+                    self.file().sync().map_err(io_error)?;
                 }
-                self.file.write_al_block(*offset_bytes, block).map_err(io_error)?;
-                self.file.sync().map_err(io_error)?;
+                self.file().write_al_block(*offset_bytes, block).map_err(io_error)?;
+                self.file().sync().map_err(io_error)?;
             }
             MetaJob::Clean => {
                 let mut updated = superblock.clone();
                 updated.flags.in_use = false;
-                self.file.write_superblock(&updated).map_err(meta_error)?;
-                self.file.sync().map_err(io_error)?;
+                self.file().write_superblock(&updated).map_err(meta_error)?;
+                self.file().sync().map_err(io_error)?;
                 *superblock = updated;
             }
         }
@@ -165,11 +205,11 @@ impl MetaStore {
         let mut bitmaps = Vec::new();
         for &peer in peers {
             let Some(slot) = superblock.peer_slot_of(peer) else { continue };
-            bitmaps.push(PeerBitmap { peer, bitmap: self.file.read_bitmap(slot)? });
+            bitmaps.push(PeerBitmap { peer, bitmap: self.file().read_bitmap(slot)? });
         }
         let updates = if al_updates { AlUpdates::Enabled } else { AlUpdates::Disabled };
         let place = || format!("the activity log of volume {number}");
-        let recovery = meta::recover(&self.file.read_al_ring()?, updates).map_err(|source| MetadataError::Corrupt { place: place(), source })?;
+        let recovery = meta::recover(&self.file().read_al_ring()?, updates).map_err(|source| MetadataError::Corrupt { place: place(), source })?;
         let in_place = |error| match error {
             MetadataError::Corrupt { source, .. } => MetadataError::Corrupt { place: place(), source },
             other => other,
@@ -182,8 +222,8 @@ impl MetaStore {
             self.mark_hot_extents(&superblock, &recovery, &mut bitmaps).map_err(in_place)?;
             superblock.flags.primary_indicator = false;
             superblock.flags.crashed_primary = true;
-            self.file.write_superblock(&superblock)?;
-            self.file.sync().map_err(|source| MetadataError::Io { what: "sync after crash recovery".into(), source })?;
+            self.file().write_superblock(&superblock)?;
+            self.file().sync().map_err(|source| MetadataError::Io { what: "sync after crash recovery".into(), source })?;
         }
         let unclean = superblock.flags.in_use && !crashed_now && peers.len() > 1;
         if superblock.flags.in_use {
@@ -200,14 +240,14 @@ impl MetaStore {
             self.mark_counting_peers(&superblock, &mut bitmaps)?;
         } else {
             superblock.flags.in_use = true;
-            self.file.write_superblock(&superblock)?;
-            self.file.sync().map_err(|source| MetadataError::Io { what: "sync the in-use flag".into(), source })?;
+            self.file().write_superblock(&superblock)?;
+            self.file().sync().map_err(|source| MetadataError::Io { what: "sync the in-use flag".into(), source })?;
         }
-        let config = ActivityLogConfig::from_layout(self.file.layout(), updates);
+        let config = ActivityLogConfig::from_layout(self.file().layout(), updates);
         let first_seq = recovery.next_seq;
         let ring = meta::format_ring(config.al_ring_blocks, config.al_extents, first_seq).map_err(|source| MetadataError::Corrupt { place: place(), source })?;
-        self.file.write_al_ring(&ring).map_err(|source| MetadataError::Io { what: "format the activity log".into(), source })?;
-        self.file.sync().map_err(|source| MetadataError::Io { what: "sync the activity log".into(), source })?;
+        self.file().write_al_ring(&ring).map_err(|source| MetadataError::Io { what: "format the activity log".into(), source })?;
+        self.file().sync().map_err(|source| MetadataError::Io { what: "sync the activity log".into(), source })?;
         let activity_log = ActivityLog::new(config, first_seq.saturating_add(u64::from(config.al_ring_blocks))).map_err(|source| MetadataError::Corrupt { place: place(), source })?;
         let ids = GenerationIds {
             current: superblock.current_uuid,
@@ -230,9 +270,9 @@ impl MetaStore {
             entry.bitmap.set_all();
             let Some(slot) = superblock.peer_slot_of(entry.peer) else { continue };
             let pages: Pages = entry.bitmap.take_dirty_pages().map(|(page, image)| (page, image.to_vec())).collect();
-            self.file.write_bitmap_pages(slot, &pages).map_err(|source| MetadataError::Io { what: "write the bitmap after an unclean stop".into(), source })?;
+            self.file().write_bitmap_pages(slot, &pages).map_err(|source| MetadataError::Io { what: "write the bitmap after an unclean stop".into(), source })?;
         }
-        self.file.sync().map_err(|source| MetadataError::Io { what: "sync the bitmap after an unclean stop".into(), source })
+        self.file().sync().map_err(|source| MetadataError::Io { what: "sync the bitmap after an unclean stop".into(), source })
     }
 
     /// After a crash: what the activity log says may differ, set in every peer's bitmap and
@@ -242,9 +282,9 @@ impl MetaStore {
             recovery.mark_out_of_sync(&mut entry.bitmap).map_err(|source| MetadataError::Corrupt { place: String::new(), source })?;
             let Some(slot) = superblock.peer_slot_of(entry.peer) else { continue };
             let pages: Pages = entry.bitmap.take_dirty_pages().map(|(page, image)| (page, image.to_vec())).collect();
-            self.file.write_bitmap_pages(slot, &pages).map_err(|source| MetadataError::Io { what: "write the recovered bitmap".into(), source })?;
+            self.file().write_bitmap_pages(slot, &pages).map_err(|source| MetadataError::Io { what: "write the recovered bitmap".into(), source })?;
         }
-        self.file.sync().map_err(|source| MetadataError::Io { what: "sync the recovered bitmap".into(), source })
+        self.file().sync().map_err(|source| MetadataError::Io { what: "sync the recovered bitmap".into(), source })
     }
 }
 

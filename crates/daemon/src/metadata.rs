@@ -17,12 +17,16 @@
 mod device;
 mod edit;
 mod gi;
+mod grow;
 mod offline;
 mod signature;
 
 pub(crate) use gi::{volume_generations, GiPeer};
 pub use edit::{outdate_md, wipe_md};
 pub use gi::{read_generations, GiFilter};
+pub(crate) use grow::Grow;
+#[cfg(test)]
+pub(crate) use grow::MoveStep;
 pub use offline::{create_md, dump_md, CreateOptions, MdTarget, VolumeDump};
 
 use std::path::PathBuf;
@@ -66,8 +70,11 @@ pub enum MetadataError {
         configured: u8,
     },
     /// The metadata was created for another device size or placement.
-    #[error("the metadata on {path} does not match the device any more: {source}; resizing is not supported: `tandem create-md --force` recreates the metadata (and loses its sync state)")]
+    #[error("the metadata on {path} does not match the device any more: {source}; a device that grew is resized with `tandem resize`; otherwise `tandem create-md --force` recreates the metadata (and loses its sync state)")]
     LayoutMismatch { path: String, source: MetaError },
+    /// `resize` cannot move or grow this metadata.
+    #[error("cannot resize the metadata on {path}: {reason}")]
+    ResizeRefused { path: String, reason: String },
     /// The configuration and device sizes give no valid metadata layout.
     #[error("{path}: {source}")]
     Layout { path: String, source: MetaError },
@@ -130,7 +137,7 @@ impl MetaFile {
     /// Open, lock, read and check the metadata of `spec`. A configured peer without a bitmap
     /// slot gets a free one (its bitmap zeroed, the superblock rewritten and synced).
     pub(crate) fn open(spec: &MetaSpec) -> Result<(MetaFile, Superblock), MetadataError> {
-        let area = Area::open(&spec.disk, &spec.meta_disk, Access::Write)?;
+        let mut area = Area::open(&spec.disk, &spec.meta_disk, Access::Write)?;
         let mut superblock = area.read_superblock()?;
         if superblock.node_id != spec.node_id {
             return Err(MetadataError::NodeIdMismatch {

@@ -12,6 +12,10 @@
 //!   changed together under the lock).
 //! - Every client request id is in `completions` from submit until its `Complete` action.
 
+mod resize;
+
+pub(crate) use resize::ResizeOptions;
+
 use std::collections::HashMap;
 use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -399,6 +403,8 @@ impl Resource {
         match action {
             // fence-peer may answer at once (no handler configured): outside the lock.
             Action::LocalWrite { .. } | Action::LocalFlush { .. } | Action::LocalRead { .. } | Action::LocalDigest { .. } | Action::FencePeer { .. } => return Some(action),
+            // Resizing reads the device and moves the metadata: outside the lock (`resize.rs`).
+            Action::ResizeOffer { .. } | Action::Grow { .. } => return Some(action),
             Action::VerifyFound { peer, volume, offset, length } => {
                 tracing::warn!(resource = %self.name, peer = %self.peer_name(peer), volume, offset, length, "online verify: blocks differ (marked out of sync)");
             }
@@ -673,6 +679,10 @@ impl Resource {
     fn start_local_io(self: &Arc<Self>, action: Action<Payload>) {
         if let Action::FencePeer { peer } = action {
             self.fence_peer(peer);
+            return;
+        }
+        if matches!(action, Action::ResizeOffer { .. } | Action::Grow { .. }) {
+            self.resize_action(action);
             return;
         }
         let throttled = self.volumes.iter().any(|(_, disk)| disk.is_throttled());

@@ -84,6 +84,7 @@ pub(crate) fn sync_to_wire(message: PeerMessage<Payload>) -> Result<Option<Messa
         }
         PeerMessage::ResyncInSync { id, volume } => Message::ResyncInSync { id, volume },
         PeerMessage::SyncPause { volume, paused } => Message::SyncPause { volume, paused },
+        PeerMessage::Resize { volume, size_bytes, step } => Message::Resize { volume, size_bytes, step: resize_step_to_wire(step) },
         PeerMessage::VerifyRequest { id, volume, offset, length } => {
             Message::VerifyRequest(wire::VerifyRequest { id, volume, offset, length: length32(length)? })
         }
@@ -114,6 +115,7 @@ pub(crate) fn sync_from_wire(message: &Message) -> Result<Option<PeerMessage<Pay
         Message::CsumRequest(r) => PeerMessage::CsumRequest { id: r.id, volume: r.volume, offset: r.offset, length: u64::from(r.length), digests: r.digests.clone() },
         Message::ResyncInSync { id, volume } => PeerMessage::ResyncInSync { id: *id, volume: *volume },
         Message::SyncPause { volume, paused } => PeerMessage::SyncPause { volume: *volume, paused: *paused },
+        Message::Resize { volume, size_bytes, step } => PeerMessage::Resize { volume: *volume, size_bytes: *size_bytes, step: resize_step_from_wire(*step) },
         Message::VerifyRequest(r) => PeerMessage::VerifyRequest { id: r.id, volume: r.volume, offset: r.offset, length: u64::from(r.length) },
         Message::VerifyReply(r) => {
             let outcome = match &r.outcome {
@@ -125,6 +127,26 @@ pub(crate) fn sync_from_wire(message: &Message) -> Result<Option<PeerMessage<Pay
         Message::VerifyDone { volume, oos_bytes } => PeerMessage::VerifyDone { volume: *volume, oos_bytes: *oos_bytes },
         _ => return Ok(None),
     }))
+}
+
+fn resize_step_to_wire(step: repl::ResizeStep) -> wire::ResizeStep {
+    match step {
+        repl::ResizeStep::Query => wire::ResizeStep::Query,
+        repl::ResizeStep::Offer => wire::ResizeStep::Offer,
+        repl::ResizeStep::Apply { assume_clean } => wire::ResizeStep::Apply { assume_clean },
+        repl::ResizeStep::Applied => wire::ResizeStep::Applied,
+        repl::ResizeStep::Refused => wire::ResizeStep::Refused,
+    }
+}
+
+fn resize_step_from_wire(step: wire::ResizeStep) -> repl::ResizeStep {
+    match step {
+        wire::ResizeStep::Query => repl::ResizeStep::Query,
+        wire::ResizeStep::Offer => repl::ResizeStep::Offer,
+        wire::ResizeStep::Apply { assume_clean } => repl::ResizeStep::Apply { assume_clean },
+        wire::ResizeStep::Applied => repl::ResizeStep::Applied,
+        wire::ResizeStep::Refused => repl::ResizeStep::Refused,
+    }
 }
 
 fn uuids_to_wire(uuids: &UuidsMessage) -> wire::SyncUuids {
@@ -207,6 +229,7 @@ mod tests {
             PeerMessage::Ahead { ahead: true },
             PeerMessage::PeerAck { epoch: 3 },
             PeerMessage::SyncPause { volume: 0, paused: true },
+            PeerMessage::Resize { volume: 0, size_bytes: 1 << 30, step: repl::ResizeStep::Apply { assume_clean: true } },
             PeerMessage::BitmapChunk { volume: 0, chunk: vec![1] },
             PeerMessage::ResyncRequest { id: 1, volume: 0, offset: 0, length: 4096 },
             PeerMessage::ResyncAck { id: 1, volume: 0, ok: true },

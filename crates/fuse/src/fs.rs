@@ -27,7 +27,8 @@ use nbd::{CallbackReply, Command, Completion, Errno, Expect, Export, ExportInfo,
 use crate::flow::{Completer, Limiter, Permit};
 use crate::{plan, ExportFile};
 
-/// How long the kernel may cache names and attributes (they never change while mounted).
+/// How long the kernel may cache names and attributes (a file's size changes only when its
+/// export grows online, `resize`; the kernel sees it within this long).
 const ATTRIBUTE_TTL: Duration = Duration::from_secs(1);
 /// The inode of the first file; the root directory is 1.
 const FIRST_FILE_INODE: u64 = 2;
@@ -95,7 +96,8 @@ impl ExportFs {
             (FileType::Directory, 0o755, 0, 2)
         } else {
             let file = &self.parts.files[self.file_index(inode)?];
-            (FileType::RegularFile, 0o600, file.size_bytes, 1)
+            let size = self.parts.registry.size_now(&file.export).unwrap_or(file.size_bytes);
+            (FileType::RegularFile, 0o600, size.max(file.size_bytes), 1)
         };
         let time = self.parts.mounted_at;
         Some(FileAttr {
@@ -304,7 +306,7 @@ impl Filesystem for ExportFs {
         reply: ReplyData,
     ) {
         let Some(handle) = self.handle(handle) else { return reply.error(FuseErrno::EBADF) };
-        match plan::read(handle.info.size, offset, size) {
+        match plan::read(handle.export.size_now(), offset, size) {
             Err(code) => reply.error(fuse_errno(code)),
             Ok(None) => reply.data(&[]),
             Ok(Some(command)) => self.submit(&handle, Request { command, fua: false }, move |result| match result {
@@ -328,7 +330,7 @@ impl Filesystem for ExportFs {
         reply: ReplyWrite,
     ) {
         let Some(handle) = self.handle(handle) else { return reply.error(FuseErrno::EBADF) };
-        let length = match plan::write(handle.info.size, offset, data.len()) {
+        let length = match plan::write(handle.export.size_now(), offset, data.len()) {
             Ok(length) => length,
             Err(code) => return reply.error(fuse_errno(code)),
         };
@@ -411,7 +413,8 @@ impl Filesystem for ExportFs {
 
     fn fallocate(&self, _request: &FuseRequest, _inode: INodeNo, handle: FileHandle, offset: u64, length: u64, mode: i32, reply: ReplyEmpty) {
         let Some(handle) = self.handle(handle) else { return reply.error(FuseErrno::EBADF) };
-        match plan::fallocate(&handle.info, mode, offset, length) {
+        let info = ExportInfo { size: handle.export.size_now(), ..handle.info };
+        match plan::fallocate(&info, mode, offset, length) {
             Err(code) => reply.error(fuse_errno(code)),
             Ok(commands) => self.submit_all(&handle, commands, move |result| match result {
                 Ok(()) => reply.ok(),

@@ -271,6 +271,23 @@ impl ActivityLog {
         })
     }
 
+    /// Covers `extent_count` extents from now on (`resize`: the data grew). The cache and the
+    /// transactions are unchanged: extent numbers keep their meaning in a larger volume.
+    pub fn grow(&mut self, extent_count: u64) -> Result<(), MetaError> {
+        if extent_count >= u64::from(AL_SLOT_EMPTY) {
+            let data_bytes = extent_count.saturating_mul(AL_EXTENT_BYTES);
+            return Err(MetaError::DataTooLarge { data_bytes });
+        }
+        if extent_count < self.config.extent_count {
+            return Err(MetaError::DataWouldShrink {
+                data_bytes: self.config.extent_count.saturating_mul(AL_EXTENT_BYTES),
+                new_data_bytes: extent_count.saturating_mul(AL_EXTENT_BYTES),
+            });
+        }
+        self.config.extent_count = extent_count;
+        Ok(())
+    }
+
     /// The configuration.
     pub fn config(&self) -> &ActivityLogConfig {
         &self.config

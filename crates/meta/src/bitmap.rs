@@ -72,6 +72,25 @@ impl Bitmap {
         })
     }
 
+    /// This bitmap over a larger data area (`resize`): the same bits, the new blocks clear,
+    /// every page dirty (the grown image belongs at the new layout's offsets). A last block
+    /// that was short and set stays set, now covering more: towards "out of sync".
+    pub fn grown(&self, data_bytes: u64) -> Result<Bitmap, MetaError> {
+        if data_bytes < self.data_bytes {
+            return Err(MetaError::DataWouldShrink {
+                data_bytes: self.data_bytes,
+                new_data_bytes: data_bytes,
+            });
+        }
+        let mut grown = Bitmap::new(data_bytes, self.granularity_bytes)?;
+        for run in self.runs() {
+            grown.set_blocks(run)?;
+        }
+        grown.mark_all_pages_dirty();
+        debug_assert_eq!(grown.set_count, self.set_count);
+        Ok(grown)
+    }
+
     /// An all-clear bitmap for one peer of this layout.
     pub fn for_layout(layout: &Layout) -> Result<Bitmap, MetaError> {
         Bitmap::new(

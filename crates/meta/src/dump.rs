@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use crate::activity_log::{FullResyncReason, Recovery, AL_EXTENT_BYTES};
 use crate::layout::Placement;
-use crate::superblock::{uuid_hex, PeerFlags, Superblock, SuperblockFlags, SUPERBLOCK_VERSION};
+use crate::superblock::{uuid_hex, PeerFlags, Superblock, SuperblockFlags};
 use crate::Bitmap;
 
 /// What a dump is made from.
@@ -34,6 +34,9 @@ pub struct LayoutDump {
     pub backing_bytes: u64,
     /// Bytes exported as data.
     pub data_bytes: u64,
+    /// The data size agreed by a resize, when below what the device gives (absent otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub data_bytes_max: Option<u64>,
     /// Bytes the metadata occupies.
     pub metadata_bytes: u64,
     /// Size of the external metadata area (None when internal).
@@ -116,7 +119,7 @@ impl MetaDump {
     pub fn new(sources: DumpSources<'_>) -> MetaDump {
         let superblock = sources.superblock;
         MetaDump {
-            version: SUPERBLOCK_VERSION,
+            version: superblock.format_version(),
             node_id: superblock.node_id,
             layout: layout_dump(superblock),
             flags: superblock.flags,
@@ -169,6 +172,9 @@ impl MetaDump {
         let _ = writeln!(out, "placement:      {}{area}", layout.placement);
         let _ = writeln!(out, "backing size:   {} bytes", layout.backing_bytes);
         let _ = writeln!(out, "data size:      {} bytes", layout.data_bytes);
+        if let Some(cap) = layout.data_bytes_max {
+            let _ = writeln!(out, "data size cap:  {cap} bytes (agreed by resize)");
+        }
         let _ = writeln!(out, "metadata size:  {} bytes", layout.metadata_bytes);
         let _ = writeln!(out, "superblock:     @{}", layout.superblock_offset);
         let _ = writeln!(
@@ -217,6 +223,7 @@ fn layout_dump(superblock: &Superblock) -> LayoutDump {
         placement,
         backing_bytes: config.backing_bytes,
         data_bytes: layout.data_bytes(),
+        data_bytes_max: config.data_bytes_max,
         metadata_bytes: layout.metadata_bytes(),
         metadata_area_bytes,
         superblock_offset: layout.superblock().offset_bytes,

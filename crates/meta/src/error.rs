@@ -78,6 +78,37 @@ pub enum MetaError {
         /// The size the metadata needs.
         needed_bytes: u64,
     },
+    /// `data_bytes_max` is below one 4 KiB block.
+    #[error("a data size cap of {data_bytes_max} bytes is below one 4 KiB block")]
+    DataCapTooSmall {
+        /// The cap requested.
+        data_bytes_max: u64,
+    },
+    /// A resize would change internal metadata to external or back.
+    #[error("the metadata placement (internal or external) cannot change in a resize")]
+    PlacementChanged,
+    /// A resize would make the data smaller (shrinking is not supported).
+    #[error(
+        "the data would shrink from {data_bytes} to {new_data_bytes} bytes; shrinking is not \
+         supported (grow the backing device, or check --size)"
+    )]
+    DataWouldShrink {
+        /// The data size now.
+        data_bytes: u64,
+        /// The data size the resize would give.
+        new_data_bytes: u64,
+    },
+    /// A resize of internal metadata where the new metadata would overlap the old.
+    #[error(
+        "the backing device grew too little to move the metadata safely: at {backing_bytes} \
+         bytes the new metadata would overwrite the old; grow it to at least {needed_bytes} bytes"
+    )]
+    GrowOverlapsMetadata {
+        /// The backing device size now.
+        backing_bytes: u64,
+        /// About the smallest backing size that allows the move.
+        needed_bytes: u64,
+    },
     /// The data area has more 4 MiB extents than an activity-log slot can name.
     #[error("data area of {data_bytes} bytes is too large for the activity log's extent numbers")]
     DataTooLarge {

@@ -16,8 +16,14 @@
 //!
 //! Invariants: every region starts and ends on a 4 KiB boundary; regions never overlap; the data
 //! size is a non-zero multiple of 4 KiB; with internal metadata, data and metadata fit in the
-//! backing device and the data size is the largest that does. A [`Layout`] only exists for a
+//! backing device and the data size is the largest that does, or `data_bytes_max` (rounded down
+//! to 4 KiB) when that is smaller (a size agreed by `resize`); with external metadata the data
+//! size is the backing device's, capped the same way. A [`Layout`] only exists for a
 //! configuration that passed every check here, so holders never re-check.
+//!
+//! Growing ([`Layout::grow`]): the new layout of a backing device that got larger, refused when
+//! it would shrink the data, or (internal) when the new metadata would overlap the old one, so
+//! the old metadata stays intact until the new one is written and made authoritative.
 
 use crate::activity_log::{al_extents_max, AL_EXTENTS_MAX, AL_EXTENTS_MIN, AL_EXTENT_BYTES};
 use crate::MetaError;
@@ -86,6 +92,9 @@ pub struct LayoutConfig {
     pub al_ring_bytes: u32,
     /// Activity-log cache size (`al-extents`, 7..=65534, and at most what the ring recovers).
     pub al_extents: u32,
+    /// A cap on the data size below what the backing device gives (`resize --size`, or the
+    /// smallest size every node offers); None: as large as the backing device allows.
+    pub data_bytes_max: Option<u64>,
 }
 
 impl LayoutConfig {
@@ -98,6 +107,7 @@ impl LayoutConfig {
             bitmap_granularity_bytes: BITMAP_GRANULARITY_BYTES_DEFAULT,
             al_ring_bytes: AL_RING_BYTES_DEFAULT,
             al_extents: AL_EXTENTS_DEFAULT,
+            data_bytes_max: None,
         }
     }
 
@@ -127,6 +137,13 @@ impl LayoutConfig {
         if !(u32::from(AL_EXTENTS_MIN)..=u32::from(AL_EXTENTS_MAX)).contains(&al_extents) {
             return Err(MetaError::AlExtentsOutOfRange { al_extents });
         }
+        if let Some(cap) = self.data_bytes_max {
+            if cap < BLOCK_BYTES {
+                return Err(MetaError::DataCapTooSmall {
+                    data_bytes_max: cap,
+                });
+            }
+        }
         let al_extents_max = al_extents_max(ring);
         if al_extents > al_extents_max {
             return Err(MetaError::AlExtentsExceedRing {
@@ -138,6 +155,15 @@ impl LayoutConfig {
         Ok(())
     }
 
+    /// `data_bytes` limited by `data_bytes_max` rounded down to 4 KiB (at least one block, as
+    /// `validate_parameters` checked).
+    fn cap(&self, data_bytes: u64) -> u64 {
+        match self.data_bytes_max {
+            Some(cap) => data_bytes.min(cap / BLOCK_BYTES * BLOCK_BYTES),
+            None => data_bytes,
+        }
+    }
+
     /// Bytes of metadata for `data_bytes` of data, or None on overflow.
     fn metadata_bytes_for(&self, data_bytes: u64) -> Option<u64> {
         let bitmaps = bitmap_bytes_per_peer(data_bytes, self.bitmap_granularity_bytes)
@@ -146,6 +172,17 @@ impl LayoutConfig {
             .checked_add(u64::from(self.al_ring_bytes))?
             .checked_add(bitmaps)
     }
+}
+
+/// Where a grown layout is computed for ([`Layout::grow`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GrowTarget {
+    /// The placement now (an external area may have grown too).
+    pub placement: Placement,
+    /// The backing device's size now.
+    pub backing_bytes: u64,
+    /// The data size agreed by the nodes, if smaller than the device gives.
+    pub data_bytes_max: Option<u64>,
 }
 
 /// A byte range of the backing device (internal) or metadata device (external).
@@ -222,7 +259,7 @@ impl Layout {
                 high = middle - 1;
             }
         }
-        let data_bytes = low * BLOCK_BYTES;
+        let data_bytes = config.cap(low * BLOCK_BYTES);
         let end = backing_blocks * BLOCK_BYTES;
         let bitmap_bytes_per_peer =
             bitmap_bytes_per_peer(data_bytes, config.bitmap_granularity_bytes);
@@ -251,7 +288,7 @@ impl Layout {
     }
 
     fn compute_external(config: &LayoutConfig, metadata_bytes: u64) -> Result<Layout, MetaError> {
-        let data_bytes = config.backing_bytes / BLOCK_BYTES * BLOCK_BYTES;
+        let data_bytes = config.cap(config.backing_bytes / BLOCK_BYTES * BLOCK_BYTES);
         if data_bytes == 0 {
             return Err(MetaError::BackingTooSmall {
                 backing_bytes: config.backing_bytes,
@@ -328,6 +365,60 @@ impl Layout {
         }
     }
 
+    /// The layout of this metadata on a grown device (`resize`): same parameters, the new
+    /// backing size (and, external, the metadata area's size now) and cap. Refused when the
+    /// data would shrink, the placement kind changed, or (internal) the new metadata would
+    /// overlap the old: the move writes the new metadata while the old is still the
+    /// authoritative copy, so they must not share a byte. A grow by less than about the
+    /// metadata's size is therefore refused; grow the device further.
+    pub fn grow(&self, target: &GrowTarget) -> Result<Layout, MetaError> {
+        let same_kind = matches!(
+            (self.config.placement, target.placement),
+            (Placement::Internal, Placement::Internal)
+                | (Placement::External { .. }, Placement::External { .. })
+        );
+        if !same_kind {
+            return Err(MetaError::PlacementChanged);
+        }
+        let config = LayoutConfig {
+            placement: target.placement,
+            backing_bytes: target.backing_bytes,
+            data_bytes_max: target.data_bytes_max,
+            ..self.config
+        };
+        let grown = Layout::compute(&config)?;
+        if grown.data_bytes < self.data_bytes {
+            return Err(MetaError::DataWouldShrink {
+                data_bytes: self.data_bytes,
+                new_data_bytes: grown.data_bytes,
+            });
+        }
+        let old_end = self.superblock.end_bytes();
+        let overlaps = grown.bitmaps.offset_bytes < old_end;
+        if self.config.placement == Placement::Internal && overlaps && grown != *self {
+            return Err(MetaError::GrowOverlapsMetadata {
+                backing_bytes: target.backing_bytes,
+                needed_bytes: grow_needed_bytes(&config, old_end, grown.metadata_bytes()),
+            });
+        }
+        Ok(grown)
+    }
+
+    /// The byte range of the data that a grow from this layout to `grown` must resync (as
+    /// `(offset, length)`, None if empty): the whole new area, or with `assume_clean` (the
+    /// administrator vouches that what the device grew by reads the same on every node) only
+    /// the part of it that belonged to the old device: the old metadata and the gap before
+    /// it, which differ between nodes.
+    pub fn grow_resync_range(&self, grown: &Layout, assume_clean: bool) -> Option<(u64, u64)> {
+        let start = self.data_bytes;
+        let end = if assume_clean {
+            grown.data_bytes.min(self.config.backing_bytes)
+        } else {
+            grown.data_bytes
+        };
+        (end > start).then(|| (start, end - start))
+    }
+
     /// The configuration this layout was computed from.
     pub fn config(&self) -> &LayoutConfig {
         &self.config
@@ -393,6 +484,25 @@ impl Layout {
     pub fn al_extent_count(&self) -> u64 {
         self.data_bytes.div_ceil(AL_EXTENT_BYTES)
     }
+}
+
+/// The smallest backing size whose internal metadata starts at or past `old_end`: the old end
+/// plus the metadata the larger device then needs (its bitmaps grow with it, so iterate).
+fn grow_needed_bytes(config: &LayoutConfig, old_end: u64, metadata_bytes: u64) -> u64 {
+    let mut needed = old_end.saturating_add(metadata_bytes);
+    for _ in 0..8 {
+        let at_needed = LayoutConfig {
+            backing_bytes: needed,
+            ..*config
+        };
+        match Layout::compute(&at_needed) {
+            Ok(layout) if layout.bitmaps.offset_bytes < old_end => {
+                needed = old_end.saturating_add(layout.metadata_bytes());
+            }
+            _ => break,
+        }
+    }
+    needed
 }
 
 /// Bytes of one peer's on-disk bitmap for `data_bytes` of data at `granularity_bytes` per bit:

@@ -21,6 +21,11 @@
 //! granularity) / 8))`, i.e. about 36 KiB + data/32768 per peer at the defaults; see
 //! [`Layout::compute`].
 //!
+//! Growing (`tandem resize`): [`Layout::grow`] gives the layout on a grown device, refusing a
+//! shrink and an internal grow whose new metadata would overlap the old; the daemon then moves
+//! the metadata (new bitmaps and ring, then the new superblock as the commit). A data size
+//! capped below what the device gives is stored in the superblock (`data_bytes_max`, v3).
+//!
 //! # Crash safety: activity log + bitmap
 //!
 //! **Invariant:** after a crash, every block that might differ on a peer is either set in that
@@ -64,7 +69,7 @@ pub use activity_log::{
 pub use bitmap::{Bitmap, RleDecoder, RleEncoder};
 pub use dump::{DumpSources, MetaDump};
 pub use error::MetaError;
-pub use layout::{Layout, LayoutConfig, Placement, Region};
+pub use layout::{GrowTarget, Layout, LayoutConfig, Placement, Region};
 pub use superblock::{
     PeerFlags, PeerSlot, Superblock, SuperblockFlags, UUID_JUST_CREATED, UUID_PRIMARY_BIT,
 };

@@ -24,7 +24,8 @@
 //! | 96     | 8        | `current_uuid`             | current generation identifier             |
 //! | 104    | 8 × 32   | `history_uuids`            | newest first, 0 = empty                   |
 //! | 360    | 8        | `resync_goal_uuid`         | a sync target's goal generation, 0 = none |
-//! | 368    | 16       | reserved                   | zero                                      |
+//! | 368    | 8        | `data_bytes_max`           | agreed data size cap, 0 = none (v3)       |
+//! | 376    | 8        | reserved                   | zero                                      |
 //! | 384    | 16 × 31  | peer slots                 | node id (0xFF unused), 3 reserved, flags u32, bitmap uuid u64 |
 //! | 880    | 3216     | reserved                   | zero                                      |
 //!
@@ -33,7 +34,10 @@
 //! always equal the layout recomputed from the stored parameters, so a decoded superblock carries
 //! a valid [`Layout`]; decode checks the length, the magic, the version, the checksum and then
 //! the fields, so "not tandem metadata" and "newer version" are reported before "corrupt".
-//! Version 1 (before `resync_goal_uuid`) is read too, with that field reserved (zero).
+//! Version 1 (before `resync_goal_uuid`) is read too, with that field reserved (zero); so is
+//! version 2 (before `data_bytes_max`). A superblock is written with the lowest version that
+//! holds its fields: version 3 only once a `resize` capped the data size, so metadata that was
+//! never capped stays readable by builds that know version 2.
 
 use crate::codec::{block_crc, store_crc, Reader, Writer};
 use crate::layout::{Layout, LayoutConfig, Placement, PEER_SLOTS_MAX, SUPERBLOCK_BYTES};
@@ -41,8 +45,10 @@ use crate::MetaError;
 
 /// First eight bytes of the superblock.
 pub const SUPERBLOCK_MAGIC: [u8; 8] = *b"TNDMMETA";
-/// The superblock format version this build writes and reads.
-pub const SUPERBLOCK_VERSION: u32 = 2;
+/// The newest superblock format version this build writes and reads.
+pub const SUPERBLOCK_VERSION: u32 = 3;
+/// The version written when no field of version 3 is in use (see the module comment).
+const SUPERBLOCK_VERSION_UNCAPPED: u32 = 2;
 /// The oldest format version this build reads (version 1 has no `resync_goal_uuid`).
 pub const SUPERBLOCK_VERSION_MIN: u32 = 1;
 /// Number of history generation identifiers kept.
@@ -57,6 +63,7 @@ pub const UUID_PRIMARY_BIT: u64 = 1;
 const SUPERBLOCK_LEN: usize = 4096;
 const CRC_OFFSET: usize = 12;
 const RESYNC_GOAL_OFFSET: usize = 360;
+const DATA_CAP_OFFSET: usize = 368;
 const PEERS_OFFSET: usize = 384;
 const PEER_SLOT_BYTES: usize = 16;
 const NODE_ID_UNUSED: u8 = 0xFF;
@@ -64,7 +71,8 @@ const WHAT: &str = "superblock";
 
 const _: () = assert!(SUPERBLOCK_LEN as u64 == SUPERBLOCK_BYTES);
 const _: () = assert!(104 + HISTORY_UUIDS_LEN * 8 <= RESYNC_GOAL_OFFSET);
-const _: () = assert!(RESYNC_GOAL_OFFSET + 8 <= PEERS_OFFSET);
+const _: () = assert!(RESYNC_GOAL_OFFSET + 8 <= DATA_CAP_OFFSET);
+const _: () = assert!(DATA_CAP_OFFSET + 8 <= PEERS_OFFSET);
 const _: () = assert!(PEERS_OFFSET + PEER_SLOTS_MAX as usize * PEER_SLOT_BYTES <= SUPERBLOCK_LEN);
 const _: () = assert!(UUID_JUST_CREATED & UUID_PRIMARY_BIT == 0);
 
@@ -254,13 +262,21 @@ impl Superblock {
         u8::try_from(index).ok()
     }
 
+    /// The format version this superblock is written with: the lowest that holds its fields.
+    pub fn format_version(&self) -> u32 {
+        match self.layout.config().data_bytes_max {
+            Some(_) => SUPERBLOCK_VERSION,
+            None => SUPERBLOCK_VERSION_UNCAPPED,
+        }
+    }
+
     /// The 4 KiB block image, or an error if a field breaks the format's rules.
     pub fn encode(&self) -> Result<Vec<u8>, MetaError> {
         self.validate()?;
         let config = self.layout.config();
         let mut writer = Writer::with_capacity(SUPERBLOCK_LEN);
         writer.bytes(&SUPERBLOCK_MAGIC);
-        writer.u32(SUPERBLOCK_VERSION);
+        writer.u32(self.format_version());
         writer.u32(0);
         writer.u64(config.backing_bytes);
         let (placement, metadata_bytes) = match config.placement {
@@ -286,6 +302,7 @@ impl Superblock {
         }
         writer.zeros(RESYNC_GOAL_OFFSET - writer.len());
         writer.u64(self.resync_goal_uuid);
+        writer.u64(config.data_bytes_max.unwrap_or(0));
         writer.zeros(PEERS_OFFSET - writer.len());
         for index in 0..usize::from(PEER_SLOTS_MAX) {
             let peer = self.peers.get(index).copied().unwrap_or_default();
@@ -331,7 +348,8 @@ impl Superblock {
                 computed,
             });
         }
-        let (layout, node_id, flags) = decode_layout(&mut reader)?;
+        let data_bytes_max = data_cap_of(block, version)?;
+        let (layout, node_id, flags) = decode_layout(&mut reader, data_bytes_max)?;
         let current_uuid = reader.u64()?;
         let mut history_uuids = [0; HISTORY_UUIDS_LEN];
         for uuid in &mut history_uuids {
@@ -339,6 +357,9 @@ impl Superblock {
         }
         reader.reserved(RESYNC_GOAL_OFFSET - reader.position())?;
         let resync_goal_uuid = if version >= 2 { reader.u64()? } else { 0 };
+        if version >= 3 {
+            reader.u64()?; // data_bytes_max, read ahead of the layout by data_cap_of
+        }
         reader.reserved(PEERS_OFFSET - reader.position())?;
         let peers = decode_peers(&mut reader, layout.config().peer_slots)?;
         reader.reserved(SUPERBLOCK_LEN - reader.position())?;
@@ -385,6 +406,11 @@ impl Superblock {
                 "activity-log ring size",
                 u64::from(disk.al_ring_bytes),
                 u64::from(now.al_ring_bytes),
+            ),
+            (
+                "data size cap",
+                disk.data_bytes_max.unwrap_or(0),
+                now.data_bytes_max.unwrap_or(0),
             ),
             (
                 "data size",
@@ -440,7 +466,28 @@ fn stored_geometry(layout: &Layout) -> [(&'static str, u64); 5] {
     ]
 }
 
-fn decode_layout(reader: &mut Reader<'_>) -> Result<(Layout, u8, SuperblockFlags), MetaError> {
+/// The data size cap of a version 3 block (None for older versions and for 0): the layout
+/// decoded before it depends on it.
+fn data_cap_of(block: &[u8], version: u32) -> Result<Option<u64>, MetaError> {
+    if version < 3 {
+        return Ok(None);
+    }
+    let bytes = block
+        .get(DATA_CAP_OFFSET..DATA_CAP_OFFSET + 8)
+        .and_then(|b| <[u8; 8]>::try_from(b).ok())
+        .ok_or(MetaError::Truncated {
+            what: WHAT,
+            needed: DATA_CAP_OFFSET + 8,
+            actual: block.len(),
+        })?;
+    let cap = u64::from_be_bytes(bytes);
+    Ok((cap != 0).then_some(cap))
+}
+
+fn decode_layout(
+    reader: &mut Reader<'_>,
+    data_bytes_max: Option<u64>,
+) -> Result<(Layout, u8, SuperblockFlags), MetaError> {
     let backing_bytes = reader.u64()?;
     let metadata_bytes = reader.u64()?;
     let placement = match reader.u8()? {
@@ -459,6 +506,7 @@ fn decode_layout(reader: &mut Reader<'_>) -> Result<(Layout, u8, SuperblockFlags
         bitmap_granularity_bytes: reader.u32()?,
         al_ring_bytes: reader.u32()?,
         al_extents: reader.u32()?,
+        data_bytes_max,
     };
     let flags = SuperblockFlags::from_bits(reader.u32()?)?;
     reader.reserved(4)?;

@@ -22,6 +22,11 @@ pub trait ExportRegistry: Send + Sync + 'static {
     fn open_for_info(&self, name: &str) -> Result<Arc<dyn Export>, OpenError> {
         self.open(name)
     }
+    /// The size export `name` has now, if the registry can tell without opening it (an
+    /// export that grows online, `resize`); None (the default): as when it was listed.
+    fn size_now(&self, _name: &str) -> Option<u64> {
+        None
+    }
 }
 
 /// Why an export could not be opened.
@@ -57,6 +62,12 @@ pub struct ExportInfo {
 pub trait Export: Send + Sync + 'static {
     /// Size and capabilities (called once per connection, at open).
     fn info(&self) -> ExportInfo;
+    /// The size now: larger than `info().size` once the export grew online (`resize`). NBD
+    /// connections keep the size they opened with (the protocol subset served has no resize
+    /// notice); a front end that can show a new size (the FUSE file) asks this.
+    fn size_now(&self) -> u64 {
+        self.info().size
+    }
     /// Start a request; `completion` must be completed exactly once, from any thread, possibly
     /// after this returns. This is called on the connection's reader task: it should not block.
     fn submit(&self, request: Request, completion: Completion);

@@ -39,6 +39,7 @@ mod pause;
 mod quorum;
 mod reconcile;
 mod persist;
+mod resize;
 mod resync;
 mod rotate;
 mod secondary_log;
@@ -52,6 +53,7 @@ pub use fence::{fence_outcome, FencePolicy, FENCE_PEER_IS_PRIMARY};
 pub use lag::{LagBound, LagStatus};
 pub use pause::SyncPause;
 pub use quorum::{OnNoQuorum, QuorumConfig, QuorumRule};
+pub use resize::ResizeRequest;
 pub use stats::{LocalStats, PeerStats};
 pub use resync::RESYNC_REQUEST_BYTES_MAX;
 pub use verify::{VERIFY_DIGESTS_BYTES_MAX, VERIFY_REQUEST_BYTES_MAX};
@@ -469,6 +471,10 @@ pub struct Engine<P> {
     /// metadata saying this disk lacks them is durable (`detach.rs`); bounded by the
     /// receivers' budget, as each is still pending there.
     failed_peer_writes: Vec<detach::FailedPeerWrite>,
+    /// Resizes under way, by volume number (`resize.rs`).
+    resizes: BTreeMap<u16, resize::Resizing>,
+    /// How the resizes this node started ended, until taken (`resize.rs`).
+    resize_outcomes: BTreeMap<u16, Result<u64, String>>,
 }
 
 impl<P: Clone> Engine<P> {
@@ -517,6 +523,8 @@ impl<P: Clone> Engine<P> {
             peer_ack_owed: false,
             lost_primary: None,
             failed_peer_writes: Vec::new(),
+            resizes: BTreeMap::new(),
+            resize_outcomes: BTreeMap::new(),
         };
         engine.disks_announced = engine.disk_list();
         Ok(engine)
@@ -866,6 +874,8 @@ impl<P: Clone> Engine<P> {
             p.connection = if state == ConnState::StandAlone { state } else { ConnState::Connecting };
         }
         p.last_error = Some(format!("{state}: {reason}"));
+        self.resize_peer_lost(slot);
+        let p = &mut self.peers[slot];
         if p.role == Role::Primary && p.last_seq > 0 {
             self.lost_primary = Some(Followed { node: p.config.node_id, seq: p.last_seq });
         }
@@ -1053,6 +1063,10 @@ impl<P: Clone> Engine<P> {
             }
             PeerMessage::ResyncInSync { id, volume } => self.receive_resync_in_sync(now, slot, id, volume, out),
             PeerMessage::SyncPause { volume, paused } => self.receive_sync_pause(now, slot, volume, paused, out),
+            PeerMessage::Resize { volume, size_bytes, step } => {
+                self.receive_resize(slot, volume, size_bytes, step, out);
+                Ok(())
+            }
             PeerMessage::StaleMark { stale } => self.receive_stale_mark(slot, stale, out),
             PeerMessage::StaleMarkAck { stale } => self.receive_stale_ack(now, slot, stale, out),
             PeerMessage::Ahead { ahead } => {

@@ -21,6 +21,7 @@ mod lag;
 mod leave;
 mod outdate;
 mod pause;
+mod resize;
 mod resync;
 mod resync_pace;
 mod suspend;
@@ -188,7 +189,7 @@ impl Pair {
                 Action::Disconnect { state, .. } => self.disconnects.push((from, state)),
                 Action::StateChanged | Action::Detached { .. } => {}
                 Action::ReadDone { request, result } => self.reads_done.push((request, result)),
-                Action::LocalDigest { .. } => self.local[from].push_back(action),
+                Action::LocalDigest { .. } | Action::ResizeOffer { .. } | Action::Grow { .. } => self.local[from].push_back(action),
                 Action::VerifyFound { .. } | Action::VerifyFinished { .. } => self.verify_events.push((from, action)),
                 Action::FencePeer { peer } => self.fence_calls.push((from, peer)),
             }
@@ -245,6 +246,10 @@ impl Pair {
                 let data = &self.disks[node][offset as usize..(offset + length) as usize];
                 self.nodes[node].local_digest_done(self.now, io, Ok(verify::block_digests(data, block_bytes)), &mut out);
                 self.route(node, out);
+                return;
+            }
+            Action::ResizeOffer { .. } | Action::Grow { .. } => {
+                self.perform_resize(node, action);
                 return;
             }
             _ => unreachable!("only local I/O is queued"),

@@ -132,6 +132,21 @@ impl IoError {
     }
 }
 
+/// A step of an online resize (`engine/resize.rs`), in a [`PeerMessage::Resize`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResizeStep {
+    /// The node resizing asks for the size the receiver's grown device offers.
+    Query,
+    /// The answer to `Query`: `size_bytes` is what this device offers (0: it cannot grow).
+    Offer,
+    /// Grow to `size_bytes`; with `assume_clean`, the new area counts as identical.
+    Apply { assume_clean: bool },
+    /// The sender grew to `size_bytes`.
+    Applied,
+    /// The sender could not grow, or is busy.
+    Refused,
+}
+
 /// A decoded message from a peer, as the engine sees it.
 #[derive(Debug, Clone)]
 pub enum PeerMessage<P> {
@@ -186,6 +201,8 @@ pub enum PeerMessage<P> {
     /// Our own resync of `volume` with the receiver is paused (`pause-sync`, `resync-after`)
     /// or resumed (`engine/pause.rs`).
     SyncPause { volume: u16, paused: bool },
+    /// A step of an online resize of `volume` (`engine/resize.rs`).
+    Resize { volume: u16, size_bytes: u64, step: ResizeStep },
     /// Mark this node possibly stale (asynchronous replication follows) or clear the mark
     /// (`engine/lag.rs`); answered by `StaleMarkAck` once durable.
     StaleMark { stale: bool },
@@ -448,6 +465,16 @@ pub enum Action<P> {
     /// go to [`crate::Engine::read_source`]); with `call_handler`, run the `local-io-error`
     /// handler.
     Detached { volume: u16, failed: bool, call_handler: bool },
+    /// A peer resizing `volume` asks what this node's grown device offers: call
+    /// [`crate::Engine::resize_offer`] with the largest data size the backing device gives
+    /// now (`u64::MAX` for a volume without a disk of its own), or 0 if it cannot grow.
+    ResizeOffer { peer: u8, volume: u16 },
+    /// Grow `volume` to `size_bytes` (`engine/resize.rs`): take
+    /// [`crate::Engine::grown_bitmaps`] with the range the metadata move must resync (all of
+    /// the new area, or with `assume_clean` only what the old device held), move the metadata
+    /// to the grown device with them, widen the data disk and the exports, then call
+    /// [`crate::Engine::grown`].
+    Grow { volume: u16, size_bytes: u64, assume_clean: bool },
     /// Run the `fence-peer` handler against `peer` (with `fencing` set, after this Primary
     /// lost it, or before a promotion without it); answer with `fence_peer_done(peer,
     /// status)` once it exited or was killed after its timeout. At most one per peer is
@@ -533,6 +560,9 @@ pub enum StateError {
     /// `fence-peer` could not make sure the absent peer cannot be promoted.
     #[error("the fence-peer handler failed for peer {peer} (status {status}); refusing to become Primary without --force")]
     PeerNotFenced { peer: String, status: i32 },
+    /// `resize` cannot start (the reason says why).
+    #[error("{0}")]
+    Resize(String),
     /// Online verify compares UpToDate data only.
     #[error("verify with peer {peer} needs UpToDate disks on both sides (local {local}, peer {peer_disk})")]
     VerifyNeedsUpToDate { peer: String, local: DiskState, peer_disk: DiskState },

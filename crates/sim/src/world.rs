@@ -471,6 +471,8 @@ impl Sim {
                 Action::VerifyFound { .. }
                 | Action::VerifyFinished { .. }
                 | Action::FencePeer { .. } => {}
+                // The simulated nodes never start a resize, so no peer asks for one.
+                Action::ResizeOffer { .. } | Action::Grow { .. } => {}
                 // The simulator never sets a detaching `on-io-error` (the engine's default is
                 // pass_on), so no volume is detached.
                 Action::Detached { volume, .. } => {

@@ -396,6 +396,65 @@ pub enum SimpleVerb {
     /// Resume client I/O frozen by suspend-io or by fencing (`fencing resource-and-stonith`
     /// after the fence-peer handler failed or still runs; the lost peer stays unfenced).
     ResumeIo(Target),
+    /// Grow a volume online once every node's backing device grew (truncate -s, lvextend):
+    /// the nodes agree on the smallest size their devices offer, move their metadata to the
+    /// new end, and resync the new area from the Primary. Every peer must be connected;
+    /// shrinking is refused.
+    Resize {
+        /// Grow to at most this size (bytes, or with a K/M/G/T suffix, powers of 1024).
+        #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+        size: Option<u64>,
+        /// The new area reads the same on every node (say, freshly extended sparse files):
+        /// take it as in sync instead of resyncing it.
+        #[arg(long)]
+        assume_clean: bool,
+        /// Grow this node alone, asking no peer (refused while one is connected): for a node
+        /// that missed a resize its peers did, which they refuse to connect to until it grows.
+        #[arg(long)]
+        assume_peer_has_space: bool,
+        /// `RES` or `RES/VOL` (default: every volume of every resource).
+        #[arg(value_name = "RES[/VOL]", value_parser = parse_resize_target)]
+        target: Option<(String, Option<u16>)>,
+    },
+}
+
+/// A size with an optional K/M/G/T suffix (powers of 1024), as `drbdadm resize --size`.
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    let (digits, shift) = match text.char_indices().last() {
+        Some((at, unit)) if unit.is_ascii_alphabetic() => {
+            let shift = match unit.to_ascii_uppercase() {
+                'K' => 10,
+                'M' => 20,
+                'G' => 30,
+                'T' => 40,
+                _ => return Err(format!("unknown size unit in '{text}' (use K, M, G or T)")),
+            };
+            (&text[..at], shift)
+        }
+        _ => (text, 0),
+    };
+    let number: u64 = digits.parse().map_err(|_| format!("'{text}' is not a size"))?;
+    number.checked_mul(1 << shift).filter(|bytes| *bytes > 0).ok_or_else(|| format!("size '{text}' is out of range"))
+}
+
+/// `RES[/VOL]` split into the resource and the volume.
+pub fn parse_resize_target(text: &str) -> Result<(String, Option<u16>), String> {
+    match text.split_once('/') {
+        Some((resource, volume)) => {
+            let volume = volume.parse().map_err(|_| format!("'{volume}' is not a volume number"))?;
+            Ok((resource.to_string(), Some(volume)))
+        }
+        None => Ok((text.to_string(), None)),
+    }
+}
+
+/// The resource (None for all) and volume a resize names.
+fn resize_target(target: Option<(String, Option<u16>)>) -> (Option<String>, Option<u16>) {
+    match target {
+        Some((resource, volume)) if resource != "all" => (Some(resource), volume),
+        _ => (None, None),
+    }
 }
 
 /// `tandem srm ...`.
@@ -464,6 +523,10 @@ impl SimpleVerb {
                 resource: resource_filter(&target),
                 peer,
             },
+            Self::Resize { size, assume_clean, assume_peer_has_space, target } => {
+                let (resource, volume) = resize_target(target);
+                Request::Resize { resource, volume, size_bytes: size, assume_clean, assume_peer_has_space }
+            }
             Self::ResumeIo(target) => Request::ResumeIo {
                 resource: resource_filter(&target),
             },
@@ -525,6 +588,17 @@ mod tests {
     #[test]
     fn the_command_line_definition_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn resize_sizes_and_targets_parse() {
+        for (text, bytes) in [("4096", Some(4096)), ("64K", Some(64 << 10)), ("2g", Some(2 << 30)), ("1T", Some(1 << 40)), ("0", None), ("3X", None), ("G", None)] {
+            assert_eq!(parse_size(text).ok(), bytes, "{text}");
+        }
+        assert_eq!(parse_resize_target("r0/1"), Ok(("r0".to_string(), Some(1))));
+        assert_eq!(parse_resize_target("r0"), Ok(("r0".to_string(), None)));
+        assert!(parse_resize_target("r0/x").is_err());
+        assert_eq!(resize_target(Some(("all".into(), None))), (None, None));
     }
 
     #[test]

@@ -229,6 +229,7 @@ fn request_kind(request: &Request) -> &'static str {
         Request::PauseSync { .. } => "pause-sync",
         Request::ResumeSync { .. } => "resume-sync",
         Request::ResumeIo { .. } => "resume-io",
+        Request::Resize { .. } => "resize",
         Request::Events { .. } => "events",
         Request::GetGi { .. } => "get-gi",
         Request::Outdate { .. } => "outdate",

@@ -146,6 +146,12 @@ pub enum WireError {
         /// The requested payload length.
         payload_len: u32,
     },
+    /// The step byte of a `Resize` is not one this version defines.
+    #[error("invalid step {value} in resize")]
+    InvalidResizeStep {
+        /// The byte found.
+        value: u8,
+    },
     /// The purpose byte of a `SyncUuids` is not one this version defines.
     #[error("invalid purpose {value} in sync_uuids")]
     InvalidUuidsPurpose {

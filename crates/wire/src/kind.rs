@@ -43,6 +43,8 @@ pub const CSUM_REQUEST_HEADER_LEN: usize = 8 + 2 + 8 + 4;
 pub const RESYNC_IN_SYNC_LEN: usize = 8 + 2;
 /// Length of the body of a `SyncPause`: volume, paused.
 pub const SYNC_PAUSE_LEN: usize = 2 + 1;
+/// Length of the body of a `Resize`: volume, size, step.
+pub const RESIZE_LEN: usize = 2 + 8 + 1;
 /// Length of the body of a `VerifyRequest`: id, volume, offset, length.
 pub const VERIFY_REQUEST_LEN: usize = 8 + 2 + 8 + 4;
 /// Length of the fixed part of a `VerifyReply` body: id, volume, offset, length, status (the
@@ -165,11 +167,14 @@ pub enum Kind {
     /// Data socket: the range of a `ReadRequest` could not be read (the body of a
     /// `ResyncNegReply`).
     ReadNegReply = 0x0502,
+    /// Data socket (either way): a step of an online resize of a volume (query, offer, apply,
+    /// applied, refused).
+    Resize = 0x0600,
 }
 
 impl Kind {
     /// Every kind, in kind-number order.
-    pub const ALL: [Kind; 36] = [
+    pub const ALL: [Kind; 37] = [
         Kind::Hello,
         Kind::AuthResponse,
         Kind::AuthResult,
@@ -206,6 +211,7 @@ impl Kind {
         Kind::ReadRequest,
         Kind::ReadReply,
         Kind::ReadNegReply,
+        Kind::Resize,
     ];
 
     /// The kind number carried in the frame header.
@@ -254,7 +260,8 @@ impl Kind {
             | Kind::BitmapChunk
             | Kind::ReadRequest
             | Kind::ReadReply
-            | Kind::ReadNegReply => matches!(socket, SocketKind::Data),
+            | Kind::ReadNegReply
+            | Kind::Resize => matches!(socket, SocketKind::Data),
             Kind::Ping
             | Kind::PingAck
             | Kind::RecvAck
@@ -343,6 +350,7 @@ impl Kind {
             Kind::CsumRequest => CSUM_REQUEST_HEADER_LEN + 1,
             Kind::ResyncInSync => RESYNC_IN_SYNC_LEN,
             Kind::SyncPause => SYNC_PAUSE_LEN,
+            Kind::Resize => RESIZE_LEN,
             Kind::VerifyRequest => VERIFY_REQUEST_LEN,
             Kind::VerifyReply => VERIFY_REPLY_HEADER_LEN,
             Kind::VerifyDone => VERIFY_DONE_LEN,

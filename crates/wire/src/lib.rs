@@ -97,6 +97,7 @@
 //! | `0x0500` | `ReadRequest`  | data    | as `ResyncRequest` (a Diskless node's client read)        |
 //! | `0x0501` | `ReadReply`    | data    | as `ResyncReply`, then the payload                        |
 //! | `0x0502` | `ReadNegReply` | data    | as `ResyncNegReply`                                       |
+//! | `0x0600` | `Resize`       | data    | `volume: u16, size_bytes: u64, step: u8` ([`ResizeStep`]) |
 //! | `0x0400` | `SyncUuids`    | data    | [`SyncUuids`] ([`SYNC_UUIDS_LEN`] bytes)                  |
 //! | `0x0401` | `BitmapChunk`  | data    | `volume: u16`, then 1..=[`BITMAP_CHUNK_LEN_MAX`] RLE bytes |
 //!
@@ -159,14 +160,14 @@ pub use handshake::{
 };
 pub use kind::{
     Kind, BITMAP_CHUNK_LEN_MAX, CSUM_REQUEST_HEADER_LEN, DATA_HEADER_LEN, DATA_PAYLOAD_LEN_MAX,
-    MESSAGE_LEN_MAX, RANGE_HEADER_LEN, RESYNC_ACK_LEN, RESYNC_DONE_LEN, RESYNC_IN_SYNC_LEN, SYNC_PAUSE_LEN,
+    MESSAGE_LEN_MAX, RANGE_HEADER_LEN, RESIZE_LEN, RESYNC_ACK_LEN, RESYNC_DONE_LEN, RESYNC_IN_SYNC_LEN, SYNC_PAUSE_LEN,
     RESYNC_NEG_REPLY_LEN, RESYNC_REPLY_HEADER_LEN, RESYNC_REQUEST_LEN, STRING_LEN_MAX,
     SYNC_UUIDS_LEN, UUID_SLOTS, VERIFY_DONE_LEN, VERIFY_REPLY_HEADER_LEN, VERIFY_REQUEST_LEN,
     VOLUMES_MAX,
 };
 pub use message::{
     DataHeader, Hello, Message, PeerState, RangeHeader, ResyncNegReply, ResyncReplyHeader,
-    ResyncRequest, SocketKind, SyncUuids, UuidsPurpose, FOLLOWED_NONE, VolumeDiskState, VolumeInfo, CHALLENGE_LEN,
+    ResizeStep, ResyncRequest, SocketKind, SyncUuids, UuidsPurpose, FOLLOWED_NONE, VolumeDiskState, VolumeInfo, CHALLENGE_LEN,
     DATA_FLAGS_KNOWN, DATA_FLAG_FUA, DATA_FLAG_LZ4, DATA_FLAG_ZSTD, MAC_LEN, SESSION_LEN, UUID_FLAGS_KNOWN,
     UUID_FLAG_CRASHED_PRIMARY, UUID_FLAG_CRASHED_SECONDARY, UUID_FLAG_DISCARD_MY_DATA, UUID_FLAG_PRIMARY_PEER,
 };
@@ -177,8 +178,8 @@ pub use verify::{VerifyOutcome, VerifyReply, VerifyRequest, VERIFY_DIGESTS_LEN_M
 /// version 6 `Ahead` (a pulled-ahead Primary tells its peer it is Behind); version 7 the
 /// `SyncUuids` purpose `RotateSeen`; version 8 the `SyncUuids` field `resync_goal` and the
 /// purpose `Accepted`; version 9 `PeerAck`, the `SyncUuids` fields `followed_node` and
-/// `followed_seq`, and its flag crashed-secondary.
-pub const PROTOCOL_VERSION: u16 = 9;
+/// `followed_seq`, and its flag crashed-secondary; version 10 `Resize` (online resize).
+pub const PROTOCOL_VERSION: u16 = 10;
 
 /// Widens a wire `u32` length to `usize`.
 ///

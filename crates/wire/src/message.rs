@@ -294,6 +294,52 @@ pub struct SyncUuids {
 /// `SyncUuids::followed_node` when the sender followed no Primary.
 pub const FOLLOWED_NONE: u8 = u8::MAX;
 
+/// The step byte of a `Resize` (the engine's `ResizeStep`; opaque sizes aside, the meaning is
+/// the engine's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ResizeStep {
+    /// 1: what does your grown device offer?
+    Query,
+    /// 2: it offers `size_bytes`.
+    Offer,
+    /// 3 (4 with `assume_clean`): grow to `size_bytes`.
+    Apply {
+        /// The new area counts as identical on every node.
+        assume_clean: bool,
+    },
+    /// 5: grown to `size_bytes`.
+    Applied,
+    /// 6: cannot grow, or busy.
+    Refused,
+}
+
+impl ResizeStep {
+    /// The byte carried on the wire.
+    pub const fn to_wire(self) -> u8 {
+        match self {
+            ResizeStep::Query => 1,
+            ResizeStep::Offer => 2,
+            ResizeStep::Apply { assume_clean: false } => 3,
+            ResizeStep::Apply { assume_clean: true } => 4,
+            ResizeStep::Applied => 5,
+            ResizeStep::Refused => 6,
+        }
+    }
+
+    /// The step for a byte, or [`WireError::InvalidResizeStep`].
+    pub const fn from_wire(value: u8) -> Result<ResizeStep, WireError> {
+        match value {
+            1 => Ok(ResizeStep::Query),
+            2 => Ok(ResizeStep::Offer),
+            3 => Ok(ResizeStep::Apply { assume_clean: false }),
+            4 => Ok(ResizeStep::Apply { assume_clean: true }),
+            5 => Ok(ResizeStep::Applied),
+            6 => Ok(ResizeStep::Refused),
+            _ => Err(WireError::InvalidResizeStep { value }),
+        }
+    }
+}
+
 /// One protocol message. See the kind table in the crate documentation.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Message {
@@ -429,6 +475,15 @@ pub enum Message {
         /// Paused (true) or resumed.
         paused: bool,
     },
+    /// A step of an online resize of `volume`.
+    Resize {
+        /// Volume number.
+        volume: u16,
+        /// The size offered, asked for or applied, in bytes (0 where the step has none).
+        size_bytes: u64,
+        /// Which step.
+        step: ResizeStep,
+    },
     /// The verify source asks for the digests of a range.
     VerifyRequest(VerifyRequest),
     /// The verify target's digests of a range, or why there are none.
@@ -484,6 +539,7 @@ impl Message {
             Message::CsumRequest(_) => Kind::CsumRequest,
             Message::ResyncInSync { .. } => Kind::ResyncInSync,
             Message::SyncPause { .. } => Kind::SyncPause,
+            Message::Resize { .. } => Kind::Resize,
             Message::VerifyRequest(_) => Kind::VerifyRequest,
             Message::VerifyReply(_) => Kind::VerifyReply,
             Message::VerifyDone { .. } => Kind::VerifyDone,
@@ -658,6 +714,11 @@ impl Message {
                 volume: reader.u16("sync_pause.volume")?,
                 paused: reader.bool("sync_pause.paused")?,
             },
+            Kind::Resize => Message::Resize {
+                volume: reader.u16("resize.volume")?,
+                size_bytes: reader.u64("resize.size_bytes")?,
+                step: ResizeStep::from_wire(reader.u8("resize.step")?)?,
+            },
             Kind::VerifyRequest => Message::VerifyRequest(VerifyRequest::decode(reader)?),
             Kind::VerifyReply => Message::VerifyReply(VerifyReply::decode(reader)?),
             Kind::VerifyDone => Message::VerifyDone {
@@ -749,6 +810,11 @@ impl Message {
             Message::SyncPause { volume, paused } => {
                 writer.u16(*volume);
                 writer.bool(*paused);
+            }
+            Message::Resize { volume, size_bytes, step } => {
+                writer.u16(*volume);
+                writer.u64(*size_bytes);
+                writer.u8(step.to_wire());
             }
             Message::VerifyRequest(request) => request.encode(writer),
             Message::VerifyReply(reply) => reply.encode(writer)?,

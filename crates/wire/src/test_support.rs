@@ -7,7 +7,7 @@ use proptest::prelude::*;
 
 use crate::{
     truncate_text, CsumRequest, DataHeader, Hello, Kind, Message, PeerState, RangeHeader,
-    ResyncNegReply, ResyncReplyHeader, ResyncRequest, SocketKind, SyncUuids, UuidsPurpose,
+    ResizeStep, ResyncNegReply, ResyncReplyHeader, ResyncRequest, SocketKind, SyncUuids, UuidsPurpose,
     VerifyOutcome, VerifyReply, VerifyRequest, VolumeDiskState, VolumeInfo, BITMAP_CHUNK_LEN_MAX,
     CSUM_DIGESTS_LEN_MAX, DATA_FLAGS_KNOWN, DATA_PAYLOAD_LEN_MAX, STRING_LEN_MAX, UUID_FLAGS_KNOWN,
     UUID_SLOTS, VERIFY_DIGESTS_LEN_MAX, VOLUMES_MAX,
@@ -213,6 +213,11 @@ pub(crate) fn arb_resync_message() -> impl Strategy<Value = Message> {
         ),
         (any::<u64>(), any::<u16>()).prop_map(|(id, volume)| Message::ResyncInSync { id, volume }),
         (any::<u16>(), any::<bool>()).prop_map(|(volume, paused)| Message::SyncPause { volume, paused }),
+        (any::<u16>(), any::<u64>(), 1_u8..=6).prop_map(|(volume, size_bytes, step)| Message::Resize {
+            volume,
+            size_bytes,
+            step: ResizeStep::from_wire(step).unwrap_or(ResizeStep::Query),
+        }),
         arb_sync_uuids().prop_map(|uuids| Message::SyncUuids(Box::new(uuids))),
         (any::<u16>(), vec(any::<u8>(), 1..=BITMAP_CHUNK_LEN_MAX))
             .prop_map(|(volume, chunk)| Message::BitmapChunk { volume, chunk }),

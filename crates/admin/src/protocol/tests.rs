@@ -84,6 +84,16 @@ fn requests_are_tagged_by_cmd() {
         r#"{"cmd":"resume-io","resource":"r0"}"#,
     );
     check_request(
+        Request::Resize {
+            resource: Some("r0".to_string()),
+            volume: None,
+            size_bytes: Some(1 << 30),
+            assume_clean: true,
+            assume_peer_has_space: false,
+        },
+        r#"{"cmd":"resize","resource":"r0","volume":null,"size_bytes":1073741824,"assume_clean":true,"assume_peer_has_space":false}"#,
+    );
+    check_request(
         Request::Events {
             resource: None,
             statistics: false,

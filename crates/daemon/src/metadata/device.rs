@@ -10,6 +10,14 @@
 //!   `meta-disk PATH [IDX]` slots of one device do not conflict.
 //! - Every offset handed to [`Area::read_at`]/[`Area::write_at`] is relative to the area's
 //!   start (`base_bytes`), i.e. a [`meta::Layout`] offset; I/O is positioned, never seeking.
+//! - **Moved metadata** (`resize`): with internal metadata, when the end of the backing device
+//!   holds no usable superblock (the device grew and `resize` has not moved the metadata yet,
+//!   or a move was cut short before its commit), [`Area::read_superblock`] searches backwards
+//!   for the newest superblock that sits where its own layout puts it, at most
+//!   [`MOVED_SEARCH_BYTES_MAX`] from the end. Found, the area takes on the size that superblock
+//!   was written for (`backing_bytes`), and the volume attaches at its old size; the device's
+//!   real size stays in `device_bytes` for the next `resize`. External metadata records the
+//!   sizes in its superblock at the start, so a grown device is adopted the same way.
 //! - **Data before metadata** (external areas): [`Area::sync_backing`] makes the data disk's
 //!   completed writes durable, and the metadata writer calls it before every metadata write.
 //!   With internal metadata the area's own `fdatasync` covers the data (one file).
@@ -27,6 +35,13 @@ use crate::disk::device_size;
 
 /// Size of one `meta-disk PATH [IDX]` slot (DRBD's fixed 128 MiB external areas).
 pub(super) const INDEXED_AREA_BYTES: u64 = 128 << 20;
+/// How far back from the end of a grown backing device the superblock written for its old
+/// size is searched (a device that grew by more, and restarted before `resize`, must be
+/// shrunk back or have its metadata recreated).
+pub(super) const MOVED_SEARCH_BYTES_MAX: u64 = 16 << 30;
+/// Bytes read per step of that search.
+const MOVED_SEARCH_CHUNK_LEN: usize = 256 << 10;
+const _: () = assert!(MOVED_SEARCH_CHUNK_LEN.is_multiple_of(super::BLOCK_LEN));
 
 /// How an area is opened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,8 +61,13 @@ pub(super) struct Area {
     base_bytes: u64,
     /// Internal or external, with the external area's size.
     pub(super) placement: Placement,
-    /// Size of the backing (data) device now.
+    /// Size of the backing (data) device the metadata was laid out for: the device's size,
+    /// or the smaller size the superblock records when the device grew since (`resize`).
     pub(super) backing_bytes: u64,
+    /// Size of the backing (data) device now.
+    pub(super) device_bytes: u64,
+    /// The placement as the metadata device is now (an external area may have grown too).
+    pub(super) placement_now: Placement,
     /// The `[IDX]` of an indexed external area.
     index: Option<u32>,
     /// External areas: a read-only descriptor of the data disk, for [`Area::sync_backing`].
@@ -72,6 +92,8 @@ impl Area {
                     base_bytes: 0,
                     placement: Placement::Internal,
                     backing_bytes,
+                    device_bytes: backing_bytes,
+                    placement_now: Placement::Internal,
                     index: None,
                     backing: None,
                 })
@@ -117,9 +139,27 @@ impl Area {
             base_bytes,
             placement,
             backing_bytes,
+            device_bytes: backing_bytes,
+            placement_now: placement,
             index,
             backing: Some(backing),
         })
+    }
+
+    /// The device sizes as they are now (they may have grown since the area was opened):
+    /// the backing device's size and the placement with the external area's size.
+    pub(super) fn sizes_now(&self) -> Result<(u64, Placement), MetadataError> {
+        match self.placement_now {
+            Placement::Internal => Ok((size_of(&self.file, &self.path)?, Placement::Internal)),
+            Placement::External { metadata_bytes } => {
+                let backing = self.backing.as_ref().map(|file| size_of(file, &self.path)).transpose()?;
+                let metadata_bytes = match self.index {
+                    Some(_) => metadata_bytes,
+                    None => size_of(&self.file, &self.path)?,
+                };
+                Ok((backing.unwrap_or(self.device_bytes), Placement::External { metadata_bytes }))
+            }
+        }
     }
 
     /// The path as text, for messages.
@@ -172,8 +212,31 @@ impl Area {
     }
 
     /// Read and decode the superblock: [`MetadataError::Missing`] when there is no tandem
-    /// metadata, [`MetadataError::Corrupt`] when there is but it cannot be used.
-    pub(super) fn read_superblock(&self) -> Result<Superblock, MetadataError> {
+    /// metadata, [`MetadataError::Corrupt`] when there is but it cannot be used. A superblock
+    /// written for a smaller device (see the module comment) is found and adopted.
+    pub(super) fn read_superblock(&mut self) -> Result<Superblock, MetadataError> {
+        let at_end = self.read_superblock_here();
+        let superblock = match (at_end, self.placement) {
+            (Ok(superblock), _) => superblock,
+            (Err(error), Placement::Internal) => match self.find_moved_superblock()? {
+                Some(superblock) => {
+                    let was = superblock.layout.config().backing_bytes;
+                    tracing::warn!(
+                        "{}: the metadata is where the device ended at {was} bytes; it has {} now: attaching at the old size (run `tandem resize` once every node's device grew)",
+                        self.path_text(),
+                        self.device_bytes
+                    );
+                    superblock
+                }
+                None => return Err(error),
+            },
+            (Err(error), Placement::External { .. }) => return Err(error),
+        };
+        self.adopt_smaller(&superblock);
+        Ok(superblock)
+    }
+
+    fn read_superblock_here(&self) -> Result<Superblock, MetadataError> {
         let Some(block) = self.read_superblock_block()? else {
             return Err(self.missing());
         };
@@ -187,9 +250,53 @@ impl Area {
         }
     }
 
+    /// Takes on the sizes a superblock was written for when the devices grew since; a device
+    /// that shrank is left to the layout check to refuse.
+    fn adopt_smaller(&mut self, superblock: &Superblock) {
+        let recorded = superblock.layout.config();
+        if recorded.backing_bytes < self.device_bytes {
+            self.backing_bytes = recorded.backing_bytes;
+        }
+        if let (
+            Placement::External { metadata_bytes: was },
+            Placement::External { metadata_bytes: now },
+        ) = (recorded.placement, self.placement_now)
+        {
+            if was < now {
+                self.placement = recorded.placement;
+            }
+        }
+    }
+
+    /// Internal metadata: the newest superblock before the end of a grown device, i.e. the
+    /// first one found going backwards that sits where its own layout puts it.
+    fn find_moved_superblock(&self) -> Result<Option<Superblock>, MetadataError> {
+        let Some(end) = self.superblock_offset() else {
+            return Ok(None);
+        };
+        let floor = end.saturating_sub(MOVED_SEARCH_BYTES_MAX);
+        let mut chunk = vec![0; MOVED_SEARCH_CHUNK_LEN];
+        let chunk_bytes = u64::try_from(MOVED_SEARCH_CHUNK_LEN).unwrap_or(SUPERBLOCK_BYTES);
+        let mut high = end;
+        while high > floor {
+            let low = high.saturating_sub(chunk_bytes).max(floor);
+            let length = usize::try_from(high - low).unwrap_or(chunk.len()).min(chunk.len());
+            let window = chunk.get_mut(..length).unwrap_or_default();
+            self.read_at(low, window, "backing device (searching for moved metadata)")?;
+            for (index, block) in window.chunks_exact(super::BLOCK_LEN).enumerate().rev() {
+                let offset = low + u64::try_from(index).unwrap_or_default() * SUPERBLOCK_BYTES;
+                if let Some(superblock) = superblock_placed_at(block, offset) {
+                    return Ok(Some(superblock));
+                }
+            }
+            high = low;
+        }
+        Ok(None)
+    }
+
     fn missing(&self) -> MetadataError {
         let hint = match self.placement {
-            Placement::Internal => " (if the backing device was resized, its metadata is no longer at its end: resizing is not supported)",
+            Placement::Internal => " (none at the end of the device, nor where it was before the device grew, up to 16 GiB back)",
             Placement::External { .. } => "",
         };
         MetadataError::Missing {
@@ -247,6 +354,18 @@ impl Area {
             None => Ok(()),
         }
     }
+}
+
+/// The superblock in `block` if it is one and internal metadata puts it at `offset`.
+fn superblock_placed_at(block: &[u8], offset: u64) -> Option<Superblock> {
+    if !block.starts_with(&meta::superblock::SUPERBLOCK_MAGIC) {
+        return None;
+    }
+    let superblock = Superblock::decode(block).ok()?;
+    let layout = &superblock.layout;
+    let placed = layout.config().placement == Placement::Internal
+        && layout.superblock().offset_bytes == offset;
+    placed.then_some(superblock)
 }
 
 fn display(path: &Path) -> String {

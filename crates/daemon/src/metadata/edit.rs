@@ -44,7 +44,7 @@ pub fn wipe_md(target: &MdTarget, report: &mut dyn FnMut(&str)) -> Result<(), Me
     let selected = select(target, report)?;
     let mut opened = Vec::with_capacity(selected.len());
     for volume in &selected {
-        let area = Area::open(&volume.spec.disk, &volume.spec.meta_disk, Access::Write).map_err(|error| volume.error(error))?;
+        let mut area = Area::open(&volume.spec.disk, &volume.spec.meta_disk, Access::Write).map_err(|error| volume.error(error))?;
         match area.read_superblock() {
             Ok(_) | Err(MetadataError::Corrupt { .. }) => opened.push((volume, area)),
             Err(error) => return Err(volume.error(error)),
@@ -65,7 +65,7 @@ fn open_all(target: &MdTarget, report: &mut dyn FnMut(&str)) -> Result<Vec<(Sele
     let selected = select(target, report)?;
     let mut opened = Vec::with_capacity(selected.len());
     for volume in selected {
-        let area = match Area::open(&volume.spec.disk, &volume.spec.meta_disk, Access::Write) {
+        let mut area = match Area::open(&volume.spec.disk, &volume.spec.meta_disk, Access::Write) {
             Ok(area) => area,
             Err(error) => return Err(volume.error(error)),
         };

@@ -96,7 +96,7 @@ pub fn read_generations(target: &MdTarget, filter: &GiFilter) -> Result<Vec<Gene
     let mut volume_found = false;
     for volume in selected.iter().filter(|volume| filter.volume.is_none_or(|number| volume.volume == number)) {
         volume_found = true;
-        let area = Area::open(&volume.spec.disk, &volume.spec.meta_disk, Access::Read).map_err(|error| volume.error(error))?;
+        let mut area = Area::open(&volume.spec.disk, &volume.spec.meta_disk, Access::Read).map_err(|error| volume.error(error))?;
         let superblock = area.read_superblock().map_err(|error| volume.error(error))?;
         let peers: Vec<GiPeer> = volume.peer_names.iter().map(|(name, node_id)| GiPeer { name: name.clone(), node_id: *node_id, connected: false, fencing: false }).collect();
         let found = volume_generations(&superblock, (&volume.resource, volume.volume), &peers, filter).map_err(MetadataError::Select)?;

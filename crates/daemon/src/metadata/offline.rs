@@ -253,7 +253,7 @@ pub fn dump_md(target: &MdTarget) -> Result<Vec<VolumeDump>, MetadataError> {
 }
 
 fn dump_volume(volume: &Selected) -> Result<VolumeDump, MetadataError> {
-    let area = Area::open(&volume.spec.disk, &volume.spec.meta_disk, Access::Read)?;
+    let mut area = Area::open(&volume.spec.disk, &volume.spec.meta_disk, Access::Read)?;
     let superblock = area.read_superblock()?;
     let location = area.describe();
     let file = MetaFile::over(area, superblock.layout);

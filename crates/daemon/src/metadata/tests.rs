@@ -327,18 +327,30 @@ fn another_node_id_is_refused() {
     );
 }
 
+/// A backing device that grew while the node was down (or before `resize` ran) attaches at
+/// its old size: the superblock is found where it was (issue 27 item 5).
 #[test]
-fn a_resized_internal_backing_file_is_refused() {
+fn a_grown_internal_backing_file_attaches_at_its_old_size() {
     let fixture = Fixture::new("meta-disk internal;");
     created(&fixture);
+    let (file, _) = open(&fixture.internal());
+    let layout = *file.layout();
+    drop(file);
     fixture.set_size(&fixture.disk(), BACKING_BYTES + MIB);
-    let error = open_error(&fixture.internal());
-    assert!(matches!(error, MetadataError::Missing { .. }), "{error:?}");
-    assert!(error.to_string().contains("resized"), "{error}");
+    let (file, _) = open(&fixture.internal());
+    assert_eq!(*file.layout(), layout);
+    assert_eq!(file.area.device_bytes, BACKING_BYTES + MIB);
 }
 
 #[test]
-fn a_resized_backing_file_with_external_metadata_is_refused() {
+fn no_metadata_anywhere_is_missing() {
+    let fixture = Fixture::new("meta-disk internal;");
+    let error = open_error(&fixture.internal());
+    assert!(matches!(error, MetadataError::Missing { .. }), "{error:?}");
+}
+
+#[test]
+fn a_grown_backing_file_with_external_metadata_attaches_at_its_old_size() {
     let fixture = Fixture::new("meta-disk META;");
     let meta_path = fixture.path("alice.meta");
     fixture.set_size(&meta_path, MIB);
@@ -347,8 +359,14 @@ fn a_resized_backing_file_with_external_metadata_is_refused() {
         path: meta_path,
         index: None,
     });
-    open(&spec);
+    let (file, _) = open(&spec);
+    let layout = *file.layout();
+    drop(file);
     fixture.set_size(&fixture.disk(), BACKING_BYTES * 2);
+    let (file, _) = open(&spec);
+    assert_eq!(*file.layout(), layout);
+    drop(file);
+    fixture.set_size(&fixture.disk(), BACKING_BYTES / 2);
     let error = open_error(&spec);
     assert!(
         matches!(
@@ -361,11 +379,7 @@ fn a_resized_backing_file_with_external_metadata_is_refused() {
                 ..
             }
         ),
-        "{error:?}"
-    );
-    assert!(
-        error.to_string().contains("resizing is not supported"),
-        "{error}"
+        "a device that shrank is refused: {error:?}"
     );
 }
 
@@ -781,4 +795,188 @@ fn generations_are_read_from_disk_per_peer() {
         let error = read_generations(&fixture.target(), &filter).expect_err("must refuse").to_string();
         assert!(error.contains(message), "{error}");
     }
+}
+// ----- resize: moving the metadata (issue 27 item 5) ----------------------------------------
+
+/// Opens alice's metadata, sets bits and a generation, grows the file to `grown_bytes`;
+/// returns the open file (still on the old layout) and its superblock.
+fn grown_fixture(fixture: &Fixture, spec: &MetaSpec, grown_bytes: u64) -> (MetaFile, Superblock) {
+    created(fixture);
+    let (file, mut superblock) = open(spec);
+    let mut bitmap = file.read_bitmap(0).expect("read");
+    bitmap.set(0, 3 * 4096).expect("set");
+    let pages: Vec<(u64, Vec<u8>)> = bitmap.take_dirty_pages().map(|(page, image)| (page, image.to_vec())).collect();
+    file.write_bitmap_pages(0, &pages).expect("write bits");
+    superblock.current_uuid = 0xABCD_0000_0000_1230;
+    file.write_superblock(&superblock).expect("write superblock");
+    file.sync().expect("sync");
+    drop(file);
+    fixture.set_size(&fixture.disk(), grown_bytes);
+    open(spec)
+}
+
+/// Grows alice's metadata with `before_write` as the failure hook.
+fn move_metadata(
+    file: &mut MetaFile,
+    superblock: &Superblock,
+    before_write: &mut dyn FnMut(MoveStep) -> std::io::Result<()>,
+) -> Result<(Layout, Superblock), MetadataError> {
+    let old = *file.layout();
+    let new = file.plan_grow(None)?;
+    let bitmaps = file.grown_bitmaps(superblock, &new, old.grow_resync_range(&new, false))?;
+    let grow = Grow { layout: new, superblock, bitmaps: &bitmaps };
+    let moved = file.grow(&grow, before_write)?;
+    Ok((new, moved))
+}
+
+#[test]
+fn internal_metadata_moves_to_the_new_end_with_its_bits_and_generation() {
+    let fixture = Fixture::new("meta-disk internal;");
+    let (mut file, superblock) = grown_fixture(&fixture, &fixture.internal(), 2 * BACKING_BYTES);
+    let old = *file.layout();
+    let (new, moved) = move_metadata(&mut file, &superblock, &mut |_| Ok(())).expect("moves");
+    assert!(new.data_bytes() > old.data_bytes());
+    assert_eq!(*file.layout(), new);
+    drop(file);
+    let (file, reread) = open(&fixture.internal());
+    assert_eq!(*file.layout(), new, "the new end holds the metadata");
+    assert_eq!(reread, moved);
+    assert_eq!(reread.current_uuid, 0xABCD_0000_0000_1230);
+    let bitmap = file.read_bitmap(0).expect("read");
+    assert!(bitmap.is_set(0) && bitmap.is_set(2) && !bitmap.is_set(3), "old bits kept");
+    let granularity = u64::from(new.config().bitmap_granularity_bytes);
+    let new_blocks = (new.data_bytes() - old.data_bytes()).div_ceil(granularity);
+    assert_eq!(bitmap.count_set_blocks(), 3 + new_blocks, "the new area is out of sync");
+    assert_eq!(file.read_bitmap(1).expect("read").count_set_blocks(), new_blocks);
+    let mut old_superblock = vec![0; 4096];
+    file.area
+        .read_at(old.superblock().offset_bytes, &mut old_superblock, "old superblock")
+        .expect("read");
+    assert!(old_superblock.iter().all(|b| *b == 0), "the old metadata is cleared");
+}
+
+/// A crash at any step of the move leaves metadata that attaches, at the old size before the
+/// commit write and at the new size after it; a torn commit falls back to the old.
+#[test]
+fn a_move_cut_short_at_any_step_attaches_at_the_old_or_new_size() {
+    let steps = [
+        (MoveStep::Bitmap(0), false),
+        (MoveStep::Bitmap(1), false),
+        (MoveStep::Ring, false),
+        (MoveStep::SyncBeforeCommit, false),
+        (MoveStep::Commit, false),
+        (MoveStep::SyncCommit, true),
+        (MoveStep::ClearOld, true),
+    ];
+    for (stop_at, moved) in steps {
+        let fixture = Fixture::new("meta-disk internal;");
+        let (mut file, superblock) = grown_fixture(&fixture, &fixture.internal(), 2 * BACKING_BYTES);
+        let old = *file.layout();
+        let mut crash = |step| match step == stop_at {
+            true => Err(std::io::Error::other("injected crash")),
+            false => Ok(()),
+        };
+        let error = move_metadata(&mut file, &superblock, &mut crash).expect_err("stopped");
+        assert!(error.to_string().contains("injected crash"), "{stop_at:?}: {error}");
+        // The open file switches only once the commit is durable (after its sync).
+        let durable = stop_at == MoveStep::ClearOld;
+        assert_eq!(*file.layout() != old, durable, "{stop_at:?}: the file follows the commit");
+        drop(file);
+        let (file, reread) = open(&fixture.internal());
+        assert_eq!(*file.layout() != old, moved, "{stop_at:?}: old or new size");
+        assert_eq!(reread.current_uuid, 0xABCD_0000_0000_1230, "{stop_at:?}");
+        assert!(file.read_bitmap(0).expect("bits").is_set(2), "{stop_at:?}: bits kept");
+        if !moved {
+            // The node attached at its old size can still resize.
+            let mut file = file;
+            move_metadata(&mut file, &reread, &mut |_| Ok(())).expect("the retried move");
+        }
+    }
+}
+
+#[test]
+fn a_torn_commit_attaches_at_the_old_size() {
+    let fixture = Fixture::new("meta-disk internal;");
+    let (mut file, superblock) = grown_fixture(&fixture, &fixture.internal(), 2 * BACKING_BYTES);
+    let old = *file.layout();
+    let mut crash = |step| match step {
+        MoveStep::Commit => Err(std::io::Error::other("injected crash")),
+        _ => Ok(()),
+    };
+    move_metadata(&mut file, &superblock, &mut crash).expect_err("stopped");
+    let new = file.plan_grow(None).expect("plan");
+    // Half a superblock: what a torn 4 KiB write may leave.
+    let mut block = superblock.clone();
+    block.layout = new;
+    let mut image = block.encode().expect("encode");
+    image[2048..].fill(0xA5);
+    file.area.write_at(new.superblock().offset_bytes, &image).expect("tear");
+    drop(file);
+    let (file, _) = open(&fixture.internal());
+    assert_eq!(*file.layout(), old);
+}
+
+#[test]
+fn a_grow_smaller_than_the_metadata_is_refused() {
+    let fixture = Fixture::new("meta-disk internal;");
+    let (file, _) = grown_fixture(&fixture, &fixture.internal(), BACKING_BYTES + 4096);
+    let error = file.plan_grow(None).expect_err("refused");
+    assert!(error.to_string().contains("grow it to at least"), "{error}");
+}
+
+#[test]
+fn external_metadata_grows_its_bitmap_in_place() {
+    let fixture = Fixture::with_hosts("meta-disk META;", &["bob"]);
+    let meta_path = fixture.path("alice.meta");
+    fixture.set_size(&meta_path, MIB);
+    let spec = MetaSpec {
+        peers: vec![1],
+        ..fixture.spec(config::MetaDisk::External { path: meta_path, index: None })
+    };
+    let (mut file, superblock) = grown_fixture(&fixture, &spec, 4 * BACKING_BYTES);
+    let (new, _) = move_metadata(&mut file, &superblock, &mut |_| Ok(())).expect("grows");
+    assert_eq!(new.data_bytes(), 4 * BACKING_BYTES);
+    drop(file);
+    let (file, reread) = open(&spec);
+    assert_eq!(*file.layout(), new);
+    assert_eq!(reread.current_uuid, 0xABCD_0000_0000_1230);
+    let bitmap = file.read_bitmap(0).expect("bits");
+    assert!(bitmap.is_set(2) && !bitmap.is_set(3) && bitmap.is_set(new.bitmap_blocks() - 1));
+}
+
+#[test]
+fn external_metadata_with_shifting_bitmaps_is_refused() {
+    let fixture = Fixture::new("meta-disk META;");
+    let meta_path = fixture.path("alice.meta");
+    fixture.set_size(&meta_path, MIB);
+    let spec = fixture.spec(config::MetaDisk::External { path: meta_path, index: None });
+    let (mut file, superblock) = grown_fixture(&fixture, &spec, 4 * BACKING_BYTES);
+    let old = *file.layout();
+    let error = move_metadata(&mut file, &superblock, &mut |_| Ok(())).expect_err("refused");
+    assert!(matches!(error, MetadataError::ResizeRefused { .. }), "{error:?}");
+    assert_eq!(*file.layout(), old);
+}
+
+/// A grow to less than the device gives (the size the nodes agreed, or `--size`) keeps the
+/// cap in the superblock: the node reattaches at that size, and dump-md shows it.
+#[test]
+fn a_capped_grow_is_kept_across_reopen_and_dumped() {
+    let fixture = Fixture::new("meta-disk internal;");
+    let (mut file, superblock) = grown_fixture(&fixture, &fixture.internal(), 2 * BACKING_BYTES);
+    let old = *file.layout();
+    let cap = old.data_bytes() + 8 * MIB;
+    let new = file.plan_grow(Some(cap)).expect("plan");
+    assert_eq!(new.data_bytes(), cap);
+    let bitmaps = file.grown_bitmaps(&superblock, &new, old.grow_resync_range(&new, false)).expect("bitmaps");
+    let grow = Grow { layout: new, superblock: &superblock, bitmaps: &bitmaps };
+    file.grow(&grow, &mut |_| Ok(())).expect("moves");
+    drop(file);
+    let (file, reread) = open(&fixture.internal());
+    assert_eq!(file.layout().data_bytes(), cap);
+    assert_eq!(reread.layout.config().data_bytes_max, Some(cap));
+    assert_eq!(reread.format_version(), 3);
+    drop(file);
+    let dumps = dump_md(&fixture.target()).expect("dump");
+    assert_eq!(dumps[0].metadata.layout.data_bytes_max, Some(cap));
+    assert!(dumps[0].render_text().contains("data size cap"));
 }

@@ -83,12 +83,12 @@ fn refusals_each_with_its_own_error() {
         ("magic", bad_magic, |e| {
             matches!(e, MetaError::NotTandemMetadata { .. })
         }),
-        ("version", edited(|b| b[11] = 3), |e| {
+        ("version", edited(|b| b[11] = 4), |e| {
             matches!(
                 e,
                 MetaError::UnsupportedVersion {
-                    version: 3,
-                    supported: 2
+                    version: 4,
+                    supported: 3
                 }
             )
         }),
@@ -279,7 +279,8 @@ fn fields_land_where_the_table_says() {
         |offset: usize| u64::from_be_bytes(block[offset..offset + 8].try_into().expect("8 bytes"));
     assert_eq!(
         u32::from_be_bytes(block[8..12].try_into().expect("4 bytes")),
-        SUPERBLOCK_VERSION
+        SUPERBLOCK_VERSION_UNCAPPED,
+        "no data size cap: version 2"
     );
     assert_eq!(u64_at(16), 1 << 30, "backing_bytes");
     assert_eq!(
@@ -306,7 +307,7 @@ fn fields_land_where_the_table_says() {
 }
 
 /// Version 1 metadata (before the resync goal) is read, with no goal; it is written back as
-/// the current version.
+/// version 2 (no data size cap, so version 3 is not needed).
 #[test]
 fn version_1_is_read_without_a_resync_goal() {
     let mut superblock = sample();
@@ -318,5 +319,31 @@ fn version_1_is_read_without_a_resync_goal() {
     let decoded = Superblock::decode(&block).expect("version 1 decodes");
     assert_eq!(decoded, superblock);
     let again = decoded.encode().expect("encodes");
-    assert_eq!(u32::from_be_bytes(again[8..12].try_into().expect("4 bytes")), SUPERBLOCK_VERSION);
+    assert_eq!(u32::from_be_bytes(again[8..12].try_into().expect("4 bytes")), SUPERBLOCK_VERSION_UNCAPPED);
+}
+
+/// A data size cap (`resize --size`, or a size smaller than this device gives) is kept at
+/// offset 368 in a version 3 block and decodes to the same capped layout; a version 2 block
+/// with a non-zero byte there is refused as non-canonical.
+#[test]
+fn a_data_size_cap_needs_version_3() {
+    let mut config = *layout().config();
+    config.data_bytes_max = Some(512 << 20);
+    let capped = Layout::compute(&config).expect("valid capped layout");
+    assert_eq!(capped.data_bytes(), 512 << 20);
+    let mut superblock = sample();
+    superblock.layout = capped;
+    let block = superblock.encode().expect("encodes");
+    assert_eq!(u32::from_be_bytes(block[8..12].try_into().expect("4 bytes")), 3);
+    assert_eq!(u64::from_be_bytes(block[368..376].try_into().expect("8 bytes")), 512 << 20);
+    assert_eq!(Superblock::decode(&block).expect("decodes"), superblock);
+    let mut older = block.clone();
+    older[11] = 2;
+    let crc = block_crc(&older, CRC_OFFSET);
+    store_crc(&mut older, CRC_OFFSET, crc);
+    let refused = Superblock::decode(&older).expect_err("a cap in a version 2 block");
+    assert!(
+        matches!(refused, MetaError::SuperblockLayoutMismatch { .. } | MetaError::ReservedNotZero { .. }),
+        "{refused:?}"
+    );
 }

@@ -26,6 +26,7 @@ pub fn config_strategy() -> impl Strategy<Value = LayoutConfig> {
                     bitmap_granularity_bytes: 1 << shift,
                     al_ring_bytes: ring_blocks * 4096,
                     al_extents,
+                    data_bytes_max: None,
                 };
                 if !internal {
                     config.placement = Placement::External {

@@ -93,6 +93,12 @@ impl VolumeLog {
         }))
     }
 
+    /// Covers a volume grown to `size_bytes` (`resize.rs`).
+    pub(super) fn grow(&mut self, size_bytes: u64) -> Result<(), String> {
+        let extent_count = size_bytes.div_ceil(meta::AL_EXTENT_BYTES);
+        self.log.grow(extent_count).map_err(|e| e.to_string())
+    }
+
     /// Releases a reservation; each is released exactly once.
     pub(super) fn end(&mut self, range: ExtentRange) {
         let ended = self.log.end_write(range);

@@ -129,6 +129,7 @@ impl Rig {
                 }
                 Action::Detached { .. } | Action::ReadDone { .. } => panic!("the pacing tests fail no disk"),
                 Action::FencePeer { .. } => panic!("the pacing tests set no fencing"),
+                Action::ResizeOffer { .. } | Action::Grow { .. } => panic!("the pacing tests do not resize"),
                 Action::StateChanged => {}
             }
         }

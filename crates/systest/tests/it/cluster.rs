@@ -827,12 +827,17 @@ impl Cluster {
     /// Waits until the backing files of nodes `a` and `b` are byte-identical over the
     /// exported bytes ([`Cluster::export_bytes`]: the whole files with external metadata).
     pub fn wait_identical(&self, a: usize, b: usize, deadline: Duration) {
+        self.wait_identical_within(a, b, self.export_bytes(), deadline);
+    }
+
+    /// [`Cluster::wait_identical`] over the first `length` bytes (an export grown by `resize`
+    /// since [`Cluster::export_bytes`] was remembered).
+    pub fn wait_identical_within(&self, a: usize, b: usize, length: u64, deadline: Duration) {
         let what = format!(
-            "the backing files of {} and {} are identical",
+            "the first {length} bytes of the backing files of {} and {} are identical",
             self.name(a),
             self.name(b)
         );
-        let length = self.export_bytes();
         let start = Instant::now();
         loop {
             let Some(last_difference) = first_difference_within(self.disk(a), self.disk(b), length)

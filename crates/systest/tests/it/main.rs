@@ -22,6 +22,12 @@
 //!   a killed Secondary or Primary catching up, a clean restart with no resync, the initial
 //!   full sync by `primary --force`, split brain (manual recovery, `after-sb-0pri`), and the
 //!   refusal of a disk without valid metadata.
+//! - `resize`: `tandem resize` grows a live two-node resource (internal metadata) while a
+//!   client writes: the metadata moves to the new end, the new area is resynced from the
+//!   Primary (or, with `--assume-clean`, only the old metadata's bytes are), a new NBD
+//!   connection sees the new size and writes into it, and the replicas end identical; also
+//!   with external metadata, through the FUSE file, and for nodes grown apart with
+//!   `--assume-peer-has-space`.
 //! - `diskless`: a `disk none;` tiebreaker keeps quorum for the data node it stays with and
 //!   stores nothing; a disk error with `on-io-error detach` / `call-local-io-error` makes the
 //!   Primary Diskless while writes and reads go on through the peer (the test-only
@@ -109,6 +115,7 @@ mod quorum;
 mod postgres;
 mod pull_ahead;
 mod replication;
+mod resize;
 mod resync;
 mod roles;
 mod srm;

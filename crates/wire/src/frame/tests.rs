@@ -113,8 +113,8 @@ fn header_field_errors() {
         Err(WireError::UnknownKind { kind: 0x030F }),
     );
     check(
-        sealed(0x0600, 0, 0),
-        Err(WireError::UnknownKind { kind: 0x0600 }),
+        sealed(0x0700, 0, 0),
+        Err(WireError::UnknownKind { kind: 0x0700 }),
     );
     check(
         sealed(data, 0, BODY_LEN_MAX + 1),

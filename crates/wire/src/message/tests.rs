@@ -14,7 +14,7 @@ use crate::{
     STRING_LEN_MAX, SYNC_UUIDS_LEN, UUID_FLAG_CRASHED_PRIMARY, UUID_SLOTS, VOLUMES_MAX,
 };
 use crate::{
-    CsumRequest, VerifyOutcome, VerifyReply, VerifyRequest, CSUM_DIGESTS_LEN_MAX,
+    CsumRequest, ResizeStep, VerifyOutcome, VerifyReply, VerifyRequest, CSUM_DIGESTS_LEN_MAX,
     VERIFY_DIGESTS_LEN_MAX,
 };
 
@@ -166,7 +166,32 @@ fn one_of_each_kind() -> Vec<Message> {
             length: 4096,
             errno: 5,
         }),
+        Message::Resize { volume: 1, size_bytes: 1 << 31, step: ResizeStep::Apply { assume_clean: true } },
     ]
+}
+
+/// Every `Resize` step survives a round trip with its byte; other step bytes are refused.
+#[test]
+fn resize_steps_round_trip_and_unknown_steps_are_refused() {
+    let steps = [
+        ResizeStep::Query,
+        ResizeStep::Offer,
+        ResizeStep::Apply { assume_clean: false },
+        ResizeStep::Apply { assume_clean: true },
+        ResizeStep::Applied,
+        ResizeStep::Refused,
+    ];
+    for (byte, step) in (1_u8..).zip(steps) {
+        assert_eq!(step.to_wire(), byte);
+        let message = Message::Resize { volume: 3, size_bytes: 5 << 30, step };
+        let frame = encode(&message, 0);
+        let (header, body) = split(&frame);
+        assert_eq!(body.len(), crate::RESIZE_LEN);
+        assert_eq!(Message::decode(&header, body), Ok(message));
+    }
+    for byte in [0, 7, 0xFF] {
+        assert_eq!(ResizeStep::from_wire(byte), Err(WireError::InvalidResizeStep { value: byte }));
+    }
 }
 
 fn uuids_sample() -> SyncUuids {
@@ -308,6 +333,7 @@ fn sockets_of_the_resync_and_setup_kinds() {
         Kind::ReadRequest,
         Kind::ReadReply,
         Kind::ReadNegReply,
+        Kind::Resize,
     ];
     for kind in data_only {
         assert!(kind.allowed_on(SocketKind::Data), "{kind:?}");
