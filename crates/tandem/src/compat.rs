@@ -85,7 +85,7 @@ impl Tool {
 
 const DRBDADM_SUPPORTED: &str = "status role cstate dstate up down primary secondary adjust \
 connect disconnect attach detach invalidate invalidate-remote verify pause-sync resume-sync \
-suspend-io resume-io new-current-uuid outdate forget-peer get-gi show-gi sh-resources sh-dev sh-minor sh-ll-dev sh-md-dev";
+suspend-io resume-io new-current-uuid outdate forget-peer get-gi show-gi resize sh-resources sh-dev sh-minor sh-ll-dev sh-md-dev";
 const DRBDSETUP_SUPPORTED: &str = "events2 status role wait-connect-resource";
 
 /// A command line of either tool, understood.
@@ -259,15 +259,20 @@ impl Words {
         self.flags.len() != before
     }
 
+    /// The text of `--NAME=VALUE`, if given; removes it.
+    fn take_value(&mut self, name: &str) -> Option<String> {
+        let prefix = format!("{name}=");
+        let index = self.flags.iter().position(|flag| flag.starts_with(&prefix))?;
+        let flag = self.flags.remove(index);
+        Some(flag.get(prefix.len()..).unwrap_or_default().to_string())
+    }
+
     /// The value of `--NAME=VALUE`, if given; removes it. A value that is not a number of
     /// seconds is an error.
     fn take_seconds(&mut self, name: &str) -> Result<Option<u64>, String> {
-        let prefix = format!("{name}=");
-        let Some(index) = self.flags.iter().position(|flag| flag.starts_with(&prefix)) else {
+        let Some(value) = self.take_value(name) else {
             return Ok(None);
         };
-        let flag = self.flags.remove(index);
-        let value = flag.get(prefix.len()..).unwrap_or_default();
         value.parse::<u64>().map(Some).map_err(|_| format!("{name}: '{value}' is not a number of seconds"))
     }
 
@@ -341,6 +346,7 @@ pub fn parse(tool: Tool, args: &[String]) -> Result<Invocation, CompatError> {
             let resource = whole_resource(&words, &command)?.ok_or_else(|| usage(&command, "needs one resource name".to_string()))?;
             Invocation::Outdate { resource, config: config_of(&words) }
         }
+        (Tool::Drbdadm, "resize") => resize(&mut words, &command)?,
         (Tool::Drbdadm, "get-gi" | "show-gi") => {
             let spec = words.spec(&command).and_then(|spec| one_resource(spec).map_err(|problem| usage(&command, problem)))?;
             Invocation::Gi { spec, explained: command == "show-gi", config: config_of(&words) }
@@ -351,6 +357,21 @@ pub fn parse(tool: Tool, args: &[String]) -> Result<Invocation, CompatError> {
     };
     words.finish(&command)?;
     Ok(invocation)
+}
+
+/// `drbdadm resize [--size=SIZE] [--assume-clean] [--assume-peer-has-space] RES[/VOL]`.
+fn resize(words: &mut Words, command: &str) -> Result<Invocation, CompatError> {
+    let assume_clean = words.take(&["--assume-clean"]);
+    let assume_peer_has_space = words.take(&["--assume-peer-has-space"]);
+    let size_bytes = match words.take_value("--size") {
+        Some(text) => Some(crate::cli::parse_size(&text).map_err(|problem| usage(command, problem))?),
+        None => None,
+    };
+    let spec = words.spec(command)?;
+    if spec.peer.is_some() {
+        return Err(usage(command, "takes no peer".to_string()));
+    }
+    Ok(Invocation::Request(Request::Resize { resource: spec.resource, volume: spec.volume, size_bytes, assume_clean, assume_peer_has_space }))
 }
 
 fn events(words: &mut Words, command: &str) -> Result<Invocation, CompatError> {

@@ -106,7 +106,6 @@ fn drbdadm_queries_and_sh_verbs() {
 #[test]
 fn the_rest_is_refused_by_name() {
     check_refused(Tool::Drbdadm, "wipe-md r0", "'wipe-md' is not supported by tandem's drbdadm");
-    check_refused(Tool::Drbdadm, "resize r0", "'resize' is not supported");
     check_refused(Tool::Drbdadm, "sh-ip r0", "'sh-ip' is not supported");
     check_refused(Tool::Drbdsetup, "primary r0", "'primary' is not supported by tandem's drbdsetup");
     check_refused(Tool::Drbdsetup, "events2 --diff", "unknown option '--diff'");
@@ -211,6 +210,18 @@ fn drbdadm_forget_peer() {
     check_refused(Tool::Drbdadm, "forget-peer r0", "names no peer");
     check_refused(Tool::Drbdadm, "forget-peer r0:bob/0", "takes no volume");
     check_refused(Tool::Drbdadm, "forget-peer", "names no resource");
+}
+
+#[test]
+fn drbdadm_resize() {
+    let grow = |resource: &str, volume, size_bytes, assume_clean, assume_peer_has_space| {
+        Invocation::Request(Request::Resize { resource: some(resource), volume, size_bytes, assume_clean, assume_peer_has_space })
+    };
+    check(Tool::Drbdadm, "resize r0", grow("r0", None, None, false, false));
+    check(Tool::Drbdadm, "resize --size=2G --assume-clean r0/1", grow("r0", Some(1), Some(2 << 30), true, false));
+    check(Tool::Drbdadm, "resize --assume-peer-has-space r0", grow("r0", None, None, false, true));
+    check_refused(Tool::Drbdadm, "resize --size=lots r0", "lots");
+    check_refused(Tool::Drbdadm, "resize r0:bob", "takes no peer");
 }
 
 #[test]
