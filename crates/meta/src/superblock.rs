@@ -480,8 +480,13 @@ fn data_cap_of(block: &[u8], version: u32) -> Result<Option<u64>, MetaError> {
             needed: DATA_CAP_OFFSET + 8,
             actual: block.len(),
         })?;
-    let cap = u64::from_be_bytes(bytes);
-    Ok((cap != 0).then_some(cap))
+    // Version 3 is written only for a capped size (`format_version`): a zero cap there is
+    // not an encoding this code makes, so it is refused rather than read as "no cap" (which
+    // would write back as version 2, another block).
+    match u64::from_be_bytes(bytes) {
+        0 => Err(invalid("data_bytes_max", 0)),
+        cap => Ok(Some(cap)),
+    }
 }
 
 fn decode_layout(

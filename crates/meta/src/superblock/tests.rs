@@ -346,4 +346,12 @@ fn a_data_size_cap_needs_version_3() {
         matches!(refused, MetaError::SuperblockLayoutMismatch { .. } | MetaError::ReservedNotZero { .. }),
         "{refused:?}"
     );
+    // Version 3 without a cap is no block the encoder writes (it writes version 2 then): the
+    // fuzzer found it decoded and re-encoded as a different block.
+    let mut uncapped = block.clone();
+    uncapped[368..376].fill(0);
+    let crc = block_crc(&uncapped, CRC_OFFSET);
+    store_crc(&mut uncapped, CRC_OFFSET, crc);
+    let refused = Superblock::decode(&uncapped).expect_err("version 3 with a zero cap");
+    assert!(matches!(refused, MetaError::FieldInvalid { field: "data_bytes_max", .. }), "{refused:?}");
 }
