@@ -25,7 +25,6 @@
 //!   both CPUs busy on purpose ([`cpu_heavy`]).
 
 use std::cell::{Cell, RefCell};
-use std::collections::BTreeSet;
 use std::fs::{File, OpenOptions};
 use std::io::Read;
 use std::net::{SocketAddr, TcpListener};
@@ -1307,20 +1306,31 @@ pub fn tandem_bin() -> &'static Path {
     })
 }
 
+/// The ports [`free_port`] hands out: below Linux's default ephemeral range (32768-60999),
+/// so no outgoing connection of another test can take one as its source port between the
+/// check and the node's bind (CI saw "Address already in use" from exactly that).
+const TEST_PORTS: std::ops::Range<u16> = 20000..32000;
+
 /// A loopback port that was free a moment ago and that no other test in this process got.
+/// The search starts at a place drawn from the process id, so test binaries running at the
+/// same time start apart.
 pub fn free_port() -> u16 {
-    static TAKEN: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
-    loop {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("cannot bind a loopback port");
-        let port = listener.local_addr().expect("no local address").port();
-        if TAKEN
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .insert(port)
-        {
-            return port;
+    static NEXT: Mutex<Option<u16>> = Mutex::new(None);
+    let span = TEST_PORTS.end - TEST_PORTS.start;
+    let mut next = NEXT.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let mut port = next.unwrap_or_else(|| {
+        let offset = u16::try_from(std::process::id() % u32::from(span)).unwrap_or(0);
+        TEST_PORTS.start + offset
+    });
+    for _ in 0..span {
+        let candidate = port;
+        port = if port + 1 >= TEST_PORTS.end { TEST_PORTS.start } else { port + 1 };
+        if TcpListener::bind(("127.0.0.1", candidate)).is_ok() {
+            *next = Some(port);
+            return candidate;
         }
     }
+    panic!("no free loopback port in {TEST_PORTS:?}");
 }
 
 /// `None` when the two files are byte-identical, else where they first differ.
