@@ -31,7 +31,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::cluster::{tandem_bin, Cluster, Spec, NODE_NAMES, POLL_INTERVAL, RESOURCE};
+use crate::cluster::{tandem_bin, Cluster, Spec, Status, NODE_NAMES, POLL_INTERVAL, RESOURCE};
 use crate::ha_netns::{read_back, wait_rejoined, write_blocks, Write};
 use crate::netns::{pids_in, Network};
 use crate::tools::{self, fresh_seed, run_with_deadline, Rng};
@@ -282,10 +282,12 @@ impl PacemakerCluster {
     /// Whether every node's disk is UpToDate and `primary` sees every peer Connected,
     /// Established and UpToDate (what the Secondaries say of each other is not looked at).
     fn synced_from(&self, primary: usize) -> bool {
-        if !(0..3).all(|node| self.answers(node) && self.cluster.status(node).disk() == "UpToDate") {
+        if !(0..3).all(|node| self.status_if_up(node).is_some_and(|status| status.disk() == "UpToDate")) {
             return false;
         }
-        let status = self.cluster.status(primary);
+        let Some(status) = self.status_if_up(primary) else {
+            return false;
+        };
         self.cluster.peers_of(primary).all(|peer| {
             let name = NODE_NAMES[peer];
             status.connection_state(name) == "Connected" && status.replication(name) == "Established" && status.peer_disk(name) == "UpToDate"
@@ -339,9 +341,19 @@ impl PacemakerCluster {
         self.cluster.admin(index, &["status", "--json"]).status.success()
     }
 
+    /// Node `index`'s status, or None while its tandem is not running: one admin call, so a
+    /// node that Pacemaker stops between two calls is not a failure.
+    fn status_if_up(&self, index: usize) -> Option<Status> {
+        let output = self.cluster.admin(index, &["status", "--json"]);
+        if !output.status.success() {
+            return None;
+        }
+        serde_json::from_slice(&output.stdout).ok().map(Status)
+    }
+
     /// The nodes whose tandem answers and is Primary.
     fn primaries(&self) -> Vec<usize> {
-        (0..3).filter(|index| self.answers(*index) && self.cluster.status(*index).role() == "Primary").collect()
+        (0..3).filter(|index| self.status_if_up(*index).is_some_and(|status| status.role() == "Primary")).collect()
     }
 
     /// Where Pacemaker runs `resource` (crm_resource --locate), as node names.
@@ -479,7 +491,7 @@ fn pacemaker_replaces_a_partitioned_primary_and_the_minority_never_promotes() {
     setup.network.cut(first);
 
     // The minority's own Pacemaker takes tandem down there, and nothing promotes it again.
-    let minority_primary = || setup.answers(first) && cluster.status(first).role() == "Primary";
+    let minority_primary = || setup.status_if_up(first).is_some_and(|status| status.role() == "Primary");
     setup.wait_until("the cut-off Primary is demoted or stopped", PACEMAKER_DEADLINE, || !minority_primary());
     let mut second = None;
     setup.wait_until("the majority promotes one of its nodes", PACEMAKER_DEADLINE, || {
