@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use crate::activity_log::{FullResyncReason, Recovery, AL_EXTENT_BYTES};
 use crate::layout::Placement;
-use crate::superblock::{uuid_hex, PeerFlags, Superblock, SuperblockFlags};
+use crate::superblock::{uuid_hex, FollowedPrimary, PeerFlags, Superblock, SuperblockFlags};
 use crate::Bitmap;
 
 /// What a dump is made from.
@@ -108,6 +108,8 @@ pub struct MetaDump {
     pub history_uuids: Vec<String>,
     /// The generation a (possibly cut-short) resync as target is bringing this node to.
     pub resync_goal_uuid: Option<String>,
+    /// The Primary this node followed last, if it lost one.
+    pub followed_primary: Option<FollowedPrimary>,
     /// Every peer slot.
     pub peers: Vec<PeerDump>,
     /// The activity log, if the ring was read.
@@ -131,6 +133,7 @@ impl MetaDump {
                 .map(|&u| uuid_hex(u))
                 .collect(),
             resync_goal_uuid: (superblock.resync_goal_uuid != 0).then(|| uuid_hex(superblock.resync_goal_uuid)),
+            followed_primary: superblock.followed_primary,
             peers: superblock
                 .peers
                 .iter()
@@ -202,6 +205,9 @@ impl MetaDump {
         };
         let _ = writeln!(out, "history uuids:  {history}");
         let _ = writeln!(out, "resync goal:    {}", self.resync_goal_uuid.as_deref().unwrap_or("-"));
+        if let Some(followed) = self.followed_primary {
+            let _ = writeln!(out, "followed:       node {} up to write {}", followed.node_id, followed.seq);
+        }
         for peer in &self.peers {
             let _ = writeln!(out, "{}", render_peer(peer));
         }

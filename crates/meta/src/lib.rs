@@ -71,5 +71,5 @@ pub use dump::{DumpSources, MetaDump};
 pub use error::MetaError;
 pub use layout::{GrowTarget, Layout, LayoutConfig, Placement, Region};
 pub use superblock::{
-    PeerFlags, PeerSlot, Superblock, SuperblockFlags, UUID_JUST_CREATED, UUID_PRIMARY_BIT,
+    FollowedPrimary, PeerFlags, PeerSlot, Superblock, SuperblockFlags, UUID_JUST_CREATED, UUID_PRIMARY_BIT,
 };

@@ -27,7 +27,10 @@
 //! | 368    | 8        | `data_bytes_max`           | agreed data size cap, 0 = none (v3)       |
 //! | 376    | 8        | reserved                   | zero                                      |
 //! | 384    | 16 × 31  | peer slots                 | node id (0xFF unused), 3 reserved, flags u32, bitmap uuid u64 |
-//! | 880    | 3216     | reserved                   | zero                                      |
+//! | 880    | 1        | `followed_primary` node    | the Primary last followed (v4)            |
+//! | 881    | 7        | reserved                   | zero                                      |
+//! | 888    | 8        | `followed_primary` seq     | its last write received, > 0 (v4)         |
+//! | 896    | 3200     | reserved                   | zero                                      |
 //!
 //! Invariants: `decode(encode(s)) == s` and decode accepts only canonical blocks (reserved bytes
 //! zero, unused peer slots all zero with node id 0xFF, no unknown flag bits); the stored offsets
@@ -35,9 +38,10 @@
 //! a valid [`Layout`]; decode checks the length, the magic, the version, the checksum and then
 //! the fields, so "not tandem metadata" and "newer version" are reported before "corrupt".
 //! Version 1 (before `resync_goal_uuid`) is read too, with that field reserved (zero); so is
-//! version 2 (before `data_bytes_max`). A superblock is written with the lowest version that
-//! holds its fields: version 3 only once a `resize` capped the data size, so metadata that was
-//! never capped stays readable by builds that know version 2.
+//! version 2 (before `data_bytes_max`), and version 3 (before `followed_primary`). A superblock
+//! is written with the lowest version that holds its fields: version 4 only while it records a
+//! followed Primary, version 3 only once a `resize` capped the data size, so metadata that
+//! never used them stays readable by older builds.
 
 use crate::codec::{block_crc, store_crc, Reader, Writer};
 use crate::layout::{Layout, LayoutConfig, Placement, PEER_SLOTS_MAX, SUPERBLOCK_BYTES};
@@ -46,8 +50,10 @@ use crate::MetaError;
 /// First eight bytes of the superblock.
 pub const SUPERBLOCK_MAGIC: [u8; 8] = *b"TNDMMETA";
 /// The newest superblock format version this build writes and reads.
-pub const SUPERBLOCK_VERSION: u32 = 3;
-/// The version written when no field of version 3 is in use (see the module comment).
+pub const SUPERBLOCK_VERSION: u32 = 4;
+/// The version written for a data size cap without a followed Primary.
+const SUPERBLOCK_VERSION_CAPPED: u32 = 3;
+/// The version written when no field of version 3 or 4 is in use (see the module comment).
 const SUPERBLOCK_VERSION_UNCAPPED: u32 = 2;
 /// The oldest format version this build reads (version 1 has no `resync_goal_uuid`).
 pub const SUPERBLOCK_VERSION_MIN: u32 = 1;
@@ -66,6 +72,7 @@ const RESYNC_GOAL_OFFSET: usize = 360;
 const DATA_CAP_OFFSET: usize = 368;
 const PEERS_OFFSET: usize = 384;
 const PEER_SLOT_BYTES: usize = 16;
+const FOLLOWED_OFFSET: usize = 880;
 const NODE_ID_UNUSED: u8 = 0xFF;
 const WHAT: &str = "superblock";
 
@@ -73,7 +80,8 @@ const _: () = assert!(SUPERBLOCK_LEN as u64 == SUPERBLOCK_BYTES);
 const _: () = assert!(104 + HISTORY_UUIDS_LEN * 8 <= RESYNC_GOAL_OFFSET);
 const _: () = assert!(RESYNC_GOAL_OFFSET + 8 <= DATA_CAP_OFFSET);
 const _: () = assert!(DATA_CAP_OFFSET + 8 <= PEERS_OFFSET);
-const _: () = assert!(PEERS_OFFSET + PEER_SLOTS_MAX as usize * PEER_SLOT_BYTES <= SUPERBLOCK_LEN);
+const _: () = assert!(PEERS_OFFSET + PEER_SLOTS_MAX as usize * PEER_SLOT_BYTES <= FOLLOWED_OFFSET);
+const _: () = assert!(FOLLOWED_OFFSET + 16 <= SUPERBLOCK_LEN);
 const _: () = assert!(UUID_JUST_CREATED & UUID_PRIMARY_BIT == 0);
 
 /// Whether `uuid` carries the primary bit.
@@ -192,6 +200,17 @@ pub struct PeerSlot {
     pub flags: PeerFlags,
 }
 
+/// The Primary whose writes this node received last, recorded when it lost that Primary, so
+/// that a restart keeps what its reconciliation with the other Secondaries needs (which of
+/// two received the later write).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct FollowedPrimary {
+    /// The Primary's node id (0..=31).
+    pub node_id: u8,
+    /// The sequence number of the last write received from it (> 0).
+    pub seq: u64,
+}
+
 /// The decoded superblock.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Superblock {
@@ -210,6 +229,8 @@ pub struct Superblock {
     pub resync_goal_uuid: u64,
     /// One entry per peer slot of the layout (exactly `peer_slots` entries).
     pub peers: Vec<PeerSlot>,
+    /// The Primary this node followed last, if it lost one (version 4).
+    pub followed_primary: Option<FollowedPrimary>,
 }
 
 impl Superblock {
@@ -223,6 +244,7 @@ impl Superblock {
             history_uuids: [0; HISTORY_UUIDS_LEN],
             resync_goal_uuid: 0,
             peers: vec![PeerSlot::default(); usize::from(layout.config().peer_slots)],
+            followed_primary: None,
         };
         superblock.validate()?;
         Ok(superblock)
@@ -264,9 +286,10 @@ impl Superblock {
 
     /// The format version this superblock is written with: the lowest that holds its fields.
     pub fn format_version(&self) -> u32 {
-        match self.layout.config().data_bytes_max {
-            Some(_) => SUPERBLOCK_VERSION,
-            None => SUPERBLOCK_VERSION_UNCAPPED,
+        match (self.followed_primary, self.layout.config().data_bytes_max) {
+            (Some(_), _) => SUPERBLOCK_VERSION,
+            (None, Some(_)) => SUPERBLOCK_VERSION_CAPPED,
+            (None, None) => SUPERBLOCK_VERSION_UNCAPPED,
         }
     }
 
@@ -310,6 +333,12 @@ impl Superblock {
             writer.zeros(3);
             writer.u32(peer.flags.to_bits());
             writer.u64(peer.bitmap_uuid);
+        }
+        if let Some(followed) = self.followed_primary {
+            writer.zeros(FOLLOWED_OFFSET - writer.len());
+            writer.u8(followed.node_id);
+            writer.zeros(7);
+            writer.u64(followed.seq);
         }
         let mut block = writer.finish_padded(SUPERBLOCK_LEN);
         let crc = block_crc(&block, CRC_OFFSET);
@@ -362,6 +391,20 @@ impl Superblock {
         }
         reader.reserved(PEERS_OFFSET - reader.position())?;
         let peers = decode_peers(&mut reader, layout.config().peer_slots)?;
+        reader.reserved(FOLLOWED_OFFSET - reader.position())?;
+        let followed_primary = if version >= 4 {
+            let node_id = reader.u8()?;
+            reader.reserved(7)?;
+            let seq = reader.u64()?;
+            // Version 4 is written only with a record (`format_version`): anything else is
+            // not an encoding this code makes.
+            if seq == 0 {
+                return Err(invalid("followed_primary.seq", 0));
+            }
+            Some(FollowedPrimary { node_id, seq })
+        } else {
+            None
+        };
         reader.reserved(SUPERBLOCK_LEN - reader.position())?;
         let superblock = Superblock {
             layout,
@@ -371,6 +414,7 @@ impl Superblock {
             history_uuids,
             resync_goal_uuid,
             peers,
+            followed_primary,
         };
         superblock.validate()?;
         Ok(superblock)
@@ -434,6 +478,14 @@ impl Superblock {
         if self.node_id > NODE_ID_MAX {
             return Err(invalid("node_id", u64::from(self.node_id)));
         }
+        if let Some(followed) = self.followed_primary {
+            if followed.node_id > NODE_ID_MAX || followed.node_id == self.node_id {
+                return Err(invalid("followed_primary.node_id", u64::from(followed.node_id)));
+            }
+            if followed.seq == 0 {
+                return Err(invalid("followed_primary.seq", 0));
+            }
+        }
         if self.peers.len() != usize::from(self.layout.config().peer_slots) {
             return Err(invalid("peers.len", crate::codec::to_u64(self.peers.len())));
         }
@@ -466,7 +518,7 @@ fn stored_geometry(layout: &Layout) -> [(&'static str, u64); 5] {
     ]
 }
 
-/// The data size cap of a version 3 block (None for older versions and for 0): the layout
+/// The data size cap of a version 3 or 4 block (None for older versions and for 0): the layout
 /// decoded before it depends on it.
 fn data_cap_of(block: &[u8], version: u32) -> Result<Option<u64>, MetaError> {
     if version < 3 {
@@ -482,9 +534,10 @@ fn data_cap_of(block: &[u8], version: u32) -> Result<Option<u64>, MetaError> {
         })?;
     // Version 3 is written only for a capped size (`format_version`): a zero cap there is
     // not an encoding this code makes, so it is refused rather than read as "no cap" (which
-    // would write back as version 2, another block).
+    // would write back as version 2, another block). Version 4 may have no cap.
     match u64::from_be_bytes(bytes) {
-        0 => Err(invalid("data_bytes_max", 0)),
+        0 if version == SUPERBLOCK_VERSION_CAPPED => Err(invalid("data_bytes_max", 0)),
+        0 => Ok(None),
         cap => Ok(Some(cap)),
     }
 }

@@ -83,12 +83,12 @@ fn refusals_each_with_its_own_error() {
         ("magic", bad_magic, |e| {
             matches!(e, MetaError::NotTandemMetadata { .. })
         }),
-        ("version", edited(|b| b[11] = 4), |e| {
+        ("version", edited(|b| b[11] = 5), |e| {
             matches!(
                 e,
                 MetaError::UnsupportedVersion {
-                    version: 4,
-                    supported: 3
+                    version: 5,
+                    supported: 4
                 }
             )
         }),
@@ -354,4 +354,38 @@ fn a_data_size_cap_needs_version_3() {
     store_crc(&mut uncapped, CRC_OFFSET, crc);
     let refused = Superblock::decode(&uncapped).expect_err("version 3 with a zero cap");
     assert!(matches!(refused, MetaError::FieldInvalid { field: "data_bytes_max", .. }), "{refused:?}");
+}
+
+/// The Primary a node followed last (kept across a restart for its reconciliation with the
+/// other Secondaries) is a version 4 field at offsets 880 (node id) and 888 (sequence number),
+/// with or without a data size cap; version 4 without a record, or with sequence 0, is no
+/// block the encoder writes and is refused.
+#[test]
+fn a_followed_primary_needs_version_4() {
+    let mut superblock = sample();
+    superblock.followed_primary = Some(FollowedPrimary { node_id: 1, seq: 0x0102_0304_0506 });
+    let block = superblock.encode().expect("encodes");
+    assert_eq!(u32::from_be_bytes(block[8..12].try_into().expect("4 bytes")), 4);
+    assert_eq!(block[880], 1);
+    assert_eq!(u64::from_be_bytes(block[888..896].try_into().expect("8 bytes")), 0x0102_0304_0506);
+    assert_eq!(u64::from_be_bytes(block[368..376].try_into().expect("8 bytes")), 0, "no cap");
+    assert_eq!(Superblock::decode(&block).expect("decodes"), superblock);
+    let refit = |edit: &dyn Fn(&mut Vec<u8>)| {
+        let mut copy = block.clone();
+        edit(&mut copy);
+        let crc = block_crc(&copy, CRC_OFFSET);
+        store_crc(&mut copy, CRC_OFFSET, crc);
+        Superblock::decode(&copy)
+    };
+    let older = refit(&|b| b[11] = 3).expect_err("a record in a version 3 block");
+    assert!(matches!(older, MetaError::FieldInvalid { .. } | MetaError::ReservedNotZero { .. }), "{older:?}");
+    let empty = refit(&|b| b[888..896].fill(0)).expect_err("version 4 with sequence 0");
+    assert!(matches!(empty, MetaError::FieldInvalid { field: "followed_primary.seq", .. }), "{empty:?}");
+    let itself = refit(&|b| b[880] = 0).expect_err("a node does not follow itself");
+    assert!(matches!(itself, MetaError::FieldInvalid { field: "followed_primary.node_id", .. }), "{itself:?}");
+    let reserved = refit(&|b| b[884] = 1).expect_err("reserved bytes beside the node id");
+    assert!(matches!(reserved, MetaError::ReservedNotZero { .. }), "{reserved:?}");
+    superblock.followed_primary = None;
+    let plain = superblock.encode().expect("encodes");
+    assert_eq!(u32::from_be_bytes(plain[8..12].try_into().expect("4 bytes")), 2, "no record: version 2");
 }

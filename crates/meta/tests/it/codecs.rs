@@ -4,7 +4,7 @@
 
 use meta::activity_log::{context_len, SlotUpdate, Transaction, AL_CONTEXT_SLOTS_PER_TRANSACTION};
 use meta::superblock::{HISTORY_UUIDS_LEN, NODE_ID_MAX};
-use meta::{Layout, PeerFlags, PeerSlot, Superblock, SuperblockFlags};
+use meta::{FollowedPrimary, Layout, PeerFlags, PeerSlot, Superblock, SuperblockFlags};
 use proptest::prelude::*;
 
 use crate::layout_properties::config_strategy;
@@ -39,9 +39,13 @@ fn superblock_strategy() -> impl Strategy<Value = Superblock> {
         any::<[u64; HISTORY_UUIDS_LEN]>(),
         any::<u64>(),
         peers,
+        proptest::option::of((0..=NODE_ID_MAX, 1..=u64::MAX)),
     )
         .prop_map(
-            |(layout, node_id, flags, current_uuid, history_uuids, resync_goal_uuid, peers)| {
+            |(layout, node_id, flags, current_uuid, history_uuids, resync_goal_uuid, peers, followed)| {
+                let followed_primary = followed
+                    .filter(|&(primary, _)| primary != node_id)
+                    .map(|(node_id, seq)| FollowedPrimary { node_id, seq });
                 let mut seen = vec![node_id];
                 let peers = peers
                     .into_iter()
@@ -69,6 +73,7 @@ fn superblock_strategy() -> impl Strategy<Value = Superblock> {
                     history_uuids,
                     resync_goal_uuid,
                     peers,
+                    followed_primary,
                 }
             },
         )
