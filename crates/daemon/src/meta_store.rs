@@ -260,7 +260,8 @@ impl MetaStore {
         let activity_log = al_updates.then_some(activity_log);
         let possibly_stale = superblock.flags.possibly_stale;
         let departed = VolumeMeta::departed_in(&superblock);
-        Ok(VolumeConfig { number, size_bytes: self.data_bytes(), ids, disk, bitmaps, crashed_primary, unclean, activity_log, possibly_stale, departed })
+        let followed = VolumeMeta::followed_in(&superblock);
+        Ok(VolumeConfig { number, size_bytes: self.data_bytes(), ids, disk, bitmaps, crashed_primary, unclean, activity_log, possibly_stale, departed, followed })
     }
 
     /// After an unclean stop: every block of each counting peer's bitmap, written durably.
@@ -317,7 +318,7 @@ mod tests {
         assert!(!persist(false, 0).needs_data_sync());
         assert!(!persist(false, 2).needs_data_sync(), "pages whose bits were only set promise nothing about data");
         assert!(persist(true, 2).needs_data_sync(), "a cleared bit says the data is there");
-        let meta = repl::VolumeMeta { ids: repl::GenerationIds::just_created(), disk: repl::DiskState::UpToDate, primary: false, possibly_stale: false, departed: repl::NodeSet::EMPTY };
+        let meta = repl::VolumeMeta { ids: repl::GenerationIds::just_created(), disk: repl::DiskState::UpToDate, primary: false, possibly_stale: false, departed: repl::NodeSet::EMPTY, followed: None };
         let with_superblock = MetaJob::Persist { pages: Vec::new(), meta: Some(Box::new(meta)), clears: false };
         assert!(with_superblock.needs_data_sync(), "every superblock write");
         let hot_only = MetaJob::ActivityLog { pages: Vec::new(), offset_bytes: 0, block: vec![0; 4096], evicts: false };

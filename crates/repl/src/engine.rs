@@ -120,6 +120,9 @@ pub struct VolumeConfig {
     /// The peers the superblock records as departed: their disks start Outdated
     /// ([`crate::VolumeMeta::departed`]).
     pub departed: NodeSet,
+    /// The Primary the superblock records this node followed last
+    /// ([`crate::VolumeMeta::followed`]).
+    pub followed: Option<Followed>,
 }
 
 impl VolumeConfig {
@@ -136,6 +139,7 @@ impl VolumeConfig {
             activity_log: None,
             possibly_stale: false,
             departed: NodeSet::EMPTY,
+            followed: None,
         }
     }
 }
@@ -487,6 +491,7 @@ impl<P: Clone> Engine<P> {
         for peer in &config.peers {
             peers.push(new_peer(node, peer, &config.volumes)?);
         }
+        let lost_primary = config.volumes.iter().find_map(|v| v.followed);
         let volumes = config.volumes.into_iter().enumerate().map(|(vslot, v)| attach_volume(vslot, v, &mut peers)).collect::<Result<_, _>>()?;
         let mut engine = Engine {
             node_id: config.node_id,
@@ -521,7 +526,7 @@ impl<P: Clone> Engine<P> {
             next_read_id: 1,
             peer_ack_sent: 0,
             peer_ack_owed: false,
-            lost_primary: None,
+            lost_primary,
             failed_peer_writes: Vec::new(),
             resizes: BTreeMap::new(),
             resize_outcomes: BTreeMap::new(),
@@ -877,7 +882,15 @@ impl<P: Clone> Engine<P> {
         self.resize_peer_lost(slot);
         let p = &mut self.peers[slot];
         if p.role == Role::Primary && p.last_seq > 0 {
-            self.lost_primary = Some(Followed { node: p.config.node_id, seq: p.last_seq });
+            let lost = Some(Followed { node: p.config.node_id, seq: p.last_seq });
+            if self.lost_primary != lost {
+                // Kept in the metadata: a restart must not forget which of two Secondaries
+                // received the later write (the handshake's row 20, `reconcile.rs`).
+                self.lost_primary = lost;
+                for vslot in 0..self.volumes.len() {
+                    self.meta_changed(vslot, out);
+                }
+            }
         }
         let p = &mut self.peers[slot];
         p.role = Role::Unknown;

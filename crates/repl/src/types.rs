@@ -323,7 +323,7 @@ pub struct Followed {
 /// `flags.consistent` = [`VolumeMeta::consistent`]; `flags.was_up_to_date` =
 /// [`VolumeMeta::was_up_to_date`]; `flags.primary_indicator` = `primary`;
 /// `flags.crashed_primary` = `ids.flags.crashed_primary`; each peer slot's `flags.outdated` =
-/// whether its node is in [`VolumeMeta::departed`].
+/// whether its node is in [`VolumeMeta::departed`]; `followed_primary` = [`VolumeMeta::followed`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VolumeMeta {
     /// The generation identifiers (flags included).
@@ -338,6 +338,10 @@ pub struct VolumeMeta {
     /// they left): they cannot be promoted without connecting first, so quorum leaves them
     /// out, across a restart too (DRBD's `MDF_PEER_OUTDATED`; `engine/leave.rs`).
     pub departed: NodeSet,
+    /// The Primary this node followed last, once it lost one (`engine/reconcile.rs`): which
+    /// of two Secondaries received its later write decides their reconciliation, across a
+    /// restart too.
+    pub followed: Option<Followed>,
 }
 
 impl VolumeMeta {
@@ -361,6 +365,13 @@ impl VolumeMeta {
         superblock.flags.primary_indicator = self.primary;
         superblock.flags.crashed_primary = self.ids.flags.crashed_primary;
         superblock.flags.possibly_stale = self.possibly_stale;
+        superblock.followed_primary = self.followed.map(|f| meta::FollowedPrimary { node_id: f.node, seq: f.seq });
+    }
+
+    /// The followed Primary `superblock` records (the reverse of [`VolumeMeta::apply_to`]),
+    /// for [`crate::VolumeConfig::followed`].
+    pub fn followed_in(superblock: &meta::Superblock) -> Option<Followed> {
+        superblock.followed_primary.map(|f| Followed { node: f.node_id, seq: f.seq })
     }
 
     /// The departed peers `superblock` records (the reverse of [`VolumeMeta::apply_to`]'s

@@ -357,6 +357,7 @@ impl SimMeta {
         let activity_log = self.spec.al_enabled.then_some(log);
         let possibly_stale = superblock.flags.possibly_stale;
         let departed = VolumeMeta::departed_in(&superblock);
+        let followed = VolumeMeta::followed_in(&superblock);
         Ok(VolumeConfig {
             number,
             size_bytes: self.spec.data_bytes,
@@ -368,6 +369,7 @@ impl SimMeta {
             activity_log,
             possibly_stale,
             departed,
+            followed,
         })
     }
 }

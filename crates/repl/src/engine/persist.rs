@@ -170,6 +170,7 @@ impl<P: Clone> Engine<P> {
             primary: self.role == Role::Primary,
             possibly_stale: volume.possibly_stale,
             departed: self.departed(vslot),
+            followed: self.lost_primary,
         }
     }
 

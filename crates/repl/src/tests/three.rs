@@ -426,6 +426,48 @@ fn a_resync_from_another_peer_withdraws_discard_my_data() {
     assert_eq!(flags, vec![false]);
 }
 
+/// A Secondary that loses its Primary records which Primary it followed and how far in its
+/// metadata: after a restart its handshakes still say it, so of two Secondaries the one that
+/// received the lost Primary's later write stays the source of their reconciliation (the
+/// handshake's row 20; before, a clean restart forgot it and the lower node id decided).
+#[test]
+fn the_followed_primary_survives_a_restart() {
+    let mut trio = Trio::new();
+    trio.write(1);
+    trio.settle();
+    assert!(trio.is_complete(1));
+    trio.cut(0, 1);
+    trio.settle();
+    let record = trio.persisted[1].clone().expect("node 1 wrote its metadata");
+    let followed = record.followed.expect("node 1 recorded the Primary it lost");
+    assert_eq!(followed.node, 0);
+    assert!(followed.seq > 0, "{followed:?}");
+    let config = meta::LayoutConfig::new(meta::Placement::External { metadata_bytes: 1 << 20 }, VOLUME_BYTES, 2);
+    let mut superblock = meta::Superblock::new(meta::Layout::compute(&config).expect("layout"), 1).expect("superblock");
+    record.apply_to(&mut superblock);
+    let block = superblock.encode().expect("encodes");
+    let decoded = meta::Superblock::decode(&block).expect("decodes");
+    assert_eq!(VolumeMeta::followed_in(&decoded), Some(followed), "the superblock round-trips it");
+
+    // Node 1 restarts from that record and meets node 2 again.
+    let volume = VolumeConfig { ids: record.ids.clone(), followed: VolumeMeta::followed_in(&decoded), ..synced_volume() };
+    let peers = [0_u8, 2].iter().map(|&p| peer_config(p, Protocol::C)).collect();
+    trio.nodes[1] = Engine::new(EngineConfig { node_id: 1, volumes: vec![volume], peers, random_seed: 0x5eed }).expect("valid configuration");
+    trio.step(2, |engine, now, out| engine.peer_disconnected(now, 1, ConnState::NetworkFailure, "node 1 restarted".into(), out));
+    trio.links[1][2].clear();
+    trio.links[2][1].clear();
+    trio.held.insert((1, 2));
+    trio.join(1, 2);
+    let sent: Vec<Option<Followed>> = trio.links[1][2]
+        .iter()
+        .filter_map(|m| match m {
+            PeerMessage::SyncUuids(u) if u.purpose == UuidsPurpose::Handshake => Some(u.followed),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(sent, vec![Some(followed)]);
+}
+
 /// A Secondary that crashed as Primary resyncs its hot extents to one Secondary, then meets
 /// the other, which holds bits for it too (here: given) at the same current generation. The
 /// crashed Primary is still that one's source: its flag lasts until every peer got its
