@@ -1121,6 +1121,12 @@ impl<P: Clone> Engine<P> {
             self.mark_for_absent_peers(slot, vslot, extent);
             self.note_unsettled(slot, vslot, epoch, extent);
         }
+        // A Primary's write changes the data a pending `--discard-my-data` towards another
+        // peer was decided on: that split brain is a new one, for the administrator again
+        // (else this write, acknowledged with this copy, could be discarded with it).
+        for (other, p) in self.peers.iter_mut().enumerate() {
+            p.discard_my_data &= other == slot;
+        }
         // Counted on receipt: a received write is always written (or NegAcked) in order.
         self.volumes[vslot].written_bytes += length;
         let p = &mut self.peers[slot];

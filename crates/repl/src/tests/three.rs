@@ -426,6 +426,30 @@ fn a_resync_from_another_peer_withdraws_discard_my_data() {
     assert_eq!(flags, vec![false]);
 }
 
+/// `--discard-my-data` towards a peer was decided on the data this node had then: a
+/// Primary's replicated write received since changes it, so the flag no longer applies and
+/// the next handshake with that peer is decided afresh. Else the write, acknowledged with
+/// this copy (say, the only other one, on a sync target), would be discarded with it.
+#[test]
+fn a_primarys_write_withdraws_discard_my_data() {
+    let mut trio = Trio::new();
+    trio.nodes[2].set_discard_my_data(1).expect("node 1 is a peer");
+    trio.write(1);
+    trio.settle();
+    assert!(trio.is_complete(1));
+    trio.cut(1, 2);
+    trio.held.insert((2, 1));
+    trio.join(1, 2);
+    let flags: Vec<bool> = trio.links[2][1]
+        .iter()
+        .filter_map(|m| match m {
+            PeerMessage::SyncUuids(u) if u.purpose == UuidsPurpose::Handshake => Some(u.ids.flags.discard_my_data),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(flags, vec![false]);
+}
+
 /// A Secondary that loses its Primary records which Primary it followed and how far in its
 /// metadata: after a restart its handshakes still say it, so of two Secondaries the one that
 /// received the lost Primary's later write stays the source of their reconciliation (the
