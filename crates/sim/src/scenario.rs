@@ -267,22 +267,22 @@ fn failover(sim: &mut Sim) {
 }
 
 /// Seed 50's class of random runs, scripted: node 1 is cut off while it holds writes it
-/// confirmed (protocol C) and has not flushed yet (no barrier acknowledgement covers them),
-/// node 0 goes on alone (its client flushes there only), node 1 loses power and boots still
-/// cut off, node 0 crashes, and node 1 is promoted (failover) without the writes its power
-/// loss took: lost by a double failure, counted (`Stats::writes_lost_by_double_failure`), not
-/// a violation. When node 0 returns the two wrote apart: a split brain, resolved for node 1.
+/// confirmed (protocol C) and has not flushed yet (no barrier acknowledgement covers them)
+/// and loses power before it notices (noticing, it records the Primary it lost, and that
+/// metadata write flushes its disk first), node 0 goes on alone (its client flushes there
+/// only), node 1 boots still cut off, node 0 crashes, and node 1 is promoted (failover)
+/// without the writes its power loss took: lost by a double failure, counted
+/// (`Stats::writes_lost_by_double_failure`), not a violation. When node 0 returns the two
+/// wrote apart: a split brain, resolved for node 1.
 fn double_failure(sim: &mut Sim) {
     run_for(sim, SECOND);
     for (a, b) in [(0, 1), (1, 0)] {
         sim.net.blocked.insert((a, b));
     }
-    let apart = run_while_not(sim, 20 * SECOND, |s| {
-        s.nodes[1].conns.is_empty() && s.nodes[0].conns.is_empty()
-    });
-    expect(sim, apart, "both sides noticing the partition");
-    run_for(sim, SECOND);
+    run_for(sim, 20 * MS);
     sim.crash(1, Some(SECOND));
+    let apart = run_while_not(sim, 20 * SECOND, |s| s.nodes[0].conns.is_empty());
+    expect(sim, apart, "node 0 noticing the partition");
     run_for(sim, 2 * SECOND);
     sim.crash(0, None);
     let promoted = run_while_not(sim, 10 * SECOND, |s| {

@@ -168,7 +168,8 @@ pub struct Sim {
     /// acknowledgement covering them has not reached the Primary), as `(connection, epoch,
     /// write id)`. Its power loss loses them.
     peer_unflushed: BTreeMap<u8, Vec<(u64, u64, u64)>>,
-    /// `(x, y)`: x wrote as Primary while not connected to y.
+    /// `(x, y)`: x holds writes y lacks, made by a Primary while not connected to y (x is that
+    /// Primary, a peer connected to it, or a node since resynced from one of those).
     pub wrote_apart: BTreeSet<(u8, u8)>,
     /// An [`Ev::AdminRetry`] is scheduled.
     admin_retry_scheduled: bool,
@@ -504,9 +505,10 @@ impl Sim {
     }
 
     /// Target `n` finished a resync from `source`: it now holds the source's data, losses
-    /// included; with nothing failed, the pair's divergence is resolved, and `n` lacks a third
-    /// node's writes exactly when `source` did (with three nodes, a Primary's writes reach a
-    /// node it was apart from through the other one).
+    /// included; with nothing failed, the pair's divergence is resolved, and towards a third
+    /// node `n` stands where `source` did: it lacks the third node's writes exactly when
+    /// `source` did (with three nodes, a Primary's writes reach a node it was apart from
+    /// through the other one), and its own writes made apart from the third node are gone.
     fn resync_finished(&mut self, n: u8, source: u8, complete: bool) {
         for w in self.writes.iter_mut() {
             if w.lost_on.contains(&source) {
@@ -534,9 +536,16 @@ impl Sim {
             self.wrote_apart.remove(&(source, n));
             self.sb_detected.remove(&norm(n, source));
             self.role_conflicts.remove(&norm(n, source));
+            // `n` now carries the source's data: a third node's writes it lacks are those the
+            // source lacked, and the writes it holds that the third node lacks are the
+            // source's (its own diverged ones were overwritten by the resync).
             for x in (0..self.cfg.nodes).filter(|&x| x != n && x != source) {
-                if !self.wrote_apart.contains(&(x, source)) {
-                    self.wrote_apart.remove(&(x, n));
+                for (from, to) in [((x, source), (x, n)), ((source, x), (n, x))] {
+                    if self.wrote_apart.contains(&from) {
+                        self.wrote_apart.insert(to);
+                    } else {
+                        self.wrote_apart.remove(&to);
+                    }
                 }
             }
         }
@@ -1275,9 +1284,31 @@ impl Sim {
             self.nodes[usize::from(n)].disk.blocks(),
             &record,
         ));
-        for peer in (0..self.cfg.nodes).filter(|&p| p != n) {
-            if !self.nodes[usize::from(n)].conns.contains_key(&peer) {
-                self.wrote_apart.insert((n, peer));
+        // The write is on `n` and on the peers it is connected to, and not on the others: the
+        // Primary and each UpToDate peer that has it now carry data each of those lacks (a
+        // holder that is later resynced from elsewhere passes this on, `resync_finished`).
+        // A peer that is not UpToDate (a sync target) holds no data of its own to diverge:
+        // its copy is its source's, partial, until its resync ends.
+        let conns = &self.nodes[usize::from(n)].conns;
+        let (connected, lacking): (Vec<u8>, Vec<u8>) = (0..self.cfg.nodes)
+            .partition(|&p| p == n || conns.contains_key(&p));
+        if lacking.is_empty() {
+            return;
+        }
+        let up_to_date = |p: u8| {
+            self.nodes[usize::from(p)]
+                .engine
+                .as_ref()
+                .and_then(|e| e.meta(0))
+                .is_some_and(|m| m.disk == repl::DiskState::UpToDate)
+        };
+        let holders: Vec<u8> = connected
+            .into_iter()
+            .filter(|&p| p == n || up_to_date(p))
+            .collect();
+        for &holder in &holders {
+            for &peer in &lacking {
+                self.wrote_apart.insert((holder, peer));
             }
         }
     }
