@@ -88,7 +88,7 @@
 //! admission smoothly: past `throttle_start_permille` (50%) of either bound, admission is
 //! clocked by the peer's confirmations, each confirmed byte letting in 2× down to 0× new
 //! bytes as the backlog nears the bound, so the backlog settles where admission matches
-//! the drain (about 75% of the bound) instead of running into the bound and stopping there
+//! the drain (between 50% and 75% of the bound) instead of running into the bound and stopping there
 //! (issue 29: the +20 ms runs that collapsed with the backlog at its 64 MiB bound). The
 //! engine applies the curve the driver hands it with the bound. Why 64 MiB / 2 s: 64 MiB covers the bandwidth-delay product
 //! of a 10 Gbit/s link at 20 ms RTT (25 MB) with room for bursts, and is half a second of a

@@ -18,9 +18,10 @@
 //! the link drains: past `throttle_start_permille` of the bound (bytes or time, whichever
 //! share is larger), admission is clocked by the peer's confirmations, each confirmed byte
 //! letting fewer new bytes in the nearer the backlog is to the bound — twice as many just
-//! past the start, none in the last step. Admission then matches the drain rate where the
-//! curve crosses one (about three quarters of the bound with the default start), instead of
-//! running at full speed into the bound and stopping there, and the time bound's gate does
+//! past the start, none in the last step. Admission then matches the drain rate between the
+//! start and where the curve crosses one (three quarters of the bound with the default
+//! start; with large writes confirmed in big batches the backlog hovers at the start),
+//! instead of running at full speed into the bound and stopping there, and the time bound's gate does
 //! not close and reopen. The bound itself stays the hard limit.
 
 use std::time::Duration;
