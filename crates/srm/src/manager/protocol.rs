@@ -287,22 +287,51 @@ fn verify(
     }
     let mut measurements = gain_measurements(predicted, observed);
     measurements.extend(link_measurements(context));
-    if kept {
-        state.undone_switches = 0;
-        state.async_not_before = None;
-        let reason = format!(
-            "protocol A earned its risk: observed gain {} against {} predicted (>= {} needed)",
-            ratio(observed.unwrap_or(0)),
-            ratio(predicted),
-            ratio(config.gain_keep_permille)
-        );
-        let action = Action::GainObserved {
-            predicted_permille: predicted,
-            observed_permille: observed.unwrap_or(0),
-        };
-        out.push(context.decision(action, reason, measurements));
-        return false;
+    match observed.filter(|_| kept) {
+        Some(observed) => {
+            keep(state, context, (predicted, observed), measurements, out);
+            false
+        }
+        None => {
+            undo(state, context, (predicted, observed), measurements, out);
+            true
+        }
     }
+}
+
+/// A switch showed its gain: it stays, and the back-off starts afresh.
+fn keep(
+    state: &mut PeerState,
+    context: &Context<'_>,
+    (predicted, observed): (u32, u32),
+    measurements: Vec<Measurement>,
+    out: &mut Vec<Decision>,
+) {
+    state.undone_switches = 0;
+    state.async_not_before = None;
+    let reason = format!(
+        "protocol A earned its risk: observed gain {} against {} predicted (>= {} needed)",
+        ratio(observed),
+        ratio(predicted),
+        ratio(context.config.gain_keep_permille)
+    );
+    let action = Action::GainObserved {
+        predicted_permille: predicted,
+        observed_permille: observed,
+    };
+    out.push(context.decision(action, reason, measurements));
+}
+
+/// A switch did not show its gain: back to the configured protocol at once (the safe
+/// direction, whatever the dwell), and no switch to A for the doubled back-off.
+fn undo(
+    state: &mut PeerState,
+    context: &Context<'_>,
+    (predicted, observed): (u32, Option<u32>),
+    measurements: Vec<Measurement>,
+    out: &mut Vec<Decision>,
+) {
+    let config = context.config;
     state.undone_switches = state.undone_switches.saturating_add(1);
     let hold = backoff(config, state.undone_switches);
     state.async_not_before = Some(context.now.saturating_add(hold));
@@ -320,7 +349,6 @@ fn verify(
     state.below_intervals = 0;
     let action = Action::SetProtocol(config.protocol);
     out.push(context.decision(action, reason, measurements));
-    true
 }
 
 /// Largest back-off exponent after undone switches: the hold never exceeds
