@@ -146,6 +146,9 @@ struct Core {
     engine: Engine<Payload>,
     links: HashMap<u8, LinkTx>,
     completions: HashMap<RequestId, Completion>,
+    /// When each client write in flight was submitted, while the manager runs (for its
+    /// completion-time measurement); bounded like `completions`, which it mirrors.
+    write_started: HashMap<RequestId, Time>,
 }
 
 /// Static facts about one peer of this node.
@@ -292,7 +295,7 @@ impl Resource {
             metas: parts.metas,
             pool: parts.pool,
             handlers: parts.handlers,
-            core: Mutex::new(Core { engine: parts.engine, links: HashMap::new(), completions: HashMap::new() }),
+            core: Mutex::new(Core { engine: parts.engine, links: HashMap::new(), completions: HashMap::new(), write_started: HashMap::new() }),
             next_request: AtomicU64::new(1),
             writes_arriving: AtomicUsize::new(0),
             link_tasks: AtomicUsize::new(0),
@@ -495,6 +498,10 @@ impl Resource {
                 }
             }
             Action::Complete { request, result } => {
+                if let Some(started) = core.write_started.remove(&request) {
+                    let nanos = self.now().0.saturating_sub(started.0);
+                    self.write_counters.lock().unwrap_or_else(std::sync::PoisonError::into_inner).completed(std::time::Duration::from_nanos(nanos));
+                }
                 if let Some(completion) = core.completions.remove(&request) {
                     match result {
                         Ok(()) => completion.ok(),
@@ -1017,8 +1024,12 @@ impl Resource {
     /// answers (one lock for both).
     pub(crate) fn submit(self: &Arc<Self>, volume: u16, op: Op<Payload>, completion: Completion) {
         let request: RequestId = self.next_request.fetch_add(1, Ordering::Relaxed);
+        let timed = self.options.srm != config::Srm::Off && matches!(op, Op::Write { .. });
         self.step_core(|core, now, out| {
             core.completions.insert(request, completion);
+            if timed {
+                core.write_started.insert(request, now);
+            }
             core.engine.submit(now, request, volume, op, out);
         });
     }

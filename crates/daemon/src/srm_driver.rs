@@ -7,7 +7,10 @@
 //! Invariants:
 //! - Protocol A reaches a peer only through `Engine::set_protocol`, which has the peer
 //!   durably mark itself possibly stale first; the engine's lag bound (`srm-max-lag-bytes`,
-//!   `srm-max-lag-time`) holds writes back, so the manager's own gate is advice only.
+//!   `srm-max-lag-time`, with the manager's throttle curve so the bound is approached
+//!   smoothly) holds writes back, so the manager's own gate is advice only.
+//! - The manager's gain model gets the mean submit-to-completion time of client writes
+//!   (`WriteCounters::completed`, timed in `Resource::submit` only while the manager runs).
 //! - `srm advise` changes nothing: decisions are logged and shown, never applied, and no lag
 //!   bound is set.
 //! - Memory is bounded: the decision history keeps [`HISTORY_LINES_MAX`] lines per resource.
@@ -16,7 +19,7 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use repl::{LagBound, PeerConfig, Protocol};
+use repl::{LagBound, LagThrottle, PeerConfig, Protocol};
 use srm::{Action, Decision, Manager, Mode, Observation, PeerObservation, SrmConfig, SystemObservation, WritePattern};
 
 use crate::resource::{PeerInfo, Resource};
@@ -35,6 +38,9 @@ pub(crate) struct WriteCounters {
     /// Where the previous write ended (None before the first).
     next_offset: Option<u64>,
     histogram: [srm::SizeClass; 6],
+    /// Client writes completed and their summed submit-to-completion time.
+    completed: u64,
+    completion_sum: Duration,
 }
 
 impl WriteCounters {
@@ -52,12 +58,19 @@ impl WriteCounters {
         }
     }
 
+    /// One client write completed `latency` after its submission.
+    pub(crate) fn completed(&mut self, latency: Duration) {
+        self.completed += 1;
+        self.completion_sum = self.completion_sum.saturating_add(latency);
+    }
+
     fn take(&mut self, interval: Duration) -> WritePattern {
         let taken = std::mem::take(self);
         self.next_offset = taken.next_offset;
         let per_s = |count: u64| u64::try_from(u128::from(count) * 1000 / interval.as_millis().max(1)).unwrap_or(u64::MAX);
         let sequential_permille = (taken.sequential * 1000).checked_div(taken.writes).map_or(0, |permille| u32::try_from(permille).unwrap_or(1000));
-        WritePattern { bytes_per_s: per_s(taken.bytes), writes_per_s: per_s(taken.writes), size_histogram: taken.histogram, sequential_permille }
+        let completion_latency_mean = taken.completion_sum.checked_div(u32::try_from(taken.completed).unwrap_or(u32::MAX));
+        WritePattern { bytes_per_s: per_s(taken.bytes), writes_per_s: per_s(taken.writes), size_histogram: taken.histogram, sequential_permille, completion_latency_mean }
     }
 }
 
@@ -150,7 +163,7 @@ pub(crate) fn start(resource: &Arc<Resource>, options: &config::ResourceOptions)
             Err(error) => tracing::error!(resource = %resource.name, peer = %info.name, "srm not started: {error}"),
         }
         if options.srm == config::Srm::On {
-            let bound = LagBound { bytes_max: config.max_lag_bytes, time_max: config.max_lag_time };
+            let bound = LagBound { bytes_max: config.max_lag_bytes, time_max: config.max_lag_time, throttle: Some(throttle_of(&config)) };
             let _ = resource.step(|engine, now, out| engine.set_lag_bound(now, info.node_id, Some(bound), out));
         }
     }
@@ -158,6 +171,14 @@ pub(crate) fn start(resource: &Arc<Resource>, options: &config::ResourceOptions)
     *lock(&resource.srm_view) = Some(SrmView { mode: mode.to_string(), ..SrmView::default() });
     tokio::spawn(run(Arc::clone(resource), peers, mode, options.srm_interval));
 }
+
+/// The manager's lag throttle curve, in the engine's terms.
+fn throttle_of(config: &SrmConfig) -> LagThrottle {
+    let curve = srm::ThrottleCurve::of(config);
+    LagThrottle { start_permille: curve.start_permille, admit_per_ack_permille: curve.admit_per_ack_permille }
+}
+
+const _: () = assert!(srm::THROTTLE_STEPS == repl::LAG_THROTTLE_STEPS);
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
@@ -187,6 +208,10 @@ async fn run(resource: Arc<Resource>, mut peers: Vec<PeerManager>, mode: Mode, i
                 if mode == Mode::On && !decision.advisory {
                     apply(&resource, peer.node_id, &decision.action);
                 }
+            }
+            let status = if mode == Mode::On { peer.manager.peer_status(peer.node_id) } else { peer.manager.advised_status(peer.node_id) };
+            if let Some(line) = status.and_then(|status| switch_line(&peer.name, &status, now)) {
+                lines.push(line);
             }
         }
         if let Some(view) = lock(&resource.srm_view).as_mut() {
@@ -276,7 +301,8 @@ fn apply(resource: &Arc<Resource>, peer: u8, action: &Action) {
         // The engine marks a peer when protocol A is set for it and clears the mark once it
         // caught up; pull-ahead is the engine's own (`on-congestion`, so the manager is
         // configured without a congestion fill and never decides it); MTU advice is advice.
-        Action::MarkPossiblyStale | Action::ClearPossiblyStale | Action::AdviseMtu { .. } | Action::EnterAhead | Action::LeaveAhead => Ok(()),
+        // A kept switch's gain is a report: nothing to apply.
+        Action::MarkPossiblyStale | Action::ClearPossiblyStale | Action::AdviseMtu { .. } | Action::EnterAhead | Action::LeaveAhead | Action::GainObserved { .. } => Ok(()),
     };
     if let Err(error) = result {
         tracing::warn!(resource = %resource.name, peer, "srm: decision not applied: {error}");
@@ -289,6 +315,24 @@ fn reconfigure(resource: &Arc<Resource>, peer: u8, change: impl FnOnce(&mut Peer
         change(&mut config);
         engine.reconfigure_peer(now, config, out)
     })
+}
+
+/// `bob: last switch to A at 12.4s: predicted gain 15.20x, observed 9.80x (kept)`, plus the
+/// back-off while one holds at `now`; `None` before the first switch.
+fn switch_line(name: &str, status: &srm::PeerStatus, now: Duration) -> Option<String> {
+    let record = status.last_switch?;
+    let observed = record.observed_gain_permille.map_or_else(|| "-".to_string(), |gain| srm::Value::Ratio(gain).to_string());
+    let mut line = format!(
+        "{name}: last switch to A at {:.1}s: predicted gain {}, observed {} ({})",
+        record.at.as_secs_f64(),
+        srm::Value::Ratio(record.predicted_gain_permille),
+        observed,
+        record.verdict
+    );
+    if let Some(until) = status.async_not_before.filter(|until| *until > now) {
+        line.push_str(&format!("; {} undone in a row, no switch to A before {:.1}s", status.undone_switches, until.as_secs_f64()));
+    }
+    Some(line)
 }
 
 fn system_line(system: &SystemObservation, writes: &WritePattern) -> String {
@@ -429,5 +473,47 @@ mod tests {
         assert_eq!(pattern.sequential_permille, 818, "9 of 11 continued the previous write");
         assert_eq!(pattern.size_histogram[srm::size_class(4096)].writes, 10);
         assert_eq!(counters.take(Duration::from_secs(1)).writes_per_s, 0, "taking resets");
+    }
+
+    #[test]
+    fn write_counters_measure_mean_completion_time() {
+        let mut counters = WriteCounters::default();
+        assert_eq!(counters.take(Duration::from_secs(1)).completion_latency_mean, None, "nothing completed");
+        counters.completed(Duration::from_millis(1));
+        counters.completed(Duration::from_millis(3));
+        assert_eq!(counters.take(Duration::from_secs(1)).completion_latency_mean, Some(Duration::from_millis(2)));
+        assert_eq!(counters.take(Duration::from_secs(1)).completion_latency_mean, None, "taking resets");
+    }
+
+    #[test]
+    fn status_shows_the_last_switch_with_its_gains_and_the_back_off() {
+        let mut status = srm::PeerStatus {
+            protocol: srm::Protocol::C,
+            possibly_stale: false,
+            ahead: false,
+            buffers: srm::BufferSettings { max_buffers_pages: 2048, max_epoch_size: 2048, sndbuf_bytes: 128 << 10 },
+            resync_cap_bytes_per_s: None,
+            last_switch: None,
+            undone_switches: 0,
+            async_not_before: None,
+        };
+        assert_eq!(switch_line("bob", &status, Duration::ZERO), None);
+        status.last_switch = Some(srm::SwitchRecord {
+            at: Duration::from_millis(12_400),
+            predicted_gain_permille: 15_200,
+            observed_gain_permille: Some(1_000),
+            verdict: srm::SwitchVerdict::Undone,
+        });
+        status.undone_switches = 1;
+        status.async_not_before = Some(Duration::from_secs(30));
+        assert_eq!(
+            switch_line("bob", &status, Duration::from_secs(20)).as_deref(),
+            Some("bob: last switch to A at 12.4s: predicted gain 15.20x, observed 1.00x (undone); 1 undone in a row, no switch to A before 30.0s")
+        );
+        assert_eq!(
+            switch_line("bob", &status, Duration::from_secs(31)).as_deref(),
+            Some("bob: last switch to A at 12.4s: predicted gain 15.20x, observed 1.00x (undone)"),
+            "a back-off that passed is not shown"
+        );
     }
 }

@@ -50,7 +50,7 @@ pub use handshake::BITMAP_CHUNK_BYTES_MAX;
 pub use ahead::{Congestion, CongestionPolicy, AHEAD_DWELL_MIN, COOL_DOWN_MAX};
 pub use detach::OnIoError;
 pub use fence::{fence_outcome, FencePolicy, FENCE_PEER_IS_PRIMARY};
-pub use lag::{LagBound, LagStatus};
+pub use lag::{LagBound, LagStatus, LagThrottle, LAG_THROTTLE_STEPS};
 pub use pause::SyncPause;
 pub use quorum::{OnNoQuorum, QuorumConfig, QuorumRule};
 pub use resize::ResizeRequest;
@@ -329,6 +329,8 @@ struct Peer<P> {
     wanted_protocol: Protocol,
     async_state: lag::AsyncState,
     lag_bound: Option<LagBound>,
+    /// Bytes the lag throttle lets in before the next confirmation (`engine/lag.rs`).
+    lag_credit: u64,
     /// A `StaleMarkAck` to send once this metadata version is durable (secondary side).
     stale_ack: Option<(bool, u64)>,
     /// Confirmations since the driver last took them (`engine/stats.rs`).
@@ -589,6 +591,7 @@ impl<P: Clone> Engine<P> {
             self.waiting.push_back(Waiting { request, volume, op });
             return;
         }
+        self.spend_lag_credit(extent.length);
         self.admit_write(now, request, volume, op, out);
     }
 
@@ -816,6 +819,7 @@ impl<P: Clone> Engine<P> {
                 continue;
             }
             if let Some(waiting) = self.waiting.remove(index) {
+                self.spend_lag_credit(extent.map_or(0, |e| e.length));
                 self.admit_write(now, waiting.request, waiting.volume, waiting.op, out);
             }
         }
@@ -1187,7 +1191,9 @@ impl<P: Clone> Engine<P> {
         }
         let peer = self.peers[slot].config.node_id;
         let confirmed: Vec<u64> = self.peers[slot].transfer_log.iter().filter(|s| s.epoch <= epoch).map(|s| s.seq).collect();
+        let confirmed_bytes: u64 = self.peers[slot].transfer_log.iter().filter(|s| s.epoch <= epoch).map(|s| s.extent.length).sum();
         self.peers[slot].transfer_log.retain(|s| s.epoch > epoch);
+        self.earn_lag_credit(now, slot, confirmed_bytes);
         let ready: Vec<u64> = self.flushes.iter().filter(|(_, f)| f.epoch <= epoch).map(|(&s, _)| s).collect();
         for seq in ready {
             if let Some(flush) = self.flushes.get_mut(&seq) {
@@ -1608,6 +1614,7 @@ fn new_peer<P: Clone>(local: NodeId, config: &PeerConfig, volumes: &[VolumeConfi
         wanted_protocol: config.protocol,
         async_state: lag::AsyncState::default(),
         lag_bound: None,
+        lag_credit: 0,
         stale_ack: None,
         stats: PeerStats::default(),
         ahead: ahead::AheadTrack::default(),

@@ -105,7 +105,7 @@ pub use after_split_brain::{
     SideFacts, SplitBrainFacts, SplitBrainPolicies,
 };
 pub use engine::{
-    fence_outcome, BitmapPages, FENCE_PEER_IS_PRIMARY, Congestion, CongestionPolicy, Engine, AHEAD_DWELL_MIN, COOL_DOWN_MAX, EngineConfig, FencePolicy, LagBound, LagStatus, LocalStats, LEAVE_PERSIST_MAX, OnIoError, OnNoQuorum, PeerStats, PeerBitmap, PeerConfig, QuorumConfig, QuorumRule, ResizeRequest, SyncPause, VolumeConfig, BITMAP_CHUNK_BYTES_MAX,
+    fence_outcome, BitmapPages, FENCE_PEER_IS_PRIMARY, Congestion, CongestionPolicy, Engine, AHEAD_DWELL_MIN, COOL_DOWN_MAX, EngineConfig, FencePolicy, LagBound, LagStatus, LagThrottle, LAG_THROTTLE_STEPS, LocalStats, LEAVE_PERSIST_MAX, OnIoError, OnNoQuorum, PeerStats, PeerBitmap, PeerConfig, QuorumConfig, QuorumRule, ResizeRequest, SyncPause, VolumeConfig, BITMAP_CHUNK_BYTES_MAX,
     BITMAP_GRANULARITY_BYTES_DEFAULT, RESYNC_REQUEST_BYTES_MAX, TICK_INTERVAL,
     VERIFY_DIGESTS_BYTES_MAX, VERIFY_REQUEST_BYTES_MAX,
 };

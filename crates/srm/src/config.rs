@@ -126,6 +126,18 @@ pub const FILL_RETURN_PERMILLE_DEFAULT: u32 = 300;
 pub const MIN_DWELL_DEFAULT: Duration = Duration::from_secs(10);
 /// Most consecutive intervals a switch may be made to wait for.
 pub const INTERVALS_MAX: u32 = 100;
+/// Default gain (completion-time ratio sync / async, per mille) the model must predict,
+/// every interval of the enter streak, before a peer goes async: 1.5×.
+pub const GAIN_ENTER_PERMILLE_DEFAULT: u32 = 1500;
+/// Default gain a switch must show once made (throughput or completion time, per mille)
+/// to be kept: 1.2×.
+pub const GAIN_KEEP_PERMILLE_DEFAULT: u32 = 1200;
+/// Default number of intervals with writes a switch is judged on.
+pub const VERIFY_INTERVALS_DEFAULT: u32 = 3;
+/// Largest gain the settings may ask for (100×).
+pub const GAIN_PERMILLE_MAX: u32 = 100_000;
+/// Default backlog share (of either lag bound) at which admission starts to slow down.
+pub const THROTTLE_START_PERMILLE_DEFAULT: u32 = 500;
 
 /// The manager's settings for one resource.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -172,6 +184,17 @@ pub struct SrmConfig {
     pub cpu_steal_saturated_permille: u32,
     /// Memory available share at or below which buffers shrink to their minimum.
     pub memory_available_low_permille: u32,
+    /// Least predicted gain (sync completion time over async, per mille) that sends a
+    /// peer async; 1000 would mean "no gain needed".
+    pub gain_enter_permille: u32,
+    /// Least observed gain (per mille) that keeps a switch to async; under it the switch
+    /// is undone and further switches back off.
+    pub gain_keep_permille: u32,
+    /// Intervals with writes over which a switch's observed gain is measured.
+    pub verify_intervals: u32,
+    /// Share of the lag bound (bytes or time, whichever is nearer) at which the lag
+    /// throttle starts to slow admission (see [`crate::ThrottleCurve`]).
+    pub throttle_start_permille: u32,
 }
 
 impl Default for SrmConfig {
@@ -215,6 +238,10 @@ impl Default for SrmConfig {
             cpu_busy_saturated_permille: 950,
             cpu_steal_saturated_permille: 250,
             memory_available_low_permille: 50,
+            gain_enter_permille: GAIN_ENTER_PERMILLE_DEFAULT,
+            gain_keep_permille: GAIN_KEEP_PERMILLE_DEFAULT,
+            verify_intervals: VERIFY_INTERVALS_DEFAULT,
+            throttle_start_permille: THROTTLE_START_PERMILLE_DEFAULT,
         }
     }
 }
@@ -277,6 +304,7 @@ impl SrmConfig {
             u64::from(self.resync_share_percent),
             (1, 100),
         )?;
+        self.validate_gain()?;
         if let Some(fill) = self.congestion_fill_bytes {
             in_range("congestion-fill", fill, (1, u64::MAX))?;
         }
@@ -288,6 +316,34 @@ impl SrmConfig {
             )?;
         }
         self.validate_buffers()
+    }
+
+    fn validate_gain(&self) -> Result<(), SrmError> {
+        in_range(
+            "srm gain to keep",
+            u64::from(self.gain_keep_permille),
+            (1000, u64::from(GAIN_PERMILLE_MAX)),
+        )?;
+        ordered(
+            "srm gain to keep / to enter",
+            u64::from(self.gain_keep_permille),
+            u64::from(self.gain_enter_permille),
+        )?;
+        in_range(
+            "srm gain to enter",
+            u64::from(self.gain_enter_permille),
+            (1000, u64::from(GAIN_PERMILLE_MAX)),
+        )?;
+        in_range(
+            "verify intervals",
+            u64::from(self.verify_intervals),
+            (1, u64::from(INTERVALS_MAX)),
+        )?;
+        in_range(
+            "throttle start",
+            u64::from(self.throttle_start_permille),
+            (0, 999),
+        )
     }
 
     fn validate_buffers(&self) -> Result<(), SrmError> {

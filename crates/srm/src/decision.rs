@@ -25,6 +25,8 @@ pub enum Value {
     Permille(u32),
     /// A plain count.
     Count(u64),
+    /// A ratio, per mille (1500 is 1.5×).
+    Ratio(u32),
 }
 
 /// A named measurement behind a decision.
@@ -58,6 +60,14 @@ pub enum Action {
     },
     /// Use these buffer settings on the peer's connection.
     SetBuffers(BufferSettings),
+    /// Report only (nothing to apply): a switch to protocol A showed the gain it was made
+    /// for and is kept. A switch that did not is undone with [`Action::SetProtocol`].
+    GainObserved {
+        /// The gain predicted when switching, per mille.
+        predicted_permille: u32,
+        /// The gain measured since, per mille.
+        observed_permille: u32,
+    },
     /// Advice only: jumbo frames would suit the write pattern (host settings are never changed).
     AdviseMtu {
         /// The interface's current MTU.
@@ -176,6 +186,7 @@ impl fmt::Display for Value {
             Self::BytesPerSecond(rate) => write!(formatter, "{}", binary(rate, "B/s")),
             Self::Permille(share) => write!(formatter, "{}.{}%", share / 10, share % 10),
             Self::Count(count) => write!(formatter, "{count}"),
+            Self::Ratio(ratio) => write!(formatter, "{}.{:02}x", ratio / 1000, (ratio % 1000) / 10),
         }
     }
 }
@@ -221,6 +232,15 @@ impl fmt::Display for Action {
                 formatter,
                 "max-buffers {} max-epoch-size {} sndbuf-size {}",
                 buffers.max_buffers_pages, buffers.max_epoch_size, buffers.sndbuf_bytes
+            ),
+            Self::GainObserved {
+                predicted_permille,
+                observed_permille,
+            } => write!(
+                formatter,
+                "keep protocol A (gain {} observed, {} predicted)",
+                Value::Ratio(*observed_permille),
+                Value::Ratio(*predicted_permille)
             ),
             Self::AdviseMtu {
                 current_bytes,

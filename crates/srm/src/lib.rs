@@ -22,26 +22,55 @@
 //! and possibly-stale marks are cleared once the peers caught up.
 //!
 //! # Rules and their defaults
-//! **Protocol** (`manager/protocol.rs`). The network's share of write latency is the ping
-//! RTT (else TCP's) or the ack latency minus the disk's share (the peer's reported write
-//! latency, else ours), whichever is larger; the ack latency is the interval's fastest ack
-//! when measured (at high queue depths the mean is queueing at the peer, which the
-//! send-queue fill covers), else the mean. On a saturated host only latency at twice the
-//! enter threshold counts. A peer goes to protocol A after
-//! `enter_intervals` (3) consecutive intervals with that latency at or over
-//! `srm-latency-high` (5 ms) or the send queue at or over `srm-fill-high` (80%), and
-//! returns to the configured protocol after `return_intervals` (5) consecutive intervals
-//! with latency at or under `srm-latency-low` (2 ms) and the queue at or under `srm-fill-low`
-//! (30%); never sooner than `srm-min-dwell` (10 s) after its last switch. Why: a LAN or a
-//! same-region link is well under 2 ms (seed 002 measured 1.3 ms between availability
-//! zones), so a healthy link never triggers; seed 002's metro links (5–8 ms) and its +20 ms
-//! case, where protocol C keeps 41% of its IOPS, do. The 2.5× gap, the streaks and the
-//! dwell mean a signal must be clearly and lastingly on one side to move the protocol, so
-//! a flapping signal cannot flap it (at most one switch per dwell). A slow local disk
-//! raises ack latency but not the network's share, so it never sends a peer async.
-//! Latency measured while this host's CPU is saturated (busy ≥ 95% or steal ≥ 25%) does
-//! not count towards async (the delay is the host's own, async would trade safety for
-//! nothing); recovery always counts, since returning is the safe direction.
+//! **Protocol** (`manager/protocol.rs`, model in `manager/gain.rs`). Going async must earn
+//! its risk (issue 29): a peer goes to protocol A only when the link's round trip or the
+//! peer — not the local disk, not the client, not a throughput limit — bounds completion
+//! time. Two conditions, both for `enter_intervals` (3) consecutive intervals:
+//! - the network's share of write latency is at or over `srm-latency-high` (5 ms). That
+//!   share is the ping RTT (else TCP's) or the ack latency minus the disk's share (the
+//!   peer's reported write latency, else ours), whichever is larger; the ack latency is the
+//!   interval's fastest ack when measured, else the mean;
+//! - the gain model predicts at least `gain_enter_permille` (1.5×). Model: a synchronous
+//!   write completes in `T_sync = Q + max(L, R)` (local write `L` and the unqueued round
+//!   trip `R` — the fastest ack — run in parallel; `Q` is everything else: the client's
+//!   queueing, the NBD path, queueing behind a full send queue or a busy peer). Async saves
+//!   at most `R - L` per write, so `T_async = max(T_sync - (R - L), L)` and the predicted
+//!   gain is `T_sync / T_async`. `T_sync` is the measured mean completion time of client
+//!   writes, else `max(L, mean ack)`. Queueing is in `T_sync` but not in the saving, because
+//!   async replication cannot remove it: once the backlog reaches the lag bound, writes
+//!   are admitted as fast as the link drains, the throughput sync already had.
+//!
+//! So a full send queue on a fast link (fastest ack ≪ completion time: seed 002's 0 ms case
+//! with 1 MiB QD8 writes) predicts ~1× and stays synchronous whatever the fill; a 20 ms
+//! link under 4 KiB writes (completion 21 ms, 20 ms of it the round trip) predicts ~20×; a
+//! local disk slower than the round trip predicts nothing.
+//!
+//! Each switch records its predicted gain (the least of its streak) and a baseline (the
+//! streak's mean write throughput and completion time). From the second interval after the
+//! switch, `verify_intervals` (3) intervals with writes are measured; the observed gain is
+//! the larger of the throughput ratio (a closed-loop client turns shorter completions into
+//! IOPS) and the completion-time ratio (an open-loop client keeps its rate). At or over
+//! `gain_keep_permille` (1.2×) the switch is kept (an [`Action::GainObserved`] report);
+//! under it the switch is undone at once (protocol back to the configured one, whatever
+//! the dwell: it is the safe direction) and no switch to A is made for
+//! `max(srm-min-dwell, srm-interval) × 2^n` after the `n`th undone switch in a row (n
+//! capped at 5: at most 32×); a kept switch resets `n`. Both gains appear in the switch
+//! and verdict decisions and in [`PeerStatus::last_switch`] (`tandem srm status`). In
+//! `advise` mode nothing is applied, so advice is never judged.
+//!
+//! The peer returns to the configured protocol after `return_intervals` (5) consecutive
+//! intervals with latency at or under `srm-latency-low` (2 ms) and the queue at or under
+//! `srm-fill-low` (30%); never sooner than `srm-min-dwell` (10 s) after its last switch. Why:
+//! a LAN or a same-region link is well under 2 ms (seed 002 measured 1.3 ms between
+//! availability zones), so a healthy link never triggers; seed 002's metro links (5–8 ms)
+//! and its +20 ms case, where protocol C keeps 41% of its IOPS, do. The 2.5× gap, the
+//! streaks and the dwell mean a signal must be clearly and lastingly on one side to move
+//! the protocol, so a flapping signal cannot flap it (at most one switch per dwell). A slow
+//! local disk raises ack latency but not the network's share, and leaves nothing to gain,
+//! so it never sends a peer async. Latency measured while this host's CPU is saturated
+//! (busy ≥ 95% or steal ≥ 25%) counts towards async only at twice the enter threshold
+//! (the delay may be the host's own); recovery always counts, since returning is the safe
+//! direction.
 //!
 //! **Possibly-stale mark.** Before the first write a peer may miss is acknowledged, the
 //! peer must be durably marked possibly-stale (promotion refused without `--force`): the
@@ -55,7 +84,13 @@
 //! unreplicated write younger than `srm-max-lag-time` (2 s), kept by admitting no more than
 //! the link drains in that time at the measured goodput and by closing the gate once the
 //! oldest write would pass the bound before the next observation. At the bound writes wait;
-//! the bound is never broken. Why 64 MiB / 2 s: 64 MiB covers the bandwidth-delay product
+//! the bound is never broken. Before the bound, the throttle ([`ThrottleCurve`]) slows
+//! admission smoothly: past `throttle_start_permille` (50%) of either bound, admission is
+//! clocked by the peer's confirmations, each confirmed byte letting in 2× down to 0× new
+//! bytes as the backlog nears the bound, so the backlog settles where admission matches
+//! the drain (between 50% and 75% of the bound) instead of running into the bound and stopping there
+//! (issue 29: the +20 ms runs that collapsed with the backlog at its 64 MiB bound). The
+//! engine applies the curve the driver hands it with the bound. Why 64 MiB / 2 s: 64 MiB covers the bandwidth-delay product
 //! of a 10 Gbit/s link at 20 ms RTT (25 MB) with room for bursts, and is half a second of a
 //! 1 Gbit/s link; 2 s is a hundred round trips at 20 ms, long enough for async to absorb
 //! bursts, short enough that the data a failover can lose stays "the last two seconds",
@@ -102,5 +137,8 @@ pub mod procfs;
 pub use config::*;
 pub use decision::{Action, Admit, Decision, Gate, LagBudget, Measurement, Outcome, Value};
 pub use error::SrmError;
-pub use manager::{Manager, PeerStatus};
+pub use manager::lag::{
+    backlog_share_permille, ThrottleCurve, THROTTLE_ADMIT_PER_ACK_PERMILLE_MAX, THROTTLE_STEPS,
+};
+pub use manager::{Manager, PeerStatus, SwitchRecord, SwitchVerdict};
 pub use observation::*;

@@ -13,7 +13,8 @@
 
 mod buffers;
 mod congestion;
-mod lag;
+mod gain;
+pub(crate) mod lag;
 mod mtu;
 mod protocol;
 mod resync;
@@ -50,6 +51,46 @@ pub struct PeerStatus {
     pub buffers: BufferSettings,
     /// The resync cap last decided, if a resync runs.
     pub resync_cap_bytes_per_s: Option<u64>,
+    /// The latest switch to protocol A: what it was predicted to gain and what it did.
+    pub last_switch: Option<SwitchRecord>,
+    /// Switches undone in a row for want of gain (the back-off exponent).
+    pub undone_switches: u32,
+    /// While backing off: no switch to protocol A before this time.
+    pub async_not_before: Option<Duration>,
+}
+
+/// One switch to protocol A, for `tandem srm status` and the event log.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SwitchRecord {
+    /// When it was decided (the observation's time).
+    pub at: Duration,
+    /// The gain the model predicted (completion time sync / async), per mille.
+    pub predicted_gain_permille: u32,
+    /// The gain measured after the switch, per mille (`None` while still measuring).
+    pub observed_gain_permille: Option<u32>,
+    /// Where the switch stands.
+    pub verdict: SwitchVerdict,
+}
+
+/// Whether a switch to protocol A earned its risk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SwitchVerdict {
+    /// Still measuring.
+    Pending,
+    /// The gain materialised: the peer stays async until the link recovers.
+    Kept,
+    /// It did not: the switch was undone and further switches back off.
+    Undone,
+}
+
+impl std::fmt::Display for SwitchVerdict {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str(match self {
+            Self::Pending => "measuring",
+            Self::Kept => "kept",
+            Self::Undone => "undone",
+        })
+    }
 }
 
 /// Where a peer's replication protocol stands.
@@ -57,8 +98,22 @@ pub struct PeerStatus {
 enum Replication {
     /// The configured protocol; `since` is when it was last switched back (`None`: never left).
     Configured { since: Option<Duration> },
-    /// Protocol A, chosen by the manager at `since`.
-    Async { since: Duration },
+    /// Protocol A, chosen by the manager at `since`; `verifying` until its gain is judged.
+    Async {
+        since: Duration,
+        verifying: Option<Verifying>,
+    },
+}
+
+/// A switch to protocol A whose gain is being measured.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Verifying {
+    /// Writes during the enter streak (before the switch).
+    baseline: gain::Window,
+    /// Writes since the switch, from the second interval on, intervals with writes only.
+    after: gain::Window,
+    /// Observations since the switch.
+    observations: u32,
 }
 
 /// Congestion policy state (`on-congestion pull-ahead`).
@@ -93,6 +148,12 @@ struct PeerState {
     possibly_stale: bool,
     above_intervals: u32,
     below_intervals: u32,
+    /// Writes of the current enter streak and the least gain predicted in it.
+    streak: gain::Window,
+    streak_gain_permille: u32,
+    last_switch: Option<SwitchRecord>,
+    undone_switches: u32,
+    async_not_before: Option<Duration>,
     congestion: Congestion,
     capacity_peak_bytes_per_s: u64,
     resync_cap_bytes_per_s: Option<u64>,
@@ -110,6 +171,11 @@ impl PeerState {
             possibly_stale: false,
             above_intervals: 0,
             below_intervals: 0,
+            streak: gain::Window::default(),
+            streak_gain_permille: 0,
+            last_switch: None,
+            undone_switches: 0,
+            async_not_before: None,
             congestion: Congestion::Shipping {
                 left: None,
                 reentries: 0,
@@ -138,6 +204,9 @@ impl PeerState {
             ahead: self.ahead(),
             buffers: self.buffers,
             resync_cap_bytes_per_s: self.resync_cap_bytes_per_s,
+            last_switch: self.last_switch,
+            undone_switches: self.undone_switches,
+            async_not_before: self.async_not_before,
         }
     }
 
@@ -149,6 +218,7 @@ impl PeerState {
     fn forget_streaks(&mut self) {
         self.above_intervals = 0;
         self.below_intervals = 0;
+        self.streak = gain::Window::default();
         self.profile = None;
         self.large_intervals = 0;
     }

@@ -156,6 +156,9 @@ pub struct WritePattern {
     pub size_histogram: [SizeClass; 6],
     /// Share of writes that started where the previous one ended.
     pub sequential_permille: u32,
+    /// Mean time from a client write's submission to its completion, over the writes
+    /// completed in the interval (`None`: not measured, or nothing completed).
+    pub completion_latency_mean: Option<Duration>,
 }
 
 impl WritePattern {

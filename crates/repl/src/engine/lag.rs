@@ -15,6 +15,12 @@
 //!   A has unconfirmed writes and the write would take them over `bytes_max`, or while the
 //!   oldest of them is older than `time_max`: it waits (backpressure) until confirmations
 //!   arrive, so the data a failover may lose stays under the bound.
+//! - **Lag throttle.** With a [`LagThrottle`] on the bound (the manager's curve, issue 29),
+//!   the bound is approached smoothly instead of hit: while the backlog's share of the bound
+//!   (bytes or age, whichever is larger) is at or past the throttle's start, a write is
+//!   admitted only against credit, which each confirmed byte earns at the curve's rate for
+//!   the share after the confirmation (2× just past the start, down to 0 near the bound).
+//!   Admission so follows the drain rate, and the backlog settles short of the bound.
 //!
 //! Invariants:
 //! - A write completes under protocol A for a peer only while that peer's possibly-stale
@@ -39,6 +45,45 @@ pub struct LagBound {
     pub bytes_max: u64,
     /// Age of the oldest such write.
     pub time_max: Duration,
+    /// Ack-clocked admission short of the bound (`None`: writes run until the bound).
+    #[serde(default)]
+    pub throttle: Option<LagThrottle>,
+}
+
+/// Steps of a [`LagThrottle`] curve.
+pub const LAG_THROTTLE_STEPS: usize = 16;
+
+/// How admission slows as a backlog nears its bound: from `start_permille` of the bound on,
+/// the range to the bound is cut into [`LAG_THROTTLE_STEPS`] equal steps, and in step `i`
+/// each byte the peer confirms lets `admit_per_ack_permille[i] / 1000` new bytes in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LagThrottle {
+    /// Share of the bound (per mille) where throttling starts (under 1000).
+    pub start_permille: u32,
+    /// Bytes admitted per byte confirmed, per mille, in each step.
+    pub admit_per_ack_permille: [u32; LAG_THROTTLE_STEPS],
+}
+
+impl LagThrottle {
+    /// Bytes admitted per confirmed byte (per mille) at `share_permille` of the bound;
+    /// `None` under the start.
+    fn admit_per_ack(&self, share_permille: u32) -> Option<u32> {
+        let start = self.start_permille.min(999);
+        let into = u64::from(share_permille.checked_sub(start)?);
+        let step = into * LAG_CREDIT_DIVISOR / u64::from(1000 - start);
+        Some(usize::try_from(step).ok().and_then(|step| self.admit_per_ack_permille.get(step).copied()).unwrap_or(0))
+    }
+}
+
+/// [`LAG_THROTTLE_STEPS`] as a u64; also the most credit a throttled peer may bank, as a
+/// share of `bytes_max` (1/16: one step's worth).
+const LAG_CREDIT_DIVISOR: u64 = 16;
+const _: () = assert!(LAG_CREDIT_DIVISOR == LAG_THROTTLE_STEPS as u64);
+
+/// The backlog's share of `bound` in per mille: bytes or age, whichever is larger.
+fn share_permille(bound: &LagBound, bytes: u64, age: Duration) -> u32 {
+    let share = |part: u128, whole: u128| u32::try_from(part.saturating_mul(1000).checked_div(whole).unwrap_or(u128::MAX)).unwrap_or(u32::MAX);
+    share(u128::from(bytes), u128::from(bound.bytes_max)).max(share(age.as_nanos(), bound.time_max.as_nanos()))
 }
 
 /// Where a peer stands on the way to and from asynchronous replication.
@@ -185,8 +230,28 @@ impl<P: Clone> Engine<P> {
             }
             let Some(oldest) = p.transfer_log.front() else { return false };
             let age = Duration::from_nanos(now.0.saturating_sub(oldest.since.0));
-            unreplicated_bytes(p).saturating_add(length) > bound.bytes_max || age >= bound.time_max
+            let backlog = unreplicated_bytes(p);
+            let throttled = bound.throttle.and_then(|t| t.admit_per_ack(share_permille(&bound, backlog, age))).is_some();
+            backlog.saturating_add(length) > bound.bytes_max || age >= bound.time_max || (throttled && p.lag_credit < length)
         })
+    }
+
+    /// A write of `length` bytes was admitted: it spends throttle credit of every peer.
+    pub(super) fn spend_lag_credit(&mut self, length: u64) {
+        self.peers.iter_mut().for_each(|p| p.lag_credit = p.lag_credit.saturating_sub(length));
+    }
+
+    /// The peer of `slot` confirmed `confirmed` bytes of its backlog: they earn throttle
+    /// credit at the curve's rate for the backlog left (none under the throttle's start),
+    /// banked up to a step's worth of the bound.
+    pub(super) fn earn_lag_credit(&mut self, now: Time, slot: usize, confirmed: u64) {
+        let p = &mut self.peers[slot];
+        let Some(bound) = p.lag_bound else { return };
+        let Some(throttle) = bound.throttle else { return };
+        let age = p.transfer_log.front().map_or(Duration::ZERO, |s| Duration::from_nanos(now.0.saturating_sub(s.since.0)));
+        let Some(admit) = throttle.admit_per_ack(share_permille(&bound, unreplicated_bytes(p), age)) else { return };
+        let earned = u64::try_from(u128::from(confirmed) * u128::from(admit) / 1000).unwrap_or(u64::MAX);
+        p.lag_credit = p.lag_credit.saturating_add(earned).min(bound.bytes_max / LAG_CREDIT_DIVISOR);
     }
 
     /// The secondary side: mark or clear this node possibly stale, durably, then answer.

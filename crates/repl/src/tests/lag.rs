@@ -16,7 +16,7 @@ impl Pair {
 
     fn set_bound(&mut self, bytes_max: u64, time_max: Duration) {
         let mut out = Vec::new();
-        self.nodes[A].set_lag_bound(self.now, 1, Some(LagBound { bytes_max, time_max }), &mut out).expect("bound");
+        self.nodes[A].set_lag_bound(self.now, 1, Some(LagBound { bytes_max, time_max, throttle: None }), &mut out).expect("bound");
         self.route(A, out);
     }
 
@@ -118,6 +118,34 @@ fn the_byte_bound_holds_writes_until_the_peer_confirms() {
     assert_eq!(pair.lag().waiting_writes, 2);
     pair.confirm_all();
     assert!(pair.is_complete(5) && pair.is_complete(6), "confirmations let the held writes in");
+    assert_eq!(pair.lag().unreplicated_bytes, 0);
+    assert_eq!(pair.disks[A], pair.disks[B]);
+}
+
+/// Issue 29: with the manager's throttle, writes past the throttle's start wait for credit
+/// that confirmations earn, short of the hard bound; an empty backlog is never throttled.
+#[test]
+fn the_throttle_holds_writes_short_of_the_bound_until_confirmations_earn_credit() {
+    let mut pair = Pair::asynchronous();
+    let mut admit_per_ack_permille = [0; LAG_THROTTLE_STEPS];
+    for (step, admit) in admit_per_ack_permille.iter_mut().enumerate() {
+        *admit = 2000 * (LAG_THROTTLE_STEPS - 1 - step) as u32 / LAG_THROTTLE_STEPS as u32;
+    }
+    let throttle = LagThrottle { start_permille: 500, admit_per_ack_permille };
+    let bound = LagBound { bytes_max: 16 * KIB4 as u64, time_max: Duration::from_secs(60), throttle: Some(throttle) };
+    let mut out = Vec::new();
+    pair.nodes[A].set_lag_bound(pair.now, 1, Some(bound), &mut out).expect("bound");
+    pair.route(A, out);
+    for request in 1..=10 {
+        pair.write(request, request * 2 * KIB4 as u64, request as u8, KIB4);
+    }
+    pair.run_a_locally();
+    let done: Vec<RequestId> = (1..=10).filter(|&r| pair.is_complete(r)).collect();
+    assert_eq!(done, (1..=8).collect::<Vec<_>>(), "half the 64 KiB bound, then the throttle holds (the bound alone would admit 16)");
+    assert_eq!(pair.lag().waiting_writes, 2);
+    pair.confirm_all();
+    assert!(pair.is_complete(9) && pair.is_complete(10), "confirmations let the held writes in");
+    pair.confirm_all();
     assert_eq!(pair.lag().unreplicated_bytes, 0);
     assert_eq!(pair.disks[A], pair.disks[B]);
 }

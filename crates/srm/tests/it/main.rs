@@ -7,6 +7,7 @@
 //! protocol A or into Ahead is preceded by the possibly-stale mark (or the peer already
 //! carries it).
 
+mod gain;
 mod traces;
 
 use std::time::Duration;
@@ -105,8 +106,18 @@ impl Run {
         }
     }
 
-    /// Observes, checks the mark-before-switch order, logs and returns the outcome.
+    /// Observes, checks the mark-before-switch order, logs and returns the outcome. Unless
+    /// the trace sets it, the writes' completion time is what a client sees under the
+    /// protocol in effect: the local write and, unless async, the peer's ack (see
+    /// [`completion`]).
     fn step(&mut self, t: u64, observation: &Observation) -> srm::Outcome {
+        let mut observation = observation.clone();
+        if observation.writes.completion_latency_mean.is_none()
+            && observation.writes.writes_per_s > 0
+        {
+            observation.writes.completion_latency_mean = completion(&observation, self.protocol());
+        }
+        let observation = &observation;
         let marked_before = self
             .manager
             .peer_status(PEER)
@@ -161,6 +172,23 @@ impl Run {
             .peer_status(PEER)
             .map_or(Protocol::C, |status| status.protocol)
     }
+}
+
+/// Mean completion time of [`PEER`]'s writes under `protocol`: the local write, and under a
+/// synchronous protocol also the ack (they run in parallel).
+fn completion(observation: &Observation, protocol: Protocol) -> Option<Duration> {
+    let local = observation.system.local_write_latency;
+    let peer = observation.peers.iter().find(|peer| peer.peer == PEER)?;
+    let tcp_rtt = peer.tcp.map(|tcp| tcp.rtt);
+    let ack = peer
+        .ack_latency_mean
+        .or(peer.rtt)
+        .or(tcp_rtt)
+        .unwrap_or_default();
+    Some(match protocol {
+        Protocol::A => local,
+        Protocol::B | Protocol::C => local.max(ack),
+    })
 }
 
 /// Admission budget of `outcome`'s gate for [`PEER`].

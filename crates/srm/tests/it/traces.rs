@@ -68,6 +68,9 @@ struct Link {
     /// Longest time the backlog took to drain at the link's capacity (its oldest byte's age).
     drain_max: Duration,
     closed_gates: u32,
+    /// The driver measures the fastest ack (as the daemon does): a full queue then shows
+    /// as queueing, not as round trip.
+    fastest_ack_measured: bool,
 }
 
 /// One second of the simulated link: the driver observes, applies the outcome, then in ten
@@ -91,6 +94,9 @@ fn simulate_second(
         u32::try_from((link.backlog_bytes * 1000 / SEND_QUEUE_BYTES).min(1000)).unwrap_or(1000)
     } else if demand >= capacity {
         peer.ack_latency_mean = Some(rtt + millis(50));
+        if link.fastest_ack_measured {
+            peer.ack_latency_min = Some(rtt + Duration::from_micros(200));
+        }
         1000
     } else {
         u32::try_from(demand * 1000 / capacity.max(1)).unwrap_or(1000)
@@ -123,9 +129,12 @@ fn simulate_second(
     }
 }
 
-/// Bandwidth collapse: 100 MiB/s → 5 MiB/s → 100 MiB/s under 40 MiB/s of writes. The
-/// manager goes async, the backlog stays under both lag bounds (the time bound closes the
-/// gate: 5 MiB/s drains 64 MiB in 13 s, far over 2 s), and it returns after recovery.
+/// Bandwidth collapse: 100 MiB/s → 5 MiB/s → 100 MiB/s under 40 MiB/s of writes, with
+/// only the mean ack measured, so queueing cannot be told from the round trip and the model
+/// predicts a gain (the lag gate's case). The manager goes async, the backlog stays under
+/// both lag bounds (the time bound closes the gate: 5 MiB/s drains 64 MiB in 13 s, far
+/// over 2 s), and it returns after recovery. With the fastest ack measured, see
+/// `a_full_send_queue_on_a_fast_link_stays_synchronous`.
 #[test]
 fn bandwidth_collapse_goes_async_within_the_lag_bounds_and_returns() {
     let mut run = Run::new(config(Mode::On));
@@ -164,6 +173,38 @@ fn bandwidth_collapse_goes_async_within_the_lag_bounds_and_returns() {
             .map(|status| status.possibly_stale),
         Some(false)
     );
+}
+
+/// Issue 29: the same collapse with the fastest ack measured (the daemon's case). The send
+/// queue is full and acks queue for 50 ms, but an unqueued write still takes 0.5 ms: the
+/// link limits throughput, not completion time, and async would only fill the lag bound.
+/// The peer stays synchronous (never marked possibly-stale) and nothing is left behind.
+#[test]
+fn a_full_send_queue_on_a_fast_link_stays_synchronous() {
+    let mut run = Run::new(config(Mode::On));
+    let mut link = Link {
+        fastest_ack_measured: true,
+        ..Link::default()
+    };
+    for t in 0..150 {
+        let capacity = if (20..80).contains(&t) {
+            5 << 20
+        } else {
+            100 << 20
+        };
+        simulate_second(
+            &mut run,
+            &mut link,
+            t,
+            (40 << 20, capacity, Duration::from_micros(300)),
+        );
+    }
+    assert_eq!(run.switches(), vec![]);
+    assert_eq!(
+        run.times(|action| *action == Action::MarkPossiblyStale),
+        vec![]
+    );
+    assert_eq!(link.backlog_max_bytes, 0);
 }
 
 proptest! {
@@ -275,7 +316,8 @@ fn a_long_link_goes_async_even_on_a_saturated_host() {
 }
 
 /// A slow local disk is not a network problem: acks slowed by disks that are as slow as
-/// ours do not send the peer async; acks slowed beyond what the peer's disk explains do.
+/// ours do not send the peer async; acks slowed beyond what the peer's disk explains do,
+/// unless our own disk is slower still (completion waits for it under protocol A too).
 #[test]
 fn slow_disk_is_not_a_network_problem() {
     // (case, local write latency, peer's reported write latency, ack latency, async?)
@@ -296,11 +338,11 @@ fn slow_disk_is_not_a_network_problem() {
             false,
         ),
         (
-            "slow local disk, fast peer: network delay",
+            "network delay under a slower local disk: nothing to gain",
             50,
             Some(1),
             30,
-            true,
+            false,
         ),
         ("fast disks, slow acks", 1, None, 30, true),
     ];
@@ -323,7 +365,9 @@ fn slow_disk_is_not_a_network_problem() {
     }
 }
 
-/// Advise mode produces exactly the decisions of `on`, all advisory; `off` produces none.
+/// Advise mode produces exactly the decisions of `on`, all advisory, except the verdict on
+/// a switch's gain (advice is not applied, so there is no gain to observe); `off` produces
+/// none.
 #[test]
 fn advise_mode_changes_nothing_and_off_says_nothing() {
     let trace = |t: u64| {
@@ -353,9 +397,14 @@ fn advise_mode_changes_nothing_and_off_says_nothing() {
     let strip = |run: &Run| {
         run.log
             .iter()
+            .filter(|(_, decision)| !matches!(decision.action, Action::GainObserved { .. }))
             .map(|(t, decision)| (*t, decision.action, decision.reason.clone()))
             .collect::<Vec<_>>()
     };
+    assert_eq!(
+        on.times(|action| matches!(action, Action::GainObserved { .. })),
+        vec![16]
+    );
     assert_eq!(strip(&advise), strip(&on));
     assert!(on.log.iter().all(|(_, decision)| !decision.advisory));
 }
@@ -675,9 +724,10 @@ fn decisions_print_with_reason_and_measurements() {
         "{}",
         lines[0]
     );
-    let expected = "peer 1: protocol A (advisory): the network lagged for 3 intervals (latency >= 5 ms or send queue >= 800 per mille): \
+    let expected = "peer 1: protocol A (advisory): the round trip bounded completion time for 3 intervals \
+        (network latency >= 5 ms, predicted gain 100.00x >= 1.50x): \
         asynchronous within srm-max-lag-bytes 67108864 and srm-max-lag-time 2000 ms \
-        [network-latency=20.1ms rtt=20.0ms ack-latency-mean=20.2ms ack-latency-p99=21.0ms send-queue-fill=5.0% \
+        [predicted-gain=100.00x sync-completion=20.2ms async-completion=0.1ms saved-per-write=20.1ms network-latency=20.1ms rtt=20.0ms ack-latency-mean=20.2ms ack-latency-p99=21.0ms send-queue-fill=5.0% \
         goodput=40.0MiB/s unreplicated=0B local-write-latency=0.1ms cpu-busy=30.0%]";
     assert_eq!(lines[1], expected);
     let values = [
@@ -688,6 +738,8 @@ fn decisions_print_with_reason_and_measurements() {
         (Value::Permille(999), "99.9%"),
         (Value::Duration(Duration::from_micros(1250)), "1.2ms"),
         (Value::Count(7), "7"),
+        (Value::Ratio(1500), "1.50x"),
+        (Value::Ratio(12_345), "12.34x"),
     ];
     for (value, text) in values {
         assert_eq!(value.to_string(), text);

@@ -123,6 +123,8 @@ fn the_manager_goes_async_on_a_slow_link_and_back_within_its_lag_bound() {
     cluster.wait_until("bob's possibly-stale mark is cleared", SWITCH_DEADLINE, || !bob_possibly_stale(&cluster));
     let srm = cluster.admin_ok(ALICE, &["srm", "status", RESOURCE]);
     assert!(srm.contains("protocol A") && srm.contains("protocol C"), "srm status lacks the switches:\n{srm}");
+    // Issue 29: the switch says what it was predicted to gain, and what it did.
+    assert!(srm.contains("last switch to A") && srm.contains("predicted gain") && srm.contains("(kept)"), "srm status lacks the switch's gains:\n{srm}");
     assert!(srm.contains("tcp-rtt:") && srm.contains("cwnd:"), "srm status lacks the replication socket's TCP_INFO:\n{srm}");
 
     drop(fio);
