@@ -1284,17 +1284,22 @@ impl Sim {
             self.nodes[usize::from(n)].disk.blocks(),
             &record,
         ));
-        // The write is on `n` and on the peers it is connected to, and not on the others: the
-        // Primary and each UpToDate peer that has it now carry data each of those lacks (a
-        // holder that is later resynced from elsewhere passes this on, `resync_finished`).
-        // A peer that is not UpToDate (a sync target) holds no data of its own to diverge:
-        // its copy is its source's, partial, until its resync ends.
+        // The write is on `n` and on the peers that confirmed it, and not on the peers `n` is
+        // not connected to: the Primary and each UpToDate peer that confirmed it now carry
+        // data each of those lacks (a holder that is later resynced from elsewhere passes
+        // this on, `resync_finished`). A write only sent (protocols A and B: it may be lost
+        // in flight) proves nothing about the peer; a peer that is not UpToDate (a sync
+        // target) holds no data of its own to diverge: its copy is its source's, partial.
         let conns = &self.nodes[usize::from(n)].conns;
-        let (connected, lacking): (Vec<u8>, Vec<u8>) = (0..self.cfg.nodes)
-            .partition(|&p| p == n || conns.contains_key(&p));
+        let lacking: Vec<u8> = (0..self.cfg.nodes)
+            .filter(|&p| p != n && !conns.contains_key(&p))
+            .collect();
         if lacking.is_empty() {
             return;
         }
+        let connected: Vec<u8> = (0..self.cfg.nodes)
+            .filter(|&p| p == n || (conns.contains_key(&p) && record.acked_by.contains(&p)))
+            .collect();
         let up_to_date = |p: u8| {
             self.nodes[usize::from(p)]
                 .engine
