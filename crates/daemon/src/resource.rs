@@ -805,6 +805,11 @@ impl Resource {
         self.volumes.iter().find(|(number, _)| *number == volume).map(|(_, disk)| disk)
     }
 
+    /// How `volume`'s backing disk was opened (`io`); None without a disk.
+    pub(crate) fn disk_io(&self, volume: u16) -> Option<config::DiskIo> {
+        self.disk(volume).map(|disk| disk.io())
+    }
+
     fn disk_op(&self, volume: u16, op: DiskOp<Payload>) -> Result<(), IoError> {
         let disk = self.disk(volume).ok_or(IoError::Invalid)?;
         if disk.is_detached() {
