@@ -33,7 +33,10 @@
 //!
 //! `O_DIRECT` makes no promise of durability: the data may sit in the device's volatile cache
 //! and a file's block allocation in the journal. A flush is therefore still `fdatasync`, and a
-//! FUA write is still a write followed by `fdatasync`, exactly as when buffered.
+//! FUA write is still a write followed by `fdatasync`, exactly as when buffered. With internal
+//! metadata the metadata fd's `fdatasync` still covers the data written through this fd:
+//! `fdatasync` syncs the inode (file systems) or the device (block devices), whichever fd
+//! it is called on.
 //!
 //! Metadata (internal or external) is not read or written through this type: `MetaFile` keeps
 //! its own buffered fd with explicit syncs (`md-flushes`). The data area and the metadata
