@@ -205,7 +205,7 @@ impl Window {
 /// Whether `offset`, `length` and the address of `memory` suit `O_DIRECT`.
 fn is_aligned(offset: u64, memory: *const u8, length: usize) -> bool {
     let align = DIRECT_ALIGN_BYTES as usize;
-    offset.is_multiple_of(DIRECT_ALIGN_BYTES) && length.is_multiple_of(align) && (memory as usize).is_multiple_of(align)
+    offset.is_multiple_of(DIRECT_ALIGN_BYTES) && length.is_multiple_of(align) && memory.addr().is_multiple_of(align)
 }
 
 impl Disk {
@@ -392,7 +392,8 @@ impl Disk {
             if window.skip != head {
                 self.file.read_exact_at(&mut bounce[head..head + block], window.start + head as u64).map_err(map_io)?;
             }
-            if end != tail {
+            // A write inside one block has its head and tail in that block: read it once.
+            if end != tail && !(tail == head && window.skip != head) {
                 self.file.read_exact_at(&mut bounce[tail..tail + block], window.start + tail as u64).map_err(map_io)?;
             }
             bounce[window.skip..end].copy_from_slice(&data[done..done + window.carried]);
