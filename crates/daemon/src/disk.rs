@@ -48,7 +48,8 @@
 //!
 //! For benchmarks and tests a disk can be throttled (`disk-throttle-latency`): every data
 //! write then takes at least that long, on the I/O thread that runs it (a throttled disk's
-//! writes never run inline on a network thread).
+//! writes never run inline on a network thread; nor do a direct disk's, see
+//! [`Disk::waits_for_device`]).
 //!
 //! For tests only, faults can be injected (off by default): when the node runs with the
 //! environment variable [`DISK_FAULT_ENV`] naming a file, every data read, write, zero and
@@ -275,6 +276,13 @@ impl Disk {
     /// Whether writes are throttled.
     pub fn is_throttled(&self) -> bool {
         !self.throttle.is_zero()
+    }
+
+    /// Whether a write waits for the device itself: throttled, or `io direct` (no page cache
+    /// to absorb it). Such writes never run on a network thread (inline or as the payload
+    /// arrives): they would hold up receiving for a device round trip each.
+    pub fn waits_for_device(&self) -> bool {
+        self.is_throttled() || matches!(self.access, Access::Direct(_))
     }
 
     /// Waits out the rest of the throttle for a write that started at `started`.
