@@ -219,16 +219,13 @@ impl Disk {
             DiskIo::Buffered => 0,
             DiskIo::Direct => libc::O_DIRECT,
         };
-        let file = OpenOptions::new().read(true).write(true).custom_flags(flags).open(path).map_err(|source| match (io, source.raw_os_error()) {
-            (DiskIo::Direct, Some(libc::EINVAL)) => DiskError::DirectUnsupported { path: path.to_path_buf(), source },
-            _ => DiskError::Open { path: path.to_path_buf(), source },
-        })?;
+        let file = OpenOptions::new().read(true).write(true).custom_flags(flags).open(path).map_err(|source| open_error(path, io, source))?;
         let access = match io {
             DiskIo::Buffered => Access::Buffered,
             DiskIo::Direct => Access::Direct(Direct { gate: RwLock::new(()), bounce: BufPool::new(bufpool::PoolConfig { retained_bytes_max: BOUNCE_RETAINED_BYTES }) }),
         };
         if let Access::Direct(direct) = &access {
-            probe_direct(&file, direct).map_err(|source| DiskError::DirectUnsupported { path: path.to_path_buf(), source })?;
+            probe_direct(&file, direct).map_err(|source| open_error(path, io, source))?;
         }
         let size_bytes = device_size(&file).map_err(|source| DiskError::Size { path: path.to_path_buf(), source })?;
         let size_bytes = size_bytes / DISK_ALIGN_BYTES * DISK_ALIGN_BYTES;
@@ -599,6 +596,15 @@ impl PieceWriter {
     }
 }
 
+/// The error of a failed open or direct probe: EINVAL with `io direct` is the file system
+/// refusing `O_DIRECT` (tmpfs before Linux 6.6), said in terms of the option.
+fn open_error(path: &Path, io: DiskIo, source: std::io::Error) -> DiskError {
+    match (io, source.raw_os_error()) {
+        (DiskIo::Direct, Some(libc::EINVAL)) => DiskError::DirectUnsupported { path: path.to_path_buf(), source },
+        _ => DiskError::Open { path: path.to_path_buf(), source },
+    }
+}
+
 /// Reads the first block of a file opened with `O_DIRECT`: refused with EINVAL where the file
 /// system accepts the flag at open but not the I/O.
 fn probe_direct(file: &File, direct: &Direct) -> std::io::Result<()> {
@@ -871,10 +877,22 @@ mod tests {
         }
     }
 
+    /// This machine's tmpfs may accept O_DIRECT (Linux 6.6 and later), so the EINVAL an older
+    /// tmpfs returns at open is fed to the mapping directly.
     #[test]
-    fn the_direct_unsupported_error_names_the_option_and_the_path() {
-        let error = DiskError::DirectUnsupported { path: PathBuf::from("/dev/shm/r0.img"), source: std::io::Error::from_raw_os_error(libc::EINVAL) };
-        let message = error.to_string();
-        assert!(message.contains("/dev/shm/r0.img") && message.contains("io direct") && message.contains("io buffered"), "{message}");
+    fn einval_opening_a_direct_disk_names_the_option_and_the_path() {
+        let path = Path::new("/dev/shm/r0.img");
+        let errno = std::io::Error::from_raw_os_error;
+        let cases = [
+            (DiskIo::Direct, libc::EINVAL, "backing disk /dev/shm/r0.img: `io direct` (O_DIRECT) is not supported there"),
+            (DiskIo::Buffered, libc::EINVAL, "cannot open backing disk /dev/shm/r0.img"),
+            (DiskIo::Direct, libc::ENOENT, "cannot open backing disk /dev/shm/r0.img"),
+        ];
+        for (io, code, expected) in cases {
+            let message = open_error(path, io, errno(code)).to_string();
+            assert!(message.starts_with(expected), "{io:?} errno {code}: {message}");
+        }
+        let message = open_error(path, DiskIo::Direct, errno(libc::EINVAL)).to_string();
+        assert!(message.contains("set `io buffered;`"), "{message}");
     }
 }

@@ -31,7 +31,9 @@
 //! - `direct_io`: `disk { io direct; }` on both nodes of a protocol C pair (external and
 //!   internal metadata): the backing files are open with `O_DIRECT`; aligned and
 //!   512-byte-aligned writes through the export read back as written and the replicas end
-//!   byte-identical; `adjust` reports a changed `io` as applied at the next start.
+//!   byte-identical; fio verifies 512-byte random writes at queue depth 16 (concurrent
+//!   read-modify-writes of shared blocks); `adjust` reports a changed `io` as applied at the
+//!   next start.
 //!
 //! - `diskless`: a `disk none;` tiebreaker keeps quorum for the data node it stays with and
 //!   stores nothing; a disk error with `on-io-error detach` / `call-local-io-error` makes the
