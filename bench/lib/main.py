@@ -37,9 +37,10 @@ EMULATION = [
     "half the added round trip in each direction; without it those cases are pending.",
     "- No disk throttling is emulated (`heterogeneous-disks` is pending).",
     "- Backing files are preallocated raw files (qemu-img preallocation=full) on the filesystem named in the "
-    "machine section; tandem and the peers use buffered I/O, so most numbers measure the software path "
-    "(NBD, replication, copies, system calls, scheduling) more than the disk, except where a flush or "
-    "O_DIRECT/O_DSYNC is involved (small-write-latency).",
+    "machine section; tandem and the peers use buffered I/O (except the `-direct` cases of direct-io, "
+    "`disk { io direct; }`), so most numbers measure the software path (NBD, replication, copies, system "
+    "calls, scheduling) more than the disk, except where a flush or O_DIRECT/O_DSYNC is involved "
+    "(small-write-latency, direct-io).",
     "- Time-based fio runs exclude a warm-up (fio ramp_time) except in peers, which measures exactly like the "
     "QEMU reference script, and in --smoke.",
 ]

@@ -152,14 +152,16 @@ class Selection(unittest.TestCase):
         quick = default_selection(names, "quick")
         self.assertNotIn("failover", quick)
         self.assertNotIn("ext4", quick)
-        by_name = [n for n in names if n not in ("heterogeneous-disks", "bonnie")]
+        by_name = [n for n in names if n not in ("heterogeneous-disks", "bonnie", "direct-io")]
         for mode in ("smoke", "full"):
             self.assertEqual(default_selection(names, mode), by_name)
-        self.assertEqual(default_selection(names, "default"), names)
+        self.assertEqual(default_selection(names, "default"), [n for n in names if n != "direct-io"])
         pending = named_only_pending(names, "quick")
-        self.assertEqual([p.name for p in pending], ["cpu", "heterogeneous-disks", "failover", "ext4", "bonnie"])
-        self.assertIn("bench/run --quick failover", pending[2].needs)
-        self.assertEqual([p.name for p in named_only_pending(names, "full")], ["heterogeneous-disks", "bonnie"])
+        self.assertEqual([p.name for p in pending],
+                         ["cpu", "direct-io", "heterogeneous-disks", "failover", "ext4", "bonnie"])
+        self.assertIn("bench/run --quick failover", pending[3].needs)
+        self.assertEqual([p.name for p in named_only_pending(names, "full")],
+                         ["direct-io", "heterogeneous-disks", "bonnie"])
 
     def test_bonnie_parses_its_csv_line(self):
         from lib.experiments import bonnie

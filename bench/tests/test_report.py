@@ -58,7 +58,8 @@ class Render(unittest.TestCase):
         self.assertEqual([p.name for p in pending[:2]], ["latency-matrix", "srm"])
         self.assertFalse(set(available) & {p.name for p in pending})
         self.assertEqual(list(available), ["peers", "protocols", "streaming", "buffers", "small-write-latency", "resync",
-                                           "activity-log", "cpu", "heterogeneous-disks", "failover", "ext4", "bonnie"])
+                                           "activity-log", "cpu", "direct-io", "heterogeneous-disks", "failover", "ext4",
+                                           "bonnie"])
 
 
 class Budgets(unittest.TestCase):

@@ -11,20 +11,23 @@ run by name in every mode.
 
 from .. import seeds
 from ..report import Pending
-from . import (activity_log, bonnie, buffers, cpu, ext4, failover, heterogeneous_disks, latency_matrix, peers, protocols, resync,
-               small_write, srm, streaming)
+from . import (activity_log, bonnie, buffers, cpu, direct_io, ext4, failover, heterogeneous_disks, latency_matrix,
+               peers, protocols, resync, small_write, srm, streaming)
 from .common import Context
 
-AVAILABLE = {m.NAME: m for m in (peers, cpu, protocols, streaming, buffers, small_write, resync, activity_log,
-                                  heterogeneous_disks, failover, ext4, bonnie)}
+AVAILABLE = {m.NAME: m for m in (peers, cpu, direct_io, protocols, streaming, buffers, small_write, resync,
+                                  activity_log, heterogeneous_disks, failover, ext4, bonnie)}
 ORDER = ("peers", "protocols", "latency-matrix", "srm", "streaming", "buffers", "small-write-latency", "resync",
-         "activity-log", "cpu", "heterogeneous-disks", "failover", "ext4", "bonnie")
+         "activity-log", "cpu", "direct-io", "heterogeneous-disks", "failover", "ext4", "bonnie")
 # heterogeneous-disks (six fresh pairs) does not fit beside the others in any mode's budget.
 # cpu (issue 28) runs in a plain --smoke (CI), the default mode and --full (on top of their budgets,
 # like issue 4's); --quick's 10 minutes are full, so there it runs by name.
-NAMED_ONLY = {"smoke": ("heterogeneous-disks", "bonnie"),
-              "quick": ("heterogeneous-disks", "failover", "ext4", "bonnie", "cpu"),
-              "full": ("heterogeneous-disks", "bonnie")}
+# direct-io (issue 28 item 2, io direct against buffered) runs by name in every mode: it answers
+# one question (is O_DIRECT worth it on this machine) and would take --smoke past its budget.
+NAMED_ONLY = {"smoke": ("heterogeneous-disks", "bonnie", "direct-io"),
+              "quick": ("heterogeneous-disks", "failover", "ext4", "bonnie", "cpu", "direct-io"),
+              "default": ("direct-io",),
+              "full": ("heterogeneous-disks", "bonnie", "direct-io")}
 
 PENDING = (
 )

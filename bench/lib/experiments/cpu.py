@@ -128,7 +128,7 @@ def measure_job(ctx, experiment, c, case, job, rep):
     row = {"case": case.label, "workload": job.name, "rep": rep, **{k: m.get(k) for k in keep},
            "machine_busy_pct": (m.get("machine_cpu") or {}).get("busy_pct"),
            "machine_steal_pct": (m.get("machine_cpu") or {}).get("steal_pct"), **flatten_costs(costs, wall_s)}
-    procs.log(f"  {NAME} {case.label:10} {job.name:12} {m['mib_s']:8.1f} MiB/s {m['iops']:8.0f} IOPS "
+    procs.log(f"  {experiment} {case.label:10} {job.name:12} {m['mib_s']:8.1f} MiB/s {m['iops']:8.0f} IOPS "
               f"mean {m['clat_mean_us']:7.1f} us  CPU {row['sum_cpu_us_per_write'] or 0:8.1f} us/write "
               f"{row['sum_cs_per_write'] or 0:5.2f} cs/write")
     return row

@@ -28,6 +28,9 @@
 //!   A bare port means `127.0.0.1:PORT`. See [`Host::nbd_address`].
 //! * `metrics-address [ADDR:]PORT;` inside `on HOST { }`: where that node serves Prometheus
 //!   metrics (off unless written; a bare port means loopback). See [`Host::metrics_address`].
+//! * `io buffered|direct;` in a `disk { }` section: whether the node opens the volume's
+//!   backing device through the page cache (the default) or with `O_DIRECT`. See
+//!   [`DiskOptions::io`] and the daemon's `disk.rs` for how unaligned requests are handled.
 //! * The Selective Replication Manager (issue 5; its rules and the reasons for the defaults
 //!   are in the `srm` crate): `srm off|advise|on` and `srm-interval` in `options`;
 //!   `srm-max-lag-bytes`, `srm-max-lag-time`, `srm-latency-high`/`-low`,
@@ -89,9 +92,9 @@ pub use model::{
     Volume,
 };
 pub use options::enums::{
-    AfterSb0Pri, AfterSb1Pri, AfterSb2Pri, AsyncBufferCompress, Fencing, OnCongestion, OnIoError,
-    OnNoDataAccessible, OnNoQuorum, OnSuspendedPrimaryOutdated, Protocol, Quorum, ReadBalancing,
-    RrConflict, Srm, UsageCount,
+    AfterSb0Pri, AfterSb1Pri, AfterSb2Pri, AsyncBufferCompress, DiskIo, Fencing, OnCongestion,
+    OnIoError, OnNoDataAccessible, OnNoQuorum, OnSuspendedPrimaryOutdated, Protocol, Quorum,
+    ReadBalancing, RrConflict, Srm, UsageCount,
 };
 pub use options::table::{self, CRAM_HMAC_ALGORITHMS};
 pub use options::{DiskOptions, Global, NetOptions, PeerDeviceOptions, ResourceOptions, Startup};

@@ -6,7 +6,8 @@
 //! on-congestion and its thresholds, and whether csums-alg is used; `fencing` (through
 //! `Engine::set_fencing`); on-io-error; on the running link:
 //! sndbuf-size and async-buffer. Not yet live (reported, applied at the node's next start):
-//! rcvbuf-size, connect-int, shared secret, verify-alg/csums-alg algorithm names, handlers. Refused as a whole (nothing applied): a file that does not load, a resource or
+//! rcvbuf-size, connect-int, shared secret, verify-alg/csums-alg algorithm names, handlers, a
+//! volume's `io` (the backing disk is opened once, at start). Refused as a whole (nothing applied): a file that does not load, a resource or
 //! host section that is gone, peers, addresses or volumes that changed.
 //!
 //! The plan ([`Plan`]) is also how `net-options` and `disk-options` apply their changes
@@ -170,6 +171,13 @@ fn plan(config: &config::Config, resource: &Arc<Resource>, node: &str, scope: Sc
     }
     for (volume, wanted) in crate::setup::on_io_error_of(host) {
         plan.on_io_error(volume, wanted);
+    }
+    for volume in &host.volumes {
+        let running = resource.disk_io(volume.number);
+        if running.is_some_and(|running| running != volume.disk_options.io) {
+            let (from, to) = (running.map_or("", |io| io.as_str()), volume.disk_options.io.as_str());
+            plan.report.push(format!("volume {}: io {from} -> {to} changed but not applied until the node restarts (the backing disk stays open as it is)", volume.number));
+        }
     }
     Ok(plan)
 }

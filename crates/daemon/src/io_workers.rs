@@ -26,13 +26,19 @@ pub(crate) struct IoWorkers {
 /// Threads per resource: buffered writes to one file serialise in the kernel anyway, so a few
 /// threads give all the concurrency there is while a read or a flush is in progress.
 pub(crate) const IO_THREADS: usize = 3;
+/// Threads of a resource with an `io direct` disk: each direct write holds its thread for a
+/// device round trip, and direct writes to one file run concurrently in the kernel, so the
+/// threads bound the requests in flight at the device.
+pub(crate) const IO_THREADS_DIRECT: usize = 8;
+const _: () = assert!(IO_THREADS_DIRECT >= IO_THREADS);
 
 impl IoWorkers {
-    /// Start the threads, named after the resource.
-    pub(crate) fn start(name: &str) -> std::io::Result<IoWorkers> {
+    /// Start `threads` threads ([`IO_THREADS`], or [`IO_THREADS_DIRECT`] for a resource with
+    /// an `io direct` disk), named after the resource.
+    pub(crate) fn start(name: &str, threads: usize) -> std::io::Result<IoWorkers> {
         let (sender, receiver) = mpsc::channel::<Job>();
         let receiver = Arc::new(Mutex::new(receiver));
-        for index in 0..IO_THREADS {
+        for index in 0..threads {
             let receiver = Arc::clone(&receiver);
             std::thread::Builder::new().name(format!("io-{name}-{index}")).spawn(move || work(&receiver))?;
         }

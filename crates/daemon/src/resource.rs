@@ -31,7 +31,7 @@ use crate::disk::Disk;
 use crate::digest::DigestKind;
 use crate::handlers::{self, HandlerEvent};
 use crate::held_reads::{HeldRead, HeldReads};
-use crate::io_workers::IoWorkers;
+use crate::io_workers::{IoWorkers, IO_THREADS, IO_THREADS_DIRECT};
 use crate::link_tuning::{AsyncBuffer, LinkTuning};
 use crate::meta_store::{MetaJob, MetaStore};
 
@@ -266,7 +266,8 @@ pub(crate) struct ResourceParts {
 impl Resource {
     pub(crate) fn new(parts: ResourceParts) -> std::io::Result<Arc<Resource>> {
         let (changed, _) = watch::channel(0);
-        let io = IoWorkers::start(&parts.name)?;
+        let direct = parts.volumes.iter().any(|(_, disk)| disk.io() == config::DiskIo::Direct);
+        let io = IoWorkers::start(&parts.name, if direct { IO_THREADS_DIRECT } else { IO_THREADS })?;
         let (meta_queues, receivers): (Vec<_>, Vec<_>) = parts
             .metas
             .iter()
@@ -692,7 +693,7 @@ impl Resource {
             self.resize_action(action);
             return;
         }
-        let throttled = self.volumes.iter().any(|(_, disk)| disk.is_throttled());
+        let throttled = self.volumes.iter().any(|(_, disk)| disk.waits_for_device());
         let action = if throttled { action } else {
             match self.write_as_it_arrives(action) {
                 Ok(()) => return,
@@ -810,6 +811,11 @@ impl Resource {
 
     fn disk(&self, volume: u16) -> Option<&Arc<Disk>> {
         self.volumes.iter().find(|(number, _)| *number == volume).map(|(_, disk)| disk)
+    }
+
+    /// How `volume`'s backing disk was opened (`io`); None without a disk.
+    pub(crate) fn disk_io(&self, volume: u16) -> Option<config::DiskIo> {
+        self.disk(volume).map(|disk| disk.io())
     }
 
     fn disk_op(&self, volume: u16, op: DiskOp<Payload>) -> Result<(), IoError> {

@@ -177,7 +177,7 @@ fn build_resource(resource: &config::Resource, host: &config::Host, pool: &Arc<B
         let spec = MetaSpec { disk: path.clone(), meta_disk: volume.meta_disk.clone(), node_id: host.node_id, peers: peer_ids.clone(), al_extents: volume.disk_options.al_extents };
         let (file, superblock) = MetaFile::open(&spec).map_err(volume_error)?;
         let store = Arc::new(MetaStore::new(file, superblock));
-        let mut disk = Disk::open_limited(path, store.data_bytes())?;
+        let mut disk = Disk::open_limited(path, store.data_bytes(), volume.disk_options.io)?;
         if let Some(micros) = host.disk_throttle_latency_us.filter(|&m| m > 0) {
             tracing::warn!("volume {}: disk-throttle-latency {micros} us: every local write is slowed down (benchmarks and tests only)", volume.number);
             disk.set_throttle(std::time::Duration::from_micros(micros));

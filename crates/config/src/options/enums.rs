@@ -226,6 +226,17 @@ word_enum! {
 }
 
 word_enum! {
+    /// tandem only: `io`, how the backing device is opened.
+    pub enum DiskIo {
+        /// Through the page cache.
+        Buffered = "buffered",
+        /// With `O_DIRECT`: data I/O bypasses the page cache.
+        Direct = "direct",
+    }
+    default = Buffered;
+}
+
+word_enum! {
     /// `read-balancing`: where reads are served.
     pub enum ReadBalancing {
         /// Local disk.

@@ -184,5 +184,6 @@ word_enum_field!(
     OnCongestion,
     Fencing,
     OnIoError,
+    DiskIo,
     ReadBalancing
 );

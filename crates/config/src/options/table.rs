@@ -381,6 +381,8 @@ pub static OPTIONS: &[OptionSpec] = &[
     ),
     // disk (disk-options and device options)
     choice("on-io-error", Disk, e::OnIoError::NAMES, "detach"),
+    // tandem only: open the backing device with O_DIRECT or through the page cache.
+    choice("io", Disk, e::DiskIo::NAMES, "buffered"),
     text("resync-after", Disk, SHARED_SECRET_MAX),
     number("al-extents", Disk, Count, (67, 65_534), 1237),
     flag("al-updates", Disk, true),

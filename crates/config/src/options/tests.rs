@@ -188,6 +188,7 @@ const EXPECTED: &[Expectation] = &[
     ("async-buffer", "0", Some(("0", "68719476736")), " (bytes)"),
     ("async-buffer-compress", "none", None, ""),
     ("on-io-error", "detach", None, ""),
+    ("io", "buffered", None, ""),
     ("resync-after", "unset", None, ""),
     ("al-extents", "1237", Some(("67", "65534")), ""),
     ("al-updates", "yes", None, ""),
@@ -459,6 +460,31 @@ fn statement_errors() {
         };
         assert_eq!(actual, *expected, "{body}");
     }
+}
+
+/// tandem's `io` disk option: buffered unless set, per volume overriding the resource, and
+/// only its two words.
+#[test]
+fn disk_io_option() {
+    use crate::options::enums::DiskIo;
+    let io_of = |resource_disk: &str, volume_disk: &str| {
+        let text = format!(
+            "resource r0 {{\n    disk {{ {resource_disk} }}\n    on a {{ volume 0 {{ device minor 0; \
+             disk /dev/x; meta-disk internal; disk {{ {volume_disk} }} }} }}\n}}\n"
+        );
+        match parse_str(&text, Path::new("t.res")) {
+            Ok(config) => Ok(config.resources[0].hosts[0].volumes[0].disk_options.io),
+            Err(error) => Err(error.to_string()),
+        }
+    };
+    assert_eq!(io_of("", ""), Ok(DiskIo::Buffered));
+    assert_eq!(io_of("io direct;", ""), Ok(DiskIo::Direct));
+    assert_eq!(io_of("io direct;", "io buffered;"), Ok(DiskIo::Buffered));
+    let error = io_of("io sideways;", "").expect_err("not a value of io");
+    assert_eq!(
+        error,
+        "t.res:2:15: io 'sideways' is not valid; allowed values are: buffered | direct"
+    );
 }
 
 /// The option table is consistent with itself, with this file's expectations, and with the

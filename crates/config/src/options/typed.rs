@@ -8,9 +8,9 @@
 use std::time::Duration;
 
 use super::enums::{
-    AfterSb0Pri, AfterSb1Pri, AfterSb2Pri, AsyncBufferCompress, Fencing, OnCongestion, OnIoError,
-    OnNoDataAccessible, OnNoQuorum, OnSuspendedPrimaryOutdated, Protocol, Quorum, ReadBalancing,
-    RrConflict, Srm, UsageCount,
+    AfterSb0Pri, AfterSb1Pri, AfterSb2Pri, AsyncBufferCompress, DiskIo, Fencing, OnCongestion,
+    OnIoError, OnNoDataAccessible, OnNoQuorum, OnSuspendedPrimaryOutdated, Protocol, Quorum,
+    ReadBalancing, RrConflict, Srm, UsageCount,
 };
 use super::field::OptionField;
 use super::set::OptionSet;
@@ -242,6 +242,8 @@ option_struct! {
     pub struct DiskOptions {
         /// `on-io-error`.
         on_io_error: OnIoError = "on-io-error",
+        /// tandem only: `io`, buffered or direct (`O_DIRECT`) backing-device I/O.
+        io: DiskIo = "io",
         /// `resync-after` (`resource` or `resource/volume`), or `None`.
         resync_after: Option<String> = "resync-after",
         /// `al-extents`: activity-log size in 4 MiB extents.

@@ -721,6 +721,11 @@ impl Cluster {
         }
     }
 
+    /// The process id of a running node.
+    pub fn pid(&self, index: usize) -> Option<u32> {
+        self.processes.borrow()[index].as_ref().map(Child::id)
+    }
+
     /// Runs `tandem --run-dir DIR ARGS...` against one node.
     pub fn admin(&self, index: usize, args: &[&str]) -> Output {
         let mut command = Command::new(tandem_bin());
