@@ -598,15 +598,40 @@ pub fn admin(sim: &mut Sim) {
 }
 
 /// Records which nodes are connected to the client's Primary now, replicating its writes
-/// (the administrator's history, `Sim::with_primary_at`).
+/// (the administrator's history, `Sim::with_primary_at`): as the Primary's `tandem status`
+/// shows them, Established or the target of its resync. A link whose handshake stalls, or
+/// that ended StandAlone, replicates nothing (seed 5604 of the quorum range: such a node,
+/// counted as seen with the Primary, won a split brain against the node that held its
+/// writes).
 fn note_primary_partition(sim: &mut Sim) {
     let Some(p) = sim.primary.filter(|&p| alive(sim, p)) else {
         return;
     };
+    let Some(status) = sim.nodes[usize::from(p)]
+        .engine
+        .as_ref()
+        .map(|e| e.status())
+    else {
+        return;
+    };
     let now = sim.now;
-    let connected: Vec<u8> = (0..sim.cfg.nodes).filter(|&n| sim.linked(p, n)).collect();
-    for n in connected.into_iter().chain([p]) {
+    let replicating: Vec<u8> = status
+        .peers
+        .iter()
+        .filter(|peer| sim.linked(p, peer.node_id))
+        .filter(|peer| {
+            peer.volumes.first().is_some_and(|v| {
+                matches!(
+                    v.replication,
+                    ReplState::Established | ReplState::SyncSource | ReplState::PausedSyncS
+                )
+            })
+        })
+        .map(|peer| peer.node_id)
+        .collect();
+    for n in replicating.into_iter().chain([p]) {
         sim.with_primary_at.insert(n, now);
+        sim.last_with_primary_at.insert(n, now);
     }
 }
 
@@ -656,7 +681,10 @@ fn promotable(sim: &Sim, n: u8) -> bool {
 /// 2. the side last seen connected to the client's Primary without losing power since
 ///    (`Sim::with_primary_at`; the other, e.g. an old Primary the client left or a node that
 ///    was down, diverged from it), even when that side is an Inconsistent sync target: it
-///    holds the Primary's writes and may be their only other copy;
+///    holds the Primary's writes and may be their only other copy; if neither was seen
+///    since a power loss, the side that was seen last regardless (`last_with_primary_at`:
+///    seed 5604 of the quorum range, where both sides lost power and the lower node id
+///    kept the old Primary the client had left, discarding its successor's writes);
 /// 2b. the side whose disk is UpToDate while the other's is not (only it can be a sync
 ///    source);
 /// 3. in quorum mode, the side that has quorum while the other has none (the quorate
@@ -671,9 +699,11 @@ fn split_brain_winner(sim: &Sim, a: u8, b: u8) -> u8 {
     if sim.primary == Some(a) {
         return a;
     }
-    let seen = |n: u8| sim.with_primary_at.get(&n).copied();
-    if seen(a) != seen(b) {
-        return if seen(b) > seen(a) { b } else { a };
+    for history in [&sim.with_primary_at, &sim.last_with_primary_at] {
+        let seen = |n: u8| history.get(&n).copied();
+        if seen(a) != seen(b) {
+            return if seen(b) > seen(a) { b } else { a };
+        }
     }
     match (up_to_date(sim, a), up_to_date(sim, b)) {
         (false, true) => return b,

@@ -195,6 +195,11 @@ pub struct Sim {
     /// Primary (replicating its writes), forgotten when the node loses power (it may have
     /// lost in its cache what it got from that Primary).
     pub with_primary_at: BTreeMap<u8, Time>,
+    /// The same history, kept across power losses: which side of a split brain followed the
+    /// client's Primary last (a node that lost power since still holds that Primary's
+    /// lineage, less what its cache lost; the other side, e.g. an old Primary the client
+    /// left, never had it).
+    pub last_with_primary_at: BTreeMap<u8, Time>,
     /// Counters.
     pub stats: Stats,
     /// The trace.
@@ -267,6 +272,7 @@ impl Sim {
             promotion_hold_until: None,
             primary_unreachable_since: BTreeMap::new(),
             with_primary_at: BTreeMap::new(),
+            last_with_primary_at: BTreeMap::new(),
             stats: Stats::default(),
             trace: Trace::with_tail(trace_tail),
             failure: None,
