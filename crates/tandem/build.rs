@@ -13,7 +13,10 @@ fn git(args: &[&str]) -> Option<String> {
 fn main() {
     println!("cargo:rerun-if-env-changed=TANDEM_COMMIT");
     // Rebuild when the checkout moves to another commit: HEAD, and the branch it names.
-    for path in ["HEAD".to_string()].into_iter().chain(git(&["symbolic-ref", "-q", "HEAD"])) {
+    for path in ["HEAD".to_string()]
+        .into_iter()
+        .chain(git(&["symbolic-ref", "-q", "HEAD"]))
+    {
         if let Some(file) = git(&["rev-parse", "--git-path", &path]) {
             println!("cargo:rerun-if-changed={file}");
         }
@@ -23,5 +26,8 @@ fn main() {
         .ok()
         .filter(|commit| !commit.is_empty())
         .or_else(|| git(&["rev-parse", "--short=12", "HEAD"]));
-    println!("cargo:rustc-env=TANDEM_COMMIT={}", commit.unwrap_or_else(|| "unknown".into()));
+    println!(
+        "cargo:rustc-env=TANDEM_COMMIT={}",
+        commit.unwrap_or_else(|| "unknown".into())
+    );
 }

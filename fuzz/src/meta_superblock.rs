@@ -52,12 +52,26 @@ pub fn run(data: &[u8]) {
         }
     };
     let encoded = superblock.encode();
-    let version = block.get(8..12).and_then(|b| <[u8; 4]>::try_from(b).ok()).map(u32::from_be_bytes);
+    let version = block
+        .get(8..12)
+        .and_then(|b| <[u8; 4]>::try_from(b).ok())
+        .map(u32::from_be_bytes);
     if version == Some(SUPERBLOCK_VERSION) {
-        assert_eq!(encoded.as_deref().ok(), block.get(..SUPERBLOCK_LEN), "superblock round trip");
+        assert_eq!(
+            encoded.as_deref().ok(),
+            block.get(..SUPERBLOCK_LEN),
+            "superblock round trip"
+        );
     } else {
-        let again = encoded.as_deref().ok().and_then(|bytes| Superblock::decode(bytes).ok());
-        assert_eq!(again.as_ref(), Some(&superblock), "an older version round trip");
+        let again = encoded
+            .as_deref()
+            .ok()
+            .and_then(|bytes| Superblock::decode(bytes).ok());
+        assert_eq!(
+            again.as_ref(),
+            Some(&superblock),
+            "an older version round trip"
+        );
     }
     assert_eq!(superblock.check_layout(&superblock.layout).ok(), Some(()));
     check_regions(&superblock.layout);

@@ -16,8 +16,8 @@ use nbd::protocol::{
     RequestHeader, SimpleReplyHeader, TransmissionFlags,
 };
 use wire::{
-    CsumRequest, DataHeader, Hello, Message, PeerState, RangeHeader, ResyncNegReply,
-    ResizeStep, ResyncReplyHeader, ResyncRequest, SocketKind, SyncUuids, UuidsPurpose, VerifyOutcome,
+    CsumRequest, DataHeader, Hello, Message, PeerState, RangeHeader, ResizeStep, ResyncNegReply,
+    ResyncReplyHeader, ResyncRequest, SocketKind, SyncUuids, UuidsPurpose, VerifyOutcome,
     VerifyReply, VerifyRequest, VolumeDiskState, VolumeInfo,
 };
 
@@ -400,7 +400,9 @@ fn resync_messages() -> Vec<(Message, u32)> {
             Message::Resize {
                 volume: 0,
                 size_bytes: 2 << 30,
-                step: ResizeStep::Apply { assume_clean: false },
+                step: ResizeStep::Apply {
+                    assume_clean: false,
+                },
             },
             0,
         ),
@@ -491,7 +493,11 @@ fn wire_message() -> Vec<Seed> {
     seeds
 }
 
-fn sample_superblock(placement: Placement, peer_slots: u8, data_bytes_max: Option<u64>) -> Option<Vec<u8>> {
+fn sample_superblock(
+    placement: Placement,
+    peer_slots: u8,
+    data_bytes_max: Option<u64>,
+) -> Option<Vec<u8>> {
     let config = LayoutConfig {
         data_bytes_max,
         ..LayoutConfig::new(placement, 1 << 30, peer_slots)

@@ -97,7 +97,11 @@ pub fn initial_events(report: &StatusReport, options: EventsOptions) -> Vec<Stri
 
 /// The `create`, `destroy` and `change` lines that turn `old` into `new`, in the order
 /// described in the module documentation. Equal reports give no lines.
-pub fn change_events(old: &StatusReport, new: &StatusReport, options: EventsOptions) -> Vec<String> {
+pub fn change_events(
+    old: &StatusReport,
+    new: &StatusReport,
+    options: EventsOptions,
+) -> Vec<String> {
     let old_objects = objects(old);
     let new_objects = objects(new);
     let old_by_key: BTreeMap<(&str, &str), &Object> = old_objects
@@ -208,7 +212,10 @@ fn resource_object(resource: &ResourceStatus) -> Object {
             ("role", resource.role.clone()),
             ("suspended", resource.suspended_words()),
             ("force-io-failures", "no".to_string()),
-            ("may_promote", words::yes_no(resource.may_promote()).to_string()),
+            (
+                "may_promote",
+                words::yes_no(resource.may_promote()).to_string(),
+            ),
             ("promotion_score", resource.promotion_score().to_string()),
         ],
         counters: vec![("write-ordering", resource.write_ordering.clone())],
@@ -291,7 +298,10 @@ fn peer_device_object(
     let mut state = vec![
         ("replication", peer_device.replication.clone()),
         ("peer-disk", peer_device.peer_disk.clone()),
-        ("peer-client", words::yes_no(peer_device.peer_client).to_string()),
+        (
+            "peer-client",
+            words::yes_no(peer_device.peer_client).to_string(),
+        ),
         ("resync-suspended", peer_device.resync_suspended.clone()),
     ];
     if let Some(done) = peer_device.done_percent {

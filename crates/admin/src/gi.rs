@@ -86,23 +86,46 @@ impl Generations {
 
     fn peer_digits(&self) -> [bool; 5] {
         let flags = self.peer_flags;
-        [flags.connected, flags.outdated, flags.fencing, flags.full_sync, flags.seen]
+        [
+            flags.connected,
+            flags.outdated,
+            flags.fencing,
+            flags.full_sync,
+            flags.seen,
+        ]
     }
 
     /// The get-gi line, without a newline.
     pub fn line(&self) -> String {
         let ids = [self.current, self.bitmap, self.history[0], self.history[1]];
         let digits = self.local_digits().into_iter().chain(self.peer_digits());
-        let fields: Vec<String> = ids.iter().map(|id| format!("{id:016X}")).chain(digits.map(|on| u8::from(on).to_string())).collect();
+        let fields: Vec<String> = ids
+            .iter()
+            .map(|id| format!("{id:016X}"))
+            .chain(digits.map(|on| u8::from(on).to_string()))
+            .collect();
         fields.join(":")
     }
 
     /// The show-gi block: each value with its meaning, then the get-gi line.
     pub fn explained(&self) -> String {
-        const LOCAL: [&str; 7] = ["consistent", "was-up-to-date", "primary", "crashed-primary", "al-clean", "al-disabled", "lost-quorum"];
+        const LOCAL: [&str; 7] = [
+            "consistent",
+            "was-up-to-date",
+            "primary",
+            "crashed-primary",
+            "al-clean",
+            "al-disabled",
+            "lost-quorum",
+        ];
         const PEER: [&str; 5] = ["connected", "outdated", "fencing", "full-sync", "seen"];
         let words = |names: &[&str], values: &[bool]| -> String {
-            names.iter().zip(values).map(|(name, on)| format!("{name}:{}", if *on { "yes" } else { "no" })).collect::<Vec<_>>().join(" ")
+            names
+                .iter()
+                .zip(values)
+                .map(|(name, on)| format!("{name}:{}", if *on { "yes" } else { "no" }))
+                .collect::<Vec<_>>()
+                .join(" ")
         };
         let peer = &self.peer;
         [
@@ -122,12 +145,19 @@ impl Generations {
 
 /// What `get-gi` prints: one line per record.
 pub fn format_get_gi(records: &[Generations]) -> String {
-    records.iter().map(|record| format!("{}\n", record.line())).collect()
+    records
+        .iter()
+        .map(|record| format!("{}\n", record.line()))
+        .collect()
 }
 
 /// What `show-gi` prints: one explained block per record, blank lines between them.
 pub fn format_show_gi(records: &[Generations]) -> String {
-    records.iter().map(Generations::explained).collect::<Vec<_>>().join("\n")
+    records
+        .iter()
+        .map(Generations::explained)
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 #[cfg(test)]
@@ -143,8 +173,17 @@ mod tests {
             current: 0xE54E_3151_3A64_A2EE,
             bitmap: 0,
             history: [0x35BC_9714_2AF7_A8A4, 0],
-            local: LocalFlags { consistent: true, was_up_to_date: true, al_clean: true, ..LocalFlags::default() },
-            peer_flags: PeerFlags { connected: true, seen: true, ..PeerFlags::default() },
+            local: LocalFlags {
+                consistent: true,
+                was_up_to_date: true,
+                al_clean: true,
+                ..LocalFlags::default()
+            },
+            peer_flags: PeerFlags {
+                connected: true,
+                seen: true,
+                ..PeerFlags::default()
+            },
         }
     }
 
@@ -163,9 +202,22 @@ mod tests {
     #[test]
     fn show_gi_names_every_value() {
         let text = format_show_gi(&[record(), record()]);
-        for part in ["r0/0 with peer bob (node-id 1)", "current  E54E31513A64A2EE", "history  35BC97142AF7A8A4  0000000000000000", "was-up-to-date:yes", "crashed-primary:no", "connected:yes", "full-sync:no", "get-gi   E54E"] {
+        for part in [
+            "r0/0 with peer bob (node-id 1)",
+            "current  E54E31513A64A2EE",
+            "history  35BC97142AF7A8A4  0000000000000000",
+            "was-up-to-date:yes",
+            "crashed-primary:no",
+            "connected:yes",
+            "full-sync:no",
+            "get-gi   E54E",
+        ] {
             assert!(text.contains(part), "{part} missing from\n{text}");
         }
-        assert_eq!(text.matches("\n\nr0/0").count(), 1, "blocks are separated by one blank line:\n{text}");
+        assert_eq!(
+            text.matches("\n\nr0/0").count(),
+            1,
+            "blocks are separated by one blank line:\n{text}"
+        );
     }
 }

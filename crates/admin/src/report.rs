@@ -65,11 +65,15 @@ impl ResourceStatus {
         self.role == "Secondary"
             && !self.down
             && !self.suspended
-            && !self.connections.iter().any(|connection| connection.role == "Primary")
+            && !self
+                .connections
+                .iter()
+                .any(|connection| connection.role == "Primary")
             && !self.devices.is_empty()
-            && self.devices.iter().all(|device| {
-                device.disk == "UpToDate" && device.quorum && !device.possibly_stale
-            })
+            && self
+                .devices
+                .iter()
+                .all(|device| device.disk == "UpToDate" && device.quorum && !device.possibly_stale)
     }
 
     /// events2's `promotion_score`: how good a Primary this node would make, higher is better
@@ -79,8 +83,8 @@ impl ResourceStatus {
     /// `Connected` peer. It does not depend on the role, so a Primary scores as it would as a
     /// Secondary.
     pub fn promotion_score(&self) -> u32 {
-        let up_to_date = !self.devices.is_empty()
-            && self.devices.iter().all(|device| device.disk == "UpToDate");
+        let up_to_date =
+            !self.devices.is_empty() && self.devices.iter().all(|device| device.disk == "UpToDate");
         if !up_to_date {
             return 0;
         }

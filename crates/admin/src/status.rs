@@ -256,7 +256,10 @@ fn peer_device_statistics(peer_device: &PeerDeviceStatus, verbose: bool) -> Vec<
         words.push(format!(" verify-found:{}", peer_device.verify_found_kib));
     }
     if verbose || peer_device.verify_skipped_kib != 0 {
-        words.push(format!(" verify-skipped:{}", peer_device.verify_skipped_kib));
+        words.push(format!(
+            " verify-skipped:{}",
+            peer_device.verify_skipped_kib
+        ));
     }
     if verbose {
         words.push(format!(" pending:{}", peer_device.pending));

@@ -83,7 +83,12 @@ struct Waiters {
 
 impl Default for Waiters {
     fn default() -> Waiters {
-        Waiters { wakers: Vec::new(), blocking_min: usize::MAX, on_arrival: Vec::new(), sinks: Vec::new() }
+        Waiters {
+            wakers: Vec::new(),
+            blocking_min: usize::MAX,
+            on_arrival: Vec::new(),
+            sinks: Vec::new(),
+        }
     }
 }
 
@@ -122,7 +127,9 @@ unsafe impl Sync for Shared {}
 
 impl Shared {
     fn lock(&self) -> MutexGuard<'_, Waiters> {
-        self.waiters.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.waiters
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Wake everyone whose wait is over (after `filled` or `state` changed) and, with
@@ -133,8 +140,16 @@ impl Shared {
         let (wakers, sinks, work, notify) = {
             let mut waiters = self.lock();
             let done = self.state.load(Ordering::Acquire) != FILLING;
-            let filled = if done { usize::MAX } else { self.filled.load(Ordering::Acquire) };
-            let work = if done { std::mem::take(&mut waiters.on_arrival) } else { Vec::new() };
+            let filled = if done {
+                usize::MAX
+            } else {
+                self.filled.load(Ordering::Acquire)
+            };
+            let work = if done {
+                std::mem::take(&mut waiters.on_arrival)
+            } else {
+                Vec::new()
+            };
             let mut ready = Vec::new();
             let mut index = 0;
             while index < waiters.wakers.len() {
@@ -149,7 +164,11 @@ impl Shared {
                 // Every blocked thread wakes and registers again what it still waits for.
                 waiters.blocking_min = usize::MAX;
             }
-            let sinks = if feed_sinks { std::mem::take(&mut waiters.sinks) } else { Vec::new() };
+            let sinks = if feed_sinks {
+                std::mem::take(&mut waiters.sinks)
+            } else {
+                Vec::new()
+            };
             (ready, sinks, work, notify)
         };
         if notify {
@@ -213,7 +232,10 @@ pub struct Incoming {
 
 impl std::fmt::Debug for Incoming {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Incoming").field("len", &self.shared.len).field("arrival", &self.arrival()).finish()
+        f.debug_struct("Incoming")
+            .field("len", &self.shared.len)
+            .field("arrival", &self.arrival())
+            .finish()
     }
 }
 
@@ -227,7 +249,9 @@ pub struct Filler {
 
 impl std::fmt::Debug for Filler {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Filler").field("len", &self.shared.len).finish()
+        f.debug_struct("Filler")
+            .field("len", &self.shared.len)
+            .finish()
     }
 }
 
@@ -235,13 +259,21 @@ impl Incoming {
     /// An empty payload of `buf.len()` bytes to be filled through the returned [`Filler`].
     pub fn filling(buf: PoolBuf) -> (Filler, Incoming) {
         let shared = Incoming::share(buf, 0);
-        (Filler { shared: Arc::clone(&shared), sinks_owed: false }, Incoming { shared })
+        (
+            Filler {
+                shared: Arc::clone(&shared),
+                sinks_owed: false,
+            },
+            Incoming { shared },
+        )
     }
 
     /// A payload that is already complete.
     pub fn complete(buf: PoolBuf) -> Incoming {
         let len = buf.len();
-        Incoming { shared: Incoming::share(buf, len) }
+        Incoming {
+            shared: Incoming::share(buf, len),
+        }
     }
 
     /// A complete payload made of existing bytes (no copy).
@@ -249,7 +281,9 @@ impl Incoming {
         let len = bytes.len();
         // The pointer is only ever read through: with filled == len there is no filler.
         let ptr = NonNull::new(bytes.as_ptr().cast_mut()).unwrap_or(NonNull::dangling());
-        Incoming { shared: Incoming::shared(ptr, len, len, Owner::Bytes(bytes)) }
+        Incoming {
+            shared: Incoming::shared(ptr, len, len, Owner::Bytes(bytes)),
+        }
     }
 
     fn share(mut buf: PoolBuf, filled: usize) -> Arc<Shared> {
@@ -292,7 +326,8 @@ impl Incoming {
 
     /// The bytes filled so far (all of them once complete).
     pub fn available(&self) -> &[u8] {
-        self.shared.prefix(self.shared.filled.load(Ordering::Acquire))
+        self.shared
+            .prefix(self.shared.filled.load(Ordering::Acquire))
     }
 
     /// The whole payload, if it is complete.
@@ -309,7 +344,11 @@ impl Incoming {
                 return result;
             }
             guard.blocking_min = guard.blocking_min.min(at_least.min(self.shared.len));
-            guard = self.shared.arrived.wait(guard).unwrap_or_else(|poisoned| poisoned.into_inner());
+            guard = self
+                .shared
+                .arrived
+                .wait(guard)
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
         }
     }
 
@@ -347,7 +386,10 @@ impl Incoming {
 
     /// Like [`Incoming::wait_blocking`], for async tasks.
     pub fn wait(&self, at_least: usize) -> Wait<'_> {
-        Wait { incoming: self, at_least }
+        Wait {
+            incoming: self,
+            at_least,
+        }
     }
 }
 
@@ -373,7 +415,11 @@ impl<'a> Future for Wait<'a> {
             return Poll::Ready(result);
         }
         let target = self.at_least.min(shared.len);
-        match waiters.wakers.iter_mut().find(|(waker, _)| waker.will_wake(cx.waker())) {
+        match waiters
+            .wakers
+            .iter_mut()
+            .find(|(waker, _)| waker.will_wake(cx.waker()))
+        {
             Some((_, waits_for)) => *waits_for = (*waits_for).min(target),
             None => waiters.wakers.push((cx.waker().clone(), target)),
         }
@@ -390,7 +436,9 @@ impl Filler {
         // SAFETY: only this filler writes, and only at or above `filled`; readers only view
         // bytes below `filled` (module invariant), so this mutable view overlaps no other
         // view. The `&mut self` borrow keeps it unique among the filler's own views.
-        unsafe { std::slice::from_raw_parts_mut(shared.ptr.as_ptr().add(filled), shared.len - filled) }
+        unsafe {
+            std::slice::from_raw_parts_mut(shared.ptr.as_ptr().add(filled), shared.len - filled)
+        }
     }
 
     /// Publish the next `count` bytes of [`Filler::spare`] as filled: wake whoever waits for
@@ -424,7 +472,10 @@ impl Filler {
     fn publish_only(&mut self, count: usize) -> bool {
         let shared = &self.shared;
         let filled = shared.filled.load(Ordering::Relaxed);
-        assert!(count <= shared.len - filled, "advance past the end of the payload");
+        assert!(
+            count <= shared.len - filled,
+            "advance past the end of the payload"
+        );
         if count == 0 {
             return false;
         }

@@ -43,7 +43,9 @@ pub struct PoolConfig {
 
 impl Default for PoolConfig {
     fn default() -> Self {
-        PoolConfig { retained_bytes_max: 256 * 1024 * 1024 }
+        PoolConfig {
+            retained_bytes_max: 256 * 1024 * 1024,
+        }
     }
 }
 
@@ -125,7 +127,10 @@ fn class_for(len: usize) -> Option<usize> {
 impl BufPool {
     /// A new, empty pool.
     pub fn new(config: PoolConfig) -> Arc<BufPool> {
-        Arc::new(BufPool { config, free: Mutex::new(FreeLists::default()) })
+        Arc::new(BufPool {
+            config,
+            free: Mutex::new(FreeLists::default()),
+        })
     }
 
     /// A buffer of exactly `len` bytes (contents unspecified), or None when `len` exceeds
@@ -138,7 +143,11 @@ impl BufPool {
             Some(raw)
         });
         let raw = reused.unwrap_or_else(|| RawBuf::allocate(class));
-        Some(PoolBuf { raw: Some(raw), len, pool: Arc::clone(self) })
+        Some(PoolBuf {
+            raw: Some(raw),
+            len,
+            pool: Arc::clone(self),
+        })
     }
 
     /// Bytes currently held in free lists (for metrics and tests).

@@ -28,13 +28,19 @@ fn frozen_clones_share_one_allocation_and_return_it_once() {
     drop(clone);
     assert_eq!(pool.retained_bytes(), 8192);
     let again = pool.take(5000).expect("small");
-    assert_eq!(again.as_ptr() as usize, address, "the freed buffer is reused");
+    assert_eq!(
+        again.as_ptr() as usize,
+        address,
+        "the freed buffer is reused"
+    );
     assert_eq!(pool.retained_bytes(), 0);
 }
 
 #[test]
 fn retention_is_bounded() {
-    let pool = BufPool::new(PoolConfig { retained_bytes_max: 3 * 4096 });
+    let pool = BufPool::new(PoolConfig {
+        retained_bytes_max: 3 * 4096,
+    });
     let buffers: Vec<_> = (0..5).map(|_| pool.take(4096).expect("small")).collect();
     drop(buffers);
     assert_eq!(pool.retained_bytes(), 3 * 4096);

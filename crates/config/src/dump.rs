@@ -160,18 +160,30 @@ impl Writer {
             self.line(&format!("metrics-address {address};"));
         }
         if let Some(path) = &host.fuse_mount {
-            self.line(&format!("fuse-mount {};", word_or_quoted(&path.display().to_string())));
+            self.line(&format!(
+                "fuse-mount {};",
+                word_or_quoted(&path.display().to_string())
+            ));
         }
-        for (keyword, path) in [("tls-certificate", &host.tls_certificate), ("tls-key", &host.tls_key)] {
+        for (keyword, path) in [
+            ("tls-certificate", &host.tls_certificate),
+            ("tls-key", &host.tls_key),
+        ] {
             if let Some(path) = path {
-                self.line(&format!("{keyword} {};", word_or_quoted(&path.display().to_string())));
+                self.line(&format!(
+                    "{keyword} {};",
+                    word_or_quoted(&path.display().to_string())
+                ));
             }
         }
         if let Some(micros) = host.disk_throttle_latency_us {
             self.line(&format!("disk-throttle-latency {micros};"));
         }
         if let Some(fingerprint) = &host.tls_fingerprint {
-            self.line(&format!("tls-fingerprint {};", crate::resolve::host::format_fingerprint(fingerprint)));
+            self.line(&format!(
+                "tls-fingerprint {};",
+                crate::resolve::host::format_fingerprint(fingerprint)
+            ));
         }
         for volume in &host.volumes {
             self.volume(volume, resource_disk);

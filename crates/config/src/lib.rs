@@ -98,9 +98,9 @@ pub use options::enums::{
 };
 pub use options::table::{self, CRAM_HMAC_ALGORITHMS};
 pub use options::{DiskOptions, Global, NetOptions, PeerDeviceOptions, ResourceOptions, Startup};
+pub use resolve::host::{format_fingerprint, parse_fingerprint};
 pub use source::{MAX_FILES, MAX_FILE_BYTES, MAX_INCLUDE_DEPTH};
 pub use syntax::MAX_NESTING;
-pub use resolve::host::{format_fingerprint, parse_fingerprint};
 
 /// Reads the configuration file at `path` and every file it includes.
 pub fn load(path: &Path) -> Result<Config, ConfigError> {

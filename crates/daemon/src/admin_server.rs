@@ -22,11 +22,17 @@ use crate::status::resource_status;
 const EVENTS_TICK: Duration = Duration::from_millis(250);
 
 /// Serve admin clients forever.
-pub(crate) async fn serve(listener: UnixListener, resources: Vec<Arc<Resource>>, context: NodeContext) {
+pub(crate) async fn serve(
+    listener: UnixListener,
+    resources: Vec<Arc<Resource>>,
+    context: NodeContext,
+) {
     let resources = Arc::new(resources);
     let context = Arc::new(context);
     loop {
-        let Ok((stream, _)) = listener.accept().await else { continue };
+        let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
         let resources = Arc::clone(&resources);
         let context = Arc::clone(&context);
         tokio::spawn(async move {
@@ -40,10 +46,16 @@ pub(crate) async fn serve(listener: UnixListener, resources: Vec<Arc<Resource>>,
 fn caller_allowed(stream: &UnixStream) -> bool {
     // SAFETY: geteuid has no preconditions and cannot fail.
     let own = unsafe { libc::geteuid() };
-    stream.peer_cred().is_ok_and(|cred| cred.uid() == 0 || cred.uid() == own)
+    stream
+        .peer_cred()
+        .is_ok_and(|cred| cred.uid() == 0 || cred.uid() == own)
 }
 
-async fn serve_client(stream: UnixStream, resources: &[Arc<Resource>], context: &NodeContext) -> std::io::Result<()> {
+async fn serve_client(
+    stream: UnixStream,
+    resources: &[Arc<Resource>],
+    context: &NodeContext,
+) -> std::io::Result<()> {
     if !caller_allowed(&stream) {
         tracing::warn!("admin socket: refused a caller that is neither root nor the daemon's user");
         return Ok(());
@@ -54,9 +66,22 @@ async fn serve_client(stream: UnixStream, resources: &[Arc<Resource>], context: 
     reader.read_until(b'\n', &mut line).await?;
     let request: Request = match admin::decode_line(&line) {
         Ok(request) => request,
-        Err(error) => return send(&mut write, &Reply::Error { message: format!("bad request: {error}") }).await,
+        Err(error) => {
+            return send(
+                &mut write,
+                &Reply::Error {
+                    message: format!("bad request: {error}"),
+                },
+            )
+            .await
+        }
     };
-    if let Request::Events { resource, statistics, full } = request {
+    if let Request::Events {
+        resource,
+        statistics,
+        full,
+    } = request
+    {
         let options = admin::EventsOptions { statistics, full };
         return stream_events(&mut write, resources, resource.as_deref(), options).await;
     }
@@ -66,25 +91,39 @@ async fn serve_client(stream: UnixStream, resources: &[Arc<Resource>], context: 
                 let selected: Vec<Arc<Resource>> = selected.into_iter().cloned().collect();
                 let context = context.clone();
                 // Reading the configuration is file I/O: off the runtime's threads.
-                let result = tokio::task::spawn_blocking(move || adjust::adjust(&context, &selected, adjust::Scope { net: !skip_net })).await;
+                let result = tokio::task::spawn_blocking(move || {
+                    adjust::adjust(&context, &selected, adjust::Scope { net: !skip_net })
+                })
+                .await;
                 match result {
-                    Ok(Ok(report)) => Reply::Ok { message: Some(report) },
+                    Ok(Ok(report)) => Reply::Ok {
+                        message: Some(report),
+                    },
                     Ok(Err(message)) => Reply::Error { message },
-                    Err(error) => Reply::Error { message: format!("adjust failed: {error}") },
+                    Err(error) => Reply::Error {
+                        message: format!("adjust failed: {error}"),
+                    },
                 }
             }
             Err(message) => Reply::Error { message },
         };
         return send(&mut write, &reply).await;
     }
-    if matches!(request, Request::NetOptions { .. } | Request::DiskOptions { .. }) {
+    if matches!(
+        request,
+        Request::NetOptions { .. } | Request::DiskOptions { .. }
+    ) {
         return send(&mut write, &runtime_options(request, resources, context)).await;
     }
     let reply = if matches!(request, Request::Primary { .. } | Request::Resize { .. }) {
         // A promotion may wait for fence-peer (up to its handler-timeout), a resize for every
         // node to grow: off the runtime.
         let resources = resources.to_vec();
-        tokio::task::spawn_blocking(move || handle(request, &resources)).await.unwrap_or_else(|error| Reply::Error { message: format!("primary failed: {error}") })
+        tokio::task::spawn_blocking(move || handle(request, &resources))
+            .await
+            .unwrap_or_else(|error| Reply::Error {
+                message: format!("primary failed: {error}"),
+            })
     } else {
         handle(request, resources)
     };
@@ -99,20 +138,48 @@ async fn send<W: AsyncWriteExt + Unpin>(write: &mut W, reply: &Reply) -> std::io
 /// `net-options` / `disk-options` on one resource; the reply lists what changed.
 fn runtime_options(request: Request, resources: &[Arc<Resource>], context: &NodeContext) -> Reply {
     let result = match &request {
-        Request::NetOptions { resource, peer, options } => select(resources, Some(resource))
-            .and_then(|selected| selected.iter().map(|r| crate::runtime_options::net_options(r, peer.as_deref(), options, &context.node_name)).collect::<Result<Vec<_>, _>>()),
-        Request::DiskOptions { resource, volume, options } => select(resources, Some(resource))
-            .and_then(|selected| selected.iter().map(|r| crate::runtime_options::disk_options(r, *volume, options)).collect::<Result<Vec<_>, _>>()),
+        Request::NetOptions {
+            resource,
+            peer,
+            options,
+        } => select(resources, Some(resource)).and_then(|selected| {
+            selected
+                .iter()
+                .map(|r| {
+                    crate::runtime_options::net_options(
+                        r,
+                        peer.as_deref(),
+                        options,
+                        &context.node_name,
+                    )
+                })
+                .collect::<Result<Vec<_>, _>>()
+        }),
+        Request::DiskOptions {
+            resource,
+            volume,
+            options,
+        } => select(resources, Some(resource)).and_then(|selected| {
+            selected
+                .iter()
+                .map(|r| crate::runtime_options::disk_options(r, *volume, options))
+                .collect::<Result<Vec<_>, _>>()
+        }),
         _ => Err("not a runtime options request".into()),
     };
     match result {
-        Ok(lines) => Reply::Ok { message: Some(lines.concat().join("\n")) },
+        Ok(lines) => Reply::Ok {
+            message: Some(lines.concat().join("\n")),
+        },
         Err(message) => Reply::Error { message },
     }
 }
 
 /// The resources a request names (`None` or `all`: every one).
-fn select<'a>(resources: &'a [Arc<Resource>], name: Option<&str>) -> Result<Vec<&'a Arc<Resource>>, String> {
+fn select<'a>(
+    resources: &'a [Arc<Resource>],
+    name: Option<&str>,
+) -> Result<Vec<&'a Arc<Resource>>, String> {
     match name {
         None | Some("all") => Ok(resources.iter().collect()),
         Some(name) => {
@@ -127,7 +194,9 @@ fn select<'a>(resources: &'a [Arc<Resource>], name: Option<&str>) -> Result<Vec<
 }
 
 fn report(resources: &[&Arc<Resource>]) -> StatusReport {
-    StatusReport { resources: resources.iter().map(|r| resource_status(r)).collect() }
+    StatusReport {
+        resources: resources.iter().map(|r| resource_status(r)).collect(),
+    }
 }
 
 /// What a state-changing request does to one selected resource.
@@ -143,37 +212,126 @@ fn handle(request: Request, resources: &[Arc<Resource>]) -> Reply {
         }
         Request::Primary { resource, force } => (resource, Box::new(move |r| promote(r, force))),
         Request::Secondary { resource, force } => (resource, Box::new(move |r| demote(r, force))),
-        Request::Connect { resource, peer, discard_my_data } => (resource, Box::new(move |r| connect(r, peer.as_deref(), discard_my_data))),
-        Request::NewCurrentUuid { resource, clear_bitmap } => (resource, Box::new(move |r| new_current_uuid(r, clear_bitmap))),
-        Request::Invalidate { resource } => (resource, Box::new(|r| r.step(|engine, _, out| engine.invalidate(out)).map_err(|e| format!("State change failed: {e}")))),
-        Request::InvalidateRemote { resource, peer } => (resource, Box::new(move |r| invalidate_remote(r, peer.as_deref()))),
-        Request::Detach { resource } => (resource, Box::new(|r| r.step(|engine, now, out| engine.detach(now, out)).map_err(|e| format!("State change failed: {e}")))),
+        Request::Connect {
+            resource,
+            peer,
+            discard_my_data,
+        } => (
+            resource,
+            Box::new(move |r| connect(r, peer.as_deref(), discard_my_data)),
+        ),
+        Request::NewCurrentUuid {
+            resource,
+            clear_bitmap,
+        } => (
+            resource,
+            Box::new(move |r| new_current_uuid(r, clear_bitmap)),
+        ),
+        Request::Invalidate { resource } => (
+            resource,
+            Box::new(|r| {
+                r.step(|engine, _, out| engine.invalidate(out))
+                    .map_err(|e| format!("State change failed: {e}"))
+            }),
+        ),
+        Request::InvalidateRemote { resource, peer } => (
+            resource,
+            Box::new(move |r| invalidate_remote(r, peer.as_deref())),
+        ),
+        Request::Detach { resource } => (
+            resource,
+            Box::new(|r| {
+                r.step(|engine, now, out| engine.detach(now, out))
+                    .map_err(|e| format!("State change failed: {e}"))
+            }),
+        ),
         Request::Attach { resource } => (resource, Box::new(|r| r.attach())),
-        Request::Verify { resource, peer } => (resource, Box::new(move |r| verify(r, peer.as_deref()))),
-        Request::Disconnect { resource, peer } => (resource, Box::new(move |r| set_connect(r, peer.as_deref(), false))),
-        Request::PauseSync { resource, peer } => (resource, Box::new(move |r| pause_sync(r, peer.as_deref(), true))),
-        Request::ResumeSync { resource, peer } => (resource, Box::new(move |r| pause_sync(r, peer.as_deref(), false))),
-        Request::ResumeIo { resource } => (resource, Box::new(|r| r.resume_io().map_err(|e| format!("State change failed: {e}")))),
-        Request::SuspendIo { resource } => (resource, Box::new(|r| {
-            r.suspend_io();
-            Ok(())
-        })),
-        Request::GetGi { resource, peer, volume } => {
+        Request::Verify { resource, peer } => {
+            (resource, Box::new(move |r| verify(r, peer.as_deref())))
+        }
+        Request::Disconnect { resource, peer } => (
+            resource,
+            Box::new(move |r| set_connect(r, peer.as_deref(), false)),
+        ),
+        Request::PauseSync { resource, peer } => (
+            resource,
+            Box::new(move |r| pause_sync(r, peer.as_deref(), true)),
+        ),
+        Request::ResumeSync { resource, peer } => (
+            resource,
+            Box::new(move |r| pause_sync(r, peer.as_deref(), false)),
+        ),
+        Request::ResumeIo { resource } => (
+            resource,
+            Box::new(|r| {
+                r.resume_io()
+                    .map_err(|e| format!("State change failed: {e}"))
+            }),
+        ),
+        Request::SuspendIo { resource } => (
+            resource,
+            Box::new(|r| {
+                r.suspend_io();
+                Ok(())
+            }),
+        ),
+        Request::GetGi {
+            resource,
+            peer,
+            volume,
+        } => {
             let filter = crate::metadata::GiFilter { peer, volume };
-            return match select(resources, Some(&resource)).and_then(|selected| selected.iter().map(|r| r.generations(&filter)).collect::<Result<Vec<_>, _>>()) {
-                Ok(records) => Reply::Generations { records: records.into_iter().flatten().collect() },
+            return match select(resources, Some(&resource)).and_then(|selected| {
+                selected
+                    .iter()
+                    .map(|r| r.generations(&filter))
+                    .collect::<Result<Vec<_>, _>>()
+            }) {
+                Ok(records) => Reply::Generations {
+                    records: records.into_iter().flatten().collect(),
+                },
                 Err(message) => Reply::Error { message },
             };
         }
-        Request::ForgetPeer { resource, peer } => (Some(resource), Box::new(move |r| forget_peer(r, &peer))),
-        Request::Outdate { resource } => (resource, Box::new(|r| r.step(|engine, now, out| engine.outdate(now, out)).map_err(|e| format!("State change failed: {e}")))),
+        Request::ForgetPeer { resource, peer } => {
+            (Some(resource), Box::new(move |r| forget_peer(r, &peer)))
+        }
+        Request::Outdate { resource } => (
+            resource,
+            Box::new(|r| {
+                r.step(|engine, now, out| engine.outdate(now, out))
+                    .map_err(|e| format!("State change failed: {e}"))
+            }),
+        ),
         Request::Up { resource } => (resource, Box::new(up)),
         Request::Down { resource } => (resource, Box::new(down)),
-        Request::Events { .. } => return Reply::Error { message: "events is a stream".into() },
-        Request::NetOptions { .. } | Request::DiskOptions { .. } => return Reply::Error { message: "runtime options are handled apart".into() },
-        Request::Adjust { .. } => return Reply::Error { message: "adjust is handled apart".into() },
-        Request::Resize { resource, volume, size_bytes, assume_clean, assume_peer_has_space } => {
-            let options = crate::resource::ResizeOptions { size_max: size_bytes, assume_clean, assume_peer_has_space };
+        Request::Events { .. } => {
+            return Reply::Error {
+                message: "events is a stream".into(),
+            }
+        }
+        Request::NetOptions { .. } | Request::DiskOptions { .. } => {
+            return Reply::Error {
+                message: "runtime options are handled apart".into(),
+            }
+        }
+        Request::Adjust { .. } => {
+            return Reply::Error {
+                message: "adjust is handled apart".into(),
+            }
+        }
+        Request::Resize {
+            resource,
+            volume,
+            size_bytes,
+            assume_clean,
+            assume_peer_has_space,
+        } => {
+            let options = crate::resource::ResizeOptions {
+                size_max: size_bytes,
+                assume_clean,
+                assume_peer_has_space,
+            };
             return match select(resources, resource.as_deref()) {
                 Ok(selected) => resize(&selected, volume, options),
                 Err(message) => Reply::Error { message },
@@ -181,7 +339,15 @@ fn handle(request: Request, resources: &[Arc<Resource>]) -> Reply {
         }
         Request::SrmStatus { resource } => {
             return match select(resources, resource.as_deref()) {
-                Ok(selected) => Reply::Ok { message: Some(selected.iter().map(|r| srm_status(r)).collect::<Vec<_>>().join("\n")) },
+                Ok(selected) => Reply::Ok {
+                    message: Some(
+                        selected
+                            .iter()
+                            .map(|r| srm_status(r))
+                            .collect::<Vec<_>>()
+                            .join("\n"),
+                    ),
+                },
                 Err(message) => Reply::Error { message },
             };
         }
@@ -190,11 +356,16 @@ fn handle(request: Request, resources: &[Arc<Resource>]) -> Reply {
         Ok(selected) => selected,
         Err(message) => return Reply::Error { message },
     };
-    let errors: Vec<String> = selected.iter().filter_map(|r| action(r).err().map(|e| format!("{}: {e}", r.name))).collect();
+    let errors: Vec<String> = selected
+        .iter()
+        .filter_map(|r| action(r).err().map(|e| format!("{}: {e}", r.name)))
+        .collect();
     if errors.is_empty() {
         Reply::Ok { message: None }
     } else {
-        Reply::Error { message: errors.join("\n") }
+        Reply::Error {
+            message: errors.join("\n"),
+        }
     }
 }
 
@@ -210,7 +381,9 @@ fn promote(resource: &Arc<Resource>, force: bool) -> Result<(), String> {
     }
     result.map_err(|e| format!("State change failed: {e}"))?;
     // An explicit promotion outlives the export's last opener.
-    resource.auto_promoted.store(false, std::sync::atomic::Ordering::Release);
+    resource
+        .auto_promoted
+        .store(false, std::sync::atomic::Ordering::Release);
     Ok(())
 }
 
@@ -218,8 +391,16 @@ fn promote(resource: &Arc<Resource>, force: bool) -> Result<(), String> {
 /// handler may run.
 fn wait_for_fencing(resource: &Arc<Resource>) {
     const POLL: Duration = Duration::from_millis(50);
-    let deadline = std::time::Instant::now() + resource.options.handler_timeout + Duration::from_secs(2);
-    let running = || resource.with_engine(|engine| resource.peers.iter().any(|p| engine.fencing_running(p.node_id)));
+    let deadline =
+        std::time::Instant::now() + resource.options.handler_timeout + Duration::from_secs(2);
+    let running = || {
+        resource.with_engine(|engine| {
+            resource
+                .peers
+                .iter()
+                .any(|p| engine.fencing_running(p.node_id))
+        })
+    };
     while running() && std::time::Instant::now() < deadline {
         std::thread::sleep(POLL);
     }
@@ -227,27 +408,44 @@ fn wait_for_fencing(resource: &Arc<Resource>) {
 
 fn demote(resource: &Arc<Resource>, force: bool) -> Result<(), String> {
     if !force {
-        return resource.step(|engine, _, out| engine.demote(out)).map_err(|e| format!("State change failed: {e}"));
+        return resource
+            .step(|engine, _, out| engine.demote(out))
+            .map_err(|e| format!("State change failed: {e}"));
     }
-    resource.step(|engine, now, out| engine.demote_forced(now, out)).map_err(|e| format!("State change failed: {e}"))?;
+    resource
+        .step(|engine, now, out| engine.demote_forced(now, out))
+        .map_err(|e| format!("State change failed: {e}"))?;
     // The open export no longer promotes or demotes this node by itself.
-    resource.auto_promoted.store(false, std::sync::atomic::Ordering::Release);
+    resource
+        .auto_promoted
+        .store(false, std::sync::atomic::Ordering::Release);
     Ok(())
 }
 
 /// The node ids of the peers a request names (`None`: all).
 fn peer_ids(resource: &Resource, peer: Option<&str>) -> Result<Vec<u8>, String> {
-    let peers: Vec<u8> = resource.peers.iter().filter(|p| peer.is_none_or(|name| p.name == name)).map(|p| p.node_id).collect();
+    let peers: Vec<u8> = resource
+        .peers
+        .iter()
+        .filter(|p| peer.is_none_or(|name| p.name == name))
+        .map(|p| p.node_id)
+        .collect();
     if peers.is_empty() {
         return Err(format!("no peer named '{}'", peer.unwrap_or_default()));
     }
     Ok(peers)
 }
 
-fn connect(resource: &Arc<Resource>, peer: Option<&str>, discard_my_data: bool) -> Result<(), String> {
+fn connect(
+    resource: &Arc<Resource>,
+    peer: Option<&str>,
+    discard_my_data: bool,
+) -> Result<(), String> {
     if discard_my_data {
         for node_id in peer_ids(resource, peer)? {
-            resource.step(|engine, _, _| engine.set_discard_my_data(node_id)).map_err(|e| e.to_string())?;
+            resource
+                .step(|engine, _, _| engine.set_discard_my_data(node_id))
+                .map_err(|e| e.to_string())?;
         }
     }
     set_connect(resource, peer, true)
@@ -255,62 +453,94 @@ fn connect(resource: &Arc<Resource>, peer: Option<&str>, discard_my_data: bool) 
 
 fn verify(resource: &Arc<Resource>, peer: Option<&str>) -> Result<(), String> {
     for node_id in peer_ids(resource, peer)? {
-        let info = resource.peers.iter().find(|p| p.node_id == node_id).ok_or_else(|| format!("no peer with node-id {node_id}"))?;
+        let info = resource
+            .peers
+            .iter()
+            .find(|p| p.node_id == node_id)
+            .ok_or_else(|| format!("no peer with node-id {node_id}"))?;
         if info.verify_alg.is_none() {
             return Err(format!("no verify-alg is configured for the connection to {}; set one (e.g. `net {{ verify-alg sha256; }}`) on both nodes", info.name));
         }
-        resource.step(|engine, now, out| engine.start_verify(now, Some(node_id), out)).map_err(|e| format!("State change failed: {e}"))?;
+        resource
+            .step(|engine, now, out| engine.start_verify(now, Some(node_id), out))
+            .map_err(|e| format!("State change failed: {e}"))?;
     }
     Ok(())
 }
 
 fn invalidate_remote(resource: &Arc<Resource>, peer: Option<&str>) -> Result<(), String> {
     for node_id in peer_ids(resource, peer)? {
-        resource.step(|engine, _, out| engine.invalidate_remote(node_id, out)).map_err(|e| format!("State change failed: {e}"))?;
+        resource
+            .step(|engine, _, out| engine.invalidate_remote(node_id, out))
+            .map_err(|e| format!("State change failed: {e}"))?;
     }
     Ok(())
 }
 
 fn forget_peer(resource: &Arc<Resource>, peer: &str) -> Result<(), String> {
     for node_id in peer_ids(resource, Some(peer))? {
-        resource.step(|engine, now, out| engine.forget_peer(now, node_id, out)).map_err(|e| format!("State change failed: {e}"))?;
+        resource
+            .step(|engine, now, out| engine.forget_peer(now, node_id, out))
+            .map_err(|e| format!("State change failed: {e}"))?;
     }
     Ok(())
 }
 
 fn srm_status(resource: &Arc<Resource>) -> String {
-    let view = resource.srm_view.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let view = resource
+        .srm_view
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     match view.as_ref() {
         Some(view) => view.render(&resource.name).trim_end().to_owned(),
-        None => format!("{} srm:off (set `srm on;` or `srm advise;` in the resource's options)", resource.name),
+        None => format!(
+            "{} srm:off (set `srm on;` or `srm advise;` in the resource's options)",
+            resource.name
+        ),
     }
 }
 
-fn resize(selected: &[&Arc<Resource>], volume: Option<u16>, options: crate::resource::ResizeOptions) -> Reply {
+fn resize(
+    selected: &[&Arc<Resource>],
+    volume: Option<u16>,
+    options: crate::resource::ResizeOptions,
+) -> Reply {
     let mut lines = Vec::new();
     for resource in selected {
         match resource.resize(volume, options) {
             Ok(text) => lines.push(text),
-            Err(error) => return Reply::Error { message: format!("{}: {error}", resource.name) },
+            Err(error) => {
+                return Reply::Error {
+                    message: format!("{}: {error}", resource.name),
+                }
+            }
         }
     }
-    Reply::Ok { message: Some(lines.join("\n")) }
+    Reply::Ok {
+        message: Some(lines.join("\n")),
+    }
 }
 
 fn pause_sync(resource: &Arc<Resource>, peer: Option<&str>, paused: bool) -> Result<(), String> {
     for node_id in peer_ids(resource, peer)? {
-        resource.step(|engine, now, out| engine.pause_sync(now, Some(node_id), paused, out)).map_err(|e| format!("State change failed: {e}"))?;
+        resource
+            .step(|engine, now, out| engine.pause_sync(now, Some(node_id), paused, out))
+            .map_err(|e| format!("State change failed: {e}"))?;
     }
     Ok(())
 }
 
 fn new_current_uuid(resource: &Arc<Resource>, clear_bitmap: bool) -> Result<(), String> {
-    resource.step(|engine, _, out| engine.new_current_uuid(clear_bitmap, out)).map_err(|e| format!("State change failed: {e}"))
+    resource
+        .step(|engine, _, out| engine.new_current_uuid(clear_bitmap, out))
+        .map_err(|e| format!("State change failed: {e}"))
 }
 
 fn set_connect(resource: &Arc<Resource>, peer: Option<&str>, connect: bool) -> Result<(), String> {
     for node_id in peer_ids(resource, peer)? {
-        resource.step(|engine, now, out| engine.set_connect(now, node_id, connect, out)).map_err(|e| e.to_string())?;
+        resource
+            .step(|engine, now, out| engine.set_connect(now, node_id, connect, out))
+            .map_err(|e| e.to_string())?;
     }
     Ok(())
 }
@@ -328,7 +558,12 @@ fn down(resource: &Arc<Resource>) -> Result<(), String> {
     Ok(())
 }
 
-async fn stream_events<W: AsyncWriteExt + Unpin>(write: &mut W, resources: &[Arc<Resource>], name: Option<&str>, options: admin::EventsOptions) -> std::io::Result<()> {
+async fn stream_events<W: AsyncWriteExt + Unpin>(
+    write: &mut W,
+    resources: &[Arc<Resource>],
+    name: Option<&str>,
+    options: admin::EventsOptions,
+) -> std::io::Result<()> {
     let selected = match select(resources, name) {
         Ok(selected) => selected,
         Err(message) => return send(write, &Reply::Error { message }).await,
@@ -368,7 +603,9 @@ async fn stream_events<W: AsyncWriteExt + Unpin>(write: &mut W, resources: &[Arc
             send(write, &Reply::Event { line }).await?;
         }
         last = now;
-        let (lines, newest) = crate::handlers::events_since(helpers_seen, |resource| names.iter().any(|n| n == resource));
+        let (lines, newest) = crate::handlers::events_since(helpers_seen, |resource| {
+            names.iter().any(|n| n == resource)
+        });
         helpers_seen = newest;
         for line in lines {
             send(write, &Reply::Event { line }).await?;

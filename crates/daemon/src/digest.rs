@@ -58,7 +58,11 @@ mod tests {
             let kind = DigestKind::from_name(name).expect("supported");
             let digests = kind.digest_blocks(&data, 4096);
             assert_eq!(digests.len(), 3 * length, "{name}");
-            assert_eq!(digests[..length], digests[length..2 * length], "{name}: equal blocks, equal digests");
+            assert_eq!(
+                digests[..length],
+                digests[length..2 * length],
+                "{name}: equal blocks, equal digests"
+            );
         }
         assert_eq!(DigestKind::from_name("md5"), None);
     }

@@ -105,16 +105,27 @@ pub const DISK_FAULT_ENV: &str = "TANDEM_TEST_DISK_FAULT";
 pub enum DiskError {
     /// The path could not be opened.
     #[error("cannot open backing disk {path}: {source}")]
-    Open { path: PathBuf, source: std::io::Error },
+    Open {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     /// The size could not be determined.
     #[error("cannot determine the size of backing disk {path}: {source}")]
-    Size { path: PathBuf, source: std::io::Error },
+    Size {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     /// `io direct` was asked for, but the file system or device refuses `O_DIRECT` (tmpfs on
     /// kernels before 6.6, some FUSE file systems).
     #[error("backing disk {path}: `io direct` (O_DIRECT) is not supported there ({source}); set `io buffered;` in its disk section or move it to a file system with direct I/O")]
-    DirectUnsupported { path: PathBuf, source: std::io::Error },
+    DirectUnsupported {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     /// The disk is smaller than tandem needs.
-    #[error("backing disk {path} is too small: {size_bytes} bytes, at least {DISK_BYTES_MIN} needed")]
+    #[error(
+        "backing disk {path} is too small: {size_bytes} bytes, at least {DISK_BYTES_MIN} needed"
+    )]
     TooSmall { path: PathBuf, size_bytes: u64 },
 }
 
@@ -193,20 +204,32 @@ impl Window {
     /// The window that carries the request's bytes from `at` on, `remaining` of them.
     fn at(at: u64, remaining: u64) -> Window {
         let start = at / DIRECT_ALIGN_BYTES * DIRECT_ALIGN_BYTES;
-        let end = at.saturating_add(remaining).div_ceil(DIRECT_ALIGN_BYTES).saturating_mul(DIRECT_ALIGN_BYTES);
+        let end = at
+            .saturating_add(remaining)
+            .div_ceil(DIRECT_ALIGN_BYTES)
+            .saturating_mul(DIRECT_ALIGN_BYTES);
         let end = end.min(start + BOUNCE_WINDOW_BYTES);
         // Both differences are below BOUNCE_WINDOW_BYTES, which fits a usize (asserted above).
         let bytes = usize::try_from(end - start).unwrap_or(0);
         let skip = usize::try_from(at - start).unwrap_or(0);
-        let carried = usize::try_from(remaining).unwrap_or(usize::MAX).min(bytes - skip);
-        Window { start, bytes, skip, carried }
+        let carried = usize::try_from(remaining)
+            .unwrap_or(usize::MAX)
+            .min(bytes - skip);
+        Window {
+            start,
+            bytes,
+            skip,
+            carried,
+        }
     }
 }
 
 /// Whether `offset`, `length` and the address of `memory` suit `O_DIRECT`.
 fn is_aligned(offset: u64, memory: *const u8, length: usize) -> bool {
     let align = DIRECT_ALIGN_BYTES as usize;
-    offset.is_multiple_of(DIRECT_ALIGN_BYTES) && length.is_multiple_of(align) && memory.addr().is_multiple_of(align)
+    offset.is_multiple_of(DIRECT_ALIGN_BYTES)
+        && length.is_multiple_of(align)
+        && memory.addr().is_multiple_of(align)
 }
 
 impl Disk {
@@ -219,26 +242,58 @@ impl Disk {
             DiskIo::Buffered => 0,
             DiskIo::Direct => libc::O_DIRECT,
         };
-        let file = OpenOptions::new().read(true).write(true).custom_flags(flags).open(path).map_err(|source| open_error(path, io, source))?;
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags(flags)
+            .open(path)
+            .map_err(|source| open_error(path, io, source))?;
         let access = match io {
             DiskIo::Buffered => Access::Buffered,
-            DiskIo::Direct => Access::Direct(Direct { gate: RwLock::new(()), bounce: BufPool::new(bufpool::PoolConfig { retained_bytes_max: BOUNCE_RETAINED_BYTES }) }),
+            DiskIo::Direct => Access::Direct(Direct {
+                gate: RwLock::new(()),
+                bounce: BufPool::new(bufpool::PoolConfig {
+                    retained_bytes_max: BOUNCE_RETAINED_BYTES,
+                }),
+            }),
         };
         if let Access::Direct(direct) = &access {
             probe_direct(&file, direct).map_err(|source| open_error(path, io, source))?;
         }
-        let size_bytes = device_size(&file).map_err(|source| DiskError::Size { path: path.to_path_buf(), source })?;
+        let size_bytes = device_size(&file).map_err(|source| DiskError::Size {
+            path: path.to_path_buf(),
+            source,
+        })?;
         let size_bytes = size_bytes / DISK_ALIGN_BYTES * DISK_ALIGN_BYTES;
         if size_bytes < DISK_BYTES_MIN {
-            return Err(DiskError::TooSmall { path: path.to_path_buf(), size_bytes });
+            return Err(DiskError::TooSmall {
+                path: path.to_path_buf(),
+                size_bytes,
+            });
         }
         let fault_trigger = std::env::var_os(DISK_FAULT_ENV).map(PathBuf::from);
         if let Some(trigger) = &fault_trigger {
-            tracing::warn!("{}: I/O fails while {} exists ({DISK_FAULT_ENV}, tests only)", path.display(), trigger.display());
+            tracing::warn!(
+                "{}: I/O fails while {} exists ({DISK_FAULT_ENV}, tests only)",
+                path.display(),
+                trigger.display()
+            );
         }
         let size_bytes = std::sync::atomic::AtomicU64::new(size_bytes);
-        let (detached, syncs) = (std::sync::atomic::AtomicBool::new(false), std::sync::atomic::AtomicU64::new(0));
-        Ok(Disk { file, path: path.to_path_buf(), size_bytes, throttle: std::time::Duration::ZERO, fault_trigger, detached, access, syncs })
+        let (detached, syncs) = (
+            std::sync::atomic::AtomicBool::new(false),
+            std::sync::atomic::AtomicU64::new(0),
+        );
+        Ok(Disk {
+            file,
+            path: path.to_path_buf(),
+            size_bytes,
+            throttle: std::time::Duration::ZERO,
+            fault_trigger,
+            detached,
+            access,
+            syncs,
+        })
     }
 
     /// Open `path` with its usable size cut to `data_bytes` (the part before internal
@@ -247,21 +302,35 @@ impl Disk {
         let disk = Disk::open(path, io)?;
         let limited = data_bytes / DISK_ALIGN_BYTES * DISK_ALIGN_BYTES;
         if limited > disk.size_bytes() {
-            return Err(DiskError::TooSmall { path: path.to_path_buf(), size_bytes: disk.size_bytes() });
+            return Err(DiskError::TooSmall {
+                path: path.to_path_buf(),
+                size_bytes: disk.size_bytes(),
+            });
         }
-        disk.size_bytes.store(limited, std::sync::atomic::Ordering::Release);
+        disk.size_bytes
+            .store(limited, std::sync::atomic::Ordering::Release);
         Ok(disk)
     }
 
     /// Widens the usable size to `data_bytes` (`resize`, once the metadata moved): refused if
     /// the device is smaller or the size would shrink.
     pub fn grow_to(&self, data_bytes: u64) -> Result<(), DiskError> {
-        let device_bytes = device_size(&self.file).map_err(|source| DiskError::Size { path: self.path.clone(), source })?;
+        let device_bytes = device_size(&self.file).map_err(|source| DiskError::Size {
+            path: self.path.clone(),
+            source,
+        })?;
         let current = self.size_bytes();
-        if data_bytes > device_bytes || data_bytes < current || !data_bytes.is_multiple_of(DISK_ALIGN_BYTES) {
-            return Err(DiskError::TooSmall { path: self.path.clone(), size_bytes: device_bytes });
+        if data_bytes > device_bytes
+            || data_bytes < current
+            || !data_bytes.is_multiple_of(DISK_ALIGN_BYTES)
+        {
+            return Err(DiskError::TooSmall {
+                path: self.path.clone(),
+                size_bytes: device_bytes,
+            });
         }
-        self.size_bytes.store(data_bytes, std::sync::atomic::Ordering::Release);
+        self.size_bytes
+            .store(data_bytes, std::sync::atomic::Ordering::Release);
         Ok(())
     }
 
@@ -291,7 +360,8 @@ impl Disk {
 
     /// Marks the disk detached (`repl::Action::Detached`): reads go to a peer, flushes skip it.
     pub fn set_detached(&self, detached: bool) {
-        self.detached.store(detached, std::sync::atomic::Ordering::Release);
+        self.detached
+            .store(detached, std::sync::atomic::Ordering::Release);
     }
 
     /// Whether the engine detached this disk.
@@ -356,7 +426,9 @@ impl Disk {
 
     /// Runs `work` holding a direct disk's gate as `hold` says (a buffered disk has none).
     fn gated<T>(&self, hold: Hold, work: impl FnOnce() -> T) -> T {
-        let Access::Direct(direct) = &self.access else { return work() };
+        let Access::Direct(direct) = &self.access else {
+            return work();
+        };
         match hold {
             Hold::Shared => {
                 let _shared = direct.gate.read().unwrap_or_else(PoisonError::into_inner);
@@ -375,8 +447,11 @@ impl Disk {
         while done < buf.len() {
             let window = Window::at(offset + done as u64, (buf.len() - done) as u64);
             let mut bounce = direct.bounce.take(window.bytes).ok_or(IoError::Invalid)?;
-            self.file.read_exact_at(&mut bounce, window.start).map_err(map_io)?;
-            buf[done..done + window.carried].copy_from_slice(&bounce[window.skip..window.skip + window.carried]);
+            self.file
+                .read_exact_at(&mut bounce, window.start)
+                .map_err(map_io)?;
+            buf[done..done + window.carried]
+                .copy_from_slice(&bounce[window.skip..window.skip + window.carried]);
             done += window.carried;
         }
         Ok(())
@@ -395,14 +470,20 @@ impl Disk {
             let head = window.skip / block * block;
             let tail = end / block * block;
             if window.skip != head {
-                self.file.read_exact_at(&mut bounce[head..head + block], window.start + head as u64).map_err(map_io)?;
+                self.file
+                    .read_exact_at(&mut bounce[head..head + block], window.start + head as u64)
+                    .map_err(map_io)?;
             }
             // A write inside one block has its head and tail in that block: read it once.
             if end != tail && !(tail == head && window.skip != head) {
-                self.file.read_exact_at(&mut bounce[tail..tail + block], window.start + tail as u64).map_err(map_io)?;
+                self.file
+                    .read_exact_at(&mut bounce[tail..tail + block], window.start + tail as u64)
+                    .map_err(map_io)?;
             }
             bounce[window.skip..end].copy_from_slice(&data[done..done + window.carried]);
-            self.file.write_all_at(&bounce, window.start).map_err(map_io)?;
+            self.file
+                .write_all_at(&bounce, window.start)
+                .map_err(map_io)?;
             done += window.carried;
         }
         Ok(())
@@ -410,14 +491,18 @@ impl Disk {
 
     /// Writes `data` at `offset`, holding a direct disk's gate as the range needs.
     fn store(&self, data: &[u8], offset: u64) -> Result<(), IoError> {
-        self.gated(Hold::for_write(offset, data.len() as u64), || self.store_held(data, offset))
+        self.gated(Hold::for_write(offset, data.len() as u64), || {
+            self.store_held(data, offset)
+        })
     }
 
     /// Writes `data` at `offset`; the caller holds the gate as [`Hold::for_write`] says.
     fn store_held(&self, data: &[u8], offset: u64) -> Result<(), IoError> {
         match &self.access {
             Access::Buffered => self.write_chunked(data, offset),
-            Access::Direct(_) if is_aligned(offset, data.as_ptr(), data.len()) => self.file.write_all_at(data, offset).map_err(map_io),
+            Access::Direct(_) if is_aligned(offset, data.as_ptr(), data.len()) => {
+                self.file.write_all_at(data, offset).map_err(map_io)
+            }
             Access::Direct(direct) => self.write_bounced(direct, data, offset),
         }
     }
@@ -467,7 +552,11 @@ impl Disk {
                 _ => written.saturating_add(WRITE_PIECE_BYTES_MIN),
             };
             let available = data.wait_blocking(want).map_err(|_| IoError::Aborted)?;
-            let end = if available.len() == data.len() { available.len() } else { self.piece_end(offset, written, available.len()) };
+            let end = if available.len() == data.len() {
+                available.len()
+            } else {
+                self.piece_end(offset, written, available.len())
+            };
             self.store(&available[written..end], offset + written as u64)?;
             written = end;
         }
@@ -480,13 +569,22 @@ impl Disk {
 
     /// Start writing a payload of `length` bytes at `offset` piece by piece as it arrives, on
     /// the thread that receives it ([`bufpool::Incoming::on_piece`]); see [`PieceWriter`].
-    pub fn piece_writer(&self, offset: u64, length: u64, fua: bool) -> Result<PieceWriter, IoError> {
+    pub fn piece_writer(
+        &self,
+        offset: u64,
+        length: u64,
+        fua: bool,
+    ) -> Result<PieceWriter, IoError> {
         if self.is_detached() {
             // A write that raced with the detach: refused, so the peer marks it for us.
             return Err(IoError::Io);
         }
         self.check(offset, length)?;
-        Ok(PieceWriter { offset, written: 0, fua })
+        Ok(PieceWriter {
+            offset,
+            written: 0,
+            fua,
+        })
     }
 
     /// Writes `data` at `offset` in pieces that never cross a [`WRITE_CHUNK_BYTES`] boundary
@@ -495,9 +593,12 @@ impl Disk {
         let mut done = 0;
         while done < data.len() {
             let at = offset + done as u64;
-            let room = usize::try_from(WRITE_CHUNK_BYTES - at % WRITE_CHUNK_BYTES).unwrap_or(usize::MAX);
+            let room =
+                usize::try_from(WRITE_CHUNK_BYTES - at % WRITE_CHUNK_BYTES).unwrap_or(usize::MAX);
             let end = done + room.min(data.len() - done);
-            self.file.write_all_at(&data[done..end], at).map_err(map_io)?;
+            self.file
+                .write_all_at(&data[done..end], at)
+                .map_err(map_io)?;
             done = end;
         }
         Ok(())
@@ -507,7 +608,8 @@ impl Disk {
     /// cache, not the device's volatile cache or the file system's journal.
     pub fn flush(&self) -> Result<(), IoError> {
         self.injected_fault()?;
-        self.syncs.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.syncs
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.file.sync_data().map_err(map_io)
     }
 
@@ -521,9 +623,11 @@ impl Disk {
         };
         // A partial block is zeroed by the file system through the page cache, or by the
         // fallback's read-modify-write: either way it must not race other I/O of its block.
-        self.gated(Hold::for_write(offset, length), || match self.fallocate(mode, offset, length) {
-            Ok(()) => Ok(()),
-            Err(_) => self.write_zeroes(offset, length),
+        self.gated(Hold::for_write(offset, length), || {
+            match self.fallocate(mode, offset, length) {
+                Ok(()) => Ok(()),
+                Err(_) => self.write_zeroes(offset, length),
+            }
         })?;
         if fua {
             self.flush()?;
@@ -579,13 +683,20 @@ impl PieceWriter {
         if !complete && available.len() < self.written.saturating_add(WRITE_PIECE_BYTES_MIN) {
             return None;
         }
-        let end = if complete { available.len() } else { disk.piece_end(self.offset, self.written, available.len()) };
+        let end = if complete {
+            available.len()
+        } else {
+            disk.piece_end(self.offset, self.written, available.len())
+        };
         if !complete && end == self.written {
             // Direct and starting mid-block: all of it is written at the end.
             return None;
         }
         let fresh = available.get(self.written..end).unwrap_or_default();
-        if let Err(error) = disk.injected_fault().and_then(|()| disk.store(fresh, self.offset + self.written as u64)) {
+        if let Err(error) = disk
+            .injected_fault()
+            .and_then(|()| disk.store(fresh, self.offset + self.written as u64))
+        {
             return Some(Err(error));
         }
         self.written = end;
@@ -600,15 +711,24 @@ impl PieceWriter {
 /// refusing `O_DIRECT` (tmpfs before Linux 6.6), said in terms of the option.
 fn open_error(path: &Path, io: DiskIo, source: std::io::Error) -> DiskError {
     match (io, source.raw_os_error()) {
-        (DiskIo::Direct, Some(libc::EINVAL)) => DiskError::DirectUnsupported { path: path.to_path_buf(), source },
-        _ => DiskError::Open { path: path.to_path_buf(), source },
+        (DiskIo::Direct, Some(libc::EINVAL)) => DiskError::DirectUnsupported {
+            path: path.to_path_buf(),
+            source,
+        },
+        _ => DiskError::Open {
+            path: path.to_path_buf(),
+            source,
+        },
     }
 }
 
 /// Reads the first block of a file opened with `O_DIRECT`: refused with EINVAL where the file
 /// system accepts the flag at open but not the I/O.
 fn probe_direct(file: &File, direct: &Direct) -> std::io::Result<()> {
-    let mut block = direct.bounce.take(DIRECT_ALIGN_BYTES as usize).ok_or_else(|| std::io::Error::from_raw_os_error(libc::ENOMEM))?;
+    let mut block = direct
+        .bounce
+        .take(DIRECT_ALIGN_BYTES as usize)
+        .ok_or_else(|| std::io::Error::from_raw_os_error(libc::ENOMEM))?;
     file.read_at(&mut block, 0).map(|_| ())
 }
 
@@ -653,7 +773,11 @@ mod tests {
         assert!(disk.is_throttled());
         let started = std::time::Instant::now();
         disk.write(0, &[7; 4096], false).expect("write");
-        assert!(started.elapsed() >= std::time::Duration::from_millis(20), "{:?}", started.elapsed());
+        assert!(
+            started.elapsed() >= std::time::Duration::from_millis(20),
+            "{:?}",
+            started.elapsed()
+        );
         let mut back = [0; 4096];
         disk.read(0, &mut back).expect("read");
         assert_eq!(back, [7; 4096], "the data is written all the same");
@@ -671,9 +795,18 @@ mod tests {
         disk.write(offset as u64, &data, false).expect("write");
         let mut back = vec![0xEE; data.len() + 2 * 4096];
         disk.read((offset - 4096) as u64, &mut back).expect("read");
-        assert!(back[..4096].iter().all(|&b| b == 0), "nothing before the write changed");
-        assert!(back[4096..4096 + data.len()] == data[..], "every byte where it belongs");
-        assert!(back[4096 + data.len()..].iter().all(|&b| b == 0), "nothing after the write changed");
+        assert!(
+            back[..4096].iter().all(|&b| b == 0),
+            "nothing before the write changed"
+        );
+        assert!(
+            back[4096..4096 + data.len()] == data[..],
+            "every byte where it belongs"
+        );
+        assert!(
+            back[4096 + data.len()..].iter().all(|&b| b == 0),
+            "nothing after the write changed"
+        );
     }
 
     #[test]
@@ -681,19 +814,42 @@ mod tests {
         let file = tempfile::NamedTempFile::new().expect("temp file");
         file.as_file().set_len(DISK_BYTES_MIN).expect("size");
         let disk = Disk::open(file.path(), DiskIo::Buffered).expect("open");
-        let data: Vec<u8> = (0..WRITE_PIECE_BYTES_MIN + 5000).map(|i| (i % 253) as u8 + 1).collect();
+        let data: Vec<u8> = (0..WRITE_PIECE_BYTES_MIN + 5000)
+            .map(|i| (i % 253) as u8 + 1)
+            .collect();
         let offset = 8192;
-        let mut writer = disk.piece_writer(offset, data.len() as u64, false).expect("in range");
+        let mut writer = disk
+            .piece_writer(offset, data.len() as u64, false)
+            .expect("in range");
         let on_disk = |len: usize| {
             let mut back = vec![0; len];
             disk.read(offset, &mut back).expect("read");
             back
         };
-        assert_eq!(writer.feed(&disk, bufpool::Piece::Filled(&data[..1000])), None);
-        assert!(on_disk(1000).iter().all(|&b| b == 0), "less than a piece waits");
-        assert_eq!(writer.feed(&disk, bufpool::Piece::Filled(&data[..WRITE_PIECE_BYTES_MIN])), None);
-        assert_eq!(on_disk(WRITE_PIECE_BYTES_MIN), data[..WRITE_PIECE_BYTES_MIN], "a whole piece is written");
-        assert_eq!(writer.feed(&disk, bufpool::Piece::Complete(&data)), Some(Ok(())));
+        assert_eq!(
+            writer.feed(&disk, bufpool::Piece::Filled(&data[..1000])),
+            None
+        );
+        assert!(
+            on_disk(1000).iter().all(|&b| b == 0),
+            "less than a piece waits"
+        );
+        assert_eq!(
+            writer.feed(
+                &disk,
+                bufpool::Piece::Filled(&data[..WRITE_PIECE_BYTES_MIN])
+            ),
+            None
+        );
+        assert_eq!(
+            on_disk(WRITE_PIECE_BYTES_MIN),
+            data[..WRITE_PIECE_BYTES_MIN],
+            "a whole piece is written"
+        );
+        assert_eq!(
+            writer.feed(&disk, bufpool::Piece::Complete(&data)),
+            Some(Ok(()))
+        );
         assert_eq!(on_disk(data.len()), data, "the rest is written at the end");
     }
 
@@ -702,17 +858,30 @@ mod tests {
         let file = tempfile::NamedTempFile::new().expect("temp file");
         file.as_file().set_len(DISK_BYTES_MIN).expect("size");
         let disk = Disk::open(file.path(), DiskIo::Buffered).expect("open");
-        assert_eq!(disk.piece_writer(DISK_BYTES_MIN - 4096, 8192, false).err(), Some(IoError::Invalid));
+        assert_eq!(
+            disk.piece_writer(DISK_BYTES_MIN - 4096, 8192, false).err(),
+            Some(IoError::Invalid)
+        );
         let mut writer = disk.piece_writer(0, 8192, true).expect("in range");
-        assert_eq!(writer.feed(&disk, bufpool::Piece::Aborted), Some(Err(IoError::Aborted)));
+        assert_eq!(
+            writer.feed(&disk, bufpool::Piece::Aborted),
+            Some(Err(IoError::Aborted))
+        );
         disk.set_detached(true);
-        assert_eq!(disk.piece_writer(0, 4096, false).err(), Some(IoError::Io), "a detached disk takes no writes");
+        assert_eq!(
+            disk.piece_writer(0, 4096, false).err(),
+            Some(IoError::Io),
+            "a detached disk takes no writes"
+        );
     }
 
     /// A temp file of `bytes` opened with `io direct`. The temp directory is tried first; if
     /// its file system refuses `O_DIRECT` (tmpfs before Linux 6.6), the crate's directory.
     fn direct_disk(bytes: u64) -> (tempfile::NamedTempFile, Disk) {
-        let dirs = [std::env::temp_dir(), PathBuf::from(env!("CARGO_MANIFEST_DIR"))];
+        let dirs = [
+            std::env::temp_dir(),
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")),
+        ];
         for dir in dirs {
             let file = tempfile::NamedTempFile::new_in(&dir).expect("temp file");
             file.as_file().set_len(bytes).expect("size");
@@ -739,12 +908,23 @@ mod tests {
         disk.write(4096, &data, false).expect("write");
         assert_eq!(disk.sync_count(), 0, "a plain write does not sync");
         disk.write(16384, &data, true).expect("FUA write");
-        assert_eq!(disk.sync_count(), 1, "O_DIRECT is no durability: a FUA write still syncs");
+        assert_eq!(
+            disk.sync_count(),
+            1,
+            "O_DIRECT is no durability: a FUA write still syncs"
+        );
         disk.flush().expect("flush");
         assert_eq!(disk.sync_count(), 2, "a flush is still fdatasync");
         let mut writer = disk.piece_writer(65536, 4096, true).expect("in range");
-        assert_eq!(writer.feed(&disk, bufpool::Piece::Complete(&data[..4096])), Some(Ok(())));
-        assert_eq!(disk.sync_count(), 3, "a FUA write through the piece writer syncs");
+        assert_eq!(
+            writer.feed(&disk, bufpool::Piece::Complete(&data[..4096])),
+            Some(Ok(()))
+        );
+        assert_eq!(
+            disk.sync_count(),
+            3,
+            "a FUA write through the piece writer syncs"
+        );
         let mut back = vec![0; 8192];
         disk.read(16384, &mut back).expect("read");
         assert_eq!(back, data);
@@ -770,15 +950,15 @@ mod tests {
         let pool = BufPool::new(bufpool::PoolConfig::default());
         let mut model = vec![0u8; bytes as usize];
         let cases: &[(u64, usize)] = &[
-            (0, 4096),                 // aligned: straight to the device
-            (512, 512),                // one sector inside a block
-            (4096 - 512, 1024),        // two sectors across a block boundary
-            (8192 + 100, 7),           // bytes, not sectors
-            (12288, 512),              // aligned start, partial length
-            (20480 + 512, 4096),       // unaligned start, block-sized length
-            (3000, 1024 * 1024 + 5000), // spans more than one bounce window
+            (0, 4096),                             // aligned: straight to the device
+            (512, 512),                            // one sector inside a block
+            (4096 - 512, 1024),                    // two sectors across a block boundary
+            (8192 + 100, 7),                       // bytes, not sectors
+            (12288, 512),                          // aligned start, partial length
+            (20480 + 512, 4096),                   // unaligned start, block-sized length
+            (3000, 1024 * 1024 + 5000),            // spans more than one bounce window
             (2 * 1024 * 1024, 1024 * 1024 + 4096), // aligned, more than a window
-            (bytes - 512, 512),        // the last sector of the disk
+            (bytes - 512, 512),                    // the last sector of the disk
         ];
         for (round, &(offset, length)) in cases.iter().enumerate() {
             let fill = |i: usize| ((i * 7 + round * 13) % 251) as u8 + 1;
@@ -789,12 +969,16 @@ mod tests {
             let mut pooled = pool.take(length).expect("pool buffer");
             pooled.copy_from_slice(&data);
             pooled.reverse();
-            disk.write(offset, &pooled, false).expect("write from a pool buffer");
+            disk.write(offset, &pooled, false)
+                .expect("write from a pool buffer");
             model[at..at + length].copy_from_slice(&pooled);
             let mut back = vec![0; length + 1024];
             let from = offset.saturating_sub(512).min(bytes - back.len() as u64);
             disk.read(from, &mut back).expect("read");
-            assert!(back[..] == model[from as usize..from as usize + back.len()], "case {round}: {offset}+{length}");
+            assert!(
+                back[..] == model[from as usize..from as usize + back.len()],
+                "case {round}: {offset}+{length}"
+            );
         }
         let mut whole = vec![0; bytes as usize];
         disk.read(0, &mut whole).expect("read everything");
@@ -816,9 +1000,15 @@ mod tests {
                     for round in 0..50u8 {
                         for block in 0..blocks {
                             let data = [sector.wrapping_mul(31).wrapping_add(round); 512];
-                            disk.write(block * 4096 + u64::from(sector) * 512, &data, false).expect("write");
+                            disk.write(block * 4096 + u64::from(sector) * 512, &data, false)
+                                .expect("write");
                             // Whole-block traffic next door keeps the shared side busy.
-                            disk.write(blocks * 4096 + u64::from(sector) * 4096, &[round; 4096], false).expect("write");
+                            disk.write(
+                                blocks * 4096 + u64::from(sector) * 4096,
+                                &[round; 4096],
+                                false,
+                            )
+                            .expect("write");
                         }
                     }
                 })
@@ -831,34 +1021,65 @@ mod tests {
         disk.read(0, &mut back).expect("read");
         for (index, sector) in back.chunks(512).enumerate() {
             let expected = ((index % 8) as u8).wrapping_mul(31).wrapping_add(49);
-            assert!(sector.iter().all(|&b| b == expected), "sector {index} lost its last write");
+            assert!(
+                sector.iter().all(|&b| b == expected),
+                "sector {index} lost its last write"
+            );
         }
     }
 
     #[test]
     fn a_direct_piece_writer_keeps_pieces_aligned_and_waits_when_starting_mid_block() {
         let (_file, disk) = direct_disk(DISK_BYTES_MIN);
-        let data: Vec<u8> = (0..WRITE_PIECE_BYTES_MIN + 5000).map(|i| (i % 253) as u8 + 1).collect();
+        let data: Vec<u8> = (0..WRITE_PIECE_BYTES_MIN + 5000)
+            .map(|i| (i % 253) as u8 + 1)
+            .collect();
         let on_disk = |offset: u64, len: usize| {
             let mut back = vec![0; len];
             disk.read(offset, &mut back).expect("read");
             back
         };
         // Aligned start: whole blocks as they arrive, the rest at the end.
-        let mut writer = disk.piece_writer(8192, data.len() as u64, false).expect("in range");
+        let mut writer = disk
+            .piece_writer(8192, data.len() as u64, false)
+            .expect("in range");
         let arrived = WRITE_PIECE_BYTES_MIN + 1000;
-        assert_eq!(writer.feed(&disk, bufpool::Piece::Filled(&data[..arrived])), None);
+        assert_eq!(
+            writer.feed(&disk, bufpool::Piece::Filled(&data[..arrived])),
+            None
+        );
         let aligned = arrived / 4096 * 4096;
-        assert_eq!(on_disk(8192, aligned), data[..aligned], "whole blocks are written");
-        assert!(on_disk(8192 + aligned as u64, 4096).iter().all(|&b| b == 0), "a partial block waits");
-        assert_eq!(writer.feed(&disk, bufpool::Piece::Complete(&data)), Some(Ok(())));
+        assert_eq!(
+            on_disk(8192, aligned),
+            data[..aligned],
+            "whole blocks are written"
+        );
+        assert!(
+            on_disk(8192 + aligned as u64, 4096).iter().all(|&b| b == 0),
+            "a partial block waits"
+        );
+        assert_eq!(
+            writer.feed(&disk, bufpool::Piece::Complete(&data)),
+            Some(Ok(()))
+        );
         assert_eq!(on_disk(8192, data.len()), data);
         // Mid-block start: nothing until the payload is complete.
         let offset = 4 * WRITE_PIECE_BYTES_MIN as u64 + 512;
-        let mut writer = disk.piece_writer(offset, data.len() as u64, false).expect("in range");
-        assert_eq!(writer.feed(&disk, bufpool::Piece::Filled(&data[..arrived])), None);
-        assert!(on_disk(offset, arrived).iter().all(|&b| b == 0), "nothing is written early");
-        assert_eq!(writer.feed(&disk, bufpool::Piece::Complete(&data)), Some(Ok(())));
+        let mut writer = disk
+            .piece_writer(offset, data.len() as u64, false)
+            .expect("in range");
+        assert_eq!(
+            writer.feed(&disk, bufpool::Piece::Filled(&data[..arrived])),
+            None
+        );
+        assert!(
+            on_disk(offset, arrived).iter().all(|&b| b == 0),
+            "nothing is written early"
+        );
+        assert_eq!(
+            writer.feed(&disk, bufpool::Piece::Complete(&data)),
+            Some(Ok(()))
+        );
         assert_eq!(on_disk(offset, data.len()), data);
     }
 
@@ -866,13 +1087,19 @@ mod tests {
     fn zeroing_unaligned_ranges_of_a_direct_disk_keeps_the_neighbours() {
         let (_file, disk) = direct_disk(DISK_BYTES_MIN);
         disk.write(0, &vec![9; 65536], false).expect("write");
-        for (offset, length, trim) in [(512, 1024, false), (8192 + 100, 5000, true), (32768, 8192, false)] {
+        for (offset, length, trim) in [
+            (512, 1024, false),
+            (8192 + 100, 5000, true),
+            (32768, 8192, false),
+        ] {
             disk.zero(offset, length, trim, false).expect("zero");
         }
         let mut back = vec![0; 65536];
         disk.read(0, &mut back).expect("read");
         for (index, &byte) in back.iter().enumerate() {
-            let zeroed = [(512, 1536), (8292, 13292), (32768, 40960)].iter().any(|&(a, b)| (a..b).contains(&index));
+            let zeroed = [(512, 1536), (8292, 13292), (32768, 40960)]
+                .iter()
+                .any(|&(a, b)| (a..b).contains(&index));
             assert_eq!(byte, if zeroed { 0 } else { 9 }, "byte {index}");
         }
     }
@@ -884,13 +1111,28 @@ mod tests {
         let path = Path::new("/dev/shm/r0.img");
         let errno = std::io::Error::from_raw_os_error;
         let cases = [
-            (DiskIo::Direct, libc::EINVAL, "backing disk /dev/shm/r0.img: `io direct` (O_DIRECT) is not supported there"),
-            (DiskIo::Buffered, libc::EINVAL, "cannot open backing disk /dev/shm/r0.img"),
-            (DiskIo::Direct, libc::ENOENT, "cannot open backing disk /dev/shm/r0.img"),
+            (
+                DiskIo::Direct,
+                libc::EINVAL,
+                "backing disk /dev/shm/r0.img: `io direct` (O_DIRECT) is not supported there",
+            ),
+            (
+                DiskIo::Buffered,
+                libc::EINVAL,
+                "cannot open backing disk /dev/shm/r0.img",
+            ),
+            (
+                DiskIo::Direct,
+                libc::ENOENT,
+                "cannot open backing disk /dev/shm/r0.img",
+            ),
         ];
         for (io, code, expected) in cases {
             let message = open_error(path, io, errno(code)).to_string();
-            assert!(message.starts_with(expected), "{io:?} errno {code}: {message}");
+            assert!(
+                message.starts_with(expected),
+                "{io:?} errno {code}: {message}"
+            );
         }
         let message = open_error(path, DiskIo::Direct, errno(libc::EINVAL)).to_string();
         assert!(message.contains("set `io buffered;`"), "{message}");

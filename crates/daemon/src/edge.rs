@@ -115,22 +115,44 @@ pub(crate) struct HandshakeSlots<H> {
 impl<H> HandshakeSlots<H> {
     pub(crate) fn new(capacity: usize) -> HandshakeSlots<H> {
         assert!(capacity > 0, "a listener needs at least one handshake slot");
-        HandshakeSlots { capacity, slots: Vec::with_capacity(capacity), next_ticket: 0 }
+        HandshakeSlots {
+            capacity,
+            slots: Vec::with_capacity(capacity),
+            next_ticket: 0,
+        }
     }
 
     /// Give a new handshake a slot, evicting the oldest of the least advanced when all are
     /// taken.
     pub(crate) fn admit(&mut self, handle: H) -> Admitted<H> {
-        let evicted = if self.slots.len() >= self.capacity { self.evict() } else { None };
+        let evicted = if self.slots.len() >= self.capacity {
+            self.evict()
+        } else {
+            None
+        };
         let ticket = self.next_ticket;
         self.next_ticket += 1;
-        self.slots.push(Slot { ticket, stage: Stage::Connected, handle });
-        assert!(self.slots.len() <= self.capacity, "handshake slots over capacity");
-        Admitted { ticket: Ticket(ticket), evicted }
+        self.slots.push(Slot {
+            ticket,
+            stage: Stage::Connected,
+            handle,
+        });
+        assert!(
+            self.slots.len() <= self.capacity,
+            "handshake slots over capacity"
+        );
+        Admitted {
+            ticket: Ticket(ticket),
+            evicted,
+        }
     }
 
     fn evict(&mut self) -> Option<H> {
-        let (index, _) = self.slots.iter().enumerate().min_by_key(|(_, slot)| (slot.stage, slot.ticket))?;
+        let (index, _) = self
+            .slots
+            .iter()
+            .enumerate()
+            .min_by_key(|(_, slot)| (slot.stage, slot.ticket))?;
         Some(self.slots.remove(index).handle)
     }
 
@@ -184,7 +206,11 @@ struct Window {
 
 impl Window {
     fn new(started: Instant) -> Window {
-        Window { started, suppressed: 0, last_reason: String::new() }
+        Window {
+            started,
+            suppressed: 0,
+            last_reason: String::new(),
+        }
     }
 
     /// Count a refusal against this window; whether it is the first of a new window.
@@ -230,7 +256,12 @@ pub(crate) struct RefusalLog {
 impl RefusalLog {
     pub(crate) fn new(interval: Duration, capacity: usize) -> RefusalLog {
         assert!(capacity > 0, "a refusal log needs room for one address");
-        RefusalLog { interval, capacity, windows: BTreeMap::new(), others: None }
+        RefusalLog {
+            interval,
+            capacity,
+            windows: BTreeMap::new(),
+            others: None,
+        }
     }
 
     /// A connection from `source` was refused for `reason` at `now`.
@@ -242,13 +273,17 @@ impl RefusalLog {
         }
         if self.windows.len() < self.capacity {
             self.windows.insert(source, Window::new(now));
-            return Refusal::Log { suppressed_before: 0 };
+            return Refusal::Log {
+                suppressed_before: 0,
+            };
         }
         match &mut self.others {
             Some(window) => window.note(reason, now, interval),
             None => {
                 self.others = Some(Window::new(now));
-                Refusal::Log { suppressed_before: 0 }
+                Refusal::Log {
+                    suppressed_before: 0,
+                }
             }
         }
     }
@@ -267,17 +302,25 @@ impl RefusalLog {
                 return false;
             }
             let last_reason = std::mem::take(&mut window.last_reason);
-            summaries.push(Summary { source, suppressed: window.suppressed, last_reason });
+            summaries.push(Summary {
+                source,
+                suppressed: window.suppressed,
+                last_reason,
+            });
             *window = Window::new(now);
             true
         };
-        self.windows.retain(|source, window| close(Some(*source), window));
+        self.windows
+            .retain(|source, window| close(Some(*source), window));
         if let Some(window) = &mut self.others {
             if !close(None, window) {
                 self.others = None;
             }
         }
-        assert!(self.windows.len() <= self.capacity, "refusal log over capacity");
+        assert!(
+            self.windows.len() <= self.capacity,
+            "refusal log over capacity"
+        );
         summaries
     }
 

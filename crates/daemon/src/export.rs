@@ -48,7 +48,10 @@ pub(crate) fn export_name(resource: &str, volume: u16) -> String {
 
 impl ExportRegistry for Registry {
     fn list(&self) -> Vec<String> {
-        let volumes = self.resources.iter().flat_map(|r| r.volumes.iter().map(|(n, _)| export_name(&r.name, *n)));
+        let volumes = self
+            .resources
+            .iter()
+            .flat_map(|r| r.volumes.iter().map(|(n, _)| export_name(&r.name, *n)));
         volumes.collect()
     }
 
@@ -62,7 +65,10 @@ impl ExportRegistry for Registry {
 
     fn size_now(&self, name: &str) -> Option<u64> {
         self.resources.iter().find_map(|r| {
-            let (_, disk) = r.volumes.iter().find(|(n, _)| export_name(&r.name, *n) == name)?;
+            let (_, disk) = r
+                .volumes
+                .iter()
+                .find(|(n, _)| export_name(&r.name, *n) == name)?;
             Some(disk.size_bytes())
         })
     }
@@ -74,12 +80,20 @@ impl Registry {
     /// closes.
     fn open_export(&self, name: &str, promote: bool) -> Result<Arc<dyn Export>, OpenError> {
         let found = self.resources.iter().find_map(|r| {
-            let volume = r.volumes.iter().find(|(n, _)| export_name(&r.name, *n) == name)?;
+            let volume = r
+                .volumes
+                .iter()
+                .find(|(n, _)| export_name(&r.name, *n) == name)?;
             Some((Arc::clone(r), volume.0, volume.1.size_bytes()))
         });
-        let Some((resource, volume, size)) = found else { return Err(OpenError::Unknown) };
+        let Some((resource, volume, size)) = found else {
+            return Err(OpenError::Unknown);
+        };
         if resource.is_down() {
-            return Err(OpenError::Policy(format!("resource {} is down on this node", resource.name)));
+            return Err(OpenError::Policy(format!(
+                "resource {} is down on this node",
+                resource.name
+            )));
         }
         if promote && resource.options.auto_promote {
             auto_promote(&resource)?;
@@ -95,7 +109,11 @@ impl Registry {
             return Err(OpenError::Policy(message));
         }
         resource.step(|engine, _, _| engine.export_opened(true));
-        Ok(Arc::new(OpenExport { resource, volume, size }))
+        Ok(Arc::new(OpenExport {
+            resource,
+            volume,
+            size,
+        }))
     }
 }
 
@@ -105,12 +123,17 @@ fn auto_promote(resource: &Arc<Resource>) -> Result<(), OpenError> {
     let promoted = resource.promote(false, true);
     match promoted {
         Ok(true) => {
-            resource.auto_promoted.store(true, std::sync::atomic::Ordering::Release);
+            resource
+                .auto_promoted
+                .store(true, std::sync::atomic::Ordering::Release);
             tracing::info!(resource = %resource.name, "auto-promote: Primary for the export's opener");
             Ok(())
         }
         Ok(false) => Ok(()),
-        Err(error) => Err(OpenError::Policy(format!("{} is Secondary and auto-promote failed: {error}", resource.name))),
+        Err(error) => Err(OpenError::Policy(format!(
+            "{} is Secondary and auto-promote failed: {error}",
+            resource.name
+        ))),
     }
 }
 
@@ -127,15 +150,22 @@ impl Drop for OpenExport {
         let resource = &self.resource;
         let demoted = resource.step(|engine, _, out| {
             engine.export_opened(false);
-            let last = !engine.is_open() && resource.auto_promoted.load(std::sync::atomic::Ordering::Acquire);
+            let last = !engine.is_open()
+                && resource
+                    .auto_promoted
+                    .load(std::sync::atomic::Ordering::Acquire);
             last.then(|| engine.demote(out))
         });
         match demoted {
             Some(Ok(())) => {
-                resource.auto_promoted.store(false, std::sync::atomic::Ordering::Release);
+                resource
+                    .auto_promoted
+                    .store(false, std::sync::atomic::Ordering::Release);
                 tracing::info!(resource = %resource.name, "auto-promote: the last opener closed the export; Secondary again");
             }
-            Some(Err(error)) => tracing::warn!(resource = %resource.name, "auto-promote: cannot demote: {error}"),
+            Some(Err(error)) => {
+                tracing::warn!(resource = %resource.name, "auto-promote: cannot demote: {error}")
+            }
             None => {}
         }
     }
@@ -143,7 +173,11 @@ impl Drop for OpenExport {
 
 impl Export for OpenExport {
     fn size_now(&self) -> u64 {
-        let disk = self.resource.volumes.iter().find(|(n, _)| *n == self.volume);
+        let disk = self
+            .resource
+            .volumes
+            .iter()
+            .find(|(n, _)| *n == self.volume);
         disk.map_or(self.size, |(_, disk)| disk.size_bytes().max(self.size))
     }
 
@@ -169,16 +203,40 @@ impl Export for OpenExport {
             Command::Write { offset, data } => {
                 let length = data.len() as u64;
                 self.resource.note_write(offset, length);
-                Op::Write { offset, length, data: Payload { data: Incoming::from_bytes(data), _permit: None }, flags }
+                Op::Write {
+                    offset,
+                    length,
+                    data: Payload {
+                        data: Incoming::from_bytes(data),
+                        _permit: None,
+                    },
+                    flags,
+                }
             }
             Command::WriteStreaming { offset, data } => {
                 let length = data.len() as u64;
                 self.resource.note_write(offset, length);
-                Op::Write { offset, length, data: Payload { data, _permit: None }, flags }
+                Op::Write {
+                    offset,
+                    length,
+                    data: Payload {
+                        data,
+                        _permit: None,
+                    },
+                    flags,
+                }
             }
             Command::Flush => Op::Flush,
-            Command::Trim { offset, length } => Op::Trim { offset, length: u64::from(length), flags },
-            Command::WriteZeroes { offset, length, .. } => Op::WriteZeroes { offset, length: u64::from(length), flags },
+            Command::Trim { offset, length } => Op::Trim {
+                offset,
+                length: u64::from(length),
+                flags,
+            },
+            Command::WriteZeroes { offset, length, .. } => Op::WriteZeroes {
+                offset,
+                length: u64::from(length),
+                flags,
+            },
         };
         self.resource.submit(self.volume, op, completion);
     }

@@ -19,7 +19,10 @@ use crate::resource::Resource;
 
 /// Mounts one FUSE export per directory of `mounts` (directory → names of its resources).
 /// On an error, the mounts made so far are unmounted again.
-pub(crate) fn mount_all(mounts: &BTreeMap<PathBuf, Vec<String>>, registry: &Arc<Registry>) -> Result<Vec<FuseMount>, FuseError> {
+pub(crate) fn mount_all(
+    mounts: &BTreeMap<PathBuf, Vec<String>>,
+    registry: &Arc<Registry>,
+) -> Result<Vec<FuseMount>, FuseError> {
     let mut mounted = Vec::with_capacity(mounts.len());
     for (path, names) in mounts {
         let files: Vec<ExportFile> = registry
@@ -43,7 +46,12 @@ pub(crate) fn mount_all(mounts: &BTreeMap<PathBuf, Vec<String>>, registry: &Arc<
 /// The files of one resource: one per volume, sized like its export.
 fn files_of(resource: &Resource) -> Vec<ExportFile> {
     let volumes = resource.volumes.iter();
-    volumes.map(|(number, disk)| ExportFile { export: export_name(&resource.name, *number), size_bytes: disk.size_bytes() }).collect()
+    volumes
+        .map(|(number, disk)| ExportFile {
+            export: export_name(&resource.name, *number),
+            size_bytes: disk.size_bytes(),
+        })
+        .collect()
 }
 
 /// Unmounts every mount; a busy one is logged with what to do and left mounted.
@@ -52,7 +60,9 @@ pub(crate) fn unmount_all(mounts: Vec<FuseMount>) {
         match mount.unmount() {
             Ok(()) => {}
             Err(error @ FuseError::Busy { .. }) => {
-                tracing::error!("{error}. The node is stopping, so I/O through it fails from now on");
+                tracing::error!(
+                    "{error}. The node is stopping, so I/O through it fails from now on"
+                );
                 mount.leave_mounted();
             }
             Err(error) => {

@@ -66,8 +66,14 @@ fn record(resource: &str, line: String) {
 /// sequence number seen, for the resources `wanted` accepts.
 pub(crate) fn events_since(after: u64, wanted: impl Fn(&str) -> bool) -> (Vec<String>, u64) {
     let events = EVENTS.lock().unwrap_or_else(PoisonError::into_inner);
-    let newest = events.back().map_or(after, |(sequence, _, _)| (*sequence).max(after));
-    let lines = events.iter().filter(|(sequence, resource, _)| *sequence > after && wanted(resource)).map(|(_, _, line)| line.clone()).collect();
+    let newest = events
+        .back()
+        .map_or(after, |(sequence, _, _)| (*sequence).max(after));
+    let lines = events
+        .iter()
+        .filter(|(sequence, resource, _)| *sequence > after && wanted(resource))
+        .map(|(_, _, line)| line.clone())
+        .collect();
     (lines, newest)
 }
 
@@ -113,21 +119,46 @@ pub(crate) fn run(handlers: &config::Handlers, name: &str, event: &HandlerEvent<
 /// Like [`run`]; `on_exit` gets the handler's status on the handler's thread. Returns false
 /// (and does not call `on_exit`) when the handler is not configured or could not be started:
 /// the caller answers for it then, outside any lock `on_exit` may take.
-pub(crate) fn run_then(handlers: &config::Handlers, name: &str, event: &HandlerEvent<'_>, on_exit: Option<OnExit>) -> bool {
-    let Some(command) = handlers.get(name) else { return false };
+pub(crate) fn run_then(
+    handlers: &config::Handlers,
+    name: &str,
+    event: &HandlerEvent<'_>,
+    on_exit: Option<OnExit>,
+) -> bool {
+    let Some(command) = handlers.get(name) else {
+        return false;
+    };
     if RUNNING.fetch_add(1, Ordering::AcqRel) >= RUNNING_MAX {
         RUNNING.fetch_sub(1, Ordering::AcqRel);
-        tracing::error!(resource = event.resource, handler = name, "{RUNNING_MAX} handlers are running already; not running this one");
-        record(event.resource, format!("call helper {}", event_words(event, name)));
-        record(event.resource, format!("response helper {} status:-1", event_words(event, name)));
+        tracing::error!(
+            resource = event.resource,
+            handler = name,
+            "{RUNNING_MAX} handlers are running already; not running this one"
+        );
+        record(
+            event.resource,
+            format!("call helper {}", event_words(event, name)),
+        );
+        record(
+            event.resource,
+            format!("response helper {} status:-1", event_words(event, name)),
+        );
         return false;
     }
     let mut process = Command::new("/bin/sh");
     // Its own process group, so a timeout kills what the shell started too.
     std::os::unix::process::CommandExt::process_group(&mut process, 0);
-    process.arg("-c").arg(command).stdin(Stdio::null()).env("DRBD_RESOURCE", event.resource).env("DRBD_HANDLER", name);
+    process
+        .arg("-c")
+        .arg(command)
+        .stdin(Stdio::null())
+        .env("DRBD_RESOURCE", event.resource)
+        .env("DRBD_HANDLER", name);
     // Only the node speaks to systemd for the service (sd_notify).
-    process.env_remove(crate::sd_notify::NOTIFY_SOCKET).env_remove("WATCHDOG_USEC").env_remove("WATCHDOG_PID");
+    process
+        .env_remove(crate::sd_notify::NOTIFY_SOCKET)
+        .env_remove("WATCHDOG_USEC")
+        .env_remove("WATCHDOG_PID");
     if let Some(volume) = event.volume {
         process.env("DRBD_VOLUME", volume.to_string());
     }
@@ -138,22 +169,47 @@ pub(crate) fn run_then(handlers: &config::Handlers, name: &str, event: &HandlerE
         process.env("DRBD_PEER", peer);
     }
     process.envs(event.env.iter().map(|(key, value)| (key, value)));
-    let (resource, handler, command, timeout) = (event.resource.to_string(), name.to_string(), command.clone(), event.timeout);
+    let (resource, handler, command, timeout) = (
+        event.resource.to_string(),
+        name.to_string(),
+        command.clone(),
+        event.timeout,
+    );
     let words = event_words(event, name);
     record(event.resource, format!("call helper {words}"));
     let failed_words = words.clone();
-    let spawned = std::thread::Builder::new().name("tandem-handler".into()).spawn(move || {
-        let status = supervise(process, &Supervised { resource: &resource, name: &handler, command: &command, timeout });
-        record(&resource, format!("response helper {words} status:{status}"));
-        RUNNING.fetch_sub(1, Ordering::AcqRel);
-        if let Some(on_exit) = on_exit {
-            on_exit(status);
-        }
-    });
+    let spawned = std::thread::Builder::new()
+        .name("tandem-handler".into())
+        .spawn(move || {
+            let status = supervise(
+                process,
+                &Supervised {
+                    resource: &resource,
+                    name: &handler,
+                    command: &command,
+                    timeout,
+                },
+            );
+            record(
+                &resource,
+                format!("response helper {words} status:{status}"),
+            );
+            RUNNING.fetch_sub(1, Ordering::AcqRel);
+            if let Some(on_exit) = on_exit {
+                on_exit(status);
+            }
+        });
     if let Err(error) = spawned {
         RUNNING.fetch_sub(1, Ordering::AcqRel);
-        tracing::error!(resource = event.resource, handler = name, "cannot start a thread for the handler: {error}");
-        record(event.resource, format!("response helper {failed_words} status:-1"));
+        tracing::error!(
+            resource = event.resource,
+            handler = name,
+            "cannot start a thread for the handler: {error}"
+        );
+        record(
+            event.resource,
+            format!("response helper {failed_words} status:-1"),
+        );
         return false;
     }
     true
@@ -170,12 +226,21 @@ struct Supervised<'a> {
 /// Runs one handler to its end (or its timeout); returns the status events2 reports: the
 /// exit code, 128 + the signal that ended it, or -1 when it could not run or be waited for.
 fn supervise(mut process: Command, run: &Supervised<'_>) -> i32 {
-    let Supervised { resource, name, command, timeout } = *run;
+    let Supervised {
+        resource,
+        name,
+        command,
+        timeout,
+    } = *run;
     tracing::info!(resource, handler = name, "running handler: {command}");
     let mut child = match process.spawn() {
         Ok(child) => child,
         Err(error) => {
-            tracing::error!(resource, handler = name, "cannot run handler '{command}': {error}");
+            tracing::error!(
+                resource,
+                handler = name,
+                "cannot run handler '{command}': {error}"
+            );
             return -1;
         }
     };
@@ -194,12 +259,20 @@ fn supervise(mut process: Command, run: &Supervised<'_>) -> i32 {
                 kill_group(&child);
                 let _ = child.kill();
                 let status = child.wait().map_or(-1, exit_code);
-                tracing::error!(resource, handler = name, "handler killed after {timeout:?} (handler-timeout)");
+                tracing::error!(
+                    resource,
+                    handler = name,
+                    "handler killed after {timeout:?} (handler-timeout)"
+                );
                 return status;
             }
             Ok(None) => std::thread::sleep(POLL_INTERVAL),
             Err(error) => {
-                tracing::error!(resource, handler = name, "cannot wait for the handler: {error}");
+                tracing::error!(
+                    resource,
+                    handler = name,
+                    "cannot wait for the handler: {error}"
+                );
                 return -1;
             }
         }
@@ -208,7 +281,9 @@ fn supervise(mut process: Command, run: &Supervised<'_>) -> i32 {
 
 /// Kills the process group the handler leads (its shell and everything the shell started).
 fn kill_group(child: &std::process::Child) {
-    let Ok(pid) = i32::try_from(child.id()) else { return };
+    let Ok(pid) = i32::try_from(child.id()) else {
+        return;
+    };
     // SAFETY: kill(2) with a negative pid signals that process group; it touches no memory.
     // The group is the child's own (process_group(0)) and the child is not yet reaped, so the
     // id cannot have been reused.
@@ -219,7 +294,10 @@ fn kill_group(child: &std::process::Child) {
 
 fn exit_code(status: std::process::ExitStatus) -> i32 {
     use std::os::unix::process::ExitStatusExt;
-    status.code().or_else(|| status.signal().map(|signal| 128 + signal)).unwrap_or(-1)
+    status
+        .code()
+        .or_else(|| status.signal().map(|signal| 128 + signal))
+        .unwrap_or(-1)
 }
 
 #[cfg(test)]
@@ -239,8 +317,17 @@ mod tests {
             timeout: Duration::from_secs(1),
         };
         let words = event_words(&event(Some(0), Some((1, "bob"))), "before-resync-target");
-        assert_eq!(words, "name:r0 peer-node-id:1 conn-name:bob volume:0 helper:before-resync-target");
-        assert_eq!(event_words(&event(None, Some((2, "carol"))), "fence-peer"), "name:r0 peer-node-id:2 conn-name:carol helper:fence-peer");
-        assert_eq!(event_words(&event(None, None), "quorum-lost"), "name:r0 helper:quorum-lost");
+        assert_eq!(
+            words,
+            "name:r0 peer-node-id:1 conn-name:bob volume:0 helper:before-resync-target"
+        );
+        assert_eq!(
+            event_words(&event(None, Some((2, "carol"))), "fence-peer"),
+            "name:r0 peer-node-id:2 conn-name:carol helper:fence-peer"
+        );
+        assert_eq!(
+            event_words(&event(None, None), "quorum-lost"),
+            "name:r0 helper:quorum-lost"
+        );
     }
 }

@@ -33,7 +33,10 @@ impl HeldReads {
         if !self.suspended.load(Ordering::Acquire) {
             return Some(read);
         }
-        let mut queue = self.queue.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut queue = self
+            .queue
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         if !self.suspended.load(Ordering::Acquire) {
             return Some(read);
         }
@@ -43,13 +46,19 @@ impl HeldReads {
 
     /// `suspend-io`: reads from now on are held.
     pub(crate) fn suspend(&self) {
-        let _queue = self.queue.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let _queue = self
+            .queue
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         self.suspended.store(true, Ordering::Release);
     }
 
     /// `resume-io`: no read is held any more; returns the ones that were, oldest first.
     pub(crate) fn resume(&self) -> Vec<HeldRead> {
-        let mut queue = self.queue.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut queue = self
+            .queue
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         self.suspended.store(false, Ordering::Release);
         std::mem::take(&mut *queue)
     }

@@ -13,7 +13,6 @@
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 
-
 /// One unit of blocking work.
 pub(crate) type Job = Box<dyn FnOnce() + Send + 'static>;
 
@@ -40,7 +39,9 @@ impl IoWorkers {
         let receiver = Arc::new(Mutex::new(receiver));
         for index in 0..threads {
             let receiver = Arc::clone(&receiver);
-            std::thread::Builder::new().name(format!("io-{name}-{index}")).spawn(move || work(&receiver))?;
+            std::thread::Builder::new()
+                .name(format!("io-{name}-{index}"))
+                .spawn(move || work(&receiver))?;
         }
         Ok(IoWorkers { queue: sender })
     }
@@ -56,7 +57,9 @@ impl IoWorkers {
 fn work(receiver: &Mutex<Receiver<Job>>) {
     loop {
         let job = {
-            let receiver = receiver.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            let receiver = receiver
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
             receiver.recv()
         };
         match job {

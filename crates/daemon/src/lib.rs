@@ -41,7 +41,10 @@ mod wire_map;
 use std::path::PathBuf;
 
 pub use disk::{DiskError, DISK_BYTES_MIN};
-pub use metadata::{create_md, dump_md, outdate_md, read_generations, wipe_md, CreateOptions, GiFilter, MdTarget, MetadataError, VolumeDump};
+pub use metadata::{
+    create_md, dump_md, outdate_md, read_generations, wipe_md, CreateOptions, GiFilter, MdTarget,
+    MetadataError, VolumeDump,
+};
 
 /// How `tandem node` was invoked.
 #[derive(Debug, Clone)]
@@ -68,7 +71,10 @@ pub enum DaemonError {
     Disk(#[from] DiskError),
     /// A socket could not be created.
     #[error("cannot listen on {what}: {source}")]
-    Listen { what: String, source: std::io::Error },
+    Listen {
+        what: String,
+        source: std::io::Error,
+    },
     /// A FUSE export could not be mounted.
     #[error("{0}")]
     Fuse(#[from] fuse::FuseError),

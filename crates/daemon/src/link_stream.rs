@@ -62,7 +62,11 @@ impl LinkStream {
 }
 
 impl AsyncRead for LinkStream {
-    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
         match self.get_mut() {
             LinkStream::Plain(stream) => Pin::new(stream).poll_read(cx, buf),
             LinkStream::Client(stream) => Pin::new(stream).poll_read(cx, buf),
@@ -72,7 +76,11 @@ impl AsyncRead for LinkStream {
 }
 
 impl AsyncWrite for LinkStream {
-    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
         match self.get_mut() {
             LinkStream::Plain(stream) => Pin::new(stream).poll_write(cx, buf),
             LinkStream::Client(stream) => Pin::new(stream).poll_write(cx, buf),

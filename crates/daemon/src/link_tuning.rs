@@ -52,7 +52,8 @@ impl LinkTuning {
 
     /// A new `async-buffer-compress`, for the frames sent from now on.
     pub(crate) fn set_compression(&self, compress: config::AsyncBufferCompress) {
-        self.compression.store(compression_code(compress), Ordering::Relaxed);
+        self.compression
+            .store(compression_code(compress), Ordering::Relaxed);
     }
 
     pub(crate) fn sndbuf_bytes(&self) -> u64 {
@@ -87,7 +88,8 @@ pub(crate) fn apply_sndbuf(socket: &OwnedFd, bytes: u64) -> std::io::Result<()> 
     if bytes == 0 {
         return Ok(());
     }
-    socket2::SockRef::from(&socket.as_fd()).set_send_buffer_size(usize::try_from(bytes).unwrap_or(usize::MAX))
+    socket2::SockRef::from(&socket.as_fd())
+        .set_send_buffer_size(usize::try_from(bytes).unwrap_or(usize::MAX))
 }
 
 /// `SIOCOUTQNSD`: bytes in a TCP socket's send queue not yet sent (Linux).
@@ -103,7 +105,15 @@ pub(crate) fn tcp_info(socket: &OwnedFd) -> Option<srm::TcpInfo> {
     let fd = socket.as_raw_fd();
     // SAFETY: the pointer and length describe `info`, which lives across the call; the kernel
     // writes at most `length` bytes.
-    let rc = unsafe { libc::getsockopt(fd, libc::IPPROTO_TCP, libc::TCP_INFO, std::ptr::addr_of_mut!(info).cast(), &mut length) };
+    let rc = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            std::ptr::addr_of_mut!(info).cast(),
+            &mut length,
+        )
+    };
     if rc != 0 {
         return None;
     }
@@ -116,7 +126,11 @@ pub(crate) fn tcp_info(socket: &OwnedFd) -> Option<srm::TcpInfo> {
         retransmits_total: u64::from(info.tcpi_total_retrans),
         congestion_window_segments: info.tcpi_snd_cwnd,
         unacked_segments: info.tcpi_unacked,
-        not_sent_bytes: if rc == 0 { u64::try_from(not_sent).unwrap_or(0) } else { 0 },
+        not_sent_bytes: if rc == 0 {
+            u64::try_from(not_sent).unwrap_or(0)
+        } else {
+            0
+        },
     })
 }
 
@@ -129,7 +143,10 @@ pub(crate) struct AsyncBuffer {
 
 impl AsyncBuffer {
     pub(crate) fn new(tuning: Arc<LinkTuning>) -> Arc<AsyncBuffer> {
-        Arc::new(AsyncBuffer { tuning, queued: AtomicU64::new(0) })
+        Arc::new(AsyncBuffer {
+            tuning,
+            queued: AtomicU64::new(0),
+        })
     }
 
     /// Admits a frame of `bytes` if it fits; the caller then completes it as sent.
@@ -145,8 +162,15 @@ impl AsyncBuffer {
 
     /// A frame admitted earlier reached the socket.
     pub(crate) fn release(&self, bytes: u64) {
-        let released = self.queued.fetch_update(Ordering::AcqRel, Ordering::Acquire, |queued| Some(queued.saturating_sub(bytes)));
-        debug_assert!(released.is_ok_and(|before| before >= bytes), "released more than admitted");
+        let released = self
+            .queued
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |queued| {
+                Some(queued.saturating_sub(bytes))
+            });
+        debug_assert!(
+            released.is_ok_and(|before| before >= bytes),
+            "released more than admitted"
+        );
     }
 
     /// How the link's write payloads are compressed now.
@@ -165,7 +189,10 @@ mod tests {
     use super::*;
 
     fn buffer(capacity: u64) -> (Arc<LinkTuning>, Arc<AsyncBuffer>) {
-        let net = config::NetOptions { async_buffer_bytes: capacity, ..config::NetOptions::default() };
+        let net = config::NetOptions {
+            async_buffer_bytes: capacity,
+            ..config::NetOptions::default()
+        };
         let tuning = LinkTuning::new(&net);
         (Arc::clone(&tuning), AsyncBuffer::new(tuning))
     }
@@ -189,7 +216,10 @@ mod tests {
         tuning.set_async_buffer_bytes(1 << 20);
         assert!(buffer.try_admit(1 << 20));
         tuning.set_async_buffer_bytes(4096);
-        assert!(!buffer.try_admit(1), "a lower capacity holds new frames back");
+        assert!(
+            !buffer.try_admit(1),
+            "a lower capacity holds new frames back"
+        );
         buffer.release(1 << 20);
         assert_eq!(buffer.queued_bytes(), 0);
         assert!(buffer.try_admit(4096));

@@ -38,11 +38,20 @@ pub(crate) enum MetaJob {
     /// Bitmap pages per peer, then (if given) the superblock fields: `PersistMeta`, the
     /// periodic bitmap write-back, shutdown. `clears` if a bit was cleared in one of the pages
     /// ([`repl::BitmapPages::clears`]).
-    Persist { pages: Vec<(u8, Pages)>, meta: Option<Box<VolumeMeta>>, clears: bool },
+    Persist {
+        pages: Vec<(u8, Pages)>,
+        meta: Option<Box<VolumeMeta>>,
+        clears: bool,
+    },
     /// An activity-log transaction (`block` at `offset_bytes` within the ring), after the
     /// bitmap pages `(peer, page, image)` of the extents it evicts; `evicts` if it makes any
     /// extent cold (even one without dirty pages).
-    ActivityLog { pages: Vec<(u8, u64, Vec<u8>)>, offset_bytes: u64, block: Vec<u8>, evicts: bool },
+    ActivityLog {
+        pages: Vec<(u8, u64, Vec<u8>)>,
+        offset_bytes: u64,
+        block: Vec<u8>,
+        evicts: bool,
+    },
     /// A clean stop, after the last `Persist` of the bitmaps: the superblock's `in_use` flag
     /// is cleared.
     Clean,
@@ -82,16 +91,24 @@ impl std::fmt::Debug for MetaStore {
 
 impl MetaStore {
     pub(crate) fn new(file: MetaFile, superblock: Superblock) -> MetaStore {
-        MetaStore { file: RwLock::new(file), written: Mutex::new(superblock) }
+        MetaStore {
+            file: RwLock::new(file),
+            written: Mutex::new(superblock),
+        }
     }
 
     fn file(&self) -> RwLockReadGuard<'_, MetaFile> {
-        self.file.read().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.file
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// The superblock as last written.
     pub(crate) fn written(&self) -> Superblock {
-        self.written.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clone()
+        self.written
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
     }
 
     /// Bytes of data the volume exports.
@@ -106,28 +123,55 @@ impl MetaStore {
 
     /// `resize`: the layout for exactly `size_bytes` of data on the grown device, and the range
     /// the move must mark out of sync ([`meta::Layout::grow_resync_range`]).
-    pub(crate) fn plan_grow(&self, size_bytes: u64, assume_clean: bool) -> Result<(meta::Layout, Option<(u64, u64)>), String> {
+    pub(crate) fn plan_grow(
+        &self,
+        size_bytes: u64,
+        assume_clean: bool,
+    ) -> Result<(meta::Layout, Option<(u64, u64)>), String> {
         let file = self.file();
         let offer = file.plan_grow(None).map_err(|e| e.to_string())?;
         let cap = (size_bytes < offer.data_bytes()).then_some(size_bytes);
         let layout = file.plan_grow(cap).map_err(|e| e.to_string())?;
         if layout.data_bytes() != size_bytes {
-            return Err(format!("this node's backing device gives {} bytes of data, not the {size_bytes} agreed", layout.data_bytes()));
+            return Err(format!(
+                "this node's backing device gives {} bytes of data, not the {size_bytes} agreed",
+                layout.data_bytes()
+            ));
         }
-        Ok((layout, file.layout().grow_resync_range(&layout, assume_clean)))
+        Ok((
+            layout,
+            file.layout().grow_resync_range(&layout, assume_clean),
+        ))
     }
 
     /// `resize`: moves the metadata to `layout` with the grown `bitmaps` (crash-safe, see
     /// `metadata/grow.rs`), after every job queued before it (it holds the writer's lock).
-    pub(crate) fn grow(&self, layout: meta::Layout, bitmaps: &[PeerBitmap]) -> Result<(), MetadataError> {
-        let mut superblock = self.written.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        let mut file = self.file.write().unwrap_or_else(|poisoned| poisoned.into_inner());
-        file.sync_backing().map_err(|source| MetadataError::Io { what: "resize: sync the data disk".into(), source })?;
+    pub(crate) fn grow(
+        &self,
+        layout: meta::Layout,
+        bitmaps: &[PeerBitmap],
+    ) -> Result<(), MetadataError> {
+        let mut superblock = self
+            .written
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut file = self
+            .file
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        file.sync_backing().map_err(|source| MetadataError::Io {
+            what: "resize: sync the data disk".into(),
+            source,
+        })?;
         let by_slot: Vec<(u8, meta::Bitmap)> = bitmaps
             .iter()
             .filter_map(|entry| Some((superblock.peer_slot_of(entry.peer)?, entry.bitmap.clone())))
             .collect();
-        let grow = Grow { layout, superblock: &superblock, bitmaps: &by_slot };
+        let grow = Grow {
+            layout,
+            superblock: &superblock,
+            bitmaps: &by_slot,
+        };
         let moved = file.grow(&grow, &mut |_| Ok(()))?;
         *superblock = moved;
         Ok(())
@@ -136,7 +180,10 @@ impl MetaStore {
     /// Carry out one job durably (see the module invariants). Called by the volume's one
     /// writer thread, in the order the jobs were taken.
     pub(crate) fn execute(&self, job: &MetaJob) -> Result<(), IoError> {
-        let mut superblock = self.written.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut superblock = self
+            .written
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         if job.needs_data_sync() {
             self.file().sync_backing().map_err(io_error)?;
         }
@@ -144,8 +191,12 @@ impl MetaStore {
             MetaJob::Persist { pages, meta, .. } => {
                 let mut wrote = false;
                 for (peer, pages) in pages.iter().filter(|(_, pages)| !pages.is_empty()) {
-                    let Some(slot) = superblock.peer_slot_of(*peer) else { continue };
-                    self.file().write_bitmap_pages(slot, pages).map_err(io_error)?;
+                    let Some(slot) = superblock.peer_slot_of(*peer) else {
+                        continue;
+                    };
+                    self.file()
+                        .write_bitmap_pages(slot, pages)
+                        .map_err(io_error)?;
                     wrote = true;
                 }
                 if let Some(meta) = meta {
@@ -159,15 +210,26 @@ impl MetaStore {
                     self.file().sync().map_err(io_error)?;
                 }
             }
-            MetaJob::ActivityLog { pages, offset_bytes, block, .. } => {
+            MetaJob::ActivityLog {
+                pages,
+                offset_bytes,
+                block,
+                ..
+            } => {
                 for (peer, page, image) in pages {
-                    let Some(slot) = superblock.peer_slot_of(*peer) else { continue };
-                    self.file().write_bitmap_pages(slot, &[(*page, image.clone())]).map_err(io_error)?;
+                    let Some(slot) = superblock.peer_slot_of(*peer) else {
+                        continue;
+                    };
+                    self.file()
+                        .write_bitmap_pages(slot, &[(*page, image.clone())])
+                        .map_err(io_error)?;
                 }
                 if !pages.is_empty() {
                     self.file().sync().map_err(io_error)?;
                 }
-                self.file().write_al_block(*offset_bytes, block).map_err(io_error)?;
+                self.file()
+                    .write_al_block(*offset_bytes, block)
+                    .map_err(io_error)?;
                 self.file().sync().map_err(io_error)?;
             }
             MetaJob::Clean => {
@@ -198,20 +260,45 @@ impl MetaStore {
     /// peer whose bitmap was counting (a bitmap identifier is set) gets every block marked,
     /// durably. The flag is set (durably) before the engine
     /// runs, and cleared only by a clean stop ([`MetaJob::Clean`]).
-    pub(crate) fn volume_config(&self, number: u16, peers: &[u8], al_updates: bool) -> Result<VolumeConfig, MetadataError> {
-        let mut superblock = self.written.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    pub(crate) fn volume_config(
+        &self,
+        number: u16,
+        peers: &[u8],
+        al_updates: bool,
+    ) -> Result<VolumeConfig, MetadataError> {
+        let mut superblock = self
+            .written
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         let crashed_now = superblock.flags.primary_indicator;
         let crashed_primary = crashed_now || superblock.flags.crashed_primary;
         let mut bitmaps = Vec::new();
         for &peer in peers {
-            let Some(slot) = superblock.peer_slot_of(peer) else { continue };
-            bitmaps.push(PeerBitmap { peer, bitmap: self.file().read_bitmap(slot)? });
+            let Some(slot) = superblock.peer_slot_of(peer) else {
+                continue;
+            };
+            bitmaps.push(PeerBitmap {
+                peer,
+                bitmap: self.file().read_bitmap(slot)?,
+            });
         }
-        let updates = if al_updates { AlUpdates::Enabled } else { AlUpdates::Disabled };
+        let updates = if al_updates {
+            AlUpdates::Enabled
+        } else {
+            AlUpdates::Disabled
+        };
         let place = || format!("the activity log of volume {number}");
-        let recovery = meta::recover(&self.file().read_al_ring()?, updates).map_err(|source| MetadataError::Corrupt { place: place(), source })?;
+        let recovery = meta::recover(&self.file().read_al_ring()?, updates).map_err(|source| {
+            MetadataError::Corrupt {
+                place: place(),
+                source,
+            }
+        })?;
         let in_place = |error| match error {
-            MetadataError::Corrupt { source, .. } => MetadataError::Corrupt { place: place(), source },
+            MetadataError::Corrupt { source, .. } => MetadataError::Corrupt {
+                place: place(),
+                source,
+            },
             other => other,
         };
         if crashed_now {
@@ -219,11 +306,15 @@ impl MetaStore {
                 Some(reason) => tracing::warn!("this node crashed as Primary; the activity log cannot say what changed ({reason:?}): every block will be resynced"),
                 None => tracing::warn!("this node crashed as Primary; {} hot activity-log extents (4 MiB each) will be resynced", recovery.hot_extents.len()),
             }
-            self.mark_hot_extents(&superblock, &recovery, &mut bitmaps).map_err(in_place)?;
+            self.mark_hot_extents(&superblock, &recovery, &mut bitmaps)
+                .map_err(in_place)?;
             superblock.flags.primary_indicator = false;
             superblock.flags.crashed_primary = true;
             self.file().write_superblock(&superblock)?;
-            self.file().sync().map_err(|source| MetadataError::Io { what: "sync after crash recovery".into(), source })?;
+            self.file().sync().map_err(|source| MetadataError::Io {
+                what: "sync after crash recovery".into(),
+                source,
+            })?;
         }
         let unclean = superblock.flags.in_use && !crashed_now && peers.len() > 1;
         if superblock.flags.in_use {
@@ -235,57 +326,144 @@ impl MetaStore {
                     None if recovery.hot_extents.is_empty() => {}
                     None => tracing::warn!("this node went down uncleanly; {} hot activity-log extents (4 MiB each) will be resynced with its peers", recovery.hot_extents.len()),
                 }
-                self.mark_hot_extents(&superblock, &recovery, &mut bitmaps).map_err(in_place)?;
+                self.mark_hot_extents(&superblock, &recovery, &mut bitmaps)
+                    .map_err(in_place)?;
             }
             self.mark_counting_peers(&superblock, &mut bitmaps)?;
         } else {
             superblock.flags.in_use = true;
             self.file().write_superblock(&superblock)?;
-            self.file().sync().map_err(|source| MetadataError::Io { what: "sync the in-use flag".into(), source })?;
+            self.file().sync().map_err(|source| MetadataError::Io {
+                what: "sync the in-use flag".into(),
+                source,
+            })?;
         }
         let config = ActivityLogConfig::from_layout(self.file().layout(), updates);
         let first_seq = recovery.next_seq;
-        let ring = meta::format_ring(config.al_ring_blocks, config.al_extents, first_seq).map_err(|source| MetadataError::Corrupt { place: place(), source })?;
-        self.file().write_al_ring(&ring).map_err(|source| MetadataError::Io { what: "format the activity log".into(), source })?;
-        self.file().sync().map_err(|source| MetadataError::Io { what: "sync the activity log".into(), source })?;
-        let activity_log = ActivityLog::new(config, first_seq.saturating_add(u64::from(config.al_ring_blocks))).map_err(|source| MetadataError::Corrupt { place: place(), source })?;
+        let ring = meta::format_ring(config.al_ring_blocks, config.al_extents, first_seq).map_err(
+            |source| MetadataError::Corrupt {
+                place: place(),
+                source,
+            },
+        )?;
+        self.file()
+            .write_al_ring(&ring)
+            .map_err(|source| MetadataError::Io {
+                what: "format the activity log".into(),
+                source,
+            })?;
+        self.file().sync().map_err(|source| MetadataError::Io {
+            what: "sync the activity log".into(),
+            source,
+        })?;
+        let activity_log = ActivityLog::new(
+            config,
+            first_seq.saturating_add(u64::from(config.al_ring_blocks)),
+        )
+        .map_err(|source| MetadataError::Corrupt {
+            place: place(),
+            source,
+        })?;
         let ids = GenerationIds {
             current: superblock.current_uuid,
             bitmap: superblock.bitmap_uuids_by_node_id(),
             history: superblock.history_uuids,
-            flags: GenerationFlags { crashed_primary, ..GenerationFlags::default() },
+            flags: GenerationFlags {
+                crashed_primary,
+                ..GenerationFlags::default()
+            },
             resync_goal: superblock.resync_goal_uuid,
         };
-        let disk = VolumeMeta::attach_disk_state(superblock.flags.consistent, superblock.flags.was_up_to_date);
+        let disk = VolumeMeta::attach_disk_state(
+            superblock.flags.consistent,
+            superblock.flags.was_up_to_date,
+        );
         let activity_log = al_updates.then_some(activity_log);
         let possibly_stale = superblock.flags.possibly_stale;
         let departed = VolumeMeta::departed_in(&superblock);
         let followed = VolumeMeta::followed_in(&superblock);
-        Ok(VolumeConfig { number, size_bytes: self.data_bytes(), ids, disk, bitmaps, crashed_primary, unclean, activity_log, possibly_stale, departed, followed })
+        Ok(VolumeConfig {
+            number,
+            size_bytes: self.data_bytes(),
+            ids,
+            disk,
+            bitmaps,
+            crashed_primary,
+            unclean,
+            activity_log,
+            possibly_stale,
+            departed,
+            followed,
+        })
     }
 
     /// After an unclean stop: every block of each counting peer's bitmap, written durably.
-    fn mark_counting_peers(&self, superblock: &Superblock, bitmaps: &mut [PeerBitmap]) -> Result<(), MetadataError> {
-        for entry in bitmaps.iter_mut().filter(|entry| superblock.counts_for(entry.peer)) {
+    fn mark_counting_peers(
+        &self,
+        superblock: &Superblock,
+        bitmaps: &mut [PeerBitmap],
+    ) -> Result<(), MetadataError> {
+        for entry in bitmaps
+            .iter_mut()
+            .filter(|entry| superblock.counts_for(entry.peer))
+        {
             tracing::warn!(peer = entry.peer, "this node went down uncleanly while counting changes for an absent peer: every block will be resynced to it");
             entry.bitmap.set_all();
-            let Some(slot) = superblock.peer_slot_of(entry.peer) else { continue };
-            let pages: Pages = entry.bitmap.take_dirty_pages().map(|(page, image)| (page, image.to_vec())).collect();
-            self.file().write_bitmap_pages(slot, &pages).map_err(|source| MetadataError::Io { what: "write the bitmap after an unclean stop".into(), source })?;
+            let Some(slot) = superblock.peer_slot_of(entry.peer) else {
+                continue;
+            };
+            let pages: Pages = entry
+                .bitmap
+                .take_dirty_pages()
+                .map(|(page, image)| (page, image.to_vec()))
+                .collect();
+            self.file()
+                .write_bitmap_pages(slot, &pages)
+                .map_err(|source| MetadataError::Io {
+                    what: "write the bitmap after an unclean stop".into(),
+                    source,
+                })?;
         }
-        self.file().sync().map_err(|source| MetadataError::Io { what: "sync the bitmap after an unclean stop".into(), source })
+        self.file().sync().map_err(|source| MetadataError::Io {
+            what: "sync the bitmap after an unclean stop".into(),
+            source,
+        })
     }
 
     /// After a crash: what the activity log says may differ, set in every peer's bitmap and
     /// written back durably.
-    fn mark_hot_extents(&self, superblock: &Superblock, recovery: &Recovery, bitmaps: &mut [PeerBitmap]) -> Result<(), MetadataError> {
+    fn mark_hot_extents(
+        &self,
+        superblock: &Superblock,
+        recovery: &Recovery,
+        bitmaps: &mut [PeerBitmap],
+    ) -> Result<(), MetadataError> {
         for entry in bitmaps.iter_mut() {
-            recovery.mark_out_of_sync(&mut entry.bitmap).map_err(|source| MetadataError::Corrupt { place: String::new(), source })?;
-            let Some(slot) = superblock.peer_slot_of(entry.peer) else { continue };
-            let pages: Pages = entry.bitmap.take_dirty_pages().map(|(page, image)| (page, image.to_vec())).collect();
-            self.file().write_bitmap_pages(slot, &pages).map_err(|source| MetadataError::Io { what: "write the recovered bitmap".into(), source })?;
+            recovery
+                .mark_out_of_sync(&mut entry.bitmap)
+                .map_err(|source| MetadataError::Corrupt {
+                    place: String::new(),
+                    source,
+                })?;
+            let Some(slot) = superblock.peer_slot_of(entry.peer) else {
+                continue;
+            };
+            let pages: Pages = entry
+                .bitmap
+                .take_dirty_pages()
+                .map(|(page, image)| (page, image.to_vec()))
+                .collect();
+            self.file()
+                .write_bitmap_pages(slot, &pages)
+                .map_err(|source| MetadataError::Io {
+                    what: "write the recovered bitmap".into(),
+                    source,
+                })?;
         }
-        self.file().sync().map_err(|source| MetadataError::Io { what: "sync the recovered bitmap".into(), source })
+        self.file().sync().map_err(|source| MetadataError::Io {
+            what: "sync the recovered bitmap".into(),
+            source,
+        })
     }
 }
 
@@ -308,22 +486,55 @@ mod tests {
     use super::MetaJob;
 
     fn persist(clears: bool, pages: usize) -> MetaJob {
-        let pages = (0..pages).map(|page| (page as u64, vec![0xFF; 4096])).collect();
-        MetaJob::Persist { pages: vec![(1, pages)], meta: None, clears }
+        let pages = (0..pages)
+            .map(|page| (page as u64, vec![0xFF; 4096]))
+            .collect();
+        MetaJob::Persist {
+            pages: vec![(1, pages)],
+            meta: None,
+            clears,
+        }
     }
 
     #[test]
     fn only_metadata_that_vouches_for_data_waits_for_the_data_flush() {
         assert!(persist(false, 0).is_empty());
         assert!(!persist(false, 0).needs_data_sync());
-        assert!(!persist(false, 2).needs_data_sync(), "pages whose bits were only set promise nothing about data");
-        assert!(persist(true, 2).needs_data_sync(), "a cleared bit says the data is there");
-        let meta = repl::VolumeMeta { ids: repl::GenerationIds::just_created(), disk: repl::DiskState::UpToDate, primary: false, possibly_stale: false, departed: repl::NodeSet::EMPTY, followed: None };
-        let with_superblock = MetaJob::Persist { pages: Vec::new(), meta: Some(Box::new(meta)), clears: false };
+        assert!(
+            !persist(false, 2).needs_data_sync(),
+            "pages whose bits were only set promise nothing about data"
+        );
+        assert!(
+            persist(true, 2).needs_data_sync(),
+            "a cleared bit says the data is there"
+        );
+        let meta = repl::VolumeMeta {
+            ids: repl::GenerationIds::just_created(),
+            disk: repl::DiskState::UpToDate,
+            primary: false,
+            possibly_stale: false,
+            departed: repl::NodeSet::EMPTY,
+            followed: None,
+        };
+        let with_superblock = MetaJob::Persist {
+            pages: Vec::new(),
+            meta: Some(Box::new(meta)),
+            clears: false,
+        };
         assert!(with_superblock.needs_data_sync(), "every superblock write");
-        let hot_only = MetaJob::ActivityLog { pages: Vec::new(), offset_bytes: 0, block: vec![0; 4096], evicts: false };
+        let hot_only = MetaJob::ActivityLog {
+            pages: Vec::new(),
+            offset_bytes: 0,
+            block: vec![0; 4096],
+            evicts: false,
+        };
         assert!(!hot_only.needs_data_sync());
-        let evicting = MetaJob::ActivityLog { pages: Vec::new(), offset_bytes: 0, block: vec![0; 4096], evicts: true };
+        let evicting = MetaJob::ActivityLog {
+            pages: Vec::new(),
+            offset_bytes: 0,
+            block: vec![0; 4096],
+            evicts: true,
+        };
         assert!(evicting.needs_data_sync());
     }
 }

@@ -21,9 +21,9 @@ mod grow;
 mod offline;
 mod signature;
 
-pub(crate) use gi::{volume_generations, GiPeer};
 pub use edit::{outdate_md, wipe_md};
 pub use gi::{read_generations, GiFilter};
+pub(crate) use gi::{volume_generations, GiPeer};
 pub(crate) use grow::Grow;
 #[cfg(test)]
 pub(crate) use grow::MoveStep;
@@ -319,12 +319,22 @@ impl MetaFile {
         let region = self.layout.al_ring();
         let fits = block.len() == BLOCK_LEN
             && offset_in_ring.is_multiple_of(BLOCK_BYTES)
-            && offset_in_ring.checked_add(BLOCK_BYTES).is_some_and(|end| end <= region.length_bytes);
+            && offset_in_ring
+                .checked_add(BLOCK_BYTES)
+                .is_some_and(|end| end <= region.length_bytes);
         if !fits {
-            let message = format!("activity-log block of {} bytes at {offset_in_ring} of a {}-byte ring", block.len(), region.length_bytes);
-            return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, message));
+            let message = format!(
+                "activity-log block of {} bytes at {offset_in_ring} of a {}-byte ring",
+                block.len(),
+                region.length_bytes
+            );
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                message,
+            ));
         }
-        self.area.write_at(region.offset_bytes + offset_in_ring, block)
+        self.area
+            .write_at(region.offset_bytes + offset_in_ring, block)
     }
 
     pub(crate) fn write_al_ring(&self, image: &[u8]) -> std::io::Result<()> {

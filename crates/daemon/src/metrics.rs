@@ -58,8 +58,15 @@ struct Context {
 
 /// Binds the metrics listener if `address` is set; a busy port is a start-up error.
 pub(crate) async fn bind(address: Option<SocketAddr>) -> Result<Option<TcpListener>, DaemonError> {
-    let Some(address) = address else { return Ok(None) };
-    let listener = TcpListener::bind(address).await.map_err(|source| DaemonError::Listen { what: format!("metrics {address}"), source })?;
+    let Some(address) = address else {
+        return Ok(None);
+    };
+    let listener = TcpListener::bind(address)
+        .await
+        .map_err(|source| DaemonError::Listen {
+            what: format!("metrics {address}"),
+            source,
+        })?;
     Ok(Some(listener))
 }
 
@@ -68,7 +75,11 @@ pub(crate) async fn serve(listener: TcpListener, node: String, resources: Vec<Ar
     if let Ok(address) = listener.local_addr() {
         tracing::info!(%address, "serving Prometheus metrics on http://{address}/metrics");
     }
-    let context = Arc::new(Context { node, resources, clients: Arc::new(Semaphore::new(CLIENTS_MAX)) });
+    let context = Arc::new(Context {
+        node,
+        resources,
+        clients: Arc::new(Semaphore::new(CLIENTS_MAX)),
+    });
     loop {
         let stream = match listener.accept().await {
             Ok((stream, _)) => stream,
@@ -79,7 +90,9 @@ pub(crate) async fn serve(listener: TcpListener, node: String, resources: Vec<Ar
             }
         };
         let Ok(permit) = Arc::clone(&context.clients).try_acquire_owned() else {
-            tracing::debug!("metrics listener: {CLIENTS_MAX} clients already connected; closing a new one");
+            tracing::debug!(
+                "metrics listener: {CLIENTS_MAX} clients already connected; closing a new one"
+            );
             continue;
         };
         let context = Arc::clone(&context);
@@ -130,8 +143,12 @@ fn answer(head: &http::RequestHead, context: &Context) -> Vec<u8> {
             let body = text::render(&node_sample(&context.node, &context.resources));
             http::response(Status::Ok, http::METRICS_CONTENT_TYPE, &body, with_body)
         }
-        Route::NotFound => http::error_response(Status::NotFound, "not found; metrics are at /metrics"),
-        Route::MethodNotAllowed => http::error_response(Status::MethodNotAllowed, "only GET and HEAD are served"),
+        Route::NotFound => {
+            http::error_response(Status::NotFound, "not found; metrics are at /metrics")
+        }
+        Route::MethodNotAllowed => {
+            http::error_response(Status::MethodNotAllowed, "only GET and HEAD are served")
+        }
     }
 }
 
@@ -152,7 +169,9 @@ async fn read_head(stream: &mut TcpStream) -> HeadRead {
                 return HeadRead::Head(buffer);
             }
             Some(_) => return HeadRead::Bad(BadRequest::TooLarge),
-            None if buffer.len() >= http::REQUEST_HEAD_BYTES_MAX => return HeadRead::Bad(BadRequest::TooLarge),
+            None if buffer.len() >= http::REQUEST_HEAD_BYTES_MAX => {
+                return HeadRead::Bad(BadRequest::TooLarge)
+            }
             None => {}
         }
     }
@@ -184,19 +203,32 @@ async fn send_and_drain(stream: &mut TcpStream, bytes: &[u8]) {
 
 /// The node's status now, for one scrape.
 fn node_sample(node: &str, resources: &[Arc<Resource>]) -> NodeSample {
-    NodeSample { node: node.to_string(), version: env!("CARGO_PKG_VERSION").to_string(), resources: resources.iter().map(|r| resource_sample(r)).collect() }
+    NodeSample {
+        node: node.to_string(),
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        resources: resources.iter().map(|r| resource_sample(r)).collect(),
+    }
 }
 
 fn resource_sample(resource: &Resource) -> ResourceSample {
-    let (status, quorum, suspended) = resource.with_engine(|engine| (engine.status(), engine.has_quorum(), engine.io_suspended()));
+    let (status, quorum, suspended) = resource
+        .with_engine(|engine| (engine.status(), engine.has_quorum(), engine.io_suspended()));
     ResourceSample {
         name: resource.name.clone(),
         status,
         quorum,
         suspended,
         down: resource.is_down(),
-        peer_names: resource.peers.iter().map(|p| (p.node_id, p.name.clone())).collect(),
-        srm: resource.srm_view.lock().ok().and_then(|view| view.as_ref().and_then(|v| v.latest.clone())),
+        peer_names: resource
+            .peers
+            .iter()
+            .map(|p| (p.node_id, p.name.clone()))
+            .collect(),
+        srm: resource
+            .srm_view
+            .lock()
+            .ok()
+            .and_then(|view| view.as_ref().and_then(|v| v.latest.clone())),
         // A second look at the engine: the drbd_* families may be a moment newer.
         report: crate::status::resource_status(resource),
     }

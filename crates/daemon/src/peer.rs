@@ -31,16 +31,21 @@ use bufpool::{Filler, Incoming};
 use hmac::{Hmac, Mac};
 use rand::RngCore;
 use repl::{ConnState, DiskOp, PeerMessage, Protocol};
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
+use tokio::io::{
+    AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader, BufWriter,
+};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::{mpsc, oneshot, watch, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 use wire::{
-    check_hello, auth_mac_input, DataHeader, FrameHeader, Hello, HelloExpect, HelloNonces, Message,
+    auth_mac_input, check_hello, DataHeader, FrameHeader, Hello, HelloExpect, HelloNonces, Message,
     RangeHeader, SocketKind, FRAME_HEADER_LEN, MAC_LEN, PROTOCOL_VERSION,
 };
 
-use crate::edge::{self, HandshakeSlots, RefusalLog, Refusal, SourceFilter, Stage, Summary, Ticket, HANDSHAKES_IN_PROGRESS_MAX, REFUSAL_ADDRESSES_MAX, REFUSAL_LOG_INTERVAL};
+use crate::edge::{
+    self, HandshakeSlots, Refusal, RefusalLog, SourceFilter, Stage, Summary, Ticket,
+    HANDSHAKES_IN_PROGRESS_MAX, REFUSAL_ADDRESSES_MAX, REFUSAL_LOG_INTERVAL,
+};
 use crate::link_stream::{LinkReader, LinkStream, LinkWriter};
 use crate::link_tuning::AsyncBuffer;
 use crate::resource::{Outgoing, Payload, PeerInfo, Resource};
@@ -107,7 +112,9 @@ pub(crate) enum LinkError {
 impl LinkError {
     fn conn_state(&self) -> ConnState {
         match self {
-            LinkError::Protocol(_) | LinkError::Refused(_) | LinkError::Auth(_) => ConnState::ProtocolError,
+            LinkError::Protocol(_) | LinkError::Refused(_) | LinkError::Auth(_) => {
+                ConnState::ProtocolError
+            }
             LinkError::Io(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ConnState::BrokenPipe,
             LinkError::Timeout => ConnState::Timeout,
             _ => ConnState::NetworkFailure,
@@ -132,7 +139,10 @@ async fn read_header<R: AsyncRead + Unpin>(reader: &mut R) -> Result<FrameHeader
     }
 }
 
-async fn read_body<R: AsyncRead + Unpin>(reader: &mut R, header: &FrameHeader) -> Result<Message, LinkError> {
+async fn read_body<R: AsyncRead + Unpin>(
+    reader: &mut R,
+    header: &FrameHeader,
+) -> Result<Message, LinkError> {
     header.check()?;
     let mut body = vec![0u8; header.message_len()];
     reader.read_exact(&mut body).await?;
@@ -148,7 +158,10 @@ async fn read_message<R: AsyncRead + Unpin>(reader: &mut R) -> Result<Message, L
     read_body(reader, &header).await
 }
 
-async fn write_message<W: AsyncWrite + Unpin>(writer: &mut W, message: &Message) -> Result<(), LinkError> {
+async fn write_message<W: AsyncWrite + Unpin>(
+    writer: &mut W,
+    message: &Message,
+) -> Result<(), LinkError> {
     let mut bytes = Vec::with_capacity(64);
     message.encode(0, &mut bytes)?;
     writer.write_all(&bytes).await?;
@@ -160,7 +173,14 @@ async fn write_message<W: AsyncWrite + Unpin>(writer: &mut W, message: &Message)
 fn hello_expect(resource: &Resource, peer: &PeerInfo) -> HelloExpect {
     // Every volume of the engine; a diskless one (no disk here) announces
     // `DISKLESS_VOLUME_BYTES`, which matches any size.
-    let mut volumes: BTreeMap<u16, u64> = resource.with_engine(|engine| engine.status().volumes.iter().map(|v| (v.volume, wire::DISKLESS_VOLUME_BYTES)).collect());
+    let mut volumes: BTreeMap<u16, u64> = resource.with_engine(|engine| {
+        engine
+            .status()
+            .volumes
+            .iter()
+            .map(|v| (v.volume, wire::DISKLESS_VOLUME_BYTES))
+            .collect()
+    });
     volumes.extend(resource.volumes.iter().map(|(n, d)| (*n, d.size_bytes())));
     HelloExpect {
         version_min: PROTOCOL_VERSION,
@@ -223,26 +243,51 @@ struct Credentials<'a> {
 impl Credentials<'_> {
     /// Our answer to the peer's challenge.
     fn answer(&self, their_challenge: &[u8; 32]) -> [u8; MAC_LEN] {
-        mac(self.algorithm, self.secret, &auth_mac_input(their_challenge, self.local_node, self.resource))
+        mac(
+            self.algorithm,
+            self.secret,
+            &auth_mac_input(their_challenge, self.local_node, self.resource),
+        )
     }
 
     /// Whether the peer's answer to our challenge is right.
     fn verifies(&self, our_challenge: &[u8; 32], their_answer: &[u8]) -> bool {
-        answer_is_valid(self.algorithm, self.secret, our_challenge, self.peer_node, self.resource, their_answer)
+        answer_is_valid(
+            self.algorithm,
+            self.secret,
+            our_challenge,
+            self.peer_node,
+            self.resource,
+            their_answer,
+        )
     }
 
     fn wrong_mac(&self) -> LinkError {
-        LinkError::Auth(format!("peer {} answered with a wrong MAC (shared-secret differs)", self.peer_name))
+        LinkError::Auth(format!(
+            "peer {} answered with a wrong MAC (shared-secret differs)",
+            self.peer_name
+        ))
     }
 
     fn rejected(&self) -> LinkError {
-        LinkError::Auth(format!("peer {} rejected our MAC (shared-secret differs)", self.peer_name))
+        LinkError::Auth(format!(
+            "peer {} rejected our MAC (shared-secret differs)",
+            self.peer_name
+        ))
     }
 }
 
 /// Both directions of the challenge-response, after the Hellos were exchanged.
-async fn authenticate(stream: &mut LinkStream, resource: &Resource, peer: &PeerInfo, (ours, theirs): (&Hello, &Hello), side: Side) -> Result<(), LinkError> {
-    let Some(secret) = peer.net.shared_secret.as_deref() else { return Ok(()) };
+async fn authenticate(
+    stream: &mut LinkStream,
+    resource: &Resource,
+    peer: &PeerInfo,
+    (ours, theirs): (&Hello, &Hello),
+    side: Side,
+) -> Result<(), LinkError> {
+    let Some(secret) = peer.net.shared_secret.as_deref() else {
+        return Ok(());
+    };
     let credentials = Credentials {
         algorithm: peer.net.cram_hmac_alg.as_deref().unwrap_or("sha256"),
         secret,
@@ -252,16 +297,31 @@ async fn authenticate(stream: &mut LinkStream, resource: &Resource, peer: &PeerI
         peer_name: &peer.name,
     };
     match side {
-        Side::Initiator => authenticate_initiator(stream, &credentials, &ours.challenge, &theirs.challenge).await,
-        Side::Acceptor => authenticate_acceptor(stream, &credentials, &ours.challenge, &theirs.challenge).await,
+        Side::Initiator => {
+            authenticate_initiator(stream, &credentials, &ours.challenge, &theirs.challenge).await
+        }
+        Side::Acceptor => {
+            authenticate_acceptor(stream, &credentials, &ours.challenge, &theirs.challenge).await
+        }
     }
 }
 
 /// The dialling side answers first: it reached the address configured for the peer, and the
 /// listener proves itself next, before anything else happens. An acceptor that refuses our
 /// answer says so in place of its own (`AuthResult` false): it never reveals an answer first.
-async fn authenticate_initiator<S: AsyncRead + AsyncWrite + Unpin>(stream: &mut S, credentials: &Credentials<'_>, our_challenge: &[u8; 32], their_challenge: &[u8; 32]) -> Result<(), LinkError> {
-    write_message(stream, &Message::AuthResponse { mac: credentials.answer(their_challenge) }).await?;
+async fn authenticate_initiator<S: AsyncRead + AsyncWrite + Unpin>(
+    stream: &mut S,
+    credentials: &Credentials<'_>,
+    our_challenge: &[u8; 32],
+    their_challenge: &[u8; 32],
+) -> Result<(), LinkError> {
+    write_message(
+        stream,
+        &Message::AuthResponse {
+            mac: credentials.answer(their_challenge),
+        },
+    )
+    .await?;
     let their_answer = match read_message(stream).await? {
         Message::AuthResponse { mac } => mac,
         Message::AuthResult { ok: false } => return Err(credentials.rejected()),
@@ -286,7 +346,12 @@ async fn authenticate_initiator<S: AsyncRead + AsyncWrite + Unpin>(stream: &mut 
 /// only a peer that already proved the secret makes the listener useless as such an oracle.
 /// The frames on the wire are those of the older order (`AuthResponse`, then `AuthResult`), so
 /// peers of the same protocol version interoperate.
-async fn authenticate_acceptor<S: AsyncRead + AsyncWrite + Unpin>(stream: &mut S, credentials: &Credentials<'_>, our_challenge: &[u8; 32], their_challenge: &[u8; 32]) -> Result<(), LinkError> {
+async fn authenticate_acceptor<S: AsyncRead + AsyncWrite + Unpin>(
+    stream: &mut S,
+    credentials: &Credentials<'_>,
+    our_challenge: &[u8; 32],
+    their_challenge: &[u8; 32],
+) -> Result<(), LinkError> {
     let Message::AuthResponse { mac: their_answer } = read_message(stream).await? else {
         return Err(LinkError::Protocol("expected AuthResponse".into()));
     };
@@ -294,7 +359,13 @@ async fn authenticate_acceptor<S: AsyncRead + AsyncWrite + Unpin>(stream: &mut S
         let _ = write_message(stream, &Message::AuthResult { ok: false }).await;
         return Err(credentials.wrong_mac());
     }
-    write_message(stream, &Message::AuthResponse { mac: credentials.answer(their_challenge) }).await?;
+    write_message(
+        stream,
+        &Message::AuthResponse {
+            mac: credentials.answer(their_challenge),
+        },
+    )
+    .await?;
     write_message(stream, &Message::AuthResult { ok: true }).await?;
     match read_message(stream).await? {
         Message::AuthResult { ok: true } => Ok(()),
@@ -306,8 +377,19 @@ async fn authenticate_acceptor<S: AsyncRead + AsyncWrite + Unpin>(stream: &mut S
 /// Whether `answer` proves the peer (`peer_node_id`) knows the secret for *our* fresh
 /// `challenge`: an answer recorded from an earlier handshake (another challenge) or reflected
 /// from us (another node id) fails.
-fn answer_is_valid(algorithm: &str, secret: &str, challenge: &[u8; 32], peer_node_id: u8, resource: &str, answer: &[u8]) -> bool {
-    let expected = mac(algorithm, secret, &auth_mac_input(challenge, peer_node_id, resource));
+fn answer_is_valid(
+    algorithm: &str,
+    secret: &str,
+    challenge: &[u8; 32],
+    peer_node_id: u8,
+    resource: &str,
+    answer: &[u8],
+) -> bool {
+    let expected = mac(
+        algorithm,
+        secret,
+        &auth_mac_input(challenge, peer_node_id, resource),
+    );
     constant_time_eq(&expected, answer)
 }
 
@@ -316,7 +398,11 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 }
 
 /// Check their Hello; on a mismatch tell them why before failing.
-async fn check_or_refuse(stream: &mut LinkStream, expect: &HelloExpect, theirs: &Hello) -> Result<(), LinkError> {
+async fn check_or_refuse(
+    stream: &mut LinkStream,
+    expect: &HelloExpect,
+    theirs: &Hello,
+) -> Result<(), LinkError> {
     if let Err(error) = check_hello(expect, theirs) {
         let _ = write_message(stream, &error.refuse()).await;
         return Err(LinkError::Refused(error.to_string()));
@@ -328,7 +414,11 @@ async fn check_or_refuse(stream: &mut LinkStream, expect: &HelloExpect, theirs: 
 /// the peer accepts connections only from the address it has configured for us, which need
 /// not be the one the routing table would pick (a host with several addresses).
 async fn dial(peer: &PeerInfo) -> Result<TcpStream, LinkError> {
-    let socket = if peer.address.is_ipv4() { TcpSocket::new_v4()? } else { TcpSocket::new_v6()? };
+    let socket = if peer.address.is_ipv4() {
+        TcpSocket::new_v4()?
+    } else {
+        TcpSocket::new_v6()?
+    };
     let local = peer.local_address.ip();
     if !local.is_unspecified() && local.is_ipv4() == peer.address.is_ipv4() {
         socket.bind(SocketAddr::new(local, 0))?;
@@ -337,11 +427,20 @@ async fn dial(peer: &PeerInfo) -> Result<TcpStream, LinkError> {
 }
 
 /// Connect one socket of a pair as the initiator.
-async fn initiate_socket(resource: &Resource, peer: &PeerInfo, kind: SocketKind, session: [u8; 16]) -> Result<LinkStream, LinkError> {
+async fn initiate_socket(
+    resource: &Resource,
+    peer: &PeerInfo,
+    kind: SocketKind,
+    session: [u8; 16],
+) -> Result<LinkStream, LinkError> {
     let tcp = dial(peer).await?;
     tune_socket(&tcp, &peer.net);
     let mut stream = match &resource.tls {
-        Some(tls) => LinkStream::Client(Box::new(tls.connect(peer.node_id, tcp).await.map_err(LinkError::Auth)?)),
+        Some(tls) => LinkStream::Client(Box::new(
+            tls.connect(peer.node_id, tcp)
+                .await
+                .map_err(LinkError::Auth)?,
+        )),
         None => LinkStream::Plain(tcp),
     };
     let expect = hello_expect(resource, peer);
@@ -349,19 +448,33 @@ async fn initiate_socket(resource: &Resource, peer: &PeerInfo, kind: SocketKind,
     write_message(&mut stream, &Message::Hello(ours.clone())).await?;
     let theirs = match read_message(&mut stream).await? {
         Message::Hello(hello) => hello,
-        Message::Refuse { reason } => return Err(LinkError::Refused(format!("peer refused: {reason}"))),
+        Message::Refuse { reason } => {
+            return Err(LinkError::Refused(format!("peer refused: {reason}")))
+        }
         _ => return Err(LinkError::Protocol("expected Hello".into())),
     };
     check_or_refuse(&mut stream, &expect, &theirs).await?;
     if theirs.socket != kind || theirs.session != session {
-        return Err(LinkError::Protocol("peer answered for another socket or session".into()));
+        return Err(LinkError::Protocol(
+            "peer answered for another socket or session".into(),
+        ));
     }
-    authenticate(&mut stream, resource, peer, (&ours, &theirs), Side::Initiator).await?;
+    authenticate(
+        &mut stream,
+        resource,
+        peer,
+        (&ours, &theirs),
+        Side::Initiator,
+    )
+    .await?;
     Ok(stream)
 }
 
 /// Connect both sockets to `peer`.
-pub(crate) async fn connect_pair(resource: &Resource, peer: &PeerInfo) -> Result<SocketPair, LinkError> {
+pub(crate) async fn connect_pair(
+    resource: &Resource,
+    peer: &PeerInfo,
+) -> Result<SocketPair, LinkError> {
     let mut session = [0u8; 16];
     rand::thread_rng().fill_bytes(&mut session);
     let attempt = async {
@@ -369,17 +482,21 @@ pub(crate) async fn connect_pair(resource: &Resource, peer: &PeerInfo) -> Result
         let control = initiate_socket(resource, peer, SocketKind::Control, session).await?;
         Ok((data, control))
     };
-    tokio::time::timeout(HANDSHAKE_TIMEOUT, attempt).await.map_err(|_| LinkError::Timeout)?
+    tokio::time::timeout(HANDSHAKE_TIMEOUT, attempt)
+        .await
+        .map_err(|_| LinkError::Timeout)?
 }
 
 fn tune_socket(stream: &TcpStream, net: &config::NetOptions) {
     let _ = stream.set_nodelay(true);
     let socket = socket2::SockRef::from(stream);
     if net.sndbuf_size_bytes > 0 {
-        let _ = socket.set_send_buffer_size(usize::try_from(net.sndbuf_size_bytes).unwrap_or(usize::MAX));
+        let _ = socket
+            .set_send_buffer_size(usize::try_from(net.sndbuf_size_bytes).unwrap_or(usize::MAX));
     }
     if net.rcvbuf_size_bytes > 0 {
-        let _ = socket.set_recv_buffer_size(usize::try_from(net.rcvbuf_size_bytes).unwrap_or(usize::MAX));
+        let _ = socket
+            .set_recv_buffer_size(usize::try_from(net.rcvbuf_size_bytes).unwrap_or(usize::MAX));
     }
 }
 
@@ -392,7 +509,10 @@ pub(crate) struct Acceptor {
 
 impl Acceptor {
     pub(crate) fn new(handoff: HashMap<u8, mpsc::Sender<SocketPair>>) -> Acceptor {
-        Acceptor { handoff, pending: Mutex::new(Vec::new()) }
+        Acceptor {
+            handoff,
+            pending: Mutex::new(Vec::new()),
+        }
     }
 }
 
@@ -426,9 +546,15 @@ impl Gate {
     /// Log a refused connection, unless one from the same address was logged within the
     /// interval (then it is counted for the summary).
     fn refused(&self, from: SocketAddr, reason: &str) {
-        let verdict = self.refusals.lock().unwrap_or_else(|p| p.into_inner()).note(from.ip(), reason, Instant::now());
+        let verdict = self
+            .refusals
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .note(from.ip(), reason, Instant::now());
         match verdict {
-            Refusal::Log { suppressed_before: 0 } => {
+            Refusal::Log {
+                suppressed_before: 0,
+            } => {
                 tracing::warn!(resource = %self.resource, %from, "refused incoming connection: {reason} (further refusals from this address are logged once per {}s)", REFUSAL_LOG_INTERVAL.as_secs());
             }
             Refusal::Log { suppressed_before } => {
@@ -440,8 +566,17 @@ impl Gate {
 
     /// Log what the refusal log held back in windows that ended.
     fn summarize(&self) {
-        let summaries = self.refusals.lock().unwrap_or_else(|p| p.into_inner()).expire(Instant::now());
-        for Summary { source, suppressed, last_reason } in summaries {
+        let summaries = self
+            .refusals
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .expire(Instant::now());
+        for Summary {
+            source,
+            suppressed,
+            last_reason,
+        } in summaries
+        {
             let source = source.map_or_else(|| "other addresses".to_owned(), |ip| ip.to_string());
             tracing::warn!(resource = %self.resource, "refused {suppressed} more incoming connections from {source} in the last {}s (the last: {last_reason})", REFUSAL_LOG_INTERVAL.as_secs());
         }
@@ -471,7 +606,11 @@ impl Drop for SlotGuard {
 /// A connection from an address that is no peer's is closed at once, before anything is read
 /// from it; the others run their handshake in a slot of the listener's
 /// [`HANDSHAKES_IN_PROGRESS_MAX`], within [`HANDSHAKE_TIMEOUT`].
-pub(crate) async fn listen(resource: Arc<Resource>, listener: TcpListener, acceptor: Arc<Acceptor>) {
+pub(crate) async fn listen(
+    resource: Arc<Resource>,
+    listener: TcpListener,
+    acceptor: Arc<Acceptor>,
+) {
     let gate = Arc::new(Gate::new(&resource));
     let mut expiry = tokio::time::interval(REFUSAL_EXPIRY_TICK);
     loop {
@@ -500,8 +639,20 @@ pub(crate) async fn listen(resource: Arc<Resource>, listener: TcpListener, accep
         if let Some(evicted) = admitted.evicted {
             let _ = evicted.send(());
         }
-        let slot = SlotGuard { gate: Arc::clone(&gate), ticket: admitted.ticket };
-        tokio::spawn(run_accepted(Arc::clone(&resource), Arc::clone(&acceptor), Accepted { tcp: stream, from, slot }, stop_rx));
+        let slot = SlotGuard {
+            gate: Arc::clone(&gate),
+            ticket: admitted.ticket,
+        };
+        tokio::spawn(run_accepted(
+            Arc::clone(&resource),
+            Arc::clone(&acceptor),
+            Accepted {
+                tcp: stream,
+                from,
+                slot,
+            },
+            stop_rx,
+        ));
     }
 }
 
@@ -514,9 +665,17 @@ struct Accepted {
 
 /// Run one accepted connection's handshake until it succeeds, fails, times out or loses its
 /// slot to a newer connection (`stop`); the socket is closed on every failure.
-async fn run_accepted(resource: Arc<Resource>, acceptor: Arc<Acceptor>, accepted: Accepted, mut stop: oneshot::Receiver<()>) {
+async fn run_accepted(
+    resource: Arc<Resource>,
+    acceptor: Arc<Acceptor>,
+    accepted: Accepted,
+    mut stop: oneshot::Receiver<()>,
+) {
     let (from, gate) = (accepted.from, Arc::clone(&accepted.slot.gate));
-    let handshake = tokio::time::timeout(HANDSHAKE_TIMEOUT, accept_socket(&resource, &acceptor, accepted));
+    let handshake = tokio::time::timeout(
+        HANDSHAKE_TIMEOUT,
+        accept_socket(&resource, &acceptor, accepted),
+    );
     let result = tokio::select! {
         result = handshake => result.unwrap_or(Err(LinkError::Timeout)),
         Ok(()) = &mut stop => Err(LinkError::Evicted),
@@ -526,7 +685,11 @@ async fn run_accepted(resource: Arc<Resource>, acceptor: Arc<Acceptor>, accepted
     }
 }
 
-async fn accept_socket(resource: &Arc<Resource>, acceptor: &Acceptor, Accepted { tcp, from, slot }: Accepted) -> Result<(), LinkError> {
+async fn accept_socket(
+    resource: &Arc<Resource>,
+    acceptor: &Acceptor,
+    Accepted { tcp, from, slot }: Accepted,
+) -> Result<(), LinkError> {
     let mut stream = match &resource.tls {
         // Nothing of tandem's crosses before a pinned certificate did.
         Some(tls) => LinkStream::Server(Box::new(tls.accept(tcp).await.map_err(LinkError::Auth)?)),
@@ -536,25 +699,54 @@ async fn accept_socket(resource: &Arc<Resource>, acceptor: &Acceptor, Accepted {
         Message::Hello(hello) => hello,
         _ => return Err(LinkError::Protocol("expected Hello".into())),
     };
-    let Some(peer) = resource.peers.iter().find(|p| p.node_id == theirs.from_node) else {
-        let reason = format!("node {} is not a peer of {} here", theirs.from_node, resource.name);
-        let _ = write_message(&mut stream, &Message::Refuse { reason: wire::truncate_text(&reason) }).await;
+    let Some(peer) = resource
+        .peers
+        .iter()
+        .find(|p| p.node_id == theirs.from_node)
+    else {
+        let reason = format!(
+            "node {} is not a peer of {} here",
+            theirs.from_node, resource.name
+        );
+        let _ = write_message(
+            &mut stream,
+            &Message::Refuse {
+                reason: wire::truncate_text(&reason),
+            },
+        )
+        .await;
         return Err(LinkError::Refused(reason));
     };
     if !edge::same_host(from.ip(), peer.address.ip()) {
         // Another peer's host claims to be this one: no answer, not even a Refuse.
-        return Err(LinkError::Refused(format!("the Hello claims to be {}, whose address is {}", peer.name, peer.address.ip())));
+        return Err(LinkError::Refused(format!(
+            "the Hello claims to be {}, whose address is {}",
+            peer.name,
+            peer.address.ip()
+        )));
     }
     if !wants_link(resource, peer.node_id) {
         // StandAlone towards this peer (or down): a link accepted now would look Connected
         // to the peer while nothing here runs it, and its writes would wait for it.
         let reason = format!("{} is StandAlone towards {} here", resource.name, peer.name);
-        let _ = write_message(&mut stream, &Message::Refuse { reason: wire::truncate_text(&reason) }).await;
+        let _ = write_message(
+            &mut stream,
+            &Message::Refuse {
+                reason: wire::truncate_text(&reason),
+            },
+        )
+        .await;
         return Err(LinkError::Refused(reason));
     }
     if let Some(tls) = &resource.tls {
         if let Err(reason) = tls.check_peer(peer.node_id, stream.presented()) {
-            let _ = write_message(&mut stream, &Message::Refuse { reason: wire::truncate_text(&reason) }).await;
+            let _ = write_message(
+                &mut stream,
+                &Message::Refuse {
+                    reason: wire::truncate_text(&reason),
+                },
+            )
+            .await;
             return Err(LinkError::Auth(format!("peer {}: {reason}", peer.name)));
         }
     }
@@ -564,7 +756,14 @@ async fn accept_socket(resource: &Arc<Resource>, acceptor: &Acceptor, Accepted {
     slot.advance(Stage::Introduced);
     let ours = expect.to_hello(theirs.socket, fresh_nonces(theirs.session));
     write_message(&mut stream, &Message::Hello(ours.clone())).await?;
-    authenticate(&mut stream, resource, peer, (&ours, &theirs), Side::Acceptor).await?;
+    authenticate(
+        &mut stream,
+        resource,
+        peer,
+        (&ours, &theirs),
+        Side::Acceptor,
+    )
+    .await?;
     let mut pending = acceptor.pending.lock().unwrap_or_else(|p| p.into_inner());
     match theirs.socket {
         SocketKind::Data => {
@@ -574,9 +773,13 @@ async fn accept_socket(resource: &Arc<Resource>, acceptor: &Acceptor, Accepted {
             pending.push((theirs.session, peer.node_id, stream));
         }
         SocketKind::Control => {
-            let index = pending.iter().position(|(s, p, _)| *s == theirs.session && *p == peer.node_id);
+            let index = pending
+                .iter()
+                .position(|(s, p, _)| *s == theirs.session && *p == peer.node_id);
             let Some(index) = index else {
-                return Err(LinkError::Protocol("control socket without a data socket".into()));
+                return Err(LinkError::Protocol(
+                    "control socket without a data socket".into(),
+                ));
             };
             let (_, _, data) = pending.remove(index);
             if let Some(handoff) = acceptor.handoff.get(&peer.node_id) {
@@ -590,12 +793,20 @@ async fn accept_socket(resource: &Arc<Resource>, acceptor: &Acceptor, Accepted {
 // ----- an established link --------------------------------------------------------------
 
 /// Run one established link until it fails or is killed; report the end to the engine.
-async fn run_link(resource: &Arc<Resource>, peer: &PeerInfo, (data, control): SocketPair, mut replaced: Option<&mut mpsc::Receiver<SocketPair>>) -> Option<SocketPair> {
+async fn run_link(
+    resource: &Arc<Resource>,
+    peer: &PeerInfo,
+    (data, control): SocketPair,
+    mut replaced: Option<&mut mpsc::Receiver<SocketPair>>,
+) -> Option<SocketPair> {
     // A duplicate descriptor lets adjust and the manager change sndbuf-size while it runs.
-    let socket = std::os::fd::AsFd::as_fd(data.tcp()).try_clone_to_owned().ok();
+    let socket = std::os::fd::AsFd::as_fd(data.tcp())
+        .try_clone_to_owned()
+        .ok();
     if let Some(socket) = &socket {
         // The setting may have changed live since the node started.
-        let _ = crate::link_tuning::apply_sndbuf(socket, resource.tuning(peer.node_id).sndbuf_bytes());
+        let _ =
+            crate::link_tuning::apply_sndbuf(socket, resource.tuning(peer.node_id).sndbuf_bytes());
     }
     let (data_read, data_write) = data.into_split();
     let (control_read, control_write) = control.into_split();
@@ -603,14 +814,26 @@ async fn run_link(resource: &Arc<Resource>, peer: &PeerInfo, (data, control): So
     let (control_tx, control_rx) = mpsc::unbounded_channel();
     let (kill_tx, mut kill_rx) = watch::channel(Stop::Running);
     let (generation, buffer) = resource.link_up(peer.node_id, data_tx, control_tx, kill_tx, socket);
-    resource.link_tasks.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+    resource
+        .link_tasks
+        .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
     tracing::info!(resource = %resource.name, peer = %peer.name, "connected");
     let mut tasks = JoinSet::new();
-    tasks.spawn(send_data(Arc::clone(resource), peer.clone(), data_rx, data_write, buffer));
+    tasks.spawn(send_data(
+        Arc::clone(resource),
+        peer.clone(),
+        data_rx,
+        data_write,
+        buffer,
+    ));
     tasks.spawn(send_control(control_rx, control_write));
     let receivers = [
         tasks.spawn(receive_data(Arc::clone(resource), peer.clone(), data_read)),
-        tasks.spawn(receive_control(Arc::clone(resource), peer.node_id, control_read)),
+        tasks.spawn(receive_control(
+            Arc::clone(resource),
+            peer.node_id,
+            control_read,
+        )),
     ];
     let mut next = None;
     let error = tokio::select! {
@@ -627,15 +850,26 @@ async fn run_link(resource: &Arc<Resource>, peer: &PeerInfo, (data, control): So
         }
     };
     tasks.abort_all();
-    resource.link_down(peer.node_id, generation, error.conn_state(), error.to_string());
-    resource.link_tasks.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+    resource.link_down(
+        peer.node_id,
+        generation,
+        error.conn_state(),
+        error.to_string(),
+    );
+    resource
+        .link_tasks
+        .fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
     next
 }
 
 /// One of a link's tasks (`receivers`: the data and control receivers, the others the two
 /// senders) ended with `result`: why the link ends, once what still matters has been given
 /// its bounded chance (the peer's last messages received, or ours sent).
-async fn link_task_ended(tasks: &mut JoinSet<LinkError>, receivers: &[tokio::task::AbortHandle; 2], result: Result<(tokio::task::Id, LinkError), tokio::task::JoinError>) -> LinkError {
+async fn link_task_ended(
+    tasks: &mut JoinSet<LinkError>,
+    receivers: &[tokio::task::AbortHandle; 2],
+    result: Result<(tokio::task::Id, LinkError), tokio::task::JoinError>,
+) -> LinkError {
     let (id, error) = match result {
         Ok(ended) => ended,
         Err(join) => return LinkError::Protocol(format!("link task failed: {join}")),
@@ -673,7 +907,11 @@ async fn link_task_ended(tasks: &mut JoinSet<LinkError>, receivers: &[tokio::tas
         None
     };
     match tokio::time::timeout(DRAIN_TIMEOUT, other_ended).await {
-        Ok(Some(goodbye @ LinkError::PeerDisconnected(_))) if !matches!(error, LinkError::PeerDisconnected(_)) => goodbye,
+        Ok(Some(goodbye @ LinkError::PeerDisconnected(_)))
+            if !matches!(error, LinkError::PeerDisconnected(_)) =>
+        {
+            goodbye
+        }
         _ => error,
     }
 }
@@ -690,7 +928,13 @@ async fn drain_senders(tasks: &mut JoinSet<LinkError>, receivers: &[tokio::task:
 /// least every this many, even while the queue never runs empty.
 const SENT_REPORT_MAX: usize = 16;
 
-async fn send_data(resource: Arc<Resource>, peer: PeerInfo, queue: mpsc::UnboundedReceiver<Outgoing>, socket: LinkWriter, buffer: Arc<AsyncBuffer>) -> LinkError {
+async fn send_data(
+    resource: Arc<Resource>,
+    peer: PeerInfo,
+    queue: mpsc::UnboundedReceiver<Outgoing>,
+    socket: LinkWriter,
+    buffer: Arc<AsyncBuffer>,
+) -> LinkError {
     let mut writer = BufWriter::with_capacity(STREAM_BUFFER_BYTES, socket);
     let mut sent = Vec::new();
     let mut header = Vec::with_capacity(64);
@@ -705,10 +949,15 @@ async fn send_data(resource: Arc<Resource>, peer: PeerInfo, queue: mpsc::Unbound
             }
             if !sent.is_empty() {
                 let seqs = std::mem::take(&mut sent);
-                resource.step(|engine, now, out| seqs.iter().for_each(|&seq| engine.peer_sent(now, peer.node_id, seq, out)));
+                resource.step(|engine, now, out| {
+                    seqs.iter()
+                        .for_each(|&seq| engine.peer_sent(now, peer.node_id, seq, out))
+                });
             }
         }
-        let Some(item) = queue.recv().await else { return LinkError::ClosedLocally };
+        let Some(item) = queue.recv().await else {
+            return LinkError::ClosedLocally;
+        };
         if let Outgoing::Close { .. } = item {
             // The goodbye itself goes on the control socket (its frame kind belongs there);
             // this socket just ends after everything queued before it.
@@ -716,7 +965,13 @@ async fn send_data(resource: Arc<Resource>, peer: PeerInfo, queue: mpsc::Unbound
             return LinkError::ClosedLocally;
         }
         header.clear();
-        let report_sent = matches!(item, Outgoing::Data { report_sent: true, .. });
+        let report_sent = matches!(
+            item,
+            Outgoing::Data {
+                report_sent: true,
+                ..
+            }
+        );
         let buffered = match item {
             Outgoing::Data { buffered, .. } => buffered,
             _ => 0,
@@ -748,7 +1003,9 @@ async fn send_data(resource: Arc<Resource>, peer: PeerInfo, queue: mpsc::Unbound
 /// The end of a link the engine dropped: tell the peer why, after everything queued before.
 async fn close(writer: &mut BufWriter<LinkWriter>, reason: String) -> LinkError {
     let mut bytes = Vec::new();
-    let goodbye = Message::Disconnect { reason: wire::truncate_text(&reason) };
+    let goodbye = Message::Disconnect {
+        reason: wire::truncate_text(&reason),
+    };
     if goodbye.encode(0, &mut bytes).is_ok() {
         let _ = writer.write_all(&bytes).await;
     }
@@ -765,7 +1022,10 @@ static PADDING: [u8; 64 * 1024] = [0; 64 * 1024];
 /// (cut-through), straight to the socket rather than through the stream buffer. If it stops
 /// arriving, the frame is completed with zeroes: the primary's failed local write then marks
 /// the blocks out of sync for this peer, so the zeroes are never taken for data.
-async fn send_payload(writer: &mut BufWriter<LinkWriter>, data: &Incoming) -> Result<(), LinkError> {
+async fn send_payload(
+    writer: &mut BufWriter<LinkWriter>,
+    data: &Incoming,
+) -> Result<(), LinkError> {
     if let Some(bytes) = data.as_complete() {
         writer.write_all(bytes).await?;
         return Ok(());
@@ -798,23 +1058,60 @@ enum Body {
 
 /// Encode a data-socket frame; returns its sequence number and body, if any. A write's
 /// complete payload is compressed with `compression` when that makes it smaller.
-fn encode_outgoing(item: Outgoing, out: &mut Vec<u8>, compression: Option<wire::Compression>) -> Result<(Option<u64>, Option<Body>), LinkError> {
+fn encode_outgoing(
+    item: Outgoing,
+    out: &mut Vec<u8>,
+    compression: Option<wire::Compression>,
+) -> Result<(Option<u64>, Option<Body>), LinkError> {
     let range = |seq, epoch, volume, offset, length: u64| -> Result<RangeHeader, LinkError> {
-        let length = u32::try_from(length).map_err(|_| LinkError::Protocol("range too long".into()))?;
-        Ok(RangeHeader { seq, epoch, volume, offset, length })
+        let length =
+            u32::try_from(length).map_err(|_| LinkError::Protocol("range too long".into()))?;
+        Ok(RangeHeader {
+            seq,
+            epoch,
+            volume,
+            offset,
+            length,
+        })
     };
     match item {
-        Outgoing::Data { seq, epoch, volume, op, .. } => match op {
-            DiskOp::Write { offset, data, fua, .. } => {
+        Outgoing::Data {
+            seq,
+            epoch,
+            volume,
+            op,
+            ..
+        } => match op {
+            DiskOp::Write {
+                offset, data, fua, ..
+            } => {
                 let flags = if fua { wire::DATA_FLAG_FUA } else { 0 };
-                let packed = compression.zip(data.data.as_complete()).and_then(|(c, bytes)| Some((c, wire::compress(c, bytes)?)));
+                let packed = compression
+                    .zip(data.data.as_complete())
+                    .and_then(|(c, bytes)| Some((c, wire::compress(c, bytes)?)));
                 if let Some((compression, packed)) = packed {
-                    let length = u32::try_from(packed.len()).map_err(|_| LinkError::Protocol("write too long".into()))?;
-                    Message::Data(DataHeader { seq, epoch, volume, flags: flags | compression.flag(), offset }).encode(length, out)?;
+                    let length = u32::try_from(packed.len())
+                        .map_err(|_| LinkError::Protocol("write too long".into()))?;
+                    Message::Data(DataHeader {
+                        seq,
+                        epoch,
+                        volume,
+                        flags: flags | compression.flag(),
+                        offset,
+                    })
+                    .encode(length, out)?;
                     return Ok((Some(seq), Some(Body::Packed(packed))));
                 }
-                let length = u32::try_from(data.data.len()).map_err(|_| LinkError::Protocol("write too long".into()))?;
-                Message::Data(DataHeader { seq, epoch, volume, flags, offset }).encode(length, out)?;
+                let length = u32::try_from(data.data.len())
+                    .map_err(|_| LinkError::Protocol("write too long".into()))?;
+                Message::Data(DataHeader {
+                    seq,
+                    epoch,
+                    volume,
+                    flags,
+                    offset,
+                })
+                .encode(length, out)?;
                 Ok((Some(seq), Some(Body::Payload(data))))
             }
             DiskOp::Trim { offset, length, .. } => {
@@ -830,14 +1127,30 @@ fn encode_outgoing(item: Outgoing, out: &mut Vec<u8>, compression: Option<wire::
             Message::Barrier { epoch, flush }.encode(0, out)?;
             Ok((None, None))
         }
-        Outgoing::OnData(PeerMessage::ResyncReply { id, volume, offset, data, .. }) => {
-            let length = u32::try_from(data.data.len()).map_err(|_| LinkError::Protocol("resync reply too long".into()))?;
-            Message::ResyncReply(wire::ResyncReplyHeader { id, volume, offset }).encode(length, out)?;
+        Outgoing::OnData(PeerMessage::ResyncReply {
+            id,
+            volume,
+            offset,
+            data,
+            ..
+        }) => {
+            let length = u32::try_from(data.data.len())
+                .map_err(|_| LinkError::Protocol("resync reply too long".into()))?;
+            Message::ResyncReply(wire::ResyncReplyHeader { id, volume, offset })
+                .encode(length, out)?;
             Ok((None, Some(Body::Payload(data))))
         }
-        Outgoing::OnData(PeerMessage::ReadReply { id, volume, offset, data, .. }) => {
-            let length = u32::try_from(data.data.len()).map_err(|_| LinkError::Protocol("read reply too long".into()))?;
-            Message::ReadReply(wire::ResyncReplyHeader { id, volume, offset }).encode(length, out)?;
+        Outgoing::OnData(PeerMessage::ReadReply {
+            id,
+            volume,
+            offset,
+            data,
+            ..
+        }) => {
+            let length = u32::try_from(data.data.len())
+                .map_err(|_| LinkError::Protocol("read reply too long".into()))?;
+            Message::ReadReply(wire::ResyncReplyHeader { id, volume, offset })
+                .encode(length, out)?;
             Ok((None, Some(Body::Payload(data))))
         }
         Outgoing::OnData(message) => match sync_to_wire(message)? {
@@ -845,13 +1158,20 @@ fn encode_outgoing(item: Outgoing, out: &mut Vec<u8>, compression: Option<wire::
                 message.encode(0, out)?;
                 Ok((None, None))
             }
-            None => Err(LinkError::Protocol("control message queued on the data socket".into())),
+            None => Err(LinkError::Protocol(
+                "control message queued on the data socket".into(),
+            )),
         },
-        Outgoing::Control(_) | Outgoing::Close { .. } => Err(LinkError::Protocol("control message queued on the data socket".into())),
+        Outgoing::Control(_) | Outgoing::Close { .. } => Err(LinkError::Protocol(
+            "control message queued on the data socket".into(),
+        )),
     }
 }
 
-async fn send_control(mut queue: mpsc::UnboundedReceiver<Outgoing>, socket: LinkWriter) -> LinkError {
+async fn send_control(
+    mut queue: mpsc::UnboundedReceiver<Outgoing>,
+    socket: LinkWriter,
+) -> LinkError {
     let mut writer = BufWriter::with_capacity(64 * 1024, socket);
     let mut bytes = Vec::with_capacity(64);
     loop {
@@ -860,7 +1180,9 @@ async fn send_control(mut queue: mpsc::UnboundedReceiver<Outgoing>, socket: Link
                 return error.into();
             }
         }
-        let Some(item) = queue.recv().await else { return LinkError::ClosedLocally };
+        let Some(item) = queue.recv().await else {
+            return LinkError::ClosedLocally;
+        };
         if let Outgoing::Close { reason } = item {
             return close(&mut writer, reason).await;
         }
@@ -893,7 +1215,13 @@ async fn receive_data(resource: Arc<Resource>, peer: PeerInfo, socket: LinkReade
     // payload must be all here by then; under A and C a large payload is handed over while
     // it still arrives, and written as it does.
     let streaming = peer.net.protocol != config::Protocol::B;
-    let frames = Frames { resource: &resource, peer: peer.node_id, budget: &budget, pages_max, streaming };
+    let frames = Frames {
+        resource: &resource,
+        peer: peer.node_id,
+        budget: &budget,
+        pages_max,
+        streaming,
+    };
     loop {
         let (message, filler) = match frames.receive(&mut reader, &mut batch).await {
             Ok(received) => received,
@@ -937,8 +1265,12 @@ async fn fill(reader: &mut BufReader<LinkReader>, mut filler: Filler) -> Result<
 
 /// Whether `buffered` starts with a whole frame, so decoding it will not wait for the network.
 fn whole_frame_buffered(buffered: &[u8]) -> bool {
-    let Some(header) = buffered.first_chunk::<FRAME_HEADER_LEN>() else { return false };
-    let Ok(header) = FrameHeader::decode(header) else { return false };
+    let Some(header) = buffered.first_chunk::<FRAME_HEADER_LEN>() else {
+        return false;
+    };
+    let Ok(header) = FrameHeader::decode(header) else {
+        return false;
+    };
     let body = usize::try_from(header.body_len).unwrap_or(usize::MAX);
     buffered.len() - FRAME_HEADER_LEN >= body
 }
@@ -946,7 +1278,11 @@ fn whole_frame_buffered(buffered: &[u8]) -> bool {
 /// Hand a batch of received messages to the engine, in order, under one lock.
 fn deliver(resource: &Arc<Resource>, peer: u8, batch: &mut Vec<PeerMessage<Payload>>) {
     if !batch.is_empty() {
-        resource.step(|engine, now, out| batch.drain(..).for_each(|message| engine.peer_message(now, peer, message, out)));
+        resource.step(|engine, now, out| {
+            batch
+                .drain(..)
+                .for_each(|message| engine.peer_message(now, peer, message, out))
+        });
     }
 }
 
@@ -965,7 +1301,11 @@ struct Frames<'a> {
 impl Frames<'_> {
     /// Receive-buffer pages (`max-buffers`) for a payload of `length` bytes, waiting for
     /// earlier payloads to be written if the budget is spent.
-    async fn permit(&self, length: u32, batch: &mut Vec<PeerMessage<Payload>>) -> Result<OwnedSemaphorePermit, LinkError> {
+    async fn permit(
+        &self,
+        length: u32,
+        batch: &mut Vec<PeerMessage<Payload>>,
+    ) -> Result<OwnedSemaphorePermit, LinkError> {
         let pages = length.div_ceil(PAGE_BYTES).clamp(1, self.pages_max);
         match Arc::clone(self.budget).try_acquire_many_owned(pages) {
             Ok(permit) => Ok(permit),
@@ -973,82 +1313,192 @@ impl Frames<'_> {
                 // The budget is spent: the batch must reach the engine first, or the writes
                 // holding the budget would never be issued and released.
                 deliver(self.resource, self.peer, batch);
-                Arc::clone(self.budget).acquire_many_owned(pages).await.map_err(|_| LinkError::Closed)
+                Arc::clone(self.budget)
+                    .acquire_many_owned(pages)
+                    .await
+                    .map_err(|_| LinkError::Closed)
             }
         }
     }
 
     /// A write whose payload arrives compressed: read it whole, then inflate it into a pool
     /// buffer of the announced length (within the same `max-buffers` budget as a plain one).
-    async fn receive_packed(&self, reader: &mut BufReader<LinkReader>, header: &FrameHeader, h: DataHeader, batch: &mut Vec<PeerMessage<Payload>>) -> Result<(PeerMessage<Payload>, Option<Filler>), LinkError> {
-        let compression = wire::Compression::from_flags(h.flags)?.ok_or_else(|| LinkError::Protocol("compressed frame without a compression".into()))?;
+    async fn receive_packed(
+        &self,
+        reader: &mut BufReader<LinkReader>,
+        header: &FrameHeader,
+        h: DataHeader,
+        batch: &mut Vec<PeerMessage<Payload>>,
+    ) -> Result<(PeerMessage<Payload>, Option<Filler>), LinkError> {
+        let compression = wire::Compression::from_flags(h.flags)?
+            .ok_or_else(|| LinkError::Protocol("compressed frame without a compression".into()))?;
         let mut packed = vec![0; header.payload_len() as usize];
         reader.read_exact(&mut packed).await?;
         let length = wire::uncompressed_len(&packed)?;
         let permit = self.permit(length, batch).await?;
-        let mut buf = self.resource.pool.take(length as usize).ok_or_else(|| LinkError::Protocol("payload too large".into()))?;
+        let mut buf = self
+            .resource
+            .pool
+            .take(length as usize)
+            .ok_or_else(|| LinkError::Protocol("payload too large".into()))?;
         wire::decompress(compression, &packed, &mut buf)?;
-        let data = Payload { data: Incoming::complete(buf), _permit: Some(Arc::new(permit)) };
-        let op = DiskOp::Write { offset: h.offset, length: u64::from(length), data, fua: h.fua() };
-        Ok((PeerMessage::Data { seq: h.seq, epoch: h.epoch, volume: h.volume, offset: h.offset, op }, None))
+        let data = Payload {
+            data: Incoming::complete(buf),
+            _permit: Some(Arc::new(permit)),
+        };
+        let op = DiskOp::Write {
+            offset: h.offset,
+            length: u64::from(length),
+            data,
+            fua: h.fua(),
+        };
+        Ok((
+            PeerMessage::Data {
+                seq: h.seq,
+                epoch: h.epoch,
+                volume: h.volume,
+                offset: h.offset,
+                op,
+            },
+            None,
+        ))
     }
 
     /// The next frame as an engine message; for a streamed payload also the filler that the
     /// caller must fill from the socket (after handing the message to the engine).
-    async fn receive(&self, reader: &mut BufReader<LinkReader>, batch: &mut Vec<PeerMessage<Payload>>) -> Result<(PeerMessage<Payload>, Option<Filler>), LinkError> {
+    async fn receive(
+        &self,
+        reader: &mut BufReader<LinkReader>,
+        batch: &mut Vec<PeerMessage<Payload>>,
+    ) -> Result<(PeerMessage<Payload>, Option<Filler>), LinkError> {
         let resource = self.resource;
-    let header = read_header(reader).await?;
-    let kind = header.check()?;
-    if !kind.allowed_on(SocketKind::Data) {
-        return Err(LinkError::Protocol(format!("{kind:?} frame on the data socket")));
-    }
-    let range_op = |h: RangeHeader, zero: bool| {
-        let (offset, length) = (h.offset, u64::from(h.length));
-        let op = if zero { DiskOp::WriteZeroes { offset, length, fua: false } } else { DiskOp::Trim { offset, length, fua: false } };
-        PeerMessage::Data { seq: h.seq, epoch: h.epoch, volume: h.volume, offset, op }
-    };
-    match read_body(reader, &header).await? {
-        Message::Data(h) if h.flags & (wire::DATA_FLAG_LZ4 | wire::DATA_FLAG_ZSTD) != 0 => self.receive_packed(reader, &header, h, batch).await,
-        Message::Data(h) => {
-            let length = header.payload_len();
-            let permit = self.permit(length, batch).await?;
-            let mut buf = resource.pool.take(length as usize).ok_or_else(|| LinkError::Protocol("payload too large".into()))?;
-            let (data, filler) = if self.streaming && buf.len() >= STREAM_RECEIVE_BYTES_MIN {
-                let (filler, data) = Incoming::filling(buf);
-                (data, Some(filler))
+        let header = read_header(reader).await?;
+        let kind = header.check()?;
+        if !kind.allowed_on(SocketKind::Data) {
+            return Err(LinkError::Protocol(format!(
+                "{kind:?} frame on the data socket"
+            )));
+        }
+        let range_op = |h: RangeHeader, zero: bool| {
+            let (offset, length) = (h.offset, u64::from(h.length));
+            let op = if zero {
+                DiskOp::WriteZeroes {
+                    offset,
+                    length,
+                    fua: false,
+                }
             } else {
-                reader.read_exact(&mut buf).await?;
-                (Incoming::complete(buf), None)
+                DiskOp::Trim {
+                    offset,
+                    length,
+                    fua: false,
+                }
             };
-            let data = Payload { data, _permit: Some(Arc::new(permit)) };
-            let op = DiskOp::Write { offset: h.offset, length: u64::from(length), data, fua: h.fua() };
-            Ok((PeerMessage::Data { seq: h.seq, epoch: h.epoch, volume: h.volume, offset: h.offset, op }, filler))
+            PeerMessage::Data {
+                seq: h.seq,
+                epoch: h.epoch,
+                volume: h.volume,
+                offset,
+                op,
+            }
+        };
+        match read_body(reader, &header).await? {
+            Message::Data(h) if h.flags & (wire::DATA_FLAG_LZ4 | wire::DATA_FLAG_ZSTD) != 0 => {
+                self.receive_packed(reader, &header, h, batch).await
+            }
+            Message::Data(h) => {
+                let length = header.payload_len();
+                let permit = self.permit(length, batch).await?;
+                let mut buf = resource
+                    .pool
+                    .take(length as usize)
+                    .ok_or_else(|| LinkError::Protocol("payload too large".into()))?;
+                let (data, filler) = if self.streaming && buf.len() >= STREAM_RECEIVE_BYTES_MIN {
+                    let (filler, data) = Incoming::filling(buf);
+                    (data, Some(filler))
+                } else {
+                    reader.read_exact(&mut buf).await?;
+                    (Incoming::complete(buf), None)
+                };
+                let data = Payload {
+                    data,
+                    _permit: Some(Arc::new(permit)),
+                };
+                let op = DiskOp::Write {
+                    offset: h.offset,
+                    length: u64::from(length),
+                    data,
+                    fua: h.fua(),
+                };
+                Ok((
+                    PeerMessage::Data {
+                        seq: h.seq,
+                        epoch: h.epoch,
+                        volume: h.volume,
+                        offset: h.offset,
+                        op,
+                    },
+                    filler,
+                ))
+            }
+            Message::ResyncReply(h) => {
+                let length = header.payload_len();
+                let permit = self.permit(length, batch).await?;
+                let mut buf = resource
+                    .pool
+                    .take(length as usize)
+                    .ok_or_else(|| LinkError::Protocol("payload too large".into()))?;
+                reader.read_exact(&mut buf).await?;
+                let data = Payload {
+                    data: Incoming::complete(buf),
+                    _permit: Some(Arc::new(permit)),
+                };
+                Ok((
+                    PeerMessage::ResyncReply {
+                        id: h.id,
+                        volume: h.volume,
+                        offset: h.offset,
+                        length: u64::from(length),
+                        data,
+                    },
+                    None,
+                ))
+            }
+            Message::ReadReply(h) => {
+                let length = header.payload_len();
+                let permit = self.permit(length, batch).await?;
+                let mut buf = resource
+                    .pool
+                    .take(length as usize)
+                    .ok_or_else(|| LinkError::Protocol("payload too large".into()))?;
+                reader.read_exact(&mut buf).await?;
+                let data = Payload {
+                    data: Incoming::complete(buf),
+                    _permit: Some(Arc::new(permit)),
+                };
+                Ok((
+                    PeerMessage::ReadReply {
+                        id: h.id,
+                        volume: h.volume,
+                        offset: h.offset,
+                        length: u64::from(length),
+                        data,
+                    },
+                    None,
+                ))
+            }
+            Message::Trim(h) => Ok((range_op(h, false), None)),
+            Message::WriteZeroes(h) => Ok((range_op(h, true), None)),
+            Message::Barrier { epoch, flush } => Ok((PeerMessage::Barrier { epoch, flush }, None)),
+            Message::Disconnect { reason } => Err(LinkError::PeerDisconnected(reason)),
+            other => match sync_from_wire(&other)? {
+                Some(message) => Ok((message, None)),
+                None => Err(LinkError::Protocol(format!(
+                    "unexpected {:?} on the data socket",
+                    other.kind()
+                ))),
+            },
         }
-        Message::ResyncReply(h) => {
-            let length = header.payload_len();
-            let permit = self.permit(length, batch).await?;
-            let mut buf = resource.pool.take(length as usize).ok_or_else(|| LinkError::Protocol("payload too large".into()))?;
-            reader.read_exact(&mut buf).await?;
-            let data = Payload { data: Incoming::complete(buf), _permit: Some(Arc::new(permit)) };
-            Ok((PeerMessage::ResyncReply { id: h.id, volume: h.volume, offset: h.offset, length: u64::from(length), data }, None))
-        }
-        Message::ReadReply(h) => {
-            let length = header.payload_len();
-            let permit = self.permit(length, batch).await?;
-            let mut buf = resource.pool.take(length as usize).ok_or_else(|| LinkError::Protocol("payload too large".into()))?;
-            reader.read_exact(&mut buf).await?;
-            let data = Payload { data: Incoming::complete(buf), _permit: Some(Arc::new(permit)) };
-            Ok((PeerMessage::ReadReply { id: h.id, volume: h.volume, offset: h.offset, length: u64::from(length), data }, None))
-        }
-        Message::Trim(h) => Ok((range_op(h, false), None)),
-        Message::WriteZeroes(h) => Ok((range_op(h, true), None)),
-        Message::Barrier { epoch, flush } => Ok((PeerMessage::Barrier { epoch, flush }, None)),
-        Message::Disconnect { reason } => Err(LinkError::PeerDisconnected(reason)),
-        other => match sync_from_wire(&other)? {
-            Some(message) => Ok((message, None)),
-            None => Err(LinkError::Protocol(format!("unexpected {:?} on the data socket", other.kind()))),
-        },
-    }
     }
 }
 
@@ -1079,7 +1529,11 @@ fn wants_link(resource: &Resource, node: u8) -> bool {
 }
 
 /// Keep the connection to one peer up while the engine wants it.
-pub(crate) async fn supervise(resource: Arc<Resource>, peer: PeerInfo, mut accepted: mpsc::Receiver<SocketPair>) {
+pub(crate) async fn supervise(
+    resource: Arc<Resource>,
+    peer: PeerInfo,
+    mut accepted: mpsc::Receiver<SocketPair>,
+) {
     let initiator = resource.node_id > peer.node_id;
     let mut changed = resource.changed.subscribe();
     let mut last_error = String::new();
@@ -1113,9 +1567,19 @@ pub(crate) async fn supervise(resource: Arc<Resource>, peer: PeerInfo, mut accep
             },
         };
         last_error.clear();
-        next = run_link(&resource, &peer, pair, (!initiator).then_some(&mut accepted)).await;
+        next = run_link(
+            &resource,
+            &peer,
+            pair,
+            (!initiator).then_some(&mut accepted),
+        )
+        .await;
         if next.is_none() && initiator {
-            let _ = tokio::time::timeout(peer.net.connect_int.min(Duration::from_secs(1)), std::future::pending::<()>()).await;
+            let _ = tokio::time::timeout(
+                peer.net.connect_int.min(Duration::from_secs(1)),
+                std::future::pending::<()>(),
+            )
+            .await;
         }
     }
 }
@@ -1139,16 +1603,42 @@ mod tests {
     fn a_replayed_or_reflected_answer_is_refused() {
         let (first, second) = (fresh_nonces([1; 16]), fresh_nonces([1; 16]));
         assert_ne!(first.challenge, second.challenge, "challenges are fresh");
-        let recorded = mac("sha256", "secret", &auth_mac_input(&first.challenge, 1, "r0"));
-        assert!(answer_is_valid("sha256", "secret", &first.challenge, 1, "r0", &recorded), "the genuine answer");
-        assert!(!answer_is_valid("sha256", "secret", &second.challenge, 1, "r0", &recorded), "replayed on a new challenge");
-        assert!(!answer_is_valid("sha256", "secret", &first.challenge, 0, "r0", &recorded), "reflected as another node");
-        assert!(!answer_is_valid("sha256", "secret", &first.challenge, 1, "r1", &recorded), "for another resource");
-        assert!(!answer_is_valid("sha256", "other", &first.challenge, 1, "r0", &recorded), "with another secret");
+        let recorded = mac(
+            "sha256",
+            "secret",
+            &auth_mac_input(&first.challenge, 1, "r0"),
+        );
+        assert!(
+            answer_is_valid("sha256", "secret", &first.challenge, 1, "r0", &recorded),
+            "the genuine answer"
+        );
+        assert!(
+            !answer_is_valid("sha256", "secret", &second.challenge, 1, "r0", &recorded),
+            "replayed on a new challenge"
+        );
+        assert!(
+            !answer_is_valid("sha256", "secret", &first.challenge, 0, "r0", &recorded),
+            "reflected as another node"
+        );
+        assert!(
+            !answer_is_valid("sha256", "secret", &first.challenge, 1, "r1", &recorded),
+            "for another resource"
+        );
+        assert!(
+            !answer_is_valid("sha256", "other", &first.challenge, 1, "r0", &recorded),
+            "with another secret"
+        );
     }
 
     fn credentials<'a>(secret: &'a str, local_node: u8, peer_node: u8) -> Credentials<'a> {
-        Credentials { algorithm: "sha256", secret, resource: "r0", local_node, peer_node, peer_name: "peer" }
+        Credentials {
+            algorithm: "sha256",
+            secret,
+            resource: "r0",
+            local_node,
+            peer_node,
+            peer_name: "peer",
+        }
     }
 
     /// Every frame the other end sent until it closed.
@@ -1166,15 +1656,33 @@ mod tests {
     #[tokio::test]
     async fn the_acceptor_reveals_nothing_to_a_wrong_answer() {
         let (mut stranger, mut listener) = tokio::io::duplex(4096);
-        let (our_challenge, relayed_challenge) = (fresh_nonces([0; 16]).challenge, fresh_nonces([0; 16]).challenge);
+        let (our_challenge, relayed_challenge) = (
+            fresh_nonces([0; 16]).challenge,
+            fresh_nonces([0; 16]).challenge,
+        );
         let acceptor = tokio::spawn(async move {
             let credentials = credentials("secret", 0, 1);
-            authenticate_acceptor(&mut listener, &credentials, &our_challenge, &relayed_challenge).await
+            authenticate_acceptor(
+                &mut listener,
+                &credentials,
+                &our_challenge,
+                &relayed_challenge,
+            )
+            .await
         });
-        write_message(&mut stranger, &Message::AuthResponse { mac: [7; MAC_LEN] }).await.expect("write");
+        write_message(&mut stranger, &Message::AuthResponse { mac: [7; MAC_LEN] })
+            .await
+            .expect("write");
         let frames = frames_until_closed(&mut stranger).await;
-        assert_eq!(frames, vec![Message::AuthResult { ok: false }], "no AuthResponse before the peer proved the secret");
-        let error = acceptor.await.expect("task").expect_err("a wrong answer fails");
+        assert_eq!(
+            frames,
+            vec![Message::AuthResult { ok: false }],
+            "no AuthResponse before the peer proved the secret"
+        );
+        let error = acceptor
+            .await
+            .expect("task")
+            .expect_err("a wrong answer fails");
         assert!(matches!(error, LinkError::Auth(_)), "{error}");
     }
 
@@ -1184,14 +1692,29 @@ mod tests {
     async fn initiator_and_acceptor_agree() {
         for (initiator_secret, ok) in [("secret", true), ("other", false)] {
             let (mut dialler, mut listener) = tokio::io::duplex(4096);
-            let (acceptor_challenge, initiator_challenge) = (fresh_nonces([0; 16]).challenge, fresh_nonces([0; 16]).challenge);
+            let (acceptor_challenge, initiator_challenge) = (
+                fresh_nonces([0; 16]).challenge,
+                fresh_nonces([0; 16]).challenge,
+            );
             let initiator = async {
                 let credentials = credentials(initiator_secret, 1, 0);
-                authenticate_initiator(&mut dialler, &credentials, &initiator_challenge, &acceptor_challenge).await
+                authenticate_initiator(
+                    &mut dialler,
+                    &credentials,
+                    &initiator_challenge,
+                    &acceptor_challenge,
+                )
+                .await
             };
             let acceptor = async {
                 let credentials = credentials("secret", 0, 1);
-                let result = authenticate_acceptor(&mut listener, &credentials, &acceptor_challenge, &initiator_challenge).await;
+                let result = authenticate_acceptor(
+                    &mut listener,
+                    &credentials,
+                    &acceptor_challenge,
+                    &initiator_challenge,
+                )
+                .await;
                 drop(listener);
                 result
             };
@@ -1209,18 +1732,35 @@ mod tests {
     #[tokio::test]
     async fn the_initiator_accepts_the_older_acceptor_order() {
         let (mut dialler, mut listener) = tokio::io::duplex(4096);
-        let (acceptor_challenge, initiator_challenge) = (fresh_nonces([0; 16]).challenge, fresh_nonces([0; 16]).challenge);
+        let (acceptor_challenge, initiator_challenge) = (
+            fresh_nonces([0; 16]).challenge,
+            fresh_nonces([0; 16]).challenge,
+        );
         let older_acceptor = async {
             let credentials = credentials("secret", 0, 1);
-            write_message(&mut listener, &Message::AuthResponse { mac: credentials.answer(&initiator_challenge) }).await?;
-            let Message::AuthResponse { mac } = read_message(&mut listener).await? else { return Err(LinkError::Closed) };
+            write_message(
+                &mut listener,
+                &Message::AuthResponse {
+                    mac: credentials.answer(&initiator_challenge),
+                },
+            )
+            .await?;
+            let Message::AuthResponse { mac } = read_message(&mut listener).await? else {
+                return Err(LinkError::Closed);
+            };
             let ok = credentials.verifies(&acceptor_challenge, &mac);
             write_message(&mut listener, &Message::AuthResult { ok }).await?;
             read_message(&mut listener).await.map(|_| ok)
         };
         let initiator = async {
             let credentials = credentials("secret", 1, 0);
-            authenticate_initiator(&mut dialler, &credentials, &initiator_challenge, &acceptor_challenge).await
+            authenticate_initiator(
+                &mut dialler,
+                &credentials,
+                &initiator_challenge,
+                &acceptor_challenge,
+            )
+            .await
         };
         let (older, initiated) = tokio::join!(older_acceptor, initiator);
         assert!(initiated.is_ok(), "{initiated:?}");
@@ -1230,7 +1770,10 @@ mod tests {
     /// A link's four tasks: the two receivers never end by themselves, the data sender ends
     /// at once with `first`, and the control sender records `sent` only after a while (a
     /// goodbye still on its way to the socket).
-    fn link_tasks(first: LinkError, sent: Arc<std::sync::atomic::AtomicBool>) -> (JoinSet<LinkError>, [tokio::task::AbortHandle; 2]) {
+    fn link_tasks(
+        first: LinkError,
+        sent: Arc<std::sync::atomic::AtomicBool>,
+    ) -> (JoinSet<LinkError>, [tokio::task::AbortHandle; 2]) {
         let mut tasks = JoinSet::new();
         tasks.spawn(async move { first });
         tasks.spawn(async move {
@@ -1238,7 +1781,10 @@ mod tests {
             sent.store(true, std::sync::atomic::Ordering::SeqCst);
             LinkError::ClosedLocally
         });
-        let receivers = [tasks.spawn(std::future::pending()), tasks.spawn(std::future::pending())];
+        let receivers = [
+            tasks.spawn(std::future::pending()),
+            tasks.spawn(std::future::pending()),
+        ];
         (tasks, receivers)
     }
 
@@ -1253,7 +1799,10 @@ mod tests {
         let first = tasks.join_next_with_id().await.expect("a task ends");
         let error = link_task_ended(&mut tasks, &receivers, first).await;
         assert!(matches!(error, LinkError::ClosedLocally), "{error}");
-        assert!(sent.load(std::sync::atomic::Ordering::SeqCst), "the control sender finished before the link ended");
+        assert!(
+            sent.load(std::sync::atomic::Ordering::SeqCst),
+            "the control sender finished before the link ended"
+        );
         assert!(tasks.is_empty(), "every task ended or was aborted");
     }
 
@@ -1266,6 +1815,9 @@ mod tests {
         let first = tasks.join_next_with_id().await.expect("a task ends");
         let error = link_task_ended(&mut tasks, &receivers, first).await;
         assert!(matches!(error, LinkError::Io(_)), "{error}");
-        assert!(!sent.load(std::sync::atomic::Ordering::SeqCst), "no waiting for the other sender");
+        assert!(
+            !sent.load(std::sync::atomic::Ordering::SeqCst),
+            "no waiting for the other sender"
+        );
     }
 }

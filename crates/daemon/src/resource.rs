@@ -24,11 +24,14 @@ use std::time::Instant;
 
 use bufpool::BufPool;
 use bufpool::Incoming;
-use repl::{Action, ConnState, DiskOp, Engine, IoError, Op, PeerMessage, ReplState, RequestId, Resolution, Role, Time};
+use repl::{
+    Action, ConnState, DiskOp, Engine, IoError, Op, PeerMessage, ReplState, RequestId, Resolution,
+    Role, Time,
+};
 use tokio::sync::{mpsc, watch, OwnedSemaphorePermit};
 
-use crate::disk::Disk;
 use crate::digest::DigestKind;
+use crate::disk::Disk;
 use crate::handlers::{self, HandlerEvent};
 use crate::held_reads::{HeldRead, HeldReads};
 use crate::io_workers::{IoWorkers, IO_THREADS, IO_THREADS_DIRECT};
@@ -105,7 +108,14 @@ pub(crate) enum Outgoing {
     /// socket (protocol A in effect for the peer when it was queued); `buffered`: bytes it
     /// holds in the link's async buffer (it was reported sent when queued), released once it
     /// is in the socket.
-    Data { seq: u64, epoch: u64, volume: u16, op: DiskOp<Payload>, report_sent: bool, buffered: u64 },
+    Data {
+        seq: u64,
+        epoch: u64,
+        volume: u16,
+        op: DiskOp<Payload>,
+        report_sent: bool,
+        buffered: u64,
+    },
     /// An epoch boundary (data socket).
     Barrier { epoch: u64, flush: bool },
     /// Acks, pings, state (control socket).
@@ -236,7 +246,10 @@ pub(crate) struct Resource {
 
 impl std::fmt::Debug for Resource {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Resource").field("name", &self.name).field("node_id", &self.node_id).finish()
+        f.debug_struct("Resource")
+            .field("name", &self.name)
+            .field("node_id", &self.node_id)
+            .finish()
     }
 }
 
@@ -266,8 +279,18 @@ pub(crate) struct ResourceParts {
 impl Resource {
     pub(crate) fn new(parts: ResourceParts) -> std::io::Result<Arc<Resource>> {
         let (changed, _) = watch::channel(0);
-        let direct = parts.volumes.iter().any(|(_, disk)| disk.io() == config::DiskIo::Direct);
-        let io = IoWorkers::start(&parts.name, if direct { IO_THREADS_DIRECT } else { IO_THREADS })?;
+        let direct = parts
+            .volumes
+            .iter()
+            .any(|(_, disk)| disk.io() == config::DiskIo::Direct);
+        let io = IoWorkers::start(
+            &parts.name,
+            if direct {
+                IO_THREADS_DIRECT
+            } else {
+                IO_THREADS
+            },
+        )?;
         let (meta_queues, receivers): (Vec<_>, Vec<_>) = parts
             .metas
             .iter()
@@ -276,7 +299,11 @@ impl Resource {
                 ((*volume, tx), (*volume, rx))
             })
             .unzip();
-        let tunings = parts.peers.iter().map(|peer| (peer.node_id, LinkTuning::new(&peer.net))).collect();
+        let tunings = parts
+            .peers
+            .iter()
+            .map(|peer| (peer.node_id, LinkTuning::new(&peer.net)))
+            .collect();
         let resource = Arc::new(Resource {
             tunings,
             tls: parts.tls,
@@ -296,7 +323,12 @@ impl Resource {
             metas: parts.metas,
             pool: parts.pool,
             handlers: parts.handlers,
-            core: Mutex::new(Core { engine: parts.engine, links: HashMap::new(), completions: HashMap::new(), write_started: HashMap::new() }),
+            core: Mutex::new(Core {
+                engine: parts.engine,
+                links: HashMap::new(),
+                completions: HashMap::new(),
+                write_started: HashMap::new(),
+            }),
             next_request: AtomicU64::new(1),
             writes_arriving: AtomicUsize::new(0),
             link_tasks: AtomicUsize::new(0),
@@ -327,7 +359,9 @@ impl Resource {
     fn lock(&self) -> MutexGuard<'_, Core> {
         // A poisoned lock means a bug panicked while holding it; with panic=abort that cannot
         // happen, so recover the guard rather than spread the failure.
-        self.core.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.core
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Read-only access to the engine (status, role checks).
@@ -336,7 +370,10 @@ impl Resource {
     }
 
     /// Feed one input to the engine and carry out what it decides.
-    pub(crate) fn step<R>(self: &Arc<Self>, f: impl FnOnce(&mut Engine<Payload>, Time, &mut Vec<Action<Payload>>) -> R) -> R {
+    pub(crate) fn step<R>(
+        self: &Arc<Self>,
+        f: impl FnOnce(&mut Engine<Payload>, Time, &mut Vec<Action<Payload>>) -> R,
+    ) -> R {
         self.step_core(|core, now, out| f(&mut core.engine, now, out))
     }
 
@@ -347,31 +384,47 @@ impl Resource {
     /// (`block_in_place`).
     /// With `auto` (the export's opener), a node that is Primary already is left as it is:
     /// Ok(false).
-    pub(crate) fn promote(self: &Arc<Self>, force: bool, auto: bool) -> Result<bool, repl::StateError> {
+    pub(crate) fn promote(
+        self: &Arc<Self>,
+        force: bool,
+        auto: bool,
+    ) -> Result<bool, repl::StateError> {
         const POLL: std::time::Duration = std::time::Duration::from_millis(5);
         let attempt = || {
-            self.step(|engine, _, out| match auto && engine.role() == repl::Role::Primary {
-                true => Ok(false),
-                false => engine.promote(force, out).map(|()| true),
-            })
+            self.step(
+                |engine, _, out| match auto && engine.role() == repl::Role::Primary {
+                    true => Ok(false),
+                    false => engine.promote(force, out).map(|()| true),
+                },
+            )
         };
         let first = attempt();
         if first != Err(repl::StateError::ConfirmingPeers) {
             return first;
         }
-        let longest = self.peers.iter().map(|p| p.net.ping_timeout).max().unwrap_or_default();
+        let longest = self
+            .peers
+            .iter()
+            .map(|p| p.net.ping_timeout)
+            .max()
+            .unwrap_or_default();
         let deadline = std::time::Instant::now() + longest + std::time::Duration::from_secs(1);
         tokio::task::block_in_place(|| loop {
             std::thread::sleep(POLL);
             let result = attempt();
-            if result != Err(repl::StateError::ConfirmingPeers) || std::time::Instant::now() >= deadline {
+            if result != Err(repl::StateError::ConfirmingPeers)
+                || std::time::Instant::now() >= deadline
+            {
                 return result;
             }
         })
     }
 
     /// Like [`Resource::step`], with access to the links too (to change both together).
-    fn step_core<R>(self: &Arc<Self>, f: impl FnOnce(&mut Core, Time, &mut Vec<Action<Payload>>) -> R) -> R {
+    fn step_core<R>(
+        self: &Arc<Self>,
+        f: impl FnOnce(&mut Core, Time, &mut Vec<Action<Payload>>) -> R,
+    ) -> R {
         let mut actions = Vec::new();
         let mut local = Vec::new();
         let mut buffered = Vec::new();
@@ -403,21 +456,44 @@ impl Resource {
 
     /// Carry out an action that needs no I/O (under the lock); hand back local I/O. Writes
     /// the async buffer admitted go to `buffered` (peer, seq).
-    fn route(&self, core: &mut Core, action: Action<Payload>, buffered: &mut Vec<(u8, u64)>) -> Option<Action<Payload>> {
+    fn route(
+        &self,
+        core: &mut Core,
+        action: Action<Payload>,
+        buffered: &mut Vec<(u8, u64)>,
+    ) -> Option<Action<Payload>> {
         match action {
             // fence-peer may answer at once (no handler configured): outside the lock.
-            Action::LocalWrite { .. } | Action::LocalFlush { .. } | Action::LocalRead { .. } | Action::LocalDigest { .. } | Action::FencePeer { .. } => return Some(action),
+            Action::LocalWrite { .. }
+            | Action::LocalFlush { .. }
+            | Action::LocalRead { .. }
+            | Action::LocalDigest { .. }
+            | Action::FencePeer { .. } => return Some(action),
             // Resizing reads the device and moves the metadata: outside the lock (`resize.rs`).
             Action::ResizeOffer { .. } | Action::Grow { .. } => return Some(action),
-            Action::VerifyFound { peer, volume, offset, length } => {
+            Action::VerifyFound {
+                peer,
+                volume,
+                offset,
+                length,
+            } => {
                 tracing::warn!(resource = %self.name, peer = %self.peer_name(peer), volume, offset, length, "online verify: blocks differ (marked out of sync)");
             }
-            Action::VerifyFinished { peer, volume, oos_bytes, skipped_bytes } => {
+            Action::VerifyFinished {
+                peer,
+                volume,
+                oos_bytes,
+                skipped_bytes,
+            } => {
                 let peer_name = self.peer_name(peer);
                 tracing::info!(resource = %self.name, peer = %peer_name, volume, oos_bytes, skipped_bytes, "online verify finished");
                 let job = self.persist_job(core, volume, None);
                 self.writebacks_queued.fetch_add(1, Ordering::AcqRel);
-                self.queue_meta(volume, job, MetaDone::Log(Arc::clone(&self.writebacks_queued)));
+                self.queue_meta(
+                    volume,
+                    job,
+                    MetaDone::Log(Arc::clone(&self.writebacks_queued)),
+                );
                 if oos_bytes > 0 {
                     let event = self.handler_event(Some(volume), Some(peer), Some(&peer_name));
                     handlers::run(&self.handlers, "out-of-sync", &event);
@@ -427,35 +503,72 @@ impl Resource {
                 let job = self.persist_job(core, volume, Some(meta));
                 self.queue_meta(volume, job, MetaDone::Engine(io));
             }
-            Action::WriteActivityLog { io, volume, offset_bytes, block, bitmap_pages, evicts } => {
-                self.queue_meta(volume, MetaJob::ActivityLog { pages: bitmap_pages, offset_bytes, block, evicts }, MetaDone::Engine(io));
+            Action::WriteActivityLog {
+                io,
+                volume,
+                offset_bytes,
+                block,
+                bitmap_pages,
+                evicts,
+            } => {
+                self.queue_meta(
+                    volume,
+                    MetaJob::ActivityLog {
+                        pages: bitmap_pages,
+                        offset_bytes,
+                        block,
+                        evicts,
+                    },
+                    MetaDone::Engine(io),
+                );
             }
             Action::SendOnData { peer, message } => {
                 if let Some(link) = core.links.get(&peer) {
                     let _ = link.data.send(Outgoing::OnData(message));
                 }
             }
-            Action::SplitBrain { peer, volume, resolution, detail } => {
+            Action::SplitBrain {
+                peer,
+                volume,
+                resolution,
+                detail,
+            } => {
                 let peer_name = self.peer_name(peer);
                 tracing::error!(resource = %self.name, peer = %peer_name, volume, ?resolution, "split brain detected: {detail}");
                 let event = self.handler_event(Some(volume), Some(peer), Some(&peer_name));
                 handlers::run(&self.handlers, "initial-split-brain", &event);
                 match resolution {
                     Resolution::Disconnect => handlers::run(&self.handlers, "split-brain", &event),
-                    Resolution::CallPriLostAfterSb => handlers::run(&self.handlers, "pri-lost-after-sb", &event),
+                    Resolution::CallPriLostAfterSb => {
+                        handlers::run(&self.handlers, "pri-lost-after-sb", &event)
+                    }
                     Resolution::DiscardLocal | Resolution::DiscardRemote => {}
                 }
             }
-            Action::SendData { peer, seq, epoch, volume, op } => {
+            Action::SendData {
+                peer,
+                seq,
+                epoch,
+                volume,
+                op,
+            } => {
                 if let Some(link) = core.links.get(&peer) {
-                    let mut report_sent = core.engine.protocol_in_effect(peer) == Some(repl::Protocol::A);
+                    let mut report_sent =
+                        core.engine.protocol_in_effect(peer) == Some(repl::Protocol::A);
                     let length = disk_op_bytes(&op);
                     let mut in_buffer = 0;
                     if report_sent && link.buffer.try_admit(length) {
                         (report_sent, in_buffer) = (false, length);
                         buffered.push((peer, seq));
                     }
-                    let _ = link.data.send(Outgoing::Data { seq, epoch, volume, op, report_sent, buffered: in_buffer });
+                    let _ = link.data.send(Outgoing::Data {
+                        seq,
+                        epoch,
+                        volume,
+                        op,
+                        report_sent,
+                        buffered: in_buffer,
+                    });
                 }
             }
             Action::SendBarrier { peer, epoch, flush } => {
@@ -468,7 +581,11 @@ impl Resource {
                     let _ = link.control.send(Outgoing::Control(message));
                 }
             }
-            Action::Detached { volume, failed, call_handler } => {
+            Action::Detached {
+                volume,
+                failed,
+                call_handler,
+            } => {
                 if let Some(disk) = self.disk(volume) {
                     disk.set_detached(true);
                 }
@@ -482,17 +599,29 @@ impl Resource {
                     handlers::run(&self.handlers, "local-io-error", &event);
                 }
             }
-            Action::Disconnect { peer, state, reason } => {
+            Action::Disconnect {
+                peer,
+                state,
+                reason,
+            } => {
                 if let Some(link) = core.links.remove(&peer) {
                     tracing::warn!(resource = %self.name, peer = %self.peer_name(peer), "dropping connection ({state}): {reason}");
-                    let _ = link.data.send(Outgoing::Close { reason: reason.clone() });
+                    let _ = link.data.send(Outgoing::Close {
+                        reason: reason.clone(),
+                    });
                     let _ = link.control.send(Outgoing::Close { reason });
                     let _ = link.kill.send(crate::peer::Stop::Drain);
                 }
             }
             Action::ReadDone { request, result } => {
                 if let Some(completion) = core.completions.remove(&request) {
-                    match result.and_then(|payload| payload.data.as_complete().map(bytes::Bytes::copy_from_slice).ok_or(IoError::Io)) {
+                    match result.and_then(|payload| {
+                        payload
+                            .data
+                            .as_complete()
+                            .map(bytes::Bytes::copy_from_slice)
+                            .ok_or(IoError::Io)
+                    }) {
                         Ok(data) => completion.read_data(data),
                         Err(error) => completion.error(crate::export::errno_of(error)),
                     }
@@ -501,7 +630,10 @@ impl Resource {
             Action::Complete { request, result } => {
                 if let Some(started) = core.write_started.remove(&request) {
                     let nanos = self.now().0.saturating_sub(started.0);
-                    self.write_counters.lock().unwrap_or_else(std::sync::PoisonError::into_inner).completed(std::time::Duration::from_nanos(nanos));
+                    self.write_counters
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .completed(std::time::Duration::from_nanos(nanos));
                 }
                 if let Some(completion) = core.completions.remove(&request) {
                     match result {
@@ -525,7 +657,10 @@ impl Resource {
     /// Counts a client write for the manager's write pattern (only while it runs).
     pub(crate) fn note_write(&self, offset: u64, length: u64) {
         if self.options.srm != config::Srm::Off {
-            self.write_counters.lock().unwrap_or_else(std::sync::PoisonError::into_inner).note(offset, length);
+            self.write_counters
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .note(offset, length);
         }
     }
 
@@ -535,14 +670,39 @@ impl Resource {
     /// fencing on, or when a peer fenced from here is back Established and UpToDate (fire
     /// and forget: the resync does not wait for them).
     fn resync_transitions(&self, engine: &Engine<Payload>) {
-        let is_target = |state: ReplState| matches!(state, ReplState::SyncTarget | ReplState::PausedSyncT);
-        let is_source = |state: ReplState| matches!(state, ReplState::SyncSource | ReplState::PausedSyncS);
-        let now: Vec<(u8, u16, ReplState)> = engine.status().peers.iter().flat_map(|p| p.volumes.iter().map(|v| (p.node_id, v.volume, v.replication))).collect();
-        let before = std::mem::replace(&mut *self.repl_states.lock().unwrap_or_else(std::sync::PoisonError::into_inner), now.clone());
+        let is_target =
+            |state: ReplState| matches!(state, ReplState::SyncTarget | ReplState::PausedSyncT);
+        let is_source =
+            |state: ReplState| matches!(state, ReplState::SyncSource | ReplState::PausedSyncS);
+        let now: Vec<(u8, u16, ReplState)> = engine
+            .status()
+            .peers
+            .iter()
+            .flat_map(|p| {
+                p.volumes
+                    .iter()
+                    .map(|v| (p.node_id, v.volume, v.replication))
+            })
+            .collect();
+        let before = std::mem::replace(
+            &mut *self
+                .repl_states
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+            now.clone(),
+        );
         let mut unfence = Vec::new();
         for (peer, volume, state) in now {
-            let old = before.iter().find(|(p, v, _)| (*p, *v) == (peer, volume)).map_or(ReplState::Off, |(_, _, s)| *s);
-            let handler = match (is_target(old), is_target(state), is_source(old), is_source(state)) {
+            let old = before
+                .iter()
+                .find(|(p, v, _)| (*p, *v) == (peer, volume))
+                .map_or(ReplState::Off, |(_, _, s)| *s);
+            let handler = match (
+                is_target(old),
+                is_target(state),
+                is_source(old),
+                is_source(state),
+            ) {
                 (false, true, _, _) => "before-resync-target",
                 (true, false, _, _) => "after-resync-target",
                 (_, _, false, true) => "before-resync-source",
@@ -566,10 +726,17 @@ impl Resource {
                 p.node_id == peer
                     && p.connection == ConnState::Connected
                     && !p.volumes.is_empty()
-                    && p.volumes.iter().all(|v| v.replication == ReplState::Established && v.peer_disk == repl::DiskState::UpToDate)
+                    && p.volumes.iter().all(|v| {
+                        v.replication == ReplState::Established
+                            && v.peer_disk == repl::DiskState::UpToDate
+                    })
             })
         };
-        let fenced = self.fenced.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+        let fenced = self
+            .fenced
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
         for peer in fenced.into_iter().filter(|peer| back(*peer)) {
             if !unfence.contains(&peer) {
                 unfence.push(peer);
@@ -584,20 +751,38 @@ impl Resource {
     /// Established and UpToDate: with fencing on, `unfence-peer` undoes what `fence-peer`
     /// may have done (DRBD's connection handler, no volume).
     fn unfence(&self, engine: &Engine<Payload>, peer: u8) {
-        self.fenced.lock().unwrap_or_else(std::sync::PoisonError::into_inner).retain(|p| *p != peer);
-        if engine.fence_policy(peer).is_some_and(|policy| policy != repl::FencePolicy::DontCare) {
+        self.fenced
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .retain(|p| *p != peer);
+        if engine
+            .fence_policy(peer)
+            .is_some_and(|policy| policy != repl::FencePolicy::DontCare)
+        {
             let peer_name = self.peer_name(peer);
-            handlers::run(&self.handlers, "unfence-peer", &self.handler_event(None, Some(peer), Some(&peer_name)));
+            handlers::run(
+                &self.handlers,
+                "unfence-peer",
+                &self.handler_event(None, Some(peer), Some(&peer_name)),
+            );
         }
     }
 
     /// The device minor of `volume`, if the configuration gives one.
     pub(crate) fn minor(&self, volume: u16) -> Option<u32> {
-        self.minors.iter().find(|(number, _)| *number == volume).map(|(_, minor)| *minor)
+        self.minors
+            .iter()
+            .find(|(number, _)| *number == volume)
+            .map(|(_, minor)| *minor)
     }
 
     /// What a handler is told: DRBD's variables for this resource, `volume` and `peer`.
-    fn handler_event<'a>(&'a self, volume: Option<u16>, peer: Option<u8>, peer_name: Option<&'a str>) -> HandlerEvent<'a> {
+    fn handler_event<'a>(
+        &'a self,
+        volume: Option<u16>,
+        peer: Option<u8>,
+        peer_name: Option<&'a str>,
+    ) -> HandlerEvent<'a> {
         let mut env = vec![("DRBD_MY_NODE_ID".to_string(), self.node_id.to_string())];
         if let Some(address) = self.listen.first() {
             env.push(("DRBD_MY_ADDRESS".into(), address.ip().to_string()));
@@ -630,13 +815,23 @@ impl Resource {
         if let Some(conf) = handlers::conf_path() {
             env.push(("DRBD_CONF".into(), conf.display().to_string()));
         }
-        HandlerEvent { resource: &self.name, volume, peer_node_id: peer, peer_name, env, timeout: self.options.handler_timeout }
+        HandlerEvent {
+            resource: &self.name,
+            volume,
+            peer_node_id: peer,
+            peer_name,
+            env,
+            timeout: self.options.handler_timeout,
+        }
     }
 
     /// Runs `fence-peer` against `peer` (engine's [`Action::FencePeer`]) and hands its status
     /// back; without a handler (or a free handler slot) the answer is a failure at once.
     fn fence_peer(self: &Arc<Self>, peer: u8) {
-        let mut fenced = self.fenced.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut fenced = self
+            .fenced
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         if !fenced.contains(&peer) {
             fenced.push(peer);
         }
@@ -657,8 +852,12 @@ impl Resource {
 
     fn fence_peer_answered(self: &Arc<Self>, peer: u8, status: i32) {
         match repl::fence_outcome(status) {
-            Some(disk) => tracing::info!(resource = %self.name, peer = %self.peer_name(peer), status, "fence-peer: the peer is {disk}"),
-            None => tracing::error!(resource = %self.name, peer = %self.peer_name(peer), status, "fence-peer failed; with resource-and-stonith I/O stays frozen until 'tandem resume-io'"),
+            Some(disk) => {
+                tracing::info!(resource = %self.name, peer = %self.peer_name(peer), status, "fence-peer: the peer is {disk}")
+            }
+            None => {
+                tracing::error!(resource = %self.name, peer = %self.peer_name(peer), status, "fence-peer failed; with resource-and-stonith I/O stays frozen until 'tandem resume-io'")
+            }
         }
         self.step(|engine, now, out| engine.fence_peer_done(now, peer, status, out));
     }
@@ -694,7 +893,9 @@ impl Resource {
             return;
         }
         let throttled = self.volumes.iter().any(|(_, disk)| disk.waits_for_device());
-        let action = if throttled { action } else {
+        let action = if throttled {
+            action
+        } else {
             match self.write_as_it_arrives(action) {
                 Ok(()) => return,
                 Err(action) => action,
@@ -702,7 +903,10 @@ impl Resource {
         };
         let inline = !throttled && runs_inline(&action);
         let arriving = match &action {
-            Action::LocalWrite { op: DiskOp::Write { data, .. }, .. } if data.data.as_complete().is_none() => Some(data.data.clone()),
+            Action::LocalWrite {
+                op: DiskOp::Write { data, .. },
+                ..
+            } if data.data.as_complete().is_none() => Some(data.data.clone()),
             _ => None,
         };
         let resource = Arc::clone(self);
@@ -710,12 +914,25 @@ impl Resource {
             let (io, result) = match action {
                 Action::LocalWrite { io, volume, op } => (io, resource.disk_op(volume, op)),
                 Action::LocalFlush { io } => (io, resource.flush_all()),
-                Action::LocalDigest { io, volume, offset, length, block_bytes, alg } => {
+                Action::LocalDigest {
+                    io,
+                    volume,
+                    offset,
+                    length,
+                    block_bytes,
+                    alg,
+                } => {
                     let result = resource.digest(io, volume, offset, length, block_bytes, alg);
-                    resource.step(|engine, now, out| engine.local_digest_done(now, io, result, out));
+                    resource
+                        .step(|engine, now, out| engine.local_digest_done(now, io, result, out));
                     return;
                 }
-                Action::LocalRead { io, volume, offset, length } => {
+                Action::LocalRead {
+                    io,
+                    volume,
+                    offset,
+                    length,
+                } => {
                     let result = resource.read_payload(volume, offset, length);
                     resource.step(|engine, now, out| engine.local_read_done(now, io, result, out));
                     return;
@@ -743,20 +960,40 @@ impl Resource {
     /// C, 1 MiB sequential writes: 25 -> 15 context switches per request on the Primary, 22 -> 14
     /// on the Secondary.
     /// Any other action is handed back.
-    fn write_as_it_arrives(self: &Arc<Self>, action: Action<Payload>) -> Result<(), Action<Payload>> {
-        let Action::LocalWrite { io, volume, op: DiskOp::Write { offset, length, data, fua } } = &action else {
+    fn write_as_it_arrives(
+        self: &Arc<Self>,
+        action: Action<Payload>,
+    ) -> Result<(), Action<Payload>> {
+        let Action::LocalWrite {
+            io,
+            volume,
+            op:
+                DiskOp::Write {
+                    offset,
+                    length,
+                    data,
+                    fua,
+                },
+        } = &action
+        else {
             return Err(action);
         };
         if data.data.as_complete().is_some() {
             return Err(action);
         }
-        let Some(disk) = self.disk(*volume).map(Arc::clone) else { return Err(action) };
-        let Ok(mut writer) = disk.piece_writer(*offset, *length, *fua) else { return Err(action) };
+        let Some(disk) = self.disk(*volume).map(Arc::clone) else {
+            return Err(action);
+        };
+        let Ok(mut writer) = disk.piece_writer(*offset, *length, *fua) else {
+            return Err(action);
+        };
         let (io, resource) = (*io, Arc::clone(self));
         // Keeps the receive-buffer permit until the write is over.
         let mut payload = Some(data.clone());
         let sink: bufpool::OnPiece = Box::new(move |piece| {
-            let Some(result) = writer.feed(&disk, piece) else { return false };
+            let Some(result) = writer.feed(&disk, piece) else {
+                return false;
+            };
             if let Err(error) = result {
                 tracing::error!(resource = %resource.name, ?io, "local I/O failed: {error}");
             }
@@ -781,7 +1018,8 @@ impl Resource {
         INLINE_RUNNING.with(|running| running.set(true));
         job();
         let mut ran = 1;
-        while let Some((resource, job)) = INLINE_QUEUE.with(|queue| queue.borrow_mut().pop_front()) {
+        while let Some((resource, job)) = INLINE_QUEUE.with(|queue| queue.borrow_mut().pop_front())
+        {
             if ran >= INLINE_RUN_MAX {
                 resource.io.run(job);
                 continue;
@@ -810,7 +1048,10 @@ impl Resource {
     }
 
     fn disk(&self, volume: u16) -> Option<&Arc<Disk>> {
-        self.volumes.iter().find(|(number, _)| *number == volume).map(|(_, disk)| disk)
+        self.volumes
+            .iter()
+            .find(|(number, _)| *number == volume)
+            .map(|(_, disk)| disk)
     }
 
     /// How `volume`'s backing disk was opened (`io`); None without a disk.
@@ -825,21 +1066,46 @@ impl Resource {
             return Err(IoError::Io);
         }
         match op {
-            DiskOp::Write { offset, data, fua, .. } => disk.write_incoming(offset, &data.data, fua),
-            DiskOp::Trim { offset, length, fua } => disk.zero(offset, length, true, fua),
-            DiskOp::WriteZeroes { offset, length, fua } => disk.zero(offset, length, false, fua),
+            DiskOp::Write {
+                offset, data, fua, ..
+            } => disk.write_incoming(offset, &data.data, fua),
+            DiskOp::Trim {
+                offset,
+                length,
+                fua,
+            } => disk.zero(offset, length, true, fua),
+            DiskOp::WriteZeroes {
+                offset,
+                length,
+                fua,
+            } => disk.zero(offset, length, false, fua),
         }
     }
 
     /// The digests of a range (verify or csums), one per `block_bytes`, with the peer's
     /// configured algorithm.
-    fn digest(&self, io: repl::IoId, volume: u16, offset: u64, length: u64, block_bytes: u32, alg: repl::DigestAlg) -> Result<Vec<u8>, IoError> {
+    fn digest(
+        &self,
+        io: repl::IoId,
+        volume: u16,
+        offset: u64,
+        length: u64,
+        block_bytes: u32,
+        alg: repl::DigestAlg,
+    ) -> Result<Vec<u8>, IoError> {
         use repl::IoId;
         let peer = match io {
-            IoId::VerifyRead { peer, .. } | IoId::VerifyPeerRead { peer, .. } | IoId::CsumRead { peer, .. } | IoId::CsumPeerRead { peer, .. } => peer,
+            IoId::VerifyRead { peer, .. }
+            | IoId::VerifyPeerRead { peer, .. }
+            | IoId::CsumRead { peer, .. }
+            | IoId::CsumPeerRead { peer, .. } => peer,
             _ => return Err(IoError::Invalid),
         };
-        let info = self.peers.iter().find(|p| p.node_id == peer).ok_or(IoError::Invalid)?;
+        let info = self
+            .peers
+            .iter()
+            .find(|p| p.node_id == peer)
+            .ok_or(IoError::Invalid)?;
         let kind = match alg {
             repl::DigestAlg::Verify => info.verify_alg,
             repl::DigestAlg::Csums => info.csums_alg,
@@ -847,21 +1113,33 @@ impl Resource {
         .ok_or(IoError::NotSupported)?;
         let data = self.read_payload(volume, offset, length)?;
         let bytes = data.data.as_complete().ok_or(IoError::Io)?;
-        Ok(kind.digest_blocks(bytes, usize::try_from(block_bytes).map_err(|_| IoError::Invalid)?))
+        Ok(kind.digest_blocks(
+            bytes,
+            usize::try_from(block_bytes).map_err(|_| IoError::Invalid)?,
+        ))
     }
 
     /// Read a range for a resync reply.
     fn read_payload(&self, volume: u16, offset: u64, length: u64) -> Result<Payload, IoError> {
         let length = usize::try_from(length).map_err(|_| IoError::Invalid)?;
         let mut buf = self.pool.take(length).ok_or(IoError::Invalid)?;
-        self.disk(volume).ok_or(IoError::Invalid)?.read(offset, &mut buf)?;
-        Ok(Payload { data: Incoming::complete(buf), _permit: None })
+        self.disk(volume)
+            .ok_or(IoError::Invalid)?
+            .read(offset, &mut buf)?;
+        Ok(Payload {
+            data: Incoming::complete(buf),
+            _permit: None,
+        })
     }
 
     /// Hand a metadata job to the volume's writer (called under the engine's lock, so jobs
     /// are written in the order their page images were taken).
     fn queue_meta(&self, volume: u16, job: MetaJob, done: MetaDone) {
-        let Some((_, queue)) = self.meta_queues.iter().find(|(number, _)| *number == volume) else {
+        let Some((_, queue)) = self
+            .meta_queues
+            .iter()
+            .find(|(number, _)| *number == volume)
+        else {
             tracing::error!(resource = %self.name, volume, "no metadata writer for this volume");
             return;
         };
@@ -871,7 +1149,12 @@ impl Resource {
     }
 
     /// A `Persist` job for `volume`: every peer's dirty bitmap pages, taken now, then `meta`.
-    fn persist_job(&self, core: &mut Core, volume: u16, meta: Option<Box<repl::VolumeMeta>>) -> MetaJob {
+    fn persist_job(
+        &self,
+        core: &mut Core,
+        volume: u16,
+        meta: Option<Box<repl::VolumeMeta>>,
+    ) -> MetaJob {
         let mut clears = false;
         let pages = self
             .peers
@@ -882,7 +1165,11 @@ impl Resource {
                 (peer.node_id, taken.pages)
             })
             .collect();
-        MetaJob::Persist { pages, meta, clears }
+        MetaJob::Persist {
+            pages,
+            meta,
+            clears,
+        }
     }
 
     /// Queue every volume's dirty bitmap pages (and, with `with_meta`, the superblock as it is
@@ -898,7 +1185,11 @@ impl Resource {
                     // handshakes from it); dirty pages wait in the engine.
                     continue;
                 }
-                let meta = if with_meta { core.engine.meta(*volume).map(Box::new) } else { None };
+                let meta = if with_meta {
+                    core.engine.meta(*volume).map(Box::new)
+                } else {
+                    None
+                };
                 let job = self.persist_job(core, *volume, meta);
                 if job.is_empty() {
                     continue;
@@ -977,7 +1268,9 @@ impl Resource {
         let _ = self.step(|engine, _, out| engine.demote(out));
         let peers: Vec<u8> = self.peers.iter().map(|p| p.node_id).collect();
         for peer in peers {
-            if let Err(error) = self.step(|engine, now, out| engine.set_connect(now, peer, false, out)) {
+            if let Err(error) =
+                self.step(|engine, now, out| engine.set_connect(now, peer, false, out))
+            {
                 tracing::warn!(resource = %self.name, peer, "cannot disconnect: {error}");
             }
         }
@@ -994,36 +1287,55 @@ impl Resource {
     }
 
     /// Start one metadata writer thread per volume (see [`MetaJob`]).
-    fn start_meta_writers(self: &Arc<Self>, receivers: Vec<(u16, MetaReceiver)>) -> std::io::Result<()> {
+    fn start_meta_writers(
+        self: &Arc<Self>,
+        receivers: Vec<(u16, MetaReceiver)>,
+    ) -> std::io::Result<()> {
         for (volume, receiver) in receivers {
-            let Some(store) = self.metas.iter().find(|(number, _)| *number == volume).map(|(_, store)| Arc::clone(store)) else { continue };
+            let Some(store) = self
+                .metas
+                .iter()
+                .find(|(number, _)| *number == volume)
+                .map(|(_, store)| Arc::clone(store))
+            else {
+                continue;
+            };
             let resource = Arc::downgrade(self);
-            std::thread::Builder::new().name(format!("tandem-meta-{}", self.name)).spawn(move || {
-                while let Ok((job, done)) = receiver.recv() {
-                    let result = store.execute(&job);
-                    match done {
-                        MetaDone::Engine(io) => {
-                            let Some(resource) = resource.upgrade() else { return };
-                            resource.step(|engine, now, out| engine.local_done(now, io, result, out));
-                        }
-                        MetaDone::Notify(tx) => {
-                            let _ = tx.send(result);
-                        }
-                        MetaDone::Log(queued) => {
-                            queued.fetch_sub(1, Ordering::AcqRel);
-                            if let Err(error) = result {
-                                tracing::error!(volume, "cannot write the bitmap: {error}");
+            std::thread::Builder::new()
+                .name(format!("tandem-meta-{}", self.name))
+                .spawn(move || {
+                    while let Ok((job, done)) = receiver.recv() {
+                        let result = store.execute(&job);
+                        match done {
+                            MetaDone::Engine(io) => {
+                                let Some(resource) = resource.upgrade() else {
+                                    return;
+                                };
+                                resource.step(|engine, now, out| {
+                                    engine.local_done(now, io, result, out)
+                                });
+                            }
+                            MetaDone::Notify(tx) => {
+                                let _ = tx.send(result);
+                            }
+                            MetaDone::Log(queued) => {
+                                queued.fetch_sub(1, Ordering::AcqRel);
+                                if let Err(error) = result {
+                                    tracing::error!(volume, "cannot write the bitmap: {error}");
+                                }
                             }
                         }
                     }
-                }
-            })?;
+                })?;
         }
         Ok(())
     }
 
     fn flush_all(&self) -> Result<(), IoError> {
-        self.volumes.iter().filter(|(_, disk)| !disk.is_detached()).try_for_each(|(_, disk)| disk.flush())
+        self.volumes
+            .iter()
+            .filter(|(_, disk)| !disk.is_detached())
+            .try_for_each(|(_, disk)| disk.flush())
     }
 
     /// Submit a client request: its completion waits in `completions` until the engine
@@ -1043,8 +1355,19 @@ impl Resource {
     /// Read from the local disk (client reads are served locally; the Primary is UpToDate).
     /// A detached disk's reads go to an UpToDate peer; a read that fails with a disk error
     /// detaches the disk under `on-io-error detach` and is then retried through the peer.
-    pub(crate) fn read(self: &Arc<Self>, volume: u16, offset: u64, length: u32, completion: Completion) {
-        let Some(HeldRead { completion, .. }) = self.held_reads.hold(HeldRead { volume, offset, length, completion }) else {
+    pub(crate) fn read(
+        self: &Arc<Self>,
+        volume: u16,
+        offset: u64,
+        length: u32,
+        completion: Completion,
+    ) {
+        let Some(HeldRead { completion, .. }) = self.held_reads.hold(HeldRead {
+            volume,
+            offset,
+            length,
+            completion,
+        }) else {
             return;
         };
         if self.disk(volume).is_some_and(|disk| disk.is_detached()) {
@@ -1071,13 +1394,19 @@ impl Resource {
 
     /// The running settings of the peer with `node_id`.
     pub(crate) fn live_peer(&self, node_id: u8) -> Option<PeerInfo> {
-        let live = self.live_peers.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let live = self
+            .live_peers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         live.iter().find(|p| p.node_id == node_id).cloned()
     }
 
     /// Records a peer's settings as now running.
     pub(crate) fn set_live_peer(&self, info: PeerInfo) {
-        let mut live = self.live_peers.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut live = self
+            .live_peers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         match live.iter_mut().find(|p| p.node_id == info.node_id) {
             Some(entry) => *entry = info,
             None => live.push(info),
@@ -1103,23 +1432,29 @@ impl Resource {
     /// with a read, and is attached again (then resyncs from its peers) or stays Diskless.
     /// A `disk none;` volume cannot be attached.
     pub(crate) fn attach(self: &Arc<Self>) -> Result<(), String> {
-        let numbers: Vec<u16> = self.with_engine(|engine| engine.status().volumes.iter().map(|v| v.volume).collect());
+        let numbers: Vec<u16> =
+            self.with_engine(|engine| engine.status().volumes.iter().map(|v| v.volume).collect());
         let mut attached = 0;
         for volume in numbers {
             if !self.with_engine(|engine| engine.is_diskless(volume)) {
                 continue;
             }
             let Some(disk) = self.disk(volume).map(Arc::clone) else {
-                return Err(format!("volume {volume} is configured without a disk (disk none;)"));
+                return Err(format!(
+                    "volume {volume} is configured without a disk (disk none;)"
+                ));
             };
-            self.step(|engine, _, out| engine.begin_attach(volume, out)).map_err(|e| format!("State change failed: {e}"))?;
+            self.step(|engine, _, out| engine.begin_attach(volume, out))
+                .map_err(|e| format!("State change failed: {e}"))?;
             let mut probe = vec![0; 4096];
             let usable = disk.read(0, &mut probe).and_then(|()| disk.flush());
             if usable.is_ok() {
                 disk.set_detached(false);
             }
             self.step(|engine, now, out| engine.finish_attach(now, volume, usable.is_ok(), out));
-            usable.map_err(|error| format!("volume {volume}: the disk still fails ({error}); Diskless"))?;
+            usable.map_err(|error| {
+                format!("volume {volume}: the disk still fails ({error}); Diskless")
+            })?;
             tracing::info!(resource = %self.name, volume, "attached; resyncing what it missed from the peers");
             attached += 1;
         }
@@ -1130,20 +1465,42 @@ impl Resource {
     }
 
     /// A client read of a Diskless volume, sent to a peer by the engine.
-    fn read_through_peer(self: &Arc<Self>, volume: u16, offset: u64, length: u32, completion: Completion) {
+    fn read_through_peer(
+        self: &Arc<Self>,
+        volume: u16,
+        offset: u64,
+        length: u32,
+        completion: Completion,
+    ) {
         let request: RequestId = self.next_request.fetch_add(1, Ordering::Relaxed);
         self.step_core(|core, _, out| {
             core.completions.insert(request, completion);
-            core.engine.read_through_peer(request, volume, offset, u64::from(length), out);
+            core.engine
+                .read_through_peer(request, volume, offset, u64::from(length), out);
         });
     }
 
     /// `get-gi`: the generation identifiers of the volumes and peers `filter` names, as the
     /// engine holds them now (applied over the superblock last written).
-    pub(crate) fn generations(&self, filter: &crate::metadata::GiFilter) -> Result<Vec<admin::Generations>, String> {
+    pub(crate) fn generations(
+        &self,
+        filter: &crate::metadata::GiFilter,
+    ) -> Result<Vec<admin::Generations>, String> {
         let (status, metas, fencing) = self.with_engine(|engine| {
-            let metas: Vec<_> = self.metas.iter().map(|(volume, store)| (*volume, engine.meta(*volume), Arc::clone(store))).collect();
-            let fencing: Vec<bool> = self.peers.iter().map(|p| engine.fence_policy(p.node_id).is_some_and(|policy| policy != repl::FencePolicy::DontCare)).collect();
+            let metas: Vec<_> = self
+                .metas
+                .iter()
+                .map(|(volume, store)| (*volume, engine.meta(*volume), Arc::clone(store)))
+                .collect();
+            let fencing: Vec<bool> = self
+                .peers
+                .iter()
+                .map(|p| {
+                    engine
+                        .fence_policy(p.node_id)
+                        .is_some_and(|policy| policy != repl::FencePolicy::DontCare)
+                })
+                .collect();
             (engine.status(), metas, fencing)
         });
         let peers: Vec<crate::metadata::GiPeer> = self
@@ -1151,17 +1508,33 @@ impl Resource {
             .iter()
             .zip(fencing)
             .map(|(p, fencing)| {
-                let connected = status.peers.iter().any(|s| s.node_id == p.node_id && s.connection == ConnState::Connected);
-                crate::metadata::GiPeer { name: p.name.clone(), node_id: p.node_id, connected, fencing }
+                let connected = status
+                    .peers
+                    .iter()
+                    .any(|s| s.node_id == p.node_id && s.connection == ConnState::Connected);
+                crate::metadata::GiPeer {
+                    name: p.name.clone(),
+                    node_id: p.node_id,
+                    connected,
+                    fencing,
+                }
             })
             .collect();
         let mut records = Vec::new();
-        for (volume, meta, store) in metas.into_iter().filter(|(volume, ..)| filter.volume.is_none_or(|wanted| *volume == wanted)) {
+        for (volume, meta, store) in metas
+            .into_iter()
+            .filter(|(volume, ..)| filter.volume.is_none_or(|wanted| *volume == wanted))
+        {
             let mut superblock = store.written();
             if let Some(meta) = meta {
                 meta.apply_to(&mut superblock);
             }
-            records.extend(crate::metadata::volume_generations(&superblock, (&self.name, volume), &peers, filter)?);
+            records.extend(crate::metadata::volume_generations(
+                &superblock,
+                (&self.name, volume),
+                &peers,
+                filter,
+            )?);
         }
         match (filter.volume, records.is_empty()) {
             (Some(volume), true) => Err(format!("no volume {volume} with a disk on this node")),
@@ -1170,15 +1543,32 @@ impl Resource {
     }
 
     pub(crate) fn peer_name(&self, node_id: u8) -> String {
-        self.peers.iter().find(|p| p.node_id == node_id).map_or_else(|| format!("node-{node_id}"), |p| p.name.clone())
+        self.peers
+            .iter()
+            .find(|p| p.node_id == node_id)
+            .map_or_else(|| format!("node-{node_id}"), |p| p.name.clone())
     }
 
     /// Install a freshly handshaken link and tell the engine; returns its generation.
-    pub(crate) fn link_up(self: &Arc<Self>, peer: u8, data: mpsc::UnboundedSender<Outgoing>, control: mpsc::UnboundedSender<Outgoing>, kill: watch::Sender<crate::peer::Stop>, socket: Option<OwnedFd>) -> (u64, Arc<AsyncBuffer>) {
+    pub(crate) fn link_up(
+        self: &Arc<Self>,
+        peer: u8,
+        data: mpsc::UnboundedSender<Outgoing>,
+        control: mpsc::UnboundedSender<Outgoing>,
+        kill: watch::Sender<crate::peer::Stop>,
+        socket: Option<OwnedFd>,
+    ) -> (u64, Arc<AsyncBuffer>) {
         let generation = self.next_generation.fetch_add(1, Ordering::Relaxed);
         let tuning = self.tuning(peer);
         let buffer = AsyncBuffer::new(Arc::clone(&tuning));
-        let link = LinkTx { generation, data, control, kill, socket, buffer: Arc::clone(&buffer) };
+        let link = LinkTx {
+            generation,
+            data,
+            control,
+            kill,
+            socket,
+            buffer: Arc::clone(&buffer),
+        };
         self.step_core(|core, now, out| {
             if let Some(old) = core.links.insert(peer, link) {
                 let _ = old.kill.send(crate::peer::Stop::Now);
@@ -1209,16 +1599,28 @@ impl Resource {
     /// The kernel's view of `peer`'s data connection (None when not connected).
     pub(crate) fn tcp_info(&self, peer: u8) -> Option<srm::TcpInfo> {
         let core = self.lock();
-        core.links.get(&peer).and_then(|link| link.socket.as_ref()).and_then(crate::link_tuning::tcp_info)
+        core.links
+            .get(&peer)
+            .and_then(|link| link.socket.as_ref())
+            .and_then(crate::link_tuning::tcp_info)
     }
 
     /// Bytes waiting in `peer`'s async buffer (0 when not connected).
     pub(crate) fn async_buffered_bytes(&self, peer: u8) -> u64 {
-        self.lock().links.get(&peer).map_or(0, |link| link.buffer.queued_bytes())
+        self.lock()
+            .links
+            .get(&peer)
+            .map_or(0, |link| link.buffer.queued_bytes())
     }
 
     /// A link's tasks ended; unless the engine already dropped it, tell the engine.
-    pub(crate) fn link_down(self: &Arc<Self>, peer: u8, generation: u64, state: ConnState, reason: String) {
+    pub(crate) fn link_down(
+        self: &Arc<Self>,
+        peer: u8,
+        generation: u64,
+        state: ConnState,
+        reason: String,
+    ) {
         self.step_core(|core, now, out| {
             let current = core.links.get(&peer).is_some_and(|link| link.generation == generation);
             if current {

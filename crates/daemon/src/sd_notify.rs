@@ -24,9 +24,14 @@ const WATCHDOG_INTERVAL_MIN: Duration = Duration::from_millis(100);
 
 /// Sends `state` (e.g. `READY=1`) to the service manager, if there is one.
 pub(crate) fn notify(state: &str) {
-    let Some(socket) = std::env::var_os(NOTIFY_SOCKET) else { return };
+    let Some(socket) = std::env::var_os(NOTIFY_SOCKET) else {
+        return;
+    };
     if let Err(error) = send(&socket, state) {
-        tracing::warn!("cannot notify the service manager ({NOTIFY_SOCKET}={}): {error}", socket.to_string_lossy());
+        tracing::warn!(
+            "cannot notify the service manager ({NOTIFY_SOCKET}={}): {error}",
+            socket.to_string_lossy()
+        );
     }
 }
 
@@ -34,8 +39,15 @@ fn send(socket: &OsStr, state: &str) -> std::io::Result<()> {
     let sender = UnixDatagram::unbound()?;
     let address = match socket.as_bytes() {
         [b'@', name @ ..] => SocketAddr::from_abstract_name(name)?,
-        path @ [b'/', ..] => SocketAddr::from_pathname(std::path::Path::new(OsStr::from_bytes(path)))?,
-        _ => return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, "neither an absolute path nor @NAME")),
+        path @ [b'/', ..] => {
+            SocketAddr::from_pathname(std::path::Path::new(OsStr::from_bytes(path)))?
+        }
+        _ => {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "neither an absolute path nor @NAME",
+            ))
+        }
     };
     let sent = sender.send_to_addr(state.as_bytes(), &address)?;
     assert_eq!(sent, state.len(), "a datagram is sent whole or not at all");

@@ -11,12 +11,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bufpool::{BufPool, PoolConfig};
-use repl::{AfterSb0Pri, AfterSb1Pri, AfterSb2Pri, Engine, EngineConfig, FencePolicy, NodeId, OnNoQuorum, PeerConfig, QuorumConfig, QuorumRule, ResyncRateConfig, SplitBrainPolicies};
+use repl::{
+    AfterSb0Pri, AfterSb1Pri, AfterSb2Pri, Engine, EngineConfig, FencePolicy, NodeId, OnNoQuorum,
+    PeerConfig, QuorumConfig, QuorumRule, ResyncRateConfig, SplitBrainPolicies,
+};
 use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::mpsc;
 
-use crate::disk::Disk;
 use crate::digest::DigestKind;
+use crate::disk::Disk;
 use crate::export::Registry;
 use crate::meta_store::MetaStore;
 use crate::metadata::{MetaFile, MetaSpec, MetadataError};
@@ -27,19 +30,71 @@ use crate::{admin_server, resync_after, DaemonError, NodeOptions};
 /// Options tandem acts on today; every other option that is set is reported once at start-up
 /// as accepted but not yet active.
 pub(crate) const ACTIVE_OPTIONS: &[&str] = &[
-    "protocol", "max-buffers", "max-epoch-size", "sndbuf-size", "rcvbuf-size", "ping-int",
-    "ping-timeout", "timeout", "ko-count", "connect-int", "cram-hmac-alg", "shared-secret",
-    "resync-rate", "c-plan-ahead", "c-delay-target", "c-fill-target", "c-max-rate", "c-min-rate",
-    "after-sb-0pri", "after-sb-1pri", "after-sb-2pri", "split-brain", "initial-split-brain",
-    "pri-lost-after-sb", "verify-alg", "csums-alg", "out-of-sync", "al-extents", "al-updates",
-    "resync-after", "quorum", "on-no-quorum", "quorum-minimum-redundancy", "quorum-lost", "srm",
-    "srm-interval", "srm-max-lag-bytes", "srm-max-lag-time", "srm-latency-high", "srm-latency-low",
-    "srm-fill-high", "srm-fill-low", "srm-min-dwell", "srm-max-buffers-min", "srm-max-buffers-max",
-    "srm-max-epoch-size-min", "srm-max-epoch-size-max", "srm-resync-share", "auto-promote",
-    "before-resync-target", "after-resync-target", "before-resync-source", "disk-flushes",
-    "on-congestion", "congestion-fill", "congestion-extents", "async-buffer", "async-buffer-compress", "tls",
-    "on-io-error", "local-io-error",
-    "fencing", "fence-peer", "unfence-peer", "handler-timeout",
+    "protocol",
+    "max-buffers",
+    "max-epoch-size",
+    "sndbuf-size",
+    "rcvbuf-size",
+    "ping-int",
+    "ping-timeout",
+    "timeout",
+    "ko-count",
+    "connect-int",
+    "cram-hmac-alg",
+    "shared-secret",
+    "resync-rate",
+    "c-plan-ahead",
+    "c-delay-target",
+    "c-fill-target",
+    "c-max-rate",
+    "c-min-rate",
+    "after-sb-0pri",
+    "after-sb-1pri",
+    "after-sb-2pri",
+    "split-brain",
+    "initial-split-brain",
+    "pri-lost-after-sb",
+    "verify-alg",
+    "csums-alg",
+    "out-of-sync",
+    "al-extents",
+    "al-updates",
+    "resync-after",
+    "quorum",
+    "on-no-quorum",
+    "quorum-minimum-redundancy",
+    "quorum-lost",
+    "srm",
+    "srm-interval",
+    "srm-max-lag-bytes",
+    "srm-max-lag-time",
+    "srm-latency-high",
+    "srm-latency-low",
+    "srm-fill-high",
+    "srm-fill-low",
+    "srm-min-dwell",
+    "srm-max-buffers-min",
+    "srm-max-buffers-max",
+    "srm-max-epoch-size-min",
+    "srm-max-epoch-size-max",
+    "srm-resync-share",
+    "auto-promote",
+    "before-resync-target",
+    "after-resync-target",
+    "before-resync-source",
+    "disk-flushes",
+    "on-congestion",
+    "congestion-fill",
+    "congestion-extents",
+    "async-buffer",
+    "async-buffer-compress",
+    "tls",
+    "on-io-error",
+    "local-io-error",
+    "fencing",
+    "fence-peer",
+    "unfence-peer",
+    "handler-timeout",
 ];
 
 /// Dirty bitmap pages are written every this many engine ticks (1 s), besides on every
@@ -65,9 +120,14 @@ pub(crate) struct PreparedNode {
 /// The largest request whose extents (4 MiB each, plus one for an unaligned start) fit one
 /// activity-log transaction of a cache of `al_extents`.
 fn request_bytes_max_for(al_extents: u32) -> u32 {
-    let per_transaction = u64::from(al_extents).min(meta::activity_log::AL_UPDATES_PER_TRANSACTION_MAX as u64);
-    let bytes = per_transaction.saturating_sub(1).saturating_mul(meta::AL_EXTENT_BYTES);
-    u32::try_from(bytes).unwrap_or(u32::MAX).min(nbd::ServerConfig::REQUEST_BYTES_MAX_DEFAULT)
+    let per_transaction =
+        u64::from(al_extents).min(meta::activity_log::AL_UPDATES_PER_TRANSACTION_MAX as u64);
+    let bytes = per_transaction
+        .saturating_sub(1)
+        .saturating_mul(meta::AL_EXTENT_BYTES);
+    u32::try_from(bytes)
+        .unwrap_or(u32::MAX)
+        .min(nbd::ServerConfig::REQUEST_BYTES_MAX_DEFAULT)
 }
 
 /// Load and check everything; open the disks.
@@ -79,8 +139,16 @@ pub(crate) fn prepare(options: &NodeOptions) -> Result<PreparedNode, DaemonError
         None => host_name()?,
     };
     for setting in config.settings_not_in(ACTIVE_OPTIONS) {
-        let scope = setting.resource.as_deref().map_or_else(|| "global".to_string(), |r| format!("resource {r}"));
-        tracing::warn!("{}: {} ({scope}, {:?} section): accepted but not yet active in tandem", setting.at, setting.option, setting.section);
+        let scope = setting
+            .resource
+            .as_deref()
+            .map_or_else(|| "global".to_string(), |r| format!("resource {r}"));
+        tracing::warn!(
+            "{}: {} ({scope}, {:?} section): accepted but not yet active in tandem",
+            setting.at,
+            setting.option,
+            setting.section
+        );
     }
     let pool = BufPool::new(PoolConfig::default());
     let mut resources = Vec::new();
@@ -90,25 +158,48 @@ pub(crate) fn prepare(options: &NodeOptions) -> Result<PreparedNode, DaemonError
     let mut request_bytes_max = nbd::ServerConfig::REQUEST_BYTES_MAX_DEFAULT;
     let mut declared = Vec::new();
     for resource in &config.resources {
-        let Some(host) = resource.host(&name) else { continue };
-        let volumes = host.volumes.iter().map(|v| (v.number, v.disk_options.resync_after.clone())).collect();
-        declared.push(resync_after::Declared { name: resource.name.clone(), volumes });
+        let Some(host) = resource.host(&name) else {
+            continue;
+        };
+        let volumes = host
+            .volumes
+            .iter()
+            .map(|v| (v.number, v.disk_options.resync_after.clone()))
+            .collect();
+        declared.push(resync_after::Declared {
+            name: resource.name.clone(),
+            volumes,
+        });
         nbd_address = nbd_address.or(host.nbd_address);
         metrics_address = metrics_address.or(host.metrics_address);
         if let Some(path) = &host.fuse_mount {
-            fuse_mounts.entry(path.clone()).or_default().push(resource.name.clone());
+            fuse_mounts
+                .entry(path.clone())
+                .or_default()
+                .push(resource.name.clone());
         }
         for volume in &host.volumes {
-            request_bytes_max = request_bytes_max.min(request_bytes_max_for(volume.disk_options.al_extents));
+            request_bytes_max =
+                request_bytes_max.min(request_bytes_max_for(volume.disk_options.al_extents));
         }
         resources.push(build_resource(resource, host, &pool)?);
     }
     if resources.is_empty() {
         let file = options.config.display();
-        return Err(DaemonError::Setup(format!("{file}: no resource has an 'on {name}' section; pick the node with --node NAME")));
+        return Err(DaemonError::Setup(format!(
+            "{file}: no resource has an 'on {name}' section; pick the node with --node NAME"
+        )));
     }
     let resync_after = resync_after::resolve(&declared).map_err(DaemonError::Setup)?;
-    Ok(PreparedNode { name, resources, nbd_address, metrics_address, fuse_mounts, request_bytes_max, resync_after })
+    Ok(PreparedNode {
+        name,
+        resources,
+        nbd_address,
+        metrics_address,
+        fuse_mounts,
+        request_bytes_max,
+        resync_after,
+    })
 }
 
 fn host_name() -> Result<String, DaemonError> {
@@ -116,7 +207,9 @@ fn host_name() -> Result<String, DaemonError> {
     // SAFETY: gethostname writes at most buf.len() bytes into buf.
     let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
     if rc != 0 {
-        return Err(DaemonError::Setup("cannot read the host name; pass --node NAME".into()));
+        return Err(DaemonError::Setup(
+            "cannot read the host name; pass --node NAME".into(),
+        ));
     }
     let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
     Ok(String::from_utf8_lossy(&buf[..end]).into_owned())
@@ -124,19 +217,33 @@ fn host_name() -> Result<String, DaemonError> {
 
 /// The peers of `host` in `resource` and the addresses it listens on; an error says what is
 /// wrong in words (used at start-up and by `adjust`).
-pub(crate) fn peer_infos(resource: &config::Resource, host: &config::Host) -> Result<(Vec<PeerInfo>, Vec<std::net::SocketAddr>), String> {
+pub(crate) fn peer_infos(
+    resource: &config::Resource,
+    host: &config::Host,
+) -> Result<(Vec<PeerInfo>, Vec<std::net::SocketAddr>), String> {
     let mut peers = Vec::new();
     let mut listen = Vec::new();
     for connection in resource.connections_of(&host.name) {
-        let Some(peer) = connection.peer_of(&host.name).and_then(|name| resource.host(name)) else { continue };
-        let (local, remote) = connection
-            .addresses_of(&host.name, 0)
-            .ok_or_else(|| format!("no address for the connection {} - {}", host.name, peer.name))?;
+        let Some(peer) = connection
+            .peer_of(&host.name)
+            .and_then(|name| resource.host(name))
+        else {
+            continue;
+        };
+        let (local, remote) = connection.addresses_of(&host.name, 0).ok_or_else(|| {
+            format!(
+                "no address for the connection {} - {}",
+                host.name, peer.name
+            )
+        })?;
         check_auth(&connection.net)?;
         if !listen.contains(&local) {
             listen.push(local);
         }
-        let split_brain = split_brain_policies(&|name| resource.host(name).map(|host| host.node_id), &connection.net)?;
+        let split_brain = split_brain_policies(
+            &|name| resource.host(name).map(|host| host.node_id),
+            &connection.net,
+        )?;
         let verify_alg = digest_of("verify-alg", connection.net.verify_alg.as_deref())?;
         let csums_alg = digest_of("csums-alg", connection.net.csums_alg.as_deref())?;
         peers.push(PeerInfo {
@@ -144,7 +251,12 @@ pub(crate) fn peer_infos(resource: &config::Resource, host: &config::Host) -> Re
             name: peer.name.clone(),
             address: remote,
             local_address: local,
-            diskless_volumes: peer.volumes.iter().filter(|volume| volume.disk.is_none()).map(|volume| volume.number).collect(),
+            diskless_volumes: peer
+                .volumes
+                .iter()
+                .filter(|volume| volume.disk.is_none())
+                .map(|volume| volume.number)
+                .collect(),
             net: connection.net.clone(),
             peer_device: connection.peer_device.clone(),
             split_brain,
@@ -159,8 +271,13 @@ pub(crate) fn peer_infos(resource: &config::Resource, host: &config::Host) -> Re
     Ok((peers, listen))
 }
 
-fn build_resource(resource: &config::Resource, host: &config::Host, pool: &Arc<BufPool>) -> Result<Arc<Resource>, DaemonError> {
-    let setup_error = |message: String| DaemonError::Setup(format!("resource {}: {message}", resource.name));
+fn build_resource(
+    resource: &config::Resource,
+    host: &config::Host,
+    pool: &Arc<BufPool>,
+) -> Result<Arc<Resource>, DaemonError> {
+    let setup_error =
+        |message: String| DaemonError::Setup(format!("resource {}: {message}", resource.name));
     let (peers, listen) = peer_infos(resource, host).map_err(setup_error)?;
     let peer_ids: Vec<u8> = peers.iter().map(|p| p.node_id).collect();
     let mut volumes = Vec::new();
@@ -173,8 +290,15 @@ fn build_resource(resource: &config::Resource, host: &config::Host, pool: &Arc<B
             volume_configs.push(diskless_volume(volume.number));
             continue;
         };
-        let volume_error = |error: MetadataError| setup_error(format!("volume {}: {error}", volume.number));
-        let spec = MetaSpec { disk: path.clone(), meta_disk: volume.meta_disk.clone(), node_id: host.node_id, peers: peer_ids.clone(), al_extents: volume.disk_options.al_extents };
+        let volume_error =
+            |error: MetadataError| setup_error(format!("volume {}: {error}", volume.number));
+        let spec = MetaSpec {
+            disk: path.clone(),
+            meta_disk: volume.meta_disk.clone(),
+            node_id: host.node_id,
+            peers: peer_ids.clone(),
+            al_extents: volume.disk_options.al_extents,
+        };
         let (file, superblock) = MetaFile::open(&spec).map_err(volume_error)?;
         let store = Arc::new(MetaStore::new(file, superblock));
         let mut disk = Disk::open_limited(path, store.data_bytes(), volume.disk_options.io)?;
@@ -182,7 +306,11 @@ fn build_resource(resource: &config::Resource, host: &config::Host, pool: &Arc<B
             tracing::warn!("volume {}: disk-throttle-latency {micros} us: every local write is slowed down (benchmarks and tests only)", volume.number);
             disk.set_throttle(std::time::Duration::from_micros(micros));
         }
-        volume_configs.push(store.volume_config(volume.number, &peer_ids, volume.disk_options.al_updates).map_err(volume_error)?);
+        volume_configs.push(
+            store
+                .volume_config(volume.number, &peer_ids, volume.disk_options.al_updates)
+                .map_err(volume_error)?,
+        );
         volumes.push((volume.number, Arc::new(disk)));
         metas.push((volume.number, store));
     }
@@ -192,12 +320,35 @@ fn build_resource(resource: &config::Resource, host: &config::Host, pool: &Arc<B
         peers: peers.iter().map(peer_config).collect(),
         random_seed: rand::random(),
     })
-    .map_err(|error| setup_error(format!("the metadata does not fit the configuration: {error}")))?;
+    .map_err(|error| {
+        setup_error(format!(
+            "the metadata does not fit the configuration: {error}"
+        ))
+    })?;
     let volume_layout = volume_layout(host);
     let tls = tls_setup(resource, host, &peers).map_err(setup_error)?;
-    let minors = host.volumes.iter().filter_map(|v| Some((v.number, v.minor?))).collect();
-    let parts = ResourceParts { name: resource.name.clone(), node_id: host.node_id, listen, peers, volumes, metas, pool: Arc::clone(pool), handlers: resource.handlers.clone(), engine, volume_layout, minors, options: resource.options.clone(), tls };
-    let built = Resource::new(parts).map_err(|error| setup_error(format!("cannot start I/O threads: {error}")))?;
+    let minors = host
+        .volumes
+        .iter()
+        .filter_map(|v| Some((v.number, v.minor?)))
+        .collect();
+    let parts = ResourceParts {
+        name: resource.name.clone(),
+        node_id: host.node_id,
+        listen,
+        peers,
+        volumes,
+        metas,
+        pool: Arc::clone(pool),
+        handlers: resource.handlers.clone(),
+        engine,
+        volume_layout,
+        minors,
+        options: resource.options.clone(),
+        tls,
+    };
+    let built = Resource::new(parts)
+        .map_err(|error| setup_error(format!("cannot start I/O threads: {error}")))?;
     let quorum = quorum_config(&resource.options);
     built.step(|engine, now, out| engine.set_quorum(now, quorum, out));
     for (volume, policy) in on_io_error_of(host) {
@@ -210,7 +361,10 @@ fn build_resource(resource: &config::Resource, host: &config::Host, pool: &Arc<B
 /// Each volume's `on-io-error` (a volume's `disk { }` section, else the resource's, else
 /// DRBD's default, `detach`).
 pub(crate) fn on_io_error_of(host: &config::Host) -> Vec<(u16, repl::OnIoError)> {
-    host.volumes.iter().map(|v| (v.number, on_io_error_policy(v.disk_options.on_io_error))).collect()
+    host.volumes
+        .iter()
+        .map(|v| (v.number, on_io_error_policy(v.disk_options.on_io_error)))
+        .collect()
 }
 
 /// The engine's policy for a configured `on-io-error`.
@@ -224,7 +378,10 @@ pub(crate) fn on_io_error_policy(option: config::OnIoError) -> repl::OnIoError {
 
 /// A volume without a disk (`disk none;`): Diskless, no size, no bitmaps, no activity log.
 pub(crate) fn diskless_volume(number: u16) -> repl::VolumeConfig {
-    repl::VolumeConfig { disk: repl::DiskState::Diskless, ..repl::VolumeConfig::fresh(number, 0) }
+    repl::VolumeConfig {
+        disk: repl::DiskState::Diskless,
+        ..repl::VolumeConfig::fresh(number, 0)
+    }
 }
 
 /// Each connection's `fencing` to the engine; fencing without a `fence-peer` handler is
@@ -236,7 +393,9 @@ pub(crate) fn apply_fencing(resource: &Arc<Resource>, handlers: &config::Handler
         if policy != FencePolicy::DontCare && !handlers.contains_key("fence-peer") {
             tracing::warn!(resource = %resource.name, peer = %peer.name, "fencing {} without a fence-peer handler: every fence fails", peer.net.fencing);
         }
-        if let Err(error) = resource.step(|engine, now, out| engine.set_fencing(now, peer.node_id, policy, out)) {
+        if let Err(error) =
+            resource.step(|engine, now, out| engine.set_fencing(now, peer.node_id, policy, out))
+        {
             tracing::error!(resource = %resource.name, peer = %peer.name, "cannot set fencing: {error}");
         }
     }
@@ -252,7 +411,11 @@ pub(crate) fn fence_policy(fencing: config::Fencing) -> FencePolicy {
 
 /// `tls yes`: this host's certificate and key, and each peer's pinned fingerprint (the
 /// configuration already checked that every host of a TLS resource has one).
-fn tls_setup(resource: &config::Resource, host: &config::Host, peers: &[PeerInfo]) -> Result<Option<Arc<crate::tls::TlsSetup>>, String> {
+fn tls_setup(
+    resource: &config::Resource,
+    host: &config::Host,
+    peers: &[PeerInfo],
+) -> Result<Option<Arc<crate::tls::TlsSetup>>, String> {
     if !peers.iter().any(|p| p.net.tls) {
         return Ok(None);
     }
@@ -261,7 +424,10 @@ fn tls_setup(resource: &config::Resource, host: &config::Host, peers: &[PeerInfo
     };
     let mut pins = Vec::new();
     for peer in peers {
-        let pin = resource.host(&peer.name).and_then(|h| h.tls_fingerprint).ok_or_else(|| format!("tls yes: host '{}' has no tls-fingerprint", peer.name))?;
+        let pin = resource
+            .host(&peer.name)
+            .and_then(|h| h.tls_fingerprint)
+            .ok_or_else(|| format!("tls yes: host '{}' has no tls-fingerprint", peer.name))?;
         pins.push((peer.node_id, peer.name.as_str(), pin));
     }
     crate::tls::TlsSetup::new(certificate, key, &pins).map(|setup| Some(Arc::new(setup)))
@@ -279,12 +445,20 @@ pub(crate) fn quorum_config(options: &config::ResourceOptions) -> QuorumConfig {
         config::OnNoQuorum::IoError => OnNoQuorum::IoError,
         config::OnNoQuorum::SuspendIo => OnNoQuorum::SuspendIo,
     };
-    QuorumConfig { rule: rule(options.quorum), on_loss, minimum_redundancy: rule(options.quorum_minimum_redundancy) }
+    QuorumConfig {
+        rule: rule(options.quorum),
+        on_loss,
+        minimum_redundancy: rule(options.quorum_minimum_redundancy),
+    }
 }
 
 /// The volumes of `host` as `adjust` compares them: number, disk and meta-disk.
 pub(crate) fn volume_layout(host: &config::Host) -> String {
-    let volumes: Vec<String> = host.volumes.iter().map(|v| format!("{}:{:?}:{:?}:{:?}", v.number, v.disk, v.meta_disk, v.minor)).collect();
+    let volumes: Vec<String> = host
+        .volumes
+        .iter()
+        .map(|v| format!("{}:{:?}:{:?}:{:?}", v.number, v.disk, v.meta_disk, v.minor))
+        .collect();
     volumes.join(",")
 }
 
@@ -322,7 +496,11 @@ fn congestion_of(net: &config::NetOptions) -> Option<repl::Congestion> {
         config::OnCongestion::PullAhead => repl::CongestionPolicy::PullAhead,
         config::OnCongestion::Disconnect => repl::CongestionPolicy::Disconnect,
     };
-    Some(repl::Congestion { policy, fill_bytes: net.congestion_fill_sectors.saturating_mul(512), extents: net.congestion_extents })
+    Some(repl::Congestion {
+        policy,
+        fill_bytes: net.congestion_fill_sectors.saturating_mul(512),
+        extents: net.congestion_extents,
+    })
 }
 
 /// The digest algorithm a `verify-alg` / `csums-alg` names, if set; an error names the ones
@@ -331,7 +509,10 @@ fn digest_of(option: &str, name: Option<&str>) -> Result<Option<DigestKind>, Str
     let Some(name) = name else { return Ok(None) };
     match DigestKind::from_name(name) {
         Some(kind) => Ok(Some(kind)),
-        None => Err(format!("{option} {name} is not supported; use one of {}", crate::digest::DIGEST_NAMES.join(", "))),
+        None => Err(format!(
+            "{option} {name} is not supported; use one of {}",
+            crate::digest::DIGEST_NAMES.join(", ")
+        )),
     }
 }
 
@@ -350,7 +531,10 @@ fn resync_rate_config(options: &config::PeerDeviceOptions) -> ResyncRateConfig {
 /// resource.
 /// The after-sb policies of `net`; `node_id_of` finds the node id of a host the resource
 /// names (for `discard-node-NAME`).
-pub(crate) fn split_brain_policies(node_id_of: &dyn Fn(&str) -> Option<u8>, net: &config::NetOptions) -> Result<SplitBrainPolicies, String> {
+pub(crate) fn split_brain_policies(
+    node_id_of: &dyn Fn(&str) -> Option<u8>,
+    net: &config::NetOptions,
+) -> Result<SplitBrainPolicies, String> {
     use config::{AfterSb0Pri as C0, AfterSb1Pri as C1, AfterSb2Pri as C2};
     let zero_primaries = match &net.after_sb_0pri {
         C0::Disconnect => AfterSb0Pri::Disconnect,
@@ -359,8 +543,11 @@ pub(crate) fn split_brain_policies(node_id_of: &dyn Fn(&str) -> Option<u8>, net:
         C0::DiscardZeroChanges => AfterSb0Pri::DiscardZeroChanges,
         C0::DiscardLeastChanges => AfterSb0Pri::DiscardLeastChanges,
         C0::DiscardNode(name) => {
-            let node_id = node_id_of(name).ok_or_else(|| format!("after-sb-0pri discard-node-{name}: no host named '{name}' in the resource"))?;
-            let node = NodeId::new(node_id).map_err(|error| format!("after-sb-0pri discard-node-{name}: {error}"))?;
+            let node_id = node_id_of(name).ok_or_else(|| {
+                format!("after-sb-0pri discard-node-{name}: no host named '{name}' in the resource")
+            })?;
+            let node = NodeId::new(node_id)
+                .map_err(|error| format!("after-sb-0pri discard-node-{name}: {error}"))?;
             AfterSb0Pri::DiscardNode(node)
         }
     };
@@ -376,7 +563,11 @@ pub(crate) fn split_brain_policies(node_id_of: &dyn Fn(&str) -> Option<u8>, net:
         C2::ViolentlyAs0p => AfterSb2Pri::ViolentlyAs0p,
         C2::CallPriLostAfterSb => AfterSb2Pri::CallPriLostAfterSb,
     };
-    Ok(SplitBrainPolicies { zero_primaries, one_primary, two_primaries })
+    Ok(SplitBrainPolicies {
+        zero_primaries,
+        one_primary,
+        two_primaries,
+    })
 }
 
 fn bind_unix(path: &Path, mode: u32) -> Result<UnixListener, DaemonError> {
@@ -384,13 +575,23 @@ fn bind_unix(path: &Path, mode: u32) -> Result<UnixListener, DaemonError> {
     if path.exists() {
         // A socket left by a dead node; a live node would still answer on it.
         if std::os::unix::net::UnixStream::connect(path).is_ok() {
-            return Err(DaemonError::Listen { what, source: std::io::Error::new(std::io::ErrorKind::AddrInUse, "another node is running with this run directory") });
+            return Err(DaemonError::Listen {
+                what,
+                source: std::io::Error::new(
+                    std::io::ErrorKind::AddrInUse,
+                    "another node is running with this run directory",
+                ),
+            });
         }
         let _ = std::fs::remove_file(path);
     }
-    let listener = UnixListener::bind(path).map_err(|source| DaemonError::Listen { what: what.clone(), source })?;
+    let listener = UnixListener::bind(path).map_err(|source| DaemonError::Listen {
+        what: what.clone(),
+        source,
+    })?;
     use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(|source| DaemonError::Listen { what, source })?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+        .map_err(|source| DaemonError::Listen { what, source })?;
     Ok(listener)
 }
 
@@ -401,28 +602,49 @@ pub(crate) async fn serve(node: PreparedNode, options: NodeOptions) -> Result<()
     for resource in &node.resources {
         let mut listeners = Vec::new();
         for address in &resource.listen {
-            let listener = TcpListener::bind(address).await.map_err(|source| DaemonError::Listen { what: format!("{address} (resource {})", resource.name), source })?;
+            let listener =
+                TcpListener::bind(address)
+                    .await
+                    .map_err(|source| DaemonError::Listen {
+                        what: format!("{address} (resource {})", resource.name),
+                        source,
+                    })?;
             listeners.push(listener);
         }
         peer_listeners.push(listeners);
     }
     let nbd_tcp = match node.nbd_address {
-        Some(address) => Some(TcpListener::bind(address).await.map_err(|source| DaemonError::Listen { what: format!("NBD {address}"), source })?),
+        Some(address) => {
+            Some(
+                TcpListener::bind(address)
+                    .await
+                    .map_err(|source| DaemonError::Listen {
+                        what: format!("NBD {address}"),
+                        source,
+                    })?,
+            )
+        }
         None => None,
     };
     let metrics_tcp = crate::metrics::bind(node.metrics_address).await?;
-    std::fs::create_dir_all(&options.run_dir).map_err(|source| DaemonError::Listen { what: options.run_dir.display().to_string(), source })?;
+    std::fs::create_dir_all(&options.run_dir).map_err(|source| DaemonError::Listen {
+        what: options.run_dir.display().to_string(),
+        source,
+    })?;
     let admin_path = options.run_dir.join("admin.sock");
     let nbd_path = options.run_dir.join("nbd.sock");
     let admin_listener = bind_unix(&admin_path, 0o600)?;
     let nbd_listener = bind_unix(&nbd_path, 0o600).inspect_err(|_| {
         let _ = std::fs::remove_file(&admin_path);
     })?;
-    let registry = Arc::new(Registry { resources: node.resources.clone() });
-    let fuse_mounts = crate::fuse_export::mount_all(&node.fuse_mounts, &registry).inspect_err(|_| {
-        let _ = std::fs::remove_file(&admin_path);
-        let _ = std::fs::remove_file(&nbd_path);
-    })?;
+    let registry = Arc::new(Registry {
+        resources: node.resources.clone(),
+    });
+    let fuse_mounts =
+        crate::fuse_export::mount_all(&node.fuse_mounts, &registry).inspect_err(|_| {
+            let _ = std::fs::remove_file(&admin_path);
+            let _ = std::fs::remove_file(&nbd_path);
+        })?;
     for (resource, listener) in node.resources.iter().zip(peer_listeners) {
         start_resource(resource, listener);
     }
@@ -431,25 +653,50 @@ pub(crate) async fn serve(node: PreparedNode, options: NodeOptions) -> Result<()
     let mut server_config = nbd::ServerConfig::new(Arc::clone(&node.resources[0].pool));
     server_config.request_bytes_max = node.request_bytes_max;
     let server_config = Arc::new(server_config);
-    tokio::spawn(nbd::serve_unix(nbd_listener, registry.clone(), Arc::clone(&server_config)));
+    tokio::spawn(nbd::serve_unix(
+        nbd_listener,
+        registry.clone(),
+        Arc::clone(&server_config),
+    ));
     if let Some(listener) = nbd_tcp {
-        tokio::spawn(nbd::serve_tcp(listener, registry.clone(), Arc::clone(&server_config)));
+        tokio::spawn(nbd::serve_tcp(
+            listener,
+            registry.clone(),
+            Arc::clone(&server_config),
+        ));
     }
-    let context = crate::adjust::NodeContext { config_path: options.config.clone(), node_name: node.name.clone() };
-    tokio::spawn(admin_server::serve(admin_listener, node.resources.clone(), context));
+    let context = crate::adjust::NodeContext {
+        config_path: options.config.clone(),
+        node_name: node.name.clone(),
+    };
+    tokio::spawn(admin_server::serve(
+        admin_listener,
+        node.resources.clone(),
+        context,
+    ));
     for resource in &node.resources {
         crate::srm_driver::start(resource, &resource.options);
     }
     if let Some(listener) = metrics_tcp {
-        tokio::spawn(crate::metrics::serve(listener, node.name.clone(), node.resources.clone()));
+        tokio::spawn(crate::metrics::serve(
+            listener,
+            node.name.clone(),
+            node.resources.clone(),
+        ));
     }
     if !node.resync_after.is_empty() {
-        tokio::spawn(resync_after::run(node.resources.clone(), node.resync_after.clone()));
+        tokio::spawn(resync_after::run(
+            node.resources.clone(),
+            node.resync_after.clone(),
+        ));
     }
     tracing::info!(node = %node.name, run_dir = %options.run_dir.display(), "node is up");
     // The admin socket listens and every resource is started: systemd's Type=notify
     // readiness (a no-op without NOTIFY_SOCKET).
-    crate::sd_notify::notify(&format!("READY=1\nSTATUS=serving {} resources", node.resources.len()));
+    crate::sd_notify::notify(&format!(
+        "READY=1\nSTATUS=serving {} resources",
+        node.resources.len()
+    ));
     if let Some(interval) = crate::sd_notify::watchdog_interval() {
         tokio::spawn(crate::sd_notify::ping_watchdog(interval));
     }
@@ -476,7 +723,11 @@ fn start_resource(resource: &Arc<Resource>, listeners: Vec<TcpListener>) {
     }
     let acceptor = Arc::new(Acceptor::new(handoff));
     for listener in listeners {
-        tokio::spawn(peer::listen(Arc::clone(resource), listener, Arc::clone(&acceptor)));
+        tokio::spawn(peer::listen(
+            Arc::clone(resource),
+            listener,
+            Arc::clone(&acceptor),
+        ));
     }
     let ticker = Arc::clone(resource);
     tokio::spawn(async move {
@@ -507,7 +758,9 @@ async fn leave_peers(resources: &[Arc<Resource>]) {
     let deadline = tokio::time::Instant::now() + LEAVE_WAIT_MAX;
     while resources.iter().any(|r| r.departing()) {
         if tokio::time::Instant::now() >= deadline {
-            tracing::warn!("stopping before every departure finished: those peers see a plain loss");
+            tracing::warn!(
+                "stopping before every departure finished: those peers see a plain loss"
+            );
             return;
         }
         tokio::time::sleep(LEAVE_POLL).await;
@@ -521,7 +774,10 @@ async fn leave_peers(resources: &[Arc<Resource>]) {
 
 async fn wait_for_signal() {
     use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
         std::future::pending::<()>().await;
         return;
     };
@@ -539,6 +795,10 @@ mod tests {
     fn small_activity_logs_lower_the_largest_request() {
         assert_eq!(request_bytes_max_for(7), 24 << 20, "6 extents of 4 MiB");
         assert_eq!(request_bytes_max_for(9), 32 << 20);
-        assert_eq!(request_bytes_max_for(1237), 32 << 20, "never above NBD's 32 MiB");
+        assert_eq!(
+            request_bytes_max_for(1237),
+            32 << 20,
+            "never above NBD's 32 MiB"
+        );
     }
 }

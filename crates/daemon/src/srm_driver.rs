@@ -20,7 +20,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use repl::{LagBound, LagThrottle, PeerConfig, Protocol};
-use srm::{Action, Decision, Manager, Mode, Observation, PeerObservation, SrmConfig, SystemObservation, WritePattern};
+use srm::{
+    Action, Decision, Manager, Mode, Observation, PeerObservation, SrmConfig, SystemObservation,
+    WritePattern,
+};
 
 use crate::resource::{PeerInfo, Resource};
 
@@ -67,10 +70,23 @@ impl WriteCounters {
     fn take(&mut self, interval: Duration) -> WritePattern {
         let taken = std::mem::take(self);
         self.next_offset = taken.next_offset;
-        let per_s = |count: u64| u64::try_from(u128::from(count) * 1000 / interval.as_millis().max(1)).unwrap_or(u64::MAX);
-        let sequential_permille = (taken.sequential * 1000).checked_div(taken.writes).map_or(0, |permille| u32::try_from(permille).unwrap_or(1000));
-        let completion_latency_mean = taken.completion_sum.checked_div(u32::try_from(taken.completed).unwrap_or(u32::MAX));
-        WritePattern { bytes_per_s: per_s(taken.bytes), writes_per_s: per_s(taken.writes), size_histogram: taken.histogram, sequential_permille, completion_latency_mean }
+        let per_s = |count: u64| {
+            u64::try_from(u128::from(count) * 1000 / interval.as_millis().max(1))
+                .unwrap_or(u64::MAX)
+        };
+        let sequential_permille = (taken.sequential * 1000)
+            .checked_div(taken.writes)
+            .map_or(0, |permille| u32::try_from(permille).unwrap_or(1000));
+        let completion_latency_mean = taken
+            .completion_sum
+            .checked_div(u32::try_from(taken.completed).unwrap_or(u32::MAX));
+        WritePattern {
+            bytes_per_s: per_s(taken.bytes),
+            writes_per_s: per_s(taken.writes),
+            size_histogram: taken.histogram,
+            sequential_permille,
+            completion_latency_mean,
+        }
     }
 }
 
@@ -93,7 +109,11 @@ impl SrmView {
         for line in &self.measurements {
             text.push_str(&format!("  {line}\n"));
         }
-        text.push_str(if self.history.is_empty() { "  no decisions yet\n" } else { "  decisions (oldest first):\n" });
+        text.push_str(if self.history.is_empty() {
+            "  no decisions yet\n"
+        } else {
+            "  decisions (oldest first):\n"
+        });
         for line in &self.history {
             text.push_str(&format!("    {line}\n"));
         }
@@ -122,7 +142,11 @@ pub(crate) fn srm_config(options: &config::ResourceOptions, peer: &PeerInfo) -> 
         Protocol::C => srm::Protocol::C,
     };
     let defaults = SrmConfig::default();
-    let buffers = srm::BufferSettings { max_buffers_pages: u64::from(net.max_buffers), max_epoch_size: u64::from(net.max_epoch_size), sndbuf_bytes: net.sndbuf_size_bytes };
+    let buffers = srm::BufferSettings {
+        max_buffers_pages: u64::from(net.max_buffers),
+        max_epoch_size: u64::from(net.max_epoch_size),
+        sndbuf_bytes: net.sndbuf_size_bytes,
+    };
     let bounds = |min: u64, max: u64| srm::Bounds { min, max };
     SrmConfig {
         mode,
@@ -141,8 +165,14 @@ pub(crate) fn srm_config(options: &config::ResourceOptions, peer: &PeerInfo) -> 
         c_max_rate_bytes_per_s: u64::from(device.c_max_rate_kib_per_s) * 1024,
         buffers,
         buffer_bounds: srm::BufferBounds {
-            max_buffers_pages: bounds(u64::from(net.srm_max_buffers_min), u64::from(net.srm_max_buffers_max)),
-            max_epoch_size: bounds(u64::from(net.srm_max_epoch_size_min), u64::from(net.srm_max_epoch_size_max)),
+            max_buffers_pages: bounds(
+                u64::from(net.srm_max_buffers_min),
+                u64::from(net.srm_max_buffers_max),
+            ),
+            max_epoch_size: bounds(
+                u64::from(net.srm_max_epoch_size_min),
+                u64::from(net.srm_max_epoch_size_max),
+            ),
             sndbuf_bytes: bounds(net.srm_sndbuf_size_min_bytes, net.srm_sndbuf_size_max_bytes),
         },
         ..defaults
@@ -159,23 +189,44 @@ pub(crate) fn start(resource: &Arc<Resource>, options: &config::ResourceOptions)
     for info in &resource.peers {
         let config = srm_config(options, info);
         match Manager::new(config.clone()) {
-            Ok(manager) => peers.push(PeerManager { node_id: info.node_id, name: info.name.clone(), manager }),
-            Err(error) => tracing::error!(resource = %resource.name, peer = %info.name, "srm not started: {error}"),
+            Ok(manager) => peers.push(PeerManager {
+                node_id: info.node_id,
+                name: info.name.clone(),
+                manager,
+            }),
+            Err(error) => {
+                tracing::error!(resource = %resource.name, peer = %info.name, "srm not started: {error}")
+            }
         }
         if options.srm == config::Srm::On {
-            let bound = LagBound { bytes_max: config.max_lag_bytes, time_max: config.max_lag_time, throttle: Some(throttle_of(&config)) };
-            let _ = resource.step(|engine, now, out| engine.set_lag_bound(now, info.node_id, Some(bound), out));
+            let bound = LagBound {
+                bytes_max: config.max_lag_bytes,
+                time_max: config.max_lag_time,
+                throttle: Some(throttle_of(&config)),
+            };
+            let _ = resource
+                .step(|engine, now, out| engine.set_lag_bound(now, info.node_id, Some(bound), out));
         }
     }
-    let mode = if options.srm == config::Srm::On { Mode::On } else { Mode::Advise };
-    *lock(&resource.srm_view) = Some(SrmView { mode: mode.to_string(), ..SrmView::default() });
+    let mode = if options.srm == config::Srm::On {
+        Mode::On
+    } else {
+        Mode::Advise
+    };
+    *lock(&resource.srm_view) = Some(SrmView {
+        mode: mode.to_string(),
+        ..SrmView::default()
+    });
     tokio::spawn(run(Arc::clone(resource), peers, mode, options.srm_interval));
 }
 
 /// The manager's lag throttle curve, in the engine's terms.
 fn throttle_of(config: &SrmConfig) -> LagThrottle {
     let curve = srm::ThrottleCurve::of(config);
-    LagThrottle { start_permille: curve.start_permille, admit_per_ack_permille: curve.admit_per_ack_permille }
+    LagThrottle {
+        start_permille: curve.start_permille,
+        admit_per_ack_permille: curve.admit_per_ack_permille,
+    }
 }
 
 const _: () = assert!(srm::THROTTLE_STEPS == repl::LAG_THROTTLE_STEPS);
@@ -192,16 +243,29 @@ async fn run(resource: Arc<Resource>, mut peers: Vec<PeerManager>, mode: Mode, i
         ticker.tick().await;
         let mut system = host.sample();
         let local = resource.step(|engine, _, _| engine.take_local_stats());
-        system.local_write_latency = local.latency_sum.checked_div(u32::try_from(local.writes).unwrap_or(u32::MAX)).unwrap_or_default();
+        system.local_write_latency = local
+            .latency_sum
+            .checked_div(u32::try_from(local.writes).unwrap_or(u32::MAX))
+            .unwrap_or_default();
         let writes = lock(&resource.write_counters).take(interval);
         let now = start.elapsed();
         let mut lines = vec![system_line(&system, &writes)];
-        let mut all = Observation { now, system: system.clone(), peers: Vec::with_capacity(peers.len()), writes: writes.clone() };
+        let mut all = Observation {
+            now,
+            system: system.clone(),
+            peers: Vec::with_capacity(peers.len()),
+            writes: writes.clone(),
+        };
         for peer in &mut peers {
             let observation = observe_peer(&resource, peer.node_id, interval);
             lines.push(peer_line(&peer.name, &observation));
             all.peers.push(observation.clone());
-            let obs = Observation { now, system: system.clone(), peers: vec![observation], writes: writes.clone() };
+            let obs = Observation {
+                now,
+                system: system.clone(),
+                peers: vec![observation],
+                writes: writes.clone(),
+            };
             let outcome = peer.manager.observe(&obs);
             for decision in &outcome.decisions {
                 record(&resource, &peer.name, decision);
@@ -209,7 +273,11 @@ async fn run(resource: Arc<Resource>, mut peers: Vec<PeerManager>, mode: Mode, i
                     apply(&resource, peer.node_id, &decision.action);
                 }
             }
-            let status = if mode == Mode::On { peer.manager.peer_status(peer.node_id) } else { peer.manager.advised_status(peer.node_id) };
+            let status = if mode == Mode::On {
+                peer.manager.peer_status(peer.node_id)
+            } else {
+                peer.manager.advised_status(peer.node_id)
+            };
             if let Some(line) = status.and_then(|status| switch_line(&peer.name, &status, now)) {
                 lines.push(line);
             }
@@ -223,21 +291,40 @@ async fn run(resource: Arc<Resource>, mut peers: Vec<PeerManager>, mode: Mode, i
 
 fn observe_peer(resource: &Arc<Resource>, node_id: u8, interval: Duration) -> PeerObservation {
     let (status, stats, config) = resource.step(|engine, now, out| {
-        let status = engine.status().peers.into_iter().find(|p| p.node_id == node_id);
+        let status = engine
+            .status()
+            .peers
+            .into_iter()
+            .find(|p| p.node_id == node_id);
         let stats = engine.take_peer_stats(node_id);
         // The next interval's round trip: a ping on the control socket, answered in order.
         engine.probe_rtt(now, node_id, out);
         (status, stats, engine.peer_config(node_id))
     });
-    let Some(status) = status else { return PeerObservation { peer: node_id, ..PeerObservation::default() } };
+    let Some(status) = status else {
+        return PeerObservation {
+            peer: node_id,
+            ..PeerObservation::default()
+        };
+    };
     let connected = status.connection == repl::ConnState::Connected;
-    let mean = stats.ack_latency_sum.checked_div(u32::try_from(stats.acks).unwrap_or(u32::MAX));
-    let window = config.map_or(1, |c| u64::from(c.max_buffers_pages) * PAGE_BYTES).max(1);
-    let fill = u32::try_from(status.lag.unreplicated_bytes.saturating_mul(1000) / window).unwrap_or(1000).min(1000);
-    let resync = status.volumes.iter().find_map(|v| v.resync).map(|r| srm::ResyncObservation {
-        rate_bytes_per_s: r.rate_bytes_per_s,
-        bytes_left: r.total_bytes.saturating_sub(r.done_bytes),
-    });
+    let mean = stats
+        .ack_latency_sum
+        .checked_div(u32::try_from(stats.acks).unwrap_or(u32::MAX));
+    let window = config
+        .map_or(1, |c| u64::from(c.max_buffers_pages) * PAGE_BYTES)
+        .max(1);
+    let fill = u32::try_from(status.lag.unreplicated_bytes.saturating_mul(1000) / window)
+        .unwrap_or(1000)
+        .min(1000);
+    let resync = status
+        .volumes
+        .iter()
+        .find_map(|v| v.resync)
+        .map(|r| srm::ResyncObservation {
+            rate_bytes_per_s: r.rate_bytes_per_s,
+            bytes_left: r.total_bytes.saturating_sub(r.done_bytes),
+        });
     PeerObservation {
         peer: node_id,
         connected,
@@ -247,7 +334,10 @@ fn observe_peer(resource: &Arc<Resource>, node_id: u8, interval: Duration) -> Pe
         ack_latency_p99: (stats.acks > 0).then_some(stats.ack_latency_max),
         // The peer does not report its disk's latency (yet): the manager uses ours.
         peer_write_latency: None,
-        goodput_bytes_per_s: u64::try_from(u128::from(stats.acked_bytes) * 1000 / interval.as_millis().max(1)).unwrap_or(u64::MAX),
+        goodput_bytes_per_s: u64::try_from(
+            u128::from(stats.acked_bytes) * 1000 / interval.as_millis().max(1),
+        )
+        .unwrap_or(u64::MAX),
         tcp: resource.tcp_info(node_id),
         send_queue_fill_permille: fill,
         unreplicated_bytes: status.lag.unreplicated_bytes,
@@ -255,18 +345,26 @@ fn observe_peer(resource: &Arc<Resource>, node_id: u8, interval: Duration) -> Pe
         out_of_sync_bytes: status.volumes.iter().map(|v| v.out_of_sync_bytes).sum(),
         resync,
         link_capacity_bytes_per_s: None,
-        interface_mtu_bytes: resource.listen.first().and_then(|address| interface_mtu(address.ip())),
+        interface_mtu_bytes: resource
+            .listen
+            .first()
+            .and_then(|address| interface_mtu(address.ip())),
     }
 }
 
 fn record(resource: &Resource, peer: &str, decision: &Decision) {
-    let kind = if decision.advisory { "advice" } else { "decision" };
+    let kind = if decision.advisory {
+        "advice"
+    } else {
+        "decision"
+    };
     tracing::info!(resource = %resource.name, peer, "srm {kind}: {decision}");
     if let Some(view) = lock(&resource.srm_view).as_mut() {
         if view.history.len() == HISTORY_LINES_MAX {
             view.history.pop_front();
         }
-        view.history.push_back(format!("{peer}: {kind}: {decision}"));
+        view.history
+            .push_back(format!("{peer}: {kind}: {decision}"));
     }
     resource.changed.send_modify(|version| *version += 1);
 }
@@ -287,7 +385,8 @@ fn apply(resource: &Arc<Resource>, peer: u8, action: &Action) {
                 tracing::warn!(resource = %resource.name, peer, "srm: sndbuf-size {} not applied: {error}", buffers.sndbuf_bytes);
             }
             reconfigure(resource, peer, |config| {
-                config.max_buffers_pages = u32::try_from(buffers.max_buffers_pages).unwrap_or(u32::MAX);
+                config.max_buffers_pages =
+                    u32::try_from(buffers.max_buffers_pages).unwrap_or(u32::MAX);
                 config.max_epoch_size = u32::try_from(buffers.max_epoch_size).unwrap_or(u32::MAX);
             })
         }
@@ -302,16 +401,27 @@ fn apply(resource: &Arc<Resource>, peer: u8, action: &Action) {
         // caught up; pull-ahead is the engine's own (`on-congestion`, so the manager is
         // configured without a congestion fill and never decides it); MTU advice is advice.
         // A kept switch's gain is a report: nothing to apply.
-        Action::MarkPossiblyStale | Action::ClearPossiblyStale | Action::AdviseMtu { .. } | Action::EnterAhead | Action::LeaveAhead | Action::GainObserved { .. } => Ok(()),
+        Action::MarkPossiblyStale
+        | Action::ClearPossiblyStale
+        | Action::AdviseMtu { .. }
+        | Action::EnterAhead
+        | Action::LeaveAhead
+        | Action::GainObserved { .. } => Ok(()),
     };
     if let Err(error) = result {
         tracing::warn!(resource = %resource.name, peer, "srm: decision not applied: {error}");
     }
 }
 
-fn reconfigure(resource: &Arc<Resource>, peer: u8, change: impl FnOnce(&mut PeerConfig)) -> Result<(), repl::StateError> {
+fn reconfigure(
+    resource: &Arc<Resource>,
+    peer: u8,
+    change: impl FnOnce(&mut PeerConfig),
+) -> Result<(), repl::StateError> {
     resource.step(|engine, now, out| {
-        let mut config = engine.peer_config(peer).ok_or(repl::StateError::NoSuchPeer(peer))?;
+        let mut config = engine
+            .peer_config(peer)
+            .ok_or(repl::StateError::NoSuchPeer(peer))?;
         change(&mut config);
         engine.reconfigure_peer(now, config, out)
     })
@@ -321,7 +431,10 @@ fn reconfigure(resource: &Arc<Resource>, peer: u8, change: impl FnOnce(&mut Peer
 /// back-off while one holds at `now`; `None` before the first switch.
 fn switch_line(name: &str, status: &srm::PeerStatus, now: Duration) -> Option<String> {
     let record = status.last_switch?;
-    let observed = record.observed_gain_permille.map_or_else(|| "-".to_string(), |gain| srm::Value::Ratio(gain).to_string());
+    let observed = record.observed_gain_permille.map_or_else(
+        || "-".to_string(),
+        |gain| srm::Value::Ratio(gain).to_string(),
+    );
     let mut line = format!(
         "{name}: last switch to A at {:.1}s: predicted gain {}, observed {} ({})",
         record.at.as_secs_f64(),
@@ -330,7 +443,11 @@ fn switch_line(name: &str, status: &srm::PeerStatus, now: Duration) -> Option<St
         record.verdict
     );
     if let Some(until) = status.async_not_before.filter(|until| *until > now) {
-        line.push_str(&format!("; {} undone in a row, no switch to A before {:.1}s", status.undone_switches, until.as_secs_f64()));
+        line.push_str(&format!(
+            "; {} undone in a row, no switch to A before {:.1}s",
+            status.undone_switches,
+            until.as_secs_f64()
+        ));
     }
     Some(line)
 }
@@ -352,7 +469,12 @@ fn peer_line(name: &str, peer: &PeerObservation) -> String {
     let tcp = peer.tcp.map_or_else(String::new, |tcp| {
         format!(
             " tcp-rtt:{:?} rttvar:{:?} retransmits:{} cwnd:{} unacked:{} not-sent:{} B",
-            tcp.rtt, tcp.rtt_variance, tcp.retransmits_total, tcp.congestion_window_segments, tcp.unacked_segments, tcp.not_sent_bytes
+            tcp.rtt,
+            tcp.rtt_variance,
+            tcp.retransmits_total,
+            tcp.congestion_window_segments,
+            tcp.unacked_segments,
+            tcp.not_sent_bytes
         )
     });
     let line = format!(
@@ -389,13 +511,18 @@ impl HostSampler {
             }
             self.previous = Some(now);
         }
-        if let Some(load) = read("/proc/loadavg").and_then(|text| srm::procfs::parse_loadavg(&text).ok()) {
+        if let Some(load) =
+            read("/proc/loadavg").and_then(|text| srm::procfs::parse_loadavg(&text).ok())
+        {
             system.load_average_hundredths = load.one_minute_hundredths;
         }
-        if let Some(memory) = read("/proc/meminfo").and_then(|text| srm::procfs::parse_meminfo(&text).ok()) {
+        if let Some(memory) =
+            read("/proc/meminfo").and_then(|text| srm::procfs::parse_meminfo(&text).ok())
+        {
             system.memory_available_permille = memory.available_permille();
         }
-        system.cpu_count = u32::try_from(std::thread::available_parallelism().map_or(1, usize::from)).unwrap_or(1);
+        system.cpu_count =
+            u32::try_from(std::thread::available_parallelism().map_or(1, usize::from)).unwrap_or(1);
         system
     }
 }
@@ -422,7 +549,11 @@ fn interface_of(address: std::net::IpAddr) -> Option<String> {
         let item = unsafe { &*entry };
         if !item.ifa_addr.is_null() && sockaddr_ip(item.ifa_addr) == Some(address) {
             // SAFETY: ifa_name is a NUL-terminated string owned by the list.
-            found = Some(unsafe { std::ffi::CStr::from_ptr(item.ifa_name) }.to_string_lossy().into_owned());
+            found = Some(
+                unsafe { std::ffi::CStr::from_ptr(item.ifa_name) }
+                    .to_string_lossy()
+                    .into_owned(),
+            );
         }
         entry = item.ifa_next;
     }
@@ -438,7 +569,9 @@ fn sockaddr_ip(address: *const libc::sockaddr) -> Option<std::net::IpAddr> {
         match i32::from((*address).sa_family) {
             libc::AF_INET => {
                 let v4 = &*(address.cast::<libc::sockaddr_in>());
-                Some(std::net::IpAddr::from(u32::from_be(v4.sin_addr.s_addr).to_be_bytes()))
+                Some(std::net::IpAddr::from(
+                    u32::from_be(v4.sin_addr.s_addr).to_be_bytes(),
+                ))
             }
             libc::AF_INET6 => {
                 let v6 = &*(address.cast::<libc::sockaddr_in6>());
@@ -457,7 +590,11 @@ mod tests {
     fn loopback_has_an_mtu() {
         let mtu = interface_mtu(std::net::IpAddr::from([127, 0, 0, 1]));
         assert!(mtu.is_some_and(|mtu| mtu >= 1500), "{mtu:?}");
-        assert_eq!(interface_mtu(std::net::IpAddr::from([192, 0, 2, 77])), None, "an address no interface holds");
+        assert_eq!(
+            interface_mtu(std::net::IpAddr::from([192, 0, 2, 77])),
+            None,
+            "an address no interface holds"
+        );
     }
 
     #[test]
@@ -470,19 +607,43 @@ mod tests {
         let pattern = counters.take(Duration::from_secs(2));
         assert_eq!(pattern.writes_per_s, 5, "11 writes in 2 s, rounded down");
         assert_eq!(pattern.bytes_per_s, (10 * 4096 + (1 << 20)) / 2);
-        assert_eq!(pattern.sequential_permille, 818, "9 of 11 continued the previous write");
+        assert_eq!(
+            pattern.sequential_permille, 818,
+            "9 of 11 continued the previous write"
+        );
         assert_eq!(pattern.size_histogram[srm::size_class(4096)].writes, 10);
-        assert_eq!(counters.take(Duration::from_secs(1)).writes_per_s, 0, "taking resets");
+        assert_eq!(
+            counters.take(Duration::from_secs(1)).writes_per_s,
+            0,
+            "taking resets"
+        );
     }
 
     #[test]
     fn write_counters_measure_mean_completion_time() {
         let mut counters = WriteCounters::default();
-        assert_eq!(counters.take(Duration::from_secs(1)).completion_latency_mean, None, "nothing completed");
+        assert_eq!(
+            counters
+                .take(Duration::from_secs(1))
+                .completion_latency_mean,
+            None,
+            "nothing completed"
+        );
         counters.completed(Duration::from_millis(1));
         counters.completed(Duration::from_millis(3));
-        assert_eq!(counters.take(Duration::from_secs(1)).completion_latency_mean, Some(Duration::from_millis(2)));
-        assert_eq!(counters.take(Duration::from_secs(1)).completion_latency_mean, None, "taking resets");
+        assert_eq!(
+            counters
+                .take(Duration::from_secs(1))
+                .completion_latency_mean,
+            Some(Duration::from_millis(2))
+        );
+        assert_eq!(
+            counters
+                .take(Duration::from_secs(1))
+                .completion_latency_mean,
+            None,
+            "taking resets"
+        );
     }
 
     #[test]
@@ -491,7 +652,11 @@ mod tests {
             protocol: srm::Protocol::C,
             possibly_stale: false,
             ahead: false,
-            buffers: srm::BufferSettings { max_buffers_pages: 2048, max_epoch_size: 2048, sndbuf_bytes: 128 << 10 },
+            buffers: srm::BufferSettings {
+                max_buffers_pages: 2048,
+                max_epoch_size: 2048,
+                sndbuf_bytes: 128 << 10,
+            },
             resync_cap_bytes_per_s: None,
             last_switch: None,
             undone_switches: 0,

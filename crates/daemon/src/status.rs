@@ -10,7 +10,15 @@ const KIB: u64 = 1024;
 
 /// The status of one resource as `tandem status` shows it.
 pub(crate) fn resource_status(resource: &Resource) -> ResourceStatus {
-    let (status, open, quorum, suspended, reasons) = resource.with_engine(|engine| (engine.status(), engine.is_open(), engine.has_quorum(), engine.io_suspended(), engine.suspend_reasons()));
+    let (status, open, quorum, suspended, reasons) = resource.with_engine(|engine| {
+        (
+            engine.status(),
+            engine.is_open(),
+            engine.has_quorum(),
+            engine.io_suspended(),
+            engine.suspend_reasons(),
+        )
+    });
     let down = resource.down.load(Ordering::Relaxed);
     let devices = status
         .volumes
@@ -20,7 +28,14 @@ pub(crate) fn resource_status(resource: &Resource) -> ResourceStatus {
             minor: resource.minor(v.volume),
             disk: v.disk.to_string(),
             // DRBD's `backing_dev:none` for a volume without a disk (`disk none;`).
-            backing_dev: resource.volumes.iter().find(|(n, _)| *n == v.volume).map_or_else(|| "none".to_string(), |(_, d)| d.path().display().to_string()),
+            backing_dev: resource
+                .volumes
+                .iter()
+                .find(|(n, _)| *n == v.volume)
+                .map_or_else(
+                    || "none".to_string(),
+                    |(_, d)| d.path().display().to_string(),
+                ),
             quorum,
             open,
             size_kib: v.size_bytes / KIB,
@@ -40,17 +55,33 @@ pub(crate) fn resource_status(resource: &Resource) -> ResourceStatus {
         .map(|p| ConnectionStatus {
             name: resource.peer_name(p.node_id),
             peer_node_id: p.node_id,
-            connection: if down { "StandAlone".into() } else { p.connection.to_string() },
+            connection: if down {
+                "StandAlone".into()
+            } else {
+                p.connection.to_string()
+            },
             role: p.role.to_string(),
-            congested: p.volumes.iter().any(|pv| pv.replication == repl::ReplState::Ahead),
+            congested: p
+                .volumes
+                .iter()
+                .any(|pv| pv.replication == repl::ReplState::Ahead),
             ap_in_flight_kib: p.lag.unreplicated_bytes / KIB,
-            rs_in_flight_kib: p.volumes.iter().filter_map(|pv| pv.resync).map(|r| r.in_flight_bytes / KIB).sum(),
+            rs_in_flight_kib: p
+                .volumes
+                .iter()
+                .filter_map(|pv| pv.resync)
+                .map(|r| r.in_flight_bytes / KIB)
+                .sum(),
             protocol: p.protocol.to_string(),
             last_error: p.last_error.clone(),
             unreplicated_kib: p.lag.unreplicated_bytes / KIB,
             peer_possibly_stale: p.lag.peer_possibly_stale,
             async_buffer_kib: resource.async_buffered_bytes(p.node_id) / KIB,
-            paths: paths(resource, p.node_id, p.connection == repl::ConnState::Connected && !down),
+            paths: paths(
+                resource,
+                p.node_id,
+                p.connection == repl::ConnState::Connected && !down,
+            ),
             peer_devices: p
                 .volumes
                 .iter()
@@ -68,7 +99,9 @@ pub(crate) fn resource_status(resource: &Resource) -> ResourceStatus {
                     rate_kib_per_s: pv.resync.map(|r| r.rate_bytes_per_s / KIB),
                     verify_found_kib: pv.verify_oos_bytes / KIB,
                     verify_skipped_kib: pv.verify_skipped_bytes / KIB,
-                    peer_client: resource.peers.iter().any(|info| info.node_id == p.node_id && info.diskless_volumes.contains(&pv.volume)),
+                    peer_client: resource.peers.iter().any(|info| {
+                        info.node_id == p.node_id && info.diskless_volumes.contains(&pv.volume)
+                    }),
                 })
                 .collect(),
         })
@@ -92,6 +125,10 @@ fn paths(resource: &Resource, node_id: u8, established: bool) -> Vec<PathStatus>
         .peers
         .iter()
         .filter(|info| info.node_id == node_id)
-        .map(|info| PathStatus { local: info.local_address.to_string(), peer: info.address.to_string(), established })
+        .map(|info| PathStatus {
+            local: info.local_address.to_string(),
+            peer: info.address.to_string(),
+            established,
+        })
         .collect()
 }

@@ -5,7 +5,10 @@
 //! Invariant: a code the engine does not know (role, disk state, flags) is a protocol error
 //! that ends the link; it is never mapped to a guess.
 
-use repl::{DiskState, Followed, GenerationFlags, GenerationIds, PeerMessage, Role, UuidsMessage, UuidsPurpose};
+use repl::{
+    DiskState, Followed, GenerationFlags, GenerationIds, PeerMessage, Role, UuidsMessage,
+    UuidsPurpose,
+};
 use wire::Message;
 
 use crate::peer::LinkError;
@@ -21,7 +24,10 @@ pub(crate) fn control_to_wire(message: PeerMessage<Payload>) -> Option<Message> 
         PeerMessage::PingAck => Message::PingAck,
         PeerMessage::RecvAck { seq } => Message::RecvAck { seq },
         PeerMessage::WriteAck { seq } => Message::WriteAck { seq },
-        PeerMessage::NegAck { seq } => Message::NegAck { seq, errno: ERRNO_IO },
+        PeerMessage::NegAck { seq } => Message::NegAck {
+            seq,
+            errno: ERRNO_IO,
+        },
         PeerMessage::BarrierAck { epoch } => Message::BarrierAck { epoch },
         PeerMessage::StaleMark { stale } => Message::StaleMark { stale },
         PeerMessage::StaleMarkAck { stale } => Message::StaleMarkAck { stale },
@@ -29,7 +35,13 @@ pub(crate) fn control_to_wire(message: PeerMessage<Payload>) -> Option<Message> 
         PeerMessage::PeerAck { epoch } => Message::PeerAck { epoch },
         PeerMessage::State { role, disks } => Message::PeerState(wire::PeerState {
             role: role.code(),
-            volumes: disks.into_iter().map(|(volume, d)| wire::VolumeDiskState { volume, disk_state: d.code() }).collect(),
+            volumes: disks
+                .into_iter()
+                .map(|(volume, d)| wire::VolumeDiskState {
+                    volume,
+                    disk_state: d.code(),
+                })
+                .collect(),
         }),
         _ => return None,
     })
@@ -50,50 +62,146 @@ pub(crate) fn control_from_wire(message: Message) -> Result<PeerMessage<Payload>
         Message::PeerAck { epoch } => PeerMessage::PeerAck { epoch },
         Message::PeerState(state) => {
             let role = role_of(state.role)?;
-            let disks = state.volumes.into_iter().map(|v| Ok((v.volume, disk_of(v.disk_state)?))).collect::<Result<_, LinkError>>()?;
+            let disks = state
+                .volumes
+                .into_iter()
+                .map(|v| Ok((v.volume, disk_of(v.disk_state)?)))
+                .collect::<Result<_, LinkError>>()?;
             PeerMessage::State { role, disks }
         }
         Message::Disconnect { reason } => return Err(LinkError::PeerDisconnected(reason)),
-        other => return Err(LinkError::Protocol(format!("unexpected {:?} on the control socket", other.kind()))),
+        other => {
+            return Err(LinkError::Protocol(format!(
+                "unexpected {:?} on the control socket",
+                other.kind()
+            )))
+        }
     })
 }
 
 /// A data-socket sync message without payload (handshake, bitmap, resync control) as a wire
 /// message; `None` for anything else.
 pub(crate) fn sync_to_wire(message: PeerMessage<Payload>) -> Result<Option<Message>, LinkError> {
-    let length32 = |length: u64| u32::try_from(length).map_err(|_| LinkError::Protocol(format!("resync range of {length} bytes is too long")));
+    let length32 = |length: u64| {
+        u32::try_from(length)
+            .map_err(|_| LinkError::Protocol(format!("resync range of {length} bytes is too long")))
+    };
     Ok(Some(match message {
         PeerMessage::SyncUuids(uuids) => Message::SyncUuids(Box::new(uuids_to_wire(&uuids))),
         PeerMessage::BitmapChunk { volume, chunk } => Message::BitmapChunk { volume, chunk },
-        PeerMessage::ResyncRequest { id, volume, offset, length } => {
-            Message::ResyncRequest(wire::ResyncRequest { id, volume, offset, length: length32(length)? })
-        }
-        PeerMessage::ResyncNegReply { id, volume, offset, length } => {
-            Message::ResyncNegReply(wire::ResyncNegReply { id, volume, offset, length: length32(length)?, errno: ERRNO_IO })
-        }
-        PeerMessage::ReadRequest { id, volume, offset, length } => {
-            Message::ReadRequest(wire::ResyncRequest { id, volume, offset, length: length32(length)? })
-        }
-        PeerMessage::ReadNegReply { id, volume, offset, length } => {
-            Message::ReadNegReply(wire::ResyncNegReply { id, volume, offset, length: length32(length)?, errno: ERRNO_IO })
-        }
+        PeerMessage::ResyncRequest {
+            id,
+            volume,
+            offset,
+            length,
+        } => Message::ResyncRequest(wire::ResyncRequest {
+            id,
+            volume,
+            offset,
+            length: length32(length)?,
+        }),
+        PeerMessage::ResyncNegReply {
+            id,
+            volume,
+            offset,
+            length,
+        } => Message::ResyncNegReply(wire::ResyncNegReply {
+            id,
+            volume,
+            offset,
+            length: length32(length)?,
+            errno: ERRNO_IO,
+        }),
+        PeerMessage::ReadRequest {
+            id,
+            volume,
+            offset,
+            length,
+        } => Message::ReadRequest(wire::ResyncRequest {
+            id,
+            volume,
+            offset,
+            length: length32(length)?,
+        }),
+        PeerMessage::ReadNegReply {
+            id,
+            volume,
+            offset,
+            length,
+        } => Message::ReadNegReply(wire::ResyncNegReply {
+            id,
+            volume,
+            offset,
+            length: length32(length)?,
+            errno: ERRNO_IO,
+        }),
         PeerMessage::ResyncAck { id, volume, ok } => Message::ResyncAck { id, volume, ok },
-        PeerMessage::ResyncDone { volume, failed_bytes } => Message::ResyncDone { volume, failed_bytes },
-        PeerMessage::CsumRequest { id, volume, offset, length, digests } => {
-            Message::CsumRequest(wire::CsumRequest { id, volume, offset, length: length32(length)?, digests })
-        }
+        PeerMessage::ResyncDone {
+            volume,
+            failed_bytes,
+        } => Message::ResyncDone {
+            volume,
+            failed_bytes,
+        },
+        PeerMessage::CsumRequest {
+            id,
+            volume,
+            offset,
+            length,
+            digests,
+        } => Message::CsumRequest(wire::CsumRequest {
+            id,
+            volume,
+            offset,
+            length: length32(length)?,
+            digests,
+        }),
         PeerMessage::ResyncInSync { id, volume } => Message::ResyncInSync { id, volume },
         PeerMessage::SyncPause { volume, paused } => Message::SyncPause { volume, paused },
-        PeerMessage::Resize { volume, size_bytes, step } => Message::Resize { volume, size_bytes, step: resize_step_to_wire(step) },
-        PeerMessage::VerifyRequest { id, volume, offset, length } => {
-            Message::VerifyRequest(wire::VerifyRequest { id, volume, offset, length: length32(length)? })
-        }
-        PeerMessage::VerifyReply { id, volume, offset, length, outcome } => {
+        PeerMessage::Resize {
+            volume,
+            size_bytes,
+            step,
+        } => Message::Resize {
+            volume,
+            size_bytes,
+            step: resize_step_to_wire(step),
+        },
+        PeerMessage::VerifyRequest {
+            id,
+            volume,
+            offset,
+            length,
+        } => Message::VerifyRequest(wire::VerifyRequest {
+            id,
+            volume,
+            offset,
+            length: length32(length)?,
+        }),
+        PeerMessage::VerifyReply {
+            id,
+            volume,
+            offset,
+            length,
+            outcome,
+        } => {
             let outcome = match outcome {
-                repl::VerifyOutcome::Digests { written_blocks, digests } => wire::VerifyOutcome::Digests { written_blocks, digests },
+                repl::VerifyOutcome::Digests {
+                    written_blocks,
+                    digests,
+                } => wire::VerifyOutcome::Digests {
+                    written_blocks,
+                    digests,
+                },
                 repl::VerifyOutcome::ReadFailed => wire::VerifyOutcome::ReadFailed,
             };
-            Message::VerifyReply(wire::VerifyReply { id, volume, offset, length: length32(length)?, outcome })
+            Message::VerifyReply(wire::VerifyReply {
+                id,
+                volume,
+                offset,
+                length: length32(length)?,
+                outcome,
+            })
         }
         PeerMessage::VerifyDone { volume, oos_bytes } => Message::VerifyDone { volume, oos_bytes },
         _ => return Ok(None),
@@ -105,26 +213,99 @@ pub(crate) fn sync_to_wire(message: PeerMessage<Payload>) -> Result<Option<Messa
 pub(crate) fn sync_from_wire(message: &Message) -> Result<Option<PeerMessage<Payload>>, LinkError> {
     Ok(Some(match message {
         Message::SyncUuids(uuids) => PeerMessage::SyncUuids(Box::new(uuids_from_wire(uuids)?)),
-        Message::BitmapChunk { volume, chunk } => PeerMessage::BitmapChunk { volume: *volume, chunk: chunk.clone() },
-        Message::ResyncRequest(r) => PeerMessage::ResyncRequest { id: r.id, volume: r.volume, offset: r.offset, length: u64::from(r.length) },
-        Message::ResyncNegReply(r) => PeerMessage::ResyncNegReply { id: r.id, volume: r.volume, offset: r.offset, length: u64::from(r.length) },
-        Message::ReadRequest(r) => PeerMessage::ReadRequest { id: r.id, volume: r.volume, offset: r.offset, length: u64::from(r.length) },
-        Message::ReadNegReply(r) => PeerMessage::ReadNegReply { id: r.id, volume: r.volume, offset: r.offset, length: u64::from(r.length) },
-        Message::ResyncAck { id, volume, ok } => PeerMessage::ResyncAck { id: *id, volume: *volume, ok: *ok },
-        Message::ResyncDone { volume, failed_bytes } => PeerMessage::ResyncDone { volume: *volume, failed_bytes: *failed_bytes },
-        Message::CsumRequest(r) => PeerMessage::CsumRequest { id: r.id, volume: r.volume, offset: r.offset, length: u64::from(r.length), digests: r.digests.clone() },
-        Message::ResyncInSync { id, volume } => PeerMessage::ResyncInSync { id: *id, volume: *volume },
-        Message::SyncPause { volume, paused } => PeerMessage::SyncPause { volume: *volume, paused: *paused },
-        Message::Resize { volume, size_bytes, step } => PeerMessage::Resize { volume: *volume, size_bytes: *size_bytes, step: resize_step_from_wire(*step) },
-        Message::VerifyRequest(r) => PeerMessage::VerifyRequest { id: r.id, volume: r.volume, offset: r.offset, length: u64::from(r.length) },
+        Message::BitmapChunk { volume, chunk } => PeerMessage::BitmapChunk {
+            volume: *volume,
+            chunk: chunk.clone(),
+        },
+        Message::ResyncRequest(r) => PeerMessage::ResyncRequest {
+            id: r.id,
+            volume: r.volume,
+            offset: r.offset,
+            length: u64::from(r.length),
+        },
+        Message::ResyncNegReply(r) => PeerMessage::ResyncNegReply {
+            id: r.id,
+            volume: r.volume,
+            offset: r.offset,
+            length: u64::from(r.length),
+        },
+        Message::ReadRequest(r) => PeerMessage::ReadRequest {
+            id: r.id,
+            volume: r.volume,
+            offset: r.offset,
+            length: u64::from(r.length),
+        },
+        Message::ReadNegReply(r) => PeerMessage::ReadNegReply {
+            id: r.id,
+            volume: r.volume,
+            offset: r.offset,
+            length: u64::from(r.length),
+        },
+        Message::ResyncAck { id, volume, ok } => PeerMessage::ResyncAck {
+            id: *id,
+            volume: *volume,
+            ok: *ok,
+        },
+        Message::ResyncDone {
+            volume,
+            failed_bytes,
+        } => PeerMessage::ResyncDone {
+            volume: *volume,
+            failed_bytes: *failed_bytes,
+        },
+        Message::CsumRequest(r) => PeerMessage::CsumRequest {
+            id: r.id,
+            volume: r.volume,
+            offset: r.offset,
+            length: u64::from(r.length),
+            digests: r.digests.clone(),
+        },
+        Message::ResyncInSync { id, volume } => PeerMessage::ResyncInSync {
+            id: *id,
+            volume: *volume,
+        },
+        Message::SyncPause { volume, paused } => PeerMessage::SyncPause {
+            volume: *volume,
+            paused: *paused,
+        },
+        Message::Resize {
+            volume,
+            size_bytes,
+            step,
+        } => PeerMessage::Resize {
+            volume: *volume,
+            size_bytes: *size_bytes,
+            step: resize_step_from_wire(*step),
+        },
+        Message::VerifyRequest(r) => PeerMessage::VerifyRequest {
+            id: r.id,
+            volume: r.volume,
+            offset: r.offset,
+            length: u64::from(r.length),
+        },
         Message::VerifyReply(r) => {
             let outcome = match &r.outcome {
-                wire::VerifyOutcome::Digests { written_blocks, digests } => repl::VerifyOutcome::Digests { written_blocks: *written_blocks, digests: digests.clone() },
+                wire::VerifyOutcome::Digests {
+                    written_blocks,
+                    digests,
+                } => repl::VerifyOutcome::Digests {
+                    written_blocks: *written_blocks,
+                    digests: digests.clone(),
+                },
                 wire::VerifyOutcome::ReadFailed => repl::VerifyOutcome::ReadFailed,
             };
-            PeerMessage::VerifyReply { id: r.id, volume: r.volume, offset: r.offset, length: u64::from(r.length), outcome }
+            PeerMessage::VerifyReply {
+                id: r.id,
+                volume: r.volume,
+                offset: r.offset,
+                length: u64::from(r.length),
+                outcome,
+            }
         }
-        Message::VerifyDone { volume, oos_bytes } => PeerMessage::VerifyDone { volume: *volume, oos_bytes: *oos_bytes },
+        Message::VerifyDone { volume, oos_bytes } => PeerMessage::VerifyDone {
+            volume: *volume,
+            oos_bytes: *oos_bytes,
+        },
         _ => return Ok(None),
     }))
 }
@@ -185,7 +366,13 @@ fn uuids_from_wire(uuids: &wire::SyncUuids) -> Result<UuidsMessage, LinkError> {
         wire::UuidsPurpose::RotateSeen => UuidsPurpose::RotateSeen,
         wire::UuidsPurpose::Accepted => UuidsPurpose::Accepted,
     };
-    let ids = GenerationIds { current: uuids.current, bitmap: uuids.bitmap, history: uuids.history, flags: GenerationFlags::from_bits(uuids.flags), resync_goal: uuids.resync_goal };
+    let ids = GenerationIds {
+        current: uuids.current,
+        bitmap: uuids.bitmap,
+        history: uuids.history,
+        flags: GenerationFlags::from_bits(uuids.flags),
+        resync_goal: uuids.resync_goal,
+    };
     Ok(UuidsMessage {
         volume: uuids.volume,
         purpose,
@@ -195,7 +382,10 @@ fn uuids_from_wire(uuids: &wire::SyncUuids) -> Result<UuidsMessage, LinkError> {
         bitmap_bits: uuids.bitmap_bits,
         size_bytes: uuids.size_bytes,
         bitmap_granularity_bytes: uuids.bitmap_granularity_bytes,
-        followed: (uuids.followed_node != wire::FOLLOWED_NONE).then_some(Followed { node: uuids.followed_node, seq: uuids.followed_seq }),
+        followed: (uuids.followed_node != wire::FOLLOWED_NONE).then_some(Followed {
+            node: uuids.followed_node,
+            seq: uuids.followed_seq,
+        }),
     })
 }
 
@@ -204,7 +394,8 @@ fn role_of(code: u8) -> Result<Role, LinkError> {
 }
 
 fn disk_of(code: u8) -> Result<DiskState, LinkError> {
-    DiskState::from_code(code).ok_or_else(|| LinkError::Protocol(format!("unknown disk state code {code}")))
+    DiskState::from_code(code)
+        .ok_or_else(|| LinkError::Protocol(format!("unknown disk state code {code}")))
 }
 
 #[cfg(test)]
@@ -223,31 +414,73 @@ mod tests {
             PeerMessage::WriteAck { seq: 1 },
             PeerMessage::NegAck { seq: 1 },
             PeerMessage::BarrierAck { epoch: 1 },
-            PeerMessage::State { role: Role::Secondary, disks: vec![(0, DiskState::UpToDate)] },
+            PeerMessage::State {
+                role: Role::Secondary,
+                disks: vec![(0, DiskState::UpToDate)],
+            },
             PeerMessage::StaleMark { stale: true },
             PeerMessage::StaleMarkAck { stale: false },
             PeerMessage::Ahead { ahead: true },
             PeerMessage::PeerAck { epoch: 3 },
-            PeerMessage::SyncPause { volume: 0, paused: true },
-            PeerMessage::Resize { volume: 0, size_bytes: 1 << 30, step: repl::ResizeStep::Apply { assume_clean: true } },
-            PeerMessage::BitmapChunk { volume: 0, chunk: vec![1] },
-            PeerMessage::ResyncRequest { id: 1, volume: 0, offset: 0, length: 4096 },
-            PeerMessage::ResyncAck { id: 1, volume: 0, ok: true },
-            PeerMessage::ResyncDone { volume: 0, failed_bytes: 0 },
+            PeerMessage::SyncPause {
+                volume: 0,
+                paused: true,
+            },
+            PeerMessage::Resize {
+                volume: 0,
+                size_bytes: 1 << 30,
+                step: repl::ResizeStep::Apply { assume_clean: true },
+            },
+            PeerMessage::BitmapChunk {
+                volume: 0,
+                chunk: vec![1],
+            },
+            PeerMessage::ResyncRequest {
+                id: 1,
+                volume: 0,
+                offset: 0,
+                length: 4096,
+            },
+            PeerMessage::ResyncAck {
+                id: 1,
+                volume: 0,
+                ok: true,
+            },
+            PeerMessage::ResyncDone {
+                volume: 0,
+                failed_bytes: 0,
+            },
             PeerMessage::ResyncInSync { id: 1, volume: 0 },
-            PeerMessage::VerifyRequest { id: 1, volume: 0, offset: 0, length: 4096 },
-            PeerMessage::VerifyDone { volume: 0, oos_bytes: 0 },
+            PeerMessage::VerifyRequest {
+                id: 1,
+                volume: 0,
+                offset: 0,
+                length: 4096,
+            },
+            PeerMessage::VerifyDone {
+                volume: 0,
+                oos_bytes: 0,
+            },
         ];
         for message in messages {
             let name = format!("{message:?}");
             let control = control_to_wire(message.clone());
             let sync = sync_to_wire(message).expect("maps");
-            assert!(control.is_some() != sync.is_some(), "{name} maps to exactly one socket");
+            assert!(
+                control.is_some() != sync.is_some(),
+                "{name} maps to exactly one socket"
+            );
             if let Some(wire) = control {
-                assert!(wire.kind().allowed_on(SocketKind::Control), "{name} on the control socket");
+                assert!(
+                    wire.kind().allowed_on(SocketKind::Control),
+                    "{name} on the control socket"
+                );
             }
             if let Some(wire) = sync {
-                assert!(wire.kind().allowed_on(SocketKind::Data), "{name} on the data socket");
+                assert!(
+                    wire.kind().allowed_on(SocketKind::Data),
+                    "{name} on the data socket"
+                );
             }
         }
     }

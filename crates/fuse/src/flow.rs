@@ -30,23 +30,34 @@ pub(crate) struct Permit {
 impl Limiter {
     /// A limit of `in_flight_max` requests (at least one).
     pub(crate) fn new(in_flight_max: usize) -> Arc<Limiter> {
-        Arc::new(Limiter { in_flight: Mutex::new(0), freed: Condvar::new(), in_flight_max: in_flight_max.max(1) })
+        Arc::new(Limiter {
+            in_flight: Mutex::new(0),
+            freed: Condvar::new(),
+            in_flight_max: in_flight_max.max(1),
+        })
     }
 
     fn count(&self) -> MutexGuard<'_, usize> {
         // Nothing panics while holding this lock (panic = "abort" besides), so a poisoned
         // lock still holds a valid count.
-        self.in_flight.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.in_flight
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Waits until a request may start.
     pub(crate) fn acquire(self: &Arc<Self>) -> Permit {
         let mut count = self.count();
         while *count >= self.in_flight_max {
-            count = self.freed.wait(count).unwrap_or_else(|poisoned| poisoned.into_inner());
+            count = self
+                .freed
+                .wait(count)
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
         }
         *count += 1;
-        Permit { limiter: Arc::clone(self) }
+        Permit {
+            limiter: Arc::clone(self),
+        }
     }
 
     /// The limit.
@@ -83,11 +94,13 @@ impl Completer {
     /// Starts the completer thread.
     pub(crate) fn start() -> std::io::Result<Completer> {
         let (jobs, receiver) = channel::<Job>();
-        std::thread::Builder::new().name("tandem-fuse-done".into()).spawn(move || {
-            while let Ok(job) = receiver.recv() {
-                job();
-            }
-        })?;
+        std::thread::Builder::new()
+            .name("tandem-fuse-done".into())
+            .spawn(move || {
+                while let Ok(job) = receiver.recv() {
+                    job();
+                }
+            })?;
         Ok(Completer { jobs })
     }
 
@@ -124,7 +137,9 @@ mod tests {
         // The third waits: nothing arrives while both permits are held.
         assert!(receiver.recv_timeout(Duration::from_millis(100)).is_err());
         drop(first);
-        receiver.recv_timeout(Duration::from_secs(10)).expect("the waiter was not woken");
+        receiver
+            .recv_timeout(Duration::from_secs(10))
+            .expect("the waiter was not woken");
         thread.join().unwrap();
         assert_eq!(limiter.in_flight(), 1);
     }
@@ -137,7 +152,9 @@ mod tests {
             let sender = sender.clone();
             completer.run(Box::new(move || sender.send(index).unwrap()));
         }
-        let got: Vec<i32> = (0..10).map(|_| receiver.recv_timeout(Duration::from_secs(10)).unwrap()).collect();
+        let got: Vec<i32> = (0..10)
+            .map(|_| receiver.recv_timeout(Duration::from_secs(10)).unwrap())
+            .collect();
         assert_eq!(got, (0..10).collect::<Vec<_>>());
     }
 }

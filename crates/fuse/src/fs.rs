@@ -18,11 +18,13 @@ use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use fuser::{
-    Errno as FuseErrno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, INodeNo, InitFlags, KernelConfig, LockOwner,
-    OpenFlags, ReplyAttr, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyWrite, ReplyXattr, Request as FuseRequest,
-    WriteFlags,
+    Errno as FuseErrno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, INodeNo, InitFlags,
+    KernelConfig, LockOwner, OpenFlags, ReplyAttr, ReplyData, ReplyDirectory, ReplyEmpty,
+    ReplyEntry, ReplyOpen, ReplyWrite, ReplyXattr, Request as FuseRequest, WriteFlags,
 };
-use nbd::{CallbackReply, Command, Completion, Errno, Expect, Export, ExportInfo, ExportRegistry, Request};
+use nbd::{
+    CallbackReply, Command, Completion, Errno, Expect, Export, ExportInfo, ExportRegistry, Request,
+};
 
 use crate::flow::{Completer, Limiter, Permit};
 use crate::{plan, ExportFile};
@@ -51,7 +53,9 @@ pub(crate) struct Handles {
 impl Handles {
     fn lock(&self) -> MutexGuard<'_, BTreeMap<u64, Arc<Handle>>> {
         // Nothing panics while holding this lock, so a poisoned map is still consistent.
-        self.open.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.open
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// File handles open now.
@@ -96,7 +100,11 @@ impl ExportFs {
             (FileType::Directory, 0o755, 0, 2)
         } else {
             let file = &self.parts.files[self.file_index(inode)?];
-            let size = self.parts.registry.size_now(&file.export).unwrap_or(file.size_bytes);
+            let size = self
+                .parts
+                .registry
+                .size_now(&file.export)
+                .unwrap_or(file.size_bytes);
             (FileType::RegularFile, 0o600, size.max(file.size_bytes), 1)
         };
         let time = self.parts.mounted_at;
@@ -125,33 +133,67 @@ impl ExportFs {
 
     /// Submits `request` under the in-flight limit; `done` runs on the completer thread with
     /// the reply.
-    fn submit(&self, handle: &Arc<Handle>, request: Request, done: impl FnOnce(CallbackReply) + Send + 'static) {
+    fn submit(
+        &self,
+        handle: &Arc<Handle>,
+        request: Request,
+        done: impl FnOnce(CallbackReply) + Send + 'static,
+    ) {
         let permit = self.parts.limiter.acquire();
-        submit_holding(handle, permit, &self.parts.completer, request, Box::new(move |reply, permit| {
-            done(reply);
-            drop(permit);
-        }));
+        submit_holding(
+            handle,
+            permit,
+            &self.parts.completer,
+            request,
+            Box::new(move |reply, permit| {
+                done(reply);
+                drop(permit);
+            }),
+        );
     }
 
     /// Submits every command and calls `done` once all completed: Ok, or the first error.
-    fn submit_all(&self, handle: &Arc<Handle>, commands: Vec<Command>, done: impl FnOnce(Result<(), Errno>) + Send + 'static) {
-        let Some(tracker) = Tracker::new(commands.len(), done) else { return };
+    fn submit_all(
+        &self,
+        handle: &Arc<Handle>,
+        commands: Vec<Command>,
+        done: impl FnOnce(Result<(), Errno>) + Send + 'static,
+    ) {
+        let Some(tracker) = Tracker::new(commands.len(), done) else {
+            return;
+        };
         for command in commands {
             let tracker = Arc::clone(&tracker);
-            self.submit(handle, Request { command, fua: false }, move |reply| tracker.finished(reply.map(|_| ())));
+            self.submit(
+                handle,
+                Request {
+                    command,
+                    fua: false,
+                },
+                move |reply| tracker.finished(reply.map(|_| ())),
+            );
         }
     }
 
     /// fsync and flush: a `Flush` if the export can, else nothing to wait for.
     fn flush(&self, handle: FileHandle, reply: ReplyEmpty) {
-        let Some(handle) = self.handle(handle) else { return reply.error(FuseErrno::EBADF) };
+        let Some(handle) = self.handle(handle) else {
+            return reply.error(FuseErrno::EBADF);
+        };
         if !handle.info.can_flush {
             return reply.ok();
         }
-        self.submit(&handle, Request { command: Command::Flush, fua: false }, move |result| match result {
-            Ok(_) => reply.ok(),
-            Err(errno) => reply.error(fuse_errno(plan::errno_of(errno))),
-        });
+        self.submit(
+            &handle,
+            Request {
+                command: Command::Flush,
+                fua: false,
+            },
+            move |result| match result {
+                Ok(_) => reply.ok(),
+                Err(errno) => reply.error(fuse_errno(plan::errno_of(errno))),
+            },
+        );
     }
 }
 
@@ -161,7 +203,13 @@ type Done = Box<dyn FnOnce(CallbackReply, Permit) + Send>;
 
 /// Submits `request` to `handle`'s export under `permit`; the export stays open until `done`
 /// ran. Callable from the completer thread, since it does not wait for the limit.
-fn submit_holding(handle: &Arc<Handle>, permit: Permit, completer: &Completer, request: Request, done: Done) {
+fn submit_holding(
+    handle: &Arc<Handle>,
+    permit: Permit,
+    completer: &Completer,
+    request: Request,
+    done: Done,
+) {
     let keep_open = Arc::clone(handle);
     let completer_for_reply = completer.clone();
     let completion = Completion::callback(Expect::of(&request.command), move |reply| {
@@ -184,17 +232,25 @@ struct Tracker {
 
 impl Tracker {
     /// None (and `done` already called with Ok) when there is nothing to wait for.
-    fn new(count: usize, done: impl FnOnce(Result<(), Errno>) + Send + 'static) -> Option<Arc<Tracker>> {
+    fn new(
+        count: usize,
+        done: impl FnOnce(Result<(), Errno>) + Send + 'static,
+    ) -> Option<Arc<Tracker>> {
         if count == 0 {
             done(Ok(()));
             return None;
         }
-        Some(Arc::new(Tracker { state: Mutex::new((count, Ok(()), Some(Box::new(done)))) }))
+        Some(Arc::new(Tracker {
+            state: Mutex::new((count, Ok(()), Some(Box::new(done)))),
+        }))
     }
 
     fn finished(&self, result: Result<(), Errno>) {
         let done = {
-            let mut state = self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            let mut state = self
+                .state
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
             if state.1.is_ok() {
                 state.1 = result;
             }
@@ -228,14 +284,22 @@ impl Filesystem for ExportFs {
 
     fn lookup(&self, _request: &FuseRequest, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         let found = self.names.iter().position(|file| OsStr::new(file) == name);
-        let attr = found.filter(|_| parent == INodeNo::ROOT).and_then(|index| self.attr(file_inode(index)));
+        let attr = found
+            .filter(|_| parent == INodeNo::ROOT)
+            .and_then(|index| self.attr(file_inode(index)));
         match attr {
             Some(attr) => reply.entry(&ATTRIBUTE_TTL, &attr, fuser::Generation(0)),
             None => reply.error(FuseErrno::ENOENT),
         }
     }
 
-    fn getattr(&self, _request: &FuseRequest, inode: INodeNo, _handle: Option<FileHandle>, reply: ReplyAttr) {
+    fn getattr(
+        &self,
+        _request: &FuseRequest,
+        inode: INodeNo,
+        _handle: Option<FileHandle>,
+        reply: ReplyAttr,
+    ) {
         match self.attr(inode) {
             Some(attr) => reply.attr(&ATTRIBUTE_TTL, &attr),
             None => reply.error(FuseErrno::ENOENT),
@@ -264,14 +328,18 @@ impl Filesystem for ExportFs {
         // The size is the export's: truncating or growing is refused (so is O_TRUNC);
         // owner, mode and times are fixed and a change is ignored.
         match self.attr(inode) {
-            Some(attr) if size.is_none_or(|size| size == attr.size) => reply.attr(&ATTRIBUTE_TTL, &attr),
+            Some(attr) if size.is_none_or(|size| size == attr.size) => {
+                reply.attr(&ATTRIBUTE_TTL, &attr)
+            }
             Some(_) => reply.error(FuseErrno::EPERM),
             None => reply.error(FuseErrno::ENOENT),
         }
     }
 
     fn open(&self, _request: &FuseRequest, inode: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
-        let Some(index) = self.file_index(inode) else { return reply.error(FuseErrno::EISDIR) };
+        let Some(index) = self.file_index(inode) else {
+            return reply.error(FuseErrno::EISDIR);
+        };
         let export_name = &self.parts.files[index].export;
         let export = match self.parts.registry.open(export_name) {
             Ok(export) => export,
@@ -287,10 +355,17 @@ impl Filesystem for ExportFs {
         if writing && info.read_only {
             return reply.error(FuseErrno::EROFS);
         }
-        let handle = Arc::new(Handle { export, info, durable: plan::wants_durable(flags.0) });
+        let handle = Arc::new(Handle {
+            export,
+            info,
+            durable: plan::wants_durable(flags.0),
+        });
         let number = self.parts.handles.next.fetch_add(1, Ordering::Relaxed);
         self.parts.handles.lock().insert(number, handle);
-        reply.opened(FileHandle(number), FopenFlags::FOPEN_DIRECT_IO | FopenFlags::FOPEN_PARALLEL_DIRECT_WRITES);
+        reply.opened(
+            FileHandle(number),
+            FopenFlags::FOPEN_DIRECT_IO | FopenFlags::FOPEN_PARALLEL_DIRECT_WRITES,
+        );
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -305,14 +380,23 @@ impl Filesystem for ExportFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        let Some(handle) = self.handle(handle) else { return reply.error(FuseErrno::EBADF) };
+        let Some(handle) = self.handle(handle) else {
+            return reply.error(FuseErrno::EBADF);
+        };
         match plan::read(handle.export.size_now(), offset, size) {
             Err(code) => reply.error(fuse_errno(code)),
             Ok(None) => reply.data(&[]),
-            Ok(Some(command)) => self.submit(&handle, Request { command, fua: false }, move |result| match result {
-                Ok(data) => reply.data(&data),
-                Err(errno) => reply.error(fuse_errno(plan::errno_of(errno))),
-            }),
+            Ok(Some(command)) => self.submit(
+                &handle,
+                Request {
+                    command,
+                    fua: false,
+                },
+                move |result| match result {
+                    Ok(data) => reply.data(&data),
+                    Err(errno) => reply.error(fuse_errno(plan::errno_of(errno))),
+                },
+            ),
         }
     }
 
@@ -329,7 +413,9 @@ impl Filesystem for ExportFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        let Some(handle) = self.handle(handle) else { return reply.error(FuseErrno::EBADF) };
+        let Some(handle) = self.handle(handle) else {
+            return reply.error(FuseErrno::EBADF);
+        };
         let length = match plan::write(handle.export.size_now(), offset, data.len()) {
             Ok(length) => length,
             Err(code) => return reply.error(fuse_errno(code)),
@@ -339,25 +425,60 @@ impl Filesystem for ExportFs {
         let flush_after = durable && !fua && handle.info.can_flush;
         let written = u32::try_from(length).unwrap_or(0);
         let payload = Bytes::copy_from_slice(data.get(..length).unwrap_or_default());
-        let request = Request { command: Command::Write { offset, data: payload }, fua };
+        let request = Request {
+            command: Command::Write {
+                offset,
+                data: payload,
+            },
+            fua,
+        };
         let (completer, follow) = (self.parts.completer.clone(), Arc::clone(&handle));
         let permit = self.parts.limiter.acquire();
-        submit_holding(&handle, permit, &self.parts.completer, request, Box::new(move |result, permit| match result {
-            Err(errno) => reply.error(fuse_errno(plan::errno_of(errno))),
-            Ok(_) if !flush_after => reply.written(written),
-            // On the completer thread, with the write's permit: no wait, no deadlock.
-            Ok(_) => submit_holding(&follow, permit, &completer, Request { command: Command::Flush, fua: false }, Box::new(move |result, _permit| match result {
-                Ok(_) => reply.written(written),
+        submit_holding(
+            &handle,
+            permit,
+            &self.parts.completer,
+            request,
+            Box::new(move |result, permit| match result {
                 Err(errno) => reply.error(fuse_errno(plan::errno_of(errno))),
-            })),
-        }));
+                Ok(_) if !flush_after => reply.written(written),
+                // On the completer thread, with the write's permit: no wait, no deadlock.
+                Ok(_) => submit_holding(
+                    &follow,
+                    permit,
+                    &completer,
+                    Request {
+                        command: Command::Flush,
+                        fua: false,
+                    },
+                    Box::new(move |result, _permit| match result {
+                        Ok(_) => reply.written(written),
+                        Err(errno) => reply.error(fuse_errno(plan::errno_of(errno))),
+                    }),
+                ),
+            }),
+        );
     }
 
-    fn flush(&self, _request: &FuseRequest, _inode: INodeNo, handle: FileHandle, _lock_owner: LockOwner, reply: ReplyEmpty) {
+    fn flush(
+        &self,
+        _request: &FuseRequest,
+        _inode: INodeNo,
+        handle: FileHandle,
+        _lock_owner: LockOwner,
+        reply: ReplyEmpty,
+    ) {
         ExportFs::flush(self, handle, reply);
     }
 
-    fn fsync(&self, _request: &FuseRequest, _inode: INodeNo, handle: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+    fn fsync(
+        &self,
+        _request: &FuseRequest,
+        _inode: INodeNo,
+        handle: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
         ExportFs::flush(self, handle, reply);
     }
 
@@ -377,15 +498,34 @@ impl Filesystem for ExportFs {
         reply.ok();
     }
 
-    fn readdir(&self, _request: &FuseRequest, inode: INodeNo, _handle: FileHandle, offset: u64, mut reply: ReplyDirectory) {
+    fn readdir(
+        &self,
+        _request: &FuseRequest,
+        inode: INodeNo,
+        _handle: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
         if inode != INodeNo::ROOT {
             return reply.error(FuseErrno::ENOTDIR);
         }
-        let dots = [(INodeNo::ROOT, FileType::Directory, "."), (INodeNo::ROOT, FileType::Directory, "..")];
-        let files = self.names.iter().enumerate().map(|(index, name)| (file_inode(index), FileType::RegularFile, name.as_str()));
+        let dots = [
+            (INodeNo::ROOT, FileType::Directory, "."),
+            (INodeNo::ROOT, FileType::Directory, ".."),
+        ];
+        let files = self
+            .names
+            .iter()
+            .enumerate()
+            .map(|(index, name)| (file_inode(index), FileType::RegularFile, name.as_str()));
         let entries = dots.into_iter().chain(files);
-        for (position, (inode, kind, name)) in entries.enumerate().skip(usize::try_from(offset).unwrap_or(usize::MAX)) {
-            let next = u64::try_from(position).unwrap_or(u64::MAX).saturating_add(1);
+        for (position, (inode, kind, name)) in entries
+            .enumerate()
+            .skip(usize::try_from(offset).unwrap_or(usize::MAX))
+        {
+            let next = u64::try_from(position)
+                .unwrap_or(u64::MAX)
+                .saturating_add(1);
             if reply.add(inode, next, kind, name) {
                 break;
             }
@@ -393,7 +533,14 @@ impl Filesystem for ExportFs {
         reply.ok();
     }
 
-    fn getxattr(&self, _request: &FuseRequest, _inode: INodeNo, _name: &OsStr, _size: u32, reply: ReplyXattr) {
+    fn getxattr(
+        &self,
+        _request: &FuseRequest,
+        _inode: INodeNo,
+        _name: &OsStr,
+        _size: u32,
+        reply: ReplyXattr,
+    ) {
         // No extended attributes (ls and security modules ask for them on every file).
         reply.error(FuseErrno::NO_XATTR);
     }
@@ -406,14 +553,34 @@ impl Filesystem for ExportFs {
         }
     }
 
-    fn access(&self, _request: &FuseRequest, _inode: INodeNo, _mask: fuser::AccessFlags, reply: ReplyEmpty) {
+    fn access(
+        &self,
+        _request: &FuseRequest,
+        _inode: INodeNo,
+        _mask: fuser::AccessFlags,
+        reply: ReplyEmpty,
+    ) {
         // default_permissions: the kernel checks the mode bits itself.
         reply.ok();
     }
 
-    fn fallocate(&self, _request: &FuseRequest, _inode: INodeNo, handle: FileHandle, offset: u64, length: u64, mode: i32, reply: ReplyEmpty) {
-        let Some(handle) = self.handle(handle) else { return reply.error(FuseErrno::EBADF) };
-        let info = ExportInfo { size: handle.export.size_now(), ..handle.info };
+    fn fallocate(
+        &self,
+        _request: &FuseRequest,
+        _inode: INodeNo,
+        handle: FileHandle,
+        offset: u64,
+        length: u64,
+        mode: i32,
+        reply: ReplyEmpty,
+    ) {
+        let Some(handle) = self.handle(handle) else {
+            return reply.error(FuseErrno::EBADF);
+        };
+        let info = ExportInfo {
+            size: handle.export.size_now(),
+            ..handle.info
+        };
         match plan::fallocate(&info, mode, offset, length) {
             Err(code) => reply.error(fuse_errno(code)),
             Ok(commands) => self.submit_all(&handle, commands, move |result| match result {
@@ -426,5 +593,9 @@ impl Filesystem for ExportFs {
 
 /// The inode of the file at `index`.
 fn file_inode(index: usize) -> INodeNo {
-    INodeNo(u64::try_from(index).unwrap_or(u64::MAX).saturating_add(FIRST_FILE_INODE))
+    INodeNo(
+        u64::try_from(index)
+            .unwrap_or(u64::MAX)
+            .saturating_add(FIRST_FILE_INODE),
+    )
 }

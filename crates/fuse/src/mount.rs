@@ -47,7 +47,10 @@ pub struct MountConfig {
 
 impl Default for MountConfig {
     fn default() -> MountConfig {
-        MountConfig { threads: 4, in_flight_requests_max: 64 }
+        MountConfig {
+            threads: 4,
+            in_flight_requests_max: 64,
+        }
     }
 }
 
@@ -62,7 +65,10 @@ pub struct FuseMount {
 
 impl std::fmt::Debug for Handles {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        formatter.debug_struct("Handles").field("open", &self.count()).finish()
+        formatter
+            .debug_struct("Handles")
+            .field("open", &self.count())
+            .finish()
     }
 }
 
@@ -84,10 +90,18 @@ enum UnmountFailure {
 impl FuseMount {
     /// Mounts at `path` (absolute; created if missing) a directory with one file per entry
     /// of `files`, whose operations go to the exports `registry` opens.
-    pub fn mount(path: &Path, registry: Arc<dyn ExportRegistry>, files: Vec<ExportFile>, config: MountConfig) -> Result<FuseMount, FuseError> {
+    pub fn mount(
+        path: &Path,
+        registry: Arc<dyn ExportRegistry>,
+        files: Vec<ExportFile>,
+        config: MountConfig,
+    ) -> Result<FuseMount, FuseError> {
         prepare_mount_point(path)?;
         let names = file_names(&files)?;
-        let mount_error = |source| FuseError::Mount { path: path.to_path_buf(), source };
+        let mount_error = |source| FuseError::Mount {
+            path: path.to_path_buf(),
+            source,
+        };
         let completer = Completer::start().map_err(mount_error)?;
         let handles = Arc::new(Handles::default());
         let parts = Parts {
@@ -112,11 +126,23 @@ impl FuseMount {
         ];
         options.n_threads = Some(config.threads.max(1));
         options.clone_fd = true;
-        let mut session = fuser::Session::new(ExportFs::new(parts, names.clone()), path, &options).map_err(mount_error)?;
+        let mut session = fuser::Session::new(ExportFs::new(parts, names.clone()), path, &options)
+            .map_err(mount_error)?;
         let unmounter = session.unmount_callable();
-        let thread = std::thread::Builder::new().name("tandem-fuse".into()).spawn(move || session.run()).map_err(mount_error)?;
+        let thread = std::thread::Builder::new()
+            .name("tandem-fuse".into())
+            .spawn(move || session.run())
+            .map_err(mount_error)?;
         tracing::info!(path = %path.display(), files = %names.join(" "), "FUSE export mounted");
-        Ok(FuseMount { path: path.to_path_buf(), running: Some(Running { thread, unmounter, record_used: false }), handles })
+        Ok(FuseMount {
+            path: path.to_path_buf(),
+            running: Some(Running {
+                thread,
+                unmounter,
+                record_used: false,
+            }),
+            handles,
+        })
     }
 
     /// The mount point.
@@ -145,14 +171,20 @@ impl FuseMount {
     /// Unmounts, unless the mount is busy: then it stays mounted and served, and the error
     /// says what to do; a later call may succeed. Unmounting twice is fine.
     pub fn unmount(&mut self) -> Result<(), FuseError> {
-        let Some(mut running) = self.running.take() else { return Ok(()) };
+        let Some(mut running) = self.running.take() else {
+            return Ok(());
+        };
         match unmount_running(&self.path, &mut running) {
             Ok(()) => {
                 // The kernel ended the connection, so every session thread returns.
                 match running.thread.join() {
                     Ok(Ok(())) => {}
-                    Ok(Err(error)) => tracing::warn!(path = %self.path.display(), "FUSE session ended with {error}"),
-                    Err(_) => tracing::warn!(path = %self.path.display(), "FUSE session thread panicked"),
+                    Ok(Err(error)) => {
+                        tracing::warn!(path = %self.path.display(), "FUSE session ended with {error}")
+                    }
+                    Err(_) => {
+                        tracing::warn!(path = %self.path.display(), "FUSE session thread panicked")
+                    }
                 }
                 tracing::info!(path = %self.path.display(), "FUSE export unmounted");
                 Ok(())
@@ -160,8 +192,14 @@ impl FuseMount {
             Err(failure) => {
                 self.running = Some(running);
                 Err(match failure {
-                    UnmountFailure::Busy => FuseError::Busy { path: self.path.clone(), open_files: self.open_files() },
-                    UnmountFailure::Other(source) => FuseError::Unmount { path: self.path.clone(), source },
+                    UnmountFailure::Busy => FuseError::Busy {
+                        path: self.path.clone(),
+                        open_files: self.open_files(),
+                    },
+                    UnmountFailure::Other(source) => FuseError::Unmount {
+                        path: self.path.clone(),
+                        source,
+                    },
                 })
             }
         }
@@ -183,7 +221,10 @@ impl Drop for FuseMount {
 fn file_names(files: &[ExportFile]) -> Result<Vec<String>, FuseError> {
     let mut names: Vec<String> = Vec::with_capacity(files.len());
     for file in files {
-        let bad = |reason| FuseError::BadExportName { export: file.export.clone(), reason };
+        let bad = |reason| FuseError::BadExportName {
+            export: file.export.clone(),
+            reason,
+        };
         let name = plan::file_name(&file.export).map_err(bad)?;
         if names.contains(&name) {
             return Err(bad("another export has the same file name"));
@@ -199,12 +240,20 @@ fn prepare_mount_point(path: &Path) -> Result<(), FuseError> {
     if !path.is_absolute() {
         return Err(FuseError::NotAbsolute(path.to_path_buf()));
     }
-    let error = |source| FuseError::MountPoint { path: path.to_path_buf(), source };
+    let error = |source| FuseError::MountPoint {
+        path: path.to_path_buf(),
+        source,
+    };
     match std::fs::symlink_metadata(path) {
         Ok(metadata) if metadata.is_dir() => Ok(()),
-        Ok(_) => Err(error(std::io::Error::new(std::io::ErrorKind::NotADirectory, "not a directory"))),
+        Ok(_) => Err(error(std::io::Error::new(
+            std::io::ErrorKind::NotADirectory,
+            "not a directory",
+        ))),
         Err(source) if source.raw_os_error() == Some(libc::ENOTCONN) => remove_stale(path),
-        Err(source) if source.kind() == std::io::ErrorKind::NotFound => std::fs::create_dir_all(path).map_err(error),
+        Err(source) if source.kind() == std::io::ErrorKind::NotFound => {
+            std::fs::create_dir_all(path).map_err(error)
+        }
         Err(source) => Err(error(source)),
     }
 }
@@ -218,7 +267,10 @@ fn unmount_running(path: &Path, running: &mut Running) -> Result<(), UnmountFail
     let root = unsafe { libc::geteuid() } == 0;
     if root && !running.record_used {
         running.record_used = true;
-        return running.unmounter.unmount().or_else(|error| classify(error, path));
+        return running
+            .unmounter
+            .unmount()
+            .or_else(|error| classify(error, path));
     }
     unmount_path(path)
 }
@@ -249,8 +301,12 @@ fn remove_stale(path: &Path) -> Result<(), FuseError> {
 
 /// `umount PATH`, never lazy: with umount2(2), else (not permitted) with `fusermount3 -u`.
 fn unmount_path(path: &Path) -> Result<(), UnmountFailure> {
-    let c_path = CString::new(path.as_os_str().as_bytes())
-        .map_err(|_| UnmountFailure::Other(std::io::Error::new(std::io::ErrorKind::InvalidInput, "NUL in path")))?;
+    let c_path = CString::new(path.as_os_str().as_bytes()).map_err(|_| {
+        UnmountFailure::Other(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "NUL in path",
+        ))
+    })?;
     // SAFETY: c_path is a valid NUL-terminated string that lives across the call.
     let rc = unsafe { libc::umount2(c_path.as_ptr(), 0) };
     if rc == 0 {
@@ -261,7 +317,12 @@ fn unmount_path(path: &Path) -> Result<(), UnmountFailure> {
 
 /// `fusermount3 -u PATH` for an unprivileged mount (no `-z`: a busy mount stays).
 fn fusermount_unmount(path: &Path) -> Result<(), UnmountFailure> {
-    let output = Command::new("fusermount3").arg("-u").arg("--").arg(path).output().map_err(UnmountFailure::Other)?;
+    let output = Command::new("fusermount3")
+        .arg("-u")
+        .arg("--")
+        .arg(path)
+        .output()
+        .map_err(UnmountFailure::Other)?;
     if output.status.success() {
         return Ok(());
     }
@@ -269,5 +330,7 @@ fn fusermount_unmount(path: &Path) -> Result<(), UnmountFailure> {
     if message.contains("busy") {
         return Err(UnmountFailure::Busy);
     }
-    Err(UnmountFailure::Other(std::io::Error::other(format!("fusermount3 -u: {message}"))))
+    Err(UnmountFailure::Other(std::io::Error::other(format!(
+        "fusermount3 -u: {message}"
+    ))))
 }

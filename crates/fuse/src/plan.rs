@@ -79,10 +79,12 @@ pub fn read(size: u64, offset: u64, length: u32) -> Result<Option<Command>, i32>
     if length > REQUEST_BYTES_MAX {
         return Err(libc::EINVAL);
     }
-    Ok(inside(size, offset, u64::from(length)).map(|range| Command::Read {
-        offset: range.start,
-        length: byte_count(&range),
-    }))
+    Ok(
+        inside(size, offset, u64::from(length)).map(|range| Command::Read {
+            offset: range.start,
+            length: byte_count(&range),
+        }),
+    )
 }
 
 /// How many leading bytes of a write of `length` at `offset` to submit: all of it, or what
@@ -108,7 +110,12 @@ pub fn write(size: u64, offset: u64, length: usize) -> Result<usize, i32> {
 /// - `ZERO_RANGE`: `WriteZeroes` that keeps the range allocated; past the end without
 ///   `KEEP_SIZE` is `EFBIG`.
 /// - Anything else, or zeroing on an export that cannot, is `EOPNOTSUPP`.
-pub fn fallocate(info: &ExportInfo, mode: i32, offset: u64, length: u64) -> Result<Vec<Command>, i32> {
+pub fn fallocate(
+    info: &ExportInfo,
+    mode: i32,
+    offset: u64,
+    length: u64,
+) -> Result<Vec<Command>, i32> {
     const KEEP_SIZE: i32 = libc::FALLOC_FL_KEEP_SIZE;
     let grows = offset.saturating_add(length) > info.size && mode & KEEP_SIZE == 0;
     let no_hole = match mode & !KEEP_SIZE {
@@ -125,9 +132,15 @@ pub fn fallocate(info: &ExportInfo, mode: i32, offset: u64, length: u64) -> Resu
     if !info.can_write_zeroes {
         return Err(libc::EOPNOTSUPP);
     }
-    let Some(range) = inside(info.size, offset, length) else { return Ok(Vec::new()) };
+    let Some(range) = inside(info.size, offset, length) else {
+        return Ok(Vec::new());
+    };
     Ok(chunks(range)
-        .map(|chunk| Command::WriteZeroes { offset: chunk.start, length: byte_count(&chunk), no_hole })
+        .map(|chunk| Command::WriteZeroes {
+            offset: chunk.start,
+            length: byte_count(&chunk),
+            no_hole,
+        })
         .collect())
 }
 

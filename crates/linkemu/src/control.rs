@@ -96,15 +96,24 @@ pub fn parse_request(line: &str) -> Result<ControlRequest, LinkError> {
 
 fn milliseconds(field: &str, value: f64) -> Result<Duration, LinkError> {
     if value.is_nan() || value < 0.0 {
-        return Err(LinkError::Request(format!("{field} must be a number ≥ 0, not {value}")));
+        return Err(LinkError::Request(format!(
+            "{field} must be a number ≥ 0, not {value}"
+        )));
     }
-    Duration::try_from_secs_f64(value / 1000.0).map_err(|error| LinkError::Request(format!("{field} {value}: {error}")))
+    Duration::try_from_secs_f64(value / 1000.0)
+        .map_err(|error| LinkError::Request(format!("{field} {value}: {error}")))
 }
 
 /// The link `request` makes of `link`, checked.
 pub fn apply(link: Link, request: &ControlRequest) -> Result<Link, LinkError> {
-    let delay = request.delay_ms.map(|ms| milliseconds("delay_ms", ms)).transpose()?;
-    let jitter = request.jitter_ms.map(|ms| milliseconds("jitter_ms", ms)).transpose()?;
+    let delay = request
+        .delay_ms
+        .map(|ms| milliseconds("delay_ms", ms))
+        .transpose()?;
+    let jitter = request
+        .jitter_ms
+        .map(|ms| milliseconds("jitter_ms", ms))
+        .transpose()?;
     let rate = match &request.rate {
         None => None,
         Some(Amount::Number(bytes_per_s)) => Some(Some(*bytes_per_s)),
@@ -116,7 +125,10 @@ pub fn apply(link: Link, request: &ControlRequest) -> Result<Link, LinkError> {
         Some(Amount::Text(text)) => Some(parse::size_bytes(text)?),
     };
     let mut next = link;
-    for direction in Direction::ALL.into_iter().filter(|&d| request.direction.includes(d)) {
+    for direction in Direction::ALL
+        .into_iter()
+        .filter(|&d| request.direction.includes(d))
+    {
         let shape: &mut Shape = next.shape_mut(direction);
         shape.delay = delay.unwrap_or(shape.delay);
         shape.jitter = jitter.unwrap_or(shape.jitter);
@@ -211,22 +223,36 @@ pub enum Reply {
 pub fn handle_line(relays: &[RelayHandle], line: &str) -> Reply {
     match try_handle(relays, line) {
         Ok(pairs) => Reply::Done { ok: true, pairs },
-        Err(error) => Reply::Refused { ok: false, error: error.to_string() },
+        Err(error) => Reply::Refused {
+            ok: false,
+            error: error.to_string(),
+        },
     }
 }
 
 fn try_handle(relays: &[RelayHandle], line: &str) -> Result<Vec<PairView>, LinkError> {
     let request = parse_request(line)?;
     let chosen: Vec<usize> = match request.pair {
-        Some(pair) if pair >= relays.len() => return Err(LinkError::NoSuchPair { pair, pairs: relays.len() }),
+        Some(pair) if pair >= relays.len() => {
+            return Err(LinkError::NoSuchPair {
+                pair,
+                pairs: relays.len(),
+            })
+        }
         Some(pair) => vec![pair],
         None => (0..relays.len()).collect(),
     };
-    let links = chosen.iter().map(|&index| apply(relays[index].link(), &request)).collect::<Result<Vec<_>, _>>()?;
+    let links = chosen
+        .iter()
+        .map(|&index| apply(relays[index].link(), &request))
+        .collect::<Result<Vec<_>, _>>()?;
     for (&index, link) in chosen.iter().zip(links) {
         relays[index].set(link)?;
     }
-    Ok(chosen.iter().map(|&index| pair_view(index, &relays[index])).collect())
+    Ok(chosen
+        .iter()
+        .map(|&index| pair_view(index, &relays[index]))
+        .collect())
 }
 
 fn pair_view(index: usize, relay: &RelayHandle) -> PairView {
@@ -260,18 +286,25 @@ async fn serve_client(stream: UnixStream, relays: Arc<Vec<RelayHandle>>) {
     let mut line = Vec::new();
     loop {
         line.clear();
-        let count = match (&mut reader).take(LINE_BYTES_MAX + 1).read_until(b'\n', &mut line).await {
+        let count = match (&mut reader)
+            .take(LINE_BYTES_MAX + 1)
+            .read_until(b'\n', &mut line)
+            .await
+        {
             Ok(0) | Err(_) => return,
             Ok(count) => count,
         };
         let too_long = u64::try_from(count).map_or(true, |count| count > LINE_BYTES_MAX);
         let reply = if too_long {
-            Reply::Refused { ok: false, error: format!("request line longer than {LINE_BYTES_MAX} bytes") }
+            Reply::Refused {
+                ok: false,
+                error: format!("request line longer than {LINE_BYTES_MAX} bytes"),
+            }
         } else {
             handle_line(&relays, String::from_utf8_lossy(&line).trim())
         };
-        let mut text =
-            serde_json::to_string(&reply).unwrap_or_else(|error| format!("{{\"ok\":false,\"error\":\"{error}\"}}"));
+        let mut text = serde_json::to_string(&reply)
+            .unwrap_or_else(|error| format!("{{\"ok\":false,\"error\":\"{error}\"}}"));
         text.push('\n');
         if write.write_all(text.as_bytes()).await.is_err() || too_long {
             return;

@@ -33,7 +33,10 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-pub use link::{Direction, Link, OnPartition, Partition, Shape, DELAY_LIMIT, QUEUE_DEFAULT_BYTES, QUEUE_LIMIT_BYTES};
+pub use link::{
+    Direction, Link, OnPartition, Partition, Shape, DELAY_LIMIT, QUEUE_DEFAULT_BYTES,
+    QUEUE_LIMIT_BYTES,
+};
 pub use pipe::{CHUNK_BYTES_MAX, RECEIVE_BUFFER_BYTES};
 pub use relay::{Relay, RelayHandle, Stats};
 

@@ -131,7 +131,11 @@ pub struct Link {
 impl Link {
     /// A link with the same `shape` both ways.
     pub fn symmetric(shape: Shape) -> Link {
-        Link { forward: shape, reverse: shape, ..Link::default() }
+        Link {
+            forward: shape,
+            reverse: shape,
+            ..Link::default()
+        }
     }
 
     /// The properties of `direction`.
@@ -162,12 +166,18 @@ impl Link {
 
     /// Checks every limit; see the module invariants.
     pub fn check(&self) -> Result<(), LinkError> {
-        Direction::ALL.iter().try_for_each(|&direction| check_shape(direction, self.shape(direction)))
+        Direction::ALL
+            .iter()
+            .try_for_each(|&direction| check_shape(direction, self.shape(direction)))
     }
 }
 
 fn check_shape(direction: Direction, shape: &Shape) -> Result<(), LinkError> {
-    let too_long = |what: &'static str, value: Duration| LinkError::DelayTooLong { direction, what, value };
+    let too_long = |what: &'static str, value: Duration| LinkError::DelayTooLong {
+        direction,
+        what,
+        value,
+    };
     if shape.delay > DELAY_LIMIT {
         return Err(too_long("delay", shape.delay));
     }
@@ -178,7 +188,10 @@ fn check_shape(direction: Direction, shape: &Shape) -> Result<(), LinkError> {
         return Err(LinkError::RateZero { direction });
     }
     if shape.queue_bytes_max == 0 || shape.queue_bytes_max > QUEUE_LIMIT_BYTES {
-        return Err(LinkError::QueueBound { direction, bytes: shape.queue_bytes_max });
+        return Err(LinkError::QueueBound {
+            direction,
+            bytes: shape.queue_bytes_max,
+        });
     }
     Ok(())
 }

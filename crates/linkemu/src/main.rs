@@ -14,7 +14,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
-use linkemu::{control, parse, Link, LinkError, OnPartition, Partition, Relay, Shape, QUEUE_DEFAULT_BYTES};
+use linkemu::{
+    control, parse, Link, LinkError, OnPartition, Partition, Relay, Shape, QUEUE_DEFAULT_BYTES,
+};
 use tokio::net::UnixListener;
 
 /// A userspace link emulator: a TCP relay adding delay, jitter, a bandwidth limit and partitions
@@ -67,7 +69,9 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
 struct Rate(Option<u64>);
 
 fn parse_rate(text: &str) -> Result<Rate, String> {
-    parse::rate_bytes_per_s(text).map(Rate).map_err(|error| error.to_string())
+    parse::rate_bytes_per_s(text)
+        .map(Rate)
+        .map_err(|error| error.to_string())
 }
 
 fn parse_size(text: &str) -> Result<u64, String> {
@@ -80,9 +84,13 @@ fn parse_partition(text: &str) -> Result<Partition, String> {
 }
 
 fn parse_pair(text: &str) -> Result<(SocketAddr, SocketAddr), String> {
-    let (listen, target) = text.split_once('=').ok_or_else(|| format!("bad pair {text:?}: expected LISTEN=TARGET"))?;
+    let (listen, target) = text
+        .split_once('=')
+        .ok_or_else(|| format!("bad pair {text:?}: expected LISTEN=TARGET"))?;
     let address = |part: &str| {
-        part.trim().parse::<SocketAddr>().map_err(|error| format!("bad address {part:?} in pair {text:?}: {error}"))
+        part.trim()
+            .parse::<SocketAddr>()
+            .map_err(|error| format!("bad address {part:?} in pair {text:?}: {error}"))
     };
     Ok((address(listen)?, address(target)?))
 }
@@ -95,20 +103,34 @@ impl Arguments {
             rate_bytes_per_s: self.rate.0,
             queue_bytes_max: self.queue.unwrap_or(QUEUE_DEFAULT_BYTES),
         };
-        let on_partition = if self.reset_on_partition { OnPartition::Reset } else { OnPartition::Hold };
-        Link { partition: self.partition, on_partition, jitter_seed: self.seed, ..Link::symmetric(shape) }
+        let on_partition = if self.reset_on_partition {
+            OnPartition::Reset
+        } else {
+            OnPartition::Hold
+        };
+        Link {
+            partition: self.partition,
+            on_partition,
+            jitter_seed: self.seed,
+            ..Link::symmetric(shape)
+        }
     }
 
     fn all_pairs(&self) -> Vec<(SocketAddr, SocketAddr)> {
         let single = self.listen.zip(self.target);
-        single.into_iter().chain(self.pairs.iter().copied()).collect()
+        single
+            .into_iter()
+            .chain(self.pairs.iter().copied())
+            .collect()
     }
 }
 
 fn main() -> ExitCode {
     let arguments = Arguments::parse();
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
         .with_writer(std::io::stderr)
         .with_ansi(false)
         .init();
@@ -122,7 +144,11 @@ fn main() -> ExitCode {
         eprintln!("tandem-linkemu: {error}");
         return ExitCode::from(2);
     }
-    let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
         Ok(runtime) => runtime,
         Err(error) => {
             eprintln!("tandem-linkemu: cannot start the runtime: {error}");
@@ -138,14 +164,21 @@ fn main() -> ExitCode {
     }
 }
 
-async fn run(pairs: Vec<(SocketAddr, SocketAddr)>, link: Link, control_path: Option<PathBuf>) -> Result<(), LinkError> {
+async fn run(
+    pairs: Vec<(SocketAddr, SocketAddr)>,
+    link: Link,
+    control_path: Option<PathBuf>,
+) -> Result<(), LinkError> {
     let mut relays = Vec::new();
     for (listen, target) in pairs {
         relays.push(Relay::start(listen, target, link).await?);
     }
     let relays = Arc::new(relays);
     let control = match &control_path {
-        Some(path) => Some(tokio::spawn(control::serve(bind_control(path)?, Arc::clone(&relays)))),
+        Some(path) => Some(tokio::spawn(control::serve(
+            bind_control(path)?,
+            Arc::clone(&relays),
+        ))),
         None => None,
     };
     for relay in relays.iter() {
@@ -169,7 +202,10 @@ fn bind_control(path: &PathBuf) -> Result<UnixListener, LinkError> {
     if path.exists() && std::os::unix::net::UnixStream::connect(path).is_err() {
         let _ = std::fs::remove_file(path);
     }
-    UnixListener::bind(path).map_err(|source| LinkError::Control { path: path.clone(), source })
+    UnixListener::bind(path).map_err(|source| LinkError::Control {
+        path: path.clone(),
+        source,
+    })
 }
 
 async fn wait_for_signal() {

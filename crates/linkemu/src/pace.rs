@@ -55,7 +55,10 @@ pub struct Schedule {
 impl Schedule {
     /// A schedule drawing its jitter from `seed`.
     pub fn new(seed: u64) -> Schedule {
-        Schedule { rng: SplitMix::new(seed), last_release_ns: 0 }
+        Schedule {
+            rng: SplitMix::new(seed),
+            last_release_ns: 0,
+        }
     }
 
     /// When a chunk read at `read_ns` may be released under `shape`: read time + delay ±

@@ -26,12 +26,22 @@ struct Number<'a> {
 }
 
 fn parse_error(kind: &'static str, input: &str, expected: &'static str) -> LinkError {
-    LinkError::Parse { kind, input: input.to_owned(), expected }
+    LinkError::Parse {
+        kind,
+        input: input.to_owned(),
+        expected,
+    }
 }
 
-fn split_number<'a>(kind: &'static str, input: &'a str, expected: &'static str) -> Result<Number<'a>, LinkError> {
+fn split_number<'a>(
+    kind: &'static str,
+    input: &'a str,
+    expected: &'static str,
+) -> Result<Number<'a>, LinkError> {
     let trimmed = input.trim();
-    let unit_at = trimmed.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(trimmed.len());
+    let unit_at = trimmed
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(trimmed.len());
     let (digits, unit) = trimmed.split_at(unit_at);
     let (integer_digits, fraction_digits) = digits.split_once('.').unwrap_or((digits, ""));
     let bad = || parse_error(kind, input, expected);
@@ -40,15 +50,25 @@ fn split_number<'a>(kind: &'static str, input: &'a str, expected: &'static str) 
         return Err(bad());
     }
     let integer = integer_digits.parse::<u128>().map_err(|_| bad())?;
-    let fraction = if fraction_digits.is_empty() { 0 } else { fraction_digits.parse::<u128>().map_err(|_| bad())? };
+    let fraction = if fraction_digits.is_empty() {
+        0
+    } else {
+        fraction_digits.parse::<u128>().map_err(|_| bad())?
+    };
     let fraction_digits = u32::try_from(fraction_digits.len()).map_err(|_| bad())?;
-    Ok(Number { integer, fraction, fraction_digits, unit: unit.trim() })
+    Ok(Number {
+        integer,
+        fraction,
+        fraction_digits,
+        unit: unit.trim(),
+    })
 }
 
 /// `number × multiplier`, truncated to an integer, or `None` if it overflows a `u64`.
 fn scaled(number: &Number<'_>, multiplier: u128) -> Option<u64> {
     let whole = number.integer.checked_mul(multiplier)?;
-    let part = number.fraction.checked_mul(multiplier)? / 10u128.checked_pow(number.fraction_digits)?;
+    let part =
+        number.fraction.checked_mul(multiplier)? / 10u128.checked_pow(number.fraction_digits)?;
     u64::try_from(whole.checked_add(part)?).ok()
 }
 
@@ -96,7 +116,8 @@ pub fn size_bytes(input: &str) -> Result<u64, LinkError> {
         .ok_or_else(|| parse_error("size", input, SIZE_EXPECTED))
 }
 
-const RATE_EXPECTED: &str = "a rate such as 100mbit, 1gbit (bits/s), 12MB or 12MiB/s (bytes/s), or unlimited";
+const RATE_EXPECTED: &str =
+    "a rate such as 100mbit, 1gbit (bits/s), 12MB or 12MiB/s (bytes/s), or unlimited";
 
 /// Parses a rate into bytes per second; `Ok(None)` is `unlimited`/`none`.
 pub fn rate_bytes_per_s(input: &str) -> Result<Option<u64>, LinkError> {
@@ -120,7 +141,11 @@ pub fn rate_bytes_per_s(input: &str) -> Result<Option<u64>, LinkError> {
         }
     };
     match bytes {
-        Some(0) => Err(parse_error("rate", input, "a rate of at least 1 byte/s (8bit)")),
+        Some(0) => Err(parse_error(
+            "rate",
+            input,
+            "a rate of at least 1 byte/s (8bit)",
+        )),
         Some(value) => Ok(Some(value)),
         None => Err(parse_error("rate", input, RATE_EXPECTED)),
     }

@@ -113,31 +113,56 @@ pub(crate) async fn run(context: Arc<Context>, client: TcpStream, from: SocketAd
         if let Err(error) = stream.set_nodelay(true) {
             tracing::debug!(%error, "cannot set TCP_NODELAY");
         }
-        if let Err(error) = socket2::SockRef::from(stream).set_recv_buffer_size(RECEIVE_BUFFER_BYTES) {
+        if let Err(error) =
+            socket2::SockRef::from(stream).set_recv_buffer_size(RECEIVE_BUFFER_BYTES)
+        {
             tracing::debug!(%error, "cannot set SO_RCVBUF");
         }
     }
     tracing::debug!(%from, serial, "connection open");
     match relay_streams(&context, client, target, serial).await {
-        Outcome::Failed(error) => tracing::debug!(%from, serial, %error, "connection failed; both sides reset"),
+        Outcome::Failed(error) => {
+            tracing::debug!(%from, serial, %error, "connection failed; both sides reset")
+        }
         outcome => tracing::debug!(%from, serial, ?outcome, "connection ended"),
     }
 }
 
-async fn relay_streams(context: &Context, mut client: TcpStream, mut target: TcpStream, serial: u64) -> Outcome {
+async fn relay_streams(
+    context: &Context,
+    mut client: TcpStream,
+    mut target: TcpStream,
+    serial: u64,
+) -> Outcome {
     let states = [PipeState::default(), PipeState::default()];
     let outcome = {
         let (client_read, client_write) = client.split();
         let (target_read, target_write) = target.split();
-        let forward = pipe(context, Direction::Forward, client_read, target_write, &states[0], serial);
-        let reverse = pipe(context, Direction::Reverse, target_read, client_write, &states[1], serial);
+        let forward = pipe(
+            context,
+            Direction::Forward,
+            client_read,
+            target_write,
+            &states[0],
+            serial,
+        );
+        let reverse = pipe(
+            context,
+            Direction::Reverse,
+            target_read,
+            client_write,
+            &states[1],
+            serial,
+        );
         let mut link = context.link.clone();
         let mut lifecycle = context.lifecycle.clone();
         let partitioned = async {
             let _ = link.wait_for(Link::refuses).await;
         };
         let stopping = async {
-            let _ = lifecycle.wait_for(|state| *state == Lifecycle::Stopping).await;
+            let _ = lifecycle
+                .wait_for(|state| *state == Lifecycle::Stopping)
+                .await;
         };
         tokio::select! {
             result = async { tokio::try_join!(forward, reverse) } => match result {
@@ -149,7 +174,9 @@ async fn relay_streams(context: &Context, mut client: TcpStream, mut target: Tcp
         }
     };
     for direction in Direction::ALL {
-        let left = states[direction.index()].queued_bytes.load(Ordering::Relaxed);
+        let left = states[direction.index()]
+            .queued_bytes
+            .load(Ordering::Relaxed);
         context.counters.queued_bytes[direction.index()].fetch_sub(left, Ordering::Relaxed);
     }
     if !matches!(outcome, Outcome::Closed) {
@@ -172,7 +199,9 @@ where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
-    let seed = context.link.borrow().jitter_seed ^ serial.wrapping_mul(2) ^ u64::from(direction == Direction::Reverse);
+    let seed = context.link.borrow().jitter_seed
+        ^ serial.wrapping_mul(2)
+        ^ u64::from(direction == Direction::Reverse);
     let schedule = Schedule::new(SplitMix::new(seed).next_u64());
     let (sender, receiver) = mpsc::unbounded_channel();
     tokio::try_join!(
@@ -183,7 +212,11 @@ where
 }
 
 /// Waits until the queue has room and returns how many bytes may be read.
-async fn wait_for_room(direction: Direction, state: &PipeState, link: &mut watch::Receiver<Link>) -> usize {
+async fn wait_for_room(
+    direction: Direction,
+    state: &PipeState,
+    link: &mut watch::Receiver<Link>,
+) -> usize {
     loop {
         let bound = link.borrow_and_update().shape(direction).queue_bytes_max;
         let queued = state.queued_bytes.load(Ordering::Relaxed);
@@ -228,7 +261,13 @@ async fn read_side<R: AsyncRead + Unpin>(
         let bytes = u64::try_from(count).unwrap_or(u64::MAX);
         state.queued_bytes.fetch_add(bytes, Ordering::Relaxed);
         context.counters.queued_bytes[direction.index()].fetch_add(bytes, Ordering::Relaxed);
-        if sender.send(Item::Chunk { data: buffer.freeze(), release_ns }).is_err() {
+        if sender
+            .send(Item::Chunk {
+                data: buffer.freeze(),
+                release_ns,
+            })
+            .is_err()
+        {
             return Ok(());
         }
     }
@@ -251,7 +290,10 @@ async fn write_side<W: AsyncWrite + Unpin>(
         // An error means the relay is stopping; the connection is reset then anyway.
         let _ = link.wait_for(|link| !link.holds(direction)).await;
         let bytes = u64::try_from(data.len()).unwrap_or(u64::MAX);
-        context.timer.sleep_until(context.reserve(direction, bytes)).await;
+        context
+            .timer
+            .sleep_until(context.reserve(direction, bytes))
+            .await;
         sink.write_all(&data).await?;
         state.queued_bytes.fetch_sub(bytes, Ordering::Relaxed);
         context.counters.queued_bytes[direction.index()].fetch_sub(bytes, Ordering::Relaxed);

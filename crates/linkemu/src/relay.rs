@@ -112,7 +112,9 @@ impl Context {
     pub(crate) fn reserve(&self, direction: Direction, bytes: u64) -> Instant {
         let rate = self.link.borrow().shape(direction).rate_bytes_per_s;
         let now_ns = self.now_ns();
-        let mut bucket = self.buckets[direction.index()].lock().unwrap_or_else(PoisonError::into_inner);
+        let mut bucket = self.buckets[direction.index()]
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         self.instant(bucket.reserve(now_ns, bytes, rate))
     }
 }
@@ -124,10 +126,22 @@ pub struct Relay;
 impl Relay {
     /// Listens on `listen` and forwards every accepted connection to `target` through `link`.
     /// Must run inside a tokio runtime (with the time and net drivers).
-    pub async fn start(listen: SocketAddr, target: SocketAddr, link: Link) -> Result<RelayHandle, LinkError> {
+    pub async fn start(
+        listen: SocketAddr,
+        target: SocketAddr,
+        link: Link,
+    ) -> Result<RelayHandle, LinkError> {
         link.check()?;
-        let listener = TcpListener::bind(listen).await.map_err(|source| LinkError::Bind { address: listen, source })?;
-        let local = listener.local_addr().map_err(|source| LinkError::Bind { address: listen, source })?;
+        let listener = TcpListener::bind(listen)
+            .await
+            .map_err(|source| LinkError::Bind {
+                address: listen,
+                source,
+            })?;
+        let local = listener.local_addr().map_err(|source| LinkError::Bind {
+            address: listen,
+            source,
+        })?;
         let (link_sender, link_receiver) = watch::channel(link);
         let (lifecycle_sender, lifecycle_receiver) = watch::channel(Lifecycle::Running);
         let counters = Arc::new(Counters::default());
@@ -199,7 +213,11 @@ impl RelayHandle {
     /// calls return at once.
     pub async fn shutdown(&self) {
         self.lifecycle.send_replace(Lifecycle::Stopping);
-        let task = self.task.lock().unwrap_or_else(PoisonError::into_inner).take();
+        let task = self
+            .task
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
         if let Some(task) = task {
             // A join error means the task was cancelled or panicked; either way it is over.
             let _ = task.await;
@@ -218,7 +236,9 @@ async fn accept_loop(listener: TcpListener, context: Arc<Context>) {
     let mut connections = JoinSet::new();
     loop {
         let stopping = async {
-            let _ = lifecycle.wait_for(|state| *state == Lifecycle::Stopping).await;
+            let _ = lifecycle
+                .wait_for(|state| *state == Lifecycle::Stopping)
+                .await;
         };
         tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -237,7 +257,12 @@ async fn accept_loop(listener: TcpListener, context: Arc<Context>) {
     tracing::info!(target = %context.target, "relay stopped");
 }
 
-fn admit(context: &Arc<Context>, connections: &mut JoinSet<()>, client: TcpStream, from: SocketAddr) {
+fn admit(
+    context: &Arc<Context>,
+    connections: &mut JoinSet<()>,
+    client: TcpStream,
+    from: SocketAddr,
+) {
     context.counters.accepted.fetch_add(1, Ordering::Relaxed);
     if context.link.borrow().refuses() {
         context.counters.refused.fetch_add(1, Ordering::Relaxed);

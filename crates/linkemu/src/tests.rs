@@ -76,14 +76,22 @@ fn rates() {
         ("10mbps", None),
     ];
     for &(input, expected) in table {
-        assert_eq!(parse::rate_bytes_per_s(input).ok(), expected, "input {input:?}");
+        assert_eq!(
+            parse::rate_bytes_per_s(input).ok(),
+            expected,
+            "input {input:?}"
+        );
     }
 }
 
 #[test]
 fn parse_errors_name_the_input() {
     match parse::duration("5parsecs") {
-        Err(LinkError::Parse { kind: "duration", input, .. }) => assert_eq!(input, "5parsecs"),
+        Err(LinkError::Parse {
+            kind: "duration",
+            input,
+            ..
+        }) => assert_eq!(input, "5parsecs"),
         other => panic!("unexpected {other:?}"),
     }
 }
@@ -110,7 +118,11 @@ proptest! {
 }
 
 fn shape(delay_ms: u64, jitter_ms: u64) -> Shape {
-    Shape { delay: Duration::from_millis(delay_ms), jitter: Duration::from_millis(jitter_ms), ..Shape::default() }
+    Shape {
+        delay: Duration::from_millis(delay_ms),
+        jitter: Duration::from_millis(jitter_ms),
+        ..Shape::default()
+    }
 }
 
 #[test]
@@ -118,7 +130,10 @@ fn release_without_jitter_is_read_time_plus_delay() {
     let mut schedule = Schedule::new(1);
     let link = shape(20, 0);
     for read_ms in [0u64, 1, 5, 100] {
-        assert_eq!(schedule.release_ns(read_ms * 1_000_000, &link), (read_ms + 20) * 1_000_000);
+        assert_eq!(
+            schedule.release_ns(read_ms * 1_000_000, &link),
+            (read_ms + 20) * 1_000_000
+        );
     }
 }
 
@@ -128,14 +143,19 @@ fn lowering_the_delay_never_reorders() {
     let early = schedule.release_ns(0, &shape(50, 0));
     let late = schedule.release_ns(1_000_000, &shape(0, 0));
     assert_eq!(early, 50_000_000);
-    assert_eq!(late, early, "a chunk read later waits for the one before it");
+    assert_eq!(
+        late, early,
+        "a chunk read later waits for the one before it"
+    );
 }
 
 #[test]
 fn same_seed_same_jitter() {
     let draws = |seed| {
         let mut schedule = Schedule::new(seed);
-        (0..50u64).map(|i| schedule.release_ns(i * 10_000_000, &shape(5, 4))).collect::<Vec<_>>()
+        (0..50u64)
+            .map(|i| schedule.release_ns(i * 10_000_000, &shape(5, 4)))
+            .collect::<Vec<_>>()
     };
     assert_eq!(draws(7), draws(7));
     assert_ne!(draws(7), draws(8));
@@ -219,13 +239,67 @@ fn link_checks() {
     let good = Link::default();
     let cases: Vec<(Link, bool)> = vec![
         (good, true),
-        (Link::symmetric(Shape { delay: DELAY_LIMIT, ..Shape::default() }), true),
-        (Link::symmetric(Shape { delay: DELAY_LIMIT + Duration::from_nanos(1), ..Shape::default() }), false),
-        (Link::symmetric(Shape { jitter: Duration::from_secs(61), ..Shape::default() }), false),
-        (Link { reverse: Shape { rate_bytes_per_s: Some(0), ..Shape::default() }, ..good }, false),
-        (Link { forward: Shape { queue_bytes_max: 0, ..Shape::default() }, ..good }, false),
-        (Link { forward: Shape { queue_bytes_max: QUEUE_LIMIT_BYTES + 1, ..Shape::default() }, ..good }, false),
-        (Link { forward: Shape { queue_bytes_max: 1, ..Shape::default() }, ..good }, true),
+        (
+            Link::symmetric(Shape {
+                delay: DELAY_LIMIT,
+                ..Shape::default()
+            }),
+            true,
+        ),
+        (
+            Link::symmetric(Shape {
+                delay: DELAY_LIMIT + Duration::from_nanos(1),
+                ..Shape::default()
+            }),
+            false,
+        ),
+        (
+            Link::symmetric(Shape {
+                jitter: Duration::from_secs(61),
+                ..Shape::default()
+            }),
+            false,
+        ),
+        (
+            Link {
+                reverse: Shape {
+                    rate_bytes_per_s: Some(0),
+                    ..Shape::default()
+                },
+                ..good
+            },
+            false,
+        ),
+        (
+            Link {
+                forward: Shape {
+                    queue_bytes_max: 0,
+                    ..Shape::default()
+                },
+                ..good
+            },
+            false,
+        ),
+        (
+            Link {
+                forward: Shape {
+                    queue_bytes_max: QUEUE_LIMIT_BYTES + 1,
+                    ..Shape::default()
+                },
+                ..good
+            },
+            false,
+        ),
+        (
+            Link {
+                forward: Shape {
+                    queue_bytes_max: 1,
+                    ..Shape::default()
+                },
+                ..good
+            },
+            true,
+        ),
     ];
     for (index, (link, ok)) in cases.into_iter().enumerate() {
         assert_eq!(link.check().is_ok(), ok, "case {index}: {link:?}");
@@ -242,18 +316,30 @@ fn partitions_cut_the_right_directions() {
     ];
     for (partition, cuts) in table {
         for direction in Direction::ALL {
-            assert_eq!(partition.cuts(direction), cuts[direction.index()], "{partition:?} {direction:?}");
+            assert_eq!(
+                partition.cuts(direction),
+                cuts[direction.index()],
+                "{partition:?} {direction:?}"
+            );
         }
-        let resetting = Link { partition, on_partition: OnPartition::Reset, ..Link::default() };
+        let resetting = Link {
+            partition,
+            on_partition: OnPartition::Reset,
+            ..Link::default()
+        };
         assert_eq!(resetting.refuses(), partition != Partition::None);
-        let holding = Link { partition, ..Link::default() };
+        let holding = Link {
+            partition,
+            ..Link::default()
+        };
         assert!(!holding.refuses());
     }
 }
 
 #[test]
 fn control_requests_parse() {
-    let request = parse_request(r#"{"delay_ms":5,"direction":"forward","rate":"100mbit","queue":4096}"#);
+    let request =
+        parse_request(r#"{"delay_ms":5,"direction":"forward","rate":"100mbit","queue":4096}"#);
     let expected = ControlRequest {
         delay_ms: Some(5.0),
         direction: Directions::Forward,
@@ -262,9 +348,18 @@ fn control_requests_parse() {
         ..ControlRequest::default()
     };
     assert_eq!(request.ok(), Some(expected));
-    let rejected = [r#"{"delay":5}"#, r#"{"partition":"sideways"}"#, "not json", r#"{"delay_ms":"5"}"#, ""];
+    let rejected = [
+        r#"{"delay":5}"#,
+        r#"{"partition":"sideways"}"#,
+        "not json",
+        r#"{"delay_ms":"5"}"#,
+        "",
+    ];
     for line in rejected {
-        assert!(matches!(parse_request(line), Err(LinkError::Request(_))), "{line:?} accepted");
+        assert!(
+            matches!(parse_request(line), Err(LinkError::Request(_))),
+            "{line:?} accepted"
+        );
     }
 }
 
@@ -291,7 +386,13 @@ fn control_requests_apply() {
     );
     let unlimited = apply_line(r#"{"rate":"unlimited"}"#).ok();
     assert_eq!(unlimited.map(|l| l.forward.rate_bytes_per_s), Some(None));
-    for bad in [r#"{"delay_ms":-1}"#, r#"{"delay_ms":1e12}"#, r#"{"queue":0}"#, r#"{"rate":0}"#, r#"{"rate":"fast"}"#] {
+    for bad in [
+        r#"{"delay_ms":-1}"#,
+        r#"{"delay_ms":1e12}"#,
+        r#"{"queue":0}"#,
+        r#"{"rate":0}"#,
+        r#"{"rate":"fast"}"#,
+    ] {
         assert!(apply_line(bad).is_err(), "{bad} applied");
     }
     assert_eq!(apply_line(r#"{"stats":true}"#).ok(), Some(base));

@@ -68,7 +68,10 @@ impl Timer {
             .spawn(move || run(&thread_shared))
             .map_err(LinkError::Thread)?;
         let stop = Arc::new(StopOnDrop(Arc::clone(&shared)));
-        Ok(Timer { shared, _stop: stop })
+        Ok(Timer {
+            shared,
+            _stop: stop,
+        })
     }
 
     /// Completes at `deadline` (at once if it has passed).
@@ -112,9 +115,16 @@ fn run(shared: &Shared) {
         pending = match pending.due.keys().next() {
             Some(&(deadline, _)) => {
                 let wait = deadline.saturating_duration_since(now);
-                shared.changed.wait_timeout(pending, wait).unwrap_or_else(PoisonError::into_inner).0
+                shared
+                    .changed
+                    .wait_timeout(pending, wait)
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .0
             }
-            None => shared.changed.wait(pending).unwrap_or_else(PoisonError::into_inner),
+            None => shared
+                .changed
+                .wait(pending)
+                .unwrap_or_else(PoisonError::into_inner),
         };
     }
 }

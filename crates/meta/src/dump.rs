@@ -132,7 +132,8 @@ impl MetaDump {
                 .filter(|&&u| u != 0)
                 .map(|&u| uuid_hex(u))
                 .collect(),
-            resync_goal_uuid: (superblock.resync_goal_uuid != 0).then(|| uuid_hex(superblock.resync_goal_uuid)),
+            resync_goal_uuid: (superblock.resync_goal_uuid != 0)
+                .then(|| uuid_hex(superblock.resync_goal_uuid)),
             followed_primary: superblock.followed_primary,
             peers: superblock
                 .peers
@@ -204,9 +205,17 @@ impl MetaDump {
             self.history_uuids.join(":")
         };
         let _ = writeln!(out, "history uuids:  {history}");
-        let _ = writeln!(out, "resync goal:    {}", self.resync_goal_uuid.as_deref().unwrap_or("-"));
+        let _ = writeln!(
+            out,
+            "resync goal:    {}",
+            self.resync_goal_uuid.as_deref().unwrap_or("-")
+        );
         if let Some(followed) = self.followed_primary {
-            let _ = writeln!(out, "followed:       node {} up to write {}", followed.node_id, followed.seq);
+            let _ = writeln!(
+                out,
+                "followed:       node {} up to write {}",
+                followed.node_id, followed.seq
+            );
         }
         for peer in &self.peers {
             let _ = writeln!(out, "{}", render_peer(peer));

@@ -71,5 +71,6 @@ pub use dump::{DumpSources, MetaDump};
 pub use error::MetaError;
 pub use layout::{GrowTarget, Layout, LayoutConfig, Placement, Region};
 pub use superblock::{
-    FollowedPrimary, PeerFlags, PeerSlot, Superblock, SuperblockFlags, UUID_JUST_CREATED, UUID_PRIMARY_BIT,
+    FollowedPrimary, PeerFlags, PeerSlot, Superblock, SuperblockFlags, UUID_JUST_CREATED,
+    UUID_PRIMARY_BIT,
 };

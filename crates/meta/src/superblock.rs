@@ -273,7 +273,9 @@ impl Superblock {
     /// Whether this node's bitmap for `node_id` is counting changes (its bitmap identifier
     /// is set: the peer was away when a generation started).
     pub fn counts_for(&self, node_id: u8) -> bool {
-        self.peers.iter().any(|peer| peer.node_id == Some(node_id) && peer.bitmap_uuid != 0)
+        self.peers
+            .iter()
+            .any(|peer| peer.node_id == Some(node_id) && peer.bitmap_uuid != 0)
     }
 
     fn peer_slot_index(&self, node_id: u8) -> Option<u8> {
@@ -480,7 +482,10 @@ impl Superblock {
         }
         if let Some(followed) = self.followed_primary {
             if followed.node_id > NODE_ID_MAX || followed.node_id == self.node_id {
-                return Err(invalid("followed_primary.node_id", u64::from(followed.node_id)));
+                return Err(invalid(
+                    "followed_primary.node_id",
+                    u64::from(followed.node_id),
+                ));
             }
             if followed.seq == 0 {
                 return Err(invalid("followed_primary.seq", 0));

@@ -109,7 +109,11 @@ impl Completion {
         Completion {
             cookie,
             expect,
-            route: Some(Route::Connection { replies, permit, budget: None }),
+            route: Some(Route::Connection {
+                replies,
+                permit,
+                budget: None,
+            }),
         }
     }
 
@@ -118,7 +122,10 @@ impl Completion {
     /// `Err(errno)`. The same rules as for NBD replies apply: a read answered with data of
     /// the wrong size, or with `ok`, becomes `Err(Errno::Io)`, and so does dropping the
     /// completion unanswered. `reply` runs exactly once. Its cookie (for logs) is 0.
-    pub fn callback(expect: Expect, reply: impl FnOnce(CallbackReply) + Send + 'static) -> Completion {
+    pub fn callback(
+        expect: Expect,
+        reply: impl FnOnce(CallbackReply) + Send + 'static,
+    ) -> Completion {
         Completion {
             cookie: 0,
             expect,
@@ -181,7 +188,11 @@ impl Completion {
             return;
         };
         match route {
-            Route::Connection { replies, permit, budget } => {
+            Route::Connection {
+                replies,
+                permit,
+                budget,
+            } => {
                 let header = SimpleReplyHeader {
                     cookie: self.cookie,
                     error,
@@ -237,12 +248,37 @@ mod tests {
         type Answer = fn(Completion);
         let cases: [(&str, Expect, Answer, CallbackReply); 8] = [
             ("status ok", Expect::Status, |c| c.ok(), Ok(Bytes::new())),
-            ("status error", Expect::Status, |c| c.error(Errno::NoSpc), Err(Errno::NoSpc)),
+            (
+                "status error",
+                Expect::Status,
+                |c| c.error(Errno::NoSpc),
+                Err(Errno::NoSpc),
+            ),
             ("status dropped", Expect::Status, drop, Err(Errno::Io)),
-            ("data on a status", Expect::Status, |c| c.read_data(Bytes::from_static(b"x")), Err(Errno::Io)),
-            ("read exact", Expect::Data(4), |c| c.read_data(Bytes::from_static(b"abcd")), Ok(Bytes::from_static(b"abcd"))),
-            ("read short", Expect::Data(4), |c| c.read_data(Bytes::from_static(b"abc")), Err(Errno::Io)),
-            ("read without data", Expect::Data(4), |c| c.ok(), Err(Errno::Io)),
+            (
+                "data on a status",
+                Expect::Status,
+                |c| c.read_data(Bytes::from_static(b"x")),
+                Err(Errno::Io),
+            ),
+            (
+                "read exact",
+                Expect::Data(4),
+                |c| c.read_data(Bytes::from_static(b"abcd")),
+                Ok(Bytes::from_static(b"abcd")),
+            ),
+            (
+                "read short",
+                Expect::Data(4),
+                |c| c.read_data(Bytes::from_static(b"abc")),
+                Err(Errno::Io),
+            ),
+            (
+                "read without data",
+                Expect::Data(4),
+                |c| c.ok(),
+                Err(Errno::Io),
+            ),
             ("read dropped", Expect::Data(4), drop, Err(Errno::Io)),
         ];
         for (name, expect, answer, wanted) in cases {
@@ -264,13 +300,26 @@ mod tests {
 
     #[test]
     fn expect_follows_the_command() {
-        let read = Command::Read { offset: 0, length: 9 };
+        let read = Command::Read {
+            offset: 0,
+            length: 9,
+        };
         assert_eq!(Expect::of(&read), Expect::Data(9));
         for command in [
-            Command::Write { offset: 0, data: Bytes::from_static(b"w") },
+            Command::Write {
+                offset: 0,
+                data: Bytes::from_static(b"w"),
+            },
             Command::Flush,
-            Command::Trim { offset: 0, length: 1 },
-            Command::WriteZeroes { offset: 0, length: 1, no_hole: false },
+            Command::Trim {
+                offset: 0,
+                length: 1,
+            },
+            Command::WriteZeroes {
+                offset: 0,
+                length: 1,
+                no_hole: false,
+            },
         ] {
             assert_eq!(Expect::of(&command), Expect::Status, "{command:?}");
         }

@@ -145,7 +145,10 @@ impl Resolution {
 
     /// Whether this node's data is thrown away.
     pub fn discards_local(self) -> bool {
-        matches!(self, Resolution::DiscardLocal | Resolution::CallPriLostAfterSb)
+        matches!(
+            self,
+            Resolution::DiscardLocal | Resolution::CallPriLostAfterSb
+        )
     }
 }
 
@@ -200,9 +203,9 @@ fn zero_primaries(facts: &SplitBrainFacts, policy: AfterSb0Pri) -> Resolution {
     };
     match policy {
         AfterSb0Pri::Disconnect => Resolution::Disconnect,
-        AfterSb0Pri::DiscardYoungerPrimary => {
-            facts.younger_primary.map_or_else(|| least_changes(facts), discard)
-        }
+        AfterSb0Pri::DiscardYoungerPrimary => facts
+            .younger_primary
+            .map_or_else(|| least_changes(facts), discard),
         AfterSb0Pri::DiscardOlderPrimary => facts
             .younger_primary
             .map_or_else(|| least_changes(facts), |younger| discard(younger.other())),

@@ -25,37 +25,37 @@
 //! fencing in `fence.rs`.
 
 mod activity_log;
+mod ahead;
 mod csums;
 mod detach;
 mod fence;
 mod forget;
 mod handshake;
-mod ahead;
 mod lag;
 mod leave;
 mod outdate;
-mod suspend;
 mod pause;
+mod persist;
 mod quorum;
 mod reconcile;
-mod persist;
 mod resize;
 mod resync;
 mod rotate;
 mod secondary_log;
 mod stats;
+mod suspend;
 pub(crate) mod verify;
 
-pub use handshake::BITMAP_CHUNK_BYTES_MAX;
 pub use ahead::{Congestion, CongestionPolicy, AHEAD_DWELL_MIN, COOL_DOWN_MAX};
 pub use detach::OnIoError;
 pub use fence::{fence_outcome, FencePolicy, FENCE_PEER_IS_PRIMARY};
+pub use handshake::BITMAP_CHUNK_BYTES_MAX;
 pub use lag::{LagBound, LagStatus, LagThrottle, LAG_THROTTLE_STEPS};
 pub use pause::SyncPause;
 pub use quorum::{OnNoQuorum, QuorumConfig, QuorumRule};
 pub use resize::ResizeRequest;
-pub use stats::{LocalStats, PeerStats};
 pub use resync::RESYNC_REQUEST_BYTES_MAX;
+pub use stats::{LocalStats, PeerStats};
 pub use verify::{VERIFY_DIGESTS_BYTES_MAX, VERIFY_REQUEST_BYTES_MAX};
 
 use std::collections::{BTreeMap, VecDeque};
@@ -71,8 +71,8 @@ use crate::resync_rate::{ResyncRateConfig, ResyncRateController};
 use crate::state::{ConnState, DiskState, Protocol, ReplState, Role};
 use crate::sync::SyncState;
 use crate::types::{
-    Action, DiskOp, EngineStatus, Followed, IoError, IoId, Op, PeerMessage, PeerStatus, PeerVolumeStatus,
-    RequestId, StateError, Time, VolumeStatus, WriteFlags,
+    Action, DiskOp, EngineStatus, Followed, IoError, IoId, Op, PeerMessage, PeerStatus,
+    PeerVolumeStatus, RequestId, StateError, Time, VolumeStatus, WriteFlags,
 };
 use crate::uuid::{GenerationIds, HandshakeNodes, NodeId, NodeSet, SyncError};
 
@@ -494,7 +494,12 @@ impl<P: Clone> Engine<P> {
             peers.push(new_peer(node, peer, &config.volumes)?);
         }
         let lost_primary = config.volumes.iter().find_map(|v| v.followed);
-        let volumes = config.volumes.into_iter().enumerate().map(|(vslot, v)| attach_volume(vslot, v, &mut peers)).collect::<Result<_, _>>()?;
+        let volumes = config
+            .volumes
+            .into_iter()
+            .enumerate()
+            .map(|(vslot, v)| attach_volume(vslot, v, &mut peers))
+            .collect::<Result<_, _>>()?;
         let mut engine = Engine {
             node_id: config.node_id,
             node,
@@ -550,7 +555,10 @@ impl<P: Clone> Engine<P> {
 
     /// The name of a connected Primary peer, if any (for refusing to open on a Secondary).
     pub fn primary_peer(&self) -> Option<&str> {
-        let peer = self.peers.iter().find(|p| p.connection == ConnState::Connected && p.role == Role::Primary);
+        let peer = self
+            .peers
+            .iter()
+            .find(|p| p.connection == ConnState::Connected && p.role == Role::Primary);
         peer.map(|p| p.config.name.as_str())
     }
 
@@ -565,30 +573,57 @@ impl<P: Clone> Engine<P> {
     // ----- client requests -------------------------------------------------------------
 
     /// A client request on `volume`. The engine answers it with exactly one `Complete`.
-    pub fn submit(&mut self, now: Time, request: RequestId, volume: u16, op: Op<P>, out: &mut Vec<Action<P>>) {
+    pub fn submit(
+        &mut self,
+        now: Time,
+        request: RequestId,
+        volume: u16,
+        op: Op<P>,
+        out: &mut Vec<Action<P>>,
+    ) {
         self.clock = self.clock.max(now);
         if self.role != Role::Primary {
-            out.push(Action::Complete { request, result: Err(IoError::NotWritable) });
+            out.push(Action::Complete {
+                request,
+                result: Err(IoError::NotWritable),
+            });
             return;
         }
         let Some(slot) = self.volume_slot(volume) else {
-            out.push(Action::Complete { request, result: Err(IoError::Invalid) });
+            out.push(Action::Complete {
+                request,
+                result: Err(IoError::Invalid),
+            });
             return;
         };
         if self.quorum_refuses_new_writes() {
-            out.push(Action::Complete { request, result: Err(IoError::Io) });
+            out.push(Action::Complete {
+                request,
+                result: Err(IoError::Io),
+            });
             return;
         }
         if let Op::Flush = op {
             self.start_flush(request, out);
             return;
         }
-        let Some(extent) = op_extent(&op).filter(|e| e.end() <= self.volumes[slot].size_bytes) else {
-            out.push(Action::Complete { request, result: Err(IoError::Invalid) });
+        let Some(extent) = op_extent(&op).filter(|e| e.end() <= self.volumes[slot].size_bytes)
+        else {
+            out.push(Action::Complete {
+                request,
+                result: Err(IoError::Invalid),
+            });
             return;
         };
-        if self.conflicts(volume, extent, self.waiting.len()) || self.lag_blocks(now, extent.length) || self.new_writes_wait() {
-            self.waiting.push_back(Waiting { request, volume, op });
+        if self.conflicts(volume, extent, self.waiting.len())
+            || self.lag_blocks(now, extent.length)
+            || self.new_writes_wait()
+        {
+            self.waiting.push_back(Waiting {
+                request,
+                volume,
+                op,
+            });
             return;
         }
         self.spend_lag_credit(extent.length);
@@ -598,7 +633,10 @@ impl<P: Clone> Engine<P> {
     /// Whether `extent` overlaps a write in flight, one held for the activity log, or one of
     /// the first `waiting_before` waiting writes (which must go first).
     fn conflicts(&self, volume: u16, extent: Extent, waiting_before: usize) -> bool {
-        let in_flight = self.in_flight.values().any(|w| w.volume == volume && w.extent.overlaps(&extent));
+        let in_flight = self
+            .in_flight
+            .values()
+            .any(|w| w.volume == volume && w.extent.overlaps(&extent));
         in_flight
             || self.held.iter().any(|h| h.overlaps(volume, &extent))
             || self.resync_busy(volume, &extent)
@@ -608,15 +646,28 @@ impl<P: Clone> Engine<P> {
     }
 
     /// Issues a write locally and to the peers; returns its sequence number (None: refused).
-    fn start_write(&mut self, now: Time, request: RequestId, volume: u16, op: Op<P>, out: &mut Vec<Action<P>>) -> Option<u64> {
+    fn start_write(
+        &mut self,
+        now: Time,
+        request: RequestId,
+        volume: u16,
+        op: Op<P>,
+        out: &mut Vec<Action<P>>,
+    ) -> Option<u64> {
         let (disk_op, extent) = match to_disk_op(op) {
             Some(pair) => pair,
             None => {
-                out.push(Action::Complete { request, result: Err(IoError::Invalid) });
+                out.push(Action::Complete {
+                    request,
+                    result: Err(IoError::Invalid),
+                });
                 return None;
             }
         };
-        let epoch_full = self.peers.iter().any(|p| self.epoch_writes >= p.config.max_epoch_size);
+        let epoch_full = self
+            .peers
+            .iter()
+            .any(|p| self.epoch_writes >= p.config.max_epoch_size);
         if self.epoch_must_close || epoch_full {
             self.close_epoch(false, out);
         }
@@ -625,9 +676,17 @@ impl<P: Clone> Engine<P> {
         let vslot = self.volume_slot(volume).unwrap_or(0);
         // A Diskless volume that reaches no peer writes nothing anywhere (the write fails):
         // no new generation, so a peer that comes back is not taken for stale.
-        let reaches_nobody = self.volumes[vslot].disk == DiskState::Diskless && !self.peers.iter().any(replicates_to);
-        let meta_version = if reaches_nobody { 0 } else { self.new_generation_if_needed(vslot, out) };
-        assert!(!self.resync_busy(volume, &extent), "a client write overlaps a resync read or its unconfirmed reply");
+        let reaches_nobody = self.volumes[vslot].disk == DiskState::Diskless
+            && !self.peers.iter().any(replicates_to);
+        let meta_version = if reaches_nobody {
+            0
+        } else {
+            self.new_generation_if_needed(vslot, out)
+        };
+        assert!(
+            !self.resync_busy(volume, &extent),
+            "a client write overlaps a resync read or its unconfirmed reply"
+        );
         self.verify_note_write(volume, extent);
         let seq = self.next_seq;
         self.next_seq += 1;
@@ -635,24 +694,67 @@ impl<P: Clone> Engine<P> {
         self.volumes[vslot].written_bytes += extent.length;
         let mut stages = Vec::with_capacity(self.peers.len());
         for peer in &mut self.peers {
-            stages.push(send_to_peer(peer, now, Sent { seq, since: now, epoch: self.epoch, volume, extent }, vslot, &disk_op, out));
+            stages.push(send_to_peer(
+                peer,
+                now,
+                Sent {
+                    seq,
+                    since: now,
+                    epoch: self.epoch,
+                    volume,
+                    extent,
+                },
+                vslot,
+                &disk_op,
+                out,
+            ));
         }
         // A Diskless volume writes nothing locally: its peers alone decide (`detach.rs`).
         let diskless = self.volumes[vslot].disk == DiskState::Diskless;
-        let local = if diskless { Stage::Done(Err(IoError::Io)) } else { Stage::Pending };
-        let write = InFlight { request, epoch: self.epoch, volume, extent, local, peers: stages, meta_version, started: now, written_on: 0, rotation_answers: Vec::new() };
-        assert!(self.in_flight.insert(seq, write).is_none(), "sequence numbers are unique");
+        let local = if diskless {
+            Stage::Done(Err(IoError::Io))
+        } else {
+            Stage::Pending
+        };
+        let write = InFlight {
+            request,
+            epoch: self.epoch,
+            volume,
+            extent,
+            local,
+            peers: stages,
+            meta_version,
+            started: now,
+            written_on: 0,
+            rotation_answers: Vec::new(),
+        };
+        assert!(
+            self.in_flight.insert(seq, write).is_none(),
+            "sequence numbers are unique"
+        );
         if !diskless {
             self.lower_pending += 1;
-            out.push(Action::LocalWrite { io: IoId::Write { seq }, volume, op: disk_op });
+            out.push(Action::LocalWrite {
+                io: IoId::Write { seq },
+                volume,
+                op: disk_op,
+            });
         }
         Some(seq)
     }
 
     /// End the current epoch: every connected peer gets a barrier for it.
     fn close_epoch(&mut self, flush: bool, out: &mut Vec<Action<P>>) {
-        for peer in self.peers.iter().filter(|p| p.connection == ConnState::Connected) {
-            out.push(Action::SendBarrier { peer: peer.config.node_id, epoch: self.epoch, flush });
+        for peer in self
+            .peers
+            .iter()
+            .filter(|p| p.connection == ConnState::Connected)
+        {
+            out.push(Action::SendBarrier {
+                peer: peer.config.node_id,
+                epoch: self.epoch,
+                flush,
+            });
         }
         self.epoch += 1;
         self.epoch_writes = 0;
@@ -666,31 +768,63 @@ impl<P: Clone> Engine<P> {
         let waiting_for: Vec<u8> = self
             .peers
             .iter()
-            .filter(|p| p.connection == ConnState::Connected && (p.protocol != Protocol::A || needs_peers) && !is_diskless(p))
+            .filter(|p| {
+                p.connection == ConnState::Connected
+                    && (p.protocol != Protocol::A || needs_peers)
+                    && !is_diskless(p)
+            })
             .map(|p| p.config.node_id)
             .collect();
         let seq = self.next_seq;
         self.next_seq += 1;
-        self.flushes.insert(seq, FlushInFlight { request, epoch, local: Stage::Pending, waiting_for, needs_peers, acked: false });
+        self.flushes.insert(
+            seq,
+            FlushInFlight {
+                request,
+                epoch,
+                local: Stage::Pending,
+                waiting_for,
+                needs_peers,
+                acked: false,
+            },
+        );
         self.lower_pending += 1;
-        out.push(Action::LocalFlush { io: IoId::Flush { seq } });
+        out.push(Action::LocalFlush {
+            io: IoId::Flush { seq },
+        });
     }
 
     // ----- completions ------------------------------------------------------------------
 
     /// A local I/O requested by a `LocalWrite`, `LocalFlush`, `PersistMeta` or
     /// `WriteActivityLog` action finished. (A `LocalRead` is answered by [`Engine::local_read_done`].)
-    pub fn local_done(&mut self, now: Time, io: IoId, result: Result<(), IoError>, out: &mut Vec<Action<P>>) {
+    pub fn local_done(
+        &mut self,
+        now: Time,
+        io: IoId,
+        result: Result<(), IoError>,
+        out: &mut Vec<Action<P>>,
+    ) {
         self.local_done_inner(now, io, result, out);
         self.start_resync_reads(out);
     }
 
-    fn local_done_inner(&mut self, now: Time, io: IoId, result: Result<(), IoError>, out: &mut Vec<Action<P>>) {
+    fn local_done_inner(
+        &mut self,
+        now: Time,
+        io: IoId,
+        result: Result<(), IoError>,
+        out: &mut Vec<Action<P>>,
+    ) {
         match io {
             IoId::Write { seq } => {
                 self.lower_pending = self.lower_pending.saturating_sub(1);
                 if let Some(write) = self.in_flight.get_mut(&seq) {
-                    assert_eq!(write.local, Stage::Pending, "one completion per local write");
+                    assert_eq!(
+                        write.local,
+                        Stage::Pending,
+                        "one completion per local write"
+                    );
                     write.local = Stage::Done(result);
                     let (started, volume) = (write.started, write.volume);
                     self.note_local_write(now, started);
@@ -713,10 +847,14 @@ impl<P: Clone> Engine<P> {
                 }
             }
             IoId::PeerWrite { peer, seq } => {
-                let Some(slot) = self.peer_slot(peer) else { return };
+                let Some(slot) = self.peer_slot(peer) else {
+                    return;
+                };
                 match result {
                     // Recorded durably before the NegAck goes out.
-                    Err(error) if error.is_disk_error() => self.replicated_write_failed(now, slot, seq, error, out),
+                    Err(error) if error.is_disk_error() => {
+                        self.replicated_write_failed(now, slot, seq, error, out)
+                    }
                     _ => {
                         self.peers[slot].receiver.write_done(seq, result, out);
                     }
@@ -737,20 +875,31 @@ impl<P: Clone> Engine<P> {
                 self.answer_failed_peer_writes(now, out);
             }
             IoId::ResyncWrite { peer, id } => self.resync_write_done(now, peer, id, result, out),
-            IoId::ActivityLog { volume, seq } => self.transaction_done(now, volume, seq, result, out),
+            IoId::ActivityLog { volume, seq } => {
+                self.transaction_done(now, volume, seq, result, out)
+            }
             // Answered through `local_read_done`; a driver that sends it here has nothing to
             // complete.
             IoId::ResyncRead { .. } | IoId::ForwardedRead { .. } => {}
             // Answered through `local_digest_done`.
-            IoId::VerifyRead { .. } | IoId::VerifyPeerRead { .. } | IoId::CsumRead { .. } | IoId::CsumPeerRead { .. } => {}
+            IoId::VerifyRead { .. }
+            | IoId::VerifyPeerRead { .. }
+            | IoId::CsumRead { .. }
+            | IoId::CsumPeerRead { .. } => {}
         }
     }
 
     fn try_complete_write(&mut self, now: Time, seq: u64, out: &mut Vec<Action<P>>) {
-        let Some(write) = self.in_flight.get(&seq) else { return };
+        let Some(write) = self.in_flight.get(&seq) else {
+            return;
+        };
         let vslot = self.volume_slot(write.volume).unwrap_or(0);
         let diskless = self.volumes[vslot].disk == DiskState::Diskless;
-        let diskless_result = if diskless { self.diskless_write_result(write) } else { None };
+        let diskless_result = if diskless {
+            self.diskless_write_result(write)
+        } else {
+            None
+        };
         if diskless && diskless_result.is_none() {
             return;
         }
@@ -758,13 +907,19 @@ impl<P: Clone> Engine<P> {
             // Not done, or done but held until quorum returns (suspend-io).
             return;
         }
-        let Some(write) = self.in_flight.remove(&seq) else { return };
+        let Some(write) = self.in_flight.remove(&seq) else {
+            return;
+        };
         let result = match (diskless_result, write.local) {
             (Some(result), _) => result,
             (None, Stage::Done(result)) => result,
             (None, Stage::Pending) => unreachable!("write_is_done requires the local write"),
         };
-        let result = if write.meta_version > 0 && self.volumes[vslot].meta.failed { Err(IoError::Io) } else { result };
+        let result = if write.meta_version > 0 && self.volumes[vslot].meta.failed {
+            Err(IoError::Io)
+        } else {
+            result
+        };
         let result = self.quorum_verdict(result).unwrap_or(Err(IoError::Io));
         if write.epoch == self.epoch {
             self.epoch_must_close = true;
@@ -772,13 +927,18 @@ impl<P: Clone> Engine<P> {
         if result.is_err() {
             // The local disk holds an unknown part of this write while peers may hold all of
             // it: the blocks may differ everywhere.
-            self.peers.iter_mut().for_each(|peer| mark(&mut peer.bitmaps[vslot], write.extent));
+            self.peers
+                .iter_mut()
+                .for_each(|peer| mark(&mut peer.bitmaps[vslot], write.extent));
         }
         if result.is_ok() {
             // A completed write uses the generation: no demotion may take it back.
             self.volumes[vslot].unused_generation = None;
         }
-        out.push(Action::Complete { request: write.request, result });
+        out.push(Action::Complete {
+            request: write.request,
+            result,
+        });
         self.release_if_done(now, seq, out);
         self.start_waiting(now, out);
     }
@@ -826,14 +986,24 @@ impl<P: Clone> Engine<P> {
     }
 
     fn try_complete_flush(&mut self, seq: u64, out: &mut Vec<Action<P>>) {
-        let Some(flush) = self.flushes.get(&seq) else { return };
-        let Stage::Done(result) = flush.local else { return };
+        let Some(flush) = self.flushes.get(&seq) else {
+            return;
+        };
+        let Stage::Done(result) = flush.local else {
+            return;
+        };
         if !flush.waiting_for.is_empty() {
             return;
         }
         // With a Diskless volume, a flush no peer acknowledged made nothing durable.
-        let result = if flush.needs_peers && !flush.acked { Err(IoError::Io) } else { result };
-        let Some(result) = self.quorum_verdict(result) else { return };
+        let result = if flush.needs_peers && !flush.acked {
+            Err(IoError::Io)
+        } else {
+            result
+        };
+        let Some(result) = self.quorum_verdict(result) else {
+            return;
+        };
         let request = flush.request;
         self.flushes.remove(&seq);
         out.push(Action::Complete { request, result });
@@ -843,7 +1013,9 @@ impl<P: Clone> Engine<P> {
 
     /// The driver finished the handshake with `peer`.
     pub fn peer_connected(&mut self, now: Time, peer: u8, out: &mut Vec<Action<P>>) {
-        let Some(slot) = self.peer_slot(peer) else { return };
+        let Some(slot) = self.peer_slot(peer) else {
+            return;
+        };
         let p = &mut self.peers[slot];
         p.connection = ConnState::Connected;
         p.last_error = None;
@@ -854,7 +1026,10 @@ impl<P: Clone> Engine<P> {
         p.accepted.fill(false);
         p.unpromotable.fill(false);
         self.reset_settled_on_connect(slot);
-        let message = PeerMessage::State { role: self.role, disks: self.disk_list() };
+        let message = PeerMessage::State {
+            role: self.role,
+            disks: self.disk_list(),
+        };
         out.push(Action::SendControl { peer, message });
         // Connected, it no longer counts as departed: the record goes before the handshake.
         self.record_departures(out);
@@ -873,20 +1048,36 @@ impl<P: Clone> Engine<P> {
     }
 
     /// The connection to `peer` ended (`state` says how: NetworkFailure, ProtocolError, ...).
-    pub fn peer_disconnected(&mut self, now: Time, peer: u8, state: ConnState, reason: String, out: &mut Vec<Action<P>>) {
-        let Some(slot) = self.peer_slot(peer) else { return };
+    pub fn peer_disconnected(
+        &mut self,
+        now: Time,
+        peer: u8,
+        state: ConnState,
+        reason: String,
+        out: &mut Vec<Action<P>>,
+    ) {
+        let Some(slot) = self.peer_slot(peer) else {
+            return;
+        };
         let volumes: Vec<u16> = self.volumes.iter().map(|v| v.number).collect();
         let p = &mut self.peers[slot];
         let was_connected = p.connection == ConnState::Connected;
         // A departure under way (`leave.rs`) ends StandAlone: no reconnect meanwhile.
         if p.connection != ConnState::StandAlone && p.leaving.is_none() {
-            p.connection = if state == ConnState::StandAlone { state } else { ConnState::Connecting };
+            p.connection = if state == ConnState::StandAlone {
+                state
+            } else {
+                ConnState::Connecting
+            };
         }
         p.last_error = Some(format!("{state}: {reason}"));
         self.resize_peer_lost(slot);
         let p = &mut self.peers[slot];
         if p.role == Role::Primary && p.last_seq > 0 {
-            let lost = Some(Followed { node: p.config.node_id, seq: p.last_seq });
+            let lost = Some(Followed {
+                node: p.config.node_id,
+                seq: p.last_seq,
+            });
             if self.lost_primary != lost {
                 // Kept in the metadata: a restart must not forget which of two Secondaries
                 // received the later write (the handshake's row 20, `reconcile.rs`).
@@ -969,7 +1160,9 @@ impl<P: Clone> Engine<P> {
 
     /// The data frame `seq` for `peer` was handed to its socket.
     pub fn peer_sent(&mut self, now: Time, peer: u8, seq: u64, out: &mut Vec<Action<P>>) {
-        let Some(slot) = self.peer_slot(peer) else { return };
+        let Some(slot) = self.peer_slot(peer) else {
+            return;
+        };
         if let Some(write) = self.in_flight.get_mut(&seq) {
             if let PeerStage::Queued { since } = write.peers[slot] {
                 write.peers[slot] = PeerStage::Sent { since };
@@ -979,17 +1172,30 @@ impl<P: Clone> Engine<P> {
     }
 
     /// A message from `peer` arrived. A message that breaks the protocol disconnects the peer.
-    pub fn peer_message(&mut self, now: Time, peer: u8, message: PeerMessage<P>, out: &mut Vec<Action<P>>) {
-        let Some(slot) = self.peer_slot(peer) else { return };
+    pub fn peer_message(
+        &mut self,
+        now: Time,
+        peer: u8,
+        message: PeerMessage<P>,
+        out: &mut Vec<Action<P>>,
+    ) {
+        let Some(slot) = self.peer_slot(peer) else {
+            return;
+        };
         if self.peers[slot].connection != ConnState::Connected {
             return;
         }
         self.peers[slot].liveness.heard_from(now);
         self.clock = self.clock.max(now);
         if let Err(reason) = self.receive_in_order(now, slot, message, out) {
-            out.push(Action::Disconnect { peer, state: ConnState::ProtocolError, reason: reason.clone() });
+            out.push(Action::Disconnect {
+                peer,
+                state: ConnState::ProtocolError,
+                reason: reason.clone(),
+            });
             self.peer_disconnected(now, peer, ConnState::ProtocolError, reason, out);
-        } else if !self.waiting.is_empty() || self.peers[slot].async_state != lag::AsyncState::Sync {
+        } else if !self.waiting.is_empty() || self.peers[slot].async_state != lag::AsyncState::Sync
+        {
             // Confirmations shrink the lag: writes held by its bound may start, a mark may
             // be cleared.
             self.drain_check(slot, out);
@@ -1000,16 +1206,39 @@ impl<P: Clone> Engine<P> {
 
     /// Drops the connection to the peer in `slot` with `state` (StandAlone: no reconnect until
     /// the administrator connects again).
-    fn drop_peer(&mut self, now: Time, slot: usize, state: ConnState, reason: String, out: &mut Vec<Action<P>>) {
+    fn drop_peer(
+        &mut self,
+        now: Time,
+        slot: usize,
+        state: ConnState,
+        reason: String,
+        out: &mut Vec<Action<P>>,
+    ) {
         let peer = self.peers[slot].config.node_id;
-        out.push(Action::Disconnect { peer, state, reason: reason.clone() });
+        out.push(Action::Disconnect {
+            peer,
+            state,
+            reason: reason.clone(),
+        });
         self.peer_disconnected(now, peer, state, reason, out);
     }
 
-    fn dispatch(&mut self, now: Time, slot: usize, message: PeerMessage<P>, out: &mut Vec<Action<P>>) -> Result<(), String> {
+    fn dispatch(
+        &mut self,
+        now: Time,
+        slot: usize,
+        message: PeerMessage<P>,
+        out: &mut Vec<Action<P>>,
+    ) -> Result<(), String> {
         let peer = self.peers[slot].config.node_id;
         match message {
-            PeerMessage::Data { seq, epoch, volume, offset, op } => self.receive_data(slot, seq, epoch, volume, offset, op, out),
+            PeerMessage::Data {
+                seq,
+                epoch,
+                volume,
+                offset,
+                op,
+            } => self.receive_data(slot, seq, epoch, volume, offset, op, out),
             PeerMessage::Barrier { epoch, flush } => {
                 if self.role == Role::Primary {
                     return Err("barrier received while Primary".into());
@@ -1017,7 +1246,10 @@ impl<P: Clone> Engine<P> {
                 self.peers[slot].receiver.barrier(epoch, flush, out)
             }
             PeerMessage::Ping => {
-                out.push(Action::SendControl { peer, message: PeerMessage::PingAck });
+                out.push(Action::SendControl {
+                    peer,
+                    message: PeerMessage::PingAck,
+                });
                 Ok(())
             }
             PeerMessage::PingAck => {
@@ -1026,7 +1258,9 @@ impl<P: Clone> Engine<P> {
                 }
                 Ok(())
             }
-            PeerMessage::RecvAck { seq } => self.acked(now, slot, seq, PeerStage::Received { since: now }, out),
+            PeerMessage::RecvAck { seq } => {
+                self.acked(now, slot, seq, PeerStage::Received { since: now }, out)
+            }
             PeerMessage::WriteAck { seq } => {
                 if let Some(write) = self.in_flight.get_mut(&seq) {
                     write.written_on |= 1u64 << slot.min(63);
@@ -1063,24 +1297,65 @@ impl<P: Clone> Engine<P> {
                 self.end_verify_for_handshake(slot, &message, out);
                 self.receive_uuids(now, slot, *message, out)
             }
-            PeerMessage::BitmapChunk { volume, chunk } => self.receive_bitmap_chunk(now, slot, volume, &chunk, out),
-            PeerMessage::ResyncRequest { id, volume, offset, length } => {
-                self.receive_resync_request(now, slot, id, volume, Extent { offset, length })
+            PeerMessage::BitmapChunk { volume, chunk } => {
+                self.receive_bitmap_chunk(now, slot, volume, &chunk, out)
             }
-            PeerMessage::ResyncReply { id, volume, offset, length, data } => {
-                self.receive_resync_reply(now, slot, id, volume, Extent { offset, length }, data, out)
-            }
-            PeerMessage::ResyncNegReply { id, volume, offset, length } => {
+            PeerMessage::ResyncRequest {
+                id,
+                volume,
+                offset,
+                length,
+            } => self.receive_resync_request(now, slot, id, volume, Extent { offset, length }),
+            PeerMessage::ResyncReply {
+                id,
+                volume,
+                offset,
+                length,
+                data,
+            } => self.receive_resync_reply(
+                now,
+                slot,
+                id,
+                volume,
+                Extent { offset, length },
+                data,
+                out,
+            ),
+            PeerMessage::ResyncNegReply {
+                id,
+                volume,
+                offset,
+                length,
+            } => {
                 self.receive_resync_neg_reply(now, slot, id, volume, Extent { offset, length }, out)
             }
-            PeerMessage::ResyncAck { id, volume, ok } => self.receive_resync_ack(now, slot, id, volume, ok, out),
-            PeerMessage::ResyncDone { volume, failed_bytes } => self.receive_resync_done(slot, volume, failed_bytes, out),
-            PeerMessage::CsumRequest { id, volume, offset, length, digests } => {
+            PeerMessage::ResyncAck { id, volume, ok } => {
+                self.receive_resync_ack(now, slot, id, volume, ok, out)
+            }
+            PeerMessage::ResyncDone {
+                volume,
+                failed_bytes,
+            } => self.receive_resync_done(slot, volume, failed_bytes, out),
+            PeerMessage::CsumRequest {
+                id,
+                volume,
+                offset,
+                length,
+                digests,
+            } => {
                 self.receive_csum_request(now, slot, id, volume, Extent { offset, length }, digests)
             }
-            PeerMessage::ResyncInSync { id, volume } => self.receive_resync_in_sync(now, slot, id, volume, out),
-            PeerMessage::SyncPause { volume, paused } => self.receive_sync_pause(now, slot, volume, paused, out),
-            PeerMessage::Resize { volume, size_bytes, step } => {
+            PeerMessage::ResyncInSync { id, volume } => {
+                self.receive_resync_in_sync(now, slot, id, volume, out)
+            }
+            PeerMessage::SyncPause { volume, paused } => {
+                self.receive_sync_pause(now, slot, volume, paused, out)
+            }
+            PeerMessage::Resize {
+                volume,
+                size_bytes,
+                step,
+            } => {
                 self.receive_resize(slot, volume, size_bytes, step, out);
                 Ok(())
             }
@@ -1090,34 +1365,88 @@ impl<P: Clone> Engine<P> {
                 self.receive_ahead(slot, ahead, out);
                 Ok(())
             }
-            PeerMessage::VerifyRequest { id, volume, offset, length } => {
-                self.receive_verify_request(now, slot, id, volume, Extent { offset, length }, out)
+            PeerMessage::VerifyRequest {
+                id,
+                volume,
+                offset,
+                length,
+            } => self.receive_verify_request(now, slot, id, volume, Extent { offset, length }, out),
+            PeerMessage::VerifyReply {
+                id,
+                volume,
+                offset,
+                length,
+                outcome,
+            } => self.receive_verify_reply(
+                now,
+                slot,
+                id,
+                volume,
+                Extent { offset, length },
+                outcome,
+                out,
+            ),
+            PeerMessage::VerifyDone { volume, oos_bytes } => {
+                self.receive_verify_done(slot, volume, oos_bytes, out)
             }
-            PeerMessage::VerifyReply { id, volume, offset, length, outcome } => {
-                self.receive_verify_reply(now, slot, id, volume, Extent { offset, length }, outcome, out)
+            PeerMessage::ReadRequest {
+                id,
+                volume,
+                offset,
+                length,
+            } => self.receive_read_request(slot, id, volume, Extent { offset, length }, out),
+            PeerMessage::ReadReply {
+                id,
+                volume,
+                offset,
+                length,
+                data,
+            } => {
+                self.receive_read_reply(slot, id, volume, Extent { offset, length }, Ok(data), out)
             }
-            PeerMessage::VerifyDone { volume, oos_bytes } => self.receive_verify_done(slot, volume, oos_bytes, out),
-            PeerMessage::ReadRequest { id, volume, offset, length } => self.receive_read_request(slot, id, volume, Extent { offset, length }, out),
-            PeerMessage::ReadReply { id, volume, offset, length, data } => self.receive_read_reply(slot, id, volume, Extent { offset, length }, Ok(data), out),
-            PeerMessage::ReadNegReply { id, volume, offset, length } => {
-                self.receive_read_reply(slot, id, volume, Extent { offset, length }, Err(IoError::Io), out)
-            }
+            PeerMessage::ReadNegReply {
+                id,
+                volume,
+                offset,
+                length,
+            } => self.receive_read_reply(
+                slot,
+                id,
+                volume,
+                Extent { offset, length },
+                Err(IoError::Io),
+                out,
+            ),
         }
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn receive_data(&mut self, slot: usize, seq: u64, epoch: u64, volume: u16, offset: u64, op: DiskOp<P>, out: &mut Vec<Action<P>>) -> Result<(), String> {
+    fn receive_data(
+        &mut self,
+        slot: usize,
+        seq: u64,
+        epoch: u64,
+        volume: u16,
+        offset: u64,
+        op: DiskOp<P>,
+        out: &mut Vec<Action<P>>,
+    ) -> Result<(), String> {
         if self.role == Role::Primary {
             return Err("replicated write received while Primary".into());
         }
-        let vslot = self.volume_slot(volume).ok_or_else(|| format!("write to unknown volume {volume}"))?;
+        let vslot = self
+            .volume_slot(volume)
+            .ok_or_else(|| format!("write to unknown volume {volume}"))?;
         let length = disk_op_length(&op);
         // A diskless volume has no size of its own: the write fails on the missing disk and
         // is NegAcked (a Primary sends writes before the handshake told it we are diskless).
         let diskless = self.volumes[vslot].disk == DiskState::Diskless;
-        let extent = Extent::new(offset, length).filter(|e| diskless || e.end() <= self.volumes[vslot].size_bytes);
+        let extent = Extent::new(offset, length)
+            .filter(|e| diskless || e.end() <= self.volumes[vslot].size_bytes);
         if extent.is_none() {
-            return Err(format!("write beyond the end of volume {volume}: offset {offset} length {length}"));
+            return Err(format!(
+                "write beyond the end of volume {volume}: offset {offset} length {length}"
+            ));
         }
         let Some(extent) = extent else { return Ok(()) };
         if !diskless {
@@ -1140,16 +1469,28 @@ impl<P: Clone> Engine<P> {
             target.application_active = true;
         }
         let protocol = p.config.protocol;
-        p.receiver.data(seq, epoch, volume, extent, op, protocol, out)
+        p.receiver
+            .data(seq, epoch, volume, extent, op, protocol, out)
     }
 
-    fn acked(&mut self, now: Time, slot: usize, seq: u64, stage: PeerStage, out: &mut Vec<Action<P>>) -> Result<(), String> {
+    fn acked(
+        &mut self,
+        now: Time,
+        slot: usize,
+        seq: u64,
+        stage: PeerStage,
+        out: &mut Vec<Action<P>>,
+    ) -> Result<(), String> {
         if stage == PeerStage::Settled {
             // The entry stays in the transfer log until the barrier ack says the write is
             // durable on the peer: if the connection drops first, it is marked out of sync.
             // Transfer logs are ordered by sequence number (`send_to_peer` asserts it).
             let log = &self.peers[slot].transfer_log;
-            let sent = log.binary_search_by_key(&seq, |s| s.seq).ok().and_then(|index| log.get(index)).map(|s| (s.since, s.extent.length));
+            let sent = log
+                .binary_search_by_key(&seq, |s| s.seq)
+                .ok()
+                .and_then(|index| log.get(index))
+                .map(|s| (s.since, s.extent.length));
             if let Some((since, length)) = sent {
                 self.note_ack(now, slot, since, length);
             }
@@ -1158,13 +1499,21 @@ impl<P: Clone> Engine<P> {
             // Acks for writes already completed (protocol A/B) are normal; acks for sequence
             // numbers never sent are not.
             self.release_if_done(now, seq, out);
-            return if seq < self.next_seq { Ok(()) } else { Err(format!("ack for unknown write {seq}")) };
+            return if seq < self.next_seq {
+                Ok(())
+            } else {
+                Err(format!("ack for unknown write {seq}"))
+            };
         };
         match (write.peers[slot], stage) {
-            (PeerStage::Skipped, _) => return Err(format!("ack for write {seq} that was never sent")),
+            (PeerStage::Skipped, _) => {
+                return Err(format!("ack for write {seq} that was never sent"))
+            }
             (PeerStage::Settled, _) => {}
             (_, PeerStage::Settled) => write.peers[slot] = PeerStage::Settled,
-            (PeerStage::Queued { .. } | PeerStage::Sent { .. }, received) => write.peers[slot] = received,
+            (PeerStage::Queued { .. } | PeerStage::Sent { .. }, received) => {
+                write.peers[slot] = received
+            }
             _ => {}
         }
         self.try_complete_write(now, seq, out);
@@ -1174,7 +1523,10 @@ impl<P: Clone> Engine<P> {
     fn mark_out_of_sync(&mut self, slot: usize, seq: u64) {
         let found = self.in_flight.get(&seq).map(|w| (w.volume, w.extent));
         let found = found.or_else(|| {
-            let sent = self.peers[slot].transfer_log.iter().find(|s| s.seq == seq)?;
+            let sent = self.peers[slot]
+                .transfer_log
+                .iter()
+                .find(|s| s.seq == seq)?;
             Some((sent.volume, sent.extent))
         });
         if let Some((volume, extent)) = found {
@@ -1185,16 +1537,39 @@ impl<P: Clone> Engine<P> {
         }
     }
 
-    fn barrier_acked(&mut self, now: Time, slot: usize, epoch: u64, out: &mut Vec<Action<P>>) -> Result<(), String> {
+    fn barrier_acked(
+        &mut self,
+        now: Time,
+        slot: usize,
+        epoch: u64,
+        out: &mut Vec<Action<P>>,
+    ) -> Result<(), String> {
         if epoch >= self.epoch {
-            return Err(format!("barrier ack for epoch {epoch}, which is not closed yet"));
+            return Err(format!(
+                "barrier ack for epoch {epoch}, which is not closed yet"
+            ));
         }
         let peer = self.peers[slot].config.node_id;
-        let confirmed: Vec<u64> = self.peers[slot].transfer_log.iter().filter(|s| s.epoch <= epoch).map(|s| s.seq).collect();
-        let confirmed_bytes: u64 = self.peers[slot].transfer_log.iter().filter(|s| s.epoch <= epoch).map(|s| s.extent.length).sum();
+        let confirmed: Vec<u64> = self.peers[slot]
+            .transfer_log
+            .iter()
+            .filter(|s| s.epoch <= epoch)
+            .map(|s| s.seq)
+            .collect();
+        let confirmed_bytes: u64 = self.peers[slot]
+            .transfer_log
+            .iter()
+            .filter(|s| s.epoch <= epoch)
+            .map(|s| s.extent.length)
+            .sum();
         self.peers[slot].transfer_log.retain(|s| s.epoch > epoch);
         self.earn_lag_credit(now, slot, confirmed_bytes);
-        let ready: Vec<u64> = self.flushes.iter().filter(|(_, f)| f.epoch <= epoch).map(|(&s, _)| s).collect();
+        let ready: Vec<u64> = self
+            .flushes
+            .iter()
+            .filter(|(_, f)| f.epoch <= epoch)
+            .map(|(&s, _)| s)
+            .collect();
         for seq in ready {
             if let Some(flush) = self.flushes.get_mut(&seq) {
                 flush.acked |= flush.waiting_for.contains(&peer);
@@ -1209,11 +1584,20 @@ impl<P: Clone> Engine<P> {
         Ok(())
     }
 
-    fn peer_state(&mut self, slot: usize, role: Role, disks: Vec<(u16, DiskState)>, out: &mut Vec<Action<P>>) -> Result<(), String> {
+    fn peer_state(
+        &mut self,
+        slot: usize,
+        role: Role,
+        disks: Vec<(u16, DiskState)>,
+        out: &mut Vec<Action<P>>,
+    ) -> Result<(), String> {
         // Two Primaries meeting at connect are judged by the handshake, which compares the
         // generation identifiers first (a split brain is reported, not just refused); once
         // the handshake is done, a peer that turns Primary beside us is a protocol error.
-        let handshaken = self.peers[slot].syncs.iter().all(|sync| !matches!(sync, SyncState::Off | SyncState::WaitUuids { .. }));
+        let handshaken = self.peers[slot]
+            .syncs
+            .iter()
+            .all(|sync| !matches!(sync, SyncState::Off | SyncState::WaitUuids { .. }));
         if role == Role::Primary && self.role == Role::Primary && handshaken {
             return Err("both nodes are Primary".into());
         }
@@ -1240,11 +1624,9 @@ impl<P: Clone> Engine<P> {
         if role != Role::Primary || self.role == Role::Primary {
             return None;
         }
-        let other = self
-            .peers
-            .iter()
-            .enumerate()
-            .find(|(other, p)| *other != slot && p.connection == ConnState::Connected && p.role == Role::Primary)?;
+        let other = self.peers.iter().enumerate().find(|(other, p)| {
+            *other != slot && p.connection == ConnState::Connected && p.role == Role::Primary
+        })?;
         Some(format!(
             "{} is Primary while this node already follows the Primary {}: a Secondary follows one Primary",
             self.peers[slot].config.name, other.1.config.name
@@ -1271,11 +1653,18 @@ impl<P: Clone> Engine<P> {
             let peer = &mut self.peers[slot];
             let verdict = peer.liveness.check(now, &peer.config, oldest);
             match verdict {
-                Ok(true) => out.push(Action::SendControl { peer: peer.config.node_id, message: PeerMessage::Ping }),
+                Ok(true) => out.push(Action::SendControl {
+                    peer: peer.config.node_id,
+                    message: PeerMessage::Ping,
+                }),
                 Ok(false) => {}
                 Err((state, reason)) => {
                     let id = peer.config.node_id;
-                    out.push(Action::Disconnect { peer: id, state, reason: reason.clone() });
+                    out.push(Action::Disconnect {
+                        peer: id,
+                        state,
+                        reason: reason.clone(),
+                    });
                     self.peer_disconnected(now, id, state, reason, out);
                 }
             }
@@ -1296,7 +1685,9 @@ impl<P: Clone> Engine<P> {
     /// When the oldest write still waiting for this peer was sent.
     fn oldest_unacked(&self, slot: usize) -> Option<Time> {
         self.in_flight.values().find_map(|w| match w.peers[slot] {
-            PeerStage::Queued { since } | PeerStage::Sent { since } | PeerStage::Received { since } => Some(since),
+            PeerStage::Queued { since }
+            | PeerStage::Sent { since }
+            | PeerStage::Received { since } => Some(since),
             PeerStage::Skipped | PeerStage::Settled => None,
         })
     }
@@ -1312,15 +1703,24 @@ impl<P: Clone> Engine<P> {
     /// write as Primary completes.
     pub fn promote(&mut self, force: bool, out: &mut Vec<Action<P>>) -> Result<(), StateError> {
         if let Some(peer) = self.primary_peer() {
-            return Err(StateError::PeerIsPrimary { peer: peer.to_string() });
+            return Err(StateError::PeerIsPrimary {
+                peer: peer.to_string(),
+            });
         }
         if !force && self.volumes.iter().any(|v| v.possibly_stale) {
             return Err(StateError::PossiblyStale);
         }
         // As in DRBD, the victim of a split brain is never the Primary: promoted, this node
         // would serve data the administrator already gave up on.
-        if let Some(peer) = self.peers.iter().find(|p| p.discard_my_data).filter(|_| !force) {
-            return Err(StateError::DataToBeDiscarded { peer: peer.config.name.clone() });
+        if let Some(peer) = self
+            .peers
+            .iter()
+            .find(|p| p.discard_my_data)
+            .filter(|_| !force)
+        {
+            return Err(StateError::DataToBeDiscarded {
+                peer: peer.config.name.clone(),
+            });
         }
         if !self.compute_quorum() {
             return Err(StateError::NoQuorum(self.quorum_words()));
@@ -1330,17 +1730,27 @@ impl<P: Clone> Engine<P> {
         // changes in such transient states too).
         let handshaking = self.peers.iter().find(|p| {
             p.connection == ConnState::Connected
-                && p.syncs.iter().any(|s| matches!(s, SyncState::WaitUuids { .. } | SyncState::StartingSource(_) | SyncState::StartingTarget(_)))
+                && p.syncs.iter().any(|s| {
+                    matches!(
+                        s,
+                        SyncState::WaitUuids { .. }
+                            | SyncState::StartingSource(_)
+                            | SyncState::StartingTarget(_)
+                    )
+                })
         });
         if let Some(peer) = handshaking {
-            return Err(StateError::SyncInProgress { peer: peer.config.name.clone() });
+            return Err(StateError::SyncInProgress {
+                peer: peer.config.name.clone(),
+            });
         }
 
         for (vslot, volume) in self.volumes.iter().enumerate() {
             match volume.disk {
                 DiskState::UpToDate => {}
                 disk if !force => return Err(StateError::NotUpToDate(disk)),
-                DiskState::Inconsistent | DiskState::Outdated | DiskState::Consistent if !self.is_sync_target(vslot) => {}
+                DiskState::Inconsistent | DiskState::Outdated | DiskState::Consistent
+                    if !self.is_sync_target(vslot) => {}
                 disk => return Err(StateError::CannotForce(disk)),
             }
         }
@@ -1371,7 +1781,9 @@ impl<P: Clone> Engine<P> {
     /// Become Secondary. Refused while the export is open.
     pub fn demote(&mut self, out: &mut Vec<Action<P>>) -> Result<(), StateError> {
         if self.open_count > 0 {
-            return Err(StateError::DeviceInUse { count: self.open_count });
+            return Err(StateError::DeviceInUse {
+                count: self.open_count,
+            });
         }
         let was_primary = self.role == Role::Primary;
         if was_primary {
@@ -1380,7 +1792,9 @@ impl<P: Clone> Engine<P> {
         }
         self.set_role(Role::Secondary, out);
         // Nothing held completed: a generation owed for want of quorum is owed no more.
-        self.volumes.iter_mut().for_each(|v| v.rotation_owed = false);
+        self.volumes
+            .iter_mut()
+            .for_each(|v| v.rotation_owed = false);
         self.revert_unused_generations(out);
         self.fence_on_demote();
         self.leave_async_on_demote(out);
@@ -1404,9 +1818,19 @@ impl<P: Clone> Engine<P> {
         if disks == self.disks_announced {
             return;
         }
-        for peer in self.peers.iter().filter(|p| p.connection == ConnState::Connected) {
-            let message = PeerMessage::State { role: self.role, disks: disks.clone() };
-            out.push(Action::SendControl { peer: peer.config.node_id, message });
+        for peer in self
+            .peers
+            .iter()
+            .filter(|p| p.connection == ConnState::Connected)
+        {
+            let message = PeerMessage::State {
+                role: self.role,
+                disks: disks.clone(),
+            };
+            out.push(Action::SendControl {
+                peer: peer.config.node_id,
+                message,
+            });
         }
         self.disks_announced = disks;
     }
@@ -1417,16 +1841,30 @@ impl<P: Clone> Engine<P> {
         }
         self.role = role;
         let disks = self.disk_list();
-        for peer in self.peers.iter().filter(|p| p.connection == ConnState::Connected) {
-            let message = PeerMessage::State { role, disks: disks.clone() };
-            out.push(Action::SendControl { peer: peer.config.node_id, message });
+        for peer in self
+            .peers
+            .iter()
+            .filter(|p| p.connection == ConnState::Connected)
+        {
+            let message = PeerMessage::State {
+                role,
+                disks: disks.clone(),
+            };
+            out.push(Action::SendControl {
+                peer: peer.config.node_id,
+                message,
+            });
         }
         out.push(Action::StateChanged);
     }
 
     /// A client opened (`true`) or closed (`false`) the export for writing.
     pub fn export_opened(&mut self, opened: bool) {
-        self.open_count = if opened { self.open_count + 1 } else { self.open_count.saturating_sub(1) };
+        self.open_count = if opened {
+            self.open_count + 1
+        } else {
+            self.open_count.saturating_sub(1)
+        };
     }
 
     /// Whether a client has the export open.
@@ -1435,7 +1873,13 @@ impl<P: Clone> Engine<P> {
     }
 
     /// Stop (`false`: StandAlone) or resume (`true`) connecting to `peer`.
-    pub fn set_connect(&mut self, now: Time, peer: u8, connect: bool, out: &mut Vec<Action<P>>) -> Result<(), StateError> {
+    pub fn set_connect(
+        &mut self,
+        now: Time,
+        peer: u8,
+        connect: bool,
+        out: &mut Vec<Action<P>>,
+    ) -> Result<(), StateError> {
         let slot = self.peer_slot(peer).ok_or(StateError::NoSuchPeer(peer))?;
         if connect {
             if let Some(leaving) = &mut self.peers[slot].leaving {
@@ -1458,7 +1902,11 @@ impl<P: Clone> Engine<P> {
         }
         if self.peers[slot].connection == ConnState::Connected {
             let reason = "disconnected by the administrator".to_string();
-            out.push(Action::Disconnect { peer, state: ConnState::StandAlone, reason: reason.clone() });
+            out.push(Action::Disconnect {
+                peer,
+                state: ConnState::StandAlone,
+                reason: reason.clone(),
+            });
             self.peer_disconnected(now, peer, ConnState::StandAlone, reason, out);
         }
         self.peers[slot].connection = ConnState::StandAlone;
@@ -1485,14 +1933,25 @@ impl<P: Clone> Engine<P> {
                 possibly_stale: v.possibly_stale,
             })
             .collect();
-        let peers = (0..self.peers.len()).map(|slot| self.peer_status(slot)).collect();
-        EngineStatus { node_id: self.node_id, role: self.role, volumes, peers }
+        let peers = (0..self.peers.len())
+            .map(|slot| self.peer_status(slot))
+            .collect();
+        EngineStatus {
+            node_id: self.node_id,
+            role: self.role,
+            volumes,
+            peers,
+        }
     }
 
     fn peer_status(&self, slot: usize) -> PeerStatus {
         let p = &self.peers[slot];
         let connected = p.connection == ConnState::Connected;
-        let unacked = self.in_flight.values().filter(|w| !matches!(w.peers[slot], PeerStage::Skipped | PeerStage::Settled)).count();
+        let unacked = self
+            .in_flight
+            .values()
+            .filter(|w| !matches!(w.peers[slot], PeerStage::Skipped | PeerStage::Settled))
+            .count();
         let volumes = self
             .volumes
             .iter()
@@ -1503,7 +1962,11 @@ impl<P: Clone> Engine<P> {
                 let sync = &p.syncs[vslot];
                 let peer_disk = match sync {
                     SyncState::StartingSource(_) | SyncState::Source(_) => DiskState::Inconsistent,
-                    SyncState::Established if out_of_sync_bytes > 0 && known == DiskState::UpToDate => DiskState::Outdated,
+                    SyncState::Established
+                        if out_of_sync_bytes > 0 && known == DiskState::UpToDate =>
+                    {
+                        DiskState::Outdated
+                    }
                     _ => known,
                 };
                 let pause = self.sync_pause(slot, vslot);
@@ -1548,7 +2011,10 @@ impl<P: Clone> Engine<P> {
 /// left behind like an absent peer (its blocks are marked out of sync for it, so a later
 /// attach resyncs them).
 fn replicates_to<P>(peer: &Peer<P>) -> bool {
-    peer.connection == ConnState::Connected && peer.role != Role::Primary && !peer.ahead.is_ahead() && !is_diskless(peer)
+    peer.connection == ConnState::Connected
+        && peer.role != Role::Primary
+        && !peer.ahead.is_ahead()
+        && !is_diskless(peer)
 }
 
 /// The peer announced that it has no disk for any volume (`disk none;`, or detached).
@@ -1564,7 +2030,11 @@ fn mark(bitmap: &mut Bitmap, extent: Extent) {
 }
 
 /// A peer as configured: disconnected, with all-clear bitmaps (replaced by the driver's).
-fn new_peer<P: Clone>(local: NodeId, config: &PeerConfig, volumes: &[VolumeConfig]) -> Result<Peer<P>, SyncError> {
+fn new_peer<P: Clone>(
+    local: NodeId,
+    config: &PeerConfig,
+    volumes: &[VolumeConfig],
+) -> Result<Peer<P>, SyncError> {
     let node = NodeId::new(config.node_id)?;
     let nodes = HandshakeNodes::new(local, node)?;
     if config.max_buffers_pages == 0 {
@@ -1573,19 +2043,36 @@ fn new_peer<P: Clone>(local: NodeId, config: &PeerConfig, volumes: &[VolumeConfi
     let rate = ResyncRateController::new(config.resync)?;
     let mut bitmaps = Vec::with_capacity(volumes.len());
     for volume in volumes {
-        let given = volume.bitmaps.iter().find(|b| b.peer == config.node_id).map(|b| b.bitmap.clone());
-        let bitmap = match given {
-            Some(bitmap) => bitmap,
-            None => Bitmap::new(volume.size_bytes, BITMAP_GRANULARITY_BYTES_DEFAULT).map_err(|_| SyncError::BitmapSizeMismatch {
-                volume: volume.number,
-                peer: config.node_id,
-                bitmap_bytes: 0,
-                volume_bytes: volume.size_bytes,
-            })?,
-        };
+        let given = volume
+            .bitmaps
+            .iter()
+            .find(|b| b.peer == config.node_id)
+            .map(|b| b.bitmap.clone());
+        let bitmap =
+            match given {
+                Some(bitmap) => bitmap,
+                None => Bitmap::new(volume.size_bytes, BITMAP_GRANULARITY_BYTES_DEFAULT).map_err(
+                    |_| SyncError::BitmapSizeMismatch {
+                        volume: volume.number,
+                        peer: config.node_id,
+                        bitmap_bytes: 0,
+                        volume_bytes: volume.size_bytes,
+                    },
+                )?,
+            };
         if bitmap.data_bytes() != volume.size_bytes {
-            let (volume, peer, bitmap_bytes, volume_bytes) = (volume.number, config.node_id, bitmap.data_bytes(), volume.size_bytes);
-            return Err(SyncError::BitmapSizeMismatch { volume, peer, bitmap_bytes, volume_bytes });
+            let (volume, peer, bitmap_bytes, volume_bytes) = (
+                volume.number,
+                config.node_id,
+                bitmap.data_bytes(),
+                volume.size_bytes,
+            );
+            return Err(SyncError::BitmapSizeMismatch {
+                volume,
+                peer,
+                bitmap_bytes,
+                volume_bytes,
+            });
         }
         bitmaps.push(bitmap);
     }
@@ -1627,7 +2114,9 @@ fn new_peer<P: Clone>(local: NodeId, config: &PeerConfig, volumes: &[VolumeConfi
         accepted: vec![false; count],
         unpromotable: vec![false; count],
         handshake_held: vec![None; count],
-        unsettled: (0..count).map(|_| reconcile::Unsettled::default()).collect(),
+        unsettled: (0..count)
+            .map(|_| reconcile::Unsettled::default())
+            .collect(),
         acked_epoch: 0,
         reconcile_owed: vec![false; count],
         log: secondary_log::PeerLog::new(count),
@@ -1637,21 +2126,37 @@ fn new_peer<P: Clone>(local: NodeId, config: &PeerConfig, volumes: &[VolumeConfi
 
 /// The volume as attached; a crashed Primary without an activity log marks every block out of
 /// sync for every peer (with one, the driver marked the recovered hot extents).
-fn attach_volume<P>(vslot: usize, config: VolumeConfig, peers: &mut [Peer<P>]) -> Result<Volume, SyncError> {
+fn attach_volume<P>(
+    vslot: usize,
+    config: VolumeConfig,
+    peers: &mut [Peer<P>],
+) -> Result<Volume, SyncError> {
     for given in &config.bitmaps {
         let known = peers.iter().any(|p| p.config.node_id == given.peer);
-        let twice = config.bitmaps.iter().filter(|b| b.peer == given.peer).count() > 1;
+        let twice = config
+            .bitmaps
+            .iter()
+            .filter(|b| b.peer == given.peer)
+            .count()
+            > 1;
         if !known || twice {
-            return Err(SyncError::BitmapPeerUnknown { volume: config.number, peer: given.peer });
+            return Err(SyncError::BitmapPeerUnknown {
+                volume: config.number,
+                peer: given.peer,
+            });
         }
     }
-    let log = activity_log::VolumeLog::attach(config.number, config.size_bytes, config.activity_log)?;
+    let log =
+        activity_log::VolumeLog::attach(config.number, config.size_bytes, config.activity_log)?;
     let mut ids = config.ids;
     if config.crashed_primary {
         ids.flags.crashed_primary = true;
     }
     ids.flags.crashed_secondary = config.unclean && !ids.flags.crashed_primary;
-    for peer in peers.iter_mut().filter(|p| config.departed.contains(p.node)) {
+    for peer in peers
+        .iter_mut()
+        .filter(|p| config.departed.contains(p.node))
+    {
         if let Some(disk) = peer.disks.get_mut(vslot) {
             *disk = DiskState::Outdated;
         }
@@ -1663,11 +2168,33 @@ fn attach_volume<P>(vslot: usize, config: VolumeConfig, peers: &mut [Peer<P>]) -
             }
         }
     }
-    Ok(Volume { number: config.number, size_bytes: config.size_bytes, disk: config.disk, on_io_error: OnIoError::default(), ids, written_bytes: 0, meta: persist::MetaIo::loaded(config.departed), log, bm_writes: 0, after_dependency: false, possibly_stale: config.possibly_stale, shared_with: NodeSet::ALL, rotation_owed: false, unused_generation: None })
+    Ok(Volume {
+        number: config.number,
+        size_bytes: config.size_bytes,
+        disk: config.disk,
+        on_io_error: OnIoError::default(),
+        ids,
+        written_bytes: 0,
+        meta: persist::MetaIo::loaded(config.departed),
+        log,
+        bm_writes: 0,
+        after_dependency: false,
+        possibly_stale: config.possibly_stale,
+        shared_with: NodeSet::ALL,
+        rotation_owed: false,
+        unused_generation: None,
+    })
 }
 
 /// Send one write to one peer if it is connected; otherwise mark its blocks out of sync.
-fn send_to_peer<P: Clone>(peer: &mut Peer<P>, now: Time, sent: Sent, vslot: usize, op: &DiskOp<P>, out: &mut Vec<Action<P>>) -> PeerStage {
+fn send_to_peer<P: Clone>(
+    peer: &mut Peer<P>,
+    now: Time,
+    sent: Sent,
+    vslot: usize,
+    op: &DiskOp<P>,
+    out: &mut Vec<Action<P>>,
+) -> PeerStage {
     if !replicates_to(peer) || peer.disks[vslot] == DiskState::Diskless {
         if !peer.bitmap_free[vslot] {
             mark(&mut peer.bitmaps[vslot], sent.extent);
@@ -1675,18 +2202,29 @@ fn send_to_peer<P: Clone>(peer: &mut Peer<P>, now: Time, sent: Sent, vslot: usiz
         return PeerStage::Skipped;
     }
     peer.sent_bytes[vslot] += sent.extent.length;
-    assert!(peer.transfer_log.back().is_none_or(|last| last.seq < sent.seq), "a transfer log is ordered by sequence number");
+    assert!(
+        peer.transfer_log
+            .back()
+            .is_none_or(|last| last.seq < sent.seq),
+        "a transfer log is ordered by sequence number"
+    );
     peer.transfer_log.push_back(sent);
-    out.push(Action::SendData { peer: peer.config.node_id, seq: sent.seq, epoch: sent.epoch, volume: sent.volume, op: op.clone() });
+    out.push(Action::SendData {
+        peer: peer.config.node_id,
+        seq: sent.seq,
+        epoch: sent.epoch,
+        volume: sent.volume,
+        op: op.clone(),
+    });
     PeerStage::Queued { since: now }
 }
 
 /// The byte range an operation touches (None for flush or a wrapping range).
 fn op_extent<P>(op: &Op<P>) -> Option<Extent> {
     match op {
-        Op::Write { offset, length, .. } | Op::Trim { offset, length, .. } | Op::WriteZeroes { offset, length, .. } => {
-            Extent::new(*offset, *length)
-        }
+        Op::Write { offset, length, .. }
+        | Op::Trim { offset, length, .. }
+        | Op::WriteZeroes { offset, length, .. } => Extent::new(*offset, *length),
         Op::Flush => None,
     }
 }
@@ -1695,9 +2233,35 @@ fn to_disk_op<P>(op: Op<P>) -> Option<(DiskOp<P>, Extent)> {
     let extent = op_extent(&op)?;
     let fua = |flags: WriteFlags| flags.fua;
     let disk_op = match op {
-        Op::Write { offset, length, data, flags } => DiskOp::Write { offset, length, data, fua: fua(flags) },
-        Op::Trim { offset, length, flags } => DiskOp::Trim { offset, length, fua: fua(flags) },
-        Op::WriteZeroes { offset, length, flags } => DiskOp::WriteZeroes { offset, length, fua: fua(flags) },
+        Op::Write {
+            offset,
+            length,
+            data,
+            flags,
+        } => DiskOp::Write {
+            offset,
+            length,
+            data,
+            fua: fua(flags),
+        },
+        Op::Trim {
+            offset,
+            length,
+            flags,
+        } => DiskOp::Trim {
+            offset,
+            length,
+            fua: fua(flags),
+        },
+        Op::WriteZeroes {
+            offset,
+            length,
+            flags,
+        } => DiskOp::WriteZeroes {
+            offset,
+            length,
+            fua: fua(flags),
+        },
         Op::Flush => return None,
     };
     Some((disk_op, extent))
@@ -1706,6 +2270,8 @@ fn to_disk_op<P>(op: Op<P>) -> Option<(DiskOp<P>, Extent)> {
 /// Bytes a disk operation covers.
 fn disk_op_length<P>(op: &DiskOp<P>) -> u64 {
     match op {
-        DiskOp::Write { length, .. } | DiskOp::Trim { length, .. } | DiskOp::WriteZeroes { length, .. } => *length,
+        DiskOp::Write { length, .. }
+        | DiskOp::Trim { length, .. }
+        | DiskOp::WriteZeroes { length, .. } => *length,
     }
 }

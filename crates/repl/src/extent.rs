@@ -26,6 +26,9 @@ impl Extent {
 
     /// Whether the two ranges share at least one byte.
     pub fn overlaps(&self, other: &Extent) -> bool {
-        self.length > 0 && other.length > 0 && self.offset < other.end() && other.offset < self.end()
+        self.length > 0
+            && other.length > 0
+            && self.offset < other.end()
+            && other.offset < self.end()
     }
 }

@@ -105,8 +105,11 @@ pub use after_split_brain::{
     SideFacts, SplitBrainFacts, SplitBrainPolicies,
 };
 pub use engine::{
-    fence_outcome, BitmapPages, FENCE_PEER_IS_PRIMARY, Congestion, CongestionPolicy, Engine, AHEAD_DWELL_MIN, COOL_DOWN_MAX, EngineConfig, FencePolicy, LagBound, LagStatus, LagThrottle, LAG_THROTTLE_STEPS, LocalStats, LEAVE_PERSIST_MAX, OnIoError, OnNoQuorum, PeerStats, PeerBitmap, PeerConfig, QuorumConfig, QuorumRule, ResizeRequest, SyncPause, VolumeConfig, BITMAP_CHUNK_BYTES_MAX,
-    BITMAP_GRANULARITY_BYTES_DEFAULT, RESYNC_REQUEST_BYTES_MAX, TICK_INTERVAL,
+    fence_outcome, BitmapPages, Congestion, CongestionPolicy, Engine, EngineConfig, FencePolicy,
+    LagBound, LagStatus, LagThrottle, LocalStats, OnIoError, OnNoQuorum, PeerBitmap, PeerConfig,
+    PeerStats, QuorumConfig, QuorumRule, ResizeRequest, SyncPause, VolumeConfig, AHEAD_DWELL_MIN,
+    BITMAP_CHUNK_BYTES_MAX, BITMAP_GRANULARITY_BYTES_DEFAULT, COOL_DOWN_MAX, FENCE_PEER_IS_PRIMARY,
+    LAG_THROTTLE_STEPS, LEAVE_PERSIST_MAX, RESYNC_REQUEST_BYTES_MAX, TICK_INTERVAL,
     VERIFY_DIGESTS_BYTES_MAX, VERIFY_REQUEST_BYTES_MAX,
 };
 pub use extent::Extent;
@@ -116,14 +119,14 @@ pub use resync_rate::{
 };
 pub use state::{ConnState, DiskState, Protocol, ReplState, Role};
 pub use types::{
-    Action, DigestAlg, DiskOp, EngineStatus, Followed, IoError, IoId, Op, PeerMessage, PeerStatus, PeerVolumeStatus,
-    RequestId, ResizeStep, ResyncProgress, StateError, Time, UuidsMessage, UuidsPurpose, VerifyOutcome,
-    VolumeMeta, VolumeStatus, WriteFlags,
+    Action, DigestAlg, DiskOp, EngineStatus, Followed, IoError, IoId, Op, PeerMessage, PeerStatus,
+    PeerVolumeStatus, RequestId, ResizeStep, ResyncProgress, StateError, Time, UuidsMessage,
+    UuidsPurpose, VerifyOutcome, VolumeMeta, VolumeStatus, WriteFlags,
 };
 pub use uuid::{
     compare, Adoption, GenerationFlags, GenerationIds, Handshake, HandshakeLog, HandshakeNodes,
-    NewCurrent, NodeId, NodeSet, Rule, Side, SyncDecision, SyncError, Transfer,
-    HISTORY_SLOTS_MAX, NODE_SLOTS_MAX, UUID_JUST_CREATED, UUID_PRIMARY,
+    NewCurrent, NodeId, NodeSet, Rule, Side, SyncDecision, SyncError, Transfer, HISTORY_SLOTS_MAX,
+    NODE_SLOTS_MAX, UUID_JUST_CREATED, UUID_PRIMARY,
 };
 
 #[cfg(test)]

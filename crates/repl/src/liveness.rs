@@ -35,7 +35,10 @@ pub(crate) struct Liveness {
 
 impl Liveness {
     pub(crate) fn connected(now: Time) -> Liveness {
-        Liveness { last_heard: now, ..Liveness::default() }
+        Liveness {
+            last_heard: now,
+            ..Liveness::default()
+        }
     }
 
     pub(crate) fn heard_from(&mut self, now: Time) {
@@ -81,11 +84,17 @@ impl Liveness {
 
     /// Whether the peer answered the ping of the latest [`Liveness::ping_to_confirm`].
     pub(crate) fn confirmed(&self) -> bool {
-        self.confirm.is_some_and(|number| self.pings_answered >= number)
+        self.confirm
+            .is_some_and(|number| self.pings_answered >= number)
     }
 
     /// Ok(true): send a ping now. Err: drop the connection with this state and reason.
-    pub(crate) fn check(&mut self, now: Time, config: &PeerConfig, oldest_unacked: Option<Time>) -> Result<bool, (ConnState, String)> {
+    pub(crate) fn check(
+        &mut self,
+        now: Time,
+        config: &PeerConfig,
+        oldest_unacked: Option<Time>,
+    ) -> Result<bool, (ConnState, String)> {
         if let Some((sent, _)) = self.ping_sent {
             if now.since(sent) > config.ping_timeout {
                 let reason = format!("no PingAck within ping-timeout ({:?})", config.ping_timeout);
@@ -126,7 +135,10 @@ mod tests {
         // The first answer is the confirmation's: no round trip for the probe yet.
         assert_eq!(liveness.ping_answered(at(12)), None);
         assert!(liveness.confirmed());
-        assert_eq!(liveness.ping_answered(at(15)), Some(std::time::Duration::from_millis(5)));
+        assert_eq!(
+            liveness.ping_answered(at(15)),
+            Some(std::time::Duration::from_millis(5))
+        );
         // A new confirmation needs a new answer; an answer nobody asked for is ignored.
         liveness.ping_to_confirm();
         assert!(!liveness.confirmed());
@@ -134,6 +146,9 @@ mod tests {
         assert!(liveness.confirmed());
         liveness.ping_answered(at(21));
         liveness.ping_to_confirm();
-        assert!(!liveness.confirmed(), "an unsolicited answer does not count for a later ping");
+        assert!(
+            !liveness.confirmed(),
+            "an unsolicited answer does not count for a later ping"
+        );
     }
 }

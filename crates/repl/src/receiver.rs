@@ -321,11 +321,15 @@ impl<P: Clone> Receiver<P> {
     /// epoch would otherwise be rescanned, quadratically, on every completion.)
     fn issue(&mut self, out: &mut Vec<Action<P>>) {
         let front = self.epochs.front().map(|e| e.key);
-        let resync_waiting = self.writes.values().any(|w| w.op.is_some() && matches!(w.origin, Origin::Resync { .. }));
+        let resync_waiting = self
+            .writes
+            .values()
+            .any(|w| w.op.is_some() && matches!(w.origin, Origin::Resync { .. }));
         let mut earlier: Vec<(u16, Extent)> = Vec::new();
         let peer = self.peer;
         for write in self.writes.values_mut() {
-            let later_epoch = matches!(write.origin, Origin::Replicated { key, .. } if Some(key) != front);
+            let later_epoch =
+                matches!(write.origin, Origin::Replicated { key, .. } if Some(key) != front);
             if later_epoch && !resync_waiting {
                 break;
             }
@@ -526,15 +530,26 @@ impl<P: Clone> Receiver<P> {
         }
         let tag = self.next_group_flush;
         self.next_group_flush += 1;
-        self.group_flush = Some(GroupFlush { tag, covers: self.unflushed.len() });
+        self.group_flush = Some(GroupFlush {
+            tag,
+            covers: self.unflushed.len(),
+        });
         out.push(Action::LocalFlush {
-            io: IoId::PeerGroupFlush { peer: self.peer, tag },
+            io: IoId::PeerGroupFlush {
+                peer: self.peer,
+                tag,
+            },
         });
     }
 
     /// A group flush finished: ack what it covered (or drop the connection if it failed),
     /// then start the next one for epochs written meanwhile.
-    pub(crate) fn group_flush_done(&mut self, tag: u64, result: Result<(), IoError>, out: &mut Vec<Action<P>>) {
+    pub(crate) fn group_flush_done(
+        &mut self,
+        tag: u64,
+        result: Result<(), IoError>,
+        out: &mut Vec<Action<P>>,
+    ) {
         let Some(group) = self.group_flush.filter(|group| group.tag == tag) else {
             return;
         };
@@ -603,8 +618,16 @@ mod tests {
     }
 
     fn data(rx: &mut Receiver<()>, seq: u64, epoch: u64, at: u64, out: &mut Vec<Action<()>>) {
-        rx.data(seq, epoch, 0, extent(at, 4096), op(at, 4096), Protocol::C, out)
-            .expect("in order");
+        rx.data(
+            seq,
+            epoch,
+            0,
+            extent(at, 4096),
+            op(at, 4096),
+            Protocol::C,
+            out,
+        )
+        .expect("in order");
     }
 
     #[test]
@@ -613,13 +636,7 @@ mod tests {
         let mut out = Vec::new();
         data(&mut rx, 1, 1, 0, &mut out);
         data(&mut rx, 2, 1, 8192, &mut out);
-        assert_eq!(
-            issued(&mut out),
-            vec![
-                peer_write(1),
-                peer_write(2)
-            ]
-        );
+        assert_eq!(issued(&mut out), vec![peer_write(1), peer_write(2)]);
     }
 
     #[test]
@@ -644,14 +661,15 @@ mod tests {
         data(&mut rx, 2, 1, 65536, &mut out);
         assert_eq!(
             issued(&mut out),
-            vec![
-                resync_write(7),
-                peer_write(2)
-            ],
+            vec![resync_write(7), peer_write(2)],
             "the overlapping write is held, the other one is not"
         );
         rx.write_done(2, Ok(()), &mut out);
-        assert_eq!(issued(&mut out), vec![], "an unrelated completion starts nothing");
+        assert_eq!(
+            issued(&mut out),
+            vec![],
+            "an unrelated completion starts nothing"
+        );
         assert_eq!(rx.resync_done(7, &mut out), Some((0, extent(0, 8192))));
         assert_eq!(issued(&mut out), vec![peer_write(1)]);
 

@@ -234,7 +234,12 @@ impl ResyncRateController {
     /// A controller for `config`, refusing settings it cannot run.
     pub fn new(config: ResyncRateConfig) -> Result<ResyncRateController, SyncError> {
         let mode = initial_mode(&config)?;
-        Ok(ResyncRateController { config, mode, last_tick: None, interval: Interval::closed() })
+        Ok(ResyncRateController {
+            config,
+            mode,
+            last_tick: None,
+            interval: Interval::closed(),
+        })
     }
 
     /// The configuration.
@@ -264,7 +269,9 @@ impl ResyncRateController {
     pub fn allowance(&self, load: &ResyncLoad) -> Allowance {
         let interval = &self.interval;
         if interval.credit > 0 {
-            return Allowance::Budget { bytes: saturate_signed(interval.credit) };
+            return Allowance::Budget {
+                bytes: saturate_signed(interval.credit),
+            };
         }
         let Some(window) = interval.window_bytes else {
             return Allowance::Wait;
@@ -327,9 +334,19 @@ impl ResyncRateController {
         let (budget, window_bytes) = match &mut self.mode {
             Mode::Fixed { carry } => {
                 let fixed = fixed_budget(carry, self.config.resync_rate_kib_per_s, elapsed);
-                (if throttled { fixed.min(min_budget) } else { fixed }, None)
+                (
+                    if throttled {
+                        fixed.min(min_budget)
+                    } else {
+                        fixed
+                    },
+                    None,
+                )
             }
-            Mode::Dynamic { plan, planned_total } => {
+            Mode::Dynamic {
+                plan,
+                planned_total,
+            } => {
                 let want = target_in_flight(&self.config, tick, elapsed, &flow);
                 let wanted = plan_step(plan, planned_total, want, &flow);
                 let max_budget = match self.config.c_max_rate_kib_per_s {
@@ -348,7 +365,11 @@ impl ResyncRateController {
         };
         let budget = budget.min(tick.pending_bytes);
         // A budget not used in its interval is not saved up; an overdraft is repaid.
-        let credit = self.interval.credit.min(0).saturating_add(i128::from(budget));
+        let credit = self
+            .interval
+            .credit
+            .min(0)
+            .saturating_add(i128::from(budget));
         self.interval = Interval {
             credit,
             elapsed,
@@ -375,7 +396,10 @@ struct Flow {
 impl Flow {
     /// In flight right after the previous tick's budget was issued: F + A − R.
     fn level(&self) -> i128 {
-        self.in_flight.saturating_add(self.answered).saturating_sub(self.refilled).max(0)
+        self.in_flight
+            .saturating_add(self.answered)
+            .saturating_sub(self.refilled)
+            .max(0)
     }
 
     /// Answered bytes the refills did not replace yet: A − R (negative when the refills went
@@ -410,7 +434,10 @@ fn initial_mode(config: &ResyncRateConfig) -> Result<Mode, SyncError> {
     if config.c_fill_target_sectors == 0 && config.c_delay_target.is_zero() {
         return Err(SyncError::ZeroDelayTarget);
     }
-    Ok(Mode::Dynamic { plan: VecDeque::from(vec![0; steps]), planned_total: 0 })
+    Ok(Mode::Dynamic {
+        plan: VecDeque::from(vec![0; steps]),
+        planned_total: 0,
+    })
 }
 
 /// The number of plan slots for `plan_ahead`: whole ticks, rounded up.
@@ -443,7 +470,9 @@ fn rate_budget(rate_kib_per_s: u32, elapsed: Duration) -> u64 {
 /// Like [`rate_budget`], carrying the fraction of a byte to the next call.
 fn fixed_budget(carry: &mut u128, rate_kib_per_s: u32, elapsed: Duration) -> u64 {
     let rate = u128::from(rate_kib_per_s) * KIB_BYTES;
-    let byte_nanos = rate.saturating_mul(elapsed.as_nanos()).saturating_add(*carry);
+    let byte_nanos = rate
+        .saturating_mul(elapsed.as_nanos())
+        .saturating_add(*carry);
     *carry = byte_nanos % NANOS_PER_S;
     saturate(byte_nanos / NANOS_PER_S)
 }
@@ -522,7 +551,11 @@ struct Bounds {
 
 impl Bounds {
     fn apply(&self, wanted: u64) -> u64 {
-        let yielded = if self.throttled { wanted.min(self.min_budget) } else { wanted };
+        let yielded = if self.throttled {
+            wanted.min(self.min_budget)
+        } else {
+            wanted
+        };
         let floor = if self.work != 0 { self.floor } else { 0 };
         yielded.max(floor).min(self.max_budget)
     }

@@ -43,7 +43,11 @@ fn peer_config(node_id: u8, protocol: Protocol) -> PeerConfig {
         ko_count: 7,
         max_buffers_pages: 2048,
         // Fast enough that the resync tests finish in a few ticks.
-        resync: ResyncRateConfig { resync_rate_kib_per_s: 1 << 20, c_plan_ahead: Duration::ZERO, ..ResyncRateConfig::default() },
+        resync: ResyncRateConfig {
+            resync_rate_kib_per_s: 1 << 20,
+            c_plan_ahead: Duration::ZERO,
+            ..ResyncRateConfig::default()
+        },
         split_brain: SplitBrainPolicies::default(),
         csums: false,
         durable_acks: true,
@@ -55,11 +59,20 @@ fn peer_config(node_id: u8, protocol: Protocol) -> PeerConfig {
 fn synced_volume() -> VolumeConfig {
     let mut ids = GenerationIds::just_created();
     ids.current = SYNCED_UUID;
-    VolumeConfig { ids, disk: DiskState::UpToDate, ..VolumeConfig::fresh(0, VOLUME_BYTES) }
+    VolumeConfig {
+        ids,
+        disk: DiskState::UpToDate,
+        ..VolumeConfig::fresh(0, VOLUME_BYTES)
+    }
 }
 
 fn engine_with(node_id: u8, peer: PeerConfig, volume: VolumeConfig) -> Engine<Vec<u8>> {
-    let config = EngineConfig { node_id, volumes: vec![volume], peers: vec![peer], random_seed: 0x5eed + u64::from(node_id) };
+    let config = EngineConfig {
+        node_id,
+        volumes: vec![volume],
+        peers: vec![peer],
+        random_seed: 0x5eed + u64::from(node_id),
+    };
     Engine::new(config).expect("valid test configuration")
 }
 
@@ -115,7 +128,10 @@ impl Pair {
     fn unconnected(nodes: [Engine<Vec<u8>>; 2]) -> Pair {
         let disk_bytes = |node: &Engine<Vec<u8>>| node.status().volumes[0].size_bytes as usize;
         Pair {
-            disks: [vec![0; disk_bytes(&nodes[A])], vec![0; disk_bytes(&nodes[B])]],
+            disks: [
+                vec![0; disk_bytes(&nodes[A])],
+                vec![0; disk_bytes(&nodes[B])],
+            ],
             nodes,
             now: Time(1),
             links: [VecDeque::new(), VecDeque::new()],
@@ -164,18 +180,39 @@ impl Pair {
                 | Action::WriteActivityLog { .. } => self.local[from].push_back(action),
                 Action::SendOnData { message, .. } => {
                     match &message {
-                        PeerMessage::ResyncReply { length, .. } => self.resync_sent_bytes[from] += length,
-                        PeerMessage::ResyncRequest { length, .. } => self.resync_requested_bytes[from] += length,
+                        PeerMessage::ResyncReply { length, .. } => {
+                            self.resync_sent_bytes[from] += length
+                        }
+                        PeerMessage::ResyncRequest { length, .. } => {
+                            self.resync_requested_bytes[from] += length
+                        }
                         _ => {}
                     }
                     self.links[to].push_back((Kind::Data, message));
                 }
                 Action::SplitBrain { resolution, .. } => self.split_brains.push((from, resolution)),
-                Action::SendData { seq, epoch, volume, op, .. } => {
+                Action::SendData {
+                    seq,
+                    epoch,
+                    volume,
+                    op,
+                    ..
+                } => {
                     let offset = match &op {
-                        DiskOp::Write { offset, .. } | DiskOp::Trim { offset, .. } | DiskOp::WriteZeroes { offset, .. } => *offset,
+                        DiskOp::Write { offset, .. }
+                        | DiskOp::Trim { offset, .. }
+                        | DiskOp::WriteZeroes { offset, .. } => *offset,
                     };
-                    self.links[to].push_back((Kind::Data, PeerMessage::Data { seq, epoch, volume, offset, op }));
+                    self.links[to].push_back((
+                        Kind::Data,
+                        PeerMessage::Data {
+                            seq,
+                            epoch,
+                            volume,
+                            offset,
+                            op,
+                        },
+                    ));
                     // The in-memory socket takes the frame at once.
                     let mut out = Vec::new();
                     self.nodes[from].peer_sent(self.now, to as u8, seq, &mut out);
@@ -184,13 +221,19 @@ impl Pair {
                 Action::SendBarrier { epoch, flush, .. } => {
                     self.links[to].push_back((Kind::Data, PeerMessage::Barrier { epoch, flush }));
                 }
-                Action::SendControl { message, .. } => self.links[to].push_back((Kind::Control, message)),
+                Action::SendControl { message, .. } => {
+                    self.links[to].push_back((Kind::Control, message))
+                }
                 Action::Complete { request, result } => self.completed.push((request, result)),
                 Action::Disconnect { state, .. } => self.disconnects.push((from, state)),
                 Action::StateChanged | Action::Detached { .. } => {}
                 Action::ReadDone { request, result } => self.reads_done.push((request, result)),
-                Action::LocalDigest { .. } | Action::ResizeOffer { .. } | Action::Grow { .. } => self.local[from].push_back(action),
-                Action::VerifyFound { .. } | Action::VerifyFinished { .. } => self.verify_events.push((from, action)),
+                Action::LocalDigest { .. } | Action::ResizeOffer { .. } | Action::Grow { .. } => {
+                    self.local[from].push_back(action)
+                }
+                Action::VerifyFound { .. } | Action::VerifyFinished { .. } => {
+                    self.verify_events.push((from, action))
+                }
                 Action::FencePeer { peer } => self.fence_calls.push((from, peer)),
             }
         }
@@ -198,7 +241,9 @@ impl Pair {
 
     /// Deliver one message to `node`; false if none was waiting.
     fn deliver(&mut self, node: usize) -> bool {
-        let Some((_, message)) = self.links[node].pop_front() else { return false };
+        let Some((_, message)) = self.links[node].pop_front() else {
+            return false;
+        };
         let mut out = Vec::new();
         self.nodes[node].peer_message(self.now, 1 - node as u8, message, &mut out);
         self.route(node, out);
@@ -207,7 +252,9 @@ impl Pair {
 
     /// Perform one local I/O of `node`; false if none was waiting.
     fn run_local(&mut self, node: usize) -> bool {
-        let Some(action) = self.local[node].pop_front() else { return false };
+        let Some(action) = self.local[node].pop_front() else {
+            return false;
+        };
         self.perform(node, action);
         true
     }
@@ -216,7 +263,11 @@ impl Pair {
     fn perform(&mut self, node: usize, action: Action<Vec<u8>>) {
         let mut out = Vec::new();
         let io = match action {
-            Action::LocalWrite { io, op: DiskOp::Write { offset, data, .. }, .. } => {
+            Action::LocalWrite {
+                io,
+                op: DiskOp::Write { offset, data, .. },
+                ..
+            } => {
                 let start = offset as usize;
                 let Some(target) = self.disks[node].get_mut(start..start + data.len()) else {
                     // No such blocks (a diskless node): the write fails, as the driver's would.
@@ -227,7 +278,9 @@ impl Pair {
                 target.copy_from_slice(&data);
                 io
             }
-            Action::LocalRead { io, offset, length, .. } => {
+            Action::LocalRead {
+                io, offset, length, ..
+            } => {
                 let data = self.disks[node][offset as usize..(offset + length) as usize].to_vec();
                 self.nodes[node].local_read_done(self.now, io, Ok(data), &mut out);
                 self.route(node, out);
@@ -237,14 +290,38 @@ impl Pair {
                 self.persisted[node] = Some(*meta);
                 io
             }
-            Action::WriteActivityLog { io, offset_bytes, block, bitmap_pages, .. } => {
-                self.al_written.push((node, AlRecord { offset_bytes, block, bitmap_pages }));
+            Action::WriteActivityLog {
+                io,
+                offset_bytes,
+                block,
+                bitmap_pages,
+                ..
+            } => {
+                self.al_written.push((
+                    node,
+                    AlRecord {
+                        offset_bytes,
+                        block,
+                        bitmap_pages,
+                    },
+                ));
                 io
             }
             Action::LocalWrite { io, .. } | Action::LocalFlush { io } => io,
-            Action::LocalDigest { io, offset, length, block_bytes, .. } => {
+            Action::LocalDigest {
+                io,
+                offset,
+                length,
+                block_bytes,
+                ..
+            } => {
                 let data = &self.disks[node][offset as usize..(offset + length) as usize];
-                self.nodes[node].local_digest_done(self.now, io, Ok(verify::block_digests(data, block_bytes)), &mut out);
+                self.nodes[node].local_digest_done(
+                    self.now,
+                    io,
+                    Ok(verify::block_digests(data, block_bytes)),
+                    &mut out,
+                );
                 self.route(node, out);
                 return;
             }
@@ -265,7 +342,12 @@ impl Pair {
     }
 
     /// [`Pair::run_local_failing`] with `error` (ENOSPC, say) instead of EIO.
-    fn run_local_failing_with(&mut self, node: usize, error: IoError, fails: impl Fn(&IoId) -> bool) {
+    fn run_local_failing_with(
+        &mut self,
+        node: usize,
+        error: IoError,
+        fails: impl Fn(&IoId) -> bool,
+    ) {
         while let Some(action) = self.local[node].pop_front() {
             match action {
                 Action::LocalWrite { io, .. } if fails(&io) => {
@@ -283,7 +365,12 @@ impl Pair {
     }
 
     fn write(&mut self, request: RequestId, offset: u64, byte: u8, length: usize) {
-        let op = Op::Write { offset, length: length as u64, data: vec![byte; length], flags: WriteFlags::default() };
+        let op = Op::Write {
+            offset,
+            length: length as u64,
+            data: vec![byte; length],
+            flags: WriteFlags::default(),
+        };
         let mut out = Vec::new();
         self.nodes[A].submit(self.now, request, 0, op, &mut out);
         self.route(A, out);
@@ -296,14 +383,22 @@ impl Pair {
     }
 
     fn is_complete(&self, request: RequestId) -> bool {
-        self.completed.iter().any(|(r, result)| *r == request && result.is_ok())
+        self.completed
+            .iter()
+            .any(|(r, result)| *r == request && result.is_ok())
     }
 
     fn disconnect(&mut self) {
         for node in [A, B] {
             let mut out = Vec::new();
             let reason = "test cut the link".to_string();
-            self.nodes[node].peer_disconnected(self.now, 1 - node as u8, ConnState::NetworkFailure, reason, &mut out);
+            self.nodes[node].peer_disconnected(
+                self.now,
+                1 - node as u8,
+                ConnState::NetworkFailure,
+                reason,
+                &mut out,
+            );
             self.route(node, out);
         }
         self.links = [VecDeque::new(), VecDeque::new()];
@@ -364,7 +459,10 @@ fn both_nodes_count_replicated_bytes_as_written() {
     pair.deliver_all();
     assert_eq!(pair.nodes[A].status().volumes[0].written_bytes, 8192);
     assert_eq!(pair.nodes[B].status().volumes[0].written_bytes, 8192);
-    assert_eq!(pair.nodes[B].status().peers[0].volumes[0].received_bytes, 8192);
+    assert_eq!(
+        pair.nodes[B].status().peers[0].volumes[0].received_bytes,
+        8192
+    );
 }
 
 /// drbd-semantics.md §1: protocol A completes once local and in the socket.
@@ -383,7 +481,11 @@ fn local_and_remote_writes_are_issued_together() {
     let mut pair = Pair::new(Protocol::C);
     pair.write(1, 0, 7, 4096);
     assert_eq!(pair.local[A].len(), 1, "the local write is issued");
-    assert_eq!(pair.links[B].len(), 1, "the peer send is issued before the local write finished");
+    assert_eq!(
+        pair.links[B].len(),
+        1,
+        "the peer send is issued before the local write finished"
+    );
 }
 
 #[test]
@@ -407,9 +509,15 @@ fn peer_lost_mid_write_completes_the_write_and_marks_it() {
     pair.disconnect();
     // drbd-semantics.md §2: losing the peer with the write unconfirmed starts a new
     // generation at once; the write completes when it is persisted.
-    assert!(!pair.is_complete(1), "waits for the new generation to be persisted");
+    assert!(
+        !pair.is_complete(1),
+        "waits for the new generation to be persisted"
+    );
     while pair.run_local(A) {}
-    assert!(pair.is_complete(1), "the write no longer waits for the lost peer");
+    assert!(
+        pair.is_complete(1),
+        "the write no longer waits for the lost peer"
+    );
     assert_eq!(pair.out_of_sync(), 4096);
 }
 
@@ -419,7 +527,11 @@ fn overlapping_writes_never_run_concurrently() {
     pair.write(1, 0, 1, 8192);
     pair.write(2, 4096, 2, 8192);
     pair.write(3, 65536, 3, 4096);
-    assert_eq!(pair.local[A].len(), 2, "write 2 overlaps write 1 and waits; write 3 does not");
+    assert_eq!(
+        pair.local[A].len(),
+        2,
+        "write 2 overlaps write 1 and waits; write 3 does not"
+    );
     pair.deliver_all();
     assert!(pair.is_complete(1) && pair.is_complete(2) && pair.is_complete(3));
     assert_eq!(pair.disks[A], pair.disks[B]);
@@ -435,19 +547,32 @@ fn a_write_after_a_completion_is_held_on_the_peer_until_the_earlier_epoch_finish
     pair.write(2, 8192, 2, 4096);
     // To the peer: data(1), barrier(epoch of 1), data(2).
     assert!(pair.deliver(B) && pair.deliver(B) && pair.deliver(B));
-    assert_eq!(pair.local[B].len(), 1, "only write 1 is issued; write 2 waits for its epoch");
+    assert_eq!(
+        pair.local[B].len(),
+        1,
+        "only write 1 is issued; write 2 waits for its epoch"
+    );
     pair.run_local(B);
     // Epoch 1 finished: write 2 is issued now, and a flush makes epoch 1 durable before its
     // barrier is acknowledged.
     assert_eq!(pair.local[B].len(), 2, "write 2 and the group flush");
-    assert!(pair.local[B].iter().any(|a| matches!(a, Action::LocalFlush { io: IoId::PeerGroupFlush { .. } })));
+    assert!(pair.local[B].iter().any(|a| matches!(
+        a,
+        Action::LocalFlush {
+            io: IoId::PeerGroupFlush { .. }
+        }
+    )));
     assert_eq!(pair.disks[B][0], 1);
     assert_eq!(pair.disks[B][8192], 0);
 }
 
 #[test]
 fn flush_waits_for_the_peer_under_c_but_not_under_a() {
-    for (protocol, waits) in [(Protocol::C, true), (Protocol::B, true), (Protocol::A, false)] {
+    for (protocol, waits) in [
+        (Protocol::C, true),
+        (Protocol::B, true),
+        (Protocol::A, false),
+    ] {
         let mut pair = Pair::new(protocol);
         pair.write(1, 0, 1, 4096);
         pair.deliver_all();
@@ -463,11 +588,17 @@ fn flush_waits_for_the_peer_under_c_but_not_under_a() {
 fn unanswered_ping_drops_the_connection() {
     let mut pair = Pair::new(Protocol::C);
     pair.tick(A, Duration::from_secs(11));
-    assert!(matches!(pair.links[B].back(), Some((Kind::Control, PeerMessage::Ping))));
+    assert!(matches!(
+        pair.links[B].back(),
+        Some((Kind::Control, PeerMessage::Ping))
+    ));
     pair.links[B].clear();
     pair.tick(A, Duration::from_millis(600));
     assert_eq!(pair.disconnects, vec![(A, ConnState::NetworkFailure)]);
-    assert_eq!(pair.nodes[A].status().peers[0].connection, ConnState::Connecting);
+    assert_eq!(
+        pair.nodes[A].status().peers[0].connection,
+        ConnState::Connecting
+    );
 }
 
 #[test]
@@ -488,7 +619,10 @@ fn a_peer_that_never_answers_a_write_is_dropped_after_ko_count_timeouts() {
         pair.tick(A, Duration::from_secs(1));
         pair.deliver(A); // ping acks keep the link itself alive
         while pair.links[B].iter().any(|(k, _)| *k == Kind::Control) {
-            let index = pair.links[B].iter().position(|(k, _)| *k == Kind::Control).unwrap_or(0);
+            let index = pair.links[B]
+                .iter()
+                .position(|(k, _)| *k == Kind::Control)
+                .unwrap_or(0);
             let (_, message) = pair.links[B].remove(index).expect("present");
             let mut out = Vec::new();
             pair.nodes[B].peer_message(pair.now, 0, message, &mut out);
@@ -500,16 +634,25 @@ fn a_peer_that_never_answers_a_write_is_dropped_after_ko_count_timeouts() {
     pair.tick(A, Duration::from_secs(2));
     assert_eq!(pair.disconnects, vec![(A, ConnState::Timeout)]);
     while pair.run_local(A) {}
-    assert!(pair.is_complete(1), "the write completes once the peer is dropped");
+    assert!(
+        pair.is_complete(1),
+        "the write completes once the peer is dropped"
+    );
 }
 
 #[test]
 fn role_rules() {
     let mut pair = Pair::new(Protocol::C);
     let mut out = Vec::new();
-    assert!(matches!(pair.nodes[B].promote(false, &mut out), Err(StateError::PeerIsPrimary { .. })));
+    assert!(matches!(
+        pair.nodes[B].promote(false, &mut out),
+        Err(StateError::PeerIsPrimary { .. })
+    ));
     pair.nodes[A].export_opened(true);
-    assert_eq!(pair.nodes[A].demote(&mut out), Err(StateError::DeviceInUse { count: 1 }));
+    assert_eq!(
+        pair.nodes[A].demote(&mut out),
+        Err(StateError::DeviceInUse { count: 1 })
+    );
     pair.nodes[A].export_opened(false);
     assert_eq!(pair.nodes[A].demote(&mut out), Ok(()));
 }
@@ -518,9 +661,20 @@ fn role_rules() {
 fn secondary_refuses_client_writes() {
     let mut pair = Pair::new(Protocol::C);
     let mut out = Vec::new();
-    let op = Op::Write { offset: 0, length: 1, data: vec![1], flags: WriteFlags::default() };
+    let op = Op::Write {
+        offset: 0,
+        length: 1,
+        data: vec![1],
+        flags: WriteFlags::default(),
+    };
     pair.nodes[B].submit(pair.now, 9, 0, op, &mut out);
-    assert!(matches!(out.as_slice(), [Action::Complete { request: 9, result: Err(IoError::NotWritable) }]));
+    assert!(matches!(
+        out.as_slice(),
+        [Action::Complete {
+            request: 9,
+            result: Err(IoError::NotWritable)
+        }]
+    ));
 }
 
 #[test]
@@ -534,8 +688,22 @@ fn an_ack_for_a_write_never_sent_is_a_protocol_error() {
 #[test]
 fn data_beyond_the_volume_is_a_protocol_error_and_never_written() {
     let mut pair = Pair::new(Protocol::C);
-    let op = DiskOp::Write { offset: VOLUME_BYTES - 1, length: 2, data: vec![1, 2], fua: false };
-    pair.links[B].push_back((Kind::Data, PeerMessage::Data { seq: 1, epoch: 1, volume: 0, offset: VOLUME_BYTES - 1, op }));
+    let op = DiskOp::Write {
+        offset: VOLUME_BYTES - 1,
+        length: 2,
+        data: vec![1, 2],
+        fua: false,
+    };
+    pair.links[B].push_back((
+        Kind::Data,
+        PeerMessage::Data {
+            seq: 1,
+            epoch: 1,
+            volume: 0,
+            offset: VOLUME_BYTES - 1,
+            op,
+        },
+    ));
     pair.deliver(B);
     assert_eq!(pair.disconnects, vec![(B, ConnState::ProtocolError)]);
     assert!(pair.local[B].is_empty());
@@ -551,7 +719,10 @@ fn writes_received_before_a_disconnect_are_still_applied() {
     assert!(pair.is_complete(1), "protocol B acknowledged receipt");
     pair.disconnect();
     pair.deliver_all();
-    assert_eq!(pair.disks[B][0], 5, "what B acknowledged is written after the disconnect");
+    assert_eq!(
+        pair.disks[B][0], 5,
+        "what B acknowledged is written after the disconnect"
+    );
 }
 
 #[test]
@@ -560,9 +731,17 @@ fn replicas_are_identical_after_a_mixed_workload() {
         let mut pair = Pair::new(protocol);
         let mut state = 0x9e37_79b9_u64;
         for request in 0..500 {
-            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             let offset = (state >> 33) % (VOLUME_BYTES / 4096) * 4096;
-            pair.write(request, offset, (state >> 20) as u8, 4096 * (1 + (state >> 60) as usize % 3).min(((VOLUME_BYTES - offset) / 4096) as usize));
+            pair.write(
+                request,
+                offset,
+                (state >> 20) as u8,
+                4096 * (1 + (state >> 60) as usize % 3)
+                    .min(((VOLUME_BYTES - offset) / 4096) as usize),
+            );
             if request % 7 == 0 {
                 pair.deliver_all();
             }
@@ -573,7 +752,10 @@ fn replicas_are_identical_after_a_mixed_workload() {
         }
         pair.deliver_all();
         assert_eq!(pair.completed.len(), 500);
-        assert!(pair.disks[A] == pair.disks[B], "protocol {protocol}: replicas differ");
+        assert!(
+            pair.disks[A] == pair.disks[B],
+            "protocol {protocol}: replicas differ"
+        );
     }
 }
 
@@ -590,16 +772,32 @@ fn a_cut_without_writes_after_it_is_a_failover_not_a_split_brain() {
     let before = pair.persisted[A].clone();
     pair.disconnect();
     pair.deliver_all();
-    assert_eq!(pair.persisted[A], before, "no new generation: nothing is written after the cut");
-    assert_eq!(pair.out_of_sync(), 4096, "the unconfirmed block is kept in the bitmap");
+    assert_eq!(
+        pair.persisted[A], before,
+        "no new generation: nothing is written after the cut"
+    );
+    assert_eq!(
+        pair.out_of_sync(),
+        4096,
+        "the unconfirmed block is kept in the bitmap"
+    );
 
     let mut out = Vec::new();
-    pair.nodes[A].demote(&mut out).expect("demote the old Primary");
+    pair.nodes[A]
+        .demote(&mut out)
+        .expect("demote the old Primary");
     pair.route(A, out);
     let mut out = Vec::new();
-    pair.nodes[B].promote(false, &mut out).expect("promote the survivor");
+    pair.nodes[B]
+        .promote(false, &mut out)
+        .expect("promote the survivor");
     pair.route(B, out);
-    let op = Op::Write { offset: 8192, length: 4096, data: vec![9; 4096], flags: WriteFlags::default() };
+    let op = Op::Write {
+        offset: 8192,
+        length: 4096,
+        data: vec![9; 4096],
+        flags: WriteFlags::default(),
+    };
     let mut out = Vec::new();
     pair.nodes[B].submit(pair.now, 2, 0, op, &mut out);
     pair.route(B, out);
@@ -612,8 +810,15 @@ fn a_cut_without_writes_after_it_is_a_failover_not_a_split_brain() {
         pair.tick(B, TICK_INTERVAL);
         pair.deliver_all();
     }
-    assert!(pair.split_brains.is_empty(), "no split brain: {:?}", pair.split_brains);
-    assert!(pair.disks[A] == pair.disks[B], "the old Primary resynced from the new one");
+    assert!(
+        pair.split_brains.is_empty(),
+        "no split brain: {:?}",
+        pair.split_brains
+    );
+    assert!(
+        pair.disks[A] == pair.disks[B],
+        "the old Primary resynced from the new one"
+    );
     assert_eq!(pair.disks[A][8192], 9);
     assert_eq!(pair.nodes[A].status().volumes[0].disk, DiskState::UpToDate);
 }
@@ -624,7 +829,10 @@ fn a_cut_without_writes_after_it_is_a_failover_not_a_split_brain() {
 #[test]
 fn quorum_returns_after_the_handshake_not_on_connect() {
     let mut pair = Pair::new(Protocol::C);
-    let config = QuorumConfig { rule: QuorumRule::All, ..QuorumConfig::default() };
+    let config = QuorumConfig {
+        rule: QuorumRule::All,
+        ..QuorumConfig::default()
+    };
     let mut out = Vec::new();
     pair.nodes[A].set_quorum(pair.now, config, &mut out);
     pair.route(A, out);
@@ -639,21 +847,33 @@ fn quorum_returns_after_the_handshake_not_on_connect() {
     let mut out = Vec::new();
     pair.nodes[A].peer_connected(pair.now, 1, &mut out);
     pair.route(A, out);
-    assert!(!pair.nodes[A].has_quorum(), "a connection alone is not a present peer");
+    assert!(
+        !pair.nodes[A].has_quorum(),
+        "a connection alone is not a present peer"
+    );
     pair.tick(A, TICK_INTERVAL);
-    assert!(!pair.nodes[A].has_quorum(), "nor after a tick while the handshake waits");
+    assert!(
+        !pair.nodes[A].has_quorum(),
+        "nor after a tick while the handshake waits"
+    );
     assert!(!pair.is_complete(1));
 
     let mut out = Vec::new();
     pair.nodes[B].peer_connected(pair.now, 0, &mut out);
     pair.route(B, out);
     pair.deliver_all();
-    assert!(pair.nodes[A].has_quorum(), "the handshake accepted the peer");
+    assert!(
+        pair.nodes[A].has_quorum(),
+        "the handshake accepted the peer"
+    );
     for _ in 0..5 {
         pair.tick(A, TICK_INTERVAL);
         pair.deliver_all();
     }
-    assert!(pair.is_complete(1), "the held write completes with quorum back");
+    assert!(
+        pair.is_complete(1),
+        "the held write completes with quorum back"
+    );
 }
 
 /// `secondary --force` on a Primary whose writes are suspended for want of quorum: the held
@@ -662,7 +882,10 @@ fn quorum_returns_after_the_handshake_not_on_connect() {
 #[test]
 fn forced_demotion_fails_held_writes_and_demotes_an_open_export() {
     let mut pair = Pair::new(Protocol::C);
-    let config = QuorumConfig { rule: QuorumRule::All, ..QuorumConfig::default() };
+    let config = QuorumConfig {
+        rule: QuorumRule::All,
+        ..QuorumConfig::default()
+    };
     let mut out = Vec::new();
     pair.nodes[A].set_quorum(pair.now, config, &mut out);
     pair.route(A, out);
@@ -673,17 +896,41 @@ fn forced_demotion_fails_held_writes_and_demotes_an_open_export() {
     pair.deliver_all();
     pair.write(2, 8192, 4, 4096);
     pair.deliver_all();
-    assert!(pair.completed.is_empty(), "both writes are held for want of quorum");
+    assert!(
+        pair.completed.is_empty(),
+        "both writes are held for want of quorum"
+    );
 
     let mut out = Vec::new();
-    assert!(pair.nodes[A].demote(&mut out).is_err(), "a plain demotion is refused while open");
+    assert!(
+        pair.nodes[A].demote(&mut out).is_err(),
+        "a plain demotion is refused while open"
+    );
     pair.route(A, out);
     let mut out = Vec::new();
-    pair.nodes[A].demote_forced(pair.now, &mut out).expect("forced demotion");
+    pair.nodes[A]
+        .demote_forced(pair.now, &mut out)
+        .expect("forced demotion");
     pair.route(A, out);
     pair.deliver_all();
     assert_eq!(pair.nodes[A].role(), Role::Secondary);
-    let results: Vec<_> = [1, 2].iter().map(|r| pair.completed.iter().find(|(q, _)| q == r).map(|(_, res)| *res)).collect();
-    assert_eq!(results, vec![Some(Err(IoError::Io)), Some(Err(IoError::Io))], "{:?}", pair.completed);
-    assert!(pair.completed.iter().all(|(_, result)| result.is_err()), "nothing acknowledged");
+    let results: Vec<_> = [1, 2]
+        .iter()
+        .map(|r| {
+            pair.completed
+                .iter()
+                .find(|(q, _)| q == r)
+                .map(|(_, res)| *res)
+        })
+        .collect();
+    assert_eq!(
+        results,
+        vec![Some(Err(IoError::Io)), Some(Err(IoError::Io))],
+        "{:?}",
+        pair.completed
+    );
+    assert!(
+        pair.completed.iter().all(|(_, result)| result.is_err()),
+        "nothing acknowledged"
+    );
 }

@@ -42,11 +42,24 @@ pub struct WriteFlags {
 #[derive(Debug, Clone)]
 pub enum Op<P> {
     /// Write `data` (of `length` bytes) at `offset`.
-    Write { offset: u64, length: u64, data: P, flags: WriteFlags },
+    Write {
+        offset: u64,
+        length: u64,
+        data: P,
+        flags: WriteFlags,
+    },
     /// Discard a range.
-    Trim { offset: u64, length: u64, flags: WriteFlags },
+    Trim {
+        offset: u64,
+        length: u64,
+        flags: WriteFlags,
+    },
     /// Write zeroes to a range.
-    WriteZeroes { offset: u64, length: u64, flags: WriteFlags },
+    WriteZeroes {
+        offset: u64,
+        length: u64,
+        flags: WriteFlags,
+    },
     /// Make every completed write durable, locally and (protocols B and C) on peers.
     Flush,
 }
@@ -55,7 +68,12 @@ pub enum Op<P> {
 #[derive(Debug, Clone)]
 pub enum DiskOp<P> {
     /// Write `data` (`length` bytes) at `offset`; with `fua`, durably.
-    Write { offset: u64, length: u64, data: P, fua: bool },
+    Write {
+        offset: u64,
+        length: u64,
+        data: P,
+        fua: bool,
+    },
     /// Discard `length` bytes at `offset`.
     Trim { offset: u64, length: u64, fua: bool },
     /// Zero `length` bytes at `offset`.
@@ -151,7 +169,13 @@ pub enum ResizeStep {
 #[derive(Debug, Clone)]
 pub enum PeerMessage<P> {
     /// A replicated write (its payload may still be arriving: see the driver's payload type).
-    Data { seq: u64, epoch: u64, volume: u16, offset: u64, op: DiskOp<P> },
+    Data {
+        seq: u64,
+        epoch: u64,
+        volume: u16,
+        offset: u64,
+        op: DiskOp<P>,
+    },
     /// End of epoch `epoch`; with `flush`, make it durable before acknowledging.
     Barrier { epoch: u64, flush: bool },
     /// Keep-alive request.
@@ -171,30 +195,71 @@ pub enum PeerMessage<P> {
     /// Secondaries if that Primary is lost (`engine/reconcile.rs`; DRBD's peer ack).
     PeerAck { epoch: u64 },
     /// The peer's role and disk states changed.
-    State { role: Role, disks: Vec<(u16, DiskState)> },
+    State {
+        role: Role,
+        disks: Vec<(u16, DiskState)>,
+    },
     /// The peer's generation identifiers for one volume (data socket).
     SyncUuids(Box<UuidsMessage>),
     /// One RLE chunk (`meta::RleEncoder` format) of the peer's bitmap for us (data socket).
     BitmapChunk { volume: u16, chunk: Vec<u8> },
     /// The sync target asks for `length` bytes at `offset` (data socket).
-    ResyncRequest { id: u64, volume: u16, offset: u64, length: u64 },
+    ResyncRequest {
+        id: u64,
+        volume: u16,
+        offset: u64,
+        length: u64,
+    },
     /// The sync source's data for request `id` (data socket; wire: header plus payload).
-    ResyncReply { id: u64, volume: u16, offset: u64, length: u64, data: P },
+    ResyncReply {
+        id: u64,
+        volume: u16,
+        offset: u64,
+        length: u64,
+        data: P,
+    },
     /// The sync source could not read the range of request `id` (data socket).
-    ResyncNegReply { id: u64, volume: u16, offset: u64, length: u64 },
+    ResyncNegReply {
+        id: u64,
+        volume: u16,
+        offset: u64,
+        length: u64,
+    },
     /// A Diskless node asks for `length` bytes at `offset` for its client (data socket).
-    ReadRequest { id: u64, volume: u16, offset: u64, length: u64 },
+    ReadRequest {
+        id: u64,
+        volume: u16,
+        offset: u64,
+        length: u64,
+    },
     /// The data of read request `id` (data socket; wire: header plus payload).
-    ReadReply { id: u64, volume: u16, offset: u64, length: u64, data: P },
+    ReadReply {
+        id: u64,
+        volume: u16,
+        offset: u64,
+        length: u64,
+        data: P,
+    },
     /// The range of read request `id` could not be read here (data socket).
-    ReadNegReply { id: u64, volume: u16, offset: u64, length: u64 },
+    ReadNegReply {
+        id: u64,
+        volume: u16,
+        offset: u64,
+        length: u64,
+    },
     /// The sync target wrote (`ok`) or failed to write the range of reply `id` (data socket).
     ResyncAck { id: u64, volume: u16, ok: bool },
     /// The sync target has every block it lacked, except `failed_bytes` (data socket).
     ResyncDone { volume: u16, failed_bytes: u64 },
     /// `csums-alg`: a resync request with the target's digests of the range (data socket);
     /// answered by `ResyncReply` (the data) or `ResyncInSync` (same digests, no data).
-    CsumRequest { id: u64, volume: u16, offset: u64, length: u64, digests: Vec<u8> },
+    CsumRequest {
+        id: u64,
+        volume: u16,
+        offset: u64,
+        length: u64,
+        digests: Vec<u8>,
+    },
     /// The range of `CsumRequest` `id` has the same digests on the source: no data (data
     /// socket).
     ResyncInSync { id: u64, volume: u16 },
@@ -202,7 +267,11 @@ pub enum PeerMessage<P> {
     /// or resumed (`engine/pause.rs`).
     SyncPause { volume: u16, paused: bool },
     /// A step of an online resize of `volume` (`engine/resize.rs`).
-    Resize { volume: u16, size_bytes: u64, step: ResizeStep },
+    Resize {
+        volume: u16,
+        size_bytes: u64,
+        step: ResizeStep,
+    },
     /// Mark this node possibly stale (asynchronous replication follows) or clear the mark
     /// (`engine/lag.rs`); answered by `StaleMarkAck` once durable.
     StaleMark { stale: bool },
@@ -212,9 +281,20 @@ pub enum PeerMessage<P> {
     /// (pull-ahead: the receiver is Behind), or ships them again (`engine/ahead.rs`).
     Ahead { ahead: bool },
     /// The verify source asks for the digests of `length` bytes at `offset` (data socket).
-    VerifyRequest { id: u64, volume: u16, offset: u64, length: u64 },
+    VerifyRequest {
+        id: u64,
+        volume: u16,
+        offset: u64,
+        length: u64,
+    },
     /// The verify target's answer to request `id` (data socket).
-    VerifyReply { id: u64, volume: u16, offset: u64, length: u64, outcome: VerifyOutcome },
+    VerifyReply {
+        id: u64,
+        volume: u16,
+        offset: u64,
+        length: u64,
+        outcome: VerifyOutcome,
+    },
     /// The verify source walked the whole volume and found `oos_bytes` out of sync (data
     /// socket).
     VerifyDone { volume: u16, oos_bytes: u64 },
@@ -353,7 +433,10 @@ impl VolumeMeta {
         superblock.history_uuids = self.ids.history;
         superblock.resync_goal_uuid = self.ids.resync_goal;
         for slot in &mut superblock.peers {
-            if let Some(uuid) = slot.node_id.and_then(|node| self.ids.bitmap.get(usize::from(node))) {
+            if let Some(uuid) = slot
+                .node_id
+                .and_then(|node| self.ids.bitmap.get(usize::from(node)))
+            {
                 slot.bitmap_uuid = *uuid;
             }
             if let Some(node) = slot.node_id.and_then(|node| NodeId::new(node).ok()) {
@@ -365,13 +448,19 @@ impl VolumeMeta {
         superblock.flags.primary_indicator = self.primary;
         superblock.flags.crashed_primary = self.ids.flags.crashed_primary;
         superblock.flags.possibly_stale = self.possibly_stale;
-        superblock.followed_primary = self.followed.map(|f| meta::FollowedPrimary { node_id: f.node, seq: f.seq });
+        superblock.followed_primary = self.followed.map(|f| meta::FollowedPrimary {
+            node_id: f.node,
+            seq: f.seq,
+        });
     }
 
     /// The followed Primary `superblock` records (the reverse of [`VolumeMeta::apply_to`]),
     /// for [`crate::VolumeConfig::followed`].
     pub fn followed_in(superblock: &meta::Superblock) -> Option<Followed> {
-        superblock.followed_primary.map(|f| Followed { node: f.node_id, seq: f.seq })
+        superblock.followed_primary.map(|f| Followed {
+            node: f.node_id,
+            seq: f.seq,
+        })
     }
 
     /// The departed peers `superblock` records (the reverse of [`VolumeMeta::apply_to`]'s
@@ -387,7 +476,10 @@ impl VolumeMeta {
 
     /// Whether the data is consistent (not a resync target, never synced or failed).
     pub fn consistent(&self) -> bool {
-        matches!(self.disk, DiskState::UpToDate | DiskState::Outdated | DiskState::Consistent)
+        matches!(
+            self.disk,
+            DiskState::UpToDate | DiskState::Outdated | DiskState::Consistent
+        )
     }
 
     /// Whether the data was UpToDate.
@@ -410,11 +502,21 @@ impl VolumeMeta {
 #[derive(Debug, Clone)]
 pub enum Action<P> {
     /// Perform a local disk operation; answer with `local_done(io)`.
-    LocalWrite { io: IoId, volume: u16, op: DiskOp<P> },
+    LocalWrite {
+        io: IoId,
+        volume: u16,
+        op: DiskOp<P>,
+    },
     /// Make all completed local writes durable; answer with `local_done(io)`.
     LocalFlush { io: IoId },
     /// Send a write to a peer on the data socket; report `peer_sent` once it is in the socket.
-    SendData { peer: u8, seq: u64, epoch: u64, volume: u16, op: DiskOp<P> },
+    SendData {
+        peer: u8,
+        seq: u64,
+        epoch: u64,
+        volume: u16,
+        op: DiskOp<P>,
+    },
     /// Send an epoch boundary on the data socket.
     SendBarrier { peer: u8, epoch: u64, flush: bool },
     /// Send a control message (acks, pings, state) on the control socket.
@@ -423,13 +525,25 @@ pub enum Action<P> {
     /// `SendData` and `SendBarrier` for the same peer.
     SendOnData { peer: u8, message: PeerMessage<P> },
     /// Read `length` bytes at `offset`; answer with `local_read_done(io)`.
-    LocalRead { io: IoId, volume: u16, offset: u64, length: u64 },
+    LocalRead {
+        io: IoId,
+        volume: u16,
+        offset: u64,
+        length: u64,
+    },
     /// Read `length` bytes at `offset` and digest them with the connection's `alg`, one
     /// digest per `block_bytes` block (the last block may be shorter: digest what there is),
     /// and answer with `local_digest_done(io)` with the digests concatenated. Every digest has
     /// the algorithm's length; `length / block_bytes` (rounded up) digests must fit in
     /// [`crate::VERIFY_DIGESTS_BYTES_MAX`], or the range counts as unreadable.
-    LocalDigest { io: IoId, volume: u16, offset: u64, length: u64, block_bytes: u32, alg: DigestAlg },
+    LocalDigest {
+        io: IoId,
+        volume: u16,
+        offset: u64,
+        length: u64,
+        block_bytes: u32,
+        alg: DigestAlg,
+    },
     /// Every metadata write (this, an evicting [`Action::WriteActivityLog`], the driver's
     /// bitmap write-backs) first makes the data disk's completed writes durable: an evicted
     /// extent or a cleared bit is only true once the data behind it is. (Internal metadata
@@ -438,7 +552,11 @@ pub enum Action<P> {
     /// Write `meta` to the volume's superblock and make it durable (after writing the dirty
     /// bitmap pages: [`crate::Engine::take_dirty_bitmap_pages`]); answer with
     /// `local_done(io)`. At most one is in flight per volume, so they never race.
-    PersistMeta { io: IoId, volume: u16, meta: Box<VolumeMeta> },
+    PersistMeta {
+        io: IoId,
+        volume: u16,
+        meta: Box<VolumeMeta>,
+    },
     /// Write an activity-log transaction of `volume` (`io` is [`IoId::ActivityLog`]), in this
     /// order: every `bitmap_pages` entry `(peer node id, page index, 4 KiB image)` at that
     /// page of the peer's bitmap in the metadata area, made durable; then `block` (4 KiB) at
@@ -463,19 +581,38 @@ pub enum Action<P> {
     /// A split brain was detected with `peer` on `volume`. Run the `initial-split-brain`
     /// handler; if `resolution` is [`Resolution::Disconnect`] (the peer is now StandAlone)
     /// also the `split-brain` handler.
-    SplitBrain { peer: u8, volume: u16, resolution: Resolution, detail: String },
+    SplitBrain {
+        peer: u8,
+        volume: u16,
+        resolution: Resolution,
+        detail: String,
+    },
     /// Online verify found `length` bytes at `offset` differing on `peer`; they are marked out
     /// of sync for it (log it, show it in events).
-    VerifyFound { peer: u8, volume: u16, offset: u64, length: u64 },
+    VerifyFound {
+        peer: u8,
+        volume: u16,
+        offset: u64,
+        length: u64,
+    },
     /// The verify of `volume` with `peer` walked the whole volume: `oos_bytes` found out of
     /// sync, `skipped_bytes` not judged (written meanwhile). Write the dirty bitmap pages; run
     /// the `out-of-sync` handler if `oos_bytes` is not 0.
-    VerifyFinished { peer: u8, volume: u16, oos_bytes: u64, skipped_bytes: u64 },
+    VerifyFinished {
+        peer: u8,
+        volume: u16,
+        oos_bytes: u64,
+        skipped_bytes: u64,
+    },
     /// Volume `volume` is Diskless now (`engine/detach.rs`): `failed` after a local I/O error
     /// (log it), otherwise by the administrator's `detach`. Stop local data I/O on it (reads
     /// go to [`crate::Engine::read_source`]); with `call_handler`, run the `local-io-error`
     /// handler.
-    Detached { volume: u16, failed: bool, call_handler: bool },
+    Detached {
+        volume: u16,
+        failed: bool,
+        call_handler: bool,
+    },
     /// A peer resizing `volume` asks what this node's grown device offers: call
     /// [`crate::Engine::resize_offer`] with the largest data size the backing device gives
     /// now (`u64::MAX` for a volume without a disk of its own), or 0 if it cannot grow.
@@ -485,19 +622,33 @@ pub enum Action<P> {
     /// the new area, or with `assume_clean` only what the old device held), move the metadata
     /// to the grown device with them, widen the data disk and the exports, then call
     /// [`crate::Engine::grown`].
-    Grow { volume: u16, size_bytes: u64, assume_clean: bool },
+    Grow {
+        volume: u16,
+        size_bytes: u64,
+        assume_clean: bool,
+    },
     /// Run the `fence-peer` handler against `peer` (with `fencing` set, after this Primary
     /// lost it, or before a promotion without it); answer with `fence_peer_done(peer,
     /// status)` once it exited or was killed after its timeout. At most one per peer is
     /// outstanding.
     FencePeer { peer: u8 },
     /// Close the connection to a peer (the driver reconnects unless it is StandAlone).
-    Disconnect { peer: u8, state: ConnState, reason: String },
+    Disconnect {
+        peer: u8,
+        state: ConnState,
+        reason: String,
+    },
     /// Answer a client request.
-    Complete { request: RequestId, result: Result<(), IoError> },
+    Complete {
+        request: RequestId,
+        result: Result<(), IoError>,
+    },
     /// Answer a client read of a Diskless volume ([`crate::Engine::read_through_peer`]) with
     /// the data a peer sent, or an error.
-    ReadDone { request: RequestId, result: Result<P, IoError> },
+    ReadDone {
+        request: RequestId,
+        result: Result<P, IoError>,
+    },
     /// Something changed that status and events show.
     StateChanged,
 }
@@ -563,7 +714,9 @@ pub enum StateError {
     #[error("I/O is not suspended (by suspend-io or fencing)")]
     NotSuspended,
     /// Promotion waits for the peers it counts towards quorum to answer a ping (call again).
-    #[error("confirming quorum: the peers it counts were pinged; promotion waits for their answers")]
+    #[error(
+        "confirming quorum: the peers it counts were pinged; promotion waits for their answers"
+    )]
     ConfirmingPeers,
     /// Promotion waits for `fence-peer` against an absent peer.
     #[error("fencing peer {peer} (the fence-peer handler runs); promotion waits for it")]
@@ -576,15 +729,23 @@ pub enum StateError {
     Resize(String),
     /// Online verify compares UpToDate data only.
     #[error("verify with peer {peer} needs UpToDate disks on both sides (local {local}, peer {peer_disk})")]
-    VerifyNeedsUpToDate { peer: String, local: DiskState, peer_disk: DiskState },
+    VerifyNeedsUpToDate {
+        peer: String,
+        local: DiskState,
+        peer_disk: DiskState,
+    },
     /// `outdate` while connected: the disk states follow from the connection.
-    #[error("connected to peer {peer}; a connected node is not outdated by hand (disconnect first)")]
+    #[error(
+        "connected to peer {peer}; a connected node is not outdated by hand (disconnect first)"
+    )]
     OutdateWhileConnected { peer: String },
     /// `forget-peer` of a connected peer.
     #[error("peer {peer} is connected; disconnect it before forgetting it")]
     ForgetConnected { peer: String },
     /// `outdate` of a volume without consistent data.
-    #[error("the disk is {0}; only consistent data (UpToDate or Consistent) can be marked Outdated")]
+    #[error(
+        "the disk is {0}; only consistent data (UpToDate or Consistent) can be marked Outdated"
+    )]
     NotConsistent(DiskState),
 }
 
@@ -702,7 +863,10 @@ impl ResyncProgress {
         if self.total_bytes == 0 {
             return 100.0;
         }
-        let done = self.done_bytes.saturating_add(self.failed_bytes).min(self.total_bytes);
+        let done = self
+            .done_bytes
+            .saturating_add(self.failed_bytes)
+            .min(self.total_bytes);
         // In hundredths of a percent, which is all `done:NN.NN` shows: at most 10000.
         let hundredths = u128::from(done) * 10_000 / u128::from(self.total_bytes);
         f64::from(u32::try_from(hundredths).unwrap_or(10_000)) / 100.0

@@ -38,7 +38,10 @@ pub const NODE_SLOTS_MAX: usize = 32;
 pub const HISTORY_SLOTS_MAX: usize = 32;
 
 const _: () = assert!(NODE_SLOTS_MAX <= 32, "NodeSet is a u32 bit set");
-const _: () = assert!(HISTORY_SLOTS_MAX >= 2, "the handshake log line prints two history slots");
+const _: () = assert!(
+    HISTORY_SLOTS_MAX >= 2,
+    "the handshake log line prints two history slots"
+);
 
 /// Everything that can be wrong with the input of the handshake and resync logic.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -70,7 +73,9 @@ pub enum SyncError {
     #[error("c-delay-target must be positive when c-fill-target is 0")]
     ZeroDelayTarget,
     /// A bitmap given for a node that is not a peer of this resource (or given twice).
-    #[error("volume {volume}: bitmap for node-id {peer}, which is not a peer (or is listed twice)")]
+    #[error(
+        "volume {volume}: bitmap for node-id {peer}, which is not a peer (or is listed twice)"
+    )]
     BitmapPeerUnknown {
         /// The volume.
         volume: u16,
@@ -217,10 +222,26 @@ impl GenerationFlags {
 
     /// The flags as a bit mask (for the log line and the wire).
     pub fn bits(self) -> u64 {
-        let discard = if self.discard_my_data { Self::DISCARD_MY_DATA } else { 0 };
-        let crashed = if self.crashed_primary { Self::CRASHED_PRIMARY } else { 0 };
-        let fed = if self.primary_peer { Self::PRIMARY_PEER } else { 0 };
-        let crashed_secondary = if self.crashed_secondary { Self::CRASHED_SECONDARY } else { 0 };
+        let discard = if self.discard_my_data {
+            Self::DISCARD_MY_DATA
+        } else {
+            0
+        };
+        let crashed = if self.crashed_primary {
+            Self::CRASHED_PRIMARY
+        } else {
+            0
+        };
+        let fed = if self.primary_peer {
+            Self::PRIMARY_PEER
+        } else {
+            0
+        };
+        let crashed_secondary = if self.crashed_secondary {
+            Self::CRASHED_SECONDARY
+        } else {
+            0
+        };
         discard | crashed | fed | crashed_secondary
     }
 
@@ -439,10 +460,16 @@ impl GenerationIds {
     /// `ancestor` is among the bitmap identifiers or the history, and not the current.
     pub fn descends_from(&self, ancestor: u64) -> bool {
         let bare = without_primary(ancestor);
-        if bare == 0 || bare == UUID_JUST_CREATED || comparable_current(self.current) == comparable_current(ancestor) {
+        if bare == 0
+            || bare == UUID_JUST_CREATED
+            || comparable_current(self.current) == comparable_current(ancestor)
+        {
             return false;
         }
-        self.bitmap.iter().chain(&self.history).any(|&uuid| uuid != 0 && without_primary(uuid) == bare)
+        self.bitmap
+            .iter()
+            .chain(&self.history)
+            .any(|&uuid| uuid != 0 && without_primary(uuid) == bare)
     }
 
     /// Puts `uuid` at the front of the history, unless it is empty, a fresh-disk marker, or
@@ -457,7 +484,9 @@ impl GenerationIds {
     }
 
     fn in_history(&self, bare: u64) -> bool {
-        self.history.iter().any(|&h| h != 0 && without_primary(h) == bare)
+        self.history
+            .iter()
+            .any(|&h| h != 0 && without_primary(h) == bare)
     }
 
     /// Whether this node's data includes the generation `uuid`: it is the current, a bitmap
@@ -469,7 +498,9 @@ impl GenerationIds {
 
     /// Whether `bare` equals any identifier this node holds.
     fn knows(&self, bare: u64) -> bool {
-        let held = std::iter::once(&self.current).chain(&self.bitmap).chain(&self.history);
+        let held = std::iter::once(&self.current)
+            .chain(&self.bitmap)
+            .chain(&self.history);
         held.copied().any(|uuid| without_primary(uuid) == bare)
     }
 
@@ -497,7 +528,9 @@ impl HandshakeNodes {
     /// The ids of this node and its peer; they must differ.
     pub fn new(local: NodeId, peer: NodeId) -> Result<HandshakeNodes, SyncError> {
         if local == peer {
-            return Err(SyncError::SameNodeId { node_id: local.get() });
+            return Err(SyncError::SameNodeId {
+                node_id: local.get(),
+            });
         }
         Ok(HandshakeNodes { local, peer })
     }
@@ -514,7 +547,10 @@ impl HandshakeNodes {
 
     /// The same pair seen from the peer.
     pub fn mirrored(self) -> HandshakeNodes {
-        HandshakeNodes { local: self.peer, peer: self.local }
+        HandshakeNodes {
+            local: self.peer,
+            peer: self.local,
+        }
     }
 }
 
@@ -564,8 +600,12 @@ impl SyncDecision {
             SyncDecision::Source(Transfer::Full) => "sync-source-full",
             SyncDecision::Target(Transfer::Bitmap) => "sync-target-bitmap",
             SyncDecision::Target(Transfer::Full) => "sync-target-full",
-            SyncDecision::SplitBrain { auto_recoverable: true } => "split-brain-auto-recover",
-            SyncDecision::SplitBrain { auto_recoverable: false } => "split-brain-disconnect",
+            SyncDecision::SplitBrain {
+                auto_recoverable: true,
+            } => "split-brain-auto-recover",
+            SyncDecision::SplitBrain {
+                auto_recoverable: false,
+            } => "split-brain-disconnect",
             SyncDecision::Unrelated => "unrelated-data",
         }
     }
@@ -681,7 +721,10 @@ pub struct Handshake {
 impl Handshake {
     /// The same result seen from the peer.
     pub fn mirrored(self) -> Handshake {
-        Handshake { decision: self.decision.mirrored(), rule: self.rule.mirrored() }
+        Handshake {
+            decision: self.decision.mirrored(),
+            rule: self.rule.mirrored(),
+        }
     }
 }
 
@@ -702,7 +745,10 @@ pub fn compare(local: &GenerationIds, peer: &GenerationIds, nodes: HandshakeNode
         .or_else(|| view.bitmap_rules())
         .or_else(|| view.history_rules())
         .or_else(|| view.split_brain())
-        .unwrap_or(Handshake { decision: SyncDecision::Unrelated, rule: Rule::UnrelatedData })
+        .unwrap_or(Handshake {
+            decision: SyncDecision::Unrelated,
+            rule: Rule::UnrelatedData,
+        })
 }
 
 /// Both sides' identifiers, as seen from `local`.
@@ -719,12 +765,18 @@ fn decided(decision: SyncDecision, rule: Rule) -> Option<Handshake> {
 /// The generations `ids`'s data descends from: its history and its bitmap identifiers, bare
 /// (no primary bit), without the empty ones.
 fn ancestors(ids: &GenerationIds) -> impl Iterator<Item = u64> + '_ {
-    ids.history.iter().chain(&ids.bitmap).map(|&uuid| without_primary(uuid)).filter(|&bare| bare != 0)
+    ids.history
+        .iter()
+        .chain(&ids.bitmap)
+        .map(|&uuid| without_primary(uuid))
+        .filter(|&bare| bare != 0)
 }
 
 /// Whether `bare` (no primary bit, non-zero) is among `history`.
 fn history_holds(history: &[u64; HISTORY_SLOTS_MAX], bare: u64) -> bool {
-    history.iter().any(|&uuid| uuid != 0 && without_primary(uuid) == bare)
+    history
+        .iter()
+        .any(|&uuid| uuid != 0 && without_primary(uuid) == bare)
 }
 
 impl View<'_> {
@@ -749,7 +801,10 @@ impl View<'_> {
             return None;
         }
         let bitmap = Transfer::Bitmap;
-        let crashed = (self.local.flags.crashed_primary, self.peer.flags.crashed_primary);
+        let crashed = (
+            self.local.flags.crashed_primary,
+            self.peer.flags.crashed_primary,
+        );
         match crashed {
             (false, false) => decided(SyncDecision::NoSync, Rule::EqualCurrent),
             (true, false) => decided(SyncDecision::Source(bitmap), Rule::CrashedPrimarySelf),
@@ -772,7 +827,9 @@ impl View<'_> {
         let ahead = local_bitmap == peer_current;
         match (behind, ahead) {
             (true, true) => decided(
-                SyncDecision::SplitBrain { auto_recoverable: false },
+                SyncDecision::SplitBrain {
+                    auto_recoverable: false,
+                },
                 Rule::BitmapContradiction,
             ),
             (true, false) => decided(SyncDecision::Target(Transfer::Bitmap), Rule::BitmapPeer),
@@ -788,7 +845,9 @@ impl View<'_> {
         let ahead = history_holds(&self.local.history, comparable_current(self.peer.current));
         match (behind, ahead) {
             (true, true) => decided(
-                SyncDecision::SplitBrain { auto_recoverable: false },
+                SyncDecision::SplitBrain {
+                    auto_recoverable: false,
+                },
                 Rule::HistoryContradiction,
             ),
             (true, false) => decided(SyncDecision::Target(Transfer::Full), Rule::HistoryPeer),
@@ -819,19 +878,32 @@ impl View<'_> {
         let local_bitmap = without_primary(self.local.bitmap_uuid(self.nodes.peer));
         let peer_bitmap = without_primary(self.peer.bitmap_uuid(self.nodes.local));
         if local_bitmap != 0 && local_bitmap == peer_bitmap {
-            return decided(SyncDecision::SplitBrain { auto_recoverable: true }, Rule::BitmapBoth);
+            return decided(
+                SyncDecision::SplitBrain {
+                    auto_recoverable: true,
+                },
+                Rule::BitmapBoth,
+            );
         }
         let both_counting = local_bitmap != 0 && peer_bitmap != 0;
         let lost_sync_start = both_counting
-            && (history_holds(&self.peer.history, local_bitmap) || history_holds(&self.local.history, peer_bitmap));
+            && (history_holds(&self.peer.history, local_bitmap)
+                || history_holds(&self.local.history, peer_bitmap));
         if lost_sync_start {
-            return decided(SyncDecision::SplitBrain { auto_recoverable: true }, Rule::BitmapBoth);
+            return decided(
+                SyncDecision::SplitBrain {
+                    auto_recoverable: true,
+                },
+                Rule::BitmapBoth,
+            );
         }
         let peer_ancestors: Vec<u64> = ancestors(self.peer).collect();
         let shared = ancestors(self.local).any(|bare| peer_ancestors.contains(&bare));
         if shared {
             return decided(
-                SyncDecision::SplitBrain { auto_recoverable: false },
+                SyncDecision::SplitBrain {
+                    auto_recoverable: false,
+                },
                 Rule::HistoryBoth,
             );
         }

@@ -1033,7 +1033,11 @@ fn forced_promotion_after_an_interrupted_resync_still_detects_split_brain() {
 /// run moved; not analysed, so it stays as a regression seed).
 #[test]
 fn quorum_replicas_are_identical_without_a_cluster_power_loss() {
-    assert_passes(&run(SimConfig { nodes: 3, ..SimConfig::new(1654, Scenario::Random) }.with_quorum()));
+    assert_passes(&run(SimConfig {
+        nodes: 3,
+        ..SimConfig::new(1654, Scenario::Random)
+    }
+    .with_quorum()));
 }
 
 /// Three nodes, quorum, protocol B, no power loss (session 17: seed 2883 of CI's range): two
@@ -1045,7 +1049,11 @@ fn quorum_replicas_are_identical_without_a_cluster_power_loss() {
 /// with each Secondary it holds bits for (no Primary feeding them).
 #[test]
 fn quorum_a_resync_from_a_third_node_reaches_the_connected_secondary() {
-    assert_passes(&run(SimConfig { nodes: 3, ..SimConfig::new(2883, Scenario::Random) }.with_quorum()));
+    assert_passes(&run(SimConfig {
+        nodes: 3,
+        ..SimConfig::new(2883, Scenario::Random)
+    }
+    .with_quorum()));
 }
 
 /// Three nodes, quorum, protocol C, a whole-cluster power loss: a write the Primary
@@ -1060,7 +1068,11 @@ fn quorum_a_resync_from_a_third_node_reaches_the_connected_secondary() {
 /// `--discard-my-data` (as in DRBD, a Primary is never the split brain's victim).
 #[test]
 fn quorum_a_write_on_an_inconsistent_target_survives_its_primary() {
-    assert_passes(&run(SimConfig { nodes: 3, ..SimConfig::new(355, Scenario::Random) }.with_quorum()));
+    assert_passes(&run(SimConfig {
+        nodes: 3,
+        ..SimConfig::new(355, Scenario::Random)
+    }
+    .with_quorum()));
 }
 
 /// Three nodes, quorum, protocol C: a node was promoted without a write a quorate Primary
@@ -1069,7 +1081,11 @@ fn quorum_a_write_on_an_inconsistent_target_survives_its_primary() {
 /// connected (the run moved; not analysed, so it stays as a regression seed).
 #[test]
 fn quorum_a_promotion_keeps_every_acknowledged_write() {
-    assert_passes(&run(SimConfig { nodes: 3, ..SimConfig::new(1537, Scenario::Random) }.with_quorum()));
+    assert_passes(&run(SimConfig {
+        nodes: 3,
+        ..SimConfig::new(1537, Scenario::Random)
+    }
+    .with_quorum()));
 }
 
 /// Three nodes without quorum, failing over since session 16: two connected UpToDate nodes
@@ -1077,7 +1093,10 @@ fn quorum_a_promotion_keeps_every_acknowledged_write() {
 /// Passes since session 17 (the run moved; not analysed, so it stays as a regression seed).
 #[test]
 fn three_node_failover_without_quorum_keeps_replicas_identical() {
-    assert_passes(&run(SimConfig { nodes: 3, ..SimConfig::new(205, Scenario::Random) }));
+    assert_passes(&run(SimConfig {
+        nodes: 3,
+        ..SimConfig::new(205, Scenario::Random)
+    }));
 }
 
 /// Three nodes without quorum, failing over: a node was promoted without a write it had
@@ -1089,7 +1108,10 @@ fn three_node_failover_without_quorum_keeps_replicas_identical() {
 /// seed.
 #[test]
 fn three_node_failover_without_quorum_keeps_acknowledged_writes() {
-    assert_passes(&run(SimConfig { nodes: 3, ..SimConfig::new(1106, Scenario::Random) }));
+    assert_passes(&run(SimConfig {
+        nodes: 3,
+        ..SimConfig::new(1106, Scenario::Random)
+    }));
 }
 
 /// Three nodes without quorum, a whole-cluster power loss and split brains the administrator
@@ -1098,7 +1120,10 @@ fn three_node_failover_without_quorum_keeps_acknowledged_writes() {
 /// fixed with it in session 18.
 #[test]
 fn three_nodes_keep_a_confirmed_write_through_power_loss_and_split_brains() {
-    assert_passes(&run(SimConfig { nodes: 3, ..SimConfig::new(2223, Scenario::Random) }));
+    assert_passes(&run(SimConfig {
+        nodes: 3,
+        ..SimConfig::new(2223, Scenario::Random)
+    }));
 }
 
 /// Three nodes without quorum (session 18: seed 250 of CI's range): an old Primary wrote
@@ -1112,5 +1137,8 @@ fn three_nodes_keep_a_confirmed_write_through_power_loss_and_split_brains() {
 /// by its UpToDate peers too), which is stricter in the other direction.
 #[test]
 fn three_nodes_report_the_split_brain_of_a_primary_that_wrote_while_apart() {
-    assert_passes(&run(SimConfig { nodes: 3, ..SimConfig::new(250, Scenario::Random) }));
+    assert_passes(&run(SimConfig {
+        nodes: 3,
+        ..SimConfig::new(250, Scenario::Random)
+    }));
 }

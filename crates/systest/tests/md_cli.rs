@@ -178,16 +178,25 @@ fn create_md_takes_a_bitmap_granularity_and_refuses_bad_ones() {
     setup.run_ok("create-md", &["--bitmap-granularity", "64K", "r0"]);
     let json: serde_json::Value =
         serde_json::from_str(&setup.run_ok("dump-md", &["--json", "r0"])).expect("not JSON");
-    assert_eq!(json[0]["metadata"]["layout"]["bitmap_granularity_bytes"], 65536);
+    assert_eq!(
+        json[0]["metadata"]["layout"]["bitmap_granularity_bytes"],
+        65536
+    );
     for bad in ["3K", "2K", "2M", "lots"] {
         let output = setup.run("create-md", &["--force", "--bitmap-granularity", bad, "r0"]);
         let stderr = String::from_utf8_lossy(&output.stderr);
-        assert!(!output.status.success(), "--bitmap-granularity {bad} was accepted");
+        assert!(
+            !output.status.success(),
+            "--bitmap-granularity {bad} was accepted"
+        );
         assert!(stderr.contains("--bitmap-granularity"), "{stderr}");
     }
     let json: serde_json::Value =
         serde_json::from_str(&setup.run_ok("dump-md", &["--json", "r0"])).expect("not JSON");
-    assert_eq!(json[0]["metadata"]["layout"]["bitmap_granularity_bytes"], 65536, "a refused create-md wrote nothing");
+    assert_eq!(
+        json[0]["metadata"]["layout"]["bitmap_granularity_bytes"], 65536,
+        "a refused create-md wrote nothing"
+    );
 }
 
 #[test]

@@ -21,7 +21,12 @@ pub const CONFIG_PATH_DEFAULT: &str = "/etc/tandem/tandem.conf";
 
 /// What `tandem --version` prints after the name: the version and the git commit it was
 /// built from (build.rs).
-pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("TANDEM_COMMIT"), ")");
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("TANDEM_COMMIT"),
+    ")"
+);
 
 /// tandem: a userspace replicated block device that speaks DRBD's language.
 #[derive(Debug, Parser)]
@@ -99,7 +104,12 @@ pub enum Command {
         #[arg(value_name = "RES[:PEER]", value_parser = |text: &str| compat::options_spec(text, false))]
         spec: Spec,
         /// The options, `--NAME VALUE` or `--NAME=VALUE`, with the file's units and ranges.
-        #[arg(value_name = "--NAME VALUE", trailing_var_arg = true, allow_hyphen_values = true, required = true)]
+        #[arg(
+            value_name = "--NAME VALUE",
+            trailing_var_arg = true,
+            allow_hyphen_values = true,
+            required = true
+        )]
         options: Vec<String>,
     },
     /// Change disk options of the running node without editing the file, like `drbdsetup
@@ -112,7 +122,12 @@ pub enum Command {
         #[arg(value_name = "RES[/VOL]", value_parser = |text: &str| compat::options_spec(text, true))]
         spec: Spec,
         /// The options, `--NAME VALUE` or `--NAME=VALUE`, with the file's units and ranges.
-        #[arg(value_name = "--NAME VALUE", trailing_var_arg = true, allow_hyphen_values = true, required = true)]
+        #[arg(
+            value_name = "--NAME VALUE",
+            trailing_var_arg = true,
+            allow_hyphen_values = true,
+            required = true
+        )]
         options: Vec<String>,
     },
     /// Forget a peer that is not connected (StandAlone or Connecting), like `drbdadm
@@ -262,7 +277,11 @@ pub struct OnDiskArgs {
 impl OnDiskArgs {
     /// The same, for the metadata commands, with the resource they act on.
     pub fn md_args(self, resource: String) -> crate::md::MdArgs {
-        crate::md::MdArgs { config: self.config, node: self.node, resource }
+        crate::md::MdArgs {
+            config: self.config,
+            node: self.node,
+            resource,
+        }
     }
 }
 
@@ -280,7 +299,10 @@ pub struct GiArgs {
 impl GiArgs {
     /// Where the metadata is when no node runs.
     pub fn on_disk(&self) -> crate::gi::OnDisk {
-        crate::gi::OnDisk { config: self.on_disk.config.clone(), node: self.on_disk.node.clone() }
+        crate::gi::OnDisk {
+            config: self.on_disk.config.clone(),
+            node: self.on_disk.node.clone(),
+        }
     }
 }
 
@@ -434,15 +456,22 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
         }
         _ => (text, 0),
     };
-    let number: u64 = digits.parse().map_err(|_| format!("'{text}' is not a size"))?;
-    number.checked_mul(1 << shift).filter(|bytes| *bytes > 0).ok_or_else(|| format!("size '{text}' is out of range"))
+    let number: u64 = digits
+        .parse()
+        .map_err(|_| format!("'{text}' is not a size"))?;
+    number
+        .checked_mul(1 << shift)
+        .filter(|bytes| *bytes > 0)
+        .ok_or_else(|| format!("size '{text}' is out of range"))
 }
 
 /// `RES[/VOL]` split into the resource and the volume.
 pub fn parse_resize_target(text: &str) -> Result<(String, Option<u16>), String> {
     match text.split_once('/') {
         Some((resource, volume)) => {
-            let volume = volume.parse().map_err(|_| format!("'{volume}' is not a volume number"))?;
+            let volume = volume
+                .parse()
+                .map_err(|_| format!("'{volume}' is not a volume number"))?;
             Ok((resource.to_string(), Some(volume)))
         }
         None => Ok((text.to_string(), None)),
@@ -482,7 +511,10 @@ impl SimpleVerb {
                 resource: resource_filter(&target),
                 force,
             },
-            Self::Connect { discard_my_data, target: PeerTarget { peer, target } } => Request::Connect {
+            Self::Connect {
+                discard_my_data,
+                target: PeerTarget { peer, target },
+            } => Request::Connect {
                 resource: resource_filter(&target),
                 peer,
                 discard_my_data,
@@ -494,13 +526,20 @@ impl SimpleVerb {
             Self::Invalidate(target) => Request::Invalidate {
                 resource: resource_filter(&target),
             },
-            Self::Detach(target) => Request::Detach { resource: resource_filter(&target) },
-            Self::Attach(target) => Request::Attach { resource: resource_filter(&target) },
+            Self::Detach(target) => Request::Detach {
+                resource: resource_filter(&target),
+            },
+            Self::Attach(target) => Request::Attach {
+                resource: resource_filter(&target),
+            },
             Self::InvalidateRemote(PeerTarget { peer, target }) => Request::InvalidateRemote {
                 resource: resource_filter(&target),
                 peer,
             },
-            Self::NewCurrentUuid { clear_bitmap, target } => Request::NewCurrentUuid {
+            Self::NewCurrentUuid {
+                clear_bitmap,
+                target,
+            } => Request::NewCurrentUuid {
                 resource: resource_filter(&target),
                 clear_bitmap,
             },
@@ -512,7 +551,9 @@ impl SimpleVerb {
                 resource: resource_filter(&target),
                 skip_net,
             },
-            Self::Srm { command: SrmVerb::Status(target) } => Request::SrmStatus {
+            Self::Srm {
+                command: SrmVerb::Status(target),
+            } => Request::SrmStatus {
                 resource: resource_filter(&target),
             },
             Self::PauseSync(PeerTarget { peer, target }) => Request::PauseSync {
@@ -523,9 +564,20 @@ impl SimpleVerb {
                 resource: resource_filter(&target),
                 peer,
             },
-            Self::Resize { size, assume_clean, assume_peer_has_space, target } => {
+            Self::Resize {
+                size,
+                assume_clean,
+                assume_peer_has_space,
+                target,
+            } => {
                 let (resource, volume) = resize_target(target);
-                Request::Resize { resource, volume, size_bytes: size, assume_clean, assume_peer_has_space }
+                Request::Resize {
+                    resource,
+                    volume,
+                    size_bytes: size,
+                    assume_clean,
+                    assume_peer_has_space,
+                }
             }
             Self::ResumeIo(target) => Request::ResumeIo {
                 resource: resource_filter(&target),
@@ -573,7 +625,8 @@ pub fn parse_granularity(text: &str) -> Result<u32, String> {
         .ok()
         .and_then(|n| n.checked_mul(unit))
         .ok_or_else(|| format!("'{text}' is not a size (e.g. 4K, 64K, 1M)"))?;
-    let range = meta::layout::BITMAP_GRANULARITY_BYTES_MIN..=meta::layout::BITMAP_GRANULARITY_BYTES_MAX;
+    let range =
+        meta::layout::BITMAP_GRANULARITY_BYTES_MIN..=meta::layout::BITMAP_GRANULARITY_BYTES_MAX;
     if !value.is_power_of_two() || !range.contains(&value) {
         return Err(format!("{text} must be a power of two from 4K to 1M"));
     }
@@ -592,7 +645,15 @@ mod tests {
 
     #[test]
     fn resize_sizes_and_targets_parse() {
-        for (text, bytes) in [("4096", Some(4096)), ("64K", Some(64 << 10)), ("2g", Some(2 << 30)), ("1T", Some(1 << 40)), ("0", None), ("3X", None), ("G", None)] {
+        for (text, bytes) in [
+            ("4096", Some(4096)),
+            ("64K", Some(64 << 10)),
+            ("2g", Some(2 << 30)),
+            ("1T", Some(1 << 40)),
+            ("0", None),
+            ("3X", None),
+            ("G", None),
+        ] {
             assert_eq!(parse_size(text).ok(), bytes, "{text}");
         }
         assert_eq!(parse_resize_target("r0/1"), Ok(("r0".to_string(), Some(1))));

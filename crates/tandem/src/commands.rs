@@ -66,12 +66,25 @@ pub enum OptionsKind {
 
 /// `tandem net-options` / `disk-options`: sends the `--NAME VALUE` words as pairs and prints
 /// what changed.
-pub fn runtime_options(run_dir: &Path, spec: crate::compat::Spec, words: &[String], kind: OptionsKind) -> Result<(), CliError> {
+pub fn runtime_options(
+    run_dir: &Path,
+    spec: crate::compat::Spec,
+    words: &[String],
+    kind: OptionsKind,
+) -> Result<(), CliError> {
     let options = crate::compat::option_pairs(words).map_err(CliError::Refused)?;
     let resource = spec.resource.unwrap_or_default();
     let request = match kind {
-        OptionsKind::Net => Request::NetOptions { resource, peer: spec.peer, options },
-        OptionsKind::Disk => Request::DiskOptions { resource, volume: spec.volume, options },
+        OptionsKind::Net => Request::NetOptions {
+            resource,
+            peer: spec.peer,
+            options,
+        },
+        OptionsKind::Disk => Request::DiskOptions {
+            resource,
+            volume: spec.volume,
+            options,
+        },
     };
     simple(run_dir, &request)
 }
@@ -119,11 +132,17 @@ pub fn events(run_dir: &Path, args: &EventsArgs) -> Result<(), CliError> {
         statistics: args.statistics,
         full: args.full,
     };
-    let print = LinePrinter { timestamps: args.timestamps };
+    let print = LinePrinter {
+        timestamps: args.timestamps,
+    };
     if args.poll {
         return poll_events(run_dir, &request, print);
     }
-    let until = if args.now { Until::DumpEnd } else { Until::Closed };
+    let until = if args.now {
+        Until::DumpEnd
+    } else {
+        Until::Closed
+    };
     stream_events(run_dir, &request, print, until).map(|_| ())
 }
 

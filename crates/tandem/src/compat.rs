@@ -237,7 +237,9 @@ impl Words {
             if let Some(value) = arg.strip_prefix("--config-file=") {
                 words.config = Some(value.to_string());
             } else if arg == "-c" || arg == "--config-file" {
-                let value = iter.next().ok_or_else(|| format!("{arg} needs a file name"))?;
+                let value = iter
+                    .next()
+                    .ok_or_else(|| format!("{arg} needs a file name"))?;
                 words.config = Some(value.clone());
             } else if arg == "--" {
                 continue;
@@ -262,7 +264,10 @@ impl Words {
     /// The text of `--NAME=VALUE`, if given; removes it.
     fn take_value(&mut self, name: &str) -> Option<String> {
         let prefix = format!("{name}=");
-        let index = self.flags.iter().position(|flag| flag.starts_with(&prefix))?;
+        let index = self
+            .flags
+            .iter()
+            .position(|flag| flag.starts_with(&prefix))?;
         let flag = self.flags.remove(index);
         Some(flag.get(prefix.len()..).unwrap_or_default().to_string())
     }
@@ -273,7 +278,10 @@ impl Words {
         let Some(value) = self.take_value(name) else {
             return Ok(None);
         };
-        value.parse::<u64>().map(Some).map_err(|_| format!("{name}: '{value}' is not a number of seconds"))
+        value
+            .parse::<u64>()
+            .map(Some)
+            .map_err(|_| format!("{name}: '{value}' is not a number of seconds"))
     }
 
     /// Fails on a flag left over after the command took its own.
@@ -295,14 +303,19 @@ impl Words {
 }
 
 fn usage(command: &str, problem: String) -> CompatError {
-    CompatError::Usage { command: command.to_string(), problem }
+    CompatError::Usage {
+        command: command.to_string(),
+        problem,
+    }
 }
 
 /// `RES[:PEER][/VOL]`; `all` (or nothing) is every resource.
 pub fn parse_spec(text: &str) -> Result<Spec, String> {
     let (rest, volume) = match text.split_once('/') {
         Some((rest, volume)) => {
-            let number = volume.parse::<u16>().map_err(|_| format!("'{volume}' in '{text}' is not a volume number"))?;
+            let number = volume
+                .parse::<u16>()
+                .map_err(|_| format!("'{volume}' in '{text}' is not a volume number"))?;
             (rest, Some(number))
         }
         None => (text, None),
@@ -316,7 +329,11 @@ pub fn parse_spec(text: &str) -> Result<Spec, String> {
         return Err(format!("'{text}' names no resource"));
     }
     let resource = Some(resource.to_string()).filter(|name| name != "all");
-    Ok(Spec { resource, peer, volume })
+    Ok(Spec {
+        resource,
+        peer,
+        volume,
+    })
 }
 
 /// Understands `args` (the arguments after argv[0]) as `tool`'s command line.
@@ -327,9 +344,16 @@ pub fn parse(tool: Tool, args: &[String]) -> Result<Invocation, CompatError> {
             words.finish("-V")?;
             return Ok(Invocation::Version);
         }
-        return Err(CompatError::NoCommand { tool: tool.name(), supported: tool.supported() });
+        return Err(CompatError::NoCommand {
+            tool: tool.name(),
+            supported: tool.supported(),
+        });
     };
-    let unsupported = || CompatError::Unsupported { tool: tool.name(), command: command.clone(), supported: tool.supported() };
+    let unsupported = || CompatError::Unsupported {
+        tool: tool.name(),
+        command: command.clone(),
+        supported: tool.supported(),
+    };
     let invocation = match (tool, command.as_str()) {
         (Tool::Drbdsetup, "events2") => events(&mut words, &command)?,
         (Tool::Drbdsetup, "wait-connect-resource") => wait_connect(&mut words, &command)?,
@@ -339,20 +363,36 @@ pub fn parse(tool: Tool, args: &[String]) -> Result<Invocation, CompatError> {
         (Tool::Drbdadm, "dstate") => query(&words, &command, QueriedState::Disk)?,
         (Tool::Drbdadm, "forget-peer") => {
             let text = words.positionals.first().cloned().unwrap_or_default();
-            let spec = words.spec(&command).and_then(|_| peer_spec(&text).map_err(|problem| usage(&command, problem)))?;
+            let spec = words
+                .spec(&command)
+                .and_then(|_| peer_spec(&text).map_err(|problem| usage(&command, problem)))?;
             Invocation::Request(forget_peer_request(spec))
         }
         (Tool::Drbdadm, "outdate") => {
-            let resource = whole_resource(&words, &command)?.ok_or_else(|| usage(&command, "needs one resource name".to_string()))?;
-            Invocation::Outdate { resource, config: config_of(&words) }
+            let resource = whole_resource(&words, &command)?
+                .ok_or_else(|| usage(&command, "needs one resource name".to_string()))?;
+            Invocation::Outdate {
+                resource,
+                config: config_of(&words),
+            }
         }
         (Tool::Drbdadm, "resize") => resize(&mut words, &command)?,
         (Tool::Drbdadm, "get-gi" | "show-gi") => {
-            let spec = words.spec(&command).and_then(|spec| one_resource(spec).map_err(|problem| usage(&command, problem)))?;
-            Invocation::Gi { spec, explained: command == "show-gi", config: config_of(&words) }
+            let spec = words
+                .spec(&command)
+                .and_then(|spec| one_resource(spec).map_err(|problem| usage(&command, problem)))?;
+            Invocation::Gi {
+                spec,
+                explained: command == "show-gi",
+                config: config_of(&words),
+            }
         }
-        (Tool::Drbdadm, verb) if verb.starts_with("sh-") => sh(&words, verb).ok_or_else(unsupported)??,
-        (Tool::Drbdadm, verb) => Invocation::Request(request(&mut words, verb).ok_or_else(unsupported)??),
+        (Tool::Drbdadm, verb) if verb.starts_with("sh-") => {
+            sh(&words, verb).ok_or_else(unsupported)??
+        }
+        (Tool::Drbdadm, verb) => {
+            Invocation::Request(request(&mut words, verb).ok_or_else(unsupported)??)
+        }
         (Tool::Drbdsetup, _) => return Err(unsupported()),
     };
     words.finish(&command)?;
@@ -364,14 +404,22 @@ fn resize(words: &mut Words, command: &str) -> Result<Invocation, CompatError> {
     let assume_clean = words.take(&["--assume-clean"]);
     let assume_peer_has_space = words.take(&["--assume-peer-has-space"]);
     let size_bytes = match words.take_value("--size") {
-        Some(text) => Some(crate::cli::parse_size(&text).map_err(|problem| usage(command, problem))?),
+        Some(text) => {
+            Some(crate::cli::parse_size(&text).map_err(|problem| usage(command, problem))?)
+        }
         None => None,
     };
     let spec = words.spec(command)?;
     if spec.peer.is_some() {
         return Err(usage(command, "takes no peer".to_string()));
     }
-    Ok(Invocation::Request(Request::Resize { resource: spec.resource, volume: spec.volume, size_bytes, assume_clean, assume_peer_has_space }))
+    Ok(Invocation::Request(Request::Resize {
+        resource: spec.resource,
+        volume: spec.volume,
+        size_bytes,
+        assume_clean,
+        assume_peer_has_space,
+    }))
 }
 
 fn events(words: &mut Words, command: &str) -> Result<Invocation, CompatError> {
@@ -381,10 +429,15 @@ fn events(words: &mut Words, command: &str) -> Result<Invocation, CompatError> {
         poll: words.take(&["--poll"]),
         full: words.take(&["--full"]),
         timestamps: words.take(&["--timestamps"]),
-        target: Target { resource: whole_resource(words, command)? },
+        target: Target {
+            resource: whole_resource(words, command)?,
+        },
     };
     if args.now && args.poll {
-        return Err(usage(command, "--now and --poll exclude each other".to_string()));
+        return Err(usage(
+            command,
+            "--now and --poll exclude each other".to_string(),
+        ));
     }
     Ok(Invocation::Events(args))
 }
@@ -393,31 +446,53 @@ fn events(words: &mut Words, command: &str) -> Result<Invocation, CompatError> {
 /// `--degr-wfc-timeout` and `--outdated-wfc-timeout` are accepted and only `--wfc-timeout`
 /// bounds the wait (the OCF agent passes all three with one value).
 fn wait_connect(words: &mut Words, command: &str) -> Result<Invocation, CompatError> {
-    let mut seconds = |name: &str| words.take_seconds(name).map_err(|problem| usage(command, problem));
+    let mut seconds = |name: &str| {
+        words
+            .take_seconds(name)
+            .map_err(|problem| usage(command, problem))
+    };
     let timeout_seconds = seconds("--wfc-timeout")?.filter(|seconds| *seconds > 0);
     seconds("--degr-wfc-timeout")?;
     seconds("--outdated-wfc-timeout")?;
     let spec = words.spec(command)?;
     check_query(QueriedState::Connection, &spec).map_err(|problem| usage(command, problem))?;
     if spec.peer.is_some() {
-        return Err(usage(command, "takes a resource name, not a peer".to_string()));
+        return Err(usage(
+            command,
+            "takes a resource name, not a peer".to_string(),
+        ));
     }
-    Ok(Invocation::WaitConnect { spec, timeout_seconds })
+    Ok(Invocation::WaitConnect {
+        spec,
+        timeout_seconds,
+    })
 }
 
 fn status(words: &mut Words, command: &str) -> Result<Invocation, CompatError> {
     let json = words.take(&["--json"]);
     let verbose = words.take(&["--verbose", "-v"]);
     let statistics = words.take(&["--statistics", "-s"]);
-    let style = if json { StatusStyle::DrbdJson } else { StatusStyle::Text };
-    Ok(Invocation::Status { resource: whole_resource(words, command)?, style, verbose, statistics })
+    let style = if json {
+        StatusStyle::DrbdJson
+    } else {
+        StatusStyle::Text
+    };
+    Ok(Invocation::Status {
+        resource: whole_resource(words, command)?,
+        style,
+        verbose,
+        statistics,
+    })
 }
 
 /// The resource argument of a command that takes no peer or volume.
 fn whole_resource(words: &Words, command: &str) -> Result<Option<String>, CompatError> {
     let spec = words.spec(command)?;
     if spec.peer.is_some() || spec.volume.is_some() {
-        return Err(usage(command, "takes a resource name, not a peer or volume".to_string()));
+        return Err(usage(
+            command,
+            "takes a resource name, not a peer or volume".to_string(),
+        ));
     }
     Ok(spec.resource)
 }
@@ -452,7 +527,12 @@ pub fn query_spec(state: QueriedState, text: &str) -> Result<Spec, String> {
 
 /// The configuration file: `-c FILE`, else tandem's default.
 fn config_of(words: &Words) -> PathBuf {
-    PathBuf::from(words.config.clone().unwrap_or_else(|| CONFIG_PATH_DEFAULT.to_string()))
+    PathBuf::from(
+        words
+            .config
+            .clone()
+            .unwrap_or_else(|| CONFIG_PATH_DEFAULT.to_string()),
+    )
 }
 
 /// `RES:PEER` as forget-peer takes it: one resource, one peer, no volume.
@@ -461,7 +541,9 @@ pub fn peer_spec(text: &str) -> Result<Spec, String> {
     match (&spec.peer, spec.volume) {
         (Some(_), None) => Ok(spec),
         (None, _) => Err(format!("'{text}' names no peer; write RES:PEER")),
-        (Some(_), Some(_)) => Err("takes no volume: a peer is forgotten for every volume".to_string()),
+        (Some(_), Some(_)) => {
+            Err("takes no volume: a peer is forgotten for every volume".to_string())
+        }
     }
 }
 
@@ -486,7 +568,9 @@ pub fn option_pairs(words: &[String]) -> Result<Vec<(String, String)>, String> {
         let pair = match option.split_once('=') {
             Some((name, value)) => (name.to_string(), value.to_string()),
             None => {
-                let value = rest.next().ok_or_else(|| format!("--{option} needs a value"))?;
+                let value = rest
+                    .next()
+                    .ok_or_else(|| format!("--{option} needs a value"))?;
                 (option.to_string(), value.clone())
             }
         };
@@ -497,7 +581,10 @@ pub fn option_pairs(words: &[String]) -> Result<Vec<(String, String)>, String> {
 
 /// The request of `forget-peer` for a [`peer_spec`].
 pub fn forget_peer_request(spec: Spec) -> Request {
-    Request::ForgetPeer { resource: spec.resource.unwrap_or_default(), peer: spec.peer.unwrap_or_default() }
+    Request::ForgetPeer {
+        resource: spec.resource.unwrap_or_default(),
+        peer: spec.peer.unwrap_or_default(),
+    }
 }
 
 /// `RES[:PEER][/VOL]` as get-gi and show-gi accept it: one resource.
@@ -521,15 +608,33 @@ pub fn run_query(run_dir: &Path, state: QueriedState, spec: &Spec) -> Result<(),
 
 /// The request of a drbdadm verb tandem's node carries out; `None` for other verbs.
 fn request(words: &mut Words, verb: &str) -> Option<Result<Request, CompatError>> {
-    let peer_verb = matches!(verb, "connect" | "disconnect" | "invalidate-remote" | "verify" | "pause-sync" | "resume-sync");
+    let peer_verb = matches!(
+        verb,
+        "connect" | "disconnect" | "invalidate-remote" | "verify" | "pause-sync" | "resume-sync"
+    );
     let known = peer_verb
-        || matches!(verb, "up" | "down" | "adjust" | "attach" | "detach" | "invalidate" | "suspend-io" | "resume-io" | "primary" | "secondary" | "new-current-uuid");
+        || matches!(
+            verb,
+            "up" | "down"
+                | "adjust"
+                | "attach"
+                | "detach"
+                | "invalidate"
+                | "suspend-io"
+                | "resume-io"
+                | "primary"
+                | "secondary"
+                | "new-current-uuid"
+        );
     if !known {
         return None;
     }
     Some(words.spec(verb).and_then(|spec| {
         if spec.volume.is_some() {
-            return Err(usage(verb, "tandem acts on whole resources: name a resource, not a volume".to_string()));
+            return Err(usage(
+                verb,
+                "tandem acts on whole resources: name a resource, not a volume".to_string(),
+            ));
         }
         if spec.peer.is_some() && !peer_verb {
             return Err(usage(verb, "takes no peer".to_string()));
@@ -543,16 +648,32 @@ fn verb_request(words: &mut Words, verb: &str, spec: Spec) -> Request {
     match verb {
         "up" => Request::Up { resource },
         "down" => Request::Down { resource },
-        "adjust" => Request::Adjust { resource, skip_net: words.take(&["--skip-net"]) },
+        "adjust" => Request::Adjust {
+            resource,
+            skip_net: words.take(&["--skip-net"]),
+        },
         "attach" => Request::Attach { resource },
         "detach" => Request::Detach { resource },
         "invalidate" => Request::Invalidate { resource },
         "resume-io" => Request::ResumeIo { resource },
         "suspend-io" => Request::SuspendIo { resource },
-        "primary" => Request::Primary { resource, force: words.take(&["--force"]) },
-        "secondary" => Request::Secondary { resource, force: words.take(&["--force"]) },
-        "new-current-uuid" => Request::NewCurrentUuid { resource, clear_bitmap: words.take(&["--clear-bitmap"]) },
-        "connect" => Request::Connect { resource, peer, discard_my_data: words.take(&["--discard-my-data"]) },
+        "primary" => Request::Primary {
+            resource,
+            force: words.take(&["--force"]),
+        },
+        "secondary" => Request::Secondary {
+            resource,
+            force: words.take(&["--force"]),
+        },
+        "new-current-uuid" => Request::NewCurrentUuid {
+            resource,
+            clear_bitmap: words.take(&["--clear-bitmap"]),
+        },
+        "connect" => Request::Connect {
+            resource,
+            peer,
+            discard_my_data: words.take(&["--discard-my-data"]),
+        },
         "disconnect" => Request::Disconnect { resource, peer },
         "invalidate-remote" => Request::InvalidateRemote { resource, peer },
         "verify" => Request::Verify { resource, peer },
@@ -574,11 +695,24 @@ fn sh(words: &Words, verb: &str) -> Option<Result<Invocation, CompatError>> {
     let resource = match (sh_verb, words.spec(verb)) {
         (_, Err(error)) => return Some(Err(error)),
         (ShVerb::Resources, Ok(spec)) if spec == Spec::default() => None,
-        (ShVerb::Resources, Ok(_)) => return Some(Err(usage(verb, "takes no resource".to_string()))),
-        (_, Ok(Spec { resource: Some(resource), peer: None, volume: None })) => Some(resource),
+        (ShVerb::Resources, Ok(_)) => {
+            return Some(Err(usage(verb, "takes no resource".to_string())))
+        }
+        (
+            _,
+            Ok(Spec {
+                resource: Some(resource),
+                peer: None,
+                volume: None,
+            }),
+        ) => Some(resource),
         (_, Ok(_)) => return Some(Err(usage(verb, "needs one resource name".to_string()))),
     };
-    Some(Ok(Invocation::Sh { verb: sh_verb, config, resource }))
+    Some(Ok(Invocation::Sh {
+        verb: sh_verb,
+        config,
+        resource,
+    }))
 }
 
 /// Runs `tool` with `args` (after argv[0]); the process's exit status.
@@ -614,26 +748,60 @@ fn run_dir() -> PathBuf {
 fn run(invocation: Invocation, run_dir: &Path) -> Result<(), CliError> {
     match invocation {
         Invocation::Events(args) => commands::events(run_dir, &args),
-        Invocation::WaitConnect { spec, timeout_seconds } => {
-            crate::wait_connect::run(run_dir, &spec, timeout_seconds.map(std::time::Duration::from_secs))
-        }
-        Invocation::Status { resource, style, verbose, statistics } => {
-            commands::status(run_dir, resource, StatusFormat { style, verbose, statistics })
-        }
+        Invocation::WaitConnect {
+            spec,
+            timeout_seconds,
+        } => crate::wait_connect::run(
+            run_dir,
+            &spec,
+            timeout_seconds.map(std::time::Duration::from_secs),
+        ),
+        Invocation::Status {
+            resource,
+            style,
+            verbose,
+            statistics,
+        } => commands::status(
+            run_dir,
+            resource,
+            StatusFormat {
+                style,
+                verbose,
+                statistics,
+            },
+        ),
         Invocation::Query { state, spec } => run_query(run_dir, state, &spec),
         Invocation::Request(request) => commands::simple(run_dir, &request),
         Invocation::Version => terminal::print(&version_text()).map(|_| ()),
-        Invocation::Outdate { resource, config } => {
-            crate::md::outdate(run_dir, crate::md::MdArgs { config, node: Some(node_name()?), resource })
-        }
-        Invocation::Gi { spec, explained, config } => {
-            let on_disk = crate::gi::OnDisk { config, node: Some(node_name()?) };
+        Invocation::Outdate { resource, config } => crate::md::outdate(
+            run_dir,
+            crate::md::MdArgs {
+                config,
+                node: Some(node_name()?),
+                resource,
+            },
+        ),
+        Invocation::Gi {
+            spec,
+            explained,
+            config,
+        } => {
+            let on_disk = crate::gi::OnDisk {
+                config,
+                node: Some(node_name()?),
+            };
             crate::gi::run(run_dir, &spec, on_disk, explained)
         }
-        Invocation::Sh { verb, config, resource } => {
-            let loaded = config::load(&config).map_err(|error| CliError::Dump(error.to_string()))?;
+        Invocation::Sh {
+            verb,
+            config,
+            resource,
+        } => {
+            let loaded =
+                config::load(&config).map_err(|error| CliError::Dump(error.to_string()))?;
             let node = node_name()?;
-            let text = sh_text(&loaded, verb, resource.as_deref(), &node).map_err(CliError::Refused)?;
+            let text =
+                sh_text(&loaded, verb, resource.as_deref(), &node).map_err(CliError::Refused)?;
             terminal::print(&text).map(|_| ())
         }
     }
@@ -649,9 +817,14 @@ const DRBD_UTILS_FOLLOWED: (u8, u8, u8) = (9, 22, 0);
 /// `eval` as drbdadm escapes them (a backslash before each space), so scripts that `eval`
 /// the output or grep one variable read tandem as the DRBD versions it follows.
 pub fn version_text() -> String {
-    let code = |(major, minor, sublevel): (u8, u8, u8)| format!("0x{major:02x}{minor:02x}{sublevel:02x}");
+    let code =
+        |(major, minor, sublevel): (u8, u8, u8)| format!("0x{major:02x}{minor:02x}{sublevel:02x}");
     let dotted = |(major, minor, sublevel): (u8, u8, u8)| format!("{major}.{minor}.{sublevel}");
-    let buildtag = format!("GIT-hash: {} build by tandem {}", env!("TANDEM_COMMIT"), env!("CARGO_PKG_VERSION"));
+    let buildtag = format!(
+        "GIT-hash: {} build by tandem {}",
+        env!("TANDEM_COMMIT"),
+        env!("CARGO_PKG_VERSION")
+    );
     let lines = [
         ("DRBDADM_BUILDTAG", buildtag.replace(' ', "\\ ")),
         ("DRBDADM_API_VERSION", "2".to_string()),
@@ -660,7 +833,10 @@ pub fn version_text() -> String {
         ("DRBDADM_VERSION_CODE", code(DRBD_UTILS_FOLLOWED)),
         ("DRBDADM_VERSION", dotted(DRBD_UTILS_FOLLOWED)),
     ];
-    lines.iter().map(|(name, value)| format!("{name}={value}\n")).collect()
+    lines
+        .iter()
+        .map(|(name, value)| format!("{name}={value}\n"))
+        .collect()
 }
 
 /// `__DRBD_NODE__`, else the host name.
@@ -672,7 +848,11 @@ fn node_name() -> Result<String, CliError> {
 }
 
 /// What `role`, `cstate` or `dstate` prints for `spec` from `report`.
-pub fn query_text(report: &StatusReport, state: QueriedState, spec: &Spec) -> Result<String, String> {
+pub fn query_text(
+    report: &StatusReport,
+    state: QueriedState,
+    spec: &Spec,
+) -> Result<String, String> {
     let name = spec.resource.as_deref().unwrap_or_default();
     let resource = report
         .resources
@@ -682,15 +862,24 @@ pub fn query_text(report: &StatusReport, state: QueriedState, spec: &Spec) -> Re
     let mut connections: Vec<_> = resource
         .connections
         .iter()
-        .filter(|connection| spec.peer.as_ref().is_none_or(|peer| &connection.name == peer))
+        .filter(|connection| {
+            spec.peer
+                .as_ref()
+                .is_none_or(|peer| &connection.name == peer)
+        })
         .collect();
     if let (Some(peer), true) = (&spec.peer, connections.is_empty()) {
-        return Err(format!("resource '{name}' has no connection named '{peer}'"));
+        return Err(format!(
+            "resource '{name}' has no connection named '{peer}'"
+        ));
     }
     connections.sort_by(|a, b| a.name.cmp(&b.name));
     let lines: Vec<String> = match state {
         QueriedState::Role => vec![resource.role.clone()],
-        QueriedState::Connection => connections.iter().map(|connection| connection.connection.clone()).collect(),
+        QueriedState::Connection => connections
+            .iter()
+            .map(|connection| connection.connection.clone())
+            .collect(),
         QueriedState::Disk => {
             let mut devices: Vec<_> = resource
                 .devices
@@ -705,10 +894,16 @@ pub fn query_text(report: &StatusReport, state: QueriedState, spec: &Spec) -> Re
                 .iter()
                 .map(|device| {
                     let peers = connections.iter().map(|connection| {
-                        let peer_device = connection.peer_devices.iter().find(|peer_device| peer_device.volume == device.volume);
+                        let peer_device = connection
+                            .peer_devices
+                            .iter()
+                            .find(|peer_device| peer_device.volume == device.volume);
                         peer_device.map_or("DUnknown", |peer_device| peer_device.peer_disk.as_str())
                     });
-                    std::iter::once(device.disk.as_str()).chain(peers).collect::<Vec<_>>().join("/")
+                    std::iter::once(device.disk.as_str())
+                        .chain(peers)
+                        .collect::<Vec<_>>()
+                        .join("/")
                 })
                 .collect()
         }
@@ -717,9 +912,18 @@ pub fn query_text(report: &StatusReport, state: QueriedState, spec: &Spec) -> Re
 }
 
 /// What an `sh-*` verb prints from the configuration, for node `node`.
-pub fn sh_text(config: &config::Config, verb: ShVerb, resource: Option<&str>, node: &str) -> Result<String, String> {
+pub fn sh_text(
+    config: &config::Config,
+    verb: ShVerb,
+    resource: Option<&str>,
+    node: &str,
+) -> Result<String, String> {
     if verb == ShVerb::Resources {
-        let names: Vec<&str> = config.resources.iter().map(|resource| resource.name.as_str()).collect();
+        let names: Vec<&str> = config
+            .resources
+            .iter()
+            .map(|resource| resource.name.as_str())
+            .collect();
         return Ok(format!("{}\n", names.join(" ")));
     }
     let name = resource.unwrap_or_default();
@@ -738,8 +942,13 @@ pub fn sh_text(config: &config::Config, verb: ShVerb, resource: Option<&str>, no
         .iter()
         .map(|volume| match verb {
             ShVerb::Dev => volume.device.clone().unwrap_or_else(|| "none".to_string()),
-            ShVerb::Minor => volume.minor.map_or_else(|| "none".to_string(), |minor| minor.to_string()),
-            ShVerb::LowerDev => volume.disk.as_ref().map_or_else(|| "none".to_string(), |disk| disk.display().to_string()),
+            ShVerb::Minor => volume
+                .minor
+                .map_or_else(|| "none".to_string(), |minor| minor.to_string()),
+            ShVerb::LowerDev => volume
+                .disk
+                .as_ref()
+                .map_or_else(|| "none".to_string(), |disk| disk.display().to_string()),
             _ => match (&volume.meta_disk, &volume.disk) {
                 (config::MetaDisk::External { path, .. }, _) => path.display().to_string(),
                 (config::MetaDisk::Internal, Some(disk)) => disk.display().to_string(),

@@ -47,7 +47,10 @@ const NODES: [&str; 2] = ["alice", "bob"];
 pub enum DemoError {
     /// A file or process operation failed.
     #[error("demo: {context}: {source}")]
-    Io { context: String, source: std::io::Error },
+    Io {
+        context: String,
+        source: std::io::Error,
+    },
     /// A node answered an admin request with an error.
     #[error("demo: {0}")]
     Admin(String),
@@ -111,10 +114,19 @@ impl Cluster {
 
 /// Runs the demonstration.
 pub fn run() -> Result<(), DemoError> {
-    let mut cluster = Cluster { dir: tempfile::tempdir().map_err(io_error("create a temporary directory"))?, children: Vec::new() };
+    let mut cluster = Cluster {
+        dir: tempfile::tempdir().map_err(io_error("create a temporary directory"))?,
+        children: Vec::new(),
+    };
     let config = write_config(&cluster)?;
-    println!("== tandem demo: two nodes on this machine ({})", cluster.dir.path().display());
-    println!("{}", std::fs::read_to_string(&config).map_err(io_error("read the config back"))?);
+    println!(
+        "== tandem demo: two nodes on this machine ({})",
+        cluster.dir.path().display()
+    );
+    println!(
+        "{}",
+        std::fs::read_to_string(&config).map_err(io_error("read the config back"))?
+    );
     for node in NODES {
         create_md(&config, node)?;
     }
@@ -122,22 +134,58 @@ pub fn run() -> Result<(), DemoError> {
         let child = start_node(&cluster, &config, node)?;
         cluster.children.push(child);
     }
-    wait_for(&cluster, "the two nodes connecting", |report| connection_of(report) == Some("Connected"))?;
+    wait_for(&cluster, "the two nodes connecting", |report| {
+        connection_of(report) == Some("Connected")
+    })?;
     println!("== both nodes are up and connected, their fresh disks Inconsistent");
     println!("== the disks are empty, so skip the initial sync: tandem new-current-uuid --clear-bitmap r0");
-    admin(&cluster.run_dir("alice"), &Request::NewCurrentUuid { resource: Some("r0".into()), clear_bitmap: true })?;
-    wait_for(&cluster, "bob's disk becoming UpToDate", |report| local_disk(report) == Some("UpToDate"))?;
+    admin(
+        &cluster.run_dir("alice"),
+        &Request::NewCurrentUuid {
+            resource: Some("r0".into()),
+            clear_bitmap: true,
+        },
+    )?;
+    wait_for(&cluster, "bob's disk becoming UpToDate", |report| {
+        local_disk(report) == Some("UpToDate")
+    })?;
     println!("== making alice Primary");
-    admin(&cluster.run_dir("alice"), &Request::Primary { resource: Some("r0".into()), force: false })?;
-    wait_for(&cluster, "bob seeing alice as Primary", |report| peer_role(report) == Some("Primary"))?;
+    admin(
+        &cluster.run_dir("alice"),
+        &Request::Primary {
+            resource: Some("r0".into()),
+            force: false,
+        },
+    )?;
+    wait_for(&cluster, "bob seeing alice as Primary", |report| {
+        peer_role(report) == Some("Primary")
+    })?;
     show_refusal(&cluster);
-    let uri = write_workload(&cluster, WRITE_COUNT, |index| index * WRITE_BYTES as u64, fill_block)?;
+    let uri = write_workload(
+        &cluster,
+        WRITE_COUNT,
+        |index| index * WRITE_BYTES as u64,
+        fill_block,
+    )?;
     println!("== wrote {WRITE_COUNT} MiB to {uri}");
     resync_after_absence(&cluster)?;
     println!("== tandem status (on alice)");
-    print!("{}", admin::format_status(&status(&cluster.run_dir("alice"))?, &StatusOptions { verbose: false, statistics: true, width: 80 }));
+    print!(
+        "{}",
+        admin::format_status(
+            &status(&cluster.run_dir("alice"))?,
+            &StatusOptions {
+                verbose: false,
+                statistics: true,
+                width: 80
+            }
+        )
+    );
     prove_identical(&cluster)?;
-    println!("== stopping the nodes and removing {}", cluster.dir.path().display());
+    println!(
+        "== stopping the nodes and removing {}",
+        cluster.dir.path().display()
+    );
     drop(cluster);
     println!("== done");
     Ok(())
@@ -145,21 +193,27 @@ pub fn run() -> Result<(), DemoError> {
 
 fn free_port() -> Result<u16, DemoError> {
     let listener = TcpListener::bind("127.0.0.1:0").map_err(io_error("find a free port"))?;
-    listener.local_addr().map(|a| a.port()).map_err(io_error("find a free port"))
+    listener
+        .local_addr()
+        .map(|a| a.port())
+        .map_err(io_error("find a free port"))
 }
 
 fn write_config(cluster: &Cluster) -> Result<PathBuf, DemoError> {
     let mut hosts = String::new();
     for (id, node) in NODES.iter().enumerate() {
         let disk = cluster.disk(node);
-        File::create(&disk).and_then(|f| f.set_len(DISK_BYTES)).map_err(io_error(format!("create {}", disk.display())))?;
+        File::create(&disk)
+            .and_then(|f| f.set_len(DISK_BYTES))
+            .map_err(io_error(format!("create {}", disk.display())))?;
         let port = free_port()?;
         hosts.push_str(&format!(
             "  on {node} {{\n    node-id {id};\n    address 127.0.0.1:{port};\n    volume 0 {{ device /dev/drbd0; disk {}; meta-disk internal; }}\n  }}\n",
             disk.display()
         ));
     }
-    let text = format!("resource r0 {{\n  net {{\n    protocol C;\n    connect-int 1;\n  }}\n{hosts}}}\n");
+    let text =
+        format!("resource r0 {{\n  net {{\n    protocol C;\n    connect-int 1;\n  }}\n{hosts}}}\n");
     let path = cluster.dir.path().join("r0.res");
     std::fs::write(&path, text).map_err(io_error("write the config"))?;
     Ok(path)
@@ -169,23 +223,35 @@ fn write_config(cluster: &Cluster) -> Result<PathBuf, DemoError> {
 fn create_md(config: &Path, node: &str) -> Result<(), DemoError> {
     let exe = std::env::current_exe().map_err(io_error("find the tandem binary"))?;
     println!("== tandem create-md --node {node} r0");
-    let output = Command::new(exe).args(["create-md", "--node", node, "--config"]).arg(config).arg("r0").output().map_err(io_error("run create-md"))?;
+    let output = Command::new(exe)
+        .args(["create-md", "--node", node, "--config"])
+        .arg(config)
+        .arg("r0")
+        .output()
+        .map_err(io_error("run create-md"))?;
     print!("{}", String::from_utf8_lossy(&output.stdout));
     if !output.status.success() {
-        return Err(DemoError::Admin(format!("create-md for {node} failed: {}", String::from_utf8_lossy(&output.stderr).trim())));
+        return Err(DemoError::Admin(format!(
+            "create-md for {node} failed: {}",
+            String::from_utf8_lossy(&output.stderr).trim()
+        )));
     }
     Ok(())
 }
 
 fn start_node(cluster: &Cluster, config: &Path, node: &str) -> Result<Child, DemoError> {
     let exe = std::env::current_exe().map_err(io_error("find the tandem binary"))?;
-    let log = File::create(cluster.dir.path().join(format!("{node}.log"))).map_err(io_error("create a log file"))?;
+    let log = File::create(cluster.dir.path().join(format!("{node}.log")))
+        .map_err(io_error("create a log file"))?;
     Command::new(exe)
         .arg("--run-dir")
         .arg(cluster.run_dir(node))
         .args(["node", "--node", node, "--config"])
         .arg(config)
-        .env("RUST_LOG", std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()))
+        .env(
+            "RUST_LOG",
+            std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()),
+        )
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(log)
@@ -194,7 +260,9 @@ fn start_node(cluster: &Cluster, config: &Path, node: &str) -> Result<Child, Dem
 }
 
 fn admin(run_dir: &Path, request: &Request) -> Result<Reply, DemoError> {
-    let reply = Session::open(run_dir, request).and_then(Session::reply).map_err(|e| DemoError::Admin(e.to_string()))?;
+    let reply = Session::open(run_dir, request)
+        .and_then(Session::reply)
+        .map_err(|e| DemoError::Admin(e.to_string()))?;
     match reply {
         Reply::Error { message } => Err(DemoError::Admin(message)),
         reply => Ok(reply),
@@ -209,7 +277,15 @@ fn status(run_dir: &Path) -> Result<StatusReport, DemoError> {
 }
 
 fn connection_of(report: &StatusReport) -> Option<&str> {
-    Some(report.resources.first()?.connections.first()?.connection.as_str())
+    Some(
+        report
+            .resources
+            .first()?
+            .connections
+            .first()?
+            .connection
+            .as_str(),
+    )
 }
 
 fn peer_role(report: &StatusReport) -> Option<&str> {
@@ -221,7 +297,13 @@ fn local_disk(report: &StatusReport) -> Option<&str> {
 }
 
 fn peer_device(report: &StatusReport) -> Option<&admin::PeerDeviceStatus> {
-    report.resources.first()?.connections.first()?.peer_devices.first()
+    report
+        .resources
+        .first()?
+        .connections
+        .first()?
+        .peer_devices
+        .first()
 }
 
 /// Disconnect bob, write while he is away, reconnect: only the changed blocks move, with a
@@ -229,15 +311,45 @@ fn peer_device(report: &StatusReport) -> Option<&admin::PeerDeviceStatus> {
 fn resync_after_absence(cluster: &Cluster) -> Result<(), DemoError> {
     let alice = cluster.run_dir("alice");
     println!("== disconnecting bob (tandem disconnect r0 on alice) and writing while he is away");
-    admin(&alice, &Request::Disconnect { resource: Some("r0".into()), peer: None })?;
-    write_workload(cluster, AWAY_WRITE_COUNT, |index| index * AWAY_STRIDE_BLOCKS * WRITE_BYTES as u64, fill_away_block)?;
+    admin(
+        &alice,
+        &Request::Disconnect {
+            resource: Some("r0".into()),
+            peer: None,
+        },
+    )?;
+    write_workload(
+        cluster,
+        AWAY_WRITE_COUNT,
+        |index| index * AWAY_STRIDE_BLOCKS * WRITE_BYTES as u64,
+        fill_away_block,
+    )?;
     let away = status(&alice)?;
     let out_of_sync_kib = peer_device(&away).map_or(0, |d| d.out_of_sync_kib);
-    println!("== alice tracks {} MiB out of sync for bob in her bitmap; reconnecting", out_of_sync_kib / 1024);
-    admin(&alice, &Request::Connect { resource: Some("r0".into()), peer: None, discard_my_data: false })?;
+    println!(
+        "== alice tracks {} MiB out of sync for bob in her bitmap; reconnecting",
+        out_of_sync_kib / 1024
+    );
+    admin(
+        &alice,
+        &Request::Connect {
+            resource: Some("r0".into()),
+            peer: None,
+            discard_my_data: false,
+        },
+    )?;
     println!("== tandem wait-sync r0");
-    crate::wait_sync::run(&alice, Some("r0".into()), Some(CONNECT_DEADLINE)).map_err(|error| DemoError::Admin(format!("wait-sync: {error}; node logs are in {}", cluster.logs())))?;
-    println!("== bob is in sync again: {} MiB moved, not the whole {} MiB disk", out_of_sync_kib / 1024, DISK_BYTES >> 20);
+    crate::wait_sync::run(&alice, Some("r0".into()), Some(CONNECT_DEADLINE)).map_err(|error| {
+        DemoError::Admin(format!(
+            "wait-sync: {error}; node logs are in {}",
+            cluster.logs()
+        ))
+    })?;
+    println!(
+        "== bob is in sync again: {} MiB moved, not the whole {} MiB disk",
+        out_of_sync_kib / 1024,
+        DISK_BYTES >> 20
+    );
     Ok(())
 }
 
@@ -247,7 +359,11 @@ fn fill_away_block(index: u64, buffer: &mut [u8]) {
 }
 
 /// Poll both nodes' status until `condition` holds on bob's (and alice answers), or time out.
-fn wait_for(cluster: &Cluster, what: &'static str, condition: impl Fn(&StatusReport) -> bool) -> Result<(), DemoError> {
+fn wait_for(
+    cluster: &Cluster,
+    what: &'static str,
+    condition: impl Fn(&StatusReport) -> bool,
+) -> Result<(), DemoError> {
     let deadline = Instant::now() + CONNECT_DEADLINE;
     loop {
         let alice = status(&cluster.run_dir("alice"));
@@ -284,29 +400,55 @@ fn fill_block(index: u64, buffer: &mut [u8]) {
 }
 
 /// Write `count` 1 MiB blocks through alice's export; returns its URI.
-fn write_workload(cluster: &Cluster, count: u64, offset_of: impl Fn(u64) -> u64 + Send, fill: impl Fn(u64, &mut [u8]) + Send) -> Result<String, DemoError> {
+fn write_workload(
+    cluster: &Cluster,
+    count: u64,
+    offset_of: impl Fn(u64) -> u64 + Send,
+    fill: impl Fn(u64, &mut [u8]) + Send,
+) -> Result<String, DemoError> {
     let socket = cluster.run_dir("alice").join("nbd.sock");
     let uri = format!("nbd+unix:///r0?socket={}", socket.display());
     let mut client = Client::open(&socket, "r0").map_err(io_error(format!("open {uri}")))?;
     let end = (0..count).map(&offset_of).max().unwrap_or(0) + WRITE_BYTES as u64;
     if client.size < end {
-        return Err(DemoError::Admin(format!("the export is only {} bytes", client.size)));
+        return Err(DemoError::Admin(format!(
+            "the export is only {} bytes",
+            client.size
+        )));
     }
-    println!("== writing {count} MiB to the {} MiB export {uri}", client.size >> 20);
+    println!(
+        "== writing {count} MiB to the {} MiB export {uri}",
+        client.size >> 20
+    );
     println!("   (protocol C: each write completes only once it is on every connected disk)");
     let bar = ProgressBar::new(count * WRITE_BYTES as u64);
-    let style = ProgressStyle::with_template("   [{bar:40}] {bytes}/{total_bytes} {bytes_per_sec}").map(|s| s.progress_chars("=> "));
+    let style = ProgressStyle::with_template("   [{bar:40}] {bytes}/{total_bytes} {bytes_per_sec}")
+        .map(|s| s.progress_chars("=> "));
     if let Ok(style) = style {
         bar.set_style(style);
     }
-    client.write_all_blocks(count, WRITE_BYTES, QUEUE_DEPTH, offset_of, fill, |bytes| bar.inc(bytes)).map_err(io_error("write the workload"))?;
+    client
+        .write_all_blocks(count, WRITE_BYTES, QUEUE_DEPTH, offset_of, fill, |bytes| {
+            bar.inc(bytes)
+        })
+        .map_err(io_error("write the workload"))?;
     bar.finish();
     client.disconnect().map_err(io_error("disconnect"))?;
-    let closed = |report: &StatusReport| report.resources.first().and_then(|r| r.devices.first()).is_some_and(|d| !d.open);
+    let closed = |report: &StatusReport| {
+        report
+            .resources
+            .first()
+            .and_then(|r| r.devices.first())
+            .is_some_and(|d| !d.open)
+    };
     let deadline = Instant::now() + CONNECT_DEADLINE;
     while !status(&cluster.run_dir("alice")).is_ok_and(|report| closed(&report)) {
         if Instant::now() > deadline {
-            return Err(DemoError::Timeout("alice noticing the client closed the export", CONNECT_DEADLINE, cluster.logs()));
+            return Err(DemoError::Timeout(
+                "alice noticing the client closed the export",
+                CONNECT_DEADLINE,
+                cluster.logs(),
+            ));
         }
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -320,7 +462,9 @@ fn checksum(path: &Path, length: u64) -> Result<u32, DemoError> {
     let mut buffer = vec![0u8; 1 << 20];
     let mut crc = 0;
     loop {
-        let n = file.read(&mut buffer).map_err(io_error(format!("read {}", path.display())))?;
+        let n = file
+            .read(&mut buffer)
+            .map_err(io_error(format!("read {}", path.display())))?;
         if n == 0 {
             return Ok(crc);
         }
@@ -330,7 +474,11 @@ fn checksum(path: &Path, length: u64) -> Result<u32, DemoError> {
 
 fn prove_identical(cluster: &Cluster) -> Result<(), DemoError> {
     let report = status(&cluster.run_dir("alice"))?;
-    let size_bytes = report.resources.first().and_then(|r| r.devices.first()).map_or(0, |d| d.size_kib * 1024);
+    let size_bytes = report
+        .resources
+        .first()
+        .and_then(|r| r.devices.first())
+        .map_or(0, |d| d.size_kib * 1024);
     let alice = checksum(&cluster.disk("alice"), size_bytes)?;
     let bob = checksum(&cluster.disk("bob"), size_bytes)?;
     println!("== crc32c of the {} MiB of data on each backing file (the metadata after it differs): alice {alice:08x}, bob {bob:08x}", size_bytes >> 20);
@@ -349,10 +497,17 @@ fn prove_identical(cluster: &Cluster) -> Result<(), DemoError> {
     ];
     for (index, fill, key) in samples {
         fill(key, &mut expected);
-        std::io::Seek::seek(&mut file, std::io::SeekFrom::Start(index * WRITE_BYTES as u64)).map_err(io_error("seek"))?;
-        file.read_exact(&mut actual).map_err(io_error("read bob's disk"))?;
+        std::io::Seek::seek(
+            &mut file,
+            std::io::SeekFrom::Start(index * WRITE_BYTES as u64),
+        )
+        .map_err(io_error("seek"))?;
+        file.read_exact(&mut actual)
+            .map_err(io_error("read bob's disk"))?;
         if actual != expected {
-            return Err(DemoError::Admin(format!("block {index} on bob is not what was written")));
+            return Err(DemoError::Admin(format!(
+                "block {index} on bob is not what was written"
+            )));
         }
     }
     println!("== the replicas are byte-identical, and bob holds exactly what was written");

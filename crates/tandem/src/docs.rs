@@ -25,15 +25,33 @@ pub fn generate(out: &Path) -> Result<(), CliError> {
     let man_dir = out.join(format!("man{MAN_SECTION}"));
     let completion_dir = out.join("completions");
     for dir in [&man_dir, &completion_dir] {
-        std::fs::create_dir_all(dir).map_err(|source| CliError::Docs { path: dir.clone(), source })?;
+        std::fs::create_dir_all(dir).map_err(|source| CliError::Docs {
+            path: dir.clone(),
+            source,
+        })?;
     }
-    write_file(&man_dir.join("tandem.8"), |writer| clap_mangen::Man::new(command.clone()).section(MAN_SECTION).render(writer))?;
+    write_file(&man_dir.join("tandem.8"), |writer| {
+        clap_mangen::Man::new(command.clone())
+            .section(MAN_SECTION)
+            .render(writer)
+    })?;
     for verb in command.get_subcommands().filter(|verb| !verb.is_hide_set()) {
         let name = format!("tandem-{}", verb.get_name());
-        let page = verb.clone().name(name.clone()).bin_name(format!("tandem {}", verb.get_name()));
-        write_file(&man_dir.join(format!("{name}.8")), |writer| clap_mangen::Man::new(page.clone()).section(MAN_SECTION).render(writer))?;
+        let page = verb
+            .clone()
+            .name(name.clone())
+            .bin_name(format!("tandem {}", verb.get_name()));
+        write_file(&man_dir.join(format!("{name}.8")), |writer| {
+            clap_mangen::Man::new(page.clone())
+                .section(MAN_SECTION)
+                .render(writer)
+        })?;
     }
-    for (shell, file) in [(Shell::Bash, "tandem.bash"), (Shell::Zsh, "_tandem"), (Shell::Fish, "tandem.fish")] {
+    for (shell, file) in [
+        (Shell::Bash, "tandem.bash"),
+        (Shell::Zsh, "_tandem"),
+        (Shell::Fish, "tandem.fish"),
+    ] {
         write_file(&completion_dir.join(file), |writer| {
             clap_complete::generate(shell, &mut command.clone(), "tandem", writer);
             Ok(())
@@ -42,8 +60,14 @@ pub fn generate(out: &Path) -> Result<(), CliError> {
     Ok(())
 }
 
-fn write_file(path: &Path, render: impl FnOnce(&mut dyn Write) -> std::io::Result<()>) -> Result<(), CliError> {
-    let error = |source| CliError::Docs { path: path.to_path_buf(), source };
+fn write_file(
+    path: &Path,
+    render: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> Result<(), CliError> {
+    let error = |source| CliError::Docs {
+        path: path.to_path_buf(),
+        source,
+    };
     let mut writer = BufWriter::new(File::create(path).map_err(error)?);
     render(&mut writer).map_err(error)?;
     writer.flush().map_err(error)

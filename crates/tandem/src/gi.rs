@@ -30,7 +30,11 @@ impl OnDisk {
             Some(node) => node,
             None => crate::md::host_name()?,
         };
-        Ok(daemon::MdTarget { config: self.config, node, resource })
+        Ok(daemon::MdTarget {
+            config: self.config,
+            node,
+            resource,
+        })
     }
 }
 
@@ -38,7 +42,11 @@ impl OnDisk {
 /// `explained` show-gi's blocks.
 pub fn run(run_dir: &Path, spec: &Spec, on_disk: OnDisk, explained: bool) -> Result<(), CliError> {
     let records = fetch(run_dir, spec, on_disk)?;
-    let text = if explained { admin::format_show_gi(&records) } else { admin::format_get_gi(&records) };
+    let text = if explained {
+        admin::format_show_gi(&records)
+    } else {
+        admin::format_get_gi(&records)
+    };
     terminal::print(&text).map(|_| ())
 }
 
@@ -46,19 +54,33 @@ fn fetch(run_dir: &Path, spec: &Spec, on_disk: OnDisk) -> Result<Vec<Generations
     let Some(resource) = spec.resource.clone() else {
         return Err(CliError::Refused("get-gi needs one resource name".into()));
     };
-    let request = Request::GetGi { resource: resource.clone(), peer: spec.peer.clone(), volume: spec.volume };
+    let request = Request::GetGi {
+        resource: resource.clone(),
+        peer: spec.peer.clone(),
+        volume: spec.volume,
+    };
     let Some(session) = Session::open_if_running(run_dir, &request)? else {
         return read_from_disk(resource, spec, on_disk);
     };
     match session.reply()? {
         Reply::Generations { records } => Ok(records),
         Reply::Error { message } => Err(CliError::Refused(message)),
-        other => Err(CliError::UnexpectedReply { request: "get-gi", reply: reply_kind(&other) }),
+        other => Err(CliError::UnexpectedReply {
+            request: "get-gi",
+            reply: reply_kind(&other),
+        }),
     }
 }
 
-fn read_from_disk(resource: String, spec: &Spec, on_disk: OnDisk) -> Result<Vec<Generations>, CliError> {
+fn read_from_disk(
+    resource: String,
+    spec: &Spec,
+    on_disk: OnDisk,
+) -> Result<Vec<Generations>, CliError> {
     let target = on_disk.target(Some(resource))?;
-    let filter = daemon::GiFilter { peer: spec.peer.clone(), volume: spec.volume };
+    let filter = daemon::GiFilter {
+        peer: spec.peer.clone(),
+        volume: spec.volume,
+    };
     daemon::read_generations(&target, &filter).map_err(|error| CliError::Refused(error.to_string()))
 }

@@ -79,12 +79,22 @@ fn run(cli: Cli) -> Result<(), CliError> {
             commands::status(run_dir, resource_filter(&target), format)
         }
         Command::Events(args) => commands::events(run_dir, &args),
-        Command::WaitConnect { timeout, spec } => wait_connect::run(run_dir, &spec, timeout.map(std::time::Duration::from_secs)),
+        Command::WaitConnect { timeout, spec } => {
+            wait_connect::run(run_dir, &spec, timeout.map(std::time::Duration::from_secs))
+        }
         Command::Role { spec } => compat::run_query(run_dir, compat::QueriedState::Role, &spec),
-        Command::Cstate { spec } => compat::run_query(run_dir, compat::QueriedState::Connection, &spec),
-        Command::NetOptions { spec, options } => commands::runtime_options(run_dir, spec, &options, commands::OptionsKind::Net),
-        Command::DiskOptions { spec, options } => commands::runtime_options(run_dir, spec, &options, commands::OptionsKind::Disk),
-        Command::ForgetPeer { spec } => commands::simple(run_dir, &compat::forget_peer_request(spec)),
+        Command::Cstate { spec } => {
+            compat::run_query(run_dir, compat::QueriedState::Connection, &spec)
+        }
+        Command::NetOptions { spec, options } => {
+            commands::runtime_options(run_dir, spec, &options, commands::OptionsKind::Net)
+        }
+        Command::DiskOptions { spec, options } => {
+            commands::runtime_options(run_dir, spec, &options, commands::OptionsKind::Disk)
+        }
+        Command::ForgetPeer { spec } => {
+            commands::simple(run_dir, &compat::forget_peer_request(spec))
+        }
         Command::GetGi(args) => gi::run(run_dir, &args.spec, args.on_disk(), false),
         Command::ShowGi(args) => gi::run(run_dir, &args.spec, args.on_disk(), true),
         Command::Dstate { spec } => compat::run_query(run_dir, compat::QueriedState::Disk, &spec),
@@ -102,14 +112,52 @@ fn run(cli: Cli) -> Result<(), CliError> {
             terminal::print(&text)?;
             Ok(())
         }
-        Command::CreateMd { config, node, force, max_peers, bitmap_granularity, resource } => {
-            let options = daemon::CreateOptions { force, max_peers, bitmap_granularity_bytes: bitmap_granularity };
-            md::create(md::MdArgs { config, node, resource }, options)
+        Command::CreateMd {
+            config,
+            node,
+            force,
+            max_peers,
+            bitmap_granularity,
+            resource,
+        } => {
+            let options = daemon::CreateOptions {
+                force,
+                max_peers,
+                bitmap_granularity_bytes: bitmap_granularity,
+            };
+            md::create(
+                md::MdArgs {
+                    config,
+                    node,
+                    resource,
+                },
+                options,
+            )
         }
         Command::Outdate { on_disk, resource } => md::outdate(run_dir, on_disk.md_args(resource)),
-        Command::WipeMd { on_disk, force, resource } => md::wipe(on_disk.md_args(resource), force),
-        Command::DumpMd { config, node, json, resource } => md::dump(md::MdArgs { config, node, resource }, json),
-        Command::WaitSync { timeout, target } => wait_sync::run(run_dir, resource_filter(&target), timeout.map(std::time::Duration::from_secs)),
+        Command::WipeMd {
+            on_disk,
+            force,
+            resource,
+        } => md::wipe(on_disk.md_args(resource), force),
+        Command::DumpMd {
+            config,
+            node,
+            json,
+            resource,
+        } => md::dump(
+            md::MdArgs {
+                config,
+                node,
+                resource,
+            },
+            json,
+        ),
+        Command::WaitSync { timeout, target } => wait_sync::run(
+            run_dir,
+            resource_filter(&target),
+            timeout.map(std::time::Duration::from_secs),
+        ),
         Command::Demo => Ok(demo::run()?),
         Command::TlsKeygen { out, name } => {
             let lines = daemon::tls::keygen(&out, &name).map_err(CliError::TlsKeygen)?;

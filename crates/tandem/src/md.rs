@@ -39,7 +39,9 @@ pub fn create(args: MdArgs, options: CreateOptions) -> Result<(), CliError> {
 /// `tandem outdate`: the running node marks its data Outdated; with no node running, the
 /// metadata on disk is marked so directly.
 pub fn outdate(run_dir: &Path, args: MdArgs) -> Result<(), CliError> {
-    let request = Request::Outdate { resource: Some(args.resource.clone()).filter(|resource| resource != "all") };
+    let request = Request::Outdate {
+        resource: Some(args.resource.clone()).filter(|resource| resource != "all"),
+    };
     if let Some(session) = Session::open_if_running(run_dir, &request)? {
         return crate::commands::print_simple_reply(&request, session.reply()?);
     }
@@ -67,15 +69,22 @@ fn confirm_wipe(resource: &str) -> Result<(), CliError> {
     eprint!("Destroy the tandem metadata of {resource} on this node? Its generation identifiers and bitmaps are lost. Type 'yes' to go on: ");
     let _ = std::io::stderr().flush();
     let mut answer = String::new();
-    stdin.lock().read_line(&mut answer).map_err(CliError::Stdin)?;
+    stdin
+        .lock()
+        .read_line(&mut answer)
+        .map_err(CliError::Stdin)?;
     if answer.trim() != "yes" {
-        return Err(CliError::Refused("not confirmed; nothing was changed".into()));
+        return Err(CliError::Refused(
+            "not confirmed; nothing was changed".into(),
+        ));
     }
     Ok(())
 }
 
 /// Runs an offline metadata command that reports one line per volume, printing each.
-fn print_lines(command: impl FnOnce(&mut dyn FnMut(&str)) -> Result<(), MetadataError>) -> Result<(), CliError> {
+fn print_lines(
+    command: impl FnOnce(&mut dyn FnMut(&str)) -> Result<(), MetadataError>,
+) -> Result<(), CliError> {
     let mut printed = Ok(Written::Done);
     let result = command(&mut |line| {
         if matches!(printed, Ok(Written::Done)) {

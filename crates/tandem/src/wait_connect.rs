@@ -34,22 +34,38 @@ pub enum Assessment {
 /// Judges the connections `spec` names in `report`.
 pub fn assess(report: &StatusReport, spec: &Spec) -> Assessment {
     let name = spec.resource.as_deref().unwrap_or_default();
-    let Some(resource) = report.resources.iter().find(|resource| resource.name == name) else {
+    let Some(resource) = report
+        .resources
+        .iter()
+        .find(|resource| resource.name == name)
+    else {
         return Assessment::Stuck(format!("no resource named '{name}' on this node"));
     };
     let named: Vec<&ConnectionStatus> = resource
         .connections
         .iter()
-        .filter(|connection| spec.peer.as_ref().is_none_or(|peer| &connection.name == peer))
+        .filter(|connection| {
+            spec.peer
+                .as_ref()
+                .is_none_or(|peer| &connection.name == peer)
+        })
         .collect();
     if named.is_empty() {
-        let what = spec.peer.as_ref().map_or_else(|| "has no connections".to_string(), |peer| format!("has no connection named '{peer}'"));
+        let what = spec.peer.as_ref().map_or_else(
+            || "has no connections".to_string(),
+            |peer| format!("has no connection named '{peer}'"),
+        );
         return Assessment::Stuck(format!("resource '{name}' {what}"));
     }
     if resource.down {
-        return Assessment::Stuck(format!("resource '{name}' is down; run 'tandem up {name}' first"));
+        return Assessment::Stuck(format!(
+            "resource '{name}' is down; run 'tandem up {name}' first"
+        ));
     }
-    if let Some(standalone) = named.iter().find(|connection| connection.connection == "StandAlone") {
+    if let Some(standalone) = named
+        .iter()
+        .find(|connection| connection.connection == "StandAlone")
+    {
         return Assessment::Stuck(format!(
             "{name}: the connection to {} is StandAlone; it will not connect until 'tandem connect {name}'",
             standalone.name
@@ -77,7 +93,9 @@ pub fn run(run_dir: &Path, spec: &Spec, timeout: Option<Duration>) -> Result<(),
             Assessment::Stuck(message) => return Err(CliError::Refused(message)),
             Assessment::Waiting(what) if timeout.is_some_and(|limit| start.elapsed() >= limit) => {
                 let seconds = start.elapsed().as_secs_f64();
-                return Err(CliError::Refused(format!("not connected after {seconds:.1} s: {what}")));
+                return Err(CliError::Refused(format!(
+                    "not connected after {seconds:.1} s: {what}"
+                )));
             }
             Assessment::Waiting(_) => std::thread::sleep(POLL_INTERVAL),
         }

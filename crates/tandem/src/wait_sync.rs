@@ -36,22 +36,52 @@ pub enum Assessment {
 
 /// Judges one resource's status.
 pub fn assess(resource: &ResourceStatus) -> Assessment {
-    let remaining_kib = resource.connections.iter().flat_map(|c| &c.peer_devices).map(|d| d.out_of_sync_kib).sum();
+    let remaining_kib = resource
+        .connections
+        .iter()
+        .flat_map(|c| &c.peer_devices)
+        .map(|d| d.out_of_sync_kib)
+        .sum();
     for connection in &resource.connections {
         if connection.connection == "StandAlone" {
-            let why = connection.last_error.as_deref().map_or_else(String::new, |e| format!(" ({e})"));
+            let why = connection
+                .last_error
+                .as_deref()
+                .map_or_else(String::new, |e| format!(" ({e})"));
             return Assessment::Stuck(format!("{}: the connection to {} is StandAlone{why}; it will not sync until `tandem connect` (with --discard-my-data on the node whose changes are to be dropped, after a split brain)", resource.name, connection.name));
         }
     }
-    let syncing = resource.connections.iter().flat_map(|c| &c.peer_devices).any(|d| d.replication.starts_with("Sync") || d.replication.starts_with("PausedSync"));
-    let verifying = resource.connections.iter().flat_map(|c| &c.peer_devices).any(|d| d.replication.starts_with("Verify"));
-    let any_up_to_date = resource.devices.iter().any(|d| d.disk == "UpToDate") || resource.connections.iter().flat_map(|c| &c.peer_devices).any(|d| d.peer_disk == "UpToDate");
-    let all_connected = resource.connections.iter().all(|c| c.connection == "Connected");
+    let syncing = resource
+        .connections
+        .iter()
+        .flat_map(|c| &c.peer_devices)
+        .any(|d| d.replication.starts_with("Sync") || d.replication.starts_with("PausedSync"));
+    let verifying = resource
+        .connections
+        .iter()
+        .flat_map(|c| &c.peer_devices)
+        .any(|d| d.replication.starts_with("Verify"));
+    let any_up_to_date = resource.devices.iter().any(|d| d.disk == "UpToDate")
+        || resource
+            .connections
+            .iter()
+            .flat_map(|c| &c.peer_devices)
+            .any(|d| d.peer_disk == "UpToDate");
+    let all_connected = resource
+        .connections
+        .iter()
+        .all(|c| c.connection == "Connected");
     if !syncing && all_connected && !any_up_to_date {
         return Assessment::Stuck(format!("{}: no node has UpToDate data, so nothing can be a sync source; choose the node whose data is good and run `tandem primary --force {}` there (or `tandem new-current-uuid --clear-bitmap {}` if every disk is empty)", resource.name, resource.name, resource.name));
     }
     let local_ok = resource.devices.iter().all(|d| d.disk == "UpToDate");
-    let peers_ok = resource.connections.iter().flat_map(|c| &c.peer_devices).all(|d| d.replication == "Established" && d.peer_disk == "UpToDate" && d.out_of_sync_kib == 0);
+    let peers_ok = resource
+        .connections
+        .iter()
+        .flat_map(|c| &c.peer_devices)
+        .all(|d| {
+            d.replication == "Established" && d.peer_disk == "UpToDate" && d.out_of_sync_kib == 0
+        });
     if local_ok && peers_ok && all_connected {
         return Assessment::InSync;
     }
@@ -63,12 +93,20 @@ pub fn assess(resource: &ResourceStatus) -> Assessment {
     } else if verifying {
         "verifying".to_string()
     } else if !all_connected {
-        let waiting: Vec<&str> = resource.connections.iter().filter(|c| c.connection != "Connected").map(|c| c.name.as_str()).collect();
+        let waiting: Vec<&str> = resource
+            .connections
+            .iter()
+            .filter(|c| c.connection != "Connected")
+            .map(|c| c.name.as_str())
+            .collect();
         format!("waiting for {} to connect", waiting.join(", "))
     } else {
         "waiting for the disks to become UpToDate".to_string()
     };
-    Assessment::Waiting { remaining_kib, what }
+    Assessment::Waiting {
+        remaining_kib,
+        what,
+    }
 }
 
 /// Progress, rate and ETA from successive remaining amounts.
@@ -86,7 +124,10 @@ impl Meter {
             let seconds = now.duration_since(then).as_secs_f64();
             if seconds > 0.0 && before >= remaining_kib {
                 let rate = (before - remaining_kib) as f64 / seconds;
-                self.rate_kib_per_s = Some(self.rate_kib_per_s.map_or(rate, |r| r + RATE_SMOOTHING * (rate - r)));
+                self.rate_kib_per_s = Some(
+                    self.rate_kib_per_s
+                        .map_or(rate, |r| r + RATE_SMOOTHING * (rate - r)),
+                );
             }
         }
         self.last = Some((now, remaining_kib));
@@ -94,14 +135,24 @@ impl Meter {
 
     fn message(&self, remaining_kib: u64, what: &str) -> String {
         let rate = self.rate_kib_per_s.filter(|r| *r > 0.0);
-        let eta = rate.map_or_else(|| "--".to_string(), |r| format!("{:.0}s", remaining_kib as f64 / r));
+        let eta = rate.map_or_else(
+            || "--".to_string(),
+            |r| format!("{:.0}s", remaining_kib as f64 / r),
+        );
         let rate = rate.map_or_else(|| "--".to_string(), |r| format!("{:.1} MiB/s", r / 1024.0));
-        format!("{what}: {} MiB left, {rate}, ETA {eta}", remaining_kib / 1024)
+        format!(
+            "{what}: {} MiB left, {rate}, ETA {eta}",
+            remaining_kib / 1024
+        )
     }
 }
 
 /// `tandem wait-sync`: polls until in sync (Ok), stuck or past `timeout` (Err).
-pub fn run(run_dir: &Path, resource: Option<String>, timeout: Option<Duration>) -> Result<(), CliError> {
+pub fn run(
+    run_dir: &Path,
+    resource: Option<String>,
+    timeout: Option<Duration>,
+) -> Result<(), CliError> {
     let start = Instant::now();
     let bar = ProgressBar::new(10_000);
     if let Ok(style) = ProgressStyle::with_template("[{bar:40}] {percent:>3}% {msg}") {
@@ -114,14 +165,23 @@ pub fn run(run_dir: &Path, resource: Option<String>, timeout: Option<Duration>) 
             return Err(CliError::Refused("no resources to wait for".into()));
         }
         let assessments: Vec<Assessment> = report.resources.iter().map(assess).collect();
-        if let Some(Assessment::Stuck(message)) = assessments.iter().find(|a| matches!(a, Assessment::Stuck(_))) {
+        if let Some(Assessment::Stuck(message)) = assessments
+            .iter()
+            .find(|a| matches!(a, Assessment::Stuck(_)))
+        {
             bar.abandon();
             return Err(CliError::Refused(message.clone()));
         }
-        let waiting: Vec<(u64, &str)> = assessments.iter().filter_map(|a| match a {
-            Assessment::Waiting { remaining_kib, what } => Some((*remaining_kib, what.as_str())),
-            _ => None,
-        }).collect();
+        let waiting: Vec<(u64, &str)> = assessments
+            .iter()
+            .filter_map(|a| match a {
+                Assessment::Waiting {
+                    remaining_kib,
+                    what,
+                } => Some((*remaining_kib, what.as_str())),
+                _ => None,
+            })
+            .collect();
         if waiting.is_empty() {
             bar.set_position(10_000);
             bar.finish_with_message("UpToDate everywhere");
@@ -130,11 +190,19 @@ pub fn run(run_dir: &Path, resource: Option<String>, timeout: Option<Duration>) 
         let remaining_kib: u64 = waiting.iter().map(|(kib, _)| kib).sum();
         meter.sample(Instant::now(), remaining_kib);
         let done = meter.largest_kib.saturating_sub(remaining_kib);
-        bar.set_position(done.saturating_mul(10_000).checked_div(meter.largest_kib).unwrap_or(0));
+        bar.set_position(
+            done.saturating_mul(10_000)
+                .checked_div(meter.largest_kib)
+                .unwrap_or(0),
+        );
         bar.set_message(meter.message(remaining_kib, waiting[0].1));
         if timeout.is_some_and(|limit| start.elapsed() > limit) {
             bar.abandon();
-            return Err(CliError::Refused(format!("not in sync after {:?}: {}", start.elapsed(), meter.message(remaining_kib, waiting[0].1))));
+            return Err(CliError::Refused(format!(
+                "not in sync after {:?}: {}",
+                start.elapsed(),
+                meter.message(remaining_kib, waiting[0].1)
+            )));
         }
         std::thread::sleep(POLL_INTERVAL);
     }
@@ -145,7 +213,10 @@ fn status(run_dir: &Path, resource: Option<String>) -> Result<StatusReport, CliE
     match Session::open(run_dir, &request)?.reply()? {
         Reply::Status(report) => Ok(report),
         Reply::Error { message } => Err(CliError::Refused(message)),
-        other => Err(CliError::Refused(format!("unexpected reply {:?} to status", crate::client::reply_kind(&other)))),
+        other => Err(CliError::Refused(format!(
+            "unexpected reply {:?} to status",
+            crate::client::reply_kind(&other)
+        ))),
     }
 }
 

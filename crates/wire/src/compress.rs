@@ -50,7 +50,9 @@ impl Compression {
 
 /// `data` compressed with its length prefix, or None if that is not smaller than `data`.
 pub fn compress(compression: Compression, data: &[u8]) -> Option<Vec<u8>> {
-    let length = u32::try_from(data.len()).ok().filter(|&l| l <= DATA_PAYLOAD_LEN_MAX)?;
+    let length = u32::try_from(data.len())
+        .ok()
+        .filter(|&l| l <= DATA_PAYLOAD_LEN_MAX)?;
     let mut out = Vec::with_capacity(data.len() / 2 + COMPRESSED_PREFIX_LEN);
     out.extend_from_slice(&length.to_be_bytes());
     match compression {
@@ -62,27 +64,50 @@ pub fn compress(compression: Compression, data: &[u8]) -> Option<Vec<u8>> {
 
 /// The uncompressed length a compressed payload announces (checked against the bound).
 pub fn uncompressed_len(payload: &[u8]) -> Result<u32, WireError> {
-    let prefix = payload.first_chunk::<COMPRESSED_PREFIX_LEN>().ok_or(WireError::BadCompressedPayload { reason: "shorter than its length prefix" })?;
+    let prefix =
+        payload
+            .first_chunk::<COMPRESSED_PREFIX_LEN>()
+            .ok_or(WireError::BadCompressedPayload {
+                reason: "shorter than its length prefix",
+            })?;
     let length = u32::from_be_bytes(*prefix);
     if length > DATA_PAYLOAD_LEN_MAX {
-        return Err(WireError::BadCompressedPayload { reason: "announces more than the largest payload" });
+        return Err(WireError::BadCompressedPayload {
+            reason: "announces more than the largest payload",
+        });
     }
     Ok(length)
 }
 
 /// Inflates `payload` into `out`, whose length must be [`uncompressed_len`]'s.
-pub fn decompress(compression: Compression, payload: &[u8], out: &mut [u8]) -> Result<(), WireError> {
+pub fn decompress(
+    compression: Compression,
+    payload: &[u8],
+    out: &mut [u8],
+) -> Result<(), WireError> {
     let length = uncompressed_len(payload)?;
     if usize::try_from(length).ok() != Some(out.len()) {
-        return Err(WireError::BadCompressedPayload { reason: "output buffer of the wrong length" });
+        return Err(WireError::BadCompressedPayload {
+            reason: "output buffer of the wrong length",
+        });
     }
     let body = &payload[COMPRESSED_PREFIX_LEN..];
     let written = match compression {
-        Compression::Lz4 => lz4_flex::block::decompress_into(body, out).map_err(|_| WireError::BadCompressedPayload { reason: "invalid lz4 block" })?,
-        Compression::Zstd => zstd::bulk::decompress_to_buffer(body, out).map_err(|_| WireError::BadCompressedPayload { reason: "invalid zstd frame" })?,
+        Compression::Lz4 => lz4_flex::block::decompress_into(body, out).map_err(|_| {
+            WireError::BadCompressedPayload {
+                reason: "invalid lz4 block",
+            }
+        })?,
+        Compression::Zstd => zstd::bulk::decompress_to_buffer(body, out).map_err(|_| {
+            WireError::BadCompressedPayload {
+                reason: "invalid zstd frame",
+            }
+        })?,
     };
     if written != out.len() {
-        return Err(WireError::BadCompressedPayload { reason: "inflates to less than it announces" });
+        return Err(WireError::BadCompressedPayload {
+            reason: "inflates to less than it announces",
+        });
     }
     Ok(())
 }
@@ -108,7 +133,11 @@ mod tests {
         let data: Vec<u8> = (0..256 * 1024).map(|i| (i / 512 % 7) as u8).collect();
         for compression in [Compression::Lz4, Compression::Zstd] {
             let packed = compress(compression, &data).expect("compressible");
-            assert!(packed.len() < data.len() / 10, "{compression:?}: {}", packed.len());
+            assert!(
+                packed.len() < data.len() / 10,
+                "{compression:?}: {}",
+                packed.len()
+            );
             round_trip(compression, &data);
         }
     }
@@ -119,11 +148,18 @@ mod tests {
         for compression in [Compression::Lz4, Compression::Zstd] {
             let packed = compress(compression, &data).expect("compressible");
             let mut short = vec![0; data.len() - 1];
-            assert!(decompress(compression, &packed, &mut short).is_err(), "wrong output length");
+            assert!(
+                decompress(compression, &packed, &mut short).is_err(),
+                "wrong output length"
+            );
             let mut lying = packed.clone();
-            lying[..4].copy_from_slice(&(u32::try_from(data.len()).expect("fits") + 1).to_be_bytes());
+            lying[..4]
+                .copy_from_slice(&(u32::try_from(data.len()).expect("fits") + 1).to_be_bytes());
             let mut out = vec![0; data.len() + 1];
-            assert!(decompress(compression, &lying, &mut out).is_err(), "inflates to less than announced");
+            assert!(
+                decompress(compression, &lying, &mut out).is_err(),
+                "inflates to less than announced"
+            );
             let mut bomb = packed.clone();
             bomb[..4].copy_from_slice(&u32::MAX.to_be_bytes());
             assert!(uncompressed_len(&bomb).is_err(), "over the bound");
@@ -148,8 +184,14 @@ mod tests {
     #[test]
     fn flags_name_one_compression_at_most() {
         assert_eq!(Compression::from_flags(0).ok(), Some(None));
-        assert_eq!(Compression::from_flags(DATA_FLAG_LZ4).ok(), Some(Some(Compression::Lz4)));
-        assert_eq!(Compression::from_flags(DATA_FLAG_ZSTD).ok(), Some(Some(Compression::Zstd)));
+        assert_eq!(
+            Compression::from_flags(DATA_FLAG_LZ4).ok(),
+            Some(Some(Compression::Lz4))
+        );
+        assert_eq!(
+            Compression::from_flags(DATA_FLAG_ZSTD).ok(),
+            Some(Some(Compression::Zstd))
+        );
         assert!(Compression::from_flags(DATA_FLAG_LZ4 | DATA_FLAG_ZSTD).is_err());
     }
 

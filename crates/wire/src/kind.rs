@@ -58,7 +58,8 @@ pub const UUID_SLOTS: usize = 32;
 /// Length of the body of a `SyncUuids`: volume, purpose, role, disk state, flags, bitmap
 /// bits, size, bitmap granularity, current, bitmap identifiers, history identifiers, resync
 /// goal, followed Primary and its last sequence number.
-pub const SYNC_UUIDS_LEN: usize = 2 + 1 + 1 + 1 + 8 + 8 + 8 + 4 + 8 + 8 * UUID_SLOTS + 8 * UUID_SLOTS + 8 + 1 + 8;
+pub const SYNC_UUIDS_LEN: usize =
+    2 + 1 + 1 + 1 + 8 + 8 + 8 + 4 + 8 + 8 * UUID_SLOTS + 8 * UUID_SLOTS + 8 + 1 + 8;
 /// Most RLE bytes one `BitmapChunk` carries (its body is the volume number, then these bytes).
 pub const BITMAP_CHUNK_LEN_MAX: usize = MESSAGE_LEN_MAX - 2;
 
@@ -311,7 +312,9 @@ impl Kind {
             Kind::PeerState => PEER_STATE_LEN_MAX,
             Kind::Refuse | Kind::Disconnect => REASON_LEN_MAX,
             Kind::Data => DATA_HEADER_LEN + widen(DATA_PAYLOAD_LEN_MAX),
-            Kind::ResyncReply | Kind::ReadReply => RESYNC_REPLY_HEADER_LEN + widen(DATA_PAYLOAD_LEN_MAX),
+            Kind::ResyncReply | Kind::ReadReply => {
+                RESYNC_REPLY_HEADER_LEN + widen(DATA_PAYLOAD_LEN_MAX)
+            }
             Kind::BitmapChunk => 2 + BITMAP_CHUNK_LEN_MAX,
             Kind::VerifyReply | Kind::CsumRequest => MESSAGE_LEN_MAX,
             _ => self.body_len_fixed(),

@@ -44,8 +44,10 @@ pub const UUID_FLAG_PRIMARY_PEER: u64 = 1 << 2;
 /// in the blocks it counts for the receiver.
 pub const UUID_FLAG_CRASHED_SECONDARY: u64 = 1 << 3;
 /// Every `SyncUuids::flags` bit this version defines; others are rejected.
-pub const UUID_FLAGS_KNOWN: u64 =
-    UUID_FLAG_DISCARD_MY_DATA | UUID_FLAG_CRASHED_PRIMARY | UUID_FLAG_PRIMARY_PEER | UUID_FLAG_CRASHED_SECONDARY;
+pub const UUID_FLAGS_KNOWN: u64 = UUID_FLAG_DISCARD_MY_DATA
+    | UUID_FLAG_CRASHED_PRIMARY
+    | UUID_FLAG_PRIMARY_PEER
+    | UUID_FLAG_CRASHED_SECONDARY;
 
 /// Which of the two connections of a peer pair a socket is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -319,7 +321,9 @@ impl ResizeStep {
         match self {
             ResizeStep::Query => 1,
             ResizeStep::Offer => 2,
-            ResizeStep::Apply { assume_clean: false } => 3,
+            ResizeStep::Apply {
+                assume_clean: false,
+            } => 3,
             ResizeStep::Apply { assume_clean: true } => 4,
             ResizeStep::Applied => 5,
             ResizeStep::Refused => 6,
@@ -331,7 +335,9 @@ impl ResizeStep {
         match value {
             1 => Ok(ResizeStep::Query),
             2 => Ok(ResizeStep::Offer),
-            3 => Ok(ResizeStep::Apply { assume_clean: false }),
+            3 => Ok(ResizeStep::Apply {
+                assume_clean: false,
+            }),
             4 => Ok(ResizeStep::Apply { assume_clean: true }),
             5 => Ok(ResizeStep::Applied),
             6 => Ok(ResizeStep::Refused),
@@ -653,10 +659,18 @@ impl Message {
             Kind::BarrierAck => Message::BarrierAck {
                 epoch: reader.u64("barrier_ack.epoch")?,
             },
-            Kind::StaleMark => Message::StaleMark { stale: reader.bool("stale_mark.stale")? },
-            Kind::StaleMarkAck => Message::StaleMarkAck { stale: reader.bool("stale_mark_ack.stale")? },
-            Kind::Ahead => Message::Ahead { ahead: reader.bool("ahead.ahead")? },
-            Kind::PeerAck => Message::PeerAck { epoch: reader.u64("peer_ack.epoch")? },
+            Kind::StaleMark => Message::StaleMark {
+                stale: reader.bool("stale_mark.stale")?,
+            },
+            Kind::StaleMarkAck => Message::StaleMarkAck {
+                stale: reader.bool("stale_mark_ack.stale")?,
+            },
+            Kind::Ahead => Message::Ahead {
+                ahead: reader.bool("ahead.ahead")?,
+            },
+            Kind::PeerAck => Message::PeerAck {
+                epoch: reader.u64("peer_ack.epoch")?,
+            },
             Kind::PeerState => Message::PeerState(PeerState::decode(reader)?),
             Kind::Disconnect => Message::Disconnect {
                 reason: reader.string("disconnect.reason")?,
@@ -676,7 +690,11 @@ impl Message {
                     offset: reader.u64("resync_request.offset")?,
                     length: reader.u32("resync_request.length")?,
                 };
-                if kind == Kind::ReadRequest { Message::ReadRequest(request) } else { Message::ResyncRequest(request) }
+                if kind == Kind::ReadRequest {
+                    Message::ReadRequest(request)
+                } else {
+                    Message::ResyncRequest(request)
+                }
             }
             Kind::ResyncReply | Kind::ReadReply => {
                 let reply = ResyncReplyHeader {
@@ -684,7 +702,11 @@ impl Message {
                     volume: reader.u16("resync_reply.volume")?,
                     offset: reader.u64("resync_reply.offset")?,
                 };
-                if kind == Kind::ReadReply { Message::ReadReply(reply) } else { Message::ResyncReply(reply) }
+                if kind == Kind::ReadReply {
+                    Message::ReadReply(reply)
+                } else {
+                    Message::ResyncReply(reply)
+                }
             }
             Kind::ResyncNegReply | Kind::ReadNegReply => {
                 let reply = ResyncNegReply {
@@ -694,7 +716,11 @@ impl Message {
                     length: reader.u32("resync_neg_reply.length")?,
                     errno: reader.u32("resync_neg_reply.errno")?,
                 };
-                if kind == Kind::ReadNegReply { Message::ReadNegReply(reply) } else { Message::ResyncNegReply(reply) }
+                if kind == Kind::ReadNegReply {
+                    Message::ReadNegReply(reply)
+                } else {
+                    Message::ResyncNegReply(reply)
+                }
             }
             Kind::ResyncAck => Message::ResyncAck {
                 id: reader.u64("resync_ack.id")?,
@@ -811,7 +837,11 @@ impl Message {
                 writer.u16(*volume);
                 writer.bool(*paused);
             }
-            Message::Resize { volume, size_bytes, step } => {
+            Message::Resize {
+                volume,
+                size_bytes,
+                step,
+            } => {
                 writer.u16(*volume);
                 writer.u64(*size_bytes);
                 writer.u8(step.to_wire());

@@ -7,10 +7,10 @@ use proptest::prelude::*;
 
 use crate::{
     truncate_text, CsumRequest, DataHeader, Hello, Kind, Message, PeerState, RangeHeader,
-    ResizeStep, ResyncNegReply, ResyncReplyHeader, ResyncRequest, SocketKind, SyncUuids, UuidsPurpose,
-    VerifyOutcome, VerifyReply, VerifyRequest, VolumeDiskState, VolumeInfo, BITMAP_CHUNK_LEN_MAX,
-    CSUM_DIGESTS_LEN_MAX, DATA_FLAGS_KNOWN, DATA_PAYLOAD_LEN_MAX, STRING_LEN_MAX, UUID_FLAGS_KNOWN,
-    UUID_SLOTS, VERIFY_DIGESTS_LEN_MAX, VOLUMES_MAX,
+    ResizeStep, ResyncNegReply, ResyncReplyHeader, ResyncRequest, SocketKind, SyncUuids,
+    UuidsPurpose, VerifyOutcome, VerifyReply, VerifyRequest, VolumeDiskState, VolumeInfo,
+    BITMAP_CHUNK_LEN_MAX, CSUM_DIGESTS_LEN_MAX, DATA_FLAGS_KNOWN, DATA_PAYLOAD_LEN_MAX,
+    STRING_LEN_MAX, UUID_FLAGS_KNOWN, UUID_SLOTS, VERIFY_DIGESTS_LEN_MAX, VOLUMES_MAX,
 };
 
 /// A string of at most `STRING_LEN_MAX` bytes: short, multi-byte, or exactly at the limit.
@@ -71,7 +71,13 @@ pub(crate) fn arb_data_header() -> impl Strategy<Value = DataHeader> {
             epoch,
             volume,
             // At most one compression bit: both set is invalid.
-            flags: flags & DATA_FLAGS_KNOWN & !(if flags & 6 == 6 { crate::DATA_FLAG_ZSTD } else { 0 }),
+            flags: flags
+                & DATA_FLAGS_KNOWN
+                & !(if flags & 6 == 6 {
+                    crate::DATA_FLAG_ZSTD
+                } else {
+                    0
+                }),
             offset,
         })
 }
@@ -177,13 +183,24 @@ pub(crate) fn arb_resync_message() -> impl Strategy<Value = Message> {
             Message::ResyncReply(ResyncReplyHeader { id, volume, offset })
         }),
         (ids, any::<u32>()).prop_map(|((id, volume, offset), length)| {
-            Message::ReadRequest(ResyncRequest { id, volume, offset, length })
+            Message::ReadRequest(ResyncRequest {
+                id,
+                volume,
+                offset,
+                length,
+            })
         }),
         ids.prop_map(|(id, volume, offset)| {
             Message::ReadReply(ResyncReplyHeader { id, volume, offset })
         }),
         (ids, any::<u32>(), any::<u32>()).prop_map(|((id, volume, offset), length, errno)| {
-            Message::ReadNegReply(ResyncNegReply { id, volume, offset, length, errno })
+            Message::ReadNegReply(ResyncNegReply {
+                id,
+                volume,
+                offset,
+                length,
+                errno,
+            })
         }),
         (ids, any::<u32>(), any::<u32>()).prop_map(|((id, volume, offset), length, errno)| {
             Message::ResyncNegReply(ResyncNegReply {
@@ -212,11 +229,14 @@ pub(crate) fn arb_resync_message() -> impl Strategy<Value = Message> {
             }
         ),
         (any::<u64>(), any::<u16>()).prop_map(|(id, volume)| Message::ResyncInSync { id, volume }),
-        (any::<u16>(), any::<bool>()).prop_map(|(volume, paused)| Message::SyncPause { volume, paused }),
-        (any::<u16>(), any::<u64>(), 1_u8..=6).prop_map(|(volume, size_bytes, step)| Message::Resize {
-            volume,
-            size_bytes,
-            step: ResizeStep::from_wire(step).unwrap_or(ResizeStep::Query),
+        (any::<u16>(), any::<bool>())
+            .prop_map(|(volume, paused)| Message::SyncPause { volume, paused }),
+        (any::<u16>(), any::<u64>(), 1_u8..=6).prop_map(|(volume, size_bytes, step)| {
+            Message::Resize {
+                volume,
+                size_bytes,
+                step: ResizeStep::from_wire(step).unwrap_or(ResizeStep::Query),
+            }
         }),
         arb_sync_uuids().prop_map(|uuids| Message::SyncUuids(Box::new(uuids))),
         (any::<u16>(), vec(any::<u8>(), 1..=BITMAP_CHUNK_LEN_MAX))

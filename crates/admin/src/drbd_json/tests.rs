@@ -81,7 +81,9 @@ fn kind(value: &Value) -> char {
 /// [`keys_at_indent`] for that).
 #[track_caller]
 fn check_types(what: &str, value: &Value, expected: &[(&str, char)]) {
-    let Value::Object(map) = value else { panic!("{what} is not an object: {value}") };
+    let Value::Object(map) = value else {
+        panic!("{what} is not an object: {value}")
+    };
     assert_eq!(map.len(), expected.len(), "{what}: {value}");
     for (key, expected_kind) in expected {
         let found = map.get(*key).map(kind);
@@ -94,12 +96,19 @@ fn check_types(what: &str, value: &Value, expected: &[(&str, char)]) {
 fn keys_at_indent(text: &str, indent: usize) -> Vec<String> {
     text.lines()
         .filter(|line| line.len() - line.trim_start().len() == indent)
-        .filter_map(|line| line.trim_start().strip_prefix('"')?.split_once("\":").map(|(key, _)| key.to_string()))
+        .filter_map(|line| {
+            line.trim_start()
+                .strip_prefix('"')?
+                .split_once("\":")
+                .map(|(key, _)| key.to_string())
+        })
         .collect()
 }
 
 fn names(keys: &[&[(&str, char)]]) -> Vec<String> {
-    keys.iter().flat_map(|keys| keys.iter().map(|(key, _)| key.to_string())).collect()
+    keys.iter()
+        .flat_map(|keys| keys.iter().map(|(key, _)| key.to_string()))
+        .collect()
 }
 
 fn parsed(resources: Vec<ResourceStatus>) -> Value {
@@ -117,10 +126,15 @@ fn every_object_has_drbdsetups_keys_in_order_with_its_types() {
     // Order: resource keys at depth 1 (indent 4), device then connection keys at depth 2,
     // peer-device keys at depth 3.
     assert_eq!(keys_at_indent(&text, 4), names(&[RESOURCE_KEYS]));
-    assert_eq!(keys_at_indent(&text, 8), names(&[DEVICE_KEYS, CONNECTION_KEYS]));
+    assert_eq!(
+        keys_at_indent(&text, 8),
+        names(&[DEVICE_KEYS, CONNECTION_KEYS])
+    );
     assert_eq!(keys_at_indent(&text, 12), names(&[PEER_DEVICE_KEYS]));
     let json = parsed(vec![r0]);
-    let Value::Array(resources) = &json else { panic!("not an array: {json}") };
+    let Value::Array(resources) = &json else {
+        panic!("not an array: {json}")
+    };
     assert_eq!(resources.len(), 1);
     let resource = &resources[0];
     check_types("resource", resource, RESOURCE_KEYS);
@@ -149,14 +163,26 @@ fn values_follow_drbdsetups_spelling() {
     peer.done_percent = Some(40.0);
     let json = parsed(vec![r0]);
     let resource = &json[0];
-    assert_eq!((&resource["suspended"], &resource["suspended-quorum"]), (&Value::Bool(true), &Value::Bool(true)));
+    assert_eq!(
+        (&resource["suspended"], &resource["suspended-quorum"]),
+        (&Value::Bool(true), &Value::Bool(true))
+    );
     assert_eq!(resource["suspended-fencing"], false);
     assert_eq!(resource["devices"][0]["blocked"], "upper");
-    assert!(resource["devices"][0].get("minor").is_none(), "no minor without a device");
+    assert!(
+        resource["devices"][0].get("minor").is_none(),
+        "no minor without a device"
+    );
     assert_eq!(resource["connections"][0]["ap-in-flight"], 8, "sectors");
     let peer = &resource["connections"][0]["peer_devices"][0];
     assert_eq!(peer["resync-suspended"], "user");
-    assert_eq!((&peer["has-sync-details"], &peer["has-online-verify-details"]), (&Value::Bool(true), &Value::Bool(false)));
+    assert_eq!(
+        (
+            &peer["has-sync-details"],
+            &peer["has-online-verify-details"]
+        ),
+        (&Value::Bool(true), &Value::Bool(false))
+    );
 }
 
 #[test]

@@ -6,7 +6,10 @@ use crate::fixtures::{connection, device, peer_device, report, resource, two_nod
 
 #[track_caller]
 fn check_initial(resources: Vec<ResourceStatus>, statistics: bool, expected: &str) {
-    let options = EventsOptions { statistics, full: false };
+    let options = EventsOptions {
+        statistics,
+        full: false,
+    };
     let actual = initial_events(&report(resources), options).join("\n");
     assert_eq!(actual, expected.trim(), "\nactual:\n{actual}");
 }
@@ -18,7 +21,10 @@ fn check_change(
     statistics: bool,
     expected: &str,
 ) {
-    let options = EventsOptions { statistics, full: false };
+    let options = EventsOptions {
+        statistics,
+        full: false,
+    };
     let actual = change_events(&report(old), &report(new), options).join("\n");
     assert_eq!(actual, expected.trim(), "\nactual:\n{actual}");
 }
@@ -222,13 +228,21 @@ fn detach_and_attach_show_diskless_and_attaching() {
     attaching.devices[0].disk = "Attaching".to_string();
     let expected = "change resource name:r0 promotion_score:0\nchange device name:r0 volume:0 minor:0 disk:Diskless";
     check_change(vec![attached], vec![detached.clone()], false, expected);
-    check_change(vec![detached], vec![attaching], false, "change device name:r0 volume:0 minor:0 disk:Attaching");
+    check_change(
+        vec![detached],
+        vec![attaching],
+        false,
+        "change device name:r0 volume:0 minor:0 disk:Attaching",
+    );
     let mut tiebreaker = two_nodes();
     tiebreaker.devices[0].disk = "Diskless".to_string();
     tiebreaker.devices[0].backing_dev = "none".to_string();
     tiebreaker.devices[0].minor = None;
     let line = initial_events(&report(vec![tiebreaker]), EventsOptions::default()).join("\n");
-    assert!(line.contains("exists device name:r0 volume:0 backing_dev:none disk:Diskless client:yes"), "{line}");
+    assert!(
+        line.contains("exists device name:r0 volume:0 backing_dev:none disk:Diskless client:yes"),
+        "{line}"
+    );
 }
 
 /// Lines in the form `drbdsetup events2 --now --statistics` prints for a two-node resource
@@ -289,7 +303,10 @@ fn secondary_with_bob() -> ResourceStatus {
 
 #[test]
 fn golden_events2_statistics_fields_and_order() {
-    let options = EventsOptions { statistics: true, full: false };
+    let options = EventsOptions {
+        statistics: true,
+        full: false,
+    };
     let lines = initial_events(&report(vec![two_nodes()]), options);
     check_same_shapes(DRBDSETUP_STATISTICS_SAMPLE, &lines);
 }
@@ -301,7 +318,11 @@ fn golden_events2_state_fields_and_change_order() {
     primary.role = "Primary".to_string();
     let options = EventsOptions::default();
     let mut lines = initial_events(&report(vec![secondary.clone()]), options);
-    lines.extend(change_events(&report(vec![secondary]), &report(vec![primary]), options));
+    lines.extend(change_events(
+        &report(vec![secondary]),
+        &report(vec![primary]),
+        options,
+    ));
     check_same_shapes(DRBDSETUP_STATE_SAMPLE, &lines);
 }
 
@@ -309,11 +330,19 @@ fn golden_events2_state_fields_and_change_order() {
 fn full_change_lines_carry_every_field_and_counter() {
     let mut busy = two_nodes();
     busy.devices[0].written_kib = 8;
-    let options = EventsOptions { statistics: false, full: true };
+    let options = EventsOptions {
+        statistics: false,
+        full: true,
+    };
     let lines = change_events(&report(vec![two_nodes()]), &report(vec![busy]), options);
     let expected = "change device name:r0 volume:0 minor:0 backing_dev:/dev/vg0/r0 disk:UpToDate client:no open:no quorum:yes size:0 read:0 written:8 al-writes:0 bm-writes:0 upper-pending:0 lower-pending:0 al-suspended:no blocked:no";
     assert_eq!(lines, vec![expected.to_string()]);
-    assert!(change_events(&report(vec![two_nodes()]), &report(vec![two_nodes()]), options).is_empty());
+    assert!(change_events(
+        &report(vec![two_nodes()]),
+        &report(vec![two_nodes()]),
+        options
+    )
+    .is_empty());
 }
 
 /// `may_promote` is what drbd-reactor's promoter waits for: only a Secondary with good
@@ -364,8 +393,15 @@ fn paths_are_objects_with_their_addresses_and_established() {
     lost.connections[0].paths[0].established = false;
     let lines = initial_events(&report(vec![r0.clone()]), EventsOptions::default());
     let path = "path name:r0 peer-node-id:1 conn-name:bob local:ipv4:10.0.0.1:7789 peer:ipv6:[fd00::2]:7789";
-    assert_eq!(lines[lines.len() - 2], format!("exists {path} established:yes"));
-    let changes = change_events(&report(vec![r0]), &report(vec![lost]), EventsOptions::default());
+    assert_eq!(
+        lines[lines.len() - 2],
+        format!("exists {path} established:yes")
+    );
+    let changes = change_events(
+        &report(vec![r0]),
+        &report(vec![lost]),
+        EventsOptions::default(),
+    );
     assert_eq!(changes, vec![format!("change {path} established:no")]);
 }
 
@@ -376,5 +412,8 @@ fn a_diskless_peer_is_a_peer_client() {
     r0.connections[0].peer_devices[0].peer_disk = "Diskless".to_string();
     r0.connections[0].peer_devices[0].peer_client = true;
     let lines = initial_events(&report(vec![r0]), EventsOptions::default()).join("\n");
-    assert!(lines.contains(" peer-disk:Diskless peer-client:yes resync-suspended:no"), "{lines}");
+    assert!(
+        lines.contains(" peer-disk:Diskless peer-client:yes resync-suspended:no"),
+        "{lines}"
+    );
 }

@@ -54,8 +54,16 @@ fn requests_are_tagged_by_cmd() {
         },
         r#"{"cmd":"connect","resource":null,"peer":null,"discard_my_data":true}"#,
     );
-    check_request(Request::Detach { resource: Some("r0".to_string()) }, r#"{"cmd":"detach","resource":"r0"}"#);
-    check_request(Request::Attach { resource: None }, r#"{"cmd":"attach","resource":null}"#);
+    check_request(
+        Request::Detach {
+            resource: Some("r0".to_string()),
+        },
+        r#"{"cmd":"detach","resource":"r0"}"#,
+    );
+    check_request(
+        Request::Attach { resource: None },
+        r#"{"cmd":"attach","resource":null}"#,
+    );
     check_request(
         Request::InvalidateRemote {
             resource: None,
@@ -133,7 +141,12 @@ fn replies_are_tagged_by_reply() {
     let line = encode_line(&status);
     assert!(line.starts_with(br#"{"reply":"status","resources":[{"name":"r0""#));
     assert_eq!(decode_line::<Reply>(&line).expect("decodes"), status);
-    check_reply(Reply::Generations { records: Vec::new() }, r#"{"reply":"generations","records":[]}"#);
+    check_reply(
+        Reply::Generations {
+            records: Vec::new(),
+        },
+        r#"{"reply":"generations","records":[]}"#,
+    );
 }
 
 #[test]
@@ -190,5 +203,14 @@ fn lines_longer_than_the_bound_are_refused_unparsed() {
 #[test]
 fn connect_from_an_older_client_does_not_discard_data() {
     let request = crate::decode_line(br#"{"cmd":"connect","resource":"r0","peer":null}"#);
-    assert!(matches!(request, Ok(Request::Connect { discard_my_data: false, .. })), "{request:?}");
+    assert!(
+        matches!(
+            request,
+            Ok(Request::Connect {
+                discard_my_data: false,
+                ..
+            })
+        ),
+        "{request:?}"
+    );
 }

@@ -9,7 +9,9 @@ use super::*;
 use crate::{BufPool, PoolConfig};
 
 fn buffer(len: usize) -> PoolBuf {
-    BufPool::new(PoolConfig::default()).take(len).expect("size within the pool's limit")
+    BufPool::new(PoolConfig::default())
+        .take(len)
+        .expect("size within the pool's limit")
 }
 
 /// Polls a future to completion on this thread, parking between polls.
@@ -37,7 +39,11 @@ fn readers_see_exactly_the_filled_prefix() {
     assert_eq!(incoming.arrival(), Arrival::Filling(0));
     assert_eq!(incoming.available(), b"");
     filler.spare()[..4].copy_from_slice(b"abcd");
-    assert_eq!(incoming.available(), b"", "nothing is visible before advance");
+    assert_eq!(
+        incoming.available(),
+        b"",
+        "nothing is visible before advance"
+    );
     filler.advance(4);
     assert_eq!(incoming.available(), b"abcd");
     assert_eq!(incoming.arrival(), Arrival::Filling(4));
@@ -48,7 +54,11 @@ fn readers_see_exactly_the_filled_prefix() {
     assert_eq!(incoming.arrival(), Arrival::Complete);
     assert_eq!(incoming.as_complete(), Some(&b"abcdefghij"[..]));
     drop(filler);
-    assert_eq!(incoming.arrival(), Arrival::Complete, "dropping a finished filler is no abort");
+    assert_eq!(
+        incoming.arrival(),
+        Arrival::Complete,
+        "dropping a finished filler is no abort"
+    );
 }
 
 #[test]
@@ -62,7 +72,11 @@ fn a_filler_dropped_early_aborts_and_wakes_waiters() {
     assert_eq!(waiter.join().expect("no panic"), Err(Aborted));
     assert_eq!(incoming.arrival(), Arrival::Aborted);
     assert_eq!(incoming.available(), b"xyz", "what arrived stays readable");
-    assert_eq!(incoming.wait_blocking(2), Ok(&b"xyz"[..]), "a prefix that did arrive is still served");
+    assert_eq!(
+        incoming.wait_blocking(2),
+        Ok(&b"xyz"[..]),
+        "a prefix that did arrive is still served"
+    );
 }
 
 #[test]
@@ -71,7 +85,11 @@ fn complete_payloads_need_no_filler() {
     buf.copy_from_slice(b"hello");
     let incoming = Incoming::complete(buf);
     assert_eq!(incoming.as_complete(), Some(&b"hello"[..]));
-    assert_eq!(block_on(incoming.wait(100)), Ok(&b"hello"[..]), "the wanted length is clamped");
+    assert_eq!(
+        block_on(incoming.wait(100)),
+        Ok(&b"hello"[..]),
+        "the wanted length is clamped"
+    );
     let (_filler, empty) = Incoming::filling(buffer(0));
     assert_eq!(empty.arrival(), Arrival::Complete);
 }
@@ -137,12 +155,24 @@ fn work_waits_for_arrival_without_a_thread() {
     incoming.on_arrival(counter(&ran));
     filler.spare()[..2].copy_from_slice(b"ab");
     filler.advance(2);
-    assert_eq!(ran.load(Ordering::SeqCst), 0, "not before the payload is complete");
+    assert_eq!(
+        ran.load(Ordering::SeqCst),
+        0,
+        "not before the payload is complete"
+    );
     filler.spare().copy_from_slice(b"cd");
     filler.advance(2);
-    assert_eq!(ran.load(Ordering::SeqCst), 1, "run by the filler on completion");
+    assert_eq!(
+        ran.load(Ordering::SeqCst),
+        1,
+        "run by the filler on completion"
+    );
     incoming.on_arrival(counter(&ran));
-    assert_eq!(ran.load(Ordering::SeqCst), 2, "run at once when already complete");
+    assert_eq!(
+        ran.load(Ordering::SeqCst),
+        2,
+        "run at once when already complete"
+    );
     let (filler, aborted) = Incoming::filling(buffer(4));
     aborted.on_arrival(counter(&ran));
     drop(filler);
@@ -170,18 +200,36 @@ fn a_task_is_woken_only_once_the_bytes_it_waits_for_are_there() {
     for _ in 0..4 {
         filler.advance(10);
     }
-    assert_eq!(counter.0.load(std::sync::atomic::Ordering::SeqCst), 0, "40 of the 50 bytes: no wake-up");
+    assert_eq!(
+        counter.0.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "40 of the 50 bytes: no wake-up"
+    );
     filler.advance(10);
-    assert_eq!(counter.0.load(std::sync::atomic::Ordering::SeqCst), 1, "50 bytes: woken once");
-    assert_eq!(wait.as_mut().poll(&mut context).map(|r| r.map(<[u8]>::len)), Poll::Ready(Ok(50)));
+    assert_eq!(
+        counter.0.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "50 bytes: woken once"
+    );
+    assert_eq!(
+        wait.as_mut().poll(&mut context).map(|r| r.map(<[u8]>::len)),
+        Poll::Ready(Ok(50))
+    );
     // A wait past the end is clamped to the length: woken by completion.
     let mut rest = std::pin::pin!(incoming.wait(1000));
     assert!(rest.as_mut().poll(&mut context).is_pending());
     filler.advance(40);
-    assert_eq!(counter.0.load(std::sync::atomic::Ordering::SeqCst), 1, "90 of 100: still waiting");
+    assert_eq!(
+        counter.0.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "90 of 100: still waiting"
+    );
     filler.advance(10);
     assert_eq!(counter.0.load(std::sync::atomic::Ordering::SeqCst), 2);
-    assert_eq!(rest.as_mut().poll(&mut context).map(|r| r.map(<[u8]>::len)), Poll::Ready(Ok(100)));
+    assert_eq!(
+        rest.as_mut().poll(&mut context).map(|r| r.map(<[u8]>::len)),
+        Poll::Ready(Ok(100))
+    );
 }
 
 #[test]
@@ -233,14 +281,30 @@ fn a_sink_runs_on_the_filler_after_every_piece_until_the_end() {
     filler.spare()[..2].copy_from_slice(b"ab");
     filler.advance(2);
     let seen = Arc::new(std::sync::Mutex::new(Seen::default()));
-    assert!(incoming.on_piece(recording_sink(&seen)).is_ok(), "still filling: registered");
-    assert_eq!(*seen.lock().expect("not poisoned"), Seen::default(), "registering runs nothing");
+    assert!(
+        incoming.on_piece(recording_sink(&seen)).is_ok(),
+        "still filling: registered"
+    );
+    assert_eq!(
+        *seen.lock().expect("not poisoned"),
+        Seen::default(),
+        "registering runs nothing"
+    );
     filler.spare()[..3].copy_from_slice(b"cde");
     filler.advance(3);
     filler.spare()[..1].copy_from_slice(b"f");
     filler.advance(1);
-    assert_eq!(*seen.lock().expect("not poisoned"), Seen { pieces: vec![5], end: Some(Ok(b"abcdef".to_vec())) });
-    assert!(incoming.on_piece(recording_sink(&seen)).is_err(), "complete: the sink is handed back");
+    assert_eq!(
+        *seen.lock().expect("not poisoned"),
+        Seen {
+            pieces: vec![5],
+            end: Some(Ok(b"abcdef".to_vec()))
+        }
+    );
+    assert!(
+        incoming.on_piece(recording_sink(&seen)).is_err(),
+        "complete: the sink is handed back"
+    );
 }
 
 #[test]
@@ -258,9 +322,22 @@ fn a_sink_hears_of_an_abort_and_one_that_is_done_hears_nothing_more() {
     filler.advance(1);
     filler.advance(1);
     drop(filler);
-    assert_eq!(*seen.lock().expect("not poisoned"), Seen { pieces: vec![1, 2], end: Some(Err(Aborted)) });
-    assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 1, "a sink that said done is not called again");
-    assert!(incoming.on_piece(recording_sink(&seen)).is_err(), "aborted: the sink is handed back");
+    assert_eq!(
+        *seen.lock().expect("not poisoned"),
+        Seen {
+            pieces: vec![1, 2],
+            end: Some(Err(Aborted))
+        }
+    );
+    assert_eq!(
+        calls.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "a sink that said done is not called again"
+    );
+    assert!(
+        incoming.on_piece(recording_sink(&seen)).is_err(),
+        "aborted: the sink is handed back"
+    );
 }
 
 #[test]
@@ -289,19 +366,38 @@ fn a_published_piece_wakes_waiters_first_and_reaches_the_sinks_when_passed_on() 
     assert!(wait.as_mut().poll(&mut context).is_pending());
     filler.spare()[..2].copy_from_slice(b"ab");
     filler.publish(2);
-    assert_eq!(counter.0.load(std::sync::atomic::Ordering::SeqCst), 1, "the waiting task is woken at once");
-    assert_eq!(*seen.lock().expect("not poisoned"), Seen::default(), "the sink has not had the piece yet");
+    assert_eq!(
+        counter.0.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "the waiting task is woken at once"
+    );
+    assert_eq!(
+        *seen.lock().expect("not poisoned"),
+        Seen::default(),
+        "the sink has not had the piece yet"
+    );
     filler.pass_to_sinks();
     assert_eq!(seen.lock().expect("not poisoned").pieces, vec![2]);
     filler.pass_to_sinks();
-    assert_eq!(seen.lock().expect("not poisoned").pieces, vec![2], "a piece is passed on once");
+    assert_eq!(
+        seen.lock().expect("not poisoned").pieces,
+        vec![2],
+        "a piece is passed on once"
+    );
     filler.spare()[..4].copy_from_slice(b"cdef");
     filler.publish(4);
-    assert_eq!(seen.lock().expect("not poisoned").end, None, "complete, but not passed on yet");
+    assert_eq!(
+        seen.lock().expect("not poisoned").end,
+        None,
+        "complete, but not passed on yet"
+    );
     drop(filler);
     assert_eq!(
         *seen.lock().expect("not poisoned"),
-        Seen { pieces: vec![2], end: Some(Ok(b"abcdef".to_vec())) },
+        Seen {
+            pieces: vec![2],
+            end: Some(Ok(b"abcdef".to_vec()))
+        },
         "a filler dropped with the last piece owed passes it on"
     );
 }
@@ -313,5 +409,11 @@ fn a_filler_dropped_with_a_piece_owed_before_the_end_aborts_its_sinks() {
     assert!(incoming.on_piece(recording_sink(&seen)).is_ok());
     filler.publish(3);
     drop(filler);
-    assert_eq!(*seen.lock().expect("not poisoned"), Seen { pieces: vec![], end: Some(Err(Aborted)) });
+    assert_eq!(
+        *seen.lock().expect("not poisoned"),
+        Seen {
+            pieces: vec![],
+            end: Some(Err(Aborted))
+        }
+    );
 }

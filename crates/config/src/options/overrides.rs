@@ -26,16 +26,33 @@ pub(crate) fn apply(
     let mut set = OptionSet::default();
     for (position, (spec, value)) in values.into_iter().enumerate() {
         if let Some(value) = value {
-            set.replace(Setting { spec, value, at: command_line(position) });
+            set.replace(Setting {
+                spec,
+                value,
+                at: command_line(position),
+            });
         }
     }
     for (position, (name, text)) in overrides.iter().enumerate() {
-        let spec = table::find(name).filter(|spec| allowed.contains(&spec.name)).ok_or_else(|| {
-            format!("unknown option '--{name}'; the options that can change here are: {}", allowed.join(", "))
-        })?;
+        let spec = table::find(name)
+            .filter(|spec| allowed.contains(&spec.name))
+            .ok_or_else(|| {
+                format!(
+                    "unknown option '--{name}'; the options that can change here are: {}",
+                    allowed.join(", ")
+                )
+            })?;
         let at = command_line(position);
-        let keyword = Token { kind: TokenKind::Word, text: name.clone(), at: at.clone() };
-        let token = Token { kind: TokenKind::Word, text: text.clone(), at: at.clone() };
+        let keyword = Token {
+            kind: TokenKind::Word,
+            text: name.clone(),
+            at: at.clone(),
+        };
+        let token = Token {
+            kind: TokenKind::Word,
+            text: text.clone(),
+            at: at.clone(),
+        };
         let value = value::parse(spec, &keyword, &[token]).map_err(|error| error.to_string())?;
         set.replace(Setting { spec, value, at });
     }
@@ -45,5 +62,9 @@ pub(crate) fn apply(
 /// Where a command-line option is, for messages: `command line:1:N` for the Nth option.
 fn command_line(position: usize) -> Location {
     let column = u32::try_from(position + 1).unwrap_or(u32::MAX);
-    Location { file: Arc::from(Path::new("command line")), line: 1, column }
+    Location {
+        file: Arc::from(Path::new("command line")),
+        line: 1,
+        column,
+    }
 }

@@ -579,17 +579,49 @@ fn typed_units() {
 #[test]
 fn command_line_overrides_change_only_what_they_name() {
     let allowed = ["protocol", "ping-int", "max-buffers"];
-    let base = NetOptions { max_buffers: 4096, ..NetOptions::default() };
-    let pairs = |list: &[(&str, &str)]| list.iter().map(|(name, value)| (name.to_string(), value.to_string())).collect::<Vec<_>>();
-    let changed = base.with_overrides(&allowed, &pairs(&[("protocol", "A"), ("ping-int", "5")])).expect("valid");
+    let base = NetOptions {
+        max_buffers: 4096,
+        ..NetOptions::default()
+    };
+    let pairs = |list: &[(&str, &str)]| {
+        list.iter()
+            .map(|(name, value)| (name.to_string(), value.to_string()))
+            .collect::<Vec<_>>()
+    };
+    let changed = base
+        .with_overrides(&allowed, &pairs(&[("protocol", "A"), ("ping-int", "5")]))
+        .expect("valid");
     assert_eq!(changed.protocol, super::enums::Protocol::A);
     assert_eq!(changed.ping_int, std::time::Duration::from_secs(5));
-    assert_eq!(changed.max_buffers, 4096, "an option not named keeps its value");
-    assert_eq!(NetOptions { protocol: changed.protocol, ping_int: changed.ping_int, ..base.clone() }, changed);
-    let unknown = base.with_overrides(&allowed, &pairs(&[("shared-secret", "x")])).expect_err("not allowed");
-    assert!(unknown.contains("'--shared-secret'") && unknown.contains("protocol, ping-int, max-buffers"), "{unknown}");
-    let invalid = base.with_overrides(&allowed, &pairs(&[("protocol", "Q")])).expect_err("invalid");
-    assert!(invalid.contains("command line:1:1") && invalid.contains("protocol"), "{invalid}");
-    let range = base.with_overrides(&allowed, &pairs(&[("max-buffers", "1")])).expect_err("out of range");
+    assert_eq!(
+        changed.max_buffers, 4096,
+        "an option not named keeps its value"
+    );
+    assert_eq!(
+        NetOptions {
+            protocol: changed.protocol,
+            ping_int: changed.ping_int,
+            ..base.clone()
+        },
+        changed
+    );
+    let unknown = base
+        .with_overrides(&allowed, &pairs(&[("shared-secret", "x")]))
+        .expect_err("not allowed");
+    assert!(
+        unknown.contains("'--shared-secret'")
+            && unknown.contains("protocol, ping-int, max-buffers"),
+        "{unknown}"
+    );
+    let invalid = base
+        .with_overrides(&allowed, &pairs(&[("protocol", "Q")]))
+        .expect_err("invalid");
+    assert!(
+        invalid.contains("command line:1:1") && invalid.contains("protocol"),
+        "{invalid}"
+    );
+    let range = base
+        .with_overrides(&allowed, &pairs(&[("max-buffers", "1")]))
+        .expect_err("out of range");
     assert!(range.contains("max-buffers"), "{range}");
 }

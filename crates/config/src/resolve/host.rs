@@ -129,18 +129,28 @@ impl HostDecl {
                 }
                 let token = single_value(node, "an absolute directory path")?;
                 if !Path::new(&token.text).is_absolute() {
-                    return Err(ConfigError::invalid(&token.at, format!("fuse-mount '{}' is not an absolute path", token.text)));
+                    return Err(ConfigError::invalid(
+                        &token.at,
+                        format!("fuse-mount '{}' is not an absolute path", token.text),
+                    ));
                 }
                 self.fuse_mount = Some((PathBuf::from(&token.text), node.at().clone()));
             }
             "tls-certificate" | "tls-key" => {
-                let slot = if node.name() == "tls-key" { &mut self.tls_key } else { &mut self.tls_certificate };
+                let slot = if node.name() == "tls-key" {
+                    &mut self.tls_key
+                } else {
+                    &mut self.tls_certificate
+                };
                 if let Some((_, first)) = slot {
                     return Err(duplicate(node.name(), first));
                 }
                 let token = single_value(node, "an absolute file path")?;
                 if !Path::new(&token.text).is_absolute() {
-                    return Err(ConfigError::invalid(&token.at, format!("{} '{}' is not an absolute path", node.name(), token.text)));
+                    return Err(ConfigError::invalid(
+                        &token.at,
+                        format!("{} '{}' is not an absolute path", node.name(), token.text),
+                    ));
                 }
                 *slot = Some((PathBuf::from(&token.text), node.at().clone()));
             }
@@ -148,9 +158,16 @@ impl HostDecl {
                 if let Some((_, first)) = &self.tls_fingerprint {
                     return Err(duplicate("tls-fingerprint", first));
                 }
-                let token = single_value(node, "sha256:HEX (the SHA-256 of the host's certificate)")?;
+                let token =
+                    single_value(node, "sha256:HEX (the SHA-256 of the host's certificate)")?;
                 let fingerprint = parse_fingerprint(&token.text).ok_or_else(|| {
-                    ConfigError::invalid(&token.at, format!("tls-fingerprint '{}' is not sha256: followed by 64 hex digits", token.text))
+                    ConfigError::invalid(
+                        &token.at,
+                        format!(
+                            "tls-fingerprint '{}' is not sha256: followed by 64 hex digits",
+                            token.text
+                        ),
+                    )
                 })?;
                 self.tls_fingerprint = Some((fingerprint, node.at().clone()));
             }
@@ -159,7 +176,11 @@ impl HostDecl {
                     return Err(duplicate("disk-throttle-latency", first));
                 }
                 let token = single_value(node, "microseconds per local write")?;
-                let micros = plain_number(token, "disk-throttle-latency", (0, DISK_THROTTLE_LATENCY_US_MAX))?;
+                let micros = plain_number(
+                    token,
+                    "disk-throttle-latency",
+                    (0, DISK_THROTTLE_LATENCY_US_MAX),
+                )?;
                 self.disk_throttle_latency_us = Some((micros, node.at().clone()));
             }
             "volume" => insert_volume(&mut self.volumes, parse_volume(node, &[Class::Disk])?)?,
@@ -196,7 +217,12 @@ impl HostDecl {
 /// `sha256:HEX`: 64 hex digits, optionally in pairs separated by colons (as `openssl x509
 /// -fingerprint` prints them), case-insensitive.
 pub fn parse_fingerprint(text: &str) -> Option<[u8; 32]> {
-    let hex: String = text.strip_prefix("sha256:").or_else(|| text.strip_prefix("SHA256:"))?.chars().filter(|c| *c != ':').collect();
+    let hex: String = text
+        .strip_prefix("sha256:")
+        .or_else(|| text.strip_prefix("SHA256:"))?
+        .chars()
+        .filter(|c| *c != ':')
+        .collect();
     if hex.len() != 64 || !hex.is_ascii() {
         return None;
     }
@@ -255,8 +281,14 @@ pub(crate) fn build_host(
         fuse_mount: decl.fuse_mount.as_ref().map(|(path, _)| path.clone()),
         tls_certificate: decl.tls_certificate.as_ref().map(|(path, _)| path.clone()),
         tls_key: decl.tls_key.as_ref().map(|(path, _)| path.clone()),
-        tls_fingerprint: decl.tls_fingerprint.as_ref().map(|(fingerprint, _)| *fingerprint),
-        disk_throttle_latency_us: decl.disk_throttle_latency_us.as_ref().map(|(micros, _)| *micros),
+        tls_fingerprint: decl
+            .tls_fingerprint
+            .as_ref()
+            .map(|(fingerprint, _)| *fingerprint),
+        disk_throttle_latency_us: decl
+            .disk_throttle_latency_us
+            .as_ref()
+            .map(|(micros, _)| *micros),
         volumes,
     };
     Ok(host)

@@ -70,8 +70,14 @@ pub(crate) fn resolve(
 
 /// `tls yes`: every connection of the resource agrees (a listener cannot tell before the
 /// TLS handshake who connects), and both hosts of each pin a certificate.
-fn check_tls(hosts: &[Host], connections: &[crate::model::Connection], at: &Location) -> Result<(), ConfigError> {
-    let Some(first) = connections.first() else { return Ok(()) };
+fn check_tls(
+    hosts: &[Host],
+    connections: &[crate::model::Connection],
+    at: &Location,
+) -> Result<(), ConfigError> {
+    let Some(first) = connections.first() else {
+        return Ok(());
+    };
     if connections.iter().any(|c| c.net.tls != first.net.tls) {
         return Err(ConfigError::invalid(at, "tls must be the same on every connection of a resource (tandem listens once per resource)".to_string()));
     }
@@ -80,7 +86,10 @@ fn check_tls(hosts: &[Host], connections: &[crate::model::Connection], at: &Loca
     }
     for connection in connections {
         for name in &connection.hosts {
-            let pinned = hosts.iter().find(|h| &h.name == name).is_some_and(|h| h.tls_fingerprint.is_some());
+            let pinned = hosts
+                .iter()
+                .find(|h| &h.name == name)
+                .is_some_and(|h| h.tls_fingerprint.is_some());
             if !pinned {
                 return Err(ConfigError::invalid(at, format!("tls yes: host '{name}' has no tls-fingerprint (the SHA-256 of its certificate, written in its 'on' section; `tandem tls-keygen` prints it)")));
             }

@@ -295,15 +295,32 @@ fn settings_not_in() {
 /// tandem's `fuse-mount PATH;` in an `on` section: absolute, at most once, off when absent.
 #[test]
 fn fuse_mount() {
-    let text = |a: &str| format!("resource r {{\n{VOLUME}\non a {{ address 10.0.0.1:7000; {a} }}\n}}");
-    let config = parse_str(&text("fuse-mount \"/run/tandem fuse\";"), Path::new("t.res")).expect("valid");
-    assert_eq!(config.resources[0].hosts[0].fuse_mount.as_deref(), Some(Path::new("/run/tandem fuse")));
+    let text =
+        |a: &str| format!("resource r {{\n{VOLUME}\non a {{ address 10.0.0.1:7000; {a} }}\n}}");
+    let config = parse_str(
+        &text("fuse-mount \"/run/tandem fuse\";"),
+        Path::new("t.res"),
+    )
+    .expect("valid");
+    assert_eq!(
+        config.resources[0].hosts[0].fuse_mount.as_deref(),
+        Some(Path::new("/run/tandem fuse"))
+    );
     let config = parse_str(&text(""), Path::new("t.res")).expect("valid");
     assert_eq!(config.resources[0].hosts[0].fuse_mount, None);
     let errors = [
-        ("fuse-mount mnt/t;", "t.res:3:42: fuse-mount 'mnt/t' is not an absolute path"),
-        ("fuse-mount /a; fuse-mount /b;", "t.res:3:46: fuse-mount is defined twice (first at t.res:3:31)"),
-        ("fuse-mount;", "t.res:3:31: fuse-mount expects an absolute directory path"),
+        (
+            "fuse-mount mnt/t;",
+            "t.res:3:42: fuse-mount 'mnt/t' is not an absolute path",
+        ),
+        (
+            "fuse-mount /a; fuse-mount /b;",
+            "t.res:3:46: fuse-mount is defined twice (first at t.res:3:31)",
+        ),
+        (
+            "fuse-mount;",
+            "t.res:3:31: fuse-mount expects an absolute directory path",
+        ),
     ];
     for (statement, wanted) in errors {
         let error = parse_str(&text(statement), Path::new("t.res")).expect_err(statement);
@@ -320,22 +337,50 @@ fn tls_keywords() {
             "resource r {{\n{VOLUME}\nnet {{ {net} }}\non a {{ node-id 0; address 10.0.0.1:7000; tls-certificate /etc/t/a.pem; tls-key /etc/t/a.key; tls-fingerprint {fp_a}; }}\non b {{ node-id 1; address 10.0.0.2:7000; {b_fp} }}\n}}"
         )
     };
-    let config = parse_str(&text("tls yes;", &format!("tls-fingerprint {fp_b};")), Path::new("t.res")).expect("valid");
+    let config = parse_str(
+        &text("tls yes;", &format!("tls-fingerprint {fp_b};")),
+        Path::new("t.res"),
+    )
+    .expect("valid");
     let hosts = &config.resources[0].hosts;
-    assert_eq!(hosts[0].tls_certificate.as_deref(), Some(Path::new("/etc/t/a.pem")));
+    assert_eq!(
+        hosts[0].tls_certificate.as_deref(),
+        Some(Path::new("/etc/t/a.pem"))
+    );
     assert_eq!(hosts[0].tls_fingerprint, Some([0xab; 32]));
-    assert_eq!(hosts[1].tls_fingerprint, Some([0xcd; 32]), "colons and upper case are accepted");
+    assert_eq!(
+        hosts[1].tls_fingerprint,
+        Some([0xcd; 32]),
+        "colons and upper case are accepted"
+    );
     let dumped = crate::dump(&config, None);
-    assert!(dumped.contains(&format!("tls-fingerprint sha256:{};", "cd".repeat(32))), "{dumped}");
+    assert!(
+        dumped.contains(&format!("tls-fingerprint sha256:{};", "cd".repeat(32))),
+        "{dumped}"
+    );
     assert!(dumped.contains("tls-key /etc/t/a.key;"), "{dumped}");
     let errors = [
-        (text("tls yes;", ""), "t.res:1:1: tls yes: host 'b' has no tls-fingerprint"),
-        (text("", "tls-fingerprint sha256:abcd;"), "t.res:5:58: tls-fingerprint 'sha256:abcd' is not sha256: followed by 64 hex digits"),
-        (text("", &format!("tls-fingerprint {};", "zz".repeat(32))), "is not sha256: followed by 64 hex digits"),
-        (text("", "tls-key relative.key;"), "t.res:5:50: tls-key 'relative.key' is not an absolute path"),
+        (
+            text("tls yes;", ""),
+            "t.res:1:1: tls yes: host 'b' has no tls-fingerprint",
+        ),
+        (
+            text("", "tls-fingerprint sha256:abcd;"),
+            "t.res:5:58: tls-fingerprint 'sha256:abcd' is not sha256: followed by 64 hex digits",
+        ),
+        (
+            text("", &format!("tls-fingerprint {};", "zz".repeat(32))),
+            "is not sha256: followed by 64 hex digits",
+        ),
+        (
+            text("", "tls-key relative.key;"),
+            "t.res:5:50: tls-key 'relative.key' is not an absolute path",
+        ),
     ];
     for (text, wanted) in errors {
-        let error = parse_str(&text, Path::new("t.res")).expect_err(&text).to_string();
+        let error = parse_str(&text, Path::new("t.res"))
+            .expect_err(&text)
+            .to_string();
         assert!(error.contains(wanted), "{error} lacks {wanted}");
     }
 }
@@ -343,17 +388,30 @@ fn tls_keywords() {
 #[test]
 fn fingerprints_round_trip() {
     let fingerprint: [u8; 32] = std::array::from_fn(|i| u8::try_from(i * 7).unwrap_or(0));
-    assert_eq!(crate::parse_fingerprint(&crate::format_fingerprint(&fingerprint)), Some(fingerprint));
+    assert_eq!(
+        crate::parse_fingerprint(&crate::format_fingerprint(&fingerprint)),
+        Some(fingerprint)
+    );
     assert_eq!(crate::parse_fingerprint("sha1:00"), None);
-    assert_eq!(crate::parse_fingerprint(&format!("sha256:{}", "é".repeat(32))), None);
+    assert_eq!(
+        crate::parse_fingerprint(&format!("sha256:{}", "é".repeat(32))),
+        None
+    );
 }
 
 #[test]
 fn disk_throttle_latency() {
-    let text = |a: &str| format!("resource r {{\n{VOLUME}\non a {{ address 10.0.0.1:7000; {a} }}\n}}");
-    let config = parse_str(&text("disk-throttle-latency 2000;"), Path::new("t.res")).expect("valid");
-    assert_eq!(config.resources[0].hosts[0].disk_throttle_latency_us, Some(2000));
+    let text =
+        |a: &str| format!("resource r {{\n{VOLUME}\non a {{ address 10.0.0.1:7000; {a} }}\n}}");
+    let config =
+        parse_str(&text("disk-throttle-latency 2000;"), Path::new("t.res")).expect("valid");
+    assert_eq!(
+        config.resources[0].hosts[0].disk_throttle_latency_us,
+        Some(2000)
+    );
     assert!(crate::dump(&config, None).contains("disk-throttle-latency 2000;"));
-    let error = parse_str(&text("disk-throttle-latency 2000000;"), Path::new("t.res")).expect_err("too slow").to_string();
+    let error = parse_str(&text("disk-throttle-latency 2000000;"), Path::new("t.res"))
+        .expect_err("too slow")
+        .to_string();
     assert!(error.contains("out of range"), "{error}");
 }

@@ -20,13 +20,20 @@ fn the_source_filter_admits_configured_peers_only() {
         (v4(3), true, "the other peer"),
         (mapped, true, "a peer seen by a dual-stack listener"),
         (v4(4), false, "a neighbour on the same network"),
-        (IpAddr::V4(Ipv4Addr::LOCALHOST), false, "loopback when no peer is there"),
+        (
+            IpAddr::V4(Ipv4Addr::LOCALHOST),
+            false,
+            "loopback when no peer is there",
+        ),
         (IpAddr::V6(Ipv6Addr::LOCALHOST), false, "IPv6 loopback"),
     ];
     for (source, allowed, what) in cases {
         assert_eq!(filter.allows(source), allowed, "{what}: {source}");
     }
-    assert!(!SourceFilter::new([]).allows(v4(2)), "a resource without peers admits nobody");
+    assert!(
+        !SourceFilter::new([]).allows(v4(2)),
+        "a resource without peers admits nobody"
+    );
     assert!(same_host(mapped, v4(3)) && !same_host(v4(2), v4(3)));
 }
 
@@ -41,13 +48,24 @@ fn handshake_slots_evict_the_oldest_of_the_least_advanced() {
     let _ = slots.admit("idle-2");
     assert!(first.evicted.is_none() && real.evicted.is_none());
     slots.advance(real.ticket, Stage::Introduced);
-    assert_eq!(slots.admit("idle-3").evicted, Some("idle-1"), "the oldest idle one goes first");
+    assert_eq!(
+        slots.admit("idle-3").evicted,
+        Some("idle-1"),
+        "the oldest idle one goes first"
+    );
     for n in 4..100 {
         let admitted = slots.admit("idle-n");
-        assert!(admitted.evicted.is_some_and(|h| h != "real"), "idle connection {n} never evicts the introduced one");
+        assert!(
+            admitted.evicted.is_some_and(|h| h != "real"),
+            "idle connection {n} never evicts the introduced one"
+        );
         assert_eq!(slots.len(), 3, "at capacity, never over");
     }
-    assert_eq!(slots.release(real.ticket), Some("real"), "the real handshake still holds its slot");
+    assert_eq!(
+        slots.release(real.ticket),
+        Some("real"),
+        "the real handshake still holds its slot"
+    );
     assert_eq!(slots.len(), 2);
 }
 
@@ -79,16 +97,42 @@ fn refusals_are_logged_once_per_address_and_interval() {
     let start = Instant::now();
     let at = |seconds: u64| start + Duration::from_secs(seconds);
     let mut log = RefusalLog::new(INTERVAL, 4);
-    assert_eq!(log.note(v4(9), "not a peer", at(0)), Refusal::Log { suppressed_before: 0 });
-    assert_eq!(log.note(v4(8), "not a peer", at(1)), Refusal::Log { suppressed_before: 0 }, "another address is its own window");
+    assert_eq!(
+        log.note(v4(9), "not a peer", at(0)),
+        Refusal::Log {
+            suppressed_before: 0
+        }
+    );
+    assert_eq!(
+        log.note(v4(8), "not a peer", at(1)),
+        Refusal::Log {
+            suppressed_before: 0
+        },
+        "another address is its own window"
+    );
     for second in 1..30 {
         assert_eq!(log.note(v4(9), "not a peer", at(second)), Refusal::Suppress);
     }
     assert!(log.expire(at(59)).is_empty(), "no window has ended");
     let summaries = log.expire(at(60));
-    assert_eq!(summaries, vec![Summary { source: Some(v4(9)), suppressed: 29, last_reason: "not a peer".into() }]);
-    assert_eq!(log.len(), 2, "the flooding address keeps its window, the quiet one's is still open");
-    assert_eq!(log.note(v4(9), "not a peer", at(61)), Refusal::Suppress, "a steady flood stays summarized");
+    assert_eq!(
+        summaries,
+        vec![Summary {
+            source: Some(v4(9)),
+            suppressed: 29,
+            last_reason: "not a peer".into()
+        }]
+    );
+    assert_eq!(
+        log.len(),
+        2,
+        "the flooding address keeps its window, the quiet one's is still open"
+    );
+    assert_eq!(
+        log.note(v4(9), "not a peer", at(61)),
+        Refusal::Suppress,
+        "a steady flood stays summarized"
+    );
     assert_eq!(log.expire(at(61)), vec![], "v4(8) ended quietly");
     assert_eq!(log.len(), 1, "a quiet address is forgotten");
     assert_eq!(log.expire(at(120)).len(), 1);
@@ -103,7 +147,12 @@ fn a_late_refusal_carries_the_count_of_the_window_before() {
     let mut log = RefusalLog::new(INTERVAL, 4);
     let _ = log.note(v4(1), "x", start);
     let _ = log.note(v4(1), "x", start);
-    assert_eq!(log.note(v4(1), "x", start + INTERVAL), Refusal::Log { suppressed_before: 1 });
+    assert_eq!(
+        log.note(v4(1), "x", start + INTERVAL),
+        Refusal::Log {
+            suppressed_before: 1
+        }
+    );
 }
 
 /// Bounded memory: beyond the table's capacity every address shares one window, and reasons
@@ -125,7 +174,15 @@ fn the_refusal_log_is_bounded() {
     assert_eq!(log.len(), 2);
     let summaries = log.expire(start + INTERVAL);
     assert_eq!(summaries.len(), 3);
-    let others = summaries.iter().find(|s| s.source.is_none()).expect("a summary of the other addresses");
+    let others = summaries
+        .iter()
+        .find(|s| s.source.is_none())
+        .expect("a summary of the other addresses");
     assert_eq!(others.suppressed, 254 * 3 - 1);
-    assert!(summaries.iter().all(|s| s.last_reason.len() <= REFUSAL_REASON_BYTES_MAX && s.last_reason.starts_with('é')));
+    assert!(
+        summaries
+            .iter()
+            .all(|s| s.last_reason.len() <= REFUSAL_REASON_BYTES_MAX
+                && s.last_reason.starts_with('é'))
+    );
 }

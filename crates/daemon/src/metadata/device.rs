@@ -152,12 +152,19 @@ impl Area {
         match self.placement_now {
             Placement::Internal => Ok((size_of(&self.file, &self.path)?, Placement::Internal)),
             Placement::External { metadata_bytes } => {
-                let backing = self.backing.as_ref().map(|file| size_of(file, &self.path)).transpose()?;
+                let backing = self
+                    .backing
+                    .as_ref()
+                    .map(|file| size_of(file, &self.path))
+                    .transpose()?;
                 let metadata_bytes = match self.index {
                     Some(_) => metadata_bytes,
                     None => size_of(&self.file, &self.path)?,
                 };
-                Ok((backing.unwrap_or(self.device_bytes), Placement::External { metadata_bytes }))
+                Ok((
+                    backing.unwrap_or(self.device_bytes),
+                    Placement::External { metadata_bytes },
+                ))
             }
         }
     }
@@ -258,8 +265,12 @@ impl Area {
             self.backing_bytes = recorded.backing_bytes;
         }
         if let (
-            Placement::External { metadata_bytes: was },
-            Placement::External { metadata_bytes: now },
+            Placement::External {
+                metadata_bytes: was,
+            },
+            Placement::External {
+                metadata_bytes: now,
+            },
         ) = (recorded.placement, self.placement_now)
         {
             if was < now {
@@ -280,7 +291,9 @@ impl Area {
         let mut high = end;
         while high > floor {
             let low = high.saturating_sub(chunk_bytes).max(floor);
-            let length = usize::try_from(high - low).unwrap_or(chunk.len()).min(chunk.len());
+            let length = usize::try_from(high - low)
+                .unwrap_or(chunk.len())
+                .min(chunk.len());
             let window = chunk.get_mut(..length).unwrap_or_default();
             self.read_at(low, window, "backing device (searching for moved metadata)")?;
             for (index, block) in window.chunks_exact(super::BLOCK_LEN).enumerate().rev() {

@@ -20,8 +20,12 @@ use super::{MetaFile, MetadataError, BLOCK_LEN};
 /// Outdated on disk; `report` gets one line per volume.
 pub fn outdate_md(target: &MdTarget, report: &mut dyn FnMut(&str)) -> Result<(), MetadataError> {
     let opened = open_all(target, report)?;
-    if let Some((volume, ..)) = opened.iter().find(|(_, _, superblock)| !superblock.flags.consistent) {
-        let problem = "the data is Inconsistent; only consistent data can be marked Outdated".to_string();
+    if let Some((volume, ..)) = opened
+        .iter()
+        .find(|(_, _, superblock)| !superblock.flags.consistent)
+    {
+        let problem =
+            "the data is Inconsistent; only consistent data can be marked Outdated".to_string();
         return Err(volume.error(MetadataError::Select(problem)));
     }
     for (volume, area, mut superblock) in opened {
@@ -29,9 +33,15 @@ pub fn outdate_md(target: &MdTarget, report: &mut dyn FnMut(&str)) -> Result<(),
         superblock.flags.was_up_to_date = false;
         let place = area.describe();
         let file = MetaFile::over(area, superblock.layout);
-        file.write_superblock(&superblock).map_err(|error| volume.error(error))?;
-        file.sync().map_err(|source| volume.error(file.io("cannot sync", source)))?;
-        let what = if was { "marked Outdated" } else { "already Outdated" };
+        file.write_superblock(&superblock)
+            .map_err(|error| volume.error(error))?;
+        file.sync()
+            .map_err(|source| volume.error(file.io("cannot sync", source)))?;
+        let what = if was {
+            "marked Outdated"
+        } else {
+            "already Outdated"
+        };
         report(&format!("{}: {what} (metadata {place})", volume.name()));
     }
     Ok(())
@@ -44,7 +54,8 @@ pub fn wipe_md(target: &MdTarget, report: &mut dyn FnMut(&str)) -> Result<(), Me
     let selected = select(target, report)?;
     let mut opened = Vec::with_capacity(selected.len());
     for volume in &selected {
-        let mut area = Area::open(&volume.spec.disk, &volume.spec.meta_disk, Access::Write).map_err(|error| volume.error(error))?;
+        let mut area = Area::open(&volume.spec.disk, &volume.spec.meta_disk, Access::Write)
+            .map_err(|error| volume.error(error))?;
         match area.read_superblock() {
             Ok(_) | Err(MetadataError::Corrupt { .. }) => opened.push((volume, area)),
             Err(error) => return Err(volume.error(error)),
@@ -52,16 +63,29 @@ pub fn wipe_md(target: &MdTarget, report: &mut dyn FnMut(&str)) -> Result<(), Me
     }
     for (volume, area) in opened {
         let offset = area.superblock_offset().unwrap_or_default();
-        let io = |what: &str, source| volume.error(MetadataError::Io { what: format!("{what} {}", area.describe()), source });
-        area.write_at(offset, &[0; BLOCK_LEN]).map_err(|source| io("cannot wipe the superblock", source))?;
+        let io = |what: &str, source| {
+            volume.error(MetadataError::Io {
+                what: format!("{what} {}", area.describe()),
+                source,
+            })
+        };
+        area.write_at(offset, &[0; BLOCK_LEN])
+            .map_err(|source| io("cannot wipe the superblock", source))?;
         area.sync().map_err(|source| io("cannot sync", source))?;
-        report(&format!("{}: metadata wiped ({})", volume.name(), area.describe()));
+        report(&format!(
+            "{}: metadata wiped ({})",
+            volume.name(),
+            area.describe()
+        ));
     }
     Ok(())
 }
 
 /// Every selected volume's metadata, locked for writing and read.
-fn open_all(target: &MdTarget, report: &mut dyn FnMut(&str)) -> Result<Vec<(Selected, Area, Superblock)>, MetadataError> {
+fn open_all(
+    target: &MdTarget,
+    report: &mut dyn FnMut(&str),
+) -> Result<Vec<(Selected, Area, Superblock)>, MetadataError> {
     let selected = select(target, report)?;
     let mut opened = Vec::with_capacity(selected.len());
     for volume in selected {
@@ -69,7 +93,9 @@ fn open_all(target: &MdTarget, report: &mut dyn FnMut(&str)) -> Result<Vec<(Sele
             Ok(area) => area,
             Err(error) => return Err(volume.error(error)),
         };
-        let superblock = area.read_superblock().map_err(|error| volume.error(error))?;
+        let superblock = area
+            .read_superblock()
+            .map_err(|error| volume.error(error))?;
         opened.push((volume, area, superblock));
     }
     Ok(opened)

@@ -47,9 +47,14 @@ pub(crate) fn volume_generations(
     peers: &[GiPeer],
     filter: &GiFilter,
 ) -> Result<Vec<Generations>, String> {
-    let mut chosen: Vec<&GiPeer> = peers.iter().filter(|peer| filter.peer.as_ref().is_none_or(|name| &peer.name == name)).collect();
+    let mut chosen: Vec<&GiPeer> = peers
+        .iter()
+        .filter(|peer| filter.peer.as_ref().is_none_or(|name| &peer.name == name))
+        .collect();
     if let (Some(name), true) = (&filter.peer, chosen.is_empty()) {
-        return Err(format!("resource '{resource}' has no connection named '{name}'"));
+        return Err(format!(
+            "resource '{resource}' has no connection named '{name}'"
+        ));
     }
     chosen.sort_by(|a, b| a.name.cmp(&b.name));
     let flags = superblock.flags;
@@ -63,7 +68,10 @@ pub(crate) fn volume_generations(
         primary_lost_quorum: false,
     };
     let records = chosen.into_iter().map(|peer| {
-        let slot = superblock.peers.iter().find(|slot| slot.node_id == Some(peer.node_id));
+        let slot = superblock
+            .peers
+            .iter()
+            .find(|slot| slot.node_id == Some(peer.node_id));
         Generations {
             resource: resource.to_string(),
             volume,
@@ -87,23 +95,51 @@ pub(crate) fn volume_generations(
 
 /// The records of one resource read from disk (the node stopped: the metadata is read under
 /// a shared lock, refused while a node holds it).
-pub fn read_generations(target: &MdTarget, filter: &GiFilter) -> Result<Vec<Generations>, MetadataError> {
+pub fn read_generations(
+    target: &MdTarget,
+    filter: &GiFilter,
+) -> Result<Vec<Generations>, MetadataError> {
     if target.resource.is_none() {
-        return Err(MetadataError::Select("get-gi needs one resource name".into()));
+        return Err(MetadataError::Select(
+            "get-gi needs one resource name".into(),
+        ));
     }
     let selected = select(target, &mut |_| {})?;
     let mut records = Vec::new();
     let mut volume_found = false;
-    for volume in selected.iter().filter(|volume| filter.volume.is_none_or(|number| volume.volume == number)) {
+    for volume in selected
+        .iter()
+        .filter(|volume| filter.volume.is_none_or(|number| volume.volume == number))
+    {
         volume_found = true;
-        let mut area = Area::open(&volume.spec.disk, &volume.spec.meta_disk, Access::Read).map_err(|error| volume.error(error))?;
-        let superblock = area.read_superblock().map_err(|error| volume.error(error))?;
-        let peers: Vec<GiPeer> = volume.peer_names.iter().map(|(name, node_id)| GiPeer { name: name.clone(), node_id: *node_id, connected: false, fencing: false }).collect();
-        let found = volume_generations(&superblock, (&volume.resource, volume.volume), &peers, filter).map_err(MetadataError::Select)?;
+        let mut area = Area::open(&volume.spec.disk, &volume.spec.meta_disk, Access::Read)
+            .map_err(|error| volume.error(error))?;
+        let superblock = area
+            .read_superblock()
+            .map_err(|error| volume.error(error))?;
+        let peers: Vec<GiPeer> = volume
+            .peer_names
+            .iter()
+            .map(|(name, node_id)| GiPeer {
+                name: name.clone(),
+                node_id: *node_id,
+                connected: false,
+                fencing: false,
+            })
+            .collect();
+        let found = volume_generations(
+            &superblock,
+            (&volume.resource, volume.volume),
+            &peers,
+            filter,
+        )
+        .map_err(MetadataError::Select)?;
         records.extend(found);
     }
     match (filter.volume, volume_found) {
-        (Some(number), false) => Err(MetadataError::Select(format!("no volume {number} with a disk on this node"))),
+        (Some(number), false) => Err(MetadataError::Select(format!(
+            "no volume {number} with a disk on this node"
+        ))),
         _ => Ok(records),
     }
 }

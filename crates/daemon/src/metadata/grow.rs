@@ -138,13 +138,17 @@ impl MetaFile {
         self.area.sync().map_err(|e| io("sync", e))?;
         let mut superblock = grow.superblock.clone();
         superblock.layout = new;
-        let block = superblock.encode().map_err(|source| self.layout_error(source))?;
+        let block = superblock
+            .encode()
+            .map_err(|source| self.layout_error(source))?;
         before_write(MoveStep::Commit).map_err(|e| io("write the new superblock", e))?;
         self.area
             .write_at(new.superblock().offset_bytes, &block)
             .map_err(|e| io("write the new superblock", e))?;
         before_write(MoveStep::SyncCommit).map_err(|e| io("sync the new superblock", e))?;
-        self.area.sync().map_err(|e| io("sync the new superblock", e))?;
+        self.area
+            .sync()
+            .map_err(|e| io("sync the new superblock", e))?;
         // Committed: from here on this file is the new metadata.
         self.layout = new;
         self.area.backing_bytes = new.config().backing_bytes;

@@ -141,7 +141,9 @@ fn prepare_create(
     let defaults = LayoutConfig::new(area.placement, area.backing_bytes, peer_slots);
     let config = LayoutConfig {
         al_extents: volume.spec.al_extents,
-        bitmap_granularity_bytes: options.bitmap_granularity_bytes.unwrap_or(defaults.bitmap_granularity_bytes),
+        bitmap_granularity_bytes: options
+            .bitmap_granularity_bytes
+            .unwrap_or(defaults.bitmap_granularity_bytes),
         ..defaults
     };
     let path = area.path_text();
@@ -187,13 +189,19 @@ fn existing(area: &Area) -> Result<Option<String>, MetadataError> {
 /// over (see `signature.rs`). With external metadata that is the metadata device, not the
 /// data disk: a file system there is the data tandem will replicate.
 fn refuse_foreign_data(area: &Area) -> Result<(), MetadataError> {
-    let drbd = area.read_superblock_block()?.as_deref().and_then(signature::drbd_metadata);
+    let drbd = area
+        .read_superblock_block()?
+        .as_deref()
+        .and_then(signature::drbd_metadata);
     let found = match drbd {
         Some(what) => Some(format!("{what} {}", area.describe())),
         None => signature::head_signature(&area.read_head(signature::HEAD_BYTES)?),
     };
     match found {
-        Some(found) => Err(MetadataError::ForeignData { place: area.path_text(), found }),
+        Some(found) => Err(MetadataError::ForeignData {
+            place: area.path_text(),
+            found,
+        }),
         None => Ok(()),
     }
 }
@@ -286,7 +294,10 @@ fn dump_volume(volume: &Selected) -> Result<VolumeDump, MetadataError> {
 
 /// The volumes of `target.node` in the selected resources; diskless ones are reported and
 /// skipped.
-pub(super) fn select(target: &MdTarget, report: &mut dyn FnMut(&str)) -> Result<Vec<Selected>, MetadataError> {
+pub(super) fn select(
+    target: &MdTarget,
+    report: &mut dyn FnMut(&str),
+) -> Result<Vec<Selected>, MetadataError> {
     let config = config::load(&target.config)?;
     let file = target.config.display();
     let node = &target.node;

@@ -32,15 +32,51 @@ struct Known {
 
 /// Most specific first (see the module invariants).
 const KNOWN: [Known; 9] = [
-    Known { offset: 0, magic: b"LUKS\xba\xbe", what: "a LUKS encrypted volume" },
-    Known { offset: 0, magic: b"XFSB", what: "an XFS file system" },
-    Known { offset: 1080, magic: &[0x53, 0xEF], what: "an ext2/ext3/ext4 file system" },
-    Known { offset: 65_600, magic: b"_BHRfS_M", what: "a btrfs file system" },
-    Known { offset: 4086, magic: b"SWAPSPACE2", what: "swap space" },
-    Known { offset: 4086, magic: b"SWAP-SPACE", what: "swap space (old format)" },
-    Known { offset: 512, magic: b"EFI PART", what: "a GPT partition table" },
-    Known { offset: 510, magic: &[0x55, 0xAA], what: "an MBR partition table or boot sector" },
-    Known { offset: 0, magic: b"TNDMMETA", what: "tandem metadata of another layout" },
+    Known {
+        offset: 0,
+        magic: b"LUKS\xba\xbe",
+        what: "a LUKS encrypted volume",
+    },
+    Known {
+        offset: 0,
+        magic: b"XFSB",
+        what: "an XFS file system",
+    },
+    Known {
+        offset: 1080,
+        magic: &[0x53, 0xEF],
+        what: "an ext2/ext3/ext4 file system",
+    },
+    Known {
+        offset: 65_600,
+        magic: b"_BHRfS_M",
+        what: "a btrfs file system",
+    },
+    Known {
+        offset: 4086,
+        magic: b"SWAPSPACE2",
+        what: "swap space",
+    },
+    Known {
+        offset: 4086,
+        magic: b"SWAP-SPACE",
+        what: "swap space (old format)",
+    },
+    Known {
+        offset: 512,
+        magic: b"EFI PART",
+        what: "a GPT partition table",
+    },
+    Known {
+        offset: 510,
+        magic: &[0x55, 0xAA],
+        what: "an MBR partition table or boot sector",
+    },
+    Known {
+        offset: 0,
+        magic: b"TNDMMETA",
+        what: "tandem metadata of another layout",
+    },
 ];
 
 const _: () = assert!(65_600 + 8 <= HEAD_BYTES);
@@ -48,16 +84,27 @@ const _: () = assert!(65_600 + 8 <= HEAD_BYTES);
 /// What the first bytes of an area (`head`, up to [`HEAD_BYTES`]) hold, with where, e.g.
 /// "an XFS file system (\"XFSB\" at byte 0)".
 pub(super) fn head_signature(head: &[u8]) -> Option<String> {
-    KNOWN.iter().find(|known| at(head, known.offset, known.magic)).map(|known| {
-        format!("{} ({} at byte {})", known.what, shown(known.magic), known.offset)
-    })
+    KNOWN
+        .iter()
+        .find(|known| at(head, known.offset, known.magic))
+        .map(|known| {
+            format!(
+                "{} ({} at byte {})",
+                known.what,
+                shown(known.magic),
+                known.offset
+            )
+        })
 }
 
 /// What DRBD metadata a superblock block (4 KiB at DRBD's superblock place) holds, if any.
 pub(super) fn drbd_metadata(block: &[u8]) -> Option<&'static str> {
     let bytes = block.get(DRBD_MAGIC_OFFSET..DRBD_MAGIC_OFFSET + 4)?;
     let magic = u32::from_be_bytes(bytes.try_into().ok()?);
-    DRBD_MAGICS.iter().find(|(known, _)| *known == magic).map(|(_, what)| *what)
+    DRBD_MAGICS
+        .iter()
+        .find(|(known, _)| *known == magic)
+        .map(|(_, what)| *what)
 }
 
 fn at(head: &[u8], offset: usize, magic: &[u8]) -> bool {
@@ -66,7 +113,10 @@ fn at(head: &[u8], offset: usize, magic: &[u8]) -> bool {
 
 /// A magic as an operator recognises it: quoted text, or hex bytes.
 fn shown(magic: &[u8]) -> String {
-    if magic.iter().all(|byte| byte.is_ascii_graphic() || *byte == b' ') {
+    if magic
+        .iter()
+        .all(|byte| byte.is_ascii_graphic() || *byte == b' ')
+    {
         format!("\"{}\"", String::from_utf8_lossy(magic))
     } else {
         let hex: Vec<String> = magic.iter().map(|byte| format!("{byte:02X}")).collect();
@@ -88,12 +138,28 @@ mod tests {
     #[test]
     fn each_signature_is_named_with_its_place() {
         let cases: [(usize, &[u8], &str); 9] = [
-            (1080, &[0x53, 0xEF], "an ext2/ext3/ext4 file system (0x53EF at byte 1080)"),
+            (
+                1080,
+                &[0x53, 0xEF],
+                "an ext2/ext3/ext4 file system (0x53EF at byte 1080)",
+            ),
             (0, b"XFSB", "an XFS file system (\"XFSB\" at byte 0)"),
-            (65_600, b"_BHRfS_M", "a btrfs file system (\"_BHRfS_M\" at byte 65600)"),
-            (4086, b"SWAPSPACE2", "swap space (\"SWAPSPACE2\" at byte 4086)"),
+            (
+                65_600,
+                b"_BHRfS_M",
+                "a btrfs file system (\"_BHRfS_M\" at byte 65600)",
+            ),
+            (
+                4086,
+                b"SWAPSPACE2",
+                "swap space (\"SWAPSPACE2\" at byte 4086)",
+            ),
             (4086, b"SWAP-SPACE", "swap space (old format)"),
-            (0, b"LUKS\xba\xbe", "a LUKS encrypted volume (0x4C554B53BABE at byte 0)"),
+            (
+                0,
+                b"LUKS\xba\xbe",
+                "a LUKS encrypted volume (0x4C554B53BABE at byte 0)",
+            ),
             (510, &[0x55, 0xAA], "an MBR partition table"),
             (512, b"EFI PART", "a GPT partition table"),
             (0, b"TNDMMETA", "tandem metadata"),
@@ -109,7 +175,9 @@ mod tests {
     fn gpt_is_named_before_its_protective_mbr() {
         let mut head = with(510, &[0x55, 0xAA]);
         head[512..520].copy_from_slice(b"EFI PART");
-        assert!(head_signature(&head).unwrap_or_default().starts_with("a GPT"));
+        assert!(head_signature(&head)
+            .unwrap_or_default()
+            .starts_with("a GPT"));
     }
 
     #[test]
@@ -126,7 +194,10 @@ mod tests {
             let block = with(DRBD_MAGIC_OFFSET, &magic.to_be_bytes());
             assert_eq!(drbd_metadata(&block), Some(what));
         }
-        assert_eq!(drbd_metadata(&with(DRBD_MAGIC_OFFSET, &0x8374_026du32.to_le_bytes())), None);
+        assert_eq!(
+            drbd_metadata(&with(DRBD_MAGIC_OFFSET, &0x8374_026du32.to_le_bytes())),
+            None
+        );
         assert_eq!(drbd_metadata(&[0; 10]), None);
     }
 }

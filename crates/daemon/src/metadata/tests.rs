@@ -726,7 +726,10 @@ fn human_bytes_picks_the_unit_and_rounds_down() {
 }
 
 fn write_bytes(path: &Path, offset: u64, bytes: &[u8]) {
-    let file = OpenOptions::new().write(true).open(path).expect("open for write");
+    let file = OpenOptions::new()
+        .write(true)
+        .open(path)
+        .expect("open for write");
     file.write_all_at(bytes, offset).expect("write");
 }
 
@@ -734,20 +737,45 @@ fn write_bytes(path: &Path, offset: u64, bytes: &[u8]) {
 /// create-md would write is named and nothing is written unless `--force`.
 #[test]
 fn create_md_refuses_foreign_data_unless_forced() {
-    let forced = CreateOptions { force: true, ..CreateOptions::default() };
+    let forced = CreateOptions {
+        force: true,
+        ..CreateOptions::default()
+    };
     // Internal metadata: an ext4 file system on the backing device.
     let fixture = Fixture::new("meta-disk internal;");
     write_bytes(&fixture.disk(), 1080, &[0x53, 0xEF]);
-    let message = fixture.create(CreateOptions::default()).expect_err("must refuse").to_string();
-    assert!(message.contains("ext2/ext3/ext4 file system") && message.contains("--force"), "{message}");
-    assert!(matches!(open_error(&fixture.internal()), MetadataError::Missing { .. }), "a refusal wrote metadata");
+    let message = fixture
+        .create(CreateOptions::default())
+        .expect_err("must refuse")
+        .to_string();
+    assert!(
+        message.contains("ext2/ext3/ext4 file system") && message.contains("--force"),
+        "{message}"
+    );
+    assert!(
+        matches!(
+            open_error(&fixture.internal()),
+            MetadataError::Missing { .. }
+        ),
+        "a refusal wrote metadata"
+    );
     fixture.create(forced).expect("forced over the file system");
 
     // Internal metadata: DRBD 9's superblock magic where DRBD keeps it (the last 4 KiB).
     let fixture = Fixture::new("meta-disk internal;");
-    write_bytes(&fixture.disk(), BACKING_BYTES - 4096 + 60, &0x8374_026du32.to_be_bytes());
-    let message = fixture.create(CreateOptions::default()).expect_err("must refuse").to_string();
-    assert!(message.contains("DRBD 9 metadata at the end of"), "{message}");
+    write_bytes(
+        &fixture.disk(),
+        BACKING_BYTES - 4096 + 60,
+        &0x8374_026du32.to_be_bytes(),
+    );
+    let message = fixture
+        .create(CreateOptions::default())
+        .expect_err("must refuse")
+        .to_string();
+    assert!(
+        message.contains("DRBD 9 metadata at the end of"),
+        "{message}"
+    );
 
     // External metadata: XFS on the metadata device is refused; a file system on the data
     // disk is the data to replicate and is left alone.
@@ -755,8 +783,14 @@ fn create_md_refuses_foreign_data_unless_forced() {
     let meta = fixture.path("alice.meta");
     fixture.set_size(&meta, 8 * MIB);
     write_bytes(&meta, 0, b"XFSB");
-    let message = fixture.create(CreateOptions::default()).expect_err("must refuse").to_string();
-    assert!(message.contains("alice.meta holds an XFS file system"), "{message}");
+    let message = fixture
+        .create(CreateOptions::default())
+        .expect_err("must refuse")
+        .to_string();
+    assert!(
+        message.contains("alice.meta holds an XFS file system"),
+        "{message}"
+    );
     write_bytes(&meta, 0, &[0; 4]);
     write_bytes(&fixture.disk(), 0, b"XFSB");
     created(&fixture);
@@ -772,7 +806,11 @@ fn generations_are_read_from_disk_per_peer() {
     superblock.current_uuid = 0xAB00;
     superblock.history_uuids[0] = 0x1200;
     superblock.flags.consistent = true;
-    if let Some(slot) = superblock.peers.iter_mut().find(|slot| slot.node_id == Some(2)) {
+    if let Some(slot) = superblock
+        .peers
+        .iter_mut()
+        .find(|slot| slot.node_id == Some(2))
+    {
         slot.bitmap_uuid = 0x1200;
         slot.flags.outdated = true;
     }
@@ -785,14 +823,41 @@ fn generations_are_read_from_disk_per_peer() {
         "000000000000AB00:0000000000000000:0000000000001200:0000000000000000:1:0:0:0:1:0:0:0:0:0:0:1\n\
          000000000000AB00:0000000000001200:0000000000001200:0000000000000000:1:0:0:0:1:0:0:0:1:0:0:1\n"
     );
-    assert_eq!(all.iter().map(|record| record.peer.as_str()).collect::<Vec<_>>(), ["bob", "carol"]);
-    let carol = GiFilter { peer: Some("carol".into()), volume: Some(0) };
-    assert_eq!(read_generations(&fixture.target(), &carol).expect("carol").len(), 1);
+    assert_eq!(
+        all.iter()
+            .map(|record| record.peer.as_str())
+            .collect::<Vec<_>>(),
+        ["bob", "carol"]
+    );
+    let carol = GiFilter {
+        peer: Some("carol".into()),
+        volume: Some(0),
+    };
+    assert_eq!(
+        read_generations(&fixture.target(), &carol)
+            .expect("carol")
+            .len(),
+        1
+    );
     for (filter, message) in [
-        (GiFilter { peer: Some("zed".into()), volume: None }, "no connection named 'zed'"),
-        (GiFilter { peer: None, volume: Some(3) }, "no volume 3"),
+        (
+            GiFilter {
+                peer: Some("zed".into()),
+                volume: None,
+            },
+            "no connection named 'zed'",
+        ),
+        (
+            GiFilter {
+                peer: None,
+                volume: Some(3),
+            },
+            "no volume 3",
+        ),
     ] {
-        let error = read_generations(&fixture.target(), &filter).expect_err("must refuse").to_string();
+        let error = read_generations(&fixture.target(), &filter)
+            .expect_err("must refuse")
+            .to_string();
         assert!(error.contains(message), "{error}");
     }
 }
@@ -805,10 +870,14 @@ fn grown_fixture(fixture: &Fixture, spec: &MetaSpec, grown_bytes: u64) -> (MetaF
     let (file, mut superblock) = open(spec);
     let mut bitmap = file.read_bitmap(0).expect("read");
     bitmap.set(0, 3 * 4096).expect("set");
-    let pages: Vec<(u64, Vec<u8>)> = bitmap.take_dirty_pages().map(|(page, image)| (page, image.to_vec())).collect();
+    let pages: Vec<(u64, Vec<u8>)> = bitmap
+        .take_dirty_pages()
+        .map(|(page, image)| (page, image.to_vec()))
+        .collect();
     file.write_bitmap_pages(0, &pages).expect("write bits");
     superblock.current_uuid = 0xABCD_0000_0000_1230;
-    file.write_superblock(&superblock).expect("write superblock");
+    file.write_superblock(&superblock)
+        .expect("write superblock");
     file.sync().expect("sync");
     drop(file);
     fixture.set_size(&fixture.disk(), grown_bytes);
@@ -824,7 +893,11 @@ fn move_metadata(
     let old = *file.layout();
     let new = file.plan_grow(None)?;
     let bitmaps = file.grown_bitmaps(superblock, &new, old.grow_resync_range(&new, false))?;
-    let grow = Grow { layout: new, superblock, bitmaps: &bitmaps };
+    let grow = Grow {
+        layout: new,
+        superblock,
+        bitmaps: &bitmaps,
+    };
     let moved = file.grow(&grow, before_write)?;
     Ok((new, moved))
 }
@@ -843,16 +916,33 @@ fn internal_metadata_moves_to_the_new_end_with_its_bits_and_generation() {
     assert_eq!(reread, moved);
     assert_eq!(reread.current_uuid, 0xABCD_0000_0000_1230);
     let bitmap = file.read_bitmap(0).expect("read");
-    assert!(bitmap.is_set(0) && bitmap.is_set(2) && !bitmap.is_set(3), "old bits kept");
+    assert!(
+        bitmap.is_set(0) && bitmap.is_set(2) && !bitmap.is_set(3),
+        "old bits kept"
+    );
     let granularity = u64::from(new.config().bitmap_granularity_bytes);
     let new_blocks = (new.data_bytes() - old.data_bytes()).div_ceil(granularity);
-    assert_eq!(bitmap.count_set_blocks(), 3 + new_blocks, "the new area is out of sync");
-    assert_eq!(file.read_bitmap(1).expect("read").count_set_blocks(), new_blocks);
+    assert_eq!(
+        bitmap.count_set_blocks(),
+        3 + new_blocks,
+        "the new area is out of sync"
+    );
+    assert_eq!(
+        file.read_bitmap(1).expect("read").count_set_blocks(),
+        new_blocks
+    );
     let mut old_superblock = vec![0; 4096];
     file.area
-        .read_at(old.superblock().offset_bytes, &mut old_superblock, "old superblock")
+        .read_at(
+            old.superblock().offset_bytes,
+            &mut old_superblock,
+            "old superblock",
+        )
         .expect("read");
-    assert!(old_superblock.iter().all(|b| *b == 0), "the old metadata is cleared");
+    assert!(
+        old_superblock.iter().all(|b| *b == 0),
+        "the old metadata is cleared"
+    );
 }
 
 /// A crash at any step of the move leaves metadata that attaches, at the old size before the
@@ -870,22 +960,33 @@ fn a_move_cut_short_at_any_step_attaches_at_the_old_or_new_size() {
     ];
     for (stop_at, moved) in steps {
         let fixture = Fixture::new("meta-disk internal;");
-        let (mut file, superblock) = grown_fixture(&fixture, &fixture.internal(), 2 * BACKING_BYTES);
+        let (mut file, superblock) =
+            grown_fixture(&fixture, &fixture.internal(), 2 * BACKING_BYTES);
         let old = *file.layout();
         let mut crash = |step| match step == stop_at {
             true => Err(std::io::Error::other("injected crash")),
             false => Ok(()),
         };
         let error = move_metadata(&mut file, &superblock, &mut crash).expect_err("stopped");
-        assert!(error.to_string().contains("injected crash"), "{stop_at:?}: {error}");
+        assert!(
+            error.to_string().contains("injected crash"),
+            "{stop_at:?}: {error}"
+        );
         // The open file switches only once the commit is durable (after its sync).
         let durable = stop_at == MoveStep::ClearOld;
-        assert_eq!(*file.layout() != old, durable, "{stop_at:?}: the file follows the commit");
+        assert_eq!(
+            *file.layout() != old,
+            durable,
+            "{stop_at:?}: the file follows the commit"
+        );
         drop(file);
         let (file, reread) = open(&fixture.internal());
         assert_eq!(*file.layout() != old, moved, "{stop_at:?}: old or new size");
         assert_eq!(reread.current_uuid, 0xABCD_0000_0000_1230, "{stop_at:?}");
-        assert!(file.read_bitmap(0).expect("bits").is_set(2), "{stop_at:?}: bits kept");
+        assert!(
+            file.read_bitmap(0).expect("bits").is_set(2),
+            "{stop_at:?}: bits kept"
+        );
         if !moved {
             // The node attached at its old size can still resize.
             let mut file = file;
@@ -910,7 +1011,9 @@ fn a_torn_commit_attaches_at_the_old_size() {
     block.layout = new;
     let mut image = block.encode().expect("encode");
     image[2048..].fill(0xA5);
-    file.area.write_at(new.superblock().offset_bytes, &image).expect("tear");
+    file.area
+        .write_at(new.superblock().offset_bytes, &image)
+        .expect("tear");
     drop(file);
     let (file, _) = open(&fixture.internal());
     assert_eq!(*file.layout(), old);
@@ -931,7 +1034,10 @@ fn external_metadata_grows_its_bitmap_in_place() {
     fixture.set_size(&meta_path, MIB);
     let spec = MetaSpec {
         peers: vec![1],
-        ..fixture.spec(config::MetaDisk::External { path: meta_path, index: None })
+        ..fixture.spec(config::MetaDisk::External {
+            path: meta_path,
+            index: None,
+        })
     };
     let (mut file, superblock) = grown_fixture(&fixture, &spec, 4 * BACKING_BYTES);
     let (new, _) = move_metadata(&mut file, &superblock, &mut |_| Ok(())).expect("grows");
@@ -949,11 +1055,17 @@ fn external_metadata_with_shifting_bitmaps_is_refused() {
     let fixture = Fixture::new("meta-disk META;");
     let meta_path = fixture.path("alice.meta");
     fixture.set_size(&meta_path, MIB);
-    let spec = fixture.spec(config::MetaDisk::External { path: meta_path, index: None });
+    let spec = fixture.spec(config::MetaDisk::External {
+        path: meta_path,
+        index: None,
+    });
     let (mut file, superblock) = grown_fixture(&fixture, &spec, 4 * BACKING_BYTES);
     let old = *file.layout();
     let error = move_metadata(&mut file, &superblock, &mut |_| Ok(())).expect_err("refused");
-    assert!(matches!(error, MetadataError::ResizeRefused { .. }), "{error:?}");
+    assert!(
+        matches!(error, MetadataError::ResizeRefused { .. }),
+        "{error:?}"
+    );
     assert_eq!(*file.layout(), old);
 }
 
@@ -967,8 +1079,14 @@ fn a_capped_grow_is_kept_across_reopen_and_dumped() {
     let cap = old.data_bytes() + 8 * MIB;
     let new = file.plan_grow(Some(cap)).expect("plan");
     assert_eq!(new.data_bytes(), cap);
-    let bitmaps = file.grown_bitmaps(&superblock, &new, old.grow_resync_range(&new, false)).expect("bitmaps");
-    let grow = Grow { layout: new, superblock: &superblock, bitmaps: &bitmaps };
+    let bitmaps = file
+        .grown_bitmaps(&superblock, &new, old.grow_resync_range(&new, false))
+        .expect("bitmaps");
+    let grow = Grow {
+        layout: new,
+        superblock: &superblock,
+        bitmaps: &bitmaps,
+    };
     file.grow(&grow, &mut |_| Ok(())).expect("moves");
     drop(file);
     let (file, reread) = open(&fixture.internal());

@@ -99,7 +99,10 @@ pub(crate) fn head_end(buffer: &[u8]) -> Option<usize> {
 
 /// tchar of RFC 9110: the characters of methods and header names.
 fn is_token(text: &str) -> bool {
-    !text.is_empty() && text.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+    !text.is_empty()
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
 }
 
 /// Parses a complete head (as delimited by [`head_end`]).
@@ -107,14 +110,21 @@ pub(crate) fn parse_head(head: &[u8]) -> Result<RequestHead, BadRequest> {
     if head.len() > REQUEST_HEAD_BYTES_MAX {
         return Err(BadRequest::TooLarge);
     }
-    if !head.iter().all(|&b| b == b'\r' || b == b'\n' || b == b'\t' || (b' '..=b'~').contains(&b)) {
+    if !head
+        .iter()
+        .all(|&b| b == b'\r' || b == b'\n' || b == b'\t' || (b' '..=b'~').contains(&b))
+    {
         return Err(BadRequest::NotText);
     }
     let text = std::str::from_utf8(head).map_err(|_| BadRequest::NotText)?;
-    let mut lines = text.split('\n').map(|line| line.strip_suffix('\r').unwrap_or(line));
+    let mut lines = text
+        .split('\n')
+        .map(|line| line.strip_suffix('\r').unwrap_or(line));
     let request_line = lines.next().unwrap_or_default();
     let parts: Vec<&str> = request_line.split(' ').collect();
-    let [method, target, version] = parts.as_slice() else { return Err(BadRequest::RequestLine) };
+    let [method, target, version] = parts.as_slice() else {
+        return Err(BadRequest::RequestLine);
+    };
     if !is_token(method) || target.is_empty() || target.contains('\t') {
         return Err(BadRequest::RequestLine);
     }
@@ -122,13 +132,20 @@ pub(crate) fn parse_head(head: &[u8]) -> Result<RequestHead, BadRequest> {
         return Err(BadRequest::Version((*version).to_string()));
     }
     for line in lines.take_while(|line| !line.is_empty()) {
-        let Some((name, _value)) = line.split_once(':') else { return Err(BadRequest::Header) };
+        let Some((name, _value)) = line.split_once(':') else {
+            return Err(BadRequest::Header);
+        };
         if !is_token(name) {
             return Err(BadRequest::Header);
         }
     }
-    let path = target.split_once('?').map_or(*target, |(path, _query)| path);
-    Ok(RequestHead { method: (*method).to_string(), path: path.to_string() })
+    let path = target
+        .split_once('?')
+        .map_or(*target, |(path, _query)| path);
+    Ok(RequestHead {
+        method: (*method).to_string(),
+        path: path.to_string(),
+    })
 }
 
 /// What to answer to `head`: only GET and HEAD, only `/metrics`.
@@ -148,7 +165,11 @@ pub(crate) fn route(head: &RequestHead) -> Route {
 /// The bytes of a response: status line, headers, and `body` unless `with_body` is false
 /// (HEAD), in which case `Content-Length` still gives the body's length.
 pub(crate) fn response(status: Status, content_type: &str, body: &str, with_body: bool) -> Vec<u8> {
-    let allow = if status == Status::MethodNotAllowed { "Allow: GET, HEAD\r\n" } else { "" };
+    let allow = if status == Status::MethodNotAllowed {
+        "Allow: GET, HEAD\r\n"
+    } else {
+        ""
+    };
     let head = format!(
         "HTTP/1.1 {}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n{allow}Connection: close\r\n\r\n",
         status.line(),
@@ -163,5 +184,10 @@ pub(crate) fn response(status: Status, content_type: &str, body: &str, with_body
 
 /// A short plain-text error response.
 pub(crate) fn error_response(status: Status, message: &str) -> Vec<u8> {
-    response(status, "text/plain; charset=utf-8", &format!("{message}\n"), true)
+    response(
+        status,
+        "text/plain; charset=utf-8",
+        &format!("{message}\n"),
+        true,
+    )
 }

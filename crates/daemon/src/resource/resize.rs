@@ -39,7 +39,11 @@ pub(crate) struct ResizeOptions {
 
 impl Resource {
     /// `resize` of `volume` (None: every volume, one after the other); the new sizes as text.
-    pub(crate) fn resize(self: &Arc<Self>, volume: Option<u16>, options: ResizeOptions) -> Result<String, String> {
+    pub(crate) fn resize(
+        self: &Arc<Self>,
+        volume: Option<u16>,
+        options: ResizeOptions,
+    ) -> Result<String, String> {
         if self.is_down() {
             return Err("resource is down; run 'tandem up' first".into());
         }
@@ -50,28 +54,52 @@ impl Resource {
         };
         let mut lines = Vec::new();
         for number in numbers {
-            let bytes = self.resize_volume(number, options).map_err(|e| format!("volume {number}: {e}"))?;
-            lines.push(format!("{}/{number}: grown to {bytes} bytes ({} KiB)", self.name, bytes / 1024));
+            let bytes = self
+                .resize_volume(number, options)
+                .map_err(|e| format!("volume {number}: {e}"))?;
+            lines.push(format!(
+                "{}/{number}: grown to {bytes} bytes ({} KiB)",
+                self.name,
+                bytes / 1024
+            ));
         }
         Ok(lines.join("\n"))
     }
 
     fn resize_volume(self: &Arc<Self>, volume: u16, options: ResizeOptions) -> Result<u64, String> {
-        let meta = self.metas.iter().find(|(n, _)| *n == volume).map(|(_, m)| Arc::clone(m));
+        let meta = self
+            .metas
+            .iter()
+            .find(|(n, _)| *n == volume)
+            .map(|(_, m)| Arc::clone(m));
         let Some(meta) = meta else {
             return Err("this node has no disk for it; run resize on a node with one".into());
         };
         let offer_bytes = meta.offer_bytes().map_err(|e| e.to_string())?;
-        let ResizeOptions { size_max, assume_clean, assume_peer_has_space } = options;
-        let request = ResizeRequest { volume, offer_bytes, size_max, assume_clean, assume_peer_has_space };
-        self.step(|engine, _, out| engine.start_resize(request, out)).map_err(|e| format!("State change failed: {e}"))?;
+        let ResizeOptions {
+            size_max,
+            assume_clean,
+            assume_peer_has_space,
+        } = options;
+        let request = ResizeRequest {
+            volume,
+            offer_bytes,
+            size_max,
+            assume_clean,
+            assume_peer_has_space,
+        };
+        self.step(|engine, _, out| engine.start_resize(request, out))
+            .map_err(|e| format!("State change failed: {e}"))?;
         let deadline = Instant::now() + RESIZE_WAIT_MAX;
         loop {
             if let Some(outcome) = self.step(|engine, _, _| engine.take_resize_outcome(volume)) {
                 return outcome;
             }
             if Instant::now() >= deadline {
-                return Err(format!("no outcome after {} s (see the logs of every node)", RESIZE_WAIT_MAX.as_secs()));
+                return Err(format!(
+                    "no outcome after {} s (see the logs of every node)",
+                    RESIZE_WAIT_MAX.as_secs()
+                ));
             }
             std::thread::sleep(RESIZE_POLL);
         }
@@ -103,7 +131,9 @@ impl Resource {
     /// What this node's device offers for `volume`: unbounded without a disk of its own (it
     /// holds no data to grow), 0 if it cannot grow.
     fn offer_of(&self, volume: u16) -> u64 {
-        let Some((_, meta)) = self.metas.iter().find(|(n, _)| *n == volume) else { return u64::MAX };
+        let Some((_, meta)) = self.metas.iter().find(|(n, _)| *n == volume) else {
+            return u64::MAX;
+        };
         match meta.offer_bytes() {
             Ok(offer) => offer,
             Err(error) => {
@@ -114,7 +144,12 @@ impl Resource {
     }
 
     /// The grow itself (see the module comment for the order).
-    fn grow_volume(self: &Arc<Self>, volume: u16, size_bytes: u64, assume_clean: bool) -> Result<Vec<PeerBitmap>, String> {
+    fn grow_volume(
+        self: &Arc<Self>,
+        volume: u16,
+        size_bytes: u64,
+        assume_clean: bool,
+    ) -> Result<Vec<PeerBitmap>, String> {
         let Some((_, meta)) = self.metas.iter().find(|(n, _)| *n == volume) else {
             // No disk of its own: only the engine's view grows.
             return self.with_engine(|engine| engine.grown_bitmaps(volume, size_bytes, None));
@@ -123,7 +158,8 @@ impl Resource {
             return Err("the disk is detached".into());
         }
         let (layout, resync) = meta.plan_grow(size_bytes, assume_clean)?;
-        let bitmaps = self.with_engine(|engine| engine.grown_bitmaps(volume, size_bytes, resync))?;
+        let bitmaps =
+            self.with_engine(|engine| engine.grown_bitmaps(volume, size_bytes, resync))?;
         meta.grow(layout, &bitmaps).map_err(|e| e.to_string())?;
         if let Some(disk) = self.disk(volume) {
             disk.grow_to(size_bytes).map_err(|e| e.to_string())?;

@@ -9,7 +9,14 @@ const SIZE: u64 = 64 << 20;
 const MIB: u64 = 1 << 20;
 
 fn info() -> ExportInfo {
-    ExportInfo { size: SIZE, can_flush: true, can_fua: true, can_trim: true, can_write_zeroes: true, ..ExportInfo::default() }
+    ExportInfo {
+        size: SIZE,
+        can_flush: true,
+        can_fua: true,
+        can_trim: true,
+        can_write_zeroes: true,
+        ..ExportInfo::default()
+    }
 }
 
 /// Requests as (offset, length, no_hole) triples, for comparison.
@@ -17,7 +24,11 @@ fn zeroes(commands: &[Command]) -> Vec<(u64, u32, bool)> {
     commands
         .iter()
         .map(|command| match command {
-            Command::WriteZeroes { offset, length, no_hole } => (*offset, *length, *no_hole),
+            Command::WriteZeroes {
+                offset,
+                length,
+                no_hole,
+            } => (*offset, *length, *no_hole),
             other => panic!("not a WriteZeroes: {other:?}"),
         })
         .collect()
@@ -34,7 +45,11 @@ fn file_names() {
         ("a:b", Err(())),
     ];
     for (export, wanted) in cases {
-        assert_eq!(file_name(export).map_err(|_| ()), wanted.map(str::to_string), "{export:?}");
+        assert_eq!(
+            file_name(export).map_err(|_| ()),
+            wanted.map(str::to_string),
+            "{export:?}"
+        );
     }
 }
 
@@ -54,7 +69,10 @@ fn errnos() {
         assert_eq!(errno_of(errno), wanted, "{errno:?}");
     }
     assert_eq!(open_errno(&OpenError::Unknown), libc::ENOENT);
-    assert_eq!(open_errno(&OpenError::Policy("r0 is Secondary".into())), libc::EACCES);
+    assert_eq!(
+        open_errno(&OpenError::Policy("r0 is Secondary".into())),
+        libc::EACCES
+    );
 }
 
 #[test]
@@ -103,7 +121,11 @@ fn writes_are_cut_at_the_end() {
         (0, (REQUEST_BYTES_MAX as usize) + 1, Err(libc::EINVAL)),
     ];
     for (offset, length, wanted) in cases {
-        assert_eq!(write(SIZE, offset, length), wanted, "write({offset}, {length})");
+        assert_eq!(
+            write(SIZE, offset, length),
+            wanted,
+            "write({offset}, {length})"
+        );
     }
 }
 
@@ -112,42 +134,110 @@ fn fallocate_modes() {
     let keep = libc::FALLOC_FL_KEEP_SIZE;
     let punch = libc::FALLOC_FL_PUNCH_HOLE | keep;
     let zero = libc::FALLOC_FL_ZERO_RANGE;
-    type Case = (&'static str, i32, u64, u64, Result<Vec<(u64, u32, bool)>, i32>);
+    type Case = (
+        &'static str,
+        i32,
+        u64,
+        u64,
+        Result<Vec<(u64, u32, bool)>, i32>,
+    );
     let cases: [Case; 10] = [
         ("allocate inside", 0, 0, MIB, Ok(vec![])),
         ("allocate past the end", 0, SIZE - 1, 2, Err(libc::EFBIG)),
-        ("allocate past the end, keep size", keep, SIZE - 1, 2, Ok(vec![])),
+        (
+            "allocate past the end, keep size",
+            keep,
+            SIZE - 1,
+            2,
+            Ok(vec![]),
+        ),
         ("punch", punch, MIB, MIB, Ok(vec![(MIB, 1 << 20, false)])),
-        ("punch past the end is cut", punch, SIZE - 4096, MIB, Ok(vec![(SIZE - 4096, 4096, false)])),
-        ("punch without keep size", libc::FALLOC_FL_PUNCH_HOLE, 0, MIB, Err(libc::EOPNOTSUPP)),
+        (
+            "punch past the end is cut",
+            punch,
+            SIZE - 4096,
+            MIB,
+            Ok(vec![(SIZE - 4096, 4096, false)]),
+        ),
+        (
+            "punch without keep size",
+            libc::FALLOC_FL_PUNCH_HOLE,
+            0,
+            MIB,
+            Err(libc::EOPNOTSUPP),
+        ),
         ("zero range", zero, 0, 4096, Ok(vec![(0, 4096, true)])),
-        ("zero range past the end", zero, SIZE - 4096, MIB, Err(libc::EFBIG)),
-        ("zero range past the end, keep size", zero | keep, SIZE, MIB, Ok(vec![])),
-        ("collapse", libc::FALLOC_FL_COLLAPSE_RANGE, 0, MIB, Err(libc::EOPNOTSUPP)),
+        (
+            "zero range past the end",
+            zero,
+            SIZE - 4096,
+            MIB,
+            Err(libc::EFBIG),
+        ),
+        (
+            "zero range past the end, keep size",
+            zero | keep,
+            SIZE,
+            MIB,
+            Ok(vec![]),
+        ),
+        (
+            "collapse",
+            libc::FALLOC_FL_COLLAPSE_RANGE,
+            0,
+            MIB,
+            Err(libc::EOPNOTSUPP),
+        ),
     ];
     for (name, mode, offset, length, wanted) in cases {
-        assert_eq!(fallocate(&info(), mode, offset, length).map(|c| zeroes(&c)), wanted, "{name}");
+        assert_eq!(
+            fallocate(&info(), mode, offset, length).map(|c| zeroes(&c)),
+            wanted,
+            "{name}"
+        );
     }
 }
 
 #[test]
 fn fallocate_needs_write_zeroes_and_a_writable_export() {
     let punch = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
-    let without = ExportInfo { can_write_zeroes: false, ..info() };
-    assert_eq!(fallocate(&without, punch, 0, MIB).map(|c| c.len()), Err(libc::EOPNOTSUPP));
-    let read_only = ExportInfo { read_only: true, ..info() };
-    assert_eq!(fallocate(&read_only, punch, 0, MIB).map(|c| c.len()), Err(libc::EROFS));
+    let without = ExportInfo {
+        can_write_zeroes: false,
+        ..info()
+    };
+    assert_eq!(
+        fallocate(&without, punch, 0, MIB).map(|c| c.len()),
+        Err(libc::EOPNOTSUPP)
+    );
+    let read_only = ExportInfo {
+        read_only: true,
+        ..info()
+    };
+    assert_eq!(
+        fallocate(&read_only, punch, 0, MIB).map(|c| c.len()),
+        Err(libc::EROFS)
+    );
 }
 
 #[test]
 fn large_fallocate_ranges_are_cut_into_chunks() {
-    let big = ExportInfo { size: 5 << 30, ..info() };
+    let big = ExportInfo {
+        size: 5 << 30,
+        ..info()
+    };
     let punch = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
     let chunk = u64::from(FALLOCATE_CHUNK_BYTES);
     let got = zeroes(&fallocate(&big, punch, 4096, (5 << 30) - 4096).unwrap());
     assert_eq!(got.len(), 5);
     assert_eq!(got[0], (4096, FALLOCATE_CHUNK_BYTES, false));
-    assert_eq!(got[4], (4096 + 4 * chunk, u32::try_from(chunk - 4096).unwrap(), false));
+    assert_eq!(
+        got[4],
+        (
+            4096 + 4 * chunk,
+            u32::try_from(chunk - 4096).unwrap(),
+            false
+        )
+    );
 }
 
 proptest! {

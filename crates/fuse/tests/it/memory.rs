@@ -64,9 +64,19 @@ impl MemoryRegistry {
     pub fn new(exports: &[(&str, usize)]) -> MemoryRegistry {
         let mut state = State::default();
         for (name, size) in exports {
-            state.disks.insert(name.to_string(), Disk { data: vec![0; *size], log: Vec::new(), largest_request: 0 });
+            state.disks.insert(
+                name.to_string(),
+                Disk {
+                    data: vec![0; *size],
+                    log: Vec::new(),
+                    largest_request: 0,
+                },
+            );
         }
-        let shared = Arc::new(Shared { state: Mutex::new(state), changed: Condvar::new() });
+        let shared = Arc::new(Shared {
+            state: Mutex::new(state),
+            changed: Condvar::new(),
+        });
         let (worker, jobs) = channel::<Job>();
         let for_worker = Arc::clone(&shared);
         std::thread::spawn(move || {
@@ -80,8 +90,16 @@ impl MemoryRegistry {
                 }
             }
         });
-        let sizes = exports.iter().map(|(name, size)| (name.to_string(), *size)).collect();
-        MemoryRegistry { shared, worker: Mutex::new(worker), can_fua: true, sizes }
+        let sizes = exports
+            .iter()
+            .map(|(name, size)| (name.to_string(), *size))
+            .collect();
+        MemoryRegistry {
+            shared,
+            worker: Mutex::new(worker),
+            can_fua: true,
+            sizes,
+        }
     }
 
     pub fn with_fua(mut self, can_fua: bool) -> MemoryRegistry {
@@ -90,7 +108,13 @@ impl MemoryRegistry {
     }
 
     pub fn files(&self) -> Vec<ExportFile> {
-        self.sizes.iter().map(|(name, size)| ExportFile { export: name.clone(), size_bytes: *size as u64 }).collect()
+        self.sizes
+            .iter()
+            .map(|(name, size)| ExportFile {
+                export: name.clone(),
+                size_bytes: *size as u64,
+            })
+            .collect()
     }
 
     pub fn refuse(&self, reason: Option<&str>) {
@@ -116,13 +140,17 @@ impl MemoryRegistry {
         let start = Instant::now();
         let mut state = self.shared.lock();
         while !condition(&state) {
-            let left = deadline.checked_sub(start.elapsed()).unwrap_or_else(|| panic!("timed out waiting until {what}"));
+            let left = deadline
+                .checked_sub(start.elapsed())
+                .unwrap_or_else(|| panic!("timed out waiting until {what}"));
             state = self.shared.changed.wait_timeout(state, left).unwrap().0;
         }
     }
 
     pub fn wait_held(&self, count: usize, deadline: Duration) {
-        self.wait(&format!("{count} requests are held"), deadline, |state| state.held.len() >= count);
+        self.wait(&format!("{count} requests are held"), deadline, |state| {
+            state.held.len() >= count
+        });
     }
 
     pub fn wait_closed(&self, deadline: Duration) {
@@ -196,7 +224,9 @@ impl ExportRegistry for MemoryRegistry {
         if let Some(reason) = &state.refusal {
             return Err(OpenError::Policy(reason.clone()));
         }
-        let Some(size) = state.disks.get(name).map(|disk| disk.data.len()) else { return Err(OpenError::Unknown) };
+        let Some(size) = state.disks.get(name).map(|disk| disk.data.len()) else {
+            return Err(OpenError::Unknown);
+        };
         state.open += 1;
         state.opened_total += 1;
         let info = ExportInfo {
@@ -209,7 +239,12 @@ impl ExportRegistry for MemoryRegistry {
             read_only: false,
         };
         let worker = self.worker.lock().unwrap().clone();
-        Ok(Arc::new(MemoryExport { name: name.to_string(), info, shared: Arc::clone(&self.shared), worker: Mutex::new(worker) }))
+        Ok(Arc::new(MemoryExport {
+            name: name.to_string(),
+            info,
+            shared: Arc::clone(&self.shared),
+            worker: Mutex::new(worker),
+        }))
     }
 }
 
@@ -231,7 +266,11 @@ impl Export for MemoryExport {
             state.in_flight += 1;
             state.peak_in_flight = state.peak_in_flight.max(state.in_flight);
         }
-        self.worker.lock().unwrap().send((self.name.clone(), request, completion)).unwrap();
+        self.worker
+            .lock()
+            .unwrap()
+            .send((self.name.clone(), request, completion))
+            .unwrap();
     }
 }
 

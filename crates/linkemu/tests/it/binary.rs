@@ -14,7 +14,10 @@ use crate::support::{echo_server, round_trip, DEADLINE};
 
 fn linkemu() -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_tandem-linkemu"));
-    command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
     command
 }
 
@@ -45,7 +48,8 @@ fn request(control: &mut BufReader<UnixStream>, line: &str) -> Value {
     stream.write_all(b"\n").expect("send newline");
     let mut reply = String::new();
     control.read_line(&mut reply).expect("read reply");
-    serde_json::from_str(&reply).unwrap_or_else(|error| panic!("reply {reply:?} is not JSON: {error}"))
+    serde_json::from_str(&reply)
+        .unwrap_or_else(|error| panic!("reply {reply:?} is not JSON: {error}"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -54,7 +58,13 @@ async fn control_socket_changes_the_running_link() {
     let directory = tempfile::tempdir().expect("temporary directory");
     let path = directory.path().join("control.sock");
     let mut child = linkemu()
-        .args(["--listen", "127.0.0.1:0", "--target", &echo.to_string(), "--control"])
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--target",
+            &echo.to_string(),
+            "--control",
+        ])
         .arg(&path)
         .spawn()
         .expect("spawn");
@@ -65,14 +75,23 @@ async fn control_socket_changes_the_running_link() {
         let mut line = String::new();
         BufReader::new(stdout).read_line(&mut line).map(|_| line)
     });
-    let line =
-        tokio::time::timeout(DEADLINE, first).await.expect("ready line in time").expect("join").expect("read stdout");
-    let listen = line.split(" -> ").next().unwrap_or_default().trim().to_owned();
+    let line = tokio::time::timeout(DEADLINE, first)
+        .await
+        .expect("ready line in time")
+        .expect("join")
+        .expect("read stdout");
+    let listen = line
+        .split(" -> ")
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_owned();
     assert!(line.contains(&echo.to_string()), "ready line {line:?}");
 
     let path_for_control = path.clone();
     let replies = tokio::task::spawn_blocking(move || {
-        let mut control = BufReader::new(UnixStream::connect(&path_for_control).expect("connect control"));
+        let mut control =
+            BufReader::new(UnixStream::connect(&path_for_control).expect("connect control"));
         let stats = request(&mut control, r#"{"stats":true}"#);
         let slowed = request(&mut control, r#"{"delay_ms":25}"#);
         let unknown = request(&mut control, r#"{"nope":1}"#);
@@ -81,31 +100,65 @@ async fn control_socket_changes_the_running_link() {
     });
     let (control, [stats, slowed, unknown, missing]) = replies.await.expect("control exchange");
     assert_eq!(stats["ok"], Value::Bool(true), "{stats}");
-    assert_eq!(stats["pairs"][0]["listen"], Value::String(listen.clone()), "{stats}");
-    assert_eq!(slowed["pairs"][0]["link"]["forward"]["delay_ms"], serde_json::json!(25.0), "{slowed}");
+    assert_eq!(
+        stats["pairs"][0]["listen"],
+        Value::String(listen.clone()),
+        "{stats}"
+    );
+    assert_eq!(
+        slowed["pairs"][0]["link"]["forward"]["delay_ms"],
+        serde_json::json!(25.0),
+        "{slowed}"
+    );
     assert_eq!(unknown["ok"], Value::Bool(false), "{unknown}");
     assert_eq!(missing["ok"], Value::Bool(false), "{missing}");
-    assert!(missing["error"].as_str().is_some_and(|error| error.contains("no pair 3")), "{missing}");
+    assert!(
+        missing["error"]
+            .as_str()
+            .is_some_and(|error| error.contains("no pair 3")),
+        "{missing}"
+    );
 
-    let mut stream = TcpStream::connect(listen.as_str()).await.expect("connect through the binary");
+    let mut stream = TcpStream::connect(listen.as_str())
+        .await
+        .expect("connect through the binary");
     let rtt = round_trip(&mut stream).await;
-    assert!(rtt >= Duration::from_millis(50), "round trip {rtt:?} after delay_ms 25");
+    assert!(
+        rtt >= Duration::from_millis(50),
+        "round trip {rtt:?} after delay_ms 25"
+    );
     let counted = tokio::task::spawn_blocking(move || {
         let mut control = control;
         request(&mut control, r#"{"stats":true}"#)
     })
     .await
     .expect("stats exchange");
-    assert_eq!(counted["pairs"][0]["stats"]["forward_bytes"], serde_json::json!(8), "{counted}");
-    assert_eq!(counted["pairs"][0]["stats"]["connections_open"], serde_json::json!(1), "{counted}");
+    assert_eq!(
+        counted["pairs"][0]["stats"]["forward_bytes"],
+        serde_json::json!(8),
+        "{counted}"
+    );
+    assert_eq!(
+        counted["pairs"][0]["stats"]["connections_open"],
+        serde_json::json!(1),
+        "{counted}"
+    );
 
     // SIGTERM: a clean exit that resets the open connection and removes the control socket.
     let pid = running.0.id().to_string();
-    let killed = Command::new("kill").args(["-TERM", &pid]).status().expect("run kill");
+    let killed = Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .expect("run kill");
     assert!(killed.success());
     let mut buffer = [0u8; 4];
-    let read = tokio::time::timeout(DEADLINE, stream.read(&mut buffer)).await.expect("reset within the deadline");
-    assert!(matches!(read, Err(ref error) if error.kind() == std::io::ErrorKind::ConnectionReset), "got {read:?}");
+    let read = tokio::time::timeout(DEADLINE, stream.read(&mut buffer))
+        .await
+        .expect("reset within the deadline");
+    assert!(
+        matches!(read, Err(ref error) if error.kind() == std::io::ErrorKind::ConnectionReset),
+        "got {read:?}"
+    );
     let status = tokio::task::spawn_blocking(move || {
         let deadline = Instant::now() + DEADLINE;
         loop {
@@ -129,22 +182,46 @@ fn bad_arguments_exit_non_zero_with_a_message() {
     let cases: Vec<(Vec<&str>, &str)> = vec![
         (vec![], "nothing to relay"),
         (listen.to_vec(), "--target"),
-        ([&listen[..], &target[..], &["--delay", "5parsecs"]].concat(), "bad duration"),
-        ([&listen[..], &target[..], &["--rate", "fast"]].concat(), "bad rate"),
-        ([&listen[..], &target[..], &["--queue", "0"]].concat(), "queue bound"),
-        ([&listen[..], &target[..], &["--partition", "sideways"]].concat(), "bad partition"),
-        ([&listen[..], &target[..], &["--delay", "61s"]].concat(), "longer than the limit"),
+        (
+            [&listen[..], &target[..], &["--delay", "5parsecs"]].concat(),
+            "bad duration",
+        ),
+        (
+            [&listen[..], &target[..], &["--rate", "fast"]].concat(),
+            "bad rate",
+        ),
+        (
+            [&listen[..], &target[..], &["--queue", "0"]].concat(),
+            "queue bound",
+        ),
+        (
+            [&listen[..], &target[..], &["--partition", "sideways"]].concat(),
+            "bad partition",
+        ),
+        (
+            [&listen[..], &target[..], &["--delay", "61s"]].concat(),
+            "longer than the limit",
+        ),
         (vec!["--pair", "127.0.0.1:0"], "LISTEN=TARGET"),
         (vec!["--pair", "here=there"], "bad address"),
-        (vec!["--listen", "localhost", "--target", "127.0.0.1:9"], "invalid"),
+        (
+            vec!["--listen", "localhost", "--target", "127.0.0.1:9"],
+            "invalid",
+        ),
         (vec!["--bogus"], "unexpected argument"),
     ];
     for (arguments, message) in cases {
         let output = finish(linkemu().args(&arguments));
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert!(!output.status.success(), "{arguments:?} succeeded");
-        assert!(stderr.contains(message), "{arguments:?}: stderr {stderr:?} lacks {message:?}");
-        assert!(!stderr.contains("panicked"), "{arguments:?} panicked: {stderr}");
+        assert!(
+            stderr.contains(message),
+            "{arguments:?}: stderr {stderr:?} lacks {message:?}"
+        );
+        assert!(
+            !stderr.contains("panicked"),
+            "{arguments:?} panicked: {stderr}"
+        );
     }
 }
 

@@ -64,7 +64,9 @@ pub async fn echo_server() -> SocketAddr {
 /// for the returned `Notify` before reading. Its sockets have small receive buffers.
 pub async fn sink_server(open: bool) -> (SocketAddr, Arc<AtomicU64>, Arc<Notify>) {
     let socket = TcpSocket::new_v4().expect("socket");
-    socket.set_recv_buffer_size(SMALL_BUFFER_BYTES).expect("receive buffer");
+    socket
+        .set_recv_buffer_size(SMALL_BUFFER_BYTES)
+        .expect("receive buffer");
     socket.bind(any_port()).expect("bind sink");
     let listener = socket.listen(16).expect("listen");
     let address = listener.local_addr().expect("sink address");
@@ -91,7 +93,9 @@ pub async fn sink_server(open: bool) -> (SocketAddr, Arc<AtomicU64>, Arc<Notify>
 /// Connects with a small send buffer.
 pub async fn connect_small(address: SocketAddr) -> TcpStream {
     let socket = TcpSocket::new_v4().expect("socket");
-    socket.set_send_buffer_size(SMALL_BUFFER_BYTES).expect("send buffer");
+    socket
+        .set_send_buffer_size(SMALL_BUFFER_BYTES)
+        .expect("send buffer");
     socket.connect(address).await.expect("connect")
 }
 

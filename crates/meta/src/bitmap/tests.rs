@@ -211,7 +211,9 @@ fn granularity_checked() {
 fn only_pages_with_a_cleared_bit_count_as_cleared_until_taken() {
     let mut bitmap = Bitmap::new(1 << 30, 4096).expect("valid");
     bitmap.set_blocks(0..10).expect("in range");
-    bitmap.set_blocks(3 * 32768..3 * 32768 + 1).expect("in range");
+    bitmap
+        .set_blocks(3 * 32768..3 * 32768 + 1)
+        .expect("in range");
     assert!(
         !bitmap.has_cleared_pages(),
         "setting bits promises nothing about data"
@@ -225,7 +227,9 @@ fn only_pages_with_a_cleared_bit_count_as_cleared_until_taken() {
     bitmap.clear_blocks(0..1).expect("in range");
     assert!(bitmap.has_cleared_pages());
     // Taking another extent's pages leaves page 0's clear pending.
-    bitmap.set_blocks(3 * 32768 + 5..3 * 32768 + 6).expect("in range");
+    bitmap
+        .set_blocks(3 * 32768 + 5..3 * 32768 + 6)
+        .expect("in range");
     let other: Vec<u64> = bitmap
         .take_dirty_pages_in(3 * 32768 * 4096, 4 << 20)
         .expect("in range")

@@ -276,28 +276,109 @@ fn grow_table() {
     let external = |metadata_bytes| Placement::External { metadata_bytes };
     let old_internal = Layout::compute(&config(internal, GIB)).expect("valid");
     let old_external = Layout::compute(&config(external(MIB), GIB)).expect("valid");
-    let natural = |backing| Layout::compute(&config(internal, backing)).expect("valid").data_bytes();
+    let natural = |backing| {
+        Layout::compute(&config(internal, backing))
+            .expect("valid")
+            .data_bytes()
+    };
     let cases: Vec<Case> = vec![
-        ("internal doubles", old_internal, internal, 2 * GIB, None, Ok(natural(2 * GIB))),
-        ("internal capped", old_internal, internal, 2 * GIB, Some(GIB + MIB + 100), Ok(GIB + MIB)),
-        ("unchanged is a no-op", old_internal, internal, GIB, None, Ok(old_internal.data_bytes())),
-        ("cap below the data", old_internal, internal, 2 * GIB, Some(GIB / 2), Err(|e| matches!(e, MetaError::DataWouldShrink { .. }))),
-        ("device shrank", old_internal, internal, GIB - MIB, None, Err(|e| matches!(e, MetaError::DataWouldShrink { .. }))),
+        (
+            "internal doubles",
+            old_internal,
+            internal,
+            2 * GIB,
+            None,
+            Ok(natural(2 * GIB)),
+        ),
+        (
+            "internal capped",
+            old_internal,
+            internal,
+            2 * GIB,
+            Some(GIB + MIB + 100),
+            Ok(GIB + MIB),
+        ),
+        (
+            "unchanged is a no-op",
+            old_internal,
+            internal,
+            GIB,
+            None,
+            Ok(old_internal.data_bytes()),
+        ),
+        (
+            "cap below the data",
+            old_internal,
+            internal,
+            2 * GIB,
+            Some(GIB / 2),
+            Err(|e| matches!(e, MetaError::DataWouldShrink { .. })),
+        ),
+        (
+            "device shrank",
+            old_internal,
+            internal,
+            GIB - MIB,
+            None,
+            Err(|e| matches!(e, MetaError::DataWouldShrink { .. })),
+        ),
         // 8 KiB more: the new metadata (at the new end) would cover the old superblock.
-        ("grew too little", old_internal, internal, GIB + 8192, None, Err(|e| matches!(e, MetaError::GrowOverlapsMetadata { .. }))),
-        ("placement changed", old_internal, external(MIB), 2 * GIB, None, Err(|e| matches!(e, MetaError::PlacementChanged))),
-        ("external grows in place", old_external, external(MIB), 2 * GIB, None, Ok(2 * GIB)),
-        ("external area too small", old_external, external(40960), 2 * GIB, None, Err(|e| matches!(e, MetaError::MetadataAreaTooSmall { .. }))),
-        ("cap below one block", old_internal, internal, 2 * GIB, Some(100), Err(|e| matches!(e, MetaError::DataCapTooSmall { .. }))),
+        (
+            "grew too little",
+            old_internal,
+            internal,
+            GIB + 8192,
+            None,
+            Err(|e| matches!(e, MetaError::GrowOverlapsMetadata { .. })),
+        ),
+        (
+            "placement changed",
+            old_internal,
+            external(MIB),
+            2 * GIB,
+            None,
+            Err(|e| matches!(e, MetaError::PlacementChanged)),
+        ),
+        (
+            "external grows in place",
+            old_external,
+            external(MIB),
+            2 * GIB,
+            None,
+            Ok(2 * GIB),
+        ),
+        (
+            "external area too small",
+            old_external,
+            external(40960),
+            2 * GIB,
+            None,
+            Err(|e| matches!(e, MetaError::MetadataAreaTooSmall { .. })),
+        ),
+        (
+            "cap below one block",
+            old_internal,
+            internal,
+            2 * GIB,
+            Some(100),
+            Err(|e| matches!(e, MetaError::DataCapTooSmall { .. })),
+        ),
     ];
     for (name, old, placement, backing_bytes, data_bytes_max, expect) in cases {
-        let target = GrowTarget { placement, backing_bytes, data_bytes_max };
+        let target = GrowTarget {
+            placement,
+            backing_bytes,
+            data_bytes_max,
+        };
         match (old.grow(&target), expect) {
             (Ok(grown), Ok(data_bytes)) => {
                 assert_eq!(grown.data_bytes(), data_bytes, "{name}");
                 assert_eq!(grown.config().data_bytes_max, data_bytes_max, "{name}");
                 if placement == Placement::Internal && grown != old {
-                    assert!(grown.bitmaps().offset_bytes >= old.superblock().end_bytes(), "{name}: the new metadata is clear of the old");
+                    assert!(
+                        grown.bitmaps().offset_bytes >= old.superblock().end_bytes(),
+                        "{name}: the new metadata is clear of the old"
+                    );
                 }
             }
             (Err(error), Err(expected)) => assert!(expected(&error), "{name}: {error:?}"),
@@ -310,12 +391,20 @@ fn grow_table() {
 #[test]
 fn grow_by_the_metadata_size_is_enough() {
     let old = Layout::compute(&config(Placement::Internal, GIB)).expect("valid");
-    let refused = old.grow(&GrowTarget { placement: Placement::Internal, backing_bytes: GIB + 4096, data_bytes_max: None });
+    let refused = old.grow(&GrowTarget {
+        placement: Placement::Internal,
+        backing_bytes: GIB + 4096,
+        data_bytes_max: None,
+    });
     let Err(MetaError::GrowOverlapsMetadata { needed_bytes, .. }) = refused else {
         panic!("a one-block grow must be refused: {refused:?}");
     };
     let grown = old
-        .grow(&GrowTarget { placement: Placement::Internal, backing_bytes: needed_bytes, data_bytes_max: None })
+        .grow(&GrowTarget {
+            placement: Placement::Internal,
+            backing_bytes: needed_bytes,
+            data_bytes_max: None,
+        })
         .expect("the suggested size is enough");
     assert!(grown.data_bytes() > old.data_bytes());
 }
@@ -325,15 +414,45 @@ fn grow_by_the_metadata_size_is_enough() {
 #[test]
 fn grow_resync_range_table() {
     let old = Layout::compute(&config(Placement::Internal, GIB)).expect("valid");
-    let target = GrowTarget { placement: Placement::Internal, backing_bytes: 2 * GIB, data_bytes_max: None };
+    let target = GrowTarget {
+        placement: Placement::Internal,
+        backing_bytes: 2 * GIB,
+        data_bytes_max: None,
+    };
     let grown = old.grow(&target).expect("grows");
     let tail = GIB - old.data_bytes();
-    assert_eq!(old.grow_resync_range(&grown, false), Some((old.data_bytes(), grown.data_bytes() - old.data_bytes())));
-    assert_eq!(old.grow_resync_range(&grown, true), Some((old.data_bytes(), tail)));
-    assert_eq!(old.grow_resync_range(&old, false), None, "no grow, nothing to resync");
-    let external = Layout::compute(&config(Placement::External { metadata_bytes: MIB }, GIB)).expect("valid");
-    let target = GrowTarget { placement: Placement::External { metadata_bytes: MIB }, backing_bytes: 2 * GIB, data_bytes_max: None };
+    assert_eq!(
+        old.grow_resync_range(&grown, false),
+        Some((old.data_bytes(), grown.data_bytes() - old.data_bytes()))
+    );
+    assert_eq!(
+        old.grow_resync_range(&grown, true),
+        Some((old.data_bytes(), tail))
+    );
+    assert_eq!(
+        old.grow_resync_range(&old, false),
+        None,
+        "no grow, nothing to resync"
+    );
+    let external = Layout::compute(&config(
+        Placement::External {
+            metadata_bytes: MIB,
+        },
+        GIB,
+    ))
+    .expect("valid");
+    let target = GrowTarget {
+        placement: Placement::External {
+            metadata_bytes: MIB,
+        },
+        backing_bytes: 2 * GIB,
+        data_bytes_max: None,
+    };
     let grown = external.grow(&target).expect("grows");
-    assert_eq!(external.grow_resync_range(&grown, true), None, "external: the old device was all data");
+    assert_eq!(
+        external.grow_resync_range(&grown, true),
+        None,
+        "external: the old device was all data"
+    );
     assert_eq!(external.grow_resync_range(&grown, false), Some((GIB, GIB)));
 }

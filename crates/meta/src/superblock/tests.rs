@@ -319,7 +319,10 @@ fn version_1_is_read_without_a_resync_goal() {
     let decoded = Superblock::decode(&block).expect("version 1 decodes");
     assert_eq!(decoded, superblock);
     let again = decoded.encode().expect("encodes");
-    assert_eq!(u32::from_be_bytes(again[8..12].try_into().expect("4 bytes")), SUPERBLOCK_VERSION_UNCAPPED);
+    assert_eq!(
+        u32::from_be_bytes(again[8..12].try_into().expect("4 bytes")),
+        SUPERBLOCK_VERSION_UNCAPPED
+    );
 }
 
 /// A data size cap (`resize --size`, or a size smaller than this device gives) is kept at
@@ -334,8 +337,14 @@ fn a_data_size_cap_needs_version_3() {
     let mut superblock = sample();
     superblock.layout = capped;
     let block = superblock.encode().expect("encodes");
-    assert_eq!(u32::from_be_bytes(block[8..12].try_into().expect("4 bytes")), 3);
-    assert_eq!(u64::from_be_bytes(block[368..376].try_into().expect("8 bytes")), 512 << 20);
+    assert_eq!(
+        u32::from_be_bytes(block[8..12].try_into().expect("4 bytes")),
+        3
+    );
+    assert_eq!(
+        u64::from_be_bytes(block[368..376].try_into().expect("8 bytes")),
+        512 << 20
+    );
     assert_eq!(Superblock::decode(&block).expect("decodes"), superblock);
     let mut older = block.clone();
     older[11] = 2;
@@ -343,7 +352,10 @@ fn a_data_size_cap_needs_version_3() {
     store_crc(&mut older, CRC_OFFSET, crc);
     let refused = Superblock::decode(&older).expect_err("a cap in a version 2 block");
     assert!(
-        matches!(refused, MetaError::SuperblockLayoutMismatch { .. } | MetaError::ReservedNotZero { .. }),
+        matches!(
+            refused,
+            MetaError::SuperblockLayoutMismatch { .. } | MetaError::ReservedNotZero { .. }
+        ),
         "{refused:?}"
     );
     // Version 3 without a cap is no block the encoder writes (it writes version 2 then): the
@@ -353,7 +365,16 @@ fn a_data_size_cap_needs_version_3() {
     let crc = block_crc(&uncapped, CRC_OFFSET);
     store_crc(&mut uncapped, CRC_OFFSET, crc);
     let refused = Superblock::decode(&uncapped).expect_err("version 3 with a zero cap");
-    assert!(matches!(refused, MetaError::FieldInvalid { field: "data_bytes_max", .. }), "{refused:?}");
+    assert!(
+        matches!(
+            refused,
+            MetaError::FieldInvalid {
+                field: "data_bytes_max",
+                ..
+            }
+        ),
+        "{refused:?}"
+    );
 }
 
 /// The Primary a node followed last (kept across a restart for its reconciliation with the
@@ -363,12 +384,25 @@ fn a_data_size_cap_needs_version_3() {
 #[test]
 fn a_followed_primary_needs_version_4() {
     let mut superblock = sample();
-    superblock.followed_primary = Some(FollowedPrimary { node_id: 1, seq: 0x0102_0304_0506 });
+    superblock.followed_primary = Some(FollowedPrimary {
+        node_id: 1,
+        seq: 0x0102_0304_0506,
+    });
     let block = superblock.encode().expect("encodes");
-    assert_eq!(u32::from_be_bytes(block[8..12].try_into().expect("4 bytes")), 4);
+    assert_eq!(
+        u32::from_be_bytes(block[8..12].try_into().expect("4 bytes")),
+        4
+    );
     assert_eq!(block[880], 1);
-    assert_eq!(u64::from_be_bytes(block[888..896].try_into().expect("8 bytes")), 0x0102_0304_0506);
-    assert_eq!(u64::from_be_bytes(block[368..376].try_into().expect("8 bytes")), 0, "no cap");
+    assert_eq!(
+        u64::from_be_bytes(block[888..896].try_into().expect("8 bytes")),
+        0x0102_0304_0506
+    );
+    assert_eq!(
+        u64::from_be_bytes(block[368..376].try_into().expect("8 bytes")),
+        0,
+        "no cap"
+    );
     assert_eq!(Superblock::decode(&block).expect("decodes"), superblock);
     let refit = |edit: &dyn Fn(&mut Vec<u8>)| {
         let mut copy = block.clone();
@@ -378,14 +412,45 @@ fn a_followed_primary_needs_version_4() {
         Superblock::decode(&copy)
     };
     let older = refit(&|b| b[11] = 3).expect_err("a record in a version 3 block");
-    assert!(matches!(older, MetaError::FieldInvalid { .. } | MetaError::ReservedNotZero { .. }), "{older:?}");
+    assert!(
+        matches!(
+            older,
+            MetaError::FieldInvalid { .. } | MetaError::ReservedNotZero { .. }
+        ),
+        "{older:?}"
+    );
     let empty = refit(&|b| b[888..896].fill(0)).expect_err("version 4 with sequence 0");
-    assert!(matches!(empty, MetaError::FieldInvalid { field: "followed_primary.seq", .. }), "{empty:?}");
+    assert!(
+        matches!(
+            empty,
+            MetaError::FieldInvalid {
+                field: "followed_primary.seq",
+                ..
+            }
+        ),
+        "{empty:?}"
+    );
     let itself = refit(&|b| b[880] = 0).expect_err("a node does not follow itself");
-    assert!(matches!(itself, MetaError::FieldInvalid { field: "followed_primary.node_id", .. }), "{itself:?}");
+    assert!(
+        matches!(
+            itself,
+            MetaError::FieldInvalid {
+                field: "followed_primary.node_id",
+                ..
+            }
+        ),
+        "{itself:?}"
+    );
     let reserved = refit(&|b| b[884] = 1).expect_err("reserved bytes beside the node id");
-    assert!(matches!(reserved, MetaError::ReservedNotZero { .. }), "{reserved:?}");
+    assert!(
+        matches!(reserved, MetaError::ReservedNotZero { .. }),
+        "{reserved:?}"
+    );
     superblock.followed_primary = None;
     let plain = superblock.encode().expect("encodes");
-    assert_eq!(u32::from_be_bytes(plain[8..12].try_into().expect("4 bytes")), 2, "no record: version 2");
+    assert_eq!(
+        u32::from_be_bytes(plain[8..12].try_into().expect("4 bytes")),
+        2,
+        "no record: version 2"
+    );
 }

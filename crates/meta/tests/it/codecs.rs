@@ -42,7 +42,16 @@ fn superblock_strategy() -> impl Strategy<Value = Superblock> {
         proptest::option::of((0..=NODE_ID_MAX, 1..=u64::MAX)),
     )
         .prop_map(
-            |(layout, node_id, flags, current_uuid, history_uuids, resync_goal_uuid, peers, followed)| {
+            |(
+                layout,
+                node_id,
+                flags,
+                current_uuid,
+                history_uuids,
+                resync_goal_uuid,
+                peers,
+                followed,
+            )| {
                 let followed_primary = followed
                     .filter(|&(primary, _)| primary != node_id)
                     .map(|(node_id, seq)| FollowedPrimary { node_id, seq });

@@ -221,7 +221,11 @@ impl Haggle<'_> {
             );
             return None;
         };
-        let opened = if info_only { self.registry.open_for_info(&canonical) } else { self.registry.open(&canonical) };
+        let opened = if info_only {
+            self.registry.open_for_info(&canonical)
+        } else {
+            self.registry.open(&canonical)
+        };
         let session = match opened {
             Ok(export) => self.session(export),
             Err(OpenError::Unknown) => {

@@ -162,24 +162,42 @@ impl<R: AsyncRead + Unpin> RequestReader<R> {
     ) -> Result<(), NbdError> {
         let pages = match command {
             Admitted::Read { length, .. } | Admitted::Write { length, .. } => {
-                usize::try_from(length).unwrap_or(usize::MAX).div_ceil(super::PAGE_BYTES)
+                usize::try_from(length)
+                    .unwrap_or(usize::MAX)
+                    .div_ceil(super::PAGE_BYTES)
             }
             _ => 0,
         };
         let pages = u32::try_from(pages).unwrap_or(u32::MAX);
         // Never closed, so acquiring only waits (backpressure across connections).
-        let budget = Arc::clone(&self.payload_budget).acquire_many_owned(pages).await.ok();
+        let budget = Arc::clone(&self.payload_budget)
+            .acquire_many_owned(pages)
+            .await
+            .ok();
         let (command, expect) = match command {
             Admitted::Read { offset, length } => {
                 (Command::Read { offset, length }, Expect::Data(length))
             }
             Admitted::Write { offset, length } if self.streams(length) => {
-                let Some(buffer) = self.pool.take(usize::try_from(length).unwrap_or(usize::MAX)) else {
-                    return self.reject(header, Rejection::BufferUnavailable, length, permit).await;
+                let Some(buffer) = self
+                    .pool
+                    .take(usize::try_from(length).unwrap_or(usize::MAX))
+                else {
+                    return self
+                        .reject(header, Rejection::BufferUnavailable, length, permit)
+                        .await;
                 };
                 let (filler, data) = bufpool::Incoming::filling(buffer);
-                let completion = self.completion(header, Expect::Status, permit).with_budget(budget);
-                self.export.submit(Request { command: Command::WriteStreaming { offset, data }, fua }, completion);
+                let completion = self
+                    .completion(header, Expect::Status, permit)
+                    .with_budget(budget);
+                self.export.submit(
+                    Request {
+                        command: Command::WriteStreaming { offset, data },
+                        fua,
+                    },
+                    completion,
+                );
                 return self.fill(filler).await;
             }
             Admitted::Write { offset, length } => match self.read_payload(length).await? {
@@ -213,7 +231,9 @@ impl<R: AsyncRead + Unpin> RequestReader<R> {
     /// Whether a write of `length` bytes is submitted before its payload is read.
     fn streams(&self, length: u32) -> bool {
         let length = usize::try_from(length).unwrap_or(usize::MAX);
-        self.export.streaming_write_bytes_min().is_some_and(|min| length >= min)
+        self.export
+            .streaming_write_bytes_min()
+            .is_some_and(|min| length >= min)
     }
 
     /// Reads a streaming write's payload as it arrives. On an error the filler is dropped,

@@ -573,7 +573,11 @@ async fn payload_budget_applies_backpressure_across_connections() {
     // Negative check: give the second connection time it would need to submit.
     let observe_until = std::time::Instant::now() + std::time::Duration::from_millis(200);
     while std::time::Instant::now() < observe_until {
-        assert_eq!(disk.submitted(), 1, "a read was submitted beyond the shared budget");
+        assert_eq!(
+            disk.submitted(),
+            1,
+            "a read was submitted beyond the shared budget"
+        );
         tokio::time::sleep(std::time::Duration::from_millis(5)).await;
     }
     disk.release_parked();
@@ -680,13 +684,23 @@ async fn a_streaming_write_cut_short_is_aborted() {
 async fn info_opens_for_information_only_and_go_opens_for_use() {
     let (server, _) = server(small()).await;
     let mut client = RawClient::connect(&server.socket).await;
-    let query = ExportQuery { name: "info-shy".to_owned(), items: vec![] };
+    let query = ExportQuery {
+        name: "info-shy".to_owned(),
+        items: vec![],
+    };
     client.send_option(&ClientOption::Info(query)).await;
     let info = client.final_replies().await;
     assert!(
-        matches!(info.last().map(|reply| &reply.body), Some(OptionReplyBody::Error { .. })),
+        matches!(
+            info.last().map(|reply| &reply.body),
+            Some(OptionReplyBody::Error { .. })
+        ),
         "INFO went through open_for_info: {info:?}"
     );
     let replies = client.go("info-shy", &[]).await;
-    assert_eq!(replies.last().map(|reply| &reply.body), Some(&OptionReplyBody::Ack), "{replies:?}");
+    assert_eq!(
+        replies.last().map(|reply| &reply.body),
+        Some(&OptionReplyBody::Ack),
+        "{replies:?}"
+    );
 }

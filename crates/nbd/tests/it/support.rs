@@ -122,7 +122,10 @@ impl MemExport {
 
     /// Streaming writes submitted, and how many of those never completed arriving.
     pub fn streamed(&self) -> (usize, usize) {
-        (self.streamed.load(Ordering::SeqCst), self.aborted.load(Ordering::SeqCst))
+        (
+            self.streamed.load(Ordering::SeqCst),
+            self.aborted.load(Ordering::SeqCst),
+        )
     }
 
     pub fn parked(&self) -> usize {
@@ -173,7 +176,10 @@ fn execute(data: &Mutex<Vec<u8>>, request: Request, completion: Completion) {
             data[range(offset, payload.len())].copy_from_slice(&payload);
             completion.ok();
         }
-        Command::WriteStreaming { offset, data: payload } => match payload.as_complete() {
+        Command::WriteStreaming {
+            offset,
+            data: payload,
+        } => match payload.as_complete() {
             Some(bytes) => {
                 data[range(offset, bytes.len())].copy_from_slice(bytes);
                 completion.ok();

@@ -14,7 +14,12 @@ fn node(id: u8) -> NodeId {
 }
 
 fn side(node_id: u8, role: Role, changed_blocks: u64) -> SideFacts {
-    SideFacts { node_id: node(node_id), role, changed_blocks, discard_my_data: false }
+    SideFacts {
+        node_id: node(node_id),
+        role,
+        changed_blocks,
+        discard_my_data: false,
+    }
 }
 
 /// Node 0 (local) against node 1 (peer), auto-recoverable, younger primary unknown.
@@ -43,18 +48,34 @@ fn consistent(mine: Resolution, theirs: Resolution) -> bool {
 }
 
 fn zero(policy: AfterSb0Pri) -> SplitBrainPolicies {
-    SplitBrainPolicies { zero_primaries: policy, ..SplitBrainPolicies::default() }
+    SplitBrainPolicies {
+        zero_primaries: policy,
+        ..SplitBrainPolicies::default()
+    }
 }
 
 fn one(policy: AfterSb1Pri, zero: AfterSb0Pri) -> SplitBrainPolicies {
-    SplitBrainPolicies { zero_primaries: zero, one_primary: policy, ..Default::default() }
+    SplitBrainPolicies {
+        zero_primaries: zero,
+        one_primary: policy,
+        ..Default::default()
+    }
 }
 
 fn two(policy: AfterSb2Pri, zero: AfterSb0Pri) -> SplitBrainPolicies {
-    SplitBrainPolicies { zero_primaries: zero, two_primaries: policy, ..Default::default() }
+    SplitBrainPolicies {
+        zero_primaries: zero,
+        two_primaries: policy,
+        ..Default::default()
+    }
 }
 
-type Row = (&'static str, SplitBrainPolicies, SplitBrainFacts, Resolution);
+type Row = (
+    &'static str,
+    SplitBrainPolicies,
+    SplitBrainFacts,
+    Resolution,
+);
 
 #[track_caller]
 fn check_rows(rows: &[Row]) {
@@ -62,7 +83,10 @@ fn check_rows(rows: &[Row]) {
         let mine = resolve_split_brain(facts, policies);
         assert_eq!(mine, *expected, "{name}");
         let theirs = resolve_split_brain(&facts.mirrored(), policies);
-        assert!(consistent(mine, theirs), "{name}: {mine:?} here, {theirs:?} on the peer");
+        assert!(
+            consistent(mine, theirs),
+            "{name}: {mine:?} here, {theirs:?} on the peer"
+        );
     }
 }
 
@@ -202,8 +226,16 @@ fn younger_primary_from_bitmap_identifiers() {
         (0x10, 0x20, None),
     ];
     for &(local, peer, expected) in rows {
-        assert_eq!(younger_primary(local, peer), expected, "{local:#x} {peer:#x}");
-        assert_eq!(younger_primary(peer, local), expected.map(Side::other), "mirrored");
+        assert_eq!(
+            younger_primary(local, peer),
+            expected,
+            "{local:#x} {peer:#x}"
+        );
+        assert_eq!(
+            younger_primary(peer, local),
+            expected.map(Side::other),
+            "mirrored"
+        );
     }
 }
 
@@ -212,14 +244,17 @@ fn role() -> impl Strategy<Value = Role> {
 }
 
 fn side_facts(node_id: u8) -> impl Strategy<Value = SideFacts> {
-    (role(), prop_oneof![Just(0u64), Just(5), 0u64..8, any::<u64>()], any::<bool>()).prop_map(
-        move |(role, changed_blocks, discard_my_data)| SideFacts {
+    (
+        role(),
+        prop_oneof![Just(0u64), Just(5), 0u64..8, any::<u64>()],
+        any::<bool>(),
+    )
+        .prop_map(move |(role, changed_blocks, discard_my_data)| SideFacts {
             node_id: node(node_id),
             role,
             changed_blocks,
             discard_my_data,
-        },
-    )
+        })
 }
 
 fn arbitrary_facts() -> impl Strategy<Value = SplitBrainFacts> {
@@ -260,11 +295,13 @@ fn arbitrary_policies() -> impl Strategy<Value = SplitBrainPolicies> {
         AfterSb2Pri::ViolentlyAs0p,
         AfterSb2Pri::CallPriLostAfterSb,
     ]);
-    (zero, one, two).prop_map(|(zero_primaries, one_primary, two_primaries)| SplitBrainPolicies {
-        zero_primaries,
-        one_primary,
-        two_primaries,
-    })
+    (zero, one, two).prop_map(
+        |(zero_primaries, one_primary, two_primaries)| SplitBrainPolicies {
+            zero_primaries,
+            one_primary,
+            two_primaries,
+        },
+    )
 }
 
 proptest! {

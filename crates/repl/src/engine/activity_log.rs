@@ -181,7 +181,9 @@ impl<P: Clone> Engine<P> {
         // A Diskless volume writes nothing locally, so there is nothing its log would have
         // to recover after a crash: its writes skip the log (and the metadata it lives in,
         // which may be on the failed disk).
-        let logged = vslot.is_some_and(|v| self.volumes[v].log.is_some() && self.volumes[v].disk != DiskState::Diskless);
+        let logged = vslot.is_some_and(|v| {
+            self.volumes[v].log.is_some() && self.volumes[v].disk != DiskState::Diskless
+        });
         let (Some(vslot), Some(extent), true) = (vslot, op_extent(&op), logged) else {
             if let Some(seq) = self.start_write(now, request, volume, op, out) {
                 self.complete_if_diskless(now, seq, out);
@@ -225,7 +227,12 @@ impl<P: Clone> Engine<P> {
     }
 
     /// Reserves `range` in volume `vslot`'s log, issuing a transaction if it needs one.
-    pub(super) fn al_begin(&mut self, vslot: usize, range: ExtentRange, out: &mut Vec<Action<P>>) -> Begun {
+    pub(super) fn al_begin(
+        &mut self,
+        vslot: usize,
+        range: ExtentRange,
+        out: &mut Vec<Action<P>>,
+    ) -> Begun {
         let Some(log) = self.volumes[vslot].log.as_mut() else {
             return Begun::Start;
         };
@@ -414,7 +421,8 @@ impl<P: Clone> Engine<P> {
             let unprotected = self.pins_activated(vslot, seq, false);
             self.fail_transaction(vslot, seq, out);
             for slot in unprotected {
-                let reason = "a replicated write waits for an activity-log transaction that failed".to_string();
+                let reason = "a replicated write waits for an activity-log transaction that failed"
+                    .to_string();
                 self.drop_peer(now, slot, crate::state::ConnState::Unconnected, reason, out);
             }
         }

@@ -109,17 +109,27 @@ impl AheadTrack {
 impl<P: Clone> Engine<P> {
     /// Before a write of `length` bytes to `volume` is shipped: peers that are congested
     /// start an episode.
-    pub(super) fn check_congestion(&mut self, now: Time, volume: u16, length: u64, out: &mut Vec<Action<P>>) {
+    pub(super) fn check_congestion(
+        &mut self,
+        now: Time,
+        volume: u16,
+        length: u64,
+        out: &mut Vec<Action<P>>,
+    ) {
         let hot_extents = self.hot_extents(volume);
         for slot in 0..self.peers.len() {
             let p = &self.peers[slot];
-            let Some(congestion) = p.config.congestion else { continue };
+            let Some(congestion) = p.config.congestion else {
+                continue;
+            };
             let eligible = p.ahead.state == AheadState::Calm
                 && now >= p.ahead.cool_until
                 && p.protocol == Protocol::A
                 && p.connection == ConnState::Connected
                 && p.role != Role::Primary
-                && p.syncs.iter().all(|sync| matches!(sync, SyncState::Established));
+                && p.syncs
+                    .iter()
+                    .all(|sync| matches!(sync, SyncState::Established));
             if !eligible {
                 continue;
             }
@@ -134,7 +144,11 @@ impl<P: Clone> Engine<P> {
                 CongestionPolicy::Disconnect => {
                     let peer = p.config.node_id;
                     let reason = format!("congested ({fill} bytes unconfirmed, {hot_extents} hot extents): on-congestion disconnect");
-                    out.push(Action::Disconnect { peer, state: ConnState::NetworkFailure, reason: reason.clone() });
+                    out.push(Action::Disconnect {
+                        peer,
+                        state: ConnState::NetworkFailure,
+                        reason: reason.clone(),
+                    });
                     self.peer_disconnected(now, peer, ConnState::NetworkFailure, reason, out);
                 }
             }
@@ -143,22 +157,34 @@ impl<P: Clone> Engine<P> {
 
     /// Hot activity-log extents of `volume` (0 without an activity log).
     fn hot_extents(&self, volume: u16) -> u64 {
-        self.activity_log(volume).map_or(0, |log| u64::try_from(log.active_count()).unwrap_or(u64::MAX))
+        self.activity_log(volume).map_or(0, |log| {
+            u64::try_from(log.active_count()).unwrap_or(u64::MAX)
+        })
     }
 
     fn start_episode(&mut self, now: Time, slot: usize, out: &mut Vec<Action<P>>) {
         let p = &mut self.peers[slot];
         let long_after = now.0.saturating_sub(p.ahead.cool_until.0) > duration_nanos(STREAK_WINDOW);
-        p.ahead.streak = if long_after { 1 } else { p.ahead.streak.saturating_add(1) };
+        p.ahead.streak = if long_after {
+            1
+        } else {
+            p.ahead.streak.saturating_add(1)
+        };
         if p.async_state == lag::AsyncState::Async {
             p.ahead.state = AheadState::Ahead { since: now };
-            out.push(Action::SendControl { peer: p.config.node_id, message: PeerMessage::Ahead { ahead: true } });
+            out.push(Action::SendControl {
+                peer: p.config.node_id,
+                message: PeerMessage::Ahead { ahead: true },
+            });
             out.push(Action::StateChanged);
             return;
         }
         p.ahead.state = AheadState::Marking;
         let peer = p.config.node_id;
-        out.push(Action::SendControl { peer, message: PeerMessage::StaleMark { stale: true } });
+        out.push(Action::SendControl {
+            peer,
+            message: PeerMessage::StaleMark { stale: true },
+        });
     }
 
     /// The peer says it is Ahead of this node (this node is Behind) or no longer. Shown in
@@ -173,7 +199,12 @@ impl<P: Clone> Engine<P> {
     }
 
     /// The peer's mark is durable: a pending episode begins. Returns whether it did.
-    pub(super) fn ahead_mark_acked(&mut self, now: Time, slot: usize, out: &mut Vec<Action<P>>) -> bool {
+    pub(super) fn ahead_mark_acked(
+        &mut self,
+        now: Time,
+        slot: usize,
+        out: &mut Vec<Action<P>>,
+    ) -> bool {
         let p = &mut self.peers[slot];
         if p.ahead.state != AheadState::Marking {
             return false;
@@ -184,7 +215,10 @@ impl<P: Clone> Engine<P> {
             p.async_state = lag::AsyncState::Draining { seq: 0 };
         }
         p.ahead.state = AheadState::Ahead { since: now };
-        out.push(Action::SendControl { peer: p.config.node_id, message: PeerMessage::Ahead { ahead: true } });
+        out.push(Action::SendControl {
+            peer: p.config.node_id,
+            message: PeerMessage::Ahead { ahead: true },
+        });
         out.push(Action::StateChanged);
         true
     }
@@ -199,7 +233,10 @@ impl<P: Clone> Engine<P> {
                 if p.transfer_log.is_empty() && ahead_for >= AHEAD_DWELL_MIN {
                     self.peers[slot].ahead.state = AheadState::CatchingUp { ahead_for };
                     let peer = self.peers[slot].config.node_id;
-                    out.push(Action::SendControl { peer, message: PeerMessage::Ahead { ahead: false } });
+                    out.push(Action::SendControl {
+                        peer,
+                        message: PeerMessage::Ahead { ahead: false },
+                    });
                     for vslot in 0..self.volumes.len() {
                         self.send_handshake(slot, vslot, out);
                     }
@@ -208,11 +245,17 @@ impl<P: Clone> Engine<P> {
             }
             AheadState::CatchingUp { ahead_for } => {
                 let p = &mut self.peers[slot];
-                let done = p.syncs.iter().all(|sync| matches!(sync, SyncState::Established))
+                let done = p
+                    .syncs
+                    .iter()
+                    .all(|sync| matches!(sync, SyncState::Established))
                     && p.bitmaps.iter().all(|bitmap| bitmap.count_set_bytes() == 0);
                 if done {
                     let shift = p.ahead.streak.min(6);
-                    let cool = ahead_for.max(AHEAD_DWELL_MIN).saturating_mul(1 << shift).min(COOL_DOWN_MAX);
+                    let cool = ahead_for
+                        .max(AHEAD_DWELL_MIN)
+                        .saturating_mul(1 << shift)
+                        .min(COOL_DOWN_MAX);
                     p.ahead.cool_until = Time(now.0.saturating_add(duration_nanos(cool)));
                     p.ahead.state = AheadState::Calm;
                     out.push(Action::StateChanged);

@@ -91,14 +91,17 @@ impl<P: Clone> Engine<P> {
 
     /// Whether volume `volume` has no disk (never had one, failed, or detached).
     pub fn is_diskless(&self, volume: u16) -> bool {
-        self.volume_slot(volume).is_some_and(|vslot| self.volumes[vslot].disk == DiskState::Diskless)
+        self.volume_slot(volume)
+            .is_some_and(|vslot| self.volumes[vslot].disk == DiskState::Diskless)
     }
 
     /// A local data read of `volume` failed (the driver serves client reads itself): under a
     /// detaching policy the volume is detached. Returns whether the volume is Diskless now
     /// (then the driver fetches the data from a peer instead of failing the read).
     pub fn local_read_failed(&mut self, now: Time, volume: u16, out: &mut Vec<Action<P>>) -> bool {
-        let Some(vslot) = self.volume_slot(volume) else { return false };
+        let Some(vslot) = self.volume_slot(volume) else {
+            return false;
+        };
         self.local_io_failed(now, vslot, out)
     }
 
@@ -108,7 +111,9 @@ impl<P: Clone> Engine<P> {
         let vslot = self.volume_slot(volume)?;
         self.peers
             .iter()
-            .filter(|p| p.connection == ConnState::Connected && p.disks[vslot] == DiskState::UpToDate)
+            .filter(|p| {
+                p.connection == ConnState::Connected && p.disks[vslot] == DiskState::UpToDate
+            })
             .map(|p| p.config.node_id)
             .min()
     }
@@ -127,7 +132,9 @@ impl<P: Clone> Engine<P> {
         (0..self.peers.len())
             .filter(|&slot| {
                 let p = &self.peers[slot];
-                p.connection == ConnState::Connected && p.disks[vslot] == DiskState::UpToDate && clean(&p.bitmaps[vslot])
+                p.connection == ConnState::Connected
+                    && p.disks[vslot] == DiskState::UpToDate
+                    && clean(&p.bitmaps[vslot])
             })
             .min_by_key(|&slot| self.peers[slot].config.node_id)
     }
@@ -155,8 +162,14 @@ impl<P: Clone> Engine<P> {
 
     /// `attach`, first step: the Diskless `volume` shows Attaching while the driver checks its
     /// disk, then [`Engine::finish_attach`]. Refused on a Primary (see [`StateError::AttachOnPrimary`]).
-    pub fn begin_attach(&mut self, volume: u16, out: &mut Vec<Action<P>>) -> Result<(), StateError> {
-        let vslot = self.volume_slot(volume).ok_or(StateError::NotDetached(DiskState::DUnknown))?;
+    pub fn begin_attach(
+        &mut self,
+        volume: u16,
+        out: &mut Vec<Action<P>>,
+    ) -> Result<(), StateError> {
+        let vslot = self
+            .volume_slot(volume)
+            .ok_or(StateError::NotDetached(DiskState::DUnknown))?;
         if self.volumes[vslot].disk != DiskState::Diskless {
             return Err(StateError::NotDetached(self.volumes[vslot].disk));
         }
@@ -174,7 +187,9 @@ impl<P: Clone> Engine<P> {
     /// bitmap resync of the blocks written meanwhile when a Primary started a new generation
     /// for it, or kept bits for it (drbd-semantics.md §2, rules 2 and 3).
     pub fn finish_attach(&mut self, now: Time, volume: u16, ok: bool, out: &mut Vec<Action<P>>) {
-        let Some(vslot) = self.volume_slot(volume) else { return };
+        let Some(vslot) = self.volume_slot(volume) else {
+            return;
+        };
         if self.volumes[vslot].disk != DiskState::Attaching {
             return;
         }
@@ -193,7 +208,11 @@ impl<P: Clone> Engine<P> {
     /// Refuses what needs a disk (`invalidate`, `new-current-uuid`) on a node whose volume
     /// has none: it would make a Diskless volume Inconsistent or UpToDate.
     pub(super) fn refuse_if_diskless(&self) -> Result<(), StateError> {
-        match self.volumes.iter().any(|v| matches!(v.disk, DiskState::Diskless | DiskState::Attaching)) {
+        match self
+            .volumes
+            .iter()
+            .any(|v| matches!(v.disk, DiskState::Diskless | DiskState::Attaching))
+        {
             true => Err(StateError::Diskless),
             false => Ok(()),
         }
@@ -201,7 +220,12 @@ impl<P: Clone> Engine<P> {
 
     /// A local data I/O of `vslot` failed: detach it under a detaching policy. Returns
     /// whether the volume is Diskless now.
-    pub(super) fn local_io_failed(&mut self, now: Time, vslot: usize, out: &mut Vec<Action<P>>) -> bool {
+    pub(super) fn local_io_failed(
+        &mut self,
+        now: Time,
+        vslot: usize,
+        out: &mut Vec<Action<P>>,
+    ) -> bool {
         if self.volumes[vslot].disk == DiskState::Diskless {
             return true;
         }
@@ -219,10 +243,24 @@ impl<P: Clone> Engine<P> {
     /// each reconnect's handshake (equal generations, this side's bits) resyncs the range
     /// from this disk: a failed write ends on no replica. If this disk cannot read the range
     /// either, the resync leaves the peer Inconsistent there, never UpToDate and different.
-    pub(super) fn resync_peers_of_failed_write(&mut self, now: Time, seq: u64, vslot: usize, out: &mut Vec<Action<P>>) {
-        let Some(write) = self.in_flight.get(&seq) else { return };
+    pub(super) fn resync_peers_of_failed_write(
+        &mut self,
+        now: Time,
+        seq: u64,
+        vslot: usize,
+        out: &mut Vec<Action<P>>,
+    ) {
+        let Some(write) = self.in_flight.get(&seq) else {
+            return;
+        };
         let extent = write.extent;
-        let sent: Vec<usize> = write.peers.iter().enumerate().filter(|(_, stage)| !matches!(stage, PeerStage::Skipped)).map(|(slot, _)| slot).collect();
+        let sent: Vec<usize> = write
+            .peers
+            .iter()
+            .enumerate()
+            .filter(|(_, stage)| !matches!(stage, PeerStage::Skipped))
+            .map(|(slot, _)| slot)
+            .collect();
         if sent.is_empty() {
             return;
         }
@@ -255,7 +293,14 @@ impl<P: Clone> Engine<P> {
     /// reconnect's handshake starts the resync (an Inconsistent disk facing an UpToDate one
     /// is its target) instead of leaving the disk Inconsistent until an administrator
     /// reconnects.
-    pub(super) fn replicated_write_failed(&mut self, now: Time, slot: usize, seq: u64, error: IoError, out: &mut Vec<Action<P>>) {
+    pub(super) fn replicated_write_failed(
+        &mut self,
+        now: Time,
+        slot: usize,
+        seq: u64,
+        error: IoError,
+        out: &mut Vec<Action<P>>,
+    ) {
         let Some((volume, extent)) = self.peers[slot].receiver.issued_write(seq) else {
             panic!("a peer write failed that was never issued");
         };
@@ -264,11 +309,17 @@ impl<P: Clone> Engine<P> {
             return;
         };
         let mut version = 0;
-        if !matches!(self.volumes[vslot].disk, DiskState::Diskless | DiskState::Attaching) {
+        if !matches!(
+            self.volumes[vslot].disk,
+            DiskState::Diskless | DiskState::Attaching
+        ) {
             for peer in &mut self.peers {
                 mark(&mut peer.bitmaps[vslot], extent);
             }
-            if matches!(self.volumes[vslot].disk, DiskState::UpToDate | DiskState::Consistent | DiskState::Outdated) {
+            if matches!(
+                self.volumes[vslot].disk,
+                DiskState::UpToDate | DiskState::Consistent | DiskState::Outdated
+            ) {
                 self.volumes[vslot].disk = DiskState::Inconsistent;
             }
             // Also when already Inconsistent: the bits just set go with this write.
@@ -277,13 +328,28 @@ impl<P: Clone> Engine<P> {
                 self.announce_disks(out);
                 self.update_quorum(now, out);
             }
-            assert_ne!(self.volumes[vslot].disk, DiskState::UpToDate, "a disk that failed a replicated write is not UpToDate");
+            assert_ne!(
+                self.volumes[vslot].disk,
+                DiskState::UpToDate,
+                "a disk that failed a replicated write is not UpToDate"
+            );
         }
         // Failures of one volume are answered in order: one after a detach (which writes no
         // metadata) still waits for the record of the failure that caused it.
-        let version = self.failed_peer_writes.iter().filter(|f| f.vslot == vslot).map(|f| f.version).fold(version, u64::max);
+        let version = self
+            .failed_peer_writes
+            .iter()
+            .filter(|f| f.vslot == vslot)
+            .map(|f| f.version)
+            .fold(version, u64::max);
         let peer = self.peers[slot].config.node_id;
-        self.failed_peer_writes.push(FailedPeerWrite { peer, seq, vslot, version, error });
+        self.failed_peer_writes.push(FailedPeerWrite {
+            peer,
+            seq,
+            vslot,
+            version,
+            error,
+        });
         self.answer_failed_peer_writes(now, out);
     }
 
@@ -291,11 +357,22 @@ impl<P: Clone> Engine<P> {
     /// durable, in the order they failed; under `pass_on`, then drops the link to its sender
     /// (see [`Engine::replicated_write_failed`]). Called when a metadata write finishes.
     pub(super) fn answer_failed_peer_writes(&mut self, now: Time, out: &mut Vec<Action<P>>) {
-        while let Some(index) = self.failed_peer_writes.iter().position(|f| self.is_persisted(f.vslot, f.version)) {
+        while let Some(index) = self
+            .failed_peer_writes
+            .iter()
+            .position(|f| self.is_persisted(f.vslot, f.version))
+        {
             let failed = self.failed_peer_writes.remove(index);
-            let Some(slot) = self.peer_slot(failed.peer) else { continue };
-            self.peers[slot].receiver.write_done(failed.seq, Err(failed.error), out);
-            let attached = !matches!(self.volumes[failed.vslot].disk, DiskState::Diskless | DiskState::Attaching);
+            let Some(slot) = self.peer_slot(failed.peer) else {
+                continue;
+            };
+            self.peers[slot]
+                .receiver
+                .write_done(failed.seq, Err(failed.error), out);
+            let attached = !matches!(
+                self.volumes[failed.vslot].disk,
+                DiskState::Diskless | DiskState::Attaching
+            );
             if attached && self.peers[slot].connection == ConnState::Connected {
                 let volume = self.volumes[failed.vslot].number;
                 let error = failed.error;
@@ -309,12 +386,21 @@ impl<P: Clone> Engine<P> {
         let volume = self.volumes[vslot].number;
         self.volumes[vslot].disk = DiskState::Diskless;
         let call_handler = failed && self.volumes[vslot].on_io_error == OnIoError::CallLocalIoError;
-        out.push(Action::Detached { volume, failed, call_handler });
+        out.push(Action::Detached {
+            volume,
+            failed,
+            call_handler,
+        });
         // The peers mark what they apply for us from the moment they hear it.
         self.announce_disks(out);
         self.update_quorum(now, out);
         // Writes that only waited for the local disk are judged by their peers now.
-        let writes: Vec<u64> = self.in_flight.iter().filter(|(_, w)| w.volume == volume).map(|(&seq, _)| seq).collect();
+        let writes: Vec<u64> = self
+            .in_flight
+            .iter()
+            .filter(|(_, w)| w.volume == volume)
+            .map(|(&seq, _)| seq)
+            .collect();
         for seq in writes {
             self.try_complete_write(now, seq, out);
         }
@@ -324,7 +410,10 @@ impl<P: Clone> Engine<P> {
     /// A write just started on a Diskless volume has no local completion to wait for: it may
     /// be done at once (no peer to send it to).
     pub(super) fn complete_if_diskless(&mut self, now: Time, seq: u64, out: &mut Vec<Action<P>>) {
-        let diskless = self.in_flight.get(&seq).is_some_and(|w| self.is_diskless(w.volume));
+        let diskless = self
+            .in_flight
+            .get(&seq)
+            .is_some_and(|w| self.is_diskless(w.volume));
         if diskless {
             self.try_complete_write(now, seq, out);
         }
@@ -333,83 +422,191 @@ impl<P: Clone> Engine<P> {
     /// For a write of a Diskless volume: None while a peer it was sent to has not settled it;
     /// then Ok if at least one peer wrote it, EIO if none did.
     pub(super) fn diskless_write_result(&self, write: &InFlight) -> Option<Result<(), IoError>> {
-        let settled = write.peers.iter().all(|stage| matches!(stage, PeerStage::Skipped | PeerStage::Settled));
+        let settled = write
+            .peers
+            .iter()
+            .all(|stage| matches!(stage, PeerStage::Skipped | PeerStage::Settled));
         if !settled {
             return None;
         }
-        Some(if write.written_on != 0 { Ok(()) } else { Err(IoError::Io) })
+        Some(if write.written_on != 0 {
+            Ok(())
+        } else {
+            Err(IoError::Io)
+        })
     }
 
     /// A client read of a Diskless `volume`: asks an UpToDate peer that has every block of the
     /// range for it; answered with exactly one [`Action::ReadDone`] (EIO at once if no such
     /// peer is connected, or the range is beyond the volume).
-    pub fn read_through_peer(&mut self, request: RequestId, volume: u16, offset: u64, length: u64, out: &mut Vec<Action<P>>) {
+    pub fn read_through_peer(
+        &mut self,
+        request: RequestId,
+        volume: u16,
+        offset: u64,
+        length: u64,
+        out: &mut Vec<Action<P>>,
+    ) {
         let vslot = self.volume_slot(volume);
-        let extent = Extent::new(offset, length).filter(|e| vslot.is_some_and(|v| e.end() <= self.volumes[v].size_bytes));
-        let source = vslot.zip(extent).and_then(|(vslot, extent)| self.read_source_for(vslot, extent));
+        let extent = Extent::new(offset, length)
+            .filter(|e| vslot.is_some_and(|v| e.end() <= self.volumes[v].size_bytes));
+        let source = vslot
+            .zip(extent)
+            .and_then(|(vslot, extent)| self.read_source_for(vslot, extent));
         let (Some(slot), Some(extent)) = (source, extent) else {
-            out.push(Action::ReadDone { request, result: Err(IoError::Io) });
+            out.push(Action::ReadDone {
+                request,
+                result: Err(IoError::Io),
+            });
             return;
         };
         let id = self.next_read_id;
         self.next_read_id += 1;
-        self.forwarded_reads.insert(id, ForwardedRead { request, slot, volume, extent });
+        self.forwarded_reads.insert(
+            id,
+            ForwardedRead {
+                request,
+                slot,
+                volume,
+                extent,
+            },
+        );
         let peer = self.peers[slot].config.node_id;
-        out.push(Action::SendOnData { peer, message: PeerMessage::ReadRequest { id, volume, offset, length } });
+        out.push(Action::SendOnData {
+            peer,
+            message: PeerMessage::ReadRequest {
+                id,
+                volume,
+                offset,
+                length,
+            },
+        });
     }
 
     /// A Diskless peer's read: served from our disk if it is UpToDate, refused otherwise.
-    pub(super) fn receive_read_request(&mut self, slot: usize, id: u64, volume: u16, extent: Extent, out: &mut Vec<Action<P>>) -> Result<(), String> {
-        let vslot = self.volume_slot(volume).ok_or_else(|| format!("read request for unknown volume {volume}"))?;
-        let fits = extent.length > 0 && extent.length <= FORWARDED_READ_BYTES_MAX && extent.end() <= self.volumes[vslot].size_bytes;
+    pub(super) fn receive_read_request(
+        &mut self,
+        slot: usize,
+        id: u64,
+        volume: u16,
+        extent: Extent,
+        out: &mut Vec<Action<P>>,
+    ) -> Result<(), String> {
+        let vslot = self
+            .volume_slot(volume)
+            .ok_or_else(|| format!("read request for unknown volume {volume}"))?;
+        let fits = extent.length > 0
+            && extent.length <= FORWARDED_READ_BYTES_MAX
+            && extent.end() <= self.volumes[vslot].size_bytes;
         let peer = self.peers[slot].config.node_id;
         if self.volumes[vslot].disk == DiskState::Diskless {
             // Not a protocol error: we may have detached since the peer chose us.
             let Extent { offset, length } = extent;
-            out.push(Action::SendOnData { peer, message: PeerMessage::ReadNegReply { id, volume, offset, length } });
+            out.push(Action::SendOnData {
+                peer,
+                message: PeerMessage::ReadNegReply {
+                    id,
+                    volume,
+                    offset,
+                    length,
+                },
+            });
             return Ok(());
         }
         if !fits {
-            return Err(format!("read request beyond volume {volume} or too long: {extent:?}"));
+            return Err(format!(
+                "read request beyond volume {volume} or too long: {extent:?}"
+            ));
         }
-        self.pending_forwarded_serves.insert((peer, id), (volume, extent));
-        out.push(Action::LocalRead { io: IoId::ForwardedRead { peer, id }, volume, offset: extent.offset, length: extent.length });
+        self.pending_forwarded_serves
+            .insert((peer, id), (volume, extent));
+        out.push(Action::LocalRead {
+            io: IoId::ForwardedRead { peer, id },
+            volume,
+            offset: extent.offset,
+            length: extent.length,
+        });
         Ok(())
     }
 
     /// Our read for a Diskless peer finished: send the data, or say it failed.
-    pub(super) fn forwarded_read_done(&mut self, peer: u8, id: u64, result: Result<P, IoError>, out: &mut Vec<Action<P>>) {
-        let Some(slot) = self.peer_slot(peer) else { return };
+    pub(super) fn forwarded_read_done(
+        &mut self,
+        peer: u8,
+        id: u64,
+        result: Result<P, IoError>,
+        out: &mut Vec<Action<P>>,
+    ) {
+        let Some(slot) = self.peer_slot(peer) else {
+            return;
+        };
         if self.peers[slot].connection != ConnState::Connected {
             return;
         }
         let pending = self.pending_forwarded_serves.remove(&(peer, id));
-        let Some((volume, extent)) = pending else { return };
+        let Some((volume, extent)) = pending else {
+            return;
+        };
         let Extent { offset, length } = extent;
         let message = match result {
-            Ok(data) => PeerMessage::ReadReply { id, volume, offset, length, data },
-            Err(_) => PeerMessage::ReadNegReply { id, volume, offset, length },
+            Ok(data) => PeerMessage::ReadReply {
+                id,
+                volume,
+                offset,
+                length,
+                data,
+            },
+            Err(_) => PeerMessage::ReadNegReply {
+                id,
+                volume,
+                offset,
+                length,
+            },
         };
         out.push(Action::SendOnData { peer, message });
     }
 
     /// A peer answered read `id`.
-    pub(super) fn receive_read_reply(&mut self, slot: usize, id: u64, volume: u16, extent: Extent, result: Result<P, IoError>, out: &mut Vec<Action<P>>) -> Result<(), String> {
-        let matches = self.forwarded_reads.get(&id).is_some_and(|r| r.slot == slot && r.volume == volume && r.extent == extent);
+    pub(super) fn receive_read_reply(
+        &mut self,
+        slot: usize,
+        id: u64,
+        volume: u16,
+        extent: Extent,
+        result: Result<P, IoError>,
+        out: &mut Vec<Action<P>>,
+    ) -> Result<(), String> {
+        let matches = self
+            .forwarded_reads
+            .get(&id)
+            .is_some_and(|r| r.slot == slot && r.volume == volume && r.extent == extent);
         if !matches {
             return Err(format!("read reply {id} answers no read of ours"));
         }
-        let Some(read) = self.forwarded_reads.remove(&id) else { return Ok(()) };
-        out.push(Action::ReadDone { request: read.request, result });
+        let Some(read) = self.forwarded_reads.remove(&id) else {
+            return Ok(());
+        };
+        out.push(Action::ReadDone {
+            request: read.request,
+            result,
+        });
         Ok(())
     }
 
     /// The peer in `slot` is gone: the reads that waited on it fail (EIO).
     pub(super) fn fail_forwarded_reads(&mut self, slot: usize, out: &mut Vec<Action<P>>) {
-        let lost: Vec<u64> = self.forwarded_reads.iter().filter(|(_, r)| r.slot == slot).map(|(&id, _)| id).collect();
+        let lost: Vec<u64> = self
+            .forwarded_reads
+            .iter()
+            .filter(|(_, r)| r.slot == slot)
+            .map(|(&id, _)| id)
+            .collect();
         for id in lost {
             if let Some(read) = self.forwarded_reads.remove(&id) {
-                out.push(Action::ReadDone { request: read.request, result: Err(IoError::Io) });
+                out.push(Action::ReadDone {
+                    request: read.request,
+                    result: Err(IoError::Io),
+                });
             }
         }
         let peer = self.peers[slot].config.node_id;

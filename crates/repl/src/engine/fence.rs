@@ -81,7 +81,10 @@ pub(super) enum FenceState {
 
 impl FenceState {
     fn freezes(self) -> bool {
-        matches!(self, FenceState::Running { freezes: true, .. } | FenceState::Failed { freezes: true, .. })
+        matches!(
+            self,
+            FenceState::Running { freezes: true, .. } | FenceState::Failed { freezes: true, .. }
+        )
     }
 }
 
@@ -100,7 +103,13 @@ pub fn fence_outcome(status: i32) -> Option<DiskState> {
 
 impl<P: Clone> Engine<P> {
     /// Sets the `fencing` policy of the connection to `peer` (at start and by `adjust`).
-    pub fn set_fencing(&mut self, now: Time, peer: u8, policy: FencePolicy, out: &mut Vec<Action<P>>) -> Result<(), StateError> {
+    pub fn set_fencing(
+        &mut self,
+        now: Time,
+        peer: u8,
+        policy: FencePolicy,
+        out: &mut Vec<Action<P>>,
+    ) -> Result<(), StateError> {
         let slot = self.peer_slot(peer).ok_or(StateError::NoSuchPeer(peer))?;
         let was_frozen = self.fencing_freezes();
         self.peers[slot].fence_policy = policy;
@@ -113,17 +122,23 @@ impl<P: Clone> Engine<P> {
 
     /// The `fencing` policy of the connection to `peer`.
     pub fn fence_policy(&self, peer: u8) -> Option<FencePolicy> {
-        self.peer_slot(peer).map(|slot| self.peers[slot].fence_policy)
+        self.peer_slot(peer)
+            .map(|slot| self.peers[slot].fence_policy)
     }
 
     /// Whether fencing holds client I/O now (`suspended:fencing`).
     pub fn fencing_freezes(&self) -> bool {
-        self.role == Role::Primary && self.peers.iter().any(|p| p.fence.freezes() && p.fence_policy == FencePolicy::ResourceAndStonith)
+        self.role == Role::Primary
+            && self
+                .peers
+                .iter()
+                .any(|p| p.fence.freezes() && p.fence_policy == FencePolicy::ResourceAndStonith)
     }
 
     /// Whether a `fence-peer` run for `peer` is awaited.
     pub fn fencing_running(&self, peer: u8) -> bool {
-        self.peer_slot(peer).is_some_and(|slot| matches!(self.peers[slot].fence, FenceState::Running { .. }))
+        self.peer_slot(peer)
+            .is_some_and(|slot| matches!(self.peers[slot].fence, FenceState::Running { .. }))
     }
 
     /// Why client I/O is suspended, DRBD's words (`fencing`, `quorum`); empty: it is not.
@@ -144,8 +159,12 @@ impl<P: Clone> Engine<P> {
     /// The `fence-peer` run for `peer` ended with `status` (its exit code, 128 + a signal,
     /// or negative when it could not run or was killed after its timeout).
     pub fn fence_peer_done(&mut self, now: Time, peer: u8, status: i32, out: &mut Vec<Action<P>>) {
-        let Some(slot) = self.peer_slot(peer) else { return };
-        let FenceState::Running { freezes, peer_back } = self.peers[slot].fence else { return };
+        let Some(slot) = self.peer_slot(peer) else {
+            return;
+        };
+        let FenceState::Running { freezes, peer_back } = self.peers[slot].fence else {
+            return;
+        };
         self.peers[slot].fence = match (peer_back, fence_outcome(status)) {
             (true, _) => FenceState::Idle,
             (false, Some(disk)) => FenceState::Fenced(disk),
@@ -187,8 +206,14 @@ impl<P: Clone> Engine<P> {
         let was_frozen = self.fencing_freezes();
         for peer in &mut self.peers {
             peer.fence = match peer.fence {
-                FenceState::Running { peer_back, .. } => FenceState::Running { freezes: false, peer_back },
-                FenceState::Failed { status, .. } => FenceState::Failed { status, freezes: false },
+                FenceState::Running { peer_back, .. } => FenceState::Running {
+                    freezes: false,
+                    peer_back,
+                },
+                FenceState::Failed { status, .. } => FenceState::Failed {
+                    status,
+                    freezes: false,
+                },
                 state => state,
             };
         }
@@ -206,7 +231,12 @@ impl<P: Clone> Engine<P> {
 
     /// A Primary lost the peer in `slot`, whose disk was UpToDate (`up_to_date`): fence it.
     /// Called before anything completes for want of the peer.
-    pub(super) fn fence_on_loss(&mut self, slot: usize, up_to_date: bool, out: &mut Vec<Action<P>>) {
+    pub(super) fn fence_on_loss(
+        &mut self,
+        slot: usize,
+        up_to_date: bool,
+        out: &mut Vec<Action<P>>,
+    ) {
         let policy = self.peers[slot].fence_policy;
         if self.role != Role::Primary || policy == FencePolicy::DontCare || !up_to_date {
             return;
@@ -220,10 +250,16 @@ impl<P: Clone> Engine<P> {
         match self.peers[slot].fence {
             // One run per peer: the one under way answers for this loss too.
             FenceState::Running { freezes: was, .. } => {
-                self.peers[slot].fence = FenceState::Running { freezes: was || freezes, peer_back: false };
+                self.peers[slot].fence = FenceState::Running {
+                    freezes: was || freezes,
+                    peer_back: false,
+                };
             }
             FenceState::Idle | FenceState::Fenced(_) | FenceState::Failed { .. } => {
-                self.peers[slot].fence = FenceState::Running { freezes, peer_back: false };
+                self.peers[slot].fence = FenceState::Running {
+                    freezes,
+                    peer_back: false,
+                };
                 out.push(Action::FencePeer { peer });
             }
         }
@@ -236,7 +272,10 @@ impl<P: Clone> Engine<P> {
         let was_frozen = self.fencing_freezes();
         let fence = &mut self.peers[slot].fence;
         *fence = match *fence {
-            FenceState::Running { .. } => FenceState::Running { freezes: false, peer_back: true },
+            FenceState::Running { .. } => FenceState::Running {
+                freezes: false,
+                peer_back: true,
+            },
             _ => FenceState::Idle,
         };
         if was_frozen {
@@ -258,7 +297,9 @@ impl<P: Clone> Engine<P> {
     /// The disk state status shows for an away peer that fencing settled.
     pub(super) fn fenced_disk(&self, slot: usize) -> Option<DiskState> {
         match self.peers[slot].fence {
-            FenceState::Fenced(disk) if self.peers[slot].connection != ConnState::Connected => Some(disk),
+            FenceState::Fenced(disk) if self.peers[slot].connection != ConnState::Connected => {
+                Some(disk)
+            }
             _ => None,
         }
     }
@@ -267,7 +308,11 @@ impl<P: Clone> Engine<P> {
     /// be fenced first. Starts `fence-peer` for those not yet asked (the caller retries once
     /// it answered); a failed answer is reported once, and the next attempt asks again.
     /// `force` skips all of this (DRBD's `primary --force` risks the split brain).
-    pub(super) fn fence_before_promotion(&mut self, force: bool, out: &mut Vec<Action<P>>) -> Result<(), StateError> {
+    pub(super) fn fence_before_promotion(
+        &mut self,
+        force: bool,
+        out: &mut Vec<Action<P>>,
+    ) -> Result<(), StateError> {
         if force || self.role == Role::Primary {
             return Ok(());
         }

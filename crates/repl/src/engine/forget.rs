@@ -14,10 +14,17 @@ use super::*;
 
 impl<P: Clone> Engine<P> {
     /// Forgets `peer` (see the module invariants).
-    pub fn forget_peer(&mut self, now: Time, peer: u8, out: &mut Vec<Action<P>>) -> Result<(), StateError> {
+    pub fn forget_peer(
+        &mut self,
+        now: Time,
+        peer: u8,
+        out: &mut Vec<Action<P>>,
+    ) -> Result<(), StateError> {
         let slot = self.peer_slot(peer).ok_or(StateError::NoSuchPeer(peer))?;
         if self.peers[slot].connection == ConnState::Connected {
-            return Err(StateError::ForgetConnected { peer: self.peers[slot].config.name.clone() });
+            return Err(StateError::ForgetConnected {
+                peer: self.peers[slot].config.name.clone(),
+            });
         }
         for vslot in 0..self.volumes.len() {
             self.peers[slot].bitmaps[vslot].set_all();

@@ -41,8 +41,8 @@ use crate::state::{ConnState, DiskState, Role};
 use crate::sync::{SentUuids, SourceSync, StartingSource, StartingTarget, SyncState, TargetSync};
 use crate::types::{Action, Followed, PeerMessage, Time, UuidsMessage, UuidsPurpose};
 use crate::uuid::{
-    NodeSet,
-    compare, Adoption, GenerationIds, Handshake, HandshakeNodes, Rule, SyncDecision, Transfer,
+    compare, Adoption, GenerationIds, Handshake, HandshakeNodes, NodeSet, Rule, SyncDecision,
+    Transfer,
 };
 
 /// Most RLE bytes per bitmap chunk: what one wire `BitmapChunk` carries
@@ -133,14 +133,20 @@ impl<P: Clone> Engine<P> {
         // sticks (an older UpToDate on the other socket may arrive after it, `quorum.rs`).
         let unpromotable = message.disk != DiskState::UpToDate;
         let p = &mut self.peers[slot];
-        p.unpromotable[vslot] = unpromotable || (p.unpromotable[vslot] && message.purpose != UuidsPurpose::Handshake);
-        if matches!(message.purpose, UuidsPurpose::Handshake | UuidsPurpose::Rotate) {
+        p.unpromotable[vslot] =
+            unpromotable || (p.unpromotable[vslot] && message.purpose != UuidsPurpose::Handshake);
+        if matches!(
+            message.purpose,
+            UuidsPurpose::Handshake | UuidsPurpose::Rotate
+        ) {
             self.peers[slot].known_ids[vslot] = Some(Box::new(message.ids.clone()));
         }
         match message.purpose {
             UuidsPurpose::Handshake if self.peers[slot].handshake_held[vslot].is_some() => {
                 // Ours waits for the metadata (`leave.rs`): theirs is answered with it.
-                self.peers[slot].handshake_held[vslot] = Some(super::leave::HeldHandshake { theirs: Some(Box::new(message)) });
+                self.peers[slot].handshake_held[vslot] = Some(super::leave::HeldHandshake {
+                    theirs: Some(Box::new(message)),
+                });
                 Ok(())
             }
             UuidsPurpose::Handshake => {
@@ -174,7 +180,9 @@ impl<P: Clone> Engine<P> {
                     self.peers[slot].role = Role::Primary;
                 }
                 self.decide(now, slot, vslot, &sent, &message, out);
-                if self.peers[slot].connection == ConnState::Connected && !matches!(self.peers[slot].syncs[vslot], SyncState::Off) {
+                if self.peers[slot].connection == ConnState::Connected
+                    && !matches!(self.peers[slot].syncs[vslot], SyncState::Off)
+                {
                     self.send_uuids(slot, vslot, UuidsPurpose::Accepted, out);
                 }
                 self.update_quorum(now, out);
@@ -241,7 +249,8 @@ impl<P: Clone> Engine<P> {
     ) {
         // A peer without a disk of its own (`disk none;`) announces size 0; a detached one
         // keeps its size.
-        self.peers[slot].bitmap_free[vslot] = peer.disk == DiskState::Diskless && peer.size_bytes == 0;
+        self.peers[slot].bitmap_free[vslot] =
+            peer.disk == DiskState::Diskless && peer.size_bytes == 0;
         if sent.disk == DiskState::Diskless || peer.disk == DiskState::Diskless {
             self.establish_diskless(slot, vslot, out);
             self.outdate_behind_diskless_primary(vslot, sent, peer, out);
@@ -249,7 +258,13 @@ impl<P: Clone> Engine<P> {
         }
         let nodes = self.nodes(slot);
         let compared = compare(&sent.ids, &peer.ids, nodes);
-        let equal_current = matches!(compared.rule, Rule::EqualCurrent | Rule::CrashedPrimarySelf | Rule::CrashedPrimaryPeer | Rule::CrashedPrimaryBoth);
+        let equal_current = matches!(
+            compared.rule,
+            Rule::EqualCurrent
+                | Rule::CrashedPrimarySelf
+                | Rule::CrashedPrimaryPeer
+                | Rule::CrashedPrimaryBoth
+        );
         let fed_by_primary = equal_current
             && sent.role != Role::Primary
             && peer.role != Role::Primary
@@ -262,7 +277,10 @@ impl<P: Clone> Engine<P> {
         }
         let handshake = if reconcile_later {
             // Both keep their bits and stay connected (and lend each other quorum) until then.
-            Handshake { decision: SyncDecision::NoSync, rule: compared.rule }
+            Handshake {
+                decision: SyncDecision::NoSync,
+                rule: compared.rule,
+            }
         } else if fed_by_primary {
             // Either is fed by a Primary (rotate.rs): no resync between them; the bits they
             // kept for each other are moot, unless one is Inconsistent (a replicated write
@@ -273,9 +291,17 @@ impl<P: Clone> Engine<P> {
             if sent.disk != DiskState::Inconsistent && peer.disk != DiskState::Inconsistent {
                 self.forget_bits_for(slot, vslot, out);
             }
-            Handshake { decision: SyncDecision::NoSync, rule: compared.rule }
+            Handshake {
+                decision: SyncDecision::NoSync,
+                rule: compared.rule,
+            }
         } else {
-            let settled = settle_equal_current(compared, EqualSide::sent(sent), EqualSide::received(peer), nodes);
+            let settled = settle_equal_current(
+                compared,
+                EqualSide::sent(sent),
+                EqualSide::received(peer),
+                nodes,
+            );
             settle_unrelated_inconsistent(settled, sent.disk, peer.disk)
         };
         let handshake = keep_resync_goal(handshake, (sent.disk, &sent.ids), (peer.disk, &peer.ids));
@@ -311,7 +337,10 @@ impl<P: Clone> Engine<P> {
                 self.leave_secondaries_beside_crashed_source(now, slot, vslot, out);
             }
         }
-        if matches!(outcome, Outcome::Established) && peer.role == Role::Secondary && peer.disk != DiskState::Diskless {
+        if matches!(outcome, Outcome::Established)
+            && peer.role == Role::Secondary
+            && peer.disk != DiskState::Diskless
+        {
             if let Some(reason) = self.established_beside_crashed_source(slot, vslot) {
                 self.drop_peer(now, slot, ConnState::Unconnected, reason, out);
                 return;
@@ -415,7 +444,9 @@ impl<P: Clone> Engine<P> {
     /// no disk at all (`disk none;`), for which no bitmap is kept (DRBD's `--bitmap=no`).
     fn establish_diskless(&mut self, slot: usize, vslot: usize, out: &mut Vec<Action<P>>) {
         self.peers[slot].syncs[vslot] = SyncState::Established;
-        if self.peers[slot].bitmap_free[vslot] && self.peers[slot].bitmaps[vslot].count_set_blocks() > 0 {
+        if self.peers[slot].bitmap_free[vslot]
+            && self.peers[slot].bitmaps[vslot].count_set_blocks() > 0
+        {
             // Bits kept before we knew it has no disk: moot.
             self.peers[slot].bitmaps[vslot].clear_all();
             self.meta_changed(vslot, out);
@@ -426,7 +457,13 @@ impl<P: Clone> Engine<P> {
     /// A Diskless Primary holds no data to resync us from, so a generation of its that we do
     /// not have means we missed writes it made through other peers while we were away: this
     /// disk is Outdated until a resync from one of them (its reads avoid us meanwhile).
-    fn outdate_behind_diskless_primary(&mut self, vslot: usize, sent: &SentUuids, peer: &UuidsMessage, out: &mut Vec<Action<P>>) {
+    fn outdate_behind_diskless_primary(
+        &mut self,
+        vslot: usize,
+        sent: &SentUuids,
+        peer: &UuidsMessage,
+        out: &mut Vec<Action<P>>,
+    ) {
         let base = |uuid: u64| uuid & !crate::uuid::UUID_PRIMARY;
         let behind = peer.role == Role::Primary
             && peer.disk == DiskState::Diskless
@@ -716,11 +753,25 @@ struct EqualSide {
 
 impl EqualSide {
     fn sent(sent: &SentUuids) -> EqualSide {
-        EqualSide { bits: sent.bitmap_bits, disk: sent.disk, role: sent.role, discard: sent.ids.flags.discard_my_data, followed: sent.followed, crashed: sent.ids.flags.crashed_secondary }
+        EqualSide {
+            bits: sent.bitmap_bits,
+            disk: sent.disk,
+            role: sent.role,
+            discard: sent.ids.flags.discard_my_data,
+            followed: sent.followed,
+            crashed: sent.ids.flags.crashed_secondary,
+        }
     }
 
     fn received(peer: &UuidsMessage) -> EqualSide {
-        EqualSide { bits: peer.bitmap_bits, disk: peer.disk, role: peer.role, discard: peer.ids.flags.discard_my_data, followed: peer.followed, crashed: peer.ids.flags.crashed_secondary }
+        EqualSide {
+            bits: peer.bitmap_bits,
+            disk: peer.disk,
+            role: peer.role,
+            discard: peer.ids.flags.discard_my_data,
+            followed: peer.followed,
+            crashed: peer.ids.flags.crashed_secondary,
+        }
     }
 }
 
@@ -735,8 +786,16 @@ impl EqualSide {
 ///   cache may have lost writes in those blocks); otherwise, if both followed one Primary,
 ///   the side that received its later write (it holds every write the other received);
 ///   otherwise the side with bits (both: the lower node id).
-fn settle_equal_current(handshake: Handshake, local: EqualSide, peer: EqualSide, nodes: HandshakeNodes) -> Handshake {
-    let crashed = matches!(handshake.rule, Rule::CrashedPrimarySelf | Rule::CrashedPrimaryPeer | Rule::CrashedPrimaryBoth);
+fn settle_equal_current(
+    handshake: Handshake,
+    local: EqualSide,
+    peer: EqualSide,
+    nodes: HandshakeNodes,
+) -> Handshake {
+    let crashed = matches!(
+        handshake.rule,
+        Rule::CrashedPrimarySelf | Rule::CrashedPrimaryPeer | Rule::CrashedPrimaryBoth
+    );
     if crashed {
         return current_primary_is_source(handshake, local.role, peer.role);
     }
@@ -791,8 +850,10 @@ fn followed_further(local: Option<Followed>, peer: Option<Followed>) -> Option<b
 /// Only an UpToDate side counts: one that is not is resynced itself (its bits are kept, see
 /// `decide`), and holds no copy the other could be missing.
 fn unfed_side_holds_bits(sent: &SentUuids, peer: &UuidsMessage) -> bool {
-    let holds = |fed: bool, bits: u64, disk: DiskState| !fed && bits > 0 && disk == DiskState::UpToDate;
-    holds(sent.ids.flags.primary_peer, sent.bitmap_bits, sent.disk) || holds(peer.ids.flags.primary_peer, peer.bitmap_bits, peer.disk)
+    let holds =
+        |fed: bool, bits: u64, disk: DiskState| !fed && bits > 0 && disk == DiskState::UpToDate;
+    holds(sent.ids.flags.primary_peer, sent.bitmap_bits, sent.disk)
+        || holds(peer.ids.flags.primary_peer, peer.bitmap_bits, peer.disk)
 }
 
 /// A crashed Primary meeting a side that is Primary now, on equal current generations: the
@@ -812,7 +873,10 @@ fn current_primary_is_source(handshake: Handshake, local: Role, peer: Role) -> H
         (_, Role::Primary) => SyncDecision::Target(Transfer::Bitmap),
         _ => return handshake,
     };
-    Handshake { decision, rule: Rule::CurrentPrimary }
+    Handshake {
+        decision,
+        rule: Rule::CurrentPrimary,
+    }
 }
 
 /// "Unrelated data" or a split brain where one side is Inconsistent and the other UpToDate: a
@@ -821,8 +885,15 @@ fn current_primary_is_source(handshake: Handshake, local: Role, peer: Role) -> H
 /// on), never a usable disk; without this it could never rejoin, or (a split brain) an
 /// administrator would have to pick the obvious victim. Whether the other side may
 /// overwrite it at all is [`keep_resync_goal`]'s to say. Reads only exchanged values.
-fn settle_unrelated_inconsistent(handshake: Handshake, local: DiskState, peer: DiskState) -> Handshake {
-    if !matches!(handshake.decision, SyncDecision::Unrelated | SyncDecision::SplitBrain { .. }) {
+fn settle_unrelated_inconsistent(
+    handshake: Handshake,
+    local: DiskState,
+    peer: DiskState,
+) -> Handshake {
+    if !matches!(
+        handshake.decision,
+        SyncDecision::Unrelated | SyncDecision::SplitBrain { .. }
+    ) {
         return handshake;
     }
     let decision = match (local, peer) {
@@ -830,7 +901,10 @@ fn settle_unrelated_inconsistent(handshake: Handshake, local: DiskState, peer: D
         (DiskState::Inconsistent, DiskState::UpToDate) => SyncDecision::Target(Transfer::Full),
         _ => return handshake,
     };
-    Handshake { decision, rule: handshake.rule }
+    Handshake {
+        decision,
+        rule: handshake.rule,
+    }
 }
 
 /// A resync to an Inconsistent side from a side whose data does not include the generation
@@ -840,17 +914,30 @@ fn settle_unrelated_inconsistent(handshake: Handshake, local: DiskState, peer: D
 /// never saw (those of a Primary that has gone since), which the resync would overwrite.
 /// Not when no goal is recorded, or the target was told to discard its data. Reads only
 /// exchanged values.
-fn keep_resync_goal(handshake: Handshake, local: (DiskState, &GenerationIds), peer: (DiskState, &GenerationIds)) -> Handshake {
+fn keep_resync_goal(
+    handshake: Handshake,
+    local: (DiskState, &GenerationIds),
+    peer: (DiskState, &GenerationIds),
+) -> Handshake {
     let (target, source) = match handshake.decision {
         SyncDecision::Source(_) => (peer, local),
         SyncDecision::Target(_) => (local, peer),
         _ => return handshake,
     };
     let goal = target.1.resync_goal;
-    if target.0 != DiskState::Inconsistent || goal == 0 || target.1.flags.discard_my_data || source.1.includes(goal) {
+    if target.0 != DiskState::Inconsistent
+        || goal == 0
+        || target.1.flags.discard_my_data
+        || source.1.includes(goal)
+    {
         return handshake;
     }
-    Handshake { decision: SyncDecision::SplitBrain { auto_recoverable: false }, rule: Rule::UnknownResyncGoal }
+    Handshake {
+        decision: SyncDecision::SplitBrain {
+            auto_recoverable: false,
+        },
+        rule: Rule::UnknownResyncGoal,
+    }
 }
 
 /// What a resolved split brain copies: the union of both bitmaps when it is auto-recoverable
@@ -866,7 +953,10 @@ fn split_brain_transfer(auto_recoverable: bool) -> Transfer {
 /// Refuses a resync whose target is Primary (rr-conflict) or whose source is Inconsistent.
 /// Reads only exchanged values, so both sides refuse together.
 fn refuse_conflicts(outcome: Outcome, sent: &SentUuids, peer: &UuidsMessage) -> Outcome {
-    if sent.role == Role::Primary && peer.role == Role::Primary && !matches!(outcome, Outcome::StandAlone(_)) {
+    if sent.role == Role::Primary
+        && peer.role == Role::Primary
+        && !matches!(outcome, Outcome::StandAlone(_))
+    {
         // Not a split brain (that was reported already), but two Primaries may not connect.
         return Outcome::StandAlone("both nodes are Primary (two Primaries are not supported): demote one and connect again".into());
     }
@@ -902,7 +992,10 @@ mod tests {
     #[test]
     fn unrelated_data_with_an_inconsistent_side_is_a_full_sync_to_it() {
         use DiskState::{Consistent, Inconsistent, Outdated, UpToDate};
-        let unrelated = Handshake { decision: SyncDecision::Unrelated, rule: Rule::UnrelatedData };
+        let unrelated = Handshake {
+            decision: SyncDecision::Unrelated,
+            rule: Rule::UnrelatedData,
+        };
         let rows = [
             (UpToDate, Inconsistent, SyncDecision::Source(Transfer::Full)),
             (Inconsistent, UpToDate, SyncDecision::Target(Transfer::Full)),
@@ -915,16 +1008,34 @@ mod tests {
             let got = settle_unrelated_inconsistent(unrelated, local, peer);
             assert_eq!(got.decision, want, "{local} / {peer}");
         }
-        let no_sync = Handshake { decision: SyncDecision::NoSync, rule: Rule::EqualCurrent };
-        assert_eq!(settle_unrelated_inconsistent(no_sync, UpToDate, Inconsistent).decision, SyncDecision::NoSync);
+        let no_sync = Handshake {
+            decision: SyncDecision::NoSync,
+            rule: Rule::EqualCurrent,
+        };
+        assert_eq!(
+            settle_unrelated_inconsistent(no_sync, UpToDate, Inconsistent).decision,
+            SyncDecision::NoSync
+        );
         // A split brain with an Inconsistent side (a sync target shares its source's
         // lineage) is a full sync to it, as in DRBD; `keep_resync_goal` still refuses it when
         // the source lacks the generation the target's resync was bringing it to.
         for auto_recoverable in [false, true] {
-            let split = Handshake { decision: SyncDecision::SplitBrain { auto_recoverable }, rule: Rule::HistoryBoth };
-            assert_eq!(settle_unrelated_inconsistent(split, Inconsistent, UpToDate).decision, SyncDecision::Target(Transfer::Full));
-            assert_eq!(settle_unrelated_inconsistent(split, UpToDate, Inconsistent).decision, SyncDecision::Source(Transfer::Full));
-            assert_eq!(settle_unrelated_inconsistent(split, UpToDate, UpToDate).decision, split.decision);
+            let split = Handshake {
+                decision: SyncDecision::SplitBrain { auto_recoverable },
+                rule: Rule::HistoryBoth,
+            };
+            assert_eq!(
+                settle_unrelated_inconsistent(split, Inconsistent, UpToDate).decision,
+                SyncDecision::Target(Transfer::Full)
+            );
+            assert_eq!(
+                settle_unrelated_inconsistent(split, UpToDate, Inconsistent).decision,
+                SyncDecision::Source(Transfer::Full)
+            );
+            assert_eq!(
+                settle_unrelated_inconsistent(split, UpToDate, UpToDate).decision,
+                split.decision
+            );
         }
     }
 
@@ -941,15 +1052,31 @@ mod tests {
         target.resync_goal = 0x7000;
         let mut source = GenerationIds::just_created();
         source.current = 0x9000;
-        let split = SyncDecision::SplitBrain { auto_recoverable: false };
+        let split = SyncDecision::SplitBrain {
+            auto_recoverable: false,
+        };
         for transfer in [Transfer::Full, Transfer::Bitmap] {
-            let decided = Handshake { decision: SyncDecision::Source(transfer), rule: Rule::BitmapSelf };
+            let decided = Handshake {
+                decision: SyncDecision::Source(transfer),
+                rule: Rule::BitmapSelf,
+            };
             let got = keep_resync_goal(decided, (UpToDate, &source), (Inconsistent, &target));
             assert_eq!((got.decision, got.rule), (split, Rule::UnknownResyncGoal));
-            let got = keep_resync_goal(decided.mirrored(), (Inconsistent, &target), (UpToDate, &source));
-            assert_eq!((got.decision, got.rule), (split, Rule::UnknownResyncGoal), "both sides agree");
+            let got = keep_resync_goal(
+                decided.mirrored(),
+                (Inconsistent, &target),
+                (UpToDate, &source),
+            );
+            assert_eq!(
+                (got.decision, got.rule),
+                (split, Rule::UnknownResyncGoal),
+                "both sides agree"
+            );
         }
-        let full = Handshake { decision: SyncDecision::Source(Transfer::Full), rule: Rule::UnrelatedData };
+        let full = Handshake {
+            decision: SyncDecision::Source(Transfer::Full),
+            rule: Rule::UnrelatedData,
+        };
         let knowing: [fn(&mut GenerationIds); 3] = [
             |ids| ids.current = 0x7001,
             |ids| ids.bitmap[3] = 0x7000,
@@ -958,17 +1085,39 @@ mod tests {
         for (row, learn) in knowing.iter().enumerate() {
             let mut knows = source.clone();
             learn(&mut knows);
-            assert_eq!(keep_resync_goal(full, (UpToDate, &knows), (Inconsistent, &target)), full, "row {row}");
+            assert_eq!(
+                keep_resync_goal(full, (UpToDate, &knows), (Inconsistent, &target)),
+                full,
+                "row {row}"
+            );
         }
         let mut discarding = target.clone();
         discarding.flags.discard_my_data = true;
-        assert_eq!(keep_resync_goal(full, (UpToDate, &source), (Inconsistent, &discarding)), full, "discard-my-data");
-        assert_eq!(keep_resync_goal(full, (UpToDate, &source), (Outdated, &target)), full, "not Inconsistent");
+        assert_eq!(
+            keep_resync_goal(full, (UpToDate, &source), (Inconsistent, &discarding)),
+            full,
+            "discard-my-data"
+        );
+        assert_eq!(
+            keep_resync_goal(full, (UpToDate, &source), (Outdated, &target)),
+            full,
+            "not Inconsistent"
+        );
         let mut no_goal = target.clone();
         no_goal.resync_goal = 0;
-        assert_eq!(keep_resync_goal(full, (UpToDate, &source), (Inconsistent, &no_goal)), full, "no goal");
-        let no_sync = Handshake { decision: SyncDecision::NoSync, rule: Rule::EqualCurrent };
-        assert_eq!(keep_resync_goal(no_sync, (UpToDate, &source), (Inconsistent, &target)), no_sync);
+        assert_eq!(
+            keep_resync_goal(full, (UpToDate, &source), (Inconsistent, &no_goal)),
+            full,
+            "no goal"
+        );
+        let no_sync = Handshake {
+            decision: SyncDecision::NoSync,
+            rule: Rule::EqualCurrent,
+        };
+        assert_eq!(
+            keep_resync_goal(no_sync, (UpToDate, &source), (Inconsistent, &target)),
+            no_sync
+        );
     }
 
     /// Equal current generations: an Inconsistent side facing an UpToDate one is the target
@@ -982,27 +1131,96 @@ mod tests {
         use DiskState::{Inconsistent, Outdated, UpToDate};
         use Role::{Primary, Secondary};
         use SyncDecision::{NoSync, Source, Target};
-        let side = |bits, disk, role, discard| EqualSide { bits, disk, role, discard, followed: None, crashed: false };
-        let after = |bits, node, seq| EqualSide { followed: Some(Followed { node, seq }), ..side(bits, UpToDate, Secondary, false) };
+        let side = |bits, disk, role, discard| EqualSide {
+            bits,
+            disk,
+            role,
+            discard,
+            followed: None,
+            crashed: false,
+        };
+        let after = |bits, node, seq| EqualSide {
+            followed: Some(Followed { node, seq }),
+            ..side(bits, UpToDate, Secondary, false)
+        };
         let node = |id| crate::uuid::NodeId::new(id).expect("node id");
         let nodes = HandshakeNodes::new(node(2), node(1)).expect("distinct");
-        let equal = Handshake { decision: NoSync, rule: Rule::EqualCurrent };
+        let equal = Handshake {
+            decision: NoSync,
+            rule: Rule::EqualCurrent,
+        };
         let bitmap = Transfer::Bitmap;
         let rows = [
-            (side(0, UpToDate, Secondary, false), side(5, Inconsistent, Secondary, false), Source(bitmap)),
-            (side(5, Inconsistent, Secondary, false), side(0, UpToDate, Primary, false), Target(bitmap)),
-            (side(5, Inconsistent, Secondary, false), side(5, UpToDate, Secondary, false), Target(bitmap)),
-            (side(0, Inconsistent, Secondary, false), side(0, UpToDate, Secondary, false), Target(bitmap)),
-            (side(5, UpToDate, Secondary, true), side(5, UpToDate, Primary, false), Target(bitmap)),
-            (side(0, UpToDate, Secondary, false), side(9, UpToDate, Secondary, true), Source(bitmap)),
-            (side(5, UpToDate, Secondary, false), side(0, UpToDate, Secondary, false), Source(bitmap)),
-            (side(0, UpToDate, Secondary, false), side(5, UpToDate, Secondary, false), Target(bitmap)),
-            (side(5, UpToDate, Secondary, false), side(5, UpToDate, Secondary, false), Target(bitmap)),
-            (side(5, UpToDate, Secondary, false), side(5, UpToDate, Primary, false), Target(bitmap)),
-            (side(5, UpToDate, Secondary, false), side(0, UpToDate, Primary, false), Target(bitmap)),
-            (side(5, UpToDate, Primary, false), side(5, UpToDate, Secondary, false), Source(bitmap)),
-            (side(5, Inconsistent, Secondary, false), side(0, Outdated, Secondary, false), Source(bitmap)),
-            (side(0, UpToDate, Primary, false), side(0, UpToDate, Secondary, false), NoSync),
+            (
+                side(0, UpToDate, Secondary, false),
+                side(5, Inconsistent, Secondary, false),
+                Source(bitmap),
+            ),
+            (
+                side(5, Inconsistent, Secondary, false),
+                side(0, UpToDate, Primary, false),
+                Target(bitmap),
+            ),
+            (
+                side(5, Inconsistent, Secondary, false),
+                side(5, UpToDate, Secondary, false),
+                Target(bitmap),
+            ),
+            (
+                side(0, Inconsistent, Secondary, false),
+                side(0, UpToDate, Secondary, false),
+                Target(bitmap),
+            ),
+            (
+                side(5, UpToDate, Secondary, true),
+                side(5, UpToDate, Primary, false),
+                Target(bitmap),
+            ),
+            (
+                side(0, UpToDate, Secondary, false),
+                side(9, UpToDate, Secondary, true),
+                Source(bitmap),
+            ),
+            (
+                side(5, UpToDate, Secondary, false),
+                side(0, UpToDate, Secondary, false),
+                Source(bitmap),
+            ),
+            (
+                side(0, UpToDate, Secondary, false),
+                side(5, UpToDate, Secondary, false),
+                Target(bitmap),
+            ),
+            (
+                side(5, UpToDate, Secondary, false),
+                side(5, UpToDate, Secondary, false),
+                Target(bitmap),
+            ),
+            (
+                side(5, UpToDate, Secondary, false),
+                side(5, UpToDate, Primary, false),
+                Target(bitmap),
+            ),
+            (
+                side(5, UpToDate, Secondary, false),
+                side(0, UpToDate, Primary, false),
+                Target(bitmap),
+            ),
+            (
+                side(5, UpToDate, Primary, false),
+                side(5, UpToDate, Secondary, false),
+                Source(bitmap),
+            ),
+            (
+                side(5, Inconsistent, Secondary, false),
+                side(0, Outdated, Secondary, false),
+                Source(bitmap),
+            ),
+            (
+                side(0, UpToDate, Primary, false),
+                side(0, UpToDate, Secondary, false),
+                NoSync,
+            ),
             // Both followed one Primary: the side that received its later write is the
             // source, whoever has bits (the lower node id would lose that write).
             (after(5, 0, 90), after(5, 0, 88), Source(bitmap)),
@@ -1014,9 +1232,30 @@ mod tests {
             (after(0, 0, 90), after(0, 0, 88), NoSync),
             // A side that went down uncleanly (it knows no Primary any more) is the target of
             // one that did not, whoever has bits; a Primary still wins.
-            (EqualSide { crashed: true, ..after(5, 0, 90) }, after(5, 0, 88), Target(bitmap)),
-            (after(0, 0, 88), EqualSide { crashed: true, ..side(5, UpToDate, Secondary, false) }, Source(bitmap)),
-            (EqualSide { crashed: true, ..side(5, UpToDate, Primary, false) }, after(5, 0, 88), Source(bitmap)),
+            (
+                EqualSide {
+                    crashed: true,
+                    ..after(5, 0, 90)
+                },
+                after(5, 0, 88),
+                Target(bitmap),
+            ),
+            (
+                after(0, 0, 88),
+                EqualSide {
+                    crashed: true,
+                    ..side(5, UpToDate, Secondary, false)
+                },
+                Source(bitmap),
+            ),
+            (
+                EqualSide {
+                    crashed: true,
+                    ..side(5, UpToDate, Primary, false)
+                },
+                after(5, 0, 88),
+                Source(bitmap),
+            ),
         ];
         for (local, peer, want) in rows {
             let got = settle_equal_current(equal, local, peer, nodes);
@@ -1027,7 +1266,10 @@ mod tests {
                 Target(t) => Source(t),
                 other => other,
             };
-            assert_eq!(mirrored.decision, mirror, "both sides decide alike: {peer:?} / {local:?}");
+            assert_eq!(
+                mirrored.decision, mirror,
+                "both sides decide alike: {peer:?} / {local:?}"
+            );
         }
     }
 }

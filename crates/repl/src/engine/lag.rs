@@ -71,7 +71,12 @@ impl LagThrottle {
         let start = self.start_permille.min(999);
         let into = u64::from(share_permille.checked_sub(start)?);
         let step = into * LAG_CREDIT_DIVISOR / u64::from(1000 - start);
-        Some(usize::try_from(step).ok().and_then(|step| self.admit_per_ack_permille.get(step).copied()).unwrap_or(0))
+        Some(
+            usize::try_from(step)
+                .ok()
+                .and_then(|step| self.admit_per_ack_permille.get(step).copied())
+                .unwrap_or(0),
+        )
     }
 }
 
@@ -82,8 +87,16 @@ const _: () = assert!(LAG_CREDIT_DIVISOR == LAG_THROTTLE_STEPS as u64);
 
 /// The backlog's share of `bound` in per mille: bytes or age, whichever is larger.
 fn share_permille(bound: &LagBound, bytes: u64, age: Duration) -> u32 {
-    let share = |part: u128, whole: u128| u32::try_from(part.saturating_mul(1000).checked_div(whole).unwrap_or(u128::MAX)).unwrap_or(u32::MAX);
-    share(u128::from(bytes), u128::from(bound.bytes_max)).max(share(age.as_nanos(), bound.time_max.as_nanos()))
+    let share = |part: u128, whole: u128| {
+        u32::try_from(
+            part.saturating_mul(1000)
+                .checked_div(whole)
+                .unwrap_or(u128::MAX),
+        )
+        .unwrap_or(u32::MAX)
+    };
+    share(u128::from(bytes), u128::from(bound.bytes_max))
+        .max(share(age.as_nanos(), bound.time_max.as_nanos()))
 }
 
 /// Where a peer stands on the way to and from asynchronous replication.
@@ -121,7 +134,13 @@ impl<P: Clone> Engine<P> {
     /// Sets the protocol in effect for `peer`. Switching to A first has the peer durably mark
     /// itself possibly stale; switching away from A takes effect at once and clears the mark
     /// once every write sent under A is confirmed.
-    pub fn set_protocol(&mut self, now: Time, peer: u8, protocol: Protocol, out: &mut Vec<Action<P>>) -> Result<(), StateError> {
+    pub fn set_protocol(
+        &mut self,
+        now: Time,
+        peer: u8,
+        protocol: Protocol,
+        out: &mut Vec<Action<P>>,
+    ) -> Result<(), StateError> {
         let slot = self.peer_slot(peer).ok_or(StateError::NoSuchPeer(peer))?;
         self.apply_protocol(slot, protocol, out);
         self.start_waiting(now, out);
@@ -141,7 +160,10 @@ impl<P: Clone> Engine<P> {
                 // A Secondary replicates nothing: marking waits for a promotion.
                 if primary && p.connection == ConnState::Connected {
                     p.async_state = AsyncState::Marking;
-                    out.push(Action::SendControl { peer, message: PeerMessage::StaleMark { stale: true } });
+                    out.push(Action::SendControl {
+                        peer,
+                        message: PeerMessage::StaleMark { stale: true },
+                    });
                 }
             }
             (true, AsyncState::Marking | AsyncState::Async) => {}
@@ -162,17 +184,30 @@ impl<P: Clone> Engine<P> {
     /// node id and name must stay; a running resync takes the new rate at once; a lower
     /// `max-buffers` is honoured as requests drain; a new protocol becomes the configured
     /// one and the one in effect (through [`Engine::set_protocol`]'s rules).
-    pub fn reconfigure_peer(&mut self, now: Time, config: PeerConfig, out: &mut Vec<Action<P>>) -> Result<(), StateError> {
-        let slot = self.peer_slot(config.node_id).ok_or(StateError::NoSuchPeer(config.node_id))?;
+    pub fn reconfigure_peer(
+        &mut self,
+        now: Time,
+        config: PeerConfig,
+        out: &mut Vec<Action<P>>,
+    ) -> Result<(), StateError> {
+        let slot = self
+            .peer_slot(config.node_id)
+            .ok_or(StateError::NoSuchPeer(config.node_id))?;
         if config.max_buffers_pages == 0 {
-            return Err(StateError::InvalidSetting("max-buffers must be at least 1".into()));
+            return Err(StateError::InvalidSetting(
+                "max-buffers must be at least 1".into(),
+            ));
         }
-        let rate = ResyncRateController::new(config.resync).map_err(|e| StateError::InvalidSetting(e.to_string()))?;
+        let rate = ResyncRateController::new(config.resync)
+            .map_err(|e| StateError::InvalidSetting(e.to_string()))?;
         let p = &mut self.peers[slot];
         let protocol = config.protocol;
         let protocol_changed = protocol != p.config.protocol;
         p.receiver.set_durable_acks(config.durable_acks);
-        p.config = PeerConfig { name: p.config.name.clone(), ..config };
+        p.config = PeerConfig {
+            name: p.config.name.clone(),
+            ..config
+        };
         for sync in &mut p.syncs {
             if let SyncState::Target(target) = sync {
                 target.controller = rate.clone();
@@ -197,11 +232,18 @@ impl<P: Clone> Engine<P> {
 
     /// The settings `peer`'s connection runs with (as configured or last adjusted).
     pub fn peer_config(&self, peer: u8) -> Option<PeerConfig> {
-        self.peer_slot(peer).map(|slot| self.peers[slot].config.clone())
+        self.peer_slot(peer)
+            .map(|slot| self.peers[slot].config.clone())
     }
 
     /// Sets (or removes) the lag bound of `peer`.
-    pub fn set_lag_bound(&mut self, now: Time, peer: u8, bound: Option<LagBound>, out: &mut Vec<Action<P>>) -> Result<(), StateError> {
+    pub fn set_lag_bound(
+        &mut self,
+        now: Time,
+        peer: u8,
+        bound: Option<LagBound>,
+        out: &mut Vec<Action<P>>,
+    ) -> Result<(), StateError> {
         let slot = self.peer_slot(peer).ok_or(StateError::NoSuchPeer(peer))?;
         self.peers[slot].lag_bound = bound;
         self.start_waiting(now, out);
@@ -211,12 +253,18 @@ impl<P: Clone> Engine<P> {
     /// The lag of `peer` now.
     pub(super) fn lag_status(&self, now: Time, slot: usize) -> LagStatus {
         let p = &self.peers[slot];
-        let oldest = p.transfer_log.front().map_or(0, |s| now.0.saturating_sub(s.since.0) / 1_000_000);
+        let oldest = p
+            .transfer_log
+            .front()
+            .map_or(0, |s| now.0.saturating_sub(s.since.0) / 1_000_000);
         LagStatus {
             effective_protocol: Some(p.protocol),
             unreplicated_bytes: unreplicated_bytes(p),
             oldest_age_ms: oldest,
-            peer_possibly_stale: matches!(p.async_state, AsyncState::Async | AsyncState::Draining { .. }),
+            peer_possibly_stale: matches!(
+                p.async_state,
+                AsyncState::Async | AsyncState::Draining { .. }
+            ),
             waiting_writes: u64::try_from(self.waiting.len()).unwrap_or(u64::MAX),
         }
     }
@@ -224,21 +272,32 @@ impl<P: Clone> Engine<P> {
     /// Whether a write of `length` bytes must wait for the lag bound of some peer.
     pub(super) fn lag_blocks(&self, now: Time, length: u64) -> bool {
         self.peers.iter().any(|p| {
-            let Some(bound) = p.lag_bound else { return false };
+            let Some(bound) = p.lag_bound else {
+                return false;
+            };
             if p.protocol != Protocol::A || !replicates_to(p) {
                 return false;
             }
-            let Some(oldest) = p.transfer_log.front() else { return false };
+            let Some(oldest) = p.transfer_log.front() else {
+                return false;
+            };
             let age = Duration::from_nanos(now.0.saturating_sub(oldest.since.0));
             let backlog = unreplicated_bytes(p);
-            let throttled = bound.throttle.and_then(|t| t.admit_per_ack(share_permille(&bound, backlog, age))).is_some();
-            backlog.saturating_add(length) > bound.bytes_max || age >= bound.time_max || (throttled && p.lag_credit < length)
+            let throttled = bound
+                .throttle
+                .and_then(|t| t.admit_per_ack(share_permille(&bound, backlog, age)))
+                .is_some();
+            backlog.saturating_add(length) > bound.bytes_max
+                || age >= bound.time_max
+                || (throttled && p.lag_credit < length)
         })
     }
 
     /// A write of `length` bytes was admitted: it spends throttle credit of every peer.
     pub(super) fn spend_lag_credit(&mut self, length: u64) {
-        self.peers.iter_mut().for_each(|p| p.lag_credit = p.lag_credit.saturating_sub(length));
+        self.peers
+            .iter_mut()
+            .for_each(|p| p.lag_credit = p.lag_credit.saturating_sub(length));
     }
 
     /// The peer of `slot` confirmed `confirmed` bytes of its backlog: they earn throttle
@@ -247,26 +306,47 @@ impl<P: Clone> Engine<P> {
     pub(super) fn earn_lag_credit(&mut self, now: Time, slot: usize, confirmed: u64) {
         let p = &mut self.peers[slot];
         let Some(bound) = p.lag_bound else { return };
-        let Some(throttle) = bound.throttle else { return };
-        let age = p.transfer_log.front().map_or(Duration::ZERO, |s| Duration::from_nanos(now.0.saturating_sub(s.since.0)));
-        let Some(admit) = throttle.admit_per_ack(share_permille(&bound, unreplicated_bytes(p), age)) else { return };
-        let earned = u64::try_from(u128::from(confirmed) * u128::from(admit) / 1000).unwrap_or(u64::MAX);
-        p.lag_credit = p.lag_credit.saturating_add(earned).min(bound.bytes_max / LAG_CREDIT_DIVISOR);
+        let Some(throttle) = bound.throttle else {
+            return;
+        };
+        let age = p.transfer_log.front().map_or(Duration::ZERO, |s| {
+            Duration::from_nanos(now.0.saturating_sub(s.since.0))
+        });
+        let Some(admit) =
+            throttle.admit_per_ack(share_permille(&bound, unreplicated_bytes(p), age))
+        else {
+            return;
+        };
+        let earned =
+            u64::try_from(u128::from(confirmed) * u128::from(admit) / 1000).unwrap_or(u64::MAX);
+        p.lag_credit = p
+            .lag_credit
+            .saturating_add(earned)
+            .min(bound.bytes_max / LAG_CREDIT_DIVISOR);
     }
 
     /// The secondary side: mark or clear this node possibly stale, durably, then answer.
-    pub(super) fn receive_stale_mark(&mut self, slot: usize, stale: bool, out: &mut Vec<Action<P>>) -> Result<(), String> {
+    pub(super) fn receive_stale_mark(
+        &mut self,
+        slot: usize,
+        stale: bool,
+        out: &mut Vec<Action<P>>,
+    ) -> Result<(), String> {
         if stale && self.role == Role::Primary {
             return Err("a possibly-stale mark sent to a Primary".into());
         }
         let sender = self.peers[slot].config.node_id;
-        let entitled = self.peers[slot].role == Role::Primary || (!stale && self.marked_by == Some(sender));
+        let entitled =
+            self.peers[slot].role == Role::Primary || (!stale && self.marked_by == Some(sender));
         if !entitled {
             // Only the Primary that replicates to us (or, to clear it, the node that marked
             // us and has since demoted) knows what we may lack: a mark from anyone else is
             // ignored (and answered, so a sender does not wait).
             let peer = self.peers[slot].config.node_id;
-            out.push(Action::SendControl { peer, message: PeerMessage::StaleMarkAck { stale } });
+            out.push(Action::SendControl {
+                peer,
+                message: PeerMessage::StaleMarkAck { stale },
+            });
             return Ok(());
         }
         self.marked_by = stale.then_some(sender);
@@ -284,18 +364,29 @@ impl<P: Clone> Engine<P> {
 
     /// Sends the pending `StaleMarkAck` of `slot` once the metadata holding it is durable.
     pub(super) fn send_stale_ack_if_durable(&mut self, slot: usize, out: &mut Vec<Action<P>>) {
-        let Some((stale, version)) = self.peers[slot].stale_ack else { return };
+        let Some((stale, version)) = self.peers[slot].stale_ack else {
+            return;
+        };
         if !(0..self.volumes.len()).all(|vslot| self.is_persisted(vslot, version)) {
             return;
         }
         self.peers[slot].stale_ack = None;
         let peer = self.peers[slot].config.node_id;
-        out.push(Action::SendControl { peer, message: PeerMessage::StaleMarkAck { stale } });
+        out.push(Action::SendControl {
+            peer,
+            message: PeerMessage::StaleMarkAck { stale },
+        });
     }
 
     /// The primary side: the peer's mark is durable (or cleared); the mark is not yet durable
     /// while the stronger protocol still applies, so nothing completes early.
-    pub(super) fn receive_stale_ack(&mut self, now: Time, slot: usize, stale: bool, out: &mut Vec<Action<P>>) -> Result<(), String> {
+    pub(super) fn receive_stale_ack(
+        &mut self,
+        now: Time,
+        slot: usize,
+        stale: bool,
+        out: &mut Vec<Action<P>>,
+    ) -> Result<(), String> {
         if stale && self.ahead_mark_acked(now, slot, out) {
             return Ok(());
         }
@@ -321,18 +412,29 @@ impl<P: Clone> Engine<P> {
     /// Clears the peer's mark once every write sent under A is confirmed.
     pub(super) fn drain_check(&mut self, slot: usize, out: &mut Vec<Action<P>>) {
         let p = &mut self.peers[slot];
-        let AsyncState::Draining { seq } = p.async_state else { return };
+        let AsyncState::Draining { seq } = p.async_state else {
+            return;
+        };
         if !p.ahead.is_calm() {
             // Bits an episode skipped are still unresolved.
             return;
         }
-        let settled = !p.syncs.iter().any(|sync| !matches!(sync, SyncState::Established));
-        if p.transfer_log.front().is_some_and(|s| s.seq <= seq) || p.connection != ConnState::Connected || !settled {
+        let settled = !p
+            .syncs
+            .iter()
+            .any(|sync| !matches!(sync, SyncState::Established));
+        if p.transfer_log.front().is_some_and(|s| s.seq <= seq)
+            || p.connection != ConnState::Connected
+            || !settled
+        {
             return;
         }
         p.async_state = AsyncState::Sync;
         let peer = p.config.node_id;
-        out.push(Action::SendControl { peer, message: PeerMessage::StaleMark { stale: false } });
+        out.push(Action::SendControl {
+            peer,
+            message: PeerMessage::StaleMark { stale: false },
+        });
         out.push(Action::StateChanged);
     }
 
@@ -361,14 +463,21 @@ impl<P: Clone> Engine<P> {
         if p.config.protocol == Protocol::A {
             // Only pull-ahead marks a peer of a protocol A connection: clear a mark left by
             // an episode the disconnect cut short, once caught up.
-            p.async_state = if p.config.congestion.is_some() { AsyncState::Draining { seq: 0 } } else { AsyncState::Sync };
+            p.async_state = if p.config.congestion.is_some() {
+                AsyncState::Draining { seq: 0 }
+            } else {
+                AsyncState::Sync
+            };
             return;
         }
         p.async_state = AsyncState::Draining { seq: 0 };
         if p.wanted_protocol == Protocol::A {
             p.async_state = AsyncState::Marking;
             let peer = p.config.node_id;
-            out.push(Action::SendControl { peer, message: PeerMessage::StaleMark { stale: true } });
+            out.push(Action::SendControl {
+                peer,
+                message: PeerMessage::StaleMark { stale: true },
+            });
         }
     }
 

@@ -96,14 +96,21 @@ impl<P: Clone> Engine<P> {
     pub(super) fn begin_leaving(&mut self, now: Time, slot: usize, out: &mut Vec<Action<P>>) {
         let mut versions = Vec::new();
         for vslot in 0..self.volumes.len() {
-            if matches!(self.volumes[vslot].disk, DiskState::UpToDate | DiskState::Consistent) {
+            if matches!(
+                self.volumes[vslot].disk,
+                DiskState::UpToDate | DiskState::Consistent
+            ) {
                 self.volumes[vslot].disk = DiskState::Outdated;
                 versions.push((vslot, self.meta_changed(vslot, out)));
             }
         }
         let peer = &mut self.peers[slot];
         peer.connection = ConnState::Disconnecting;
-        peer.leaving = Some(Leaving { versions, since: now, reconnect: false });
+        peer.leaving = Some(Leaving {
+            versions,
+            since: now,
+            reconnect: false,
+        });
         out.push(Action::StateChanged);
         self.finish_leaving(now, out);
     }
@@ -112,24 +119,43 @@ impl<P: Clone> Engine<P> {
     /// the module's sequence. Called after each metadata write and on every tick.
     pub(super) fn finish_leaving(&mut self, now: Time, out: &mut Vec<Action<P>>) {
         for slot in 0..self.peers.len() {
-            let Some(leaving) = self.peers[slot].leaving.clone() else { continue };
-            let durable = leaving.versions.iter().all(|&(vslot, version)| self.is_persisted(vslot, version));
+            let Some(leaving) = self.peers[slot].leaving.clone() else {
+                continue;
+            };
+            let durable = leaving
+                .versions
+                .iter()
+                .all(|&(vslot, version)| self.is_persisted(vslot, version));
             let timed_out = now.since(leaving.since) >= LEAVE_PERSIST_MAX;
             if !durable && !timed_out {
                 continue;
             }
-            let failed = leaving.versions.iter().any(|&(vslot, _)| self.volumes[vslot].meta.failed);
+            let failed = leaving
+                .versions
+                .iter()
+                .any(|&(vslot, _)| self.volumes[vslot].meta.failed);
             let peer = self.peers[slot].config.node_id;
             if durable && !failed {
-                let message = PeerMessage::State { role: self.role, disks: self.disk_list() };
+                let message = PeerMessage::State {
+                    role: self.role,
+                    disks: self.disk_list(),
+                };
                 out.push(Action::SendControl { peer, message });
             }
             self.peers[slot].leaving = None;
             let reason = LEAVE_REASON.to_string();
-            out.push(Action::Disconnect { peer, state: ConnState::StandAlone, reason: reason.clone() });
+            out.push(Action::Disconnect {
+                peer,
+                state: ConnState::StandAlone,
+                reason: reason.clone(),
+            });
             self.peer_disconnected(now, peer, ConnState::StandAlone, reason, out);
             let p = &mut self.peers[slot];
-            p.connection = if leaving.reconnect { ConnState::Connecting } else { ConnState::StandAlone };
+            p.connection = if leaving.reconnect {
+                ConnState::Connecting
+            } else {
+                ConnState::StandAlone
+            };
             p.last_error = None;
             out.push(Action::StateChanged);
         }
@@ -150,14 +176,19 @@ impl<P: Clone> Engine<P> {
     pub(super) fn departed(&self, vslot: usize) -> NodeSet {
         self.peers
             .iter()
-            .filter(|p| p.connection != ConnState::Connected && p.disks.get(vslot) == Some(&DiskState::Outdated))
+            .filter(|p| {
+                p.connection != ConnState::Connected
+                    && p.disks.get(vslot) == Some(&DiskState::Outdated)
+            })
             .fold(NodeSet::EMPTY, |set, p| set.with(p.node))
     }
 
     /// Writes the metadata of every volume whose departed peers changed since its last write.
     pub(super) fn record_departures(&mut self, out: &mut Vec<Action<P>>) {
         for vslot in 0..self.volumes.len() {
-            if self.volumes[vslot].disk != DiskState::Diskless && self.departed(vslot) != self.volumes[vslot].meta.departed_issued {
+            if self.volumes[vslot].disk != DiskState::Diskless
+                && self.departed(vslot) != self.volumes[vslot].meta.departed_issued
+            {
                 self.meta_changed(vslot, out);
             }
         }
@@ -168,7 +199,9 @@ impl<P: Clone> Engine<P> {
     /// Marks it held; [`Engine::send_held_handshakes`] sends it.
     pub(super) fn hold_handshake(&mut self, slot: usize, vslot: usize) -> bool {
         let node = self.peers[slot].node;
-        if !self.volumes[vslot].meta.departed_durable.contains(node) || self.volumes[vslot].disk == DiskState::Diskless {
+        if !self.volumes[vslot].meta.departed_durable.contains(node)
+            || self.volumes[vslot].disk == DiskState::Diskless
+        {
             return false;
         }
         let held = &mut self.peers[slot].handshake_held[vslot];
@@ -181,13 +214,22 @@ impl<P: Clone> Engine<P> {
 
     /// A metadata write of `vslot` finished: the handshakes it held go out, and the peers'
     /// handshakes that came meanwhile are answered.
-    pub(super) fn send_held_handshakes(&mut self, now: Time, vslot: usize, out: &mut Vec<Action<P>>) {
+    pub(super) fn send_held_handshakes(
+        &mut self,
+        now: Time,
+        vslot: usize,
+        out: &mut Vec<Action<P>>,
+    ) {
         for slot in 0..self.peers.len() {
             let node = self.peers[slot].node;
-            if self.volumes[vslot].meta.departed_durable.contains(node) || self.peers[slot].connection != ConnState::Connected {
+            if self.volumes[vslot].meta.departed_durable.contains(node)
+                || self.peers[slot].connection != ConnState::Connected
+            {
                 continue;
             }
-            let Some(held) = self.peers[slot].handshake_held[vslot].take() else { continue };
+            let Some(held) = self.peers[slot].handshake_held[vslot].take() else {
+                continue;
+            };
             self.send_handshake(slot, vslot, out);
             if let Some(theirs) = held.theirs {
                 if let Err(reason) = self.receive_uuids(now, slot, *theirs, out) {

@@ -20,10 +20,21 @@ impl<P: Clone> Engine<P> {
         if self.role == Role::Primary {
             return Err(StateError::IsPrimary);
         }
-        if let Some(peer) = self.peers.iter().find(|p| p.connection == ConnState::Connected) {
-            return Err(StateError::OutdateWhileConnected { peer: peer.config.name.clone() });
+        if let Some(peer) = self
+            .peers
+            .iter()
+            .find(|p| p.connection == ConnState::Connected)
+        {
+            return Err(StateError::OutdateWhileConnected {
+                peer: peer.config.name.clone(),
+            });
         }
-        let outdatable = |disk: DiskState| matches!(disk, DiskState::UpToDate | DiskState::Consistent | DiskState::Outdated);
+        let outdatable = |disk: DiskState| {
+            matches!(
+                disk,
+                DiskState::UpToDate | DiskState::Consistent | DiskState::Outdated
+            )
+        };
         if let Some(volume) = self.volumes.iter().find(|v| !outdatable(v.disk)) {
             return Err(StateError::NotConsistent(volume.disk));
         }

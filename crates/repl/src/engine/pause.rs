@@ -37,10 +37,14 @@ impl SyncPause {
 
     /// DRBD's `resync-suspended:` value: `no`, or the reasons joined by commas.
     pub fn describe(self) -> String {
-        let reasons: Vec<&str> = [(self.user, "user"), (self.peer, "peer"), (self.dependency, "dependency")]
-            .into_iter()
-            .filter_map(|(set, name)| set.then_some(name))
-            .collect();
+        let reasons: Vec<&str> = [
+            (self.user, "user"),
+            (self.peer, "peer"),
+            (self.dependency, "dependency"),
+        ]
+        .into_iter()
+        .filter_map(|(set, name)| set.then_some(name))
+        .collect();
         if reasons.is_empty() {
             "no".to_owned()
         } else {
@@ -52,7 +56,13 @@ impl SyncPause {
 impl<P: Clone> Engine<P> {
     /// `pause-sync` (`paused`) or `resume-sync` towards `peer` (every peer when None), for every
     /// volume. Idempotent; takes effect on a running resync and on any later one.
-    pub fn pause_sync(&mut self, now: Time, peer: Option<u8>, paused: bool, out: &mut Vec<Action<P>>) -> Result<(), StateError> {
+    pub fn pause_sync(
+        &mut self,
+        now: Time,
+        peer: Option<u8>,
+        paused: bool,
+        out: &mut Vec<Action<P>>,
+    ) -> Result<(), StateError> {
         let slots: Vec<usize> = match peer {
             Some(node) => vec![self.peer_slot(node).ok_or(StateError::NoSuchPeer(node))?],
             None => (0..self.peers.len()).collect(),
@@ -70,12 +80,22 @@ impl<P: Clone> Engine<P> {
 
     /// `resync-after`: the volume's resync must wait (`paused`) or may run. The driver calls
     /// this whenever the volume it depends on starts or finishes a resync.
-    pub fn set_sync_dependency(&mut self, now: Time, volume: u16, paused: bool, out: &mut Vec<Action<P>>) {
-        let Some(vslot) = self.volume_slot(volume) else { return };
+    pub fn set_sync_dependency(
+        &mut self,
+        now: Time,
+        volume: u16,
+        paused: bool,
+        out: &mut Vec<Action<P>>,
+    ) {
+        let Some(vslot) = self.volume_slot(volume) else {
+            return;
+        };
         if self.volumes[vslot].after_dependency == paused {
             return;
         }
-        let before: Vec<bool> = (0..self.peers.len()).map(|slot| self.own_pause(slot, vslot)).collect();
+        let before: Vec<bool> = (0..self.peers.len())
+            .map(|slot| self.own_pause(slot, vslot))
+            .collect();
         self.volumes[vslot].after_dependency = paused;
         for (slot, before) in before.into_iter().enumerate() {
             self.own_pause_changed(now, slot, vslot, before, out);
@@ -86,11 +106,16 @@ impl<P: Clone> Engine<P> {
     /// Whether any volume has a handshake or resync with a peer that has not finished
     /// (WFBitMap*, Sync*, PausedSync*): what `resync-after` on another volume waits for.
     pub fn resync_running(&self, volume: u16) -> bool {
-        let Some(vslot) = self.volume_slot(volume) else { return false };
+        let Some(vslot) = self.volume_slot(volume) else {
+            return false;
+        };
         self.peers.iter().any(|p| {
             matches!(
                 p.syncs[vslot],
-                SyncState::StartingSource(_) | SyncState::StartingTarget(_) | SyncState::Source(_) | SyncState::Target(_)
+                SyncState::StartingSource(_)
+                    | SyncState::StartingTarget(_)
+                    | SyncState::Source(_)
+                    | SyncState::Target(_)
             )
         })
     }
@@ -106,8 +131,17 @@ impl<P: Clone> Engine<P> {
     }
 
     /// The peer paused or resumed its side of a volume's resync.
-    pub(super) fn receive_sync_pause(&mut self, now: Time, slot: usize, volume: u16, paused: bool, out: &mut Vec<Action<P>>) -> Result<(), String> {
-        let vslot = self.volume_slot(volume).ok_or_else(|| format!("sync pause for unknown volume {volume}"))?;
+    pub(super) fn receive_sync_pause(
+        &mut self,
+        now: Time,
+        slot: usize,
+        volume: u16,
+        paused: bool,
+        out: &mut Vec<Action<P>>,
+    ) -> Result<(), String> {
+        let vslot = self
+            .volume_slot(volume)
+            .ok_or_else(|| format!("sync pause for unknown volume {volume}"))?;
         if self.peers[slot].peer_paused[vslot] != paused {
             self.peers[slot].peer_paused[vslot] = paused;
             out.push(Action::StateChanged);
@@ -123,7 +157,10 @@ impl<P: Clone> Engine<P> {
         let peer = self.peers[slot].config.node_id;
         for vslot in 0..self.volumes.len() {
             if self.own_pause(slot, vslot) {
-                let message = PeerMessage::SyncPause { volume: self.volumes[vslot].number, paused: true };
+                let message = PeerMessage::SyncPause {
+                    volume: self.volumes[vslot].number,
+                    paused: true,
+                };
                 out.push(Action::SendOnData { peer, message });
             }
         }
@@ -135,13 +172,23 @@ impl<P: Clone> Engine<P> {
     }
 
     /// Tells a connected peer when our own pause state changed, and refills a resumed target.
-    fn own_pause_changed(&mut self, now: Time, slot: usize, vslot: usize, before: bool, out: &mut Vec<Action<P>>) {
+    fn own_pause_changed(
+        &mut self,
+        now: Time,
+        slot: usize,
+        vslot: usize,
+        before: bool,
+        out: &mut Vec<Action<P>>,
+    ) {
         let after = self.own_pause(slot, vslot);
         if after == before || self.peers[slot].connection != ConnState::Connected {
             return;
         }
         let peer = self.peers[slot].config.node_id;
-        let message = PeerMessage::SyncPause { volume: self.volumes[vslot].number, paused: after };
+        let message = PeerMessage::SyncPause {
+            volume: self.volumes[vslot].number,
+            paused: after,
+        };
         out.push(Action::SendOnData { peer, message });
         if !after {
             self.issue_requests(now, slot, vslot, out);

@@ -40,7 +40,11 @@ pub(super) struct MetaIo {
 impl MetaIo {
     /// The bookkeeping of metadata as loaded, recording `departed`.
     pub(super) fn loaded(departed: NodeSet) -> MetaIo {
-        MetaIo { departed_issued: departed, departed_durable: departed, ..MetaIo::default() }
+        MetaIo {
+            departed_issued: departed,
+            departed_durable: departed,
+            ..MetaIo::default()
+        }
     }
 }
 
@@ -226,7 +230,10 @@ impl<P: Clone> Engine<P> {
     ) -> u64 {
         let absent = self.absent_peers();
         let volume = &self.volumes[vslot];
-        if absent.iter().any(|peer| volume.ids.bitmap_uuid(peer) == 0 || volume.shared_with.contains(peer)) {
+        if absent
+            .iter()
+            .any(|peer| volume.ids.bitmap_uuid(peer) == 0 || volume.shared_with.contains(peer))
+        {
             if self.defer_rotation(vslot) {
                 return self.unpersisted_version(vslot);
             }
@@ -259,7 +266,10 @@ impl<P: Clone> Engine<P> {
 
     /// Peers a write would reach now.
     fn present_peers(&self) -> NodeSet {
-        self.peers.iter().filter(|p| replicates_to(p)).fold(NodeSet::EMPTY, |set, p| set.with(p.node))
+        self.peers
+            .iter()
+            .filter(|p| replicates_to(p))
+            .fold(NodeSet::EMPTY, |set, p| set.with(p.node))
     }
 
     /// The peer in `slot` was lost while writes to it were unconfirmed (`drained` per volume).
@@ -290,7 +300,8 @@ impl<P: Clone> Engine<P> {
             }
             let number = volume.number;
             let unsettled = self.in_flight.values().any(|w| {
-                w.volume == number && !matches!(w.peers[slot], PeerStage::Skipped | PeerStage::Settled)
+                w.volume == number
+                    && !matches!(w.peers[slot], PeerStage::Skipped | PeerStage::Settled)
             });
             if !unsettled || self.defer_rotation(vslot) {
                 continue;
@@ -340,7 +351,9 @@ impl<P: Clone> Engine<P> {
     /// and never as a source.
     pub(super) fn revert_unused_generations(&mut self, out: &mut Vec<Action<P>>) {
         for vslot in 0..self.volumes.len() {
-            let Some(before) = self.volumes[vslot].unused_generation.take() else { continue };
+            let Some(before) = self.volumes[vslot].unused_generation.take() else {
+                continue;
+            };
             let volume = &mut self.volumes[vslot];
             volume.ids.current = before.current;
             volume.ids.bitmap = before.bitmap;
@@ -360,7 +373,8 @@ impl<P: Clone> Engine<P> {
     /// the rotation, as at a loss (`generation_after_loss`).
     pub(super) fn rotate_when_quorum_returns(&mut self, out: &mut Vec<Action<P>>) {
         for vslot in 0..self.volumes.len() {
-            if !std::mem::take(&mut self.volumes[vslot].rotation_owed) || self.role != Role::Primary {
+            if !std::mem::take(&mut self.volumes[vslot].rotation_owed) || self.role != Role::Primary
+            {
                 continue;
             }
             let absent = self.absent_peers();
@@ -473,7 +487,9 @@ impl<P: Clone> Engine<P> {
         self.refuse_if_syncing()?;
         self.refuse_if_diskless()?;
         for vslot in 0..self.volumes.len() {
-            let source = self.peers.iter().any(|p| p.connection == ConnState::Connected && p.disks[vslot] == DiskState::UpToDate);
+            let source = self.peers.iter().any(|p| {
+                p.connection == ConnState::Connected && p.disks[vslot] == DiskState::UpToDate
+            });
             if !source {
                 return Err(StateError::NoSyncSource);
             }
@@ -493,17 +509,30 @@ impl<P: Clone> Engine<P> {
     /// before the resync starts), and a new handshake makes this node its sync source. Refused
     /// unless this disk is UpToDate and the peer is connected and not Primary, and while a
     /// handshake or resync runs.
-    pub fn invalidate_remote(&mut self, peer: u8, out: &mut Vec<Action<P>>) -> Result<(), StateError> {
+    pub fn invalidate_remote(
+        &mut self,
+        peer: u8,
+        out: &mut Vec<Action<P>>,
+    ) -> Result<(), StateError> {
         let slot = self.peer_slot(peer).ok_or(StateError::NoSuchPeer(peer))?;
-        if let Some(disk) = self.volumes.iter().map(|v| v.disk).find(|d| *d != DiskState::UpToDate) {
+        if let Some(disk) = self
+            .volumes
+            .iter()
+            .map(|v| v.disk)
+            .find(|d| *d != DiskState::UpToDate)
+        {
             return Err(StateError::NotUpToDate(disk));
         }
         let p = &self.peers[slot];
         if p.connection != ConnState::Connected {
-            return Err(StateError::PeerNotConnected { peer: p.config.name.clone() });
+            return Err(StateError::PeerNotConnected {
+                peer: p.config.name.clone(),
+            });
         }
         if p.role == Role::Primary {
-            return Err(StateError::PeerIsPrimary { peer: p.config.name.clone() });
+            return Err(StateError::PeerIsPrimary {
+                peer: p.config.name.clone(),
+            });
         }
         self.refuse_if_syncing()?;
         for vslot in 0..self.volumes.len() {
@@ -516,9 +545,14 @@ impl<P: Clone> Engine<P> {
 
     /// Refuses an administrative change while a handshake or resync runs with any peer.
     pub(super) fn refuse_if_syncing(&self) -> Result<(), StateError> {
-        let busy = self.peers.iter().find(|p| p.connection == ConnState::Connected && p.syncs.iter().any(|s| !matches!(s, SyncState::Established)));
+        let busy = self.peers.iter().find(|p| {
+            p.connection == ConnState::Connected
+                && p.syncs.iter().any(|s| !matches!(s, SyncState::Established))
+        });
         match busy {
-            Some(peer) => Err(StateError::SyncInProgress { peer: peer.config.name.clone() }),
+            Some(peer) => Err(StateError::SyncInProgress {
+                peer: peer.config.name.clone(),
+            }),
             None => Ok(()),
         }
     }

@@ -120,13 +120,22 @@ impl<P: Clone> Engine<P> {
     /// Whether application writes are frozen for want of quorum (`suspended:quorum`) or by
     /// fencing (`suspended:fencing`).
     pub fn io_suspended(&self) -> bool {
-        (self.role == Role::Primary && self.quorum_blocks_new_writes()) || self.fencing_freezes() || self.user_suspended()
+        (self.role == Role::Primary && self.quorum_blocks_new_writes())
+            || self.fencing_freezes()
+            || self.user_suspended()
     }
 
     /// Why this node has no quorum, in words (for refusals and logs).
     pub(super) fn quorum_words(&self) -> String {
         let counts = self.quorum_counts();
-        let left_out = if counts.outdated_left_out > 0 { format!(", {} absent Outdated peers left out", counts.outdated_left_out) } else { String::new() };
+        let left_out = if counts.outdated_left_out > 0 {
+            format!(
+                ", {} absent Outdated peers left out",
+                counts.outdated_left_out
+            )
+        } else {
+            String::new()
+        };
         format!(
             "{} of {} nodes reachable and {} UpToDate copies{left_out} (quorum {:?}, quorum-minimum-redundancy {:?})",
             counts.present, counts.voters, counts.copies, self.quorum.rule, self.quorum.minimum_redundancy
@@ -139,7 +148,9 @@ impl<P: Clone> Engine<P> {
     fn present(&self, slot: usize) -> bool {
         let p = &self.peers[slot];
         p.connection == ConnState::Connected
-            && p.syncs.iter().all(|s| !matches!(s, SyncState::Off | SyncState::WaitUuids { .. }))
+            && p.syncs
+                .iter()
+                .all(|s| !matches!(s, SyncState::Off | SyncState::WaitUuids { .. }))
             && p.accepted.iter().all(|&accepted| accepted)
             && !self.resyncs_promotable_peer(slot)
     }
@@ -161,7 +172,9 @@ impl<P: Clone> Engine<P> {
         p.syncs
             .iter()
             .zip(&p.unpromotable)
-            .any(|(sync, &unpromotable)| !unpromotable && matches!(sync, SyncState::StartingSource(_) | SyncState::Source(_)))
+            .any(|(sync, &unpromotable)| {
+                !unpromotable && matches!(sync, SyncState::StartingSource(_) | SyncState::Source(_))
+            })
     }
 
     /// Quorum is lost: what this node knew of absent peers' Outdated disks may no longer hold
@@ -198,11 +211,19 @@ impl<P: Clone> Engine<P> {
 
     /// The counts with exactly the peers in the slots `present` selects present.
     fn quorum_counts_of(&self, present: impl Fn(usize) -> bool) -> QuorumCounts {
-        let present_slots: Vec<usize> = (0..self.peers.len()).filter(|&slot| present(slot)).collect();
+        let present_slots: Vec<usize> = (0..self.peers.len())
+            .filter(|&slot| present(slot))
+            .collect();
         let absent = self.peers.len() - present_slots.len();
-        let absent_outdated = (0..self.peers.len()).filter(|&slot| !present(slot) && self.known_outdated(slot)).count();
+        let absent_outdated = (0..self.peers.len())
+            .filter(|&slot| !present(slot) && self.known_outdated(slot))
+            .count();
         let present = 1 + present_slots.len();
-        let (voters, outdated_left_out) = if absent_outdated == absent { (present, absent) } else { (1 + self.peers.len(), 0) };
+        let (voters, outdated_left_out) = if absent_outdated == absent {
+            (present, absent)
+        } else {
+            (1 + self.peers.len(), 0)
+        };
         let local = usize::from(self.volumes.iter().all(|v| v.disk == DiskState::UpToDate));
         let remote = present_slots
             .iter()
@@ -211,7 +232,12 @@ impl<P: Clone> Engine<P> {
                 !disks.is_empty() && disks.iter().all(|d| *d == DiskState::UpToDate)
             })
             .count();
-        QuorumCounts { present, voters, copies: local + remote, outdated_left_out }
+        QuorumCounts {
+            present,
+            voters,
+            copies: local + remote,
+            outdated_left_out,
+        }
     }
 
     pub(super) fn compute_quorum(&self) -> bool {
@@ -219,7 +245,11 @@ impl<P: Clone> Engine<P> {
     }
 
     fn quorum_met(&self, counts: QuorumCounts) -> bool {
-        self.quorum.rule.met(counts.present, counts.voters) && self.quorum.minimum_redundancy.met(counts.copies, counts.voters)
+        self.quorum.rule.met(counts.present, counts.voters)
+            && self
+                .quorum
+                .minimum_redundancy
+                .met(counts.copies, counts.voters)
     }
 
     /// A promotion under a quorum rule counts only the peers that answered a ping it sent:
@@ -232,16 +262,31 @@ impl<P: Clone> Engine<P> {
     /// its vote: the peer behind it may lend it to the old Primary instead, which then
     /// regains quorum and acknowledges writes the new Primary never gets (sim seed 16699).
     /// DRBD gets this from its cluster-wide two-phase state changes.
-    pub(super) fn confirm_promotion_quorum(&mut self, out: &mut Vec<Action<P>>) -> Result<(), StateError> {
-        let present: Vec<usize> = (0..self.peers.len()).filter(|&slot| self.present(slot)).collect();
-        let rules_off = self.quorum.rule == QuorumRule::Off && self.quorum.minimum_redundancy == QuorumRule::Off;
+    pub(super) fn confirm_promotion_quorum(
+        &mut self,
+        out: &mut Vec<Action<P>>,
+    ) -> Result<(), StateError> {
+        let present: Vec<usize> = (0..self.peers.len())
+            .filter(|&slot| self.present(slot))
+            .collect();
+        let rules_off = self.quorum.rule == QuorumRule::Off
+            && self.quorum.minimum_redundancy == QuorumRule::Off;
         if rules_off || present.is_empty() {
             return Ok(());
         }
         let now = self.clock;
-        let window = present.iter().map(|&slot| self.peers[slot].config.ping_timeout).max().unwrap_or_default();
-        if self.promotion_asked.is_some_and(|asked| now.since(asked) <= window) {
-            if self.quorum_met(self.quorum_counts_of(|slot| self.present(slot) && self.peers[slot].liveness.confirmed())) {
+        let window = present
+            .iter()
+            .map(|&slot| self.peers[slot].config.ping_timeout)
+            .max()
+            .unwrap_or_default();
+        if self
+            .promotion_asked
+            .is_some_and(|asked| now.since(asked) <= window)
+        {
+            if self.quorum_met(self.quorum_counts_of(|slot| {
+                self.present(slot) && self.peers[slot].liveness.confirmed()
+            })) {
                 self.promotion_asked = None;
                 return Ok(());
             }
@@ -250,7 +295,10 @@ impl<P: Clone> Engine<P> {
         self.promotion_asked = Some(now);
         for slot in present {
             self.peers[slot].liveness.ping_to_confirm();
-            out.push(Action::SendControl { peer: self.peers[slot].config.node_id, message: PeerMessage::Ping });
+            out.push(Action::SendControl {
+                peer: self.peers[slot].config.node_id,
+                message: PeerMessage::Ping,
+            });
         }
         Err(StateError::ConfirmingPeers)
     }
@@ -287,7 +335,10 @@ impl<P: Clone> Engine<P> {
         }
         self.failing_pending = true;
         for waiting in std::mem::take(&mut self.waiting) {
-            out.push(Action::Complete { request: waiting.request, result: Err(IoError::Io) });
+            out.push(Action::Complete {
+                request: waiting.request,
+                result: Err(IoError::Io),
+            });
         }
         let open = std::mem::replace(&mut self.open_count, 0);
         let demoted = self.demote(out);
@@ -311,7 +362,10 @@ impl<P: Clone> Engine<P> {
 
     /// For a write or flush that is otherwise done: hold it (None), or the result to
     /// complete it with (an error without quorum under `io-error`).
-    pub(super) fn quorum_verdict(&self, result: Result<(), IoError>) -> Option<Result<(), IoError>> {
+    pub(super) fn quorum_verdict(
+        &self,
+        result: Result<(), IoError>,
+    ) -> Option<Result<(), IoError>> {
         if self.failing_pending {
             // `secondary --force`: nothing held may still be acknowledged.
             return Some(Err(IoError::Io));

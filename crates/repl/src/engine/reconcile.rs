@@ -107,17 +107,31 @@ impl<P: Clone> Engine<P> {
     /// What a handshake to the peer in `slot` says this node followed: the Primary that feeds
     /// it now (another peer), or else the one it lost last.
     pub(super) fn followed(&self, slot: usize) -> Option<Followed> {
-        let feeding = self.peers.iter().enumerate().find(|(other, p)| *other != slot && p.connection == ConnState::Connected && p.role == Role::Primary);
+        let feeding = self.peers.iter().enumerate().find(|(other, p)| {
+            *other != slot && p.connection == ConnState::Connected && p.role == Role::Primary
+        });
         match feeding {
-            Some((_, p)) => Some(Followed { node: p.config.node_id, seq: p.last_seq }),
+            Some((_, p)) => Some(Followed {
+                node: p.config.node_id,
+                seq: p.last_seq,
+            }),
             None => self.lost_primary,
         }
     }
 
     /// Secondary: the peer in `slot` says the epochs up to `epoch` are on all its peers.
     /// A node promoted meanwhile may still get one from the peer it followed.
-    pub(super) fn receive_peer_ack(&mut self, now: Time, slot: usize, epoch: u64, out: &mut Vec<Action<P>>) {
-        self.peers[slot].unsettled.iter_mut().for_each(|u| u.settle(epoch));
+    pub(super) fn receive_peer_ack(
+        &mut self,
+        now: Time,
+        slot: usize,
+        epoch: u64,
+        out: &mut Vec<Action<P>>,
+    ) {
+        self.peers[slot]
+            .unsettled
+            .iter_mut()
+            .for_each(|u| u.settle(epoch));
         self.unpin(now, slot, Some(epoch), out);
     }
 
@@ -134,7 +148,9 @@ impl<P: Clone> Engine<P> {
         let closed = self.epoch.saturating_sub(1);
         let p = &mut self.peers[slot];
         p.acked_epoch = closed;
-        p.unsettled.iter_mut().for_each(|u| *u = Unsettled::default());
+        p.unsettled
+            .iter_mut()
+            .for_each(|u| *u = Unsettled::default());
         p.reconcile_owed.fill(false);
     }
 
@@ -145,17 +161,28 @@ impl<P: Clone> Engine<P> {
         if self.role != Role::Primary && !self.peer_ack_owed {
             return;
         }
-        let connected = || self.peers.iter().filter(|p| p.connection == ConnState::Connected);
+        let connected = || {
+            self.peers
+                .iter()
+                .filter(|p| p.connection == ConnState::Connected)
+        };
         let Some(settled) = connected().map(|p| p.acked_epoch).min() else {
             return;
         };
         let sent = self.peer_ack_sent;
-        let due = if idle { settled > sent } else { settled >= sent.saturating_add(PEER_ACK_EVERY_EPOCHS) };
+        let due = if idle {
+            settled > sent
+        } else {
+            settled >= sent.saturating_add(PEER_ACK_EVERY_EPOCHS)
+        };
         if !due {
             return;
         }
         for p in connected() {
-            out.push(Action::SendControl { peer: p.config.node_id, message: PeerMessage::PeerAck { epoch: settled } });
+            out.push(Action::SendControl {
+                peer: p.config.node_id,
+                message: PeerMessage::PeerAck { epoch: settled },
+            });
         }
         self.peer_ack_sent = settled;
         if self.role != Role::Primary && settled >= self.epoch.saturating_sub(1) {
@@ -166,7 +193,12 @@ impl<P: Clone> Engine<P> {
     /// The connection to the peer in `slot` ended: the writes received from it that no peer
     /// ack covered are marked for every other peer, and each other connected Secondary gets a
     /// new handshake so that they resync them (see the module documentation).
-    pub(super) fn reconcile_after_loss(&mut self, now: Time, slot: usize, out: &mut Vec<Action<P>>) {
+    pub(super) fn reconcile_after_loss(
+        &mut self,
+        now: Time,
+        slot: usize,
+        out: &mut Vec<Action<P>>,
+    ) {
         let mut marked = Vec::new();
         for vslot in 0..self.volumes.len() {
             let record = self.peers[slot].unsettled[vslot].take();
@@ -181,7 +213,11 @@ impl<P: Clone> Engine<P> {
                 if record.overflowed {
                     bitmap.set_all();
                 } else {
-                    record.by_epoch.values().flatten().for_each(|&extent| mark(bitmap, extent));
+                    record
+                        .by_epoch
+                        .values()
+                        .flatten()
+                        .for_each(|&extent| mark(bitmap, extent));
                 }
             }
             self.meta_changed(vslot, out);
@@ -198,19 +234,31 @@ impl<P: Clone> Engine<P> {
             // resynced anyway, and the bits join that resync at its handshake. A peer that
             // lost the Primary first and holds bits for this node is owed a new handshake
             // once this node follows no Primary either.
-            let up_to_date = |vslot: usize| self.volumes[vslot].disk == DiskState::UpToDate && p.disks[vslot] == DiskState::UpToDate;
+            let up_to_date = |vslot: usize| {
+                self.volumes[vslot].disk == DiskState::UpToDate
+                    && p.disks[vslot] == DiskState::UpToDate
+            };
             let owed = |vslot: usize| p.reconcile_owed[vslot] && !self.fed_by_primary(other, vslot);
-            let volumes: Vec<usize> = (0..self.volumes.len()).filter(|&vslot| owed(vslot) || (marked.contains(&vslot) && up_to_date(vslot))).collect();
+            let volumes: Vec<usize> = (0..self.volumes.len())
+                .filter(|&vslot| owed(vslot) || (marked.contains(&vslot) && up_to_date(vslot)))
+                .collect();
             if volumes.is_empty() {
                 continue;
             }
-            volumes.iter().for_each(|&vslot| self.peers[other].reconcile_owed[vslot] = false);
+            volumes
+                .iter()
+                .for_each(|&vslot| self.peers[other].reconcile_owed[vslot] = false);
             let p = &self.peers[other];
-            let established = volumes.iter().all(|&vslot| matches!(p.syncs[vslot], SyncState::Established));
+            let established = volumes
+                .iter()
+                .all(|&vslot| matches!(p.syncs[vslot], SyncState::Established));
             if established {
-                volumes.iter().for_each(|&vslot| self.send_handshake(other, vslot, out));
+                volumes
+                    .iter()
+                    .for_each(|&vslot| self.send_handshake(other, vslot, out));
             } else {
-                let reason = format!("reconciling the writes of {lost}, which is gone, by a new handshake");
+                let reason =
+                    format!("reconciling the writes of {lost}, which is gone, by a new handshake");
                 self.drop_peer(now, other, ConnState::Unconnected, reason, out);
             }
         }

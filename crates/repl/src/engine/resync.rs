@@ -329,10 +329,9 @@ impl<P: Clone> Engine<P> {
     /// resync of it, while it stayed Established with the first peer: the two ended UpToDate
     /// and different, and the write was gone from it (simulator seed 6671).
     fn bits_owed_to_others(&self, slot: usize, vslot: usize) -> bool {
-        self.peers
-            .iter()
-            .enumerate()
-            .any(|(other, p)| other != slot && !p.bitmap_free[vslot] && p.bitmaps[vslot].count_set_blocks() > 0)
+        self.peers.iter().enumerate().any(|(other, p)| {
+            other != slot && !p.bitmap_free[vslot] && p.bitmaps[vslot].count_set_blocks() > 0
+        })
     }
 
     // ----- target ---------------------------------------------------------------------------
@@ -382,7 +381,13 @@ impl<P: Clone> Engine<P> {
     /// `max-buffers` allow; finishes the resync when nothing is left. Called at each tick and
     /// whenever in-flight space is freed (a reply written, a negative reply), so in dynamic
     /// mode the window is refilled as soon as replies come back.
-    pub(super) fn issue_requests(&mut self, now: Time, slot: usize, vslot: usize, out: &mut Vec<Action<P>>) {
+    pub(super) fn issue_requests(
+        &mut self,
+        now: Time,
+        slot: usize,
+        vslot: usize,
+        out: &mut Vec<Action<P>>,
+    ) {
         if self.sync_pause(slot, vslot).any() {
             return;
         }
@@ -579,7 +584,13 @@ impl<P: Clone> Engine<P> {
     /// failures (a disk error here, a read error there) the disk stays Inconsistent with the
     /// failed blocks still marked, and the link is dropped: the reconnect after `connect-int`
     /// retries them, so a disk that recovers is brought back without an administrator.
-    fn finish_target_if_done(&mut self, now: Time, slot: usize, vslot: usize, out: &mut Vec<Action<P>>) {
+    fn finish_target_if_done(
+        &mut self,
+        now: Time,
+        slot: usize,
+        vslot: usize,
+        out: &mut Vec<Action<P>>,
+    ) {
         let p = &self.peers[slot];
         let SyncState::Target(target) = &p.syncs[vslot] else {
             return;
@@ -646,7 +657,12 @@ impl<P: Clone> Engine<P> {
     /// instead of too little; with a Primary near, it resyncs that peer from its own bits
     /// first. Where the identifier is unchanged, our own bits already cover every block we
     /// changed since (writes applied while that peer was away are marked).
-    pub(super) fn bits_for_adopted_bitmap_uuids(&mut self, source: usize, vslot: usize, before: &crate::GenerationIds) {
+    pub(super) fn bits_for_adopted_bitmap_uuids(
+        &mut self,
+        source: usize,
+        vslot: usize,
+        before: &crate::GenerationIds,
+    ) {
         let after = self.volumes[vslot].ids.clone();
         for third in 0..self.peers.len() {
             if third == source {

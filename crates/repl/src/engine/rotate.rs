@@ -74,17 +74,27 @@ impl<P: Clone> Engine<P> {
 
     /// Whether every peer `write` waits on has answered the rotations it must.
     pub(super) fn rotations_answered(&self, write: &InFlight) -> bool {
-        write.rotation_answers.iter().all(|&(slot, due)| self.peers[slot].rotations.answered >= due)
+        write
+            .rotation_answers
+            .iter()
+            .all(|&(slot, due)| self.peers[slot].rotations.answered >= due)
     }
 
     /// A peer that owed answers is gone: writes stop waiting for them (they wait for quorum
     /// as any write does).
-    pub(super) fn stop_waiting_for_rotation_answers(&mut self, now: Time, slot: usize, out: &mut Vec<Action<P>>) {
+    pub(super) fn stop_waiting_for_rotation_answers(
+        &mut self,
+        now: Time,
+        slot: usize,
+        out: &mut Vec<Action<P>>,
+    ) {
         self.peers[slot].rotations = RotationCount::default();
         let mut ready = Vec::new();
         for (&seq, write) in &mut self.in_flight {
             let before = write.rotation_answers.len();
-            write.rotation_answers.retain(|&(waits_on, _)| waits_on != slot);
+            write
+                .rotation_answers
+                .retain(|&(waits_on, _)| waits_on != slot);
             if write.rotation_answers.len() != before {
                 ready.push(seq);
             }
@@ -106,7 +116,11 @@ impl<P: Clone> Engine<P> {
         let ready: Vec<u64> = self
             .in_flight
             .iter()
-            .filter(|(_, w)| w.rotation_answers.iter().any(|&(waits_on, due)| waits_on == slot && due == answered))
+            .filter(|(_, w)| {
+                w.rotation_answers
+                    .iter()
+                    .any(|&(waits_on, due)| waits_on == slot && due == answered)
+            })
             .map(|(&seq, _)| seq)
             .collect();
         for seq in ready {
@@ -166,7 +180,10 @@ impl<P: Clone> Engine<P> {
             self.tell_secondaries_of_new_generation(slot, vslot, out);
             return;
         }
-        if matches!(self.volumes[vslot].disk, DiskState::Outdated | DiskState::Consistent) {
+        if matches!(
+            self.volumes[vslot].disk,
+            DiskState::Outdated | DiskState::Consistent
+        ) {
             // Behind this Primary by more than its writes: see `resync_outdated_from_primary`.
             self.send_handshake(slot, vslot, out);
             return;
@@ -196,10 +213,19 @@ impl<P: Clone> Engine<P> {
     /// This Secondary's generation moved on through the peer in `from` (its Primary's
     /// rotation, or the end of a resync from it): the other connected Secondaries hear it
     /// (a Secondary-role Rotate), so that one left behind outdates itself.
-    pub(super) fn tell_secondaries_of_new_generation(&mut self, from: usize, vslot: usize, out: &mut Vec<Action<P>>) {
+    pub(super) fn tell_secondaries_of_new_generation(
+        &mut self,
+        from: usize,
+        vslot: usize,
+        out: &mut Vec<Action<P>>,
+    ) {
         for other in 0..self.peers.len() {
             let p = &self.peers[other];
-            if other != from && p.connection == ConnState::Connected && p.role != Role::Primary && matches!(p.syncs[vslot], SyncState::Established) {
+            if other != from
+                && p.connection == ConnState::Connected
+                && p.role != Role::Primary
+                && matches!(p.syncs[vslot], SyncState::Established)
+            {
                 self.send_uuids(other, vslot, UuidsPurpose::Rotate, out);
             }
         }
@@ -214,7 +240,12 @@ impl<P: Clone> Engine<P> {
     /// writes. The disk becomes Outdated (durably), and the link to that peer is dropped so
     /// that the reconnect's handshake resyncs it (or the Primary does, if one is near).
     pub(super) fn outdate_if_left_behind(&mut self, now: Time, out: &mut Vec<Action<P>>) {
-        if self.role != Role::Secondary || self.peers.iter().any(|p| p.connection == ConnState::Connected && p.role == Role::Primary) {
+        if self.role != Role::Secondary
+            || self
+                .peers
+                .iter()
+                .any(|p| p.connection == ConnState::Connected && p.role == Role::Primary)
+        {
             return;
         }
         for vslot in 0..self.volumes.len() {
@@ -227,7 +258,9 @@ impl<P: Clone> Engine<P> {
             let ahead = self.peers.iter().position(|p| {
                 p.connection == ConnState::Connected
                     && matches!(p.syncs[vslot], SyncState::Established)
-                    && p.known_ids[vslot].as_ref().is_some_and(|theirs| theirs.descends_from(ours))
+                    && p.known_ids[vslot]
+                        .as_ref()
+                        .is_some_and(|theirs| theirs.descends_from(ours))
             });
             let Some(slot) = ahead else { continue };
             self.volumes[vslot].disk = DiskState::Outdated;
@@ -243,7 +276,12 @@ impl<P: Clone> Engine<P> {
 
     /// A sync target's source moved to a new generation: the one it left is an ancestor of
     /// the data this node receives ([`crate::GenerationIds::learn_source_ancestors`]).
-    fn learn_source_ancestors(&mut self, vslot: usize, message: &UuidsMessage, out: &mut Vec<Action<P>>) {
+    fn learn_source_ancestors(
+        &mut self,
+        vslot: usize,
+        message: &UuidsMessage,
+        out: &mut Vec<Action<P>>,
+    ) {
         let before = self.volumes[vslot].ids.history;
         self.volumes[vslot].ids.learn_source_ancestors(&message.ids);
         if self.volumes[vslot].ids.history != before {
@@ -264,12 +302,18 @@ impl<P: Clone> Engine<P> {
             if self.volumes[vslot].disk != DiskState::Inconsistent {
                 continue;
             }
-            let resyncing = self.peers.iter().any(|p| !matches!(p.syncs[vslot], SyncState::Off | SyncState::Established));
+            let resyncing = self
+                .peers
+                .iter()
+                .any(|p| !matches!(p.syncs[vslot], SyncState::Off | SyncState::Established));
             if resyncing {
                 continue;
             }
             let primary = self.peers.iter().position(|p| {
-                p.connection == ConnState::Connected && p.role == Role::Primary && p.disks[vslot] == DiskState::UpToDate && matches!(p.syncs[vslot], SyncState::Established)
+                p.connection == ConnState::Connected
+                    && p.role == Role::Primary
+                    && p.disks[vslot] == DiskState::UpToDate
+                    && matches!(p.syncs[vslot], SyncState::Established)
             });
             let Some(slot) = primary else { continue };
             let reason = "this node's disk is Inconsistent and no resync brings it back: reconnecting to the Primary to resync".to_string();
@@ -284,14 +328,24 @@ impl<P: Clone> Engine<P> {
     /// bitmap covers the difference, so without a handshake nothing would ever resync it
     /// while the link stays up. The handshake decides what to move (in full by the history
     /// rule when no bitmap covers it; nothing when the generations are still equal).
-    pub(super) fn resync_outdated_from_primary(&mut self, primary: usize, out: &mut Vec<Action<P>>) {
+    pub(super) fn resync_outdated_from_primary(
+        &mut self,
+        primary: usize,
+        out: &mut Vec<Action<P>>,
+    ) {
         if self.role != Role::Secondary {
             return;
         }
         for vslot in 0..self.volumes.len() {
             let p = &self.peers[primary];
-            let behind = matches!(self.volumes[vslot].disk, DiskState::Outdated | DiskState::Consistent);
-            if behind && p.disks.get(vslot) == Some(&DiskState::UpToDate) && matches!(p.syncs[vslot], SyncState::Established) {
+            let behind = matches!(
+                self.volumes[vslot].disk,
+                DiskState::Outdated | DiskState::Consistent
+            );
+            if behind
+                && p.disks.get(vslot) == Some(&DiskState::UpToDate)
+                && matches!(p.syncs[vslot], SyncState::Established)
+            {
                 self.send_handshake(primary, vslot, out);
             }
         }
@@ -302,14 +356,28 @@ impl<P: Clone> Engine<P> {
     /// would not have started with a Primary near (`secondary_resync_must_wait`): its
     /// ordering rules hold only when the source is the one writer, and the Primary's writes
     /// reach the target outside it. The Primary then brings the lagging side up to date.
-    pub(super) fn stop_secondary_resyncs(&mut self, now: Time, primary: usize, out: &mut Vec<Action<P>>) {
+    pub(super) fn stop_secondary_resyncs(
+        &mut self,
+        now: Time,
+        primary: usize,
+        out: &mut Vec<Action<P>>,
+    ) {
         if self.role != Role::Secondary {
             return;
         }
         for slot in 0..self.peers.len() {
             let p = &self.peers[slot];
-            let resyncing = p.syncs.iter().any(|sync| !matches!(sync, SyncState::Off | SyncState::Established | SyncState::WaitUuids { .. }));
-            if slot == primary || p.connection != ConnState::Connected || p.role == Role::Primary || !resyncing {
+            let resyncing = p.syncs.iter().any(|sync| {
+                !matches!(
+                    sync,
+                    SyncState::Off | SyncState::Established | SyncState::WaitUuids { .. }
+                )
+            });
+            if slot == primary
+                || p.connection != ConnState::Connected
+                || p.role == Role::Primary
+                || !resyncing
+            {
                 continue;
             }
             let reason = format!(
@@ -349,11 +417,21 @@ impl<P: Clone> Engine<P> {
     /// Secondary Established with us, on a link no Primary feeds, for which the resync
     /// left bits gets a new handshake, so that the two never stay UpToDate with different
     /// data (the handshake moves the bits, or clears them when a Primary feeds the peer).
-    pub(super) fn rehandshake_after_resync(&mut self, source: usize, vslot: usize, out: &mut Vec<Action<P>>) {
+    pub(super) fn rehandshake_after_resync(
+        &mut self,
+        source: usize,
+        vslot: usize,
+        out: &mut Vec<Action<P>>,
+    ) {
         for slot in 0..self.peers.len() {
             let p = &self.peers[slot];
-            let established = p.connection == ConnState::Connected && matches!(p.syncs[vslot], SyncState::Established);
-            if slot == source || !established || p.role == Role::Primary || self.fed_by_primary(slot, vslot) {
+            let established = p.connection == ConnState::Connected
+                && matches!(p.syncs[vslot], SyncState::Established);
+            if slot == source
+                || !established
+                || p.role == Role::Primary
+                || self.fed_by_primary(slot, vslot)
+            {
                 continue;
             }
             if p.bitmaps[vslot].count_set_blocks() > 0 {
@@ -399,7 +477,11 @@ impl<P: Clone> Engine<P> {
     ) -> Option<String> {
         let name = &self.peers[slot].config.name;
         if self.primary_may_be_near(slot) || peer.ids.flags.primary_peer {
-            let (from, to) = if source { ("this node", name.as_str()) } else { (name.as_str(), "this node") };
+            let (from, to) = if source {
+                ("this node", name.as_str())
+            } else {
+                (name.as_str(), "this node")
+            };
             return Some(format!(
                 "a resync from {from} to {to} waits: a Primary is replicating to one of them, and it brings the lagging one up to date itself"
             ));
@@ -415,8 +497,14 @@ impl<P: Clone> Engine<P> {
             })
         };
         if resyncing(true) {
-            let what = if source { format!("a resync from this node to {name}") } else { format!("a resync from {name}") };
-            return Some(format!("{what} waits: this node is already the target of another resync"));
+            let what = if source {
+                format!("a resync from this node to {name}")
+            } else {
+                format!("a resync from {name}")
+            };
+            return Some(format!(
+                "{what} waits: this node is already the target of another resync"
+            ));
         }
         (!source && resyncing(false)).then(|| format!("a resync from {name} waits: this node is the source of another resync, whose blocks sent so far would change under it"))
     }
@@ -435,11 +523,21 @@ impl<P: Clone> Engine<P> {
     /// and the handshake when it returns (equal generations, our bits) resyncs them to it.
     /// Only for a crashed source: any Secondary resync marking its connected peers would set
     /// off the next one, without end.
-    pub(super) fn leave_secondaries_beside_crashed_source(&mut self, now: Time, source: usize, vslot: usize, out: &mut Vec<Action<P>>) {
+    pub(super) fn leave_secondaries_beside_crashed_source(
+        &mut self,
+        now: Time,
+        source: usize,
+        vslot: usize,
+        out: &mut Vec<Action<P>>,
+    ) {
         let source_name = self.peers[source].config.name.clone();
         for other in 0..self.peers.len() {
             let p = &self.peers[other];
-            if other == source || p.connection != ConnState::Connected || p.role == Role::Primary || p.disks[vslot] == DiskState::Diskless {
+            if other == source
+                || p.connection != ConnState::Connected
+                || p.role == Role::Primary
+                || p.disks[vslot] == DiskState::Diskless
+            {
                 continue;
             }
             let reason = format!("this node receives the activity log of {source_name}, a crashed Primary, which this peer lacks: it stays away until that resync is over, then gets the blocks from here");
@@ -450,11 +548,20 @@ impl<P: Clone> Engine<P> {
     /// Why this node may not be Established with another diskful Secondary on `vslot` now: it
     /// is (becoming) the sync target of a crashed Primary other than the peer in `slot`
     /// ([`Engine::leave_secondaries_beside_crashed_source`]).
-    pub(super) fn established_beside_crashed_source(&self, slot: usize, vslot: usize) -> Option<String> {
+    pub(super) fn established_beside_crashed_source(
+        &self,
+        slot: usize,
+        vslot: usize,
+    ) -> Option<String> {
         let source = self.peers.iter().enumerate().find(|&(other, p)| {
             other != slot
-                && matches!(p.syncs[vslot], SyncState::StartingTarget(_) | SyncState::Target(_))
-                && p.known_ids[vslot].as_ref().is_some_and(|ids| ids.flags.crashed_primary)
+                && matches!(
+                    p.syncs[vslot],
+                    SyncState::StartingTarget(_) | SyncState::Target(_)
+                )
+                && p.known_ids[vslot]
+                    .as_ref()
+                    .is_some_and(|ids| ids.flags.crashed_primary)
         })?;
         Some(format!(
             "this node receives the activity log of {}, a crashed Primary: a Secondary beside it waits until that resync is over",

@@ -70,12 +70,20 @@ pub(super) struct PeerLog<P> {
 
 impl<P> PeerLog<P> {
     pub(super) fn new(volumes: usize) -> PeerLog<P> {
-        PeerLog { pins: vec![BTreeMap::new(); volumes], deferred: VecDeque::new(), busy_since: None }
+        PeerLog {
+            pins: vec![BTreeMap::new(); volumes],
+            deferred: VecDeque::new(),
+            busy_since: None,
+        }
     }
 
     /// Replicated writes received and waiting for the log (they count as pending).
     pub(super) fn deferred_writes(&self) -> u64 {
-        let writes = self.deferred.iter().filter(|m| matches!(m, PeerMessage::Data { .. })).count();
+        let writes = self
+            .deferred
+            .iter()
+            .filter(|m| matches!(m, PeerMessage::Data { .. }))
+            .count();
         u64::try_from(writes).unwrap_or(u64::MAX)
     }
 }
@@ -100,7 +108,10 @@ fn extents_of(offset: u64, length: u64) -> Option<std::ops::Range<u32>> {
 }
 
 fn single(extent: u32) -> ExtentRange {
-    ExtentRange { first: u64::from(extent), end: u64::from(extent) + 1 }
+    ExtentRange {
+        first: u64::from(extent),
+        end: u64::from(extent) + 1,
+    }
 }
 
 /// Whether the front write may go on.
@@ -112,14 +123,22 @@ enum Pinning {
 impl<P: Clone> Engine<P> {
     /// Routes a message from the peer in `slot`: an ordered one waits behind a deferred
     /// write, or is itself deferred until its extents are hot; the rest is dispatched.
-    pub(super) fn receive_in_order(&mut self, now: Time, slot: usize, message: PeerMessage<P>, out: &mut Vec<Action<P>>) -> Result<(), String> {
+    pub(super) fn receive_in_order(
+        &mut self,
+        now: Time,
+        slot: usize,
+        message: PeerMessage<P>,
+        out: &mut Vec<Action<P>>,
+    ) -> Result<(), String> {
         if !is_ordered(&message) {
             return self.dispatch(now, slot, message, out);
         }
         let log = &mut self.peers[slot].log;
         if !log.deferred.is_empty() {
             if log.deferred.len() >= DEFERRED_MAX {
-                return Err(format!("more than {DEFERRED_MAX} messages wait for the activity log"));
+                return Err(format!(
+                    "more than {DEFERRED_MAX} messages wait for the activity log"
+                ));
             }
             log.deferred.push_back(message);
             return Ok(());
@@ -134,17 +153,37 @@ impl<P: Clone> Engine<P> {
     }
 
     /// Pins the extents of a replicated write (other messages are ready at once).
-    fn pin(&mut self, now: Time, slot: usize, message: &PeerMessage<P>, out: &mut Vec<Action<P>>) -> Pinning {
-        let PeerMessage::Data { epoch, volume, offset, op, .. } = message else {
+    fn pin(
+        &mut self,
+        now: Time,
+        slot: usize,
+        message: &PeerMessage<P>,
+        out: &mut Vec<Action<P>>,
+    ) -> Pinning {
+        let PeerMessage::Data {
+            epoch,
+            volume,
+            offset,
+            op,
+            ..
+        } = message
+        else {
             return Pinning::Ready;
         };
         let epoch = *epoch;
-        let Some(vslot) = self.volume_slot(*volume) else { return Pinning::Ready };
+        let Some(vslot) = self.volume_slot(*volume) else {
+            return Pinning::Ready;
+        };
         let v = &self.volumes[vslot];
-        let logged = v.log.is_some() && v.disk != DiskState::Diskless && self.role != Role::Primary && self.peers.len() > 1;
+        let logged = v.log.is_some()
+            && v.disk != DiskState::Diskless
+            && self.role != Role::Primary
+            && self.peers.len() > 1;
         // A write beyond the volume is refused by `receive_data`.
         let length = disk_op_length(op);
-        let in_volume = offset.checked_add(length).is_some_and(|end| end <= v.size_bytes);
+        let in_volume = offset
+            .checked_add(length)
+            .is_some_and(|end| end <= v.size_bytes);
         let (true, true, Some(extents)) = (logged, in_volume, extents_of(*offset, length)) else {
             return Pinning::Ready;
         };
@@ -168,22 +207,36 @@ impl<P: Clone> Engine<P> {
         }
         let log = &mut self.peers[slot].log;
         log.busy_since = None;
-        let hot = extents.into_iter().all(|e| log.pins[vslot].get(&e).is_some_and(|p| p.activating.is_none()));
-        if hot { Pinning::Ready } else { Pinning::Wait }
+        let hot = extents.into_iter().all(|e| {
+            log.pins[vslot]
+                .get(&e)
+                .is_some_and(|p| p.activating.is_none())
+        });
+        if hot {
+            Pinning::Ready
+        } else {
+            Pinning::Wait
+        }
     }
 
     /// Hands on the deferred messages of every peer whose front write may go on now.
     pub(super) fn resume_deferred(&mut self, now: Time, out: &mut Vec<Action<P>>) {
         for slot in 0..self.peers.len() {
             while self.peers[slot].connection == ConnState::Connected {
-                let Some(message) = self.peers[slot].log.deferred.pop_front() else { break };
+                let Some(message) = self.peers[slot].log.deferred.pop_front() else {
+                    break;
+                };
                 if let Pinning::Wait = self.pin(now, slot, &message, out) {
                     self.peers[slot].log.deferred.push_front(message);
                     break;
                 }
                 if let Err(reason) = self.dispatch(now, slot, message, out) {
                     let peer = self.peers[slot].config.node_id;
-                    out.push(Action::Disconnect { peer, state: ConnState::ProtocolError, reason: reason.clone() });
+                    out.push(Action::Disconnect {
+                        peer,
+                        state: ConnState::ProtocolError,
+                        reason: reason.clone(),
+                    });
                     self.peer_disconnected(now, peer, ConnState::ProtocolError, reason, out);
                     break;
                 }
@@ -193,11 +246,21 @@ impl<P: Clone> Engine<P> {
 
     /// Ends the pins of the peer in `slot` up to `epoch` (all of them for `None`); then
     /// retries what waited for room in the log.
-    pub(super) fn unpin(&mut self, now: Time, slot: usize, epoch: Option<u64>, out: &mut Vec<Action<P>>) {
+    pub(super) fn unpin(
+        &mut self,
+        now: Time,
+        slot: usize,
+        epoch: Option<u64>,
+        out: &mut Vec<Action<P>>,
+    ) {
         let mut released = Vec::new();
         for vslot in 0..self.volumes.len() {
             let pins = &mut self.peers[slot].log.pins[vslot];
-            let ended: Vec<u32> = pins.iter().filter(|(_, pin)| epoch.is_none_or(|e| pin.epoch <= e && pin.activating.is_none())).map(|(&e, _)| e).collect();
+            let ended: Vec<u32> = pins
+                .iter()
+                .filter(|(_, pin)| epoch.is_none_or(|e| pin.epoch <= e && pin.activating.is_none()))
+                .map(|(&e, _)| e)
+                .collect();
             if ended.is_empty() {
                 continue;
             }
@@ -227,7 +290,11 @@ impl<P: Clone> Engine<P> {
         let mut failed = Vec::new();
         for slot in 0..self.peers.len() {
             let pins = &mut self.peers[slot].log.pins[vslot];
-            let activated: Vec<u32> = pins.iter().filter(|(_, p)| p.activating == Some(seq)).map(|(&e, _)| e).collect();
+            let activated: Vec<u32> = pins
+                .iter()
+                .filter(|(_, p)| p.activating == Some(seq))
+                .map(|(&e, _)| e)
+                .collect();
             if activated.is_empty() {
                 continue;
             }
@@ -255,8 +322,12 @@ impl<P: Clone> Engine<P> {
     pub(super) fn pins_tick(&mut self, now: Time, out: &mut Vec<Action<P>>) {
         self.resume_deferred(now, out);
         for slot in 0..self.peers.len() {
-            let Some(since) = self.peers[slot].log.busy_since else { continue };
-            if self.peers[slot].connection != ConnState::Connected || now.since(since) < PIN_BUSY_LIMIT {
+            let Some(since) = self.peers[slot].log.busy_since else {
+                continue;
+            };
+            if self.peers[slot].connection != ConnState::Connected
+                || now.since(since) < PIN_BUSY_LIMIT
+            {
                 continue;
             }
             let reason = format!("the activity log stayed full of unsettled writes for {PIN_BUSY_LIMIT:?}: al-extents here is smaller than the Primary's?");

@@ -37,17 +37,24 @@ pub struct LocalStats {
 impl<P: Clone> Engine<P> {
     /// The peer's confirmations since the previous call (zero for an unknown peer).
     pub fn take_peer_stats(&mut self, peer: u8) -> PeerStats {
-        self.peer_slot(peer).map(|slot| std::mem::take(&mut self.peers[slot].stats)).unwrap_or_default()
+        self.peer_slot(peer)
+            .map(|slot| std::mem::take(&mut self.peers[slot].stats))
+            .unwrap_or_default()
     }
 
     /// Sends a round-trip probe to `peer` (a ping on the control socket) unless one is still
     /// outstanding; its answer lands in [`PeerStats::ping_rtt`]. A probe never fails the
     /// connection.
     pub fn probe_rtt(&mut self, now: Time, peer: u8, out: &mut Vec<Action<P>>) {
-        let Some(slot) = self.peer_slot(peer) else { return };
+        let Some(slot) = self.peer_slot(peer) else {
+            return;
+        };
         let p = &mut self.peers[slot];
         if p.connection == ConnState::Connected && p.liveness.start_probe(now) {
-            out.push(Action::SendControl { peer, message: PeerMessage::Ping });
+            out.push(Action::SendControl {
+                peer,
+                message: PeerMessage::Ping,
+            });
         }
     }
 
@@ -69,7 +76,11 @@ impl<P: Clone> Engine<P> {
         stats.acked_bytes += bytes;
         stats.ack_latency_sum = stats.ack_latency_sum.saturating_add(latency);
         stats.ack_latency_max = stats.ack_latency_max.max(latency);
-        stats.ack_latency_min = if stats.acks == 1 { latency } else { stats.ack_latency_min.min(latency) };
+        stats.ack_latency_min = if stats.acks == 1 {
+            latency
+        } else {
+            stats.ack_latency_min.min(latency)
+        };
     }
 
     /// Records a finished local write that started at `started`.

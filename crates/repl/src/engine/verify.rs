@@ -408,8 +408,12 @@ impl<P: Clone> Engine<P> {
         }
         let block = source.block_bytes;
         let smallest = block.min(size_bytes - source.cursor);
-        let load = ResyncLoad { in_flight_bytes: source.in_flight_bytes(), application_active: source.application_active };
-        let limit = super::resync::request_limit(source.controller.allowance(&load), block, smallest)?;
+        let load = ResyncLoad {
+            in_flight_bytes: source.in_flight_bytes(),
+            application_active: source.application_active,
+        };
+        let limit =
+            super::resync::request_limit(source.controller.allowance(&load), block, smallest)?;
         let in_flight_max = u64::from(p.config.max_buffers_pages) * PAGE_BYTES;
         let room = in_flight_max.saturating_sub(source.in_flight_bytes());
         // With nothing in flight one block always goes, however small `max-buffers` is.

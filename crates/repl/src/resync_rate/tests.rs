@@ -122,7 +122,8 @@ impl Link {
             }
             capacity -= served;
             *bytes -= served;
-            self.transit.push_back((tick + self.delay_ticks, *issued, served));
+            self.transit
+                .push_back((tick + self.delay_ticks, *issued, served));
             if *bytes == 0 {
                 self.queue.pop_front();
             }
@@ -153,7 +154,11 @@ fn run(
             pending_bytes: u64::MAX,
         });
         link.issue(tick, budget);
-        samples.push(Sample { budget, in_flight: link.in_flight, round_trip: last_round_trip });
+        samples.push(Sample {
+            budget,
+            in_flight: link.in_flight,
+            round_trip: last_round_trip,
+        });
     }
     samples
 }
@@ -185,8 +190,14 @@ fn fixed_rate_is_respected_over_ten_seconds() {
                 total += controller.tick(&idle(Time(now_ms.min(9_900) * 1_000_000)));
                 now_ms = now_ms.min(9_900);
             }
-            assert!(total.abs_diff(expected) <= one_tick, "rate {rate}: {total} vs {expected}");
-            assert!(total.abs_diff(expected) <= 1, "rate {rate}: carry loses bytes");
+            assert!(
+                total.abs_diff(expected) <= one_tick,
+                "rate {rate}: {total} vs {expected}"
+            );
+            assert!(
+                total.abs_diff(expected) <= 1,
+                "rate {rate}: carry loses bytes"
+            );
         }
     }
 }
@@ -204,7 +215,10 @@ fn fixed_rate_yields_to_application() {
         let mut config = fixed(rate);
         config.c_min_rate_kib_per_s = min_rate;
         let mut controller = controller(config);
-        let budget = controller.tick(&ResyncTick { application_active, ..idle(Time(0)) });
+        let budget = controller.tick(&ResyncTick {
+            application_active,
+            ..idle(Time(0))
+        });
         assert_eq!(budget, expected, "{name}");
     }
 }
@@ -244,7 +258,11 @@ fn delay_target_converges_on_a_bandwidth_limited_link() {
         let round_trip = sample.round_trip.unwrap_or_default();
         let ms = round_trip.as_millis();
         assert!((700..=1300).contains(&ms), "round trip {ms} ms");
-        assert!(sample.in_flight >= bandwidth, "link starved: {} in flight", sample.in_flight);
+        assert!(
+            sample.in_flight >= bandwidth,
+            "link starved: {} in flight",
+            sample.in_flight
+        );
     }
 }
 
@@ -256,7 +274,10 @@ fn dynamic_never_exceeds_max_rate() {
     let mut link = Link::new(2, u64::MAX);
     let samples = run(config, &mut link, 200, never);
     assert!(samples.iter().all(|sample| sample.budget <= 104_857));
-    assert!(samples[20..].iter().all(|sample| sample.budget == 104_857), "cap reached");
+    assert!(
+        samples[20..].iter().all(|sample| sample.budget == 104_857),
+        "cap reached"
+    );
 }
 
 /// While application I/O runs the dynamic controller yields down to c-min-rate, and it never
@@ -265,12 +286,28 @@ fn dynamic_never_exceeds_max_rate() {
 fn dynamic_min_rate_is_floor_and_throttle() {
     let min_budget = 25_600; // 250 KiB/s over 100 ms
     let mut link = Link::new(3, u64::MAX);
-    let samples = run(dynamic(1 << 16, Duration::from_secs(2)), &mut link, 100, always);
-    assert!(samples.iter().all(|sample| sample.budget == min_budget), "throttled to the floor");
+    let samples = run(
+        dynamic(1 << 16, Duration::from_secs(2)),
+        &mut link,
+        100,
+        always,
+    );
+    assert!(
+        samples.iter().all(|sample| sample.budget == min_budget),
+        "throttled to the floor"
+    );
 
     let mut stalled = Link::new(u64::MAX / 2, u64::MAX);
-    let samples = run(dynamic(100, Duration::from_secs(2)), &mut stalled, 100, never);
-    assert!(samples.iter().all(|sample| sample.budget >= min_budget), "floor holds");
+    let samples = run(
+        dynamic(100, Duration::from_secs(2)),
+        &mut stalled,
+        100,
+        never,
+    );
+    assert!(
+        samples.iter().all(|sample| sample.budget >= min_budget),
+        "floor holds"
+    );
 }
 
 /// The budget never exceeds the work left, and is 0 without work even with a floor.
@@ -279,12 +316,25 @@ fn budget_is_bounded_by_work_left() {
     let rows: &[(&str, ResyncRateConfig, u64, u64)] = &[
         ("fixed, little work", fixed(10_240), 4096, 4096),
         ("fixed, no work", fixed(10_240), 0, 0),
-        ("dynamic, little work", dynamic(100, Duration::from_secs(2)), 4096, 4096),
-        ("dynamic, no work", dynamic(100, Duration::from_secs(2)), 0, 0),
+        (
+            "dynamic, little work",
+            dynamic(100, Duration::from_secs(2)),
+            4096,
+            4096,
+        ),
+        (
+            "dynamic, no work",
+            dynamic(100, Duration::from_secs(2)),
+            0,
+            0,
+        ),
     ];
     for &(name, config, pending_bytes, expected) in rows {
         let mut controller = controller(config);
-        let budget = controller.tick(&ResyncTick { pending_bytes, ..idle(Time(0)) });
+        let budget = controller.tick(&ResyncTick {
+            pending_bytes,
+            ..idle(Time(0))
+        });
         assert_eq!(budget, expected, "{name}");
     }
 }
@@ -295,7 +345,10 @@ fn restart_forgets_the_plan() {
     let mut fresh = controller(config);
     let mut used = controller(config);
     for tick in 0..5 {
-        used.tick(&ResyncTick { in_flight_bytes: 7 * MIB, ..idle(at_tick(tick)) });
+        used.tick(&ResyncTick {
+            in_flight_bytes: 7 * MIB,
+            ..idle(at_tick(tick))
+        });
     }
     used.restart();
     assert_eq!(used, fresh);
@@ -305,25 +358,41 @@ fn restart_forgets_the_plan() {
 #[test]
 fn bad_configs_are_refused() {
     let too_long = dynamic(100, PLAN_AHEAD_MAX + Duration::from_millis(1));
-    let no_delay = ResyncRateConfig { c_delay_target: Duration::ZERO, ..dynamic(0, PLAN_STEP) };
+    let no_delay = ResyncRateConfig {
+        c_delay_target: Duration::ZERO,
+        ..dynamic(0, PLAN_STEP)
+    };
     let rows: &[(&str, ResyncRateConfig, Option<SyncError>)] = &[
         ("defaults", ResyncRateConfig::default(), None),
         ("longest plan", dynamic(100, PLAN_AHEAD_MAX), None),
         (
             "plan too long",
             too_long,
-            Some(SyncError::PlanAheadTooLong { plan_ahead_ms: 30_001, max_ms: 30_000 }),
+            Some(SyncError::PlanAheadTooLong {
+                plan_ahead_ms: 30_001,
+                max_ms: 30_000,
+            }),
         ),
         ("fixed rate zero", fixed(0), Some(SyncError::ZeroResyncRate)),
-        ("no delay target in delay mode", no_delay, Some(SyncError::ZeroDelayTarget)),
+        (
+            "no delay target in delay mode",
+            no_delay,
+            Some(SyncError::ZeroDelayTarget),
+        ),
         (
             "no delay target in fill mode",
-            ResyncRateConfig { c_delay_target: Duration::ZERO, ..dynamic(1, PLAN_STEP) },
+            ResyncRateConfig {
+                c_delay_target: Duration::ZERO,
+                ..dynamic(1, PLAN_STEP)
+            },
             None,
         ),
         (
             "resync-rate unused in dynamic mode",
-            ResyncRateConfig { resync_rate_kib_per_s: 0, ..dynamic(1, PLAN_STEP) },
+            ResyncRateConfig {
+                resync_rate_kib_per_s: 0,
+                ..dynamic(1, PLAN_STEP)
+            },
             None,
         ),
     ];
@@ -360,7 +429,10 @@ struct Interval {
 fn drain(controller: &mut ResyncRateController, link: &mut Link, step: u64, active: bool) -> u64 {
     let mut issued = 0;
     loop {
-        let load = ResyncLoad { in_flight_bytes: link.in_flight, application_active: active };
+        let load = ResyncLoad {
+            in_flight_bytes: link.in_flight,
+            application_active: active,
+        };
         let bytes = match controller.allowance(&load) {
             Allowance::Wait => break,
             Allowance::Budget { bytes } => bytes.next_multiple_of(BLOCK).min(REQUEST_BYTES_MAX),
@@ -459,9 +531,15 @@ fn refills_keep_the_fill_target_in_flight_without_double_counting() {
             assert_eq!(interval.window, Some(window));
             let after = interval.in_flight_after_tick;
             let slack = if tick < 100 { window / 8 } else { BLOCK };
-            assert!(after <= window + slack, "delay {delay_steps} tick {tick}: {after} in flight");
+            assert!(
+                after <= window + slack,
+                "delay {delay_steps} tick {tick}: {after} in flight"
+            );
         }
-        let answered: u64 = intervals[100..200].iter().map(|interval| interval.answered).sum();
+        let answered: u64 = intervals[100..200]
+            .iter()
+            .map(|interval| interval.answered)
+            .sum();
         let expected = window * 100 * STEPS_PER_TICK / delay_steps;
         assert!(
             answered.abs_diff(expected) <= expected / 20,
@@ -484,7 +562,10 @@ fn delay_target_with_refills_converges_on_a_bandwidth_limited_link() {
     for interval in &intervals[500..] {
         let ms = interval.round_trip.unwrap_or_default().as_millis();
         assert!((700..=1300).contains(&ms), "round trip {ms} ms");
-        assert!(interval.answered >= bandwidth_per_step * STEPS_PER_TICK * 9 / 10, "link starved");
+        assert!(
+            interval.answered >= bandwidth_per_step * STEPS_PER_TICK * 9 / 10,
+            "link starved"
+        );
     }
 }
 
@@ -520,10 +601,16 @@ fn refills_stay_within_the_interval_caps() {
             );
         }
         if (5..100).contains(&tick) {
-            assert!(interval.issued + BLOCK > min_cap, "tick {tick}: c-min-rate not reached");
+            assert!(
+                interval.issued + BLOCK > min_cap,
+                "tick {tick}: c-min-rate not reached"
+            );
         }
         if tick > 105 {
-            assert!(interval.issued + BLOCK > max_cap, "tick {tick}: c-max-rate not reached");
+            assert!(
+                interval.issued + BLOCK > max_cap,
+                "tick {tick}: c-max-rate not reached"
+            );
         }
     }
 }
@@ -532,13 +619,27 @@ fn refills_stay_within_the_interval_caps() {
 /// budget first, then refills up to the window and the cap; none in fixed mode.
 #[test]
 fn allowance_hands_out_the_budget_then_refills() {
-    let idle_load = ResyncLoad { in_flight_bytes: 0, application_active: false };
+    let idle_load = ResyncLoad {
+        in_flight_bytes: 0,
+        application_active: false,
+    };
     let mut fixed_mode = controller(fixed(1024));
-    assert_eq!(fixed_mode.allowance(&idle_load), Allowance::Wait, "before the first tick");
+    assert_eq!(
+        fixed_mode.allowance(&idle_load),
+        Allowance::Wait,
+        "before the first tick"
+    );
     let budget = fixed_mode.tick(&idle(Time(0)));
-    assert_eq!(fixed_mode.allowance(&idle_load), Allowance::Budget { bytes: budget });
+    assert_eq!(
+        fixed_mode.allowance(&idle_load),
+        Allowance::Budget { bytes: budget }
+    );
     fixed_mode.issued(budget);
-    assert_eq!(fixed_mode.allowance(&idle_load), Allowance::Wait, "no refills in fixed mode");
+    assert_eq!(
+        fixed_mode.allowance(&idle_load),
+        Allowance::Wait,
+        "no refills in fixed mode"
+    );
     assert_eq!(fixed_mode.window_bytes(), None);
 
     // A 512 KiB window; c-max-rate 4 MiB/s is 419430 bytes per 100 ms tick, c-min-rate
@@ -549,66 +650,123 @@ fn allowance_hands_out_the_budget_then_refills() {
         ..dynamic(1024, Duration::from_secs(2))
     };
     let mut dynamic_mode = controller(config);
-    assert_eq!(dynamic_mode.allowance(&idle_load), Allowance::Wait, "before the first tick");
+    assert_eq!(
+        dynamic_mode.allowance(&idle_load),
+        Allowance::Wait,
+        "before the first tick"
+    );
     let budget = dynamic_mode.tick(&idle(Time(0)));
     assert_eq!(budget, 104_857, "the c-min-rate floor");
     let window = 1024 * SECTOR_BYTES;
     assert_eq!(dynamic_mode.window_bytes(), Some(window));
-    assert_eq!(dynamic_mode.allowance(&idle_load), Allowance::Budget { bytes: budget });
+    assert_eq!(
+        dynamic_mode.allowance(&idle_load),
+        Allowance::Budget { bytes: budget }
+    );
     dynamic_mode.issued(budget + 1_191); // a budget request rounded up to a block
     let cap_left = 419_430 - 106_048;
-    let load =
-        |in_flight_bytes, application_active| ResyncLoad { in_flight_bytes, application_active };
+    let load = |in_flight_bytes, application_active| ResyncLoad {
+        in_flight_bytes,
+        application_active,
+    };
     let rows: &[(&str, ResyncLoad, Allowance)] = &[
-        ("window free, c-max-rate binds", load(0, false), Allowance::Refill { bytes: cap_left }),
-        ("window partly used", load(window - 4096, false), Allowance::Refill { bytes: 4096 }),
+        (
+            "window free, c-max-rate binds",
+            load(0, false),
+            Allowance::Refill { bytes: cap_left },
+        ),
+        (
+            "window partly used",
+            load(window - 4096, false),
+            Allowance::Refill { bytes: 4096 },
+        ),
         ("window full", load(window, false), Allowance::Wait),
-        ("beyond the window", load(window + 1, false), Allowance::Wait),
-        ("application active: the budget used c-min-rate", load(0, true), Allowance::Wait),
+        (
+            "beyond the window",
+            load(window + 1, false),
+            Allowance::Wait,
+        ),
+        (
+            "application active: the budget used c-min-rate",
+            load(0, true),
+            Allowance::Wait,
+        ),
     ];
     for (name, load, expected) in rows {
         assert_eq!(dynamic_mode.allowance(load), *expected, "{name}");
     }
     dynamic_mode.issued(cap_left - 4096);
-    assert_eq!(dynamic_mode.allowance(&load(0, false)), Allowance::Refill { bytes: 4096 });
+    assert_eq!(
+        dynamic_mode.allowance(&load(0, false)),
+        Allowance::Refill { bytes: 4096 }
+    );
     dynamic_mode.issued(4096);
-    assert_eq!(dynamic_mode.allowance(&load(0, false)), Allowance::Wait, "c-max-rate used up");
+    assert_eq!(
+        dynamic_mode.allowance(&load(0, false)),
+        Allowance::Wait,
+        "c-max-rate used up"
+    );
     dynamic_mode.restart();
-    assert_eq!(dynamic_mode.allowance(&idle_load), Allowance::Wait, "restart closes the interval");
+    assert_eq!(
+        dynamic_mode.allowance(&idle_load),
+        Allowance::Wait,
+        "restart closes the interval"
+    );
 }
 
 fn arbitrary_config() -> impl Strategy<Value = ResyncRateConfig> {
     let rate = prop_oneof![Just(0u32), Just(1), Just(250), Just(u32::MAX), any::<u32>()];
     let millis = prop_oneof![Just(0u64), 1u64..40_000, Just(u64::MAX / 1_000_000)];
-    (rate.clone(), millis.clone(), millis, rate.clone(), rate.clone(), rate).prop_map(
-        |(resync, plan, delay, fill, max, min)| ResyncRateConfig {
+    (
+        rate.clone(),
+        millis.clone(),
+        millis,
+        rate.clone(),
+        rate.clone(),
+        rate,
+    )
+        .prop_map(|(resync, plan, delay, fill, max, min)| ResyncRateConfig {
             resync_rate_kib_per_s: resync,
             c_plan_ahead: Duration::from_millis(plan.min(40_000)),
             c_delay_target: Duration::from_millis(delay),
             c_fill_target_sectors: fill,
             c_max_rate_kib_per_s: max,
             c_min_rate_kib_per_s: min,
-        },
-    )
+        })
 }
 
 fn arbitrary_tick() -> impl Strategy<Value = (u64, ResyncTick)> {
     let bytes = prop_oneof![Just(0u64), 0u64..(64 * MIB), Just(u64::MAX), any::<u64>()];
     let step = prop_oneof![Just(0u64), Just(100_000_000), any::<u64>()];
     let round_trip = prop::option::of(prop_oneof![Just(0u64), 1u64..10_000_000_000, any::<u64>()]);
-    (step, bytes.clone(), bytes.clone(), round_trip, any::<bool>(), bytes).prop_map(
-        |(step, in_flight_bytes, answered_bytes, round_trip, application_active, pending_bytes)| {
-            let tick = ResyncTick {
-                now: Time(0),
+    (
+        step,
+        bytes.clone(),
+        bytes.clone(),
+        round_trip,
+        any::<bool>(),
+        bytes,
+    )
+        .prop_map(
+            |(
+                step,
                 in_flight_bytes,
                 answered_bytes,
-                round_trip: round_trip.map(Duration::from_nanos),
+                round_trip,
                 application_active,
                 pending_bytes,
-            };
-            (step, tick)
-        },
-    )
+            )| {
+                let tick = ResyncTick {
+                    now: Time(0),
+                    in_flight_bytes,
+                    answered_bytes,
+                    round_trip: round_trip.map(Duration::from_nanos),
+                    application_active,
+                    pending_bytes,
+                };
+                (step, tick)
+            },
+        )
 }
 
 proptest! {
@@ -653,7 +811,11 @@ proptest! {
 #[derive(Debug, Clone)]
 enum Input {
     /// A tick after `step_nanos`, with the latest round trip.
-    Tick { step_nanos: u64, round_trip_nanos: Option<u64>, application_active: bool },
+    Tick {
+        step_nanos: u64,
+        round_trip_nanos: Option<u64>,
+        application_active: bool,
+    },
     /// Replies to this many thousandths of what is in flight.
     Answer { per_mille: u64 },
     /// The engine issues what the allowance permits (a few requests).
@@ -705,7 +867,10 @@ impl Model {
                     prop_assert!(dynamic, "a refill in fixed mode");
                     let bytes = bytes / BLOCK * BLOCK;
                     let window = controller.window_bytes().unwrap_or(0);
-                    prop_assert!(self.in_flight.saturating_add(bytes) <= window, "past the window");
+                    prop_assert!(
+                        self.in_flight.saturating_add(bytes) <= window,
+                        "past the window"
+                    );
                     if bytes == 0 {
                         break;
                     }
@@ -721,13 +886,19 @@ impl Model {
 }
 
 fn check_refills(config: ResyncRateConfig, inputs: Vec<Input>) -> Result<(), TestCaseError> {
-    let Ok(mut controller) = ResyncRateController::new(config) else { return Ok(()) };
+    let Ok(mut controller) = ResyncRateController::new(config) else {
+        return Ok(());
+    };
     let dynamic = !config.c_plan_ahead.is_zero();
     let (mut now, mut previous) = (Time(0), None::<Time>);
     let mut model = Model::default();
     for input in inputs {
         match input {
-            Input::Tick { step_nanos, round_trip_nanos, application_active } => {
+            Input::Tick {
+                step_nanos,
+                round_trip_nanos,
+                application_active,
+            } => {
                 now = Time(now.0.saturating_add(step_nanos));
                 let elapsed = previous.map_or(PLAN_STEP, |last| now.since(last));
                 previous = Some(now);
@@ -756,7 +927,12 @@ fn check_refills(config: ResyncRateConfig, inputs: Vec<Input>) -> Result<(), Tes
         }
         if dynamic && config.c_max_rate_kib_per_s != 0 {
             let (issued, caps) = (model.issued_total, model.caps_total);
-            prop_assert!(issued <= caps.saturating_add(BLOCK), "{} > caps {}", issued, caps);
+            prop_assert!(
+                issued <= caps.saturating_add(BLOCK),
+                "{} > caps {}",
+                issued,
+                caps
+            );
         }
     }
     Ok(())

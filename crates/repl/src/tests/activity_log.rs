@@ -342,7 +342,11 @@ fn an_eviction_carries_the_bitmap_pages_of_the_evicted_extent() {
     );
     assert_eq!(pair.volume_status().bm_writes, 1);
     let pages = pair.nodes[A].take_dirty_bitmap_pages(0, 1);
-    assert_eq!(pages.pages.len(), 1, "the eighth write dirtied page 0 again");
+    assert_eq!(
+        pages.pages.len(),
+        1,
+        "the eighth write dirtied page 0 again"
+    );
     assert!(!pages.clears, "client writes only set bits");
     assert_eq!(
         pair.volume_status().bm_writes,
@@ -386,7 +390,10 @@ fn a_full_cache_holds_a_cold_write_until_a_write_ends_everywhere() {
     pair.run_write_at(B, 3 * EXTENT);
     assert!(pair.deliver(A), "write ack for write 3");
     assert!(pair.is_complete(3));
-    assert!(pair.take_al(A).is_none(), "write 3 is not durable on B yet: its extent stays hot");
+    assert!(
+        pair.take_al(A).is_none(),
+        "write 3 is not durable on B yet: its extent stays hot"
+    );
     // A write is durable on B only with its whole epoch: finish the other writes, close the
     // epoch, let B flush it and acknowledge the barrier. Only then does a slot free up.
     for extent in (0..u64::from(AL_EXTENTS)).filter(|&e| e != 3) {
@@ -402,7 +409,11 @@ fn a_full_cache_holds_a_cold_write_until_a_write_ends_everywhere() {
     };
     let transaction = Transaction::decode(&block).expect("valid");
     assert_eq!(transaction.updates.len(), 1, "{:?}", transaction.updates);
-    assert_eq!(transaction.updates[0].extent, Some(7), "the held write's extent takes a freed slot");
+    assert_eq!(
+        transaction.updates[0].extent,
+        Some(7),
+        "the held write's extent takes a freed slot"
+    );
     assert!(
         pair.sent_offsets().contains(&(2 * EXTENT + 8192)),
         "the queue moved on: the hot write goes while the transaction is written"
@@ -504,10 +515,18 @@ fn an_eviction_without_dirty_pages_still_asks_for_the_data_flush() {
     }
     assert_eq!(pair.out_of_sync(), 0);
     pair.write(100, u64::from(AL_EXTENTS) * EXTENT, 2, 4096);
-    let Some(Action::WriteActivityLog { evicts, bitmap_pages, .. }) = pair.local[A].front().cloned() else {
+    let Some(Action::WriteActivityLog {
+        evicts,
+        bitmap_pages,
+        ..
+    }) = pair.local[A].front().cloned()
+    else {
         panic!("eviction")
     };
-    assert!(bitmap_pages.is_empty(), "every write reached the peer: no dirty page");
+    assert!(
+        bitmap_pages.is_empty(),
+        "every write reached the peer: no dirty page"
+    );
     assert!(evicts, "an extent leaves the log");
     pair.deliver_all();
     assert!(pair.is_complete(100));
@@ -1074,11 +1093,18 @@ fn drain(
 fn a_detached_primary_writes_without_transactions() {
     let mut pair = Pair::logged(Protocol::C);
     let mut out = Vec::new();
-    pair.nodes[A].detach(pair.now, &mut out).expect("B is UpToDate");
+    pair.nodes[A]
+        .detach(pair.now, &mut out)
+        .expect("B is UpToDate");
     pair.route(A, out);
     pair.deliver_all();
     pair.write(1, 0, 7, 4096);
-    assert_eq!(count(&kinds(&pair, A), "al"), 0, "no transaction: {:?}", kinds(&pair, A));
+    assert_eq!(
+        count(&kinds(&pair, A), "al"),
+        0,
+        "no transaction: {:?}",
+        kinds(&pair, A)
+    );
     pair.deliver_all();
     assert!(pair.is_complete(1));
     assert_eq!(pair.disks[B][0], 7);

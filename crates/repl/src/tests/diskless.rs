@@ -6,7 +6,10 @@ use super::*;
 
 /// The volume of a `disk none;` node, as the daemon builds it.
 fn diskless_volume() -> VolumeConfig {
-    VolumeConfig { disk: DiskState::Diskless, ..VolumeConfig::fresh(0, 0) }
+    VolumeConfig {
+        disk: DiskState::Diskless,
+        ..VolumeConfig::fresh(0, 0)
+    }
 }
 
 /// A (UpToDate) and B (diskless), connected; A Primary.
@@ -16,7 +19,9 @@ fn pair_with_diskless_peer(protocol: Protocol) -> Pair {
     let mut pair = Pair::unconnected([a, b]);
     pair.connect();
     let mut out = Vec::new();
-    pair.nodes[A].promote(false, &mut out).expect("an UpToDate node beside a diskless one may promote");
+    pair.nodes[A]
+        .promote(false, &mut out)
+        .expect("an UpToDate node beside a diskless one may promote");
     pair.route(A, out);
     pair.deliver_all();
     pair
@@ -28,14 +33,25 @@ fn a_diskless_peer_connects_without_a_resync_and_both_sides_say_diskless() {
     let a = pair.nodes[A].status();
     let b = pair.nodes[B].status();
     assert_eq!(a.peers[0].connection, ConnState::Connected);
-    assert_eq!(a.peers[0].volumes[0].replication, ReplState::Established, "no resync with a diskless peer");
+    assert_eq!(
+        a.peers[0].volumes[0].replication,
+        ReplState::Established,
+        "no resync with a diskless peer"
+    );
     assert_eq!(a.peers[0].volumes[0].peer_disk, DiskState::Diskless);
     assert_eq!(a.volumes[0].disk, DiskState::UpToDate);
     assert_eq!(b.volumes[0].disk, DiskState::Diskless);
     assert_eq!(b.peers[0].volumes[0].replication, ReplState::Established);
     assert_eq!(b.peers[0].volumes[0].peer_disk, DiskState::UpToDate);
-    assert!(pair.disconnects.is_empty(), "no geometry or handshake refusal: {:?}", pair.disconnects);
-    assert!(pair.persisted[B].is_none(), "a diskless node has no metadata to write");
+    assert!(
+        pair.disconnects.is_empty(),
+        "no geometry or handshake refusal: {:?}",
+        pair.disconnects
+    );
+    assert!(
+        pair.persisted[B].is_none(),
+        "a diskless node has no metadata to write"
+    );
 }
 
 #[test]
@@ -44,9 +60,21 @@ fn writes_complete_without_the_diskless_peer_which_gets_no_bitmap() {
     pair.write(1, 0, 7, 8192);
     // The local write, and the new generation a peer left behind calls for (rotate.rs).
     while pair.run_local(A) {}
-    assert!(pair.is_complete(1), "protocol C does not wait for a peer that stores nothing");
-    assert!(pair.links[B].iter().all(|(_, m)| !matches!(m, PeerMessage::Data { .. })), "no data goes to a diskless peer");
-    assert_eq!(pair.out_of_sync(), 0, "no bitmap for a peer without a disk (DRBD's --bitmap=no)");
+    assert!(
+        pair.is_complete(1),
+        "protocol C does not wait for a peer that stores nothing"
+    );
+    assert!(
+        pair.links[B]
+            .iter()
+            .all(|(_, m)| !matches!(m, PeerMessage::Data { .. })),
+        "no data goes to a diskless peer"
+    );
+    assert_eq!(
+        pair.out_of_sync(),
+        0,
+        "no bitmap for a peer without a disk (DRBD's --bitmap=no)"
+    );
     pair.deliver_all();
     assert!(pair.disconnects.is_empty());
 }
@@ -59,8 +87,14 @@ fn a_diskless_node_cannot_be_promoted() {
     pair.route(A, out);
     pair.deliver_all();
     let mut out = Vec::new();
-    assert!(pair.nodes[B].promote(false, &mut out).is_err(), "nothing to serve from");
-    assert!(pair.nodes[B].promote(true, &mut out).is_err(), "not even forced");
+    assert!(
+        pair.nodes[B].promote(false, &mut out).is_err(),
+        "nothing to serve from"
+    );
+    assert!(
+        pair.nodes[B].promote(true, &mut out).is_err(),
+        "not even forced"
+    );
 }
 
 #[test]
@@ -70,7 +104,9 @@ fn a_write_that_reaches_a_diskless_node_before_its_handshake_is_refused_not_fata
     let b = engine_with(1, peer_config(0, Protocol::C), diskless_volume());
     let mut pair = Pair::unconnected([a, b]);
     let mut out = Vec::new();
-    pair.nodes[A].promote(true, &mut out).expect("promote alone");
+    pair.nodes[A]
+        .promote(true, &mut out)
+        .expect("promote alone");
     pair.route(A, out);
     pair.deliver_all();
     let mut out = Vec::new();
@@ -82,9 +118,20 @@ fn a_write_that_reaches_a_diskless_node_before_its_handshake_is_refused_not_fata
     pair.route(B, out);
     pair.deliver_all();
     assert!(pair.is_complete(1));
-    assert!(pair.disconnects.is_empty(), "not a protocol error: {:?}", pair.disconnects);
-    assert_eq!(pair.out_of_sync(), 0, "the refused write is not kept for a peer without a disk");
-    assert_eq!(pair.nodes[A].status().peers[0].volumes[0].peer_disk, DiskState::Diskless);
+    assert!(
+        pair.disconnects.is_empty(),
+        "not a protocol error: {:?}",
+        pair.disconnects
+    );
+    assert_eq!(
+        pair.out_of_sync(),
+        0,
+        "the refused write is not kept for a peer without a disk"
+    );
+    assert_eq!(
+        pair.nodes[A].status().peers[0].volumes[0].peer_disk,
+        DiskState::Diskless
+    );
 }
 
 /// Runs A's queued local I/O, failing every data write with EIO (a dying disk).
@@ -93,7 +140,10 @@ fn run_local_failing_writes(pair: &mut Pair) {
 }
 
 fn result_of(pair: &Pair, request: RequestId) -> Option<Result<(), IoError>> {
-    pair.completed.iter().find(|(r, _)| *r == request).map(|(_, result)| *result)
+    pair.completed
+        .iter()
+        .find(|(r, _)| *r == request)
+        .map(|(_, result)| *result)
 }
 
 /// drbd-semantics.md §2 (Diskless), `on-io-error detach`: the write whose local leg failed is
@@ -110,14 +160,26 @@ fn detach_on_a_write_error_completes_through_the_peer_and_goes_diskless() {
     pair.deliver_all();
     assert_eq!(result_of(&pair, 1), Some(Ok(())), "the peer has it");
     assert_eq!(pair.disks[B][0], 7);
-    assert_eq!(pair.nodes[B].status().peers[0].volumes[0].peer_disk, DiskState::Diskless, "B heard A is Diskless");
+    assert_eq!(
+        pair.nodes[B].status().peers[0].volumes[0].peer_disk,
+        DiskState::Diskless,
+        "B heard A is Diskless"
+    );
 
     pair.write(2, 8192, 9, 4096);
-    assert!(pair.local[A].iter().all(|a| !matches!(a, Action::LocalWrite { .. })), "a Diskless volume writes nothing locally");
+    assert!(
+        pair.local[A]
+            .iter()
+            .all(|a| !matches!(a, Action::LocalWrite { .. })),
+        "a Diskless volume writes nothing locally"
+    );
     pair.deliver_all();
     assert_eq!(result_of(&pair, 2), Some(Ok(())));
     assert_eq!(pair.disks[B][8192], 9);
-    assert!(pair.nodes[B].status().peers[0].volumes[0].out_of_sync_bytes >= 4096, "B keeps the blocks A lacks");
+    assert!(
+        pair.nodes[B].status().peers[0].volumes[0].out_of_sync_bytes >= 4096,
+        "B keeps the blocks A lacks"
+    );
     assert_eq!(pair.nodes[A].read_source(0), Some(1), "reads go to B");
 }
 
@@ -144,15 +206,33 @@ fn pass_on_primary_resyncs_a_failed_write_away_from_its_peer() {
     while pair.deliver(B) {}
     while pair.run_local(B) {}
     run_local_failing_writes(&mut pair);
-    assert!(pair.disconnects.iter().any(|&(node, state)| node == A && state == ConnState::Unconnected), "A dropped the link to resync: {:?}", pair.disconnects);
+    assert!(
+        pair.disconnects
+            .iter()
+            .any(|&(node, state)| node == A && state == ConnState::Unconnected),
+        "A dropped the link to resync: {:?}",
+        pair.disconnects
+    );
     pair.deliver_all();
     assert_eq!(result_of(&pair, 1), Some(Err(IoError::Io)));
-    assert_eq!(pair.disks[B][8192], 7, "B wrote it before A's disk failed it");
+    assert_eq!(
+        pair.disks[B][8192], 7,
+        "B wrote it before A's disk failed it"
+    );
     pair.disconnect();
     pair.connect();
     pair.sync_until_quiet(50);
-    assert_eq!(pair.disks[B][8192], 0, "the failed write is on neither replica");
-    assert_eq!([pair.nodes[A].status().volumes[0].disk, pair.nodes[B].status().volumes[0].disk], [DiskState::UpToDate; 2]);
+    assert_eq!(
+        pair.disks[B][8192], 0,
+        "the failed write is on neither replica"
+    );
+    assert_eq!(
+        [
+            pair.nodes[A].status().volumes[0].disk,
+            pair.nodes[B].status().volumes[0].disk
+        ],
+        [DiskState::UpToDate; 2]
+    );
     pair.assert_in_sync();
 }
 
@@ -168,20 +248,48 @@ fn pass_on_secondary_goes_inconsistent_and_is_resynced_on_reconnect() {
     while pair.deliver(B) {}
     pair.run_local_failing(B, |io| matches!(io, IoId::PeerWrite { .. }));
     let b = pair.nodes[B].status();
-    assert_eq!(b.volumes[0].disk, DiskState::Inconsistent, "B lacks a write the Primary acknowledges");
-    assert!(b.peers[0].volumes[0].out_of_sync_bytes >= 4096, "B marked the block it lacks");
-    assert!(pair.disconnects.iter().any(|&(node, state)| node == B && state == ConnState::Unconnected), "B dropped the link to resync: {:?}", pair.disconnects);
+    assert_eq!(
+        b.volumes[0].disk,
+        DiskState::Inconsistent,
+        "B lacks a write the Primary acknowledges"
+    );
+    assert!(
+        b.peers[0].volumes[0].out_of_sync_bytes >= 4096,
+        "B marked the block it lacks"
+    );
+    assert!(
+        pair.disconnects
+            .iter()
+            .any(|&(node, state)| node == B && state == ConnState::Unconnected),
+        "B dropped the link to resync: {:?}",
+        pair.disconnects
+    );
     pair.deliver_all();
-    assert_eq!(pair.persisted[B].as_ref().map(|meta| meta.disk), Some(DiskState::Inconsistent), "the state is durable");
-    assert_eq!(result_of(&pair, 1), Some(Ok(())), "the Primary's disk has the write");
+    assert_eq!(
+        pair.persisted[B].as_ref().map(|meta| meta.disk),
+        Some(DiskState::Inconsistent),
+        "the state is durable"
+    );
+    assert_eq!(
+        result_of(&pair, 1),
+        Some(Ok(())),
+        "the Primary's disk has the write"
+    );
     let mut out = Vec::new();
-    assert!(pair.nodes[B].promote(false, &mut out).is_err(), "an Inconsistent disk is not promoted");
+    assert!(
+        pair.nodes[B].promote(false, &mut out).is_err(),
+        "an Inconsistent disk is not promoted"
+    );
     assert_eq!(pair.disks[B][8192], 0, "the failed write is not on B");
 
     pair.disconnect();
     pair.connect();
     pair.sync_until_quiet(50);
-    assert_eq!(pair.nodes[B].status().volumes[0].disk, DiskState::UpToDate, "the resync brought B back");
+    assert_eq!(
+        pair.nodes[B].status().volumes[0].disk,
+        DiskState::UpToDate,
+        "the resync brought B back"
+    );
     assert_eq!(pair.disks[B][8192], 7, "with the block it had failed");
     pair.assert_in_sync();
 }
@@ -211,8 +319,12 @@ fn an_administrators_detach_of_a_primary_needs_an_up_to_date_peer() {
     pair.connect();
     pair.deliver_all();
     let mut out = Vec::new();
-    pair.nodes[A].detach(pair.now, &mut out).expect("B is UpToDate");
-    assert!(out.iter().any(|a| matches!(a, Action::Detached { failed: false, .. })));
+    pair.nodes[A]
+        .detach(pair.now, &mut out)
+        .expect("B is UpToDate");
+    assert!(out
+        .iter()
+        .any(|a| matches!(a, Action::Detached { failed: false, .. })));
     assert_eq!(pair.nodes[A].status().volumes[0].disk, DiskState::Diskless);
 }
 
@@ -238,7 +350,9 @@ fn a_diskless_primary_reads_through_its_peer() {
 fn a_diskless_read_without_a_peer_fails() {
     let mut pair = Pair::new(Protocol::C);
     let mut out = Vec::new();
-    pair.nodes[A].detach(pair.now, &mut out).expect("B is UpToDate");
+    pair.nodes[A]
+        .detach(pair.now, &mut out)
+        .expect("B is UpToDate");
     pair.route(A, out);
     pair.deliver_all();
     let mut out = Vec::new();
@@ -248,7 +362,10 @@ fn a_diskless_read_without_a_peer_fails() {
     let mut out = Vec::new();
     pair.nodes[A].read_through_peer(2, 0, 0, 4096, &mut out);
     pair.route(A, out);
-    assert_eq!(pair.reads_done, vec![(1, Err(IoError::Io)), (2, Err(IoError::Io))]);
+    assert_eq!(
+        pair.reads_done,
+        vec![(1, Err(IoError::Io)), (2, Err(IoError::Io))]
+    );
 }
 
 /// `detach` then `attach` on a Secondary (drbd-semantics.md §2, Diskless → Attaching →
@@ -259,10 +376,15 @@ fn a_detached_secondary_attaches_and_resyncs_only_what_it_missed() {
     pair.write(1, 0, 1, 4096);
     pair.deliver_all();
     let mut out = Vec::new();
-    pair.nodes[B].detach(pair.now, &mut out).expect("a Secondary may detach");
+    pair.nodes[B]
+        .detach(pair.now, &mut out)
+        .expect("a Secondary may detach");
     pair.route(B, out);
     pair.deliver_all();
-    assert_eq!(pair.nodes[A].status().peers[0].volumes[0].peer_disk, DiskState::Diskless);
+    assert_eq!(
+        pair.nodes[A].status().peers[0].volumes[0].peer_disk,
+        DiskState::Diskless
+    );
     pair.write(2, 65536, 2, 8192);
     pair.deliver_all();
     assert!(pair.is_complete(2));
@@ -281,7 +403,10 @@ fn a_detached_secondary_attaches_and_resyncs_only_what_it_missed() {
     }
     assert_eq!(pair.nodes[B].status().volumes[0].disk, DiskState::UpToDate);
     assert_eq!(pair.disks[A], pair.disks[B], "identical after the resync");
-    assert_eq!(pair.resync_sent_bytes[A], 8192, "only the blocks written meanwhile");
+    assert_eq!(
+        pair.resync_sent_bytes[A], 8192,
+        "only the blocks written meanwhile"
+    );
     assert!(pair.disconnects.is_empty(), "{:?}", pair.disconnects);
 }
 
@@ -289,9 +414,17 @@ fn a_detached_secondary_attaches_and_resyncs_only_what_it_missed() {
 fn attach_is_refused_on_a_primary_and_on_an_attached_disk() {
     let mut pair = Pair::new(Protocol::C);
     let mut out = Vec::new();
-    assert_eq!(pair.nodes[A].begin_attach(0, &mut out), Err(StateError::NotDetached(DiskState::UpToDate)));
-    pair.nodes[A].detach(pair.now, &mut out).expect("B is UpToDate");
-    assert_eq!(pair.nodes[A].begin_attach(0, &mut out), Err(StateError::AttachOnPrimary));
+    assert_eq!(
+        pair.nodes[A].begin_attach(0, &mut out),
+        Err(StateError::NotDetached(DiskState::UpToDate))
+    );
+    pair.nodes[A]
+        .detach(pair.now, &mut out)
+        .expect("B is UpToDate");
+    assert_eq!(
+        pair.nodes[A].begin_attach(0, &mut out),
+        Err(StateError::AttachOnPrimary)
+    );
 }
 
 /// A Diskless node's volume never becomes Inconsistent or UpToDate by `invalidate` or
@@ -300,8 +433,14 @@ fn attach_is_refused_on_a_primary_and_on_an_attached_disk() {
 fn invalidate_and_new_current_uuid_are_refused_without_a_disk() {
     let mut pair = pair_with_diskless_peer(Protocol::C);
     let mut out = Vec::new();
-    assert_eq!(pair.nodes[B].invalidate(&mut out), Err(StateError::Diskless));
-    assert_eq!(pair.nodes[B].new_current_uuid(true, &mut out), Err(StateError::Diskless));
+    assert_eq!(
+        pair.nodes[B].invalidate(&mut out),
+        Err(StateError::Diskless)
+    );
+    assert_eq!(
+        pair.nodes[B].new_current_uuid(true, &mut out),
+        Err(StateError::Diskless)
+    );
     assert_eq!(pair.nodes[B].status().volumes[0].disk, DiskState::Diskless);
 }
 
@@ -311,20 +450,30 @@ fn invalidate_and_new_current_uuid_are_refused_without_a_disk() {
 fn a_diskless_flush_needs_a_peers_barrier_ack() {
     let mut pair = Pair::new(Protocol::A);
     let mut out = Vec::new();
-    pair.nodes[A].detach(pair.now, &mut out).expect("B is UpToDate");
+    pair.nodes[A]
+        .detach(pair.now, &mut out)
+        .expect("B is UpToDate");
     pair.route(A, out);
     pair.deliver_all();
     pair.write(1, 0, 7, 4096);
     pair.flush(2);
     while pair.run_local(A) {}
-    assert_eq!(result_of(&pair, 2), None, "not before B acknowledged the barrier");
+    assert_eq!(
+        result_of(&pair, 2),
+        None,
+        "not before B acknowledged the barrier"
+    );
     pair.deliver_all();
     assert_eq!(result_of(&pair, 2), Some(Ok(())));
 
     pair.disconnect();
     pair.flush(3);
     while pair.run_local(A) {}
-    assert_eq!(result_of(&pair, 3), Some(Err(IoError::Io)), "no peer: nothing is durable");
+    assert_eq!(
+        result_of(&pair, 3),
+        Some(Err(IoError::Io)),
+        "no peer: nothing is durable"
+    );
 }
 
 /// A peer that missed a write of a Diskless Primary (it was away, the write failed) is not
@@ -333,7 +482,9 @@ fn a_diskless_flush_needs_a_peers_barrier_ack() {
 fn reads_avoid_blocks_a_peer_missed() {
     let mut pair = Pair::new(Protocol::C);
     let mut out = Vec::new();
-    pair.nodes[A].detach(pair.now, &mut out).expect("B is UpToDate");
+    pair.nodes[A]
+        .detach(pair.now, &mut out)
+        .expect("B is UpToDate");
     pair.route(A, out);
     pair.deliver_all();
     pair.disconnect();
@@ -347,7 +498,10 @@ fn reads_avoid_blocks_a_peer_missed() {
     pair.nodes[A].read_through_peer(11, 0, 8192, 4096, &mut out);
     pair.route(A, out);
     pair.deliver_all();
-    assert_eq!(pair.reads_done, vec![(10, Err(IoError::Io)), (11, Ok(vec![0; 4096]))]);
+    assert_eq!(
+        pair.reads_done,
+        vec![(10, Err(IoError::Io)), (11, Ok(vec![0; 4096]))]
+    );
 }
 
 /// Two nodes, the Diskless Primary's peer away for a moment: the writes meanwhile failed
@@ -357,7 +511,9 @@ fn reads_avoid_blocks_a_peer_missed() {
 fn a_peer_back_after_a_blip_of_a_diskless_primary_stays_up_to_date() {
     let mut pair = Pair::new(Protocol::C);
     let mut out = Vec::new();
-    pair.nodes[A].detach(pair.now, &mut out).expect("B is UpToDate");
+    pair.nodes[A]
+        .detach(pair.now, &mut out)
+        .expect("B is UpToDate");
     pair.route(A, out);
     pair.deliver_all();
     pair.disconnect();
@@ -380,7 +536,9 @@ fn a_peer_behind_a_diskless_primary_outdates_itself() {
     let b = engine_with(1, peer_config(0, Protocol::C), behind);
     let mut pair = Pair::unconnected([a, b]);
     let mut out = Vec::new();
-    pair.nodes[A].promote(false, &mut out).expect("promote alone");
+    pair.nodes[A]
+        .promote(false, &mut out)
+        .expect("promote alone");
     pair.route(A, out);
     pair.nodes[A].set_on_io_error(0, OnIoError::Detach);
     pair.write(1, 0, 7, 4096);
@@ -401,8 +559,16 @@ fn a_peer_behind_a_diskless_primary_outdates_itself() {
 /// write detaches only a volume whose policy says so.
 #[test]
 fn on_io_error_is_a_per_volume_policy() {
-    let second = VolumeConfig { number: 1, ..synced_volume() };
-    let config = EngineConfig { node_id: 0, volumes: vec![synced_volume(), second], peers: vec![peer_config(1, Protocol::C)], random_seed: 7 };
+    let second = VolumeConfig {
+        number: 1,
+        ..synced_volume()
+    };
+    let config = EngineConfig {
+        node_id: 0,
+        volumes: vec![synced_volume(), second],
+        peers: vec![peer_config(1, Protocol::C)],
+        random_seed: 7,
+    };
     let mut engine: Engine<Vec<u8>> = Engine::new(config).expect("two volumes");
     engine.set_on_io_error(0, OnIoError::Detach);
     engine.set_on_io_error(1, OnIoError::PassOn);
@@ -418,8 +584,12 @@ fn on_io_error_is_a_per_volume_policy() {
         while let Some(action) = out.pop() {
             let mut next = Vec::new();
             match action {
-                Action::LocalWrite { io, .. } => engine.local_done(Time(1), io, Err(IoError::Io), &mut next),
-                Action::PersistMeta { io, .. } | Action::WriteActivityLog { io, .. } | Action::LocalFlush { io } => engine.local_done(Time(1), io, Ok(()), &mut next),
+                Action::LocalWrite { io, .. } => {
+                    engine.local_done(Time(1), io, Err(IoError::Io), &mut next)
+                }
+                Action::PersistMeta { io, .. }
+                | Action::WriteActivityLog { io, .. }
+                | Action::LocalFlush { io } => engine.local_done(Time(1), io, Ok(()), &mut next),
                 Action::Complete { request, result } => completed.push((request, result)),
                 _ => {}
             }
@@ -428,11 +598,20 @@ fn on_io_error_is_a_per_volume_policy() {
         completed
     };
     run(&mut engine, out);
-    let write = |volume| Op::Write { offset: 0, length: 4096, data: vec![volume as u8; 4096], flags: WriteFlags::default() };
+    let write = |volume| Op::Write {
+        offset: 0,
+        length: 4096,
+        data: vec![volume as u8; 4096],
+        flags: WriteFlags::default(),
+    };
     let mut out = Vec::new();
     engine.submit(Time(1), 1, 1, write(1), &mut out);
     let completed = run(&mut engine, out);
-    assert_eq!(completed, vec![(1, Err(IoError::Io))], "pass_on: the error goes to the client");
+    assert_eq!(
+        completed,
+        vec![(1, Err(IoError::Io))],
+        "pass_on: the error goes to the client"
+    );
     assert!(!engine.is_diskless(1), "pass_on keeps the disk");
     let mut out = Vec::new();
     engine.submit(Time(1), 2, 0, write(0), &mut out);
@@ -464,8 +643,18 @@ fn check_secondary_write_failure(error: IoError, policy: OnIoError, disk_after: 
     pair.write(1, 8192, 7, 4096);
     while pair.run_local(A) {}
     while pair.deliver(B) {}
-    let index = pair.local[B].iter().position(|a| matches!(a, Action::LocalWrite { io: IoId::PeerWrite { .. }, .. }));
-    let Some(Action::LocalWrite { io, .. }) = index.and_then(|i| pair.local[B].remove(i)) else { panic!("{case}: B writes the block") };
+    let index = pair.local[B].iter().position(|a| {
+        matches!(
+            a,
+            Action::LocalWrite {
+                io: IoId::PeerWrite { .. },
+                ..
+            }
+        )
+    });
+    let Some(Action::LocalWrite { io, .. }) = index.and_then(|i| pair.local[B].remove(i)) else {
+        panic!("{case}: B writes the block")
+    };
     let mut out = Vec::new();
     pair.nodes[B].local_done(pair.now, io, Err(error), &mut out);
 
@@ -474,29 +663,68 @@ fn check_secondary_write_failure(error: IoError, policy: OnIoError, disk_after: 
         Action::PersistMeta { meta, .. } => Some(meta.disk),
         _ => None,
     });
-    assert_eq!(recorded, Some(DiskState::Inconsistent), "{case}: the metadata is written");
+    assert_eq!(
+        recorded,
+        Some(DiskState::Inconsistent),
+        "{case}: the metadata is written"
+    );
     let neg_ack = |message: &PeerMessage<Vec<u8>>| matches!(message, PeerMessage::NegAck { .. });
-    assert!(!out.iter().any(|a| matches!(a, Action::SendControl { message, .. } if neg_ack(message))), "{case}: no NegAck before the metadata is durable: {out:?}");
+    assert!(
+        !out.iter()
+            .any(|a| matches!(a, Action::SendControl { message, .. } if neg_ack(message))),
+        "{case}: no NegAck before the metadata is durable: {out:?}"
+    );
     pair.route(B, out);
-    assert_eq!(result_of(&pair, 1), None, "{case}: the Primary waits for B's answer");
+    assert_eq!(
+        result_of(&pair, 1),
+        None,
+        "{case}: the Primary waits for B's answer"
+    );
 
-    let index = pair.local[B].iter().position(|a| matches!(a, Action::PersistMeta { .. }));
-    let Some(persist) = index.and_then(|i| pair.local[B].remove(i)) else { panic!("{case}: B writes its metadata") };
+    let index = pair.local[B]
+        .iter()
+        .position(|a| matches!(a, Action::PersistMeta { .. }));
+    let Some(persist) = index.and_then(|i| pair.local[B].remove(i)) else {
+        panic!("{case}: B writes its metadata")
+    };
     pair.perform(B, persist);
-    assert_eq!(pair.persisted[B].as_ref().map(|meta| meta.disk), Some(DiskState::Inconsistent), "{case}: durable");
-    let sent: Vec<&PeerMessage<Vec<u8>>> = pair.links[A].iter().map(|(_, message)| message).collect();
+    assert_eq!(
+        pair.persisted[B].as_ref().map(|meta| meta.disk),
+        Some(DiskState::Inconsistent),
+        "{case}: durable"
+    );
+    let sent: Vec<&PeerMessage<Vec<u8>>> =
+        pair.links[A].iter().map(|(_, message)| message).collect();
     let answered = sent.iter().position(|m| neg_ack(m));
-    let announced = sent.iter().position(|m| matches!(m, PeerMessage::State { .. }));
-    assert!(answered.is_some(), "{case}: the NegAck goes out once durable: {sent:?}");
-    assert!(announced.is_some_and(|state| Some(state) < answered), "{case}: A hears B's disk state before the NegAck: {sent:?}");
+    let announced = sent
+        .iter()
+        .position(|m| matches!(m, PeerMessage::State { .. }));
+    assert!(
+        answered.is_some(),
+        "{case}: the NegAck goes out once durable: {sent:?}"
+    );
+    assert!(
+        announced.is_some_and(|state| Some(state) < answered),
+        "{case}: A hears B's disk state before the NegAck: {sent:?}"
+    );
 
     pair.deliver_all();
-    assert_eq!(result_of(&pair, 1), Some(Ok(())), "{case}: A's own disk has the write");
-    assert!(pair.out_of_sync() >= 4096, "{case}: A keeps the block for B");
+    assert_eq!(
+        result_of(&pair, 1),
+        Some(Ok(())),
+        "{case}: A's own disk has the write"
+    );
+    assert!(
+        pair.out_of_sync() >= 4096,
+        "{case}: A keeps the block for B"
+    );
     assert_eq!(pair.disks[B][8192], 0, "{case}: the write is not on B");
     pair.disconnect();
     let mut out = Vec::new();
-    assert!(pair.nodes[B].promote(false, &mut out).is_err(), "{case}: B lacks an acknowledged write");
+    assert!(
+        pair.nodes[B].promote(false, &mut out).is_err(),
+        "{case}: B lacks an acknowledged write"
+    );
 }
 
 /// Issue 24 item 4: a Primary's own write that fails with ENOSPC follows `on-io-error` as
@@ -535,15 +763,27 @@ fn a_detaching_secondary_whose_record_fails_stays_diskless_and_answers() {
     while let Some(action) = pair.local[B].pop_front() {
         let mut out = Vec::new();
         match action {
-            Action::LocalWrite { io, .. } | Action::PersistMeta { io, .. } => pair.nodes[B].local_done(pair.now, io, Err(IoError::Io), &mut out),
+            Action::LocalWrite { io, .. } | Action::PersistMeta { io, .. } => {
+                pair.nodes[B].local_done(pair.now, io, Err(IoError::Io), &mut out)
+            }
             other => pair.perform(B, other),
         }
         pair.route(B, out);
     }
     assert_eq!(pair.nodes[B].status().volumes[0].disk, DiskState::Diskless);
-    assert!(pair.links[A].iter().any(|(_, m)| matches!(m, PeerMessage::NegAck { .. })), "answered: {:?}", pair.links[A]);
+    assert!(
+        pair.links[A]
+            .iter()
+            .any(|(_, m)| matches!(m, PeerMessage::NegAck { .. })),
+        "answered: {:?}",
+        pair.links[A]
+    );
     pair.deliver_all();
-    assert_eq!(result_of(&pair, 1), Some(Ok(())), "A's own disk has the write");
+    assert_eq!(
+        result_of(&pair, 1),
+        Some(Ok(())),
+        "A's own disk has the write"
+    );
     assert_eq!(pair.nodes[B].status().volumes[0].disk, DiskState::Diskless);
 }
 
@@ -553,15 +793,22 @@ fn a_detaching_secondary_whose_record_fails_stays_diskless_and_answers() {
 fn a_diskless_primary_fails_a_write_its_only_peer_failed() {
     let mut pair = Pair::new(Protocol::C);
     let mut out = Vec::new();
-    pair.nodes[A].detach(pair.now, &mut out).expect("B is UpToDate");
+    pair.nodes[A]
+        .detach(pair.now, &mut out)
+        .expect("B is UpToDate");
     pair.route(A, out);
     pair.deliver_all();
     pair.nodes[B].set_on_io_error(0, OnIoError::PassOn);
     pair.write(1, 0, 7, 4096);
     while pair.run_local(A) {}
     while pair.deliver(B) {}
-    pair.run_local_failing_with(B, IoError::NoSpace, |io| matches!(io, IoId::PeerWrite { .. }));
+    pair.run_local_failing_with(B, IoError::NoSpace, |io| {
+        matches!(io, IoId::PeerWrite { .. })
+    });
     pair.deliver_all();
     assert_eq!(result_of(&pair, 1), Some(Err(IoError::Io)), "on no disk");
-    assert_eq!(pair.nodes[B].status().volumes[0].disk, DiskState::Inconsistent);
+    assert_eq!(
+        pair.nodes[B].status().volumes[0].disk,
+        DiskState::Inconsistent
+    );
 }

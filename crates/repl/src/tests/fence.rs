@@ -14,7 +14,9 @@ impl Pair {
         let mut pair = Pair::new(Protocol::C);
         for (node, peer) in [(A, PEER_OF_A), (B, PEER_OF_B)] {
             let mut out = Vec::new();
-            pair.nodes[node].set_fencing(pair.now, peer, policy, &mut out).expect("known peer");
+            pair.nodes[node]
+                .set_fencing(pair.now, peer, policy, &mut out)
+                .expect("known peer");
             pair.route(node, out);
         }
         pair
@@ -71,18 +73,36 @@ impl Pair {
 fn stonith_freezes_io_until_the_handler_says_the_peer_was_shot() {
     let mut pair = Pair::fencing(FencePolicy::ResourceAndStonith);
     pair.write_then_lose_peer(1);
-    assert_eq!(pair.fence_calls, vec![(A, PEER_OF_A)], "one fence-peer run against B");
-    assert!(!pair.is_complete(1), "the write B may lack is not acknowledged before B is fenced");
+    assert_eq!(
+        pair.fence_calls,
+        vec![(A, PEER_OF_A)],
+        "one fence-peer run against B"
+    );
+    assert!(
+        !pair.is_complete(1),
+        "the write B may lack is not acknowledged before B is fenced"
+    );
     assert_eq!(pair.nodes[A].suspend_reasons(), vec!["fencing"]);
     assert!(pair.nodes[A].io_suspended());
     pair.write(2, 8192, 8, 4096);
     pair.flush(3);
     while pair.run_local(A) {}
-    assert!(!pair.is_complete(2) && !pair.is_complete(3), "new writes and flushes wait too");
+    assert!(
+        !pair.is_complete(2) && !pair.is_complete(3),
+        "new writes and flushes wait too"
+    );
     pair.fence_done(A, 7);
-    assert!(pair.is_complete(1) && pair.is_complete(2) && pair.is_complete(3), "{:?}", pair.completed);
+    assert!(
+        pair.is_complete(1) && pair.is_complete(2) && pair.is_complete(3),
+        "{:?}",
+        pair.completed
+    );
     assert!(!pair.nodes[A].io_suspended());
-    assert_eq!(pair.peer_disk(A), DiskState::Outdated, "a fenced peer shows Outdated");
+    assert_eq!(
+        pair.peer_disk(A),
+        DiskState::Outdated,
+        "a fenced peer shows Outdated"
+    );
     assert_eq!(pair.fence_calls.len(), 1);
 }
 
@@ -110,18 +130,36 @@ fn exit_codes_decide_whether_io_resumes() {
             Some(disk) => {
                 assert!(pair.is_complete(1), "status {status} resumes I/O");
                 assert_eq!(pair.peer_disk(A), disk, "status {status}");
-                assert_eq!(pair.resume_io(A), Err(StateError::NotSuspended), "status {status}");
+                assert_eq!(
+                    pair.resume_io(A),
+                    Err(StateError::NotSuspended),
+                    "status {status}"
+                );
             }
             None => {
                 assert!(!pair.is_complete(1), "status {status} keeps I/O frozen");
                 assert_eq!(pair.peer_disk(A), DiskState::DUnknown, "status {status}");
-                assert_eq!(pair.nodes[A].suspend_reasons(), vec!["fencing"], "status {status}");
+                assert_eq!(
+                    pair.nodes[A].suspend_reasons(),
+                    vec!["fencing"],
+                    "status {status}"
+                );
                 pair.resume_io(A).expect("resume-io");
-                assert!(pair.is_complete(1), "status {status}: resume-io releases the write");
-                assert_eq!(pair.peer_disk(A), DiskState::DUnknown, "resume-io fences nobody");
+                assert!(
+                    pair.is_complete(1),
+                    "status {status}: resume-io releases the write"
+                );
+                assert_eq!(
+                    pair.peer_disk(A),
+                    DiskState::DUnknown,
+                    "resume-io fences nobody"
+                );
                 pair.write(2, 8192, 8, 4096);
                 while pair.run_local(A) {}
-                assert!(pair.is_complete(2), "status {status}: new writes go on after resume-io");
+                assert!(
+                    pair.is_complete(2),
+                    "status {status}: new writes go on after resume-io"
+                );
             }
         }
         assert_eq!(pair.fence_calls.len(), 1, "status {status}");
@@ -147,7 +185,10 @@ fn resource_only_runs_the_handler_without_freezing() {
     assert!(pair.is_complete(1), "resource-only does not hold I/O");
     assert!(!pair.nodes[A].io_suspended());
     pair.fence_done(A, 1);
-    assert!(!pair.nodes[A].io_suspended(), "a failure does not freeze either");
+    assert!(
+        !pair.nodes[A].io_suspended(),
+        "a failure does not freeze either"
+    );
 }
 
 #[test]
@@ -168,12 +209,22 @@ fn one_run_per_peer_and_a_reconnect_lifts_the_freeze() {
     pair.write_then_lose_peer(1);
     pair.connect();
     while pair.run_local(A) {}
-    assert!(!pair.nodes[A].io_suspended(), "the peer is back: the handshake decides");
+    assert!(
+        !pair.nodes[A].io_suspended(),
+        "the peer is back: the handshake decides"
+    );
     assert!(pair.is_complete(1));
     pair.disconnect();
     while pair.run_local(A) {}
-    assert_eq!(pair.fence_calls.len(), 1, "the run under way answers for the second loss too");
-    assert!(pair.nodes[A].io_suspended(), "the second loss freezes again");
+    assert_eq!(
+        pair.fence_calls.len(),
+        1,
+        "the run under way answers for the second loss too"
+    );
+    assert!(
+        pair.nodes[A].io_suspended(),
+        "the second loss freezes again"
+    );
     assert!(pair.nodes[A].fencing_running(PEER_OF_A));
     pair.fence_done(A, 7);
     assert!(!pair.nodes[A].io_suspended());
@@ -189,7 +240,11 @@ fn a_late_answer_after_a_reconnect_is_ignored() {
     pair.write_then_lose_peer(1);
     pair.connect();
     pair.fence_done(A, 4);
-    assert_eq!(pair.peer_disk(A), DiskState::UpToDate, "the connected peer says what its disk is");
+    assert_eq!(
+        pair.peer_disk(A),
+        DiskState::UpToDate,
+        "the connected peer says what its disk is"
+    );
     assert!(!pair.nodes[A].fencing_running(PEER_OF_A));
 }
 
@@ -197,16 +252,38 @@ fn a_late_answer_after_a_reconnect_is_ignored() {
 fn promotion_without_the_peer_waits_for_fence_peer() {
     let mut pair = Pair::fencing(FencePolicy::ResourceOnly);
     pair.demote_a_and_disconnect();
-    assert!(pair.fence_calls.is_empty(), "Secondaries do not fence on loss");
-    assert!(matches!(pair.promote_node(B, false), Err(StateError::FencingPeer { .. })));
+    assert!(
+        pair.fence_calls.is_empty(),
+        "Secondaries do not fence on loss"
+    );
+    assert!(matches!(
+        pair.promote_node(B, false),
+        Err(StateError::FencingPeer { .. })
+    ));
     assert_eq!(pair.fence_calls, vec![(B, PEER_OF_B)]);
-    assert!(matches!(pair.promote_node(B, false), Err(StateError::FencingPeer { .. })));
-    assert_eq!(pair.fence_calls.len(), 1, "a second attempt does not start a second run");
+    assert!(matches!(
+        pair.promote_node(B, false),
+        Err(StateError::FencingPeer { .. })
+    ));
+    assert_eq!(
+        pair.fence_calls.len(),
+        1,
+        "a second attempt does not start a second run"
+    );
     pair.fence_done(B, 1);
-    assert_eq!(pair.promote_node(B, false), Err(StateError::PeerNotFenced { peer: "node0".into(), status: 1 }));
+    assert_eq!(
+        pair.promote_node(B, false),
+        Err(StateError::PeerNotFenced {
+            peer: "node0".into(),
+            status: 1
+        })
+    );
     assert_eq!(pair.nodes[B].role(), Role::Secondary);
     // The next attempt asks again; this time the handler outdates the peer.
-    assert!(matches!(pair.promote_node(B, false), Err(StateError::FencingPeer { .. })));
+    assert!(matches!(
+        pair.promote_node(B, false),
+        Err(StateError::FencingPeer { .. })
+    ));
     assert_eq!(pair.fence_calls.len(), 2);
     pair.fence_done(B, 4);
     pair.promote_node(B, false).expect("the peer is fenced");
@@ -229,13 +306,24 @@ fn turning_stonith_off_releases_frozen_io() {
     pair.write_then_lose_peer(1);
     assert!(!pair.is_complete(1));
     let mut out = Vec::new();
-    pair.nodes[A].set_fencing(pair.now, PEER_OF_A, FencePolicy::ResourceOnly, &mut out).expect("known peer");
+    pair.nodes[A]
+        .set_fencing(pair.now, PEER_OF_A, FencePolicy::ResourceOnly, &mut out)
+        .expect("known peer");
     pair.route(A, out);
     while pair.run_local(A) {}
     assert!(pair.is_complete(1), "resource-only freezes nothing");
-    assert!(pair.nodes[A].fencing_running(PEER_OF_A), "the run under way still answers");
-    assert_eq!(pair.nodes[A].fence_policy(PEER_OF_A), Some(FencePolicy::ResourceOnly));
-    assert_eq!(FencePolicy::ResourceAndStonith.to_string(), "resource-and-stonith");
+    assert!(
+        pair.nodes[A].fencing_running(PEER_OF_A),
+        "the run under way still answers"
+    );
+    assert_eq!(
+        pair.nodes[A].fence_policy(PEER_OF_A),
+        Some(FencePolicy::ResourceOnly)
+    );
+    assert_eq!(
+        FencePolicy::ResourceAndStonith.to_string(),
+        "resource-and-stonith"
+    );
 }
 
 #[test]
@@ -248,10 +336,17 @@ fn a_primary_s_failed_fence_is_forgotten_on_demotion() {
     pair.nodes[A].demote(&mut out).expect("demote");
     pair.route(A, out);
     while pair.run_local(A) {}
-    assert!(matches!(pair.promote_node(A, false), Err(StateError::FencingPeer { .. })), "the next promotion asks again");
+    assert!(
+        matches!(
+            pair.promote_node(A, false),
+            Err(StateError::FencingPeer { .. })
+        ),
+        "the next promotion asks again"
+    );
     assert_eq!(pair.fence_calls.len(), 2);
     pair.fence_done(A, 5);
-    pair.promote_node(A, false).expect("the peer is unreachable: taken as outdated");
+    pair.promote_node(A, false)
+        .expect("the peer is unreachable: taken as outdated");
     assert!(!pair.nodes[A].io_suspended());
 }
 
@@ -259,15 +354,27 @@ fn a_primary_s_failed_fence_is_forgotten_on_demotion() {
 fn a_secondary_told_the_peer_is_primary_outdates_itself() {
     let mut pair = Pair::fencing(FencePolicy::ResourceOnly);
     pair.demote_a_and_disconnect();
-    assert!(matches!(pair.promote_node(B, false), Err(StateError::FencingPeer { .. })));
+    assert!(matches!(
+        pair.promote_node(B, false),
+        Err(StateError::FencingPeer { .. })
+    ));
     let meta_before = pair.nodes[B].meta(0).expect("volume 0");
     assert_eq!(meta_before.disk, DiskState::UpToDate);
     pair.fence_done(B, FENCE_PEER_IS_PRIMARY);
-    assert_eq!(pair.nodes[B].meta(0).expect("volume 0").disk, DiskState::Outdated, "and persisted");
+    assert_eq!(
+        pair.nodes[B].meta(0).expect("volume 0").disk,
+        DiskState::Outdated,
+        "and persisted"
+    );
     assert_eq!(pair.nodes[B].status().volumes[0].disk, DiskState::Outdated);
-    assert_eq!(pair.promote_node(B, false), Err(StateError::NotUpToDate(DiskState::Outdated)), "Outdated now");
+    assert_eq!(
+        pair.promote_node(B, false),
+        Err(StateError::NotUpToDate(DiskState::Outdated)),
+        "Outdated now"
+    );
     assert_eq!(pair.nodes[B].role(), Role::Secondary);
-    pair.promote_node(B, true).expect("--force promotes anyway, as DRBD does");
+    pair.promote_node(B, true)
+        .expect("--force promotes anyway, as DRBD does");
     assert_eq!(pair.nodes[B].status().volumes[0].disk, DiskState::UpToDate);
 }
 

@@ -10,13 +10,26 @@ const KIB4: usize = 4096;
 impl Pair {
     fn set_protocol(&mut self, protocol: Protocol) {
         let mut out = Vec::new();
-        self.nodes[A].set_protocol(self.now, 1, protocol, &mut out).expect("set_protocol");
+        self.nodes[A]
+            .set_protocol(self.now, 1, protocol, &mut out)
+            .expect("set_protocol");
         self.route(A, out);
     }
 
     fn set_bound(&mut self, bytes_max: u64, time_max: Duration) {
         let mut out = Vec::new();
-        self.nodes[A].set_lag_bound(self.now, 1, Some(LagBound { bytes_max, time_max, throttle: None }), &mut out).expect("bound");
+        self.nodes[A]
+            .set_lag_bound(
+                self.now,
+                1,
+                Some(LagBound {
+                    bytes_max,
+                    time_max,
+                    throttle: None,
+                }),
+                &mut out,
+            )
+            .expect("bound");
         self.route(A, out);
     }
 
@@ -56,16 +69,27 @@ fn protocol_a_takes_effect_only_once_the_peer_durably_marked_itself() {
     pair.deliver_all();
     assert!(pair.is_complete(1));
     assert!(pair.b_possibly_stale());
-    assert!(pair.persisted[B].as_ref().is_some_and(|m| m.possibly_stale), "the mark is durable on B");
+    assert!(
+        pair.persisted[B].as_ref().is_some_and(|m| m.possibly_stale),
+        "the mark is durable on B"
+    );
     assert_eq!(pair.lag().effective_protocol, Some(Protocol::A));
     assert!(pair.lag().peer_possibly_stale);
     // Now a write completes once it is in the socket, before B saw it.
     pair.write(2, 8192, 9, KIB4);
     pair.run_a_locally();
     assert!(pair.is_complete(2), "protocol A completes when sent");
-    assert_eq!(pair.lag().unreplicated_bytes, 2 * KIB4 as u64, "write 1 is not yet durable on B either");
+    assert_eq!(
+        pair.lag().unreplicated_bytes,
+        2 * KIB4 as u64,
+        "write 1 is not yet durable on B either"
+    );
     pair.confirm_all();
-    assert_eq!(pair.lag().unreplicated_bytes, 0, "B's barrier acks (after its flushes) confirm both");
+    assert_eq!(
+        pair.lag().unreplicated_bytes,
+        0,
+        "B's barrier acks (after its flushes) confirm both"
+    );
 }
 
 #[test]
@@ -76,7 +100,10 @@ fn a_possibly_stale_node_refuses_promotion_until_cleared_or_forced() {
     pair.demote(A);
     let mut out = Vec::new();
     // Demoting A went back to protocol C and, everything being confirmed, cleared the mark.
-    assert!(!pair.b_possibly_stale(), "a drained demotion clears the mark");
+    assert!(
+        !pair.b_possibly_stale(),
+        "a drained demotion clears the mark"
+    );
     // Mark again and cut the link before anything can clear it.
     pair.promote(A, false);
     pair.set_protocol(Protocol::A);
@@ -84,9 +111,15 @@ fn a_possibly_stale_node_refuses_promotion_until_cleared_or_forced() {
     assert!(pair.b_possibly_stale());
     pair.disconnect();
     pair.demote(A);
-    assert_eq!(pair.nodes[B].promote(false, &mut out), Err(StateError::PossiblyStale));
+    assert_eq!(
+        pair.nodes[B].promote(false, &mut out),
+        Err(StateError::PossiblyStale)
+    );
     pair.nodes[B].promote(true, &mut out).expect("--force");
-    assert!(!pair.b_possibly_stale(), "--force accepts the data as it is");
+    assert!(
+        !pair.b_possibly_stale(),
+        "--force accepts the data as it is"
+    );
 }
 
 #[test]
@@ -97,11 +130,16 @@ fn returning_to_protocol_c_clears_the_mark_after_the_last_async_write_is_confirm
     assert!(pair.is_complete(1));
     pair.set_protocol(Protocol::C);
     assert_eq!(pair.lag().effective_protocol, Some(Protocol::C));
-    assert!(pair.lag().peer_possibly_stale, "write 1 is not confirmed yet");
+    assert!(
+        pair.lag().peer_possibly_stale,
+        "write 1 is not confirmed yet"
+    );
     pair.confirm_all();
     assert!(!pair.lag().peer_possibly_stale);
     assert!(!pair.b_possibly_stale());
-    assert!(pair.persisted[B].as_ref().is_some_and(|m| !m.possibly_stale));
+    assert!(pair.persisted[B]
+        .as_ref()
+        .is_some_and(|m| !m.possibly_stale));
 }
 
 #[test]
@@ -113,11 +151,18 @@ fn the_byte_bound_holds_writes_until_the_peer_confirms() {
     }
     pair.run_a_locally();
     let done: Vec<RequestId> = (1..=6).filter(|&r| pair.is_complete(r)).collect();
-    assert_eq!(done, vec![1, 2, 3, 4], "four 4 KiB writes fit the 16 KiB bound");
+    assert_eq!(
+        done,
+        vec![1, 2, 3, 4],
+        "four 4 KiB writes fit the 16 KiB bound"
+    );
     assert_eq!(pair.lag().unreplicated_bytes, 4 * KIB4 as u64);
     assert_eq!(pair.lag().waiting_writes, 2);
     pair.confirm_all();
-    assert!(pair.is_complete(5) && pair.is_complete(6), "confirmations let the held writes in");
+    assert!(
+        pair.is_complete(5) && pair.is_complete(6),
+        "confirmations let the held writes in"
+    );
     assert_eq!(pair.lag().unreplicated_bytes, 0);
     assert_eq!(pair.disks[A], pair.disks[B]);
 }
@@ -131,20 +176,36 @@ fn the_throttle_holds_writes_short_of_the_bound_until_confirmations_earn_credit(
     for (step, admit) in admit_per_ack_permille.iter_mut().enumerate() {
         *admit = 2000 * (LAG_THROTTLE_STEPS - 1 - step) as u32 / LAG_THROTTLE_STEPS as u32;
     }
-    let throttle = LagThrottle { start_permille: 500, admit_per_ack_permille };
-    let bound = LagBound { bytes_max: 16 * KIB4 as u64, time_max: Duration::from_secs(60), throttle: Some(throttle) };
+    let throttle = LagThrottle {
+        start_permille: 500,
+        admit_per_ack_permille,
+    };
+    let bound = LagBound {
+        bytes_max: 16 * KIB4 as u64,
+        time_max: Duration::from_secs(60),
+        throttle: Some(throttle),
+    };
     let mut out = Vec::new();
-    pair.nodes[A].set_lag_bound(pair.now, 1, Some(bound), &mut out).expect("bound");
+    pair.nodes[A]
+        .set_lag_bound(pair.now, 1, Some(bound), &mut out)
+        .expect("bound");
     pair.route(A, out);
     for request in 1..=10 {
         pair.write(request, request * 2 * KIB4 as u64, request as u8, KIB4);
     }
     pair.run_a_locally();
     let done: Vec<RequestId> = (1..=10).filter(|&r| pair.is_complete(r)).collect();
-    assert_eq!(done, (1..=8).collect::<Vec<_>>(), "half the 64 KiB bound, then the throttle holds (the bound alone would admit 16)");
+    assert_eq!(
+        done,
+        (1..=8).collect::<Vec<_>>(),
+        "half the 64 KiB bound, then the throttle holds (the bound alone would admit 16)"
+    );
     assert_eq!(pair.lag().waiting_writes, 2);
     pair.confirm_all();
-    assert!(pair.is_complete(9) && pair.is_complete(10), "confirmations let the held writes in");
+    assert!(
+        pair.is_complete(9) && pair.is_complete(10),
+        "confirmations let the held writes in"
+    );
     pair.confirm_all();
     assert_eq!(pair.lag().unreplicated_bytes, 0);
     assert_eq!(pair.disks[A], pair.disks[B]);
@@ -158,7 +219,10 @@ fn a_single_write_larger_than_the_bound_still_runs_alone() {
     pair.write(2, 8 * KIB4 as u64, 2, KIB4);
     pair.run_a_locally();
     assert!(pair.is_complete(1));
-    assert!(!pair.is_complete(2), "the second waits for the first to be confirmed");
+    assert!(
+        !pair.is_complete(2),
+        "the second waits for the first to be confirmed"
+    );
     pair.confirm_all();
     assert!(pair.is_complete(2));
 }
@@ -173,7 +237,10 @@ fn the_time_bound_holds_writes_while_the_oldest_is_too_old() {
     pair.tick(A, Duration::from_millis(600));
     pair.write(2, 2 * KIB4 as u64, 2, KIB4);
     pair.run_a_locally();
-    assert!(!pair.is_complete(2), "the oldest unconfirmed write is 600 ms old");
+    assert!(
+        !pair.is_complete(2),
+        "the oldest unconfirmed write is 600 ms old"
+    );
     assert!(pair.lag().oldest_age_ms >= 600);
     pair.confirm_all();
     assert!(pair.is_complete(2));
@@ -195,13 +262,20 @@ fn a_reconnect_marks_again_when_async_is_still_wanted_and_clears_otherwise() {
     let mut pair = Pair::asynchronous();
     pair.disconnect();
     pair.connect();
-    assert_eq!(pair.lag().effective_protocol, Some(Protocol::A), "re-marked after the reconnect");
+    assert_eq!(
+        pair.lag().effective_protocol,
+        Some(Protocol::A),
+        "re-marked after the reconnect"
+    );
     assert!(pair.b_possibly_stale());
     pair.set_protocol(Protocol::C);
     pair.disconnect();
     pair.connect();
     pair.deliver_all();
-    assert!(!pair.b_possibly_stale(), "the Primary clears a mark left from before");
+    assert!(
+        !pair.b_possibly_stale(),
+        "the Primary clears a mark left from before"
+    );
 }
 
 #[test]
@@ -217,8 +291,19 @@ fn only_the_primary_may_mark_and_a_stranger_may_not_clear() {
     assert!(pair.b_possibly_stale(), "the promotion started the marking");
     // B (Secondary) sending a clear to A's peer side is ignored: only A may clear B.
     let mut out = Vec::new();
-    pair.nodes[A].peer_message(pair.now, 1, PeerMessage::StaleMark { stale: false }, &mut out);
-    assert!(out.iter().any(|a| matches!(a, Action::SendControl { message: PeerMessage::StaleMarkAck { stale: false }, .. })));
+    pair.nodes[A].peer_message(
+        pair.now,
+        1,
+        PeerMessage::StaleMark { stale: false },
+        &mut out,
+    );
+    assert!(out.iter().any(|a| matches!(
+        a,
+        Action::SendControl {
+            message: PeerMessage::StaleMarkAck { stale: false },
+            ..
+        }
+    )));
     assert!(pair.nodes[A].status().peers[0].connection == ConnState::Connected);
 }
 
@@ -226,27 +311,58 @@ fn only_the_primary_may_mark_and_a_stranger_may_not_clear() {
 fn a_mark_sent_to_a_primary_is_a_protocol_error() {
     let mut pair = Pair::new(Protocol::C);
     let mut out = Vec::new();
-    pair.nodes[A].peer_message(pair.now, 1, PeerMessage::StaleMark { stale: true }, &mut out);
-    assert!(out.iter().any(|a| matches!(a, Action::Disconnect { state: ConnState::ProtocolError, .. })));
+    pair.nodes[A].peer_message(
+        pair.now,
+        1,
+        PeerMessage::StaleMark { stale: true },
+        &mut out,
+    );
+    assert!(out.iter().any(|a| matches!(
+        a,
+        Action::Disconnect {
+            state: ConnState::ProtocolError,
+            ..
+        }
+    )));
 }
 
 #[test]
 fn reconfigure_applies_a_new_configured_protocol_without_marking() {
     let mut pair = Pair::new(Protocol::C);
     let mut out = Vec::new();
-    let config = PeerConfig { protocol: Protocol::A, ..peer_config(1, Protocol::C) };
-    pair.nodes[A].reconfigure_peer(pair.now, config, &mut out).expect("adjust");
+    let config = PeerConfig {
+        protocol: Protocol::A,
+        ..peer_config(1, Protocol::C)
+    };
+    pair.nodes[A]
+        .reconfigure_peer(pair.now, config, &mut out)
+        .expect("adjust");
     pair.route(A, out);
     pair.write(1, 0, 1, KIB4);
     pair.run_a_locally();
-    assert!(pair.is_complete(1), "configured protocol A completes when sent");
+    assert!(
+        pair.is_complete(1),
+        "configured protocol A completes when sent"
+    );
     pair.deliver_all();
-    assert!(!pair.b_possibly_stale(), "a configured protocol A is DRBD's, not the manager's: no mark");
+    assert!(
+        !pair.b_possibly_stale(),
+        "a configured protocol A is DRBD's, not the manager's: no mark"
+    );
     let mut out = Vec::new();
-    let bad = PeerConfig { max_buffers_pages: 0, ..peer_config(1, Protocol::C) };
-    assert!(matches!(pair.nodes[A].reconfigure_peer(pair.now, bad, &mut out), Err(StateError::InvalidSetting(_))));
+    let bad = PeerConfig {
+        max_buffers_pages: 0,
+        ..peer_config(1, Protocol::C)
+    };
+    assert!(matches!(
+        pair.nodes[A].reconfigure_peer(pair.now, bad, &mut out),
+        Err(StateError::InvalidSetting(_))
+    ));
     let unknown = peer_config(7, Protocol::C);
-    assert_eq!(pair.nodes[A].reconfigure_peer(pair.now, unknown, &mut out), Err(StateError::NoSuchPeer(7)));
+    assert_eq!(
+        pair.nodes[A].reconfigure_peer(pair.now, unknown, &mut out),
+        Err(StateError::NoSuchPeer(7))
+    );
 }
 
 #[test]
@@ -256,11 +372,20 @@ fn lowering_max_buffers_during_a_resync_drains_and_finishes() {
         pair.write_alone(A, block + 1, block * 8192, 3, 4096);
     }
     pair.connect();
-    assert_eq!(pair.replication(B), ReplState::SyncTarget, "the resync is under way");
+    assert_eq!(
+        pair.replication(B),
+        ReplState::SyncTarget,
+        "the resync is under way"
+    );
     // B is the sync target: shrink its window to one page while requests are out.
     let mut out = Vec::new();
-    let small = PeerConfig { max_buffers_pages: 1, ..peer_config(0, Protocol::C) };
-    pair.nodes[B].reconfigure_peer(pair.now, small, &mut out).expect("adjust");
+    let small = PeerConfig {
+        max_buffers_pages: 1,
+        ..peer_config(0, Protocol::C)
+    };
+    pair.nodes[B]
+        .reconfigure_peer(pair.now, small, &mut out)
+        .expect("adjust");
     pair.route(B, out);
     pair.sync_until_quiet(500);
     pair.assert_in_sync();
@@ -276,8 +401,15 @@ fn peer_and_local_stats_count_confirmations_and_reset_when_taken() {
     pair.deliver_all();
     let stats = pair.nodes[A].take_peer_stats(1);
     assert_eq!((stats.acks, stats.acked_bytes), (3, 3 * KIB4 as u64));
-    assert!(stats.ack_latency_max >= Duration::from_millis(5), "the acks came after the tick");
-    assert_eq!(pair.nodes[A].take_peer_stats(1), PeerStats::default(), "taking resets");
+    assert!(
+        stats.ack_latency_max >= Duration::from_millis(5),
+        "the acks came after the tick"
+    );
+    assert_eq!(
+        pair.nodes[A].take_peer_stats(1),
+        PeerStats::default(),
+        "taking resets"
+    );
     assert_eq!(pair.nodes[A].take_local_stats().writes, 3);
     assert_eq!(pair.nodes[A].take_local_stats().writes, 0);
 }
@@ -287,7 +419,16 @@ fn a_round_trip_probe_measures_the_link_and_never_fails_it() {
     let mut pair = Pair::new(Protocol::C);
     let mut out = Vec::new();
     pair.nodes[A].probe_rtt(pair.now, 1, &mut out);
-    assert!(out.iter().any(|a| matches!(a, Action::SendControl { message: PeerMessage::Ping, .. })), "a probe is a ping");
+    assert!(
+        out.iter().any(|a| matches!(
+            a,
+            Action::SendControl {
+                message: PeerMessage::Ping,
+                ..
+            }
+        )),
+        "a probe is a ping"
+    );
     pair.route(A, out);
     // A second probe while the first is outstanding sends nothing.
     let mut out = Vec::new();
@@ -302,6 +443,13 @@ fn a_round_trip_probe_measures_the_link_and_never_fails_it() {
     pair.deliver_all();
     let stats = pair.nodes[A].take_peer_stats(1);
     let rtt = stats.ping_rtt.expect("the answer measured a round trip");
-    assert!(rtt >= Duration::from_secs(2), "measured from the probe's send: {rtt:?}");
-    assert_eq!(pair.nodes[A].take_peer_stats(1).ping_rtt, None, "taking the stats resets them");
+    assert!(
+        rtt >= Duration::from_secs(2),
+        "measured from the probe's send: {rtt:?}"
+    );
+    assert_eq!(
+        pair.nodes[A].take_peer_stats(1).ping_rtt,
+        None,
+        "taking the stats resets them"
+    );
 }

@@ -11,7 +11,10 @@ impl Pair {
     /// Connected, in sync, A Primary, both nodes with `quorum majority` (suspend-io).
     fn majority() -> Pair {
         let mut pair = Pair::new(Protocol::C);
-        let config = QuorumConfig { rule: QuorumRule::Majority, ..QuorumConfig::default() };
+        let config = QuorumConfig {
+            rule: QuorumRule::Majority,
+            ..QuorumConfig::default()
+        };
         for node in [A, B] {
             let mut out = Vec::new();
             pair.nodes[node].set_quorum(pair.now, config, &mut out);
@@ -26,7 +29,9 @@ impl Pair {
     fn admin_disconnect(&mut self, node: usize) {
         let peer = if node == A { PEER_OF_A } else { PEER_OF_B };
         let mut out = Vec::new();
-        self.nodes[node].set_connect(self.now, peer, false, &mut out).expect("known peer");
+        self.nodes[node]
+            .set_connect(self.now, peer, false, &mut out)
+            .expect("known peer");
         self.route(node, out);
     }
 
@@ -36,7 +41,13 @@ impl Pair {
         let other = 1 - node;
         while self.deliver(other) {}
         let mut out = Vec::new();
-        self.nodes[other].peer_disconnected(self.now, node as u8, ConnState::NetworkFailure, "the peer said goodbye".into(), &mut out);
+        self.nodes[other].peer_disconnected(
+            self.now,
+            node as u8,
+            ConnState::NetworkFailure,
+            "the peer said goodbye".into(),
+            &mut out,
+        );
         self.route(other, out);
         self.links = [VecDeque::new(), VecDeque::new()];
         while self.run_local(other) {}
@@ -54,7 +65,9 @@ impl Pair {
     /// run to their end.
     fn rejoin_b(&mut self) {
         let mut out = Vec::new();
-        self.nodes[B].set_connect(self.now, PEER_OF_B, true, &mut out).expect("known peer");
+        self.nodes[B]
+            .set_connect(self.now, PEER_OF_B, true, &mut out)
+            .expect("known peer");
         self.route(B, out);
         self.connect();
         for _ in 0..20 {
@@ -74,14 +87,28 @@ fn a_secondary_leaving_its_primary_outdates_itself_and_the_primary_keeps_quorum(
     let mut pair = Pair::majority();
     assert!(pair.nodes[A].has_quorum());
     pair.admin_disconnect(B);
-    assert_eq!(pair.disk(B), DiskState::Outdated, "B knows it will miss writes");
-    assert_eq!(pair.connection(B), ConnState::Disconnecting, "the goodbye waits for the metadata");
-    assert!(pair.disconnects.is_empty(), "nothing is said before the Outdated state is durable");
+    assert_eq!(
+        pair.disk(B),
+        DiskState::Outdated,
+        "B knows it will miss writes"
+    );
+    assert_eq!(
+        pair.connection(B),
+        ConnState::Disconnecting,
+        "the goodbye waits for the metadata"
+    );
+    assert!(
+        pair.disconnects.is_empty(),
+        "nothing is said before the Outdated state is durable"
+    );
     assert!(pair.links[A].is_empty(), "the Primary hears nothing yet");
 
     while pair.run_local(B) {}
     let persisted = pair.persisted[B].as_ref().expect("B wrote its metadata");
-    assert!(!persisted.was_up_to_date() && persisted.consistent(), "durably Outdated: {persisted:?}");
+    assert!(
+        !persisted.was_up_to_date() && persisted.consistent(),
+        "durably Outdated: {persisted:?}"
+    );
     assert_eq!(pair.disconnects, vec![(B, ConnState::StandAlone)]);
     assert!(
         pair.links[A].iter().any(|(kind, m)| *kind == Kind::Control && matches!(m, PeerMessage::State { disks, .. } if disks == &vec![(0, DiskState::Outdated)])),
@@ -91,8 +118,16 @@ fn a_secondary_leaving_its_primary_outdates_itself_and_the_primary_keeps_quorum(
     assert_eq!(pair.connection(B), ConnState::StandAlone);
 
     pair.goodbye_from(B);
-    assert_eq!(pair.peer_disk_of(A), DiskState::Outdated, "the departed peer is known Outdated");
-    assert!(pair.nodes[A].has_quorum(), "last man standing: {}", pair.nodes[A].quorum_report());
+    assert_eq!(
+        pair.peer_disk_of(A),
+        DiskState::Outdated,
+        "the departed peer is known Outdated"
+    );
+    assert!(
+        pair.nodes[A].has_quorum(),
+        "last man standing: {}",
+        pair.nodes[A].quorum_report()
+    );
     pair.write(1, 0, 5, 4096);
     while pair.run_local(A) {}
     assert!(pair.is_complete(1), "the lone Primary goes on writing");
@@ -105,8 +140,15 @@ fn a_peer_lost_without_a_goodbye_takes_quorum_with_it() {
     pair.disconnect();
     pair.deliver_all();
     assert_eq!(pair.peer_disk_of(A), DiskState::DUnknown);
-    assert!(!pair.nodes[A].has_quorum(), "an unknown peer may be Primary elsewhere");
-    assert_eq!(pair.disk(B), DiskState::UpToDate, "a lost link outdates nobody");
+    assert!(
+        !pair.nodes[A].has_quorum(),
+        "an unknown peer may be Primary elsewhere"
+    );
+    assert_eq!(
+        pair.disk(B),
+        DiskState::UpToDate,
+        "a lost link outdates nobody"
+    );
     pair.write(1, 0, 5, 4096);
     while pair.run_local(A) {}
     assert!(!pair.is_complete(1), "held for want of quorum");
@@ -131,8 +173,16 @@ fn the_departed_peer_comes_back_and_resyncs_to_up_to_date() {
 fn without_quorum_or_fencing_a_disconnect_outdates_nobody() {
     let mut pair = Pair::new(Protocol::C);
     pair.admin_disconnect(B);
-    assert_eq!(pair.disk(B), DiskState::UpToDate, "DRBD outdates only where quorum or fencing needs it");
-    assert_eq!(pair.disconnects, vec![(B, ConnState::StandAlone)], "at once");
+    assert_eq!(
+        pair.disk(B),
+        DiskState::UpToDate,
+        "DRBD outdates only where quorum or fencing needs it"
+    );
+    assert_eq!(
+        pair.disconnects,
+        vec![(B, ConnState::StandAlone)],
+        "at once"
+    );
     assert_eq!(pair.connection(B), ConnState::StandAlone);
 }
 
@@ -142,20 +192,31 @@ fn a_primary_disconnecting_outdates_nobody() {
     pair.admin_disconnect(A);
     assert_eq!(pair.disk(A), DiskState::UpToDate);
     assert_eq!(pair.disconnects, vec![(A, ConnState::StandAlone)]);
-    assert!(!pair.nodes[A].has_quorum(), "the peer's state is unknown: quorum goes with it");
+    assert!(
+        !pair.nodes[A].has_quorum(),
+        "the peer's state is unknown: quorum goes with it"
+    );
 }
 
 #[test]
 fn a_failed_metadata_write_ends_the_departure_without_claiming_outdated() {
     let mut pair = Pair::majority();
     pair.admin_disconnect(B);
-    let Some(Action::PersistMeta { io, .. }) = pair.local[B].pop_front() else { panic!("B writes its metadata first: {:?}", pair.local[B]) };
+    let Some(Action::PersistMeta { io, .. }) = pair.local[B].pop_front() else {
+        panic!("B writes its metadata first: {:?}", pair.local[B])
+    };
     let mut out = Vec::new();
     pair.nodes[B].local_done(pair.now, io, Err(IoError::Io), &mut out);
     pair.route(B, out);
-    assert_eq!(pair.disconnects, vec![(B, ConnState::StandAlone)], "the departure ends");
+    assert_eq!(
+        pair.disconnects,
+        vec![(B, ConnState::StandAlone)],
+        "the departure ends"
+    );
     assert!(
-        !pair.links[A].iter().any(|(_, m)| matches!(m, PeerMessage::State { .. })),
+        !pair.links[A]
+            .iter()
+            .any(|(_, m)| matches!(m, PeerMessage::State { .. })),
         "no Outdated claim that is not durable: {:?}",
         pair.links[A]
     );
@@ -188,7 +249,11 @@ fn a_departed_peer_that_returned_and_was_lost_again_is_unknown() {
     assert_eq!(pair.peer_disk_of(A), DiskState::UpToDate);
     pair.disconnect();
     pair.deliver_all();
-    assert_eq!(pair.peer_disk_of(A), DiskState::DUnknown, "an UpToDate peer lost without a goodbye is unknown");
+    assert_eq!(
+        pair.peer_disk_of(A),
+        DiskState::DUnknown,
+        "an UpToDate peer lost without a goodbye is unknown"
+    );
     assert!(!pair.nodes[A].has_quorum());
 }
 
@@ -204,14 +269,19 @@ fn promotion_waits_for_a_handshake_under_way() {
     pair.route(B, out);
     let mut out = Vec::new();
     let refused = pair.nodes[B].promote(false, &mut out);
-    assert!(matches!(refused, Err(StateError::SyncInProgress { .. })), "{refused:?}");
+    assert!(
+        matches!(refused, Err(StateError::SyncInProgress { .. })),
+        "{refused:?}"
+    );
     assert_eq!(pair.nodes[B].role(), Role::Secondary);
     let mut out = Vec::new();
     pair.nodes[A].peer_connected(pair.now, PEER_OF_A, &mut out);
     pair.route(A, out);
     pair.deliver_all();
     let mut out = Vec::new();
-    pair.nodes[B].promote(false, &mut out).expect("promotion once the handshake is done");
+    pair.nodes[B]
+        .promote(false, &mut out)
+        .expect("promotion once the handshake is done");
     pair.route(B, out);
     assert_eq!(pair.nodes[B].role(), Role::Primary);
 }
@@ -224,11 +294,17 @@ fn a_connect_during_the_departure_reconnects_once_it_is_done() {
     let mut pair = Pair::majority();
     pair.admin_disconnect(B);
     let mut out = Vec::new();
-    pair.nodes[B].set_connect(pair.now, PEER_OF_B, true, &mut out).expect("known peer");
+    pair.nodes[B]
+        .set_connect(pair.now, PEER_OF_B, true, &mut out)
+        .expect("known peer");
     pair.route(B, out);
     assert_eq!(pair.connection(B), ConnState::Disconnecting);
     while pair.run_local(B) {}
-    assert_eq!(pair.connection(B), ConnState::Connecting, "retried, not StandAlone");
+    assert_eq!(
+        pair.connection(B),
+        ConnState::Connecting,
+        "retried, not StandAlone"
+    );
     assert!(pair.nodes[B].wants_connection(PEER_OF_B));
     pair.goodbye_from(B);
     pair.rejoin_b();
@@ -247,10 +323,21 @@ fn losing_quorum_forgets_what_was_known_of_departed_peers() {
     assert_eq!(pair.nodes[A].quorum_left_out(), 1);
     for rule in [QuorumRule::Nodes(2), QuorumRule::Majority] {
         let mut out = Vec::new();
-        pair.nodes[A].set_quorum(pair.now, QuorumConfig { rule, ..QuorumConfig::default() }, &mut out);
+        pair.nodes[A].set_quorum(
+            pair.now,
+            QuorumConfig {
+                rule,
+                ..QuorumConfig::default()
+            },
+            &mut out,
+        );
         pair.route(A, out);
     }
-    assert_eq!(pair.peer_disk_of(A), DiskState::DUnknown, "forgotten at the loss");
+    assert_eq!(
+        pair.peer_disk_of(A),
+        DiskState::DUnknown,
+        "forgotten at the loss"
+    );
     assert!(!pair.nodes[A].has_quorum(), "B may be anywhere now");
 }
 
@@ -269,27 +356,66 @@ fn a_restarted_node_remembers_a_departed_peer_and_keeps_quorum_alone() {
     while pair.run_local(A) {}
     let record = pair.persisted[A].clone().expect("A wrote its metadata");
     let b = NodeId::new(1).expect("node id");
-    assert!(record.departed.contains(b), "the departure is on disk: {record:?}");
-    let config = meta::LayoutConfig::new(meta::Placement::External { metadata_bytes: 1 << 20 }, VOLUME_BYTES, 1);
-    let mut superblock = meta::Superblock::new(meta::Layout::compute(&config).expect("layout"), 0).expect("superblock");
+    assert!(
+        record.departed.contains(b),
+        "the departure is on disk: {record:?}"
+    );
+    let config = meta::LayoutConfig::new(
+        meta::Placement::External {
+            metadata_bytes: 1 << 20,
+        },
+        VOLUME_BYTES,
+        1,
+    );
+    let mut superblock = meta::Superblock::new(meta::Layout::compute(&config).expect("layout"), 0)
+        .expect("superblock");
     superblock.peers[0].node_id = Some(1);
     record.apply_to(&mut superblock);
-    assert_eq!(VolumeMeta::departed_in(&superblock), record.departed, "the superblock round-trips it");
+    assert_eq!(
+        VolumeMeta::departed_in(&superblock),
+        record.departed,
+        "the superblock round-trips it"
+    );
 
     let restart = |departed: NodeSet| {
-        let volume = VolumeConfig { ids: record.ids.clone(), disk: VolumeMeta::attach_disk_state(record.consistent(), record.was_up_to_date()), departed, ..synced_volume() };
+        let volume = VolumeConfig {
+            ids: record.ids.clone(),
+            disk: VolumeMeta::attach_disk_state(record.consistent(), record.was_up_to_date()),
+            departed,
+            ..synced_volume()
+        };
         let mut engine = engine_with(0, peer_config(1, Protocol::C), volume);
         let mut out = Vec::new();
-        engine.set_quorum(Time(1), QuorumConfig { rule: QuorumRule::Majority, ..QuorumConfig::default() }, &mut out);
+        engine.set_quorum(
+            Time(1),
+            QuorumConfig {
+                rule: QuorumRule::Majority,
+                ..QuorumConfig::default()
+            },
+            &mut out,
+        );
         engine.tick(Time(2), &mut out);
         engine
     };
     let mut restarted = restart(record.departed);
-    assert_eq!(restarted.status().peers[0].volumes[0].peer_disk, DiskState::Outdated);
-    assert!(restarted.has_quorum(), "last man standing after the restart: {}", restarted.quorum_report());
-    assert!(restarted.promote(false, &mut Vec::new()).is_ok(), "and it can be promoted");
+    assert_eq!(
+        restarted.status().peers[0].volumes[0].peer_disk,
+        DiskState::Outdated
+    );
+    assert!(
+        restarted.has_quorum(),
+        "last man standing after the restart: {}",
+        restarted.quorum_report()
+    );
+    assert!(
+        restarted.promote(false, &mut Vec::new()).is_ok(),
+        "and it can be promoted"
+    );
     let forgetful = restart(NodeSet::EMPTY);
-    assert!(!forgetful.has_quorum(), "without the record: an unknown peer may be Primary elsewhere");
+    assert!(
+        !forgetful.has_quorum(),
+        "without the record: an unknown peer may be Primary elsewhere"
+    );
 }
 
 /// The record is removed durably before the handshake with the returning peer goes out
@@ -305,27 +431,48 @@ fn a_returning_departed_peer_is_unrecorded_before_the_handshake() {
     assert!(pair.is_complete(1));
 
     let mut out = Vec::new();
-    pair.nodes[B].set_connect(pair.now, PEER_OF_B, true, &mut out).expect("known peer");
+    pair.nodes[B]
+        .set_connect(pair.now, PEER_OF_B, true, &mut out)
+        .expect("known peer");
     pair.route(B, out);
     let mut out = Vec::new();
     pair.nodes[A].peer_connected(pair.now, PEER_OF_A, &mut out);
-    assert!(!sends_handshake(&out), "A's handshake waits for its metadata: {out:?}");
+    assert!(
+        !sends_handshake(&out),
+        "A's handshake waits for its metadata: {out:?}"
+    );
     let record = out.iter().find_map(|a| match a {
         Action::PersistMeta { meta, .. } => Some(meta.departed),
         _ => None,
     });
-    assert_eq!(record, Some(NodeSet::EMPTY), "the write that removes the record");
+    assert_eq!(
+        record,
+        Some(NodeSet::EMPTY),
+        "the write that removes the record"
+    );
     pair.route(A, out);
     let mut out = Vec::new();
     pair.nodes[B].peer_connected(pair.now, PEER_OF_B, &mut out);
     assert!(sends_handshake(&out), "B has nothing recorded: {out:?}");
     pair.route(B, out);
     while pair.deliver(A) {}
-    assert!(!pair.links[B].iter().any(|(_, m)| matches!(m, PeerMessage::SyncUuids(_))), "B's handshake is held, not answered");
+    assert!(
+        !pair.links[B]
+            .iter()
+            .any(|(_, m)| matches!(m, PeerMessage::SyncUuids(_))),
+        "B's handshake is held, not answered"
+    );
 
     while pair.run_local(A) {}
-    assert!(pair.persisted[A].as_ref().is_some_and(|m| m.departed == NodeSet::EMPTY));
-    assert!(pair.links[B].iter().any(|(_, m)| matches!(m, PeerMessage::SyncUuids(u) if u.purpose == UuidsPurpose::Handshake)), "now it goes out");
+    assert!(pair.persisted[A]
+        .as_ref()
+        .is_some_and(|m| m.departed == NodeSet::EMPTY));
+    assert!(
+        pair.links[B].iter().any(
+            |(_, m)| matches!(m, PeerMessage::SyncUuids(u) if u.purpose == UuidsPurpose::Handshake)
+        ),
+        "now it goes out"
+    );
     for _ in 0..20 {
         pair.tick(A, TICK_INTERVAL);
         pair.tick(B, TICK_INTERVAL);
@@ -333,5 +480,9 @@ fn a_returning_departed_peer_is_unrecorded_before_the_handshake() {
     }
     assert_eq!(pair.disk(B), DiskState::UpToDate, "resynced");
     assert_eq!(pair.disks[A], pair.disks[B]);
-    assert!(pair.disconnects.iter().all(|(node, _)| *node == B), "no protocol error: {:?}", pair.disconnects);
+    assert!(
+        pair.disconnects.iter().all(|(node, _)| *node == B),
+        "no protocol error: {:?}",
+        pair.disconnects
+    );
 }

@@ -18,8 +18,15 @@ impl Pair {
 fn outdate_is_refused_on_a_primary_and_while_connected() {
     let mut pair = Pair::new(Protocol::C);
     assert_eq!(pair.outdate(A), Err(StateError::IsPrimary));
-    assert!(matches!(pair.outdate(B), Err(StateError::OutdateWhileConnected { .. })));
-    assert_eq!(pair.nodes[B].status().volumes[0].disk, DiskState::UpToDate, "a refusal changes nothing");
+    assert!(matches!(
+        pair.outdate(B),
+        Err(StateError::OutdateWhileConnected { .. })
+    ));
+    assert_eq!(
+        pair.nodes[B].status().volumes[0].disk,
+        DiskState::UpToDate,
+        "a refusal changes nothing"
+    );
 }
 
 #[test]
@@ -30,15 +37,31 @@ fn outdate_on_a_lone_secondary_is_persisted_and_survives_a_restart() {
     assert_eq!(pair.outdate(B), Ok(()));
     assert_eq!(pair.nodes[B].status().volumes[0].disk, DiskState::Outdated);
     let persisted = pair.persisted[B].clone().expect("the metadata was written");
-    assert!(persisted.consistent() && !persisted.was_up_to_date(), "{persisted:?}");
-    assert_eq!(VolumeMeta::attach_disk_state(persisted.consistent(), persisted.was_up_to_date()), DiskState::Outdated);
-    assert_eq!(pair.outdate(B), Ok(()), "outdating an Outdated disk again is a no-op");
+    assert!(
+        persisted.consistent() && !persisted.was_up_to_date(),
+        "{persisted:?}"
+    );
+    assert_eq!(
+        VolumeMeta::attach_disk_state(persisted.consistent(), persisted.was_up_to_date()),
+        DiskState::Outdated
+    );
+    assert_eq!(
+        pair.outdate(B),
+        Ok(()),
+        "outdating an Outdated disk again is a no-op"
+    );
 }
 
 #[test]
 fn inconsistent_data_cannot_be_outdated() {
-    let volume = VolumeConfig { disk: DiskState::Inconsistent, ..synced_volume() };
+    let volume = VolumeConfig {
+        disk: DiskState::Inconsistent,
+        ..synced_volume()
+    };
     let mut node = engine_with(1, peer_config(0, Protocol::C), volume);
     let mut out = Vec::new();
-    assert_eq!(node.outdate(Time(1), &mut out), Err(StateError::NotConsistent(DiskState::Inconsistent)));
+    assert_eq!(
+        node.outdate(Time(1), &mut out),
+        Err(StateError::NotConsistent(DiskState::Inconsistent))
+    );
 }

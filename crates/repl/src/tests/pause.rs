@@ -11,7 +11,9 @@ const RATE_KIB_PER_S: u32 = 40;
 impl Pair {
     fn pause(&mut self, node: usize, paused: bool) {
         let mut out = Vec::new();
-        self.nodes[node].pause_sync(self.now, None, paused, &mut out).expect("pause-sync");
+        self.nodes[node]
+            .pause_sync(self.now, None, paused, &mut out)
+            .expect("pause-sync");
         self.route(node, out);
         self.deliver_all();
     }
@@ -49,7 +51,11 @@ impl Pair {
 }
 
 fn user(user: bool, peer: bool) -> SyncPause {
-    SyncPause { user, peer, dependency: false }
+    SyncPause {
+        user,
+        peer,
+        dependency: false,
+    }
 }
 
 #[test]
@@ -102,7 +108,10 @@ fn a_pause_set_before_the_connect_holds_the_resync_from_its_start() {
 #[test]
 fn the_resync_after_dependency_pauses_and_releases() {
     let mut pair = Pair::dirty_reconnected(4);
-    assert!(pair.nodes[A].resync_running(0), "A's volume 0 is a sync source");
+    assert!(
+        pair.nodes[A].resync_running(0),
+        "A's volume 0 is a sync source"
+    );
     pair.depend(B, true);
     pair.run_ticks(5);
     assert_eq!(pair.replication(B), ReplState::PausedSyncT);
@@ -122,13 +131,25 @@ fn requests_in_flight_when_paused_are_still_answered_and_written() {
     pair.pause(B, true);
     pair.run_ticks(5);
     let moved = pair.resync_sent_bytes[A];
-    assert!(moved > 0, "the requests issued before the pause were answered");
+    assert!(
+        moved > 0,
+        "the requests issued before the pause were answered"
+    );
     for offset in (0..32 * BLOCK).step_by(2 * BLOCK as usize) {
-        let (a, b) = (&pair.disks[A][offset as usize], &pair.disks[B][offset as usize]);
-        assert!(*b == 0 || a == b, "a block at {offset} holds neither old nor new data");
+        let (a, b) = (
+            &pair.disks[A][offset as usize],
+            &pair.disks[B][offset as usize],
+        );
+        assert!(
+            *b == 0 || a == b,
+            "a block at {offset} holds neither old nor new data"
+        );
     }
     pair.run_ticks(5);
-    assert_eq!(pair.resync_sent_bytes[A], moved, "no new requests while paused");
+    assert_eq!(
+        pair.resync_sent_bytes[A], moved,
+        "no new requests while paused"
+    );
     pair.pause(B, false);
     pair.sync_until_quiet(200);
     pair.assert_in_sync();
@@ -139,7 +160,11 @@ fn a_pause_outlives_a_reconnect_but_the_peers_reason_does_not() {
     let mut pair = Pair::dirty_reconnected(4);
     pair.pause(A, true);
     pair.disconnect();
-    assert_eq!(pair.suspended(B), SyncPause::default(), "the peer's reason is forgotten");
+    assert_eq!(
+        pair.suspended(B),
+        SyncPause::default(),
+        "the peer's reason is forgotten"
+    );
     assert_eq!(pair.suspended(A), user(true, false));
     pair.connect();
     pair.deliver_all();
@@ -152,13 +177,20 @@ fn a_pause_outlives_a_reconnect_but_the_peers_reason_does_not() {
 fn pause_sync_names_an_unknown_peer() {
     let mut pair = Pair::new(Protocol::C);
     let mut out = Vec::new();
-    assert_eq!(pair.nodes[A].pause_sync(pair.now, Some(9), true, &mut out), Err(StateError::NoSuchPeer(9)));
+    assert_eq!(
+        pair.nodes[A].pause_sync(pair.now, Some(9), true, &mut out),
+        Err(StateError::NoSuchPeer(9))
+    );
     assert!(out.is_empty());
 }
 
 #[test]
 fn describe_lists_every_reason() {
     assert_eq!(SyncPause::default().describe(), "no");
-    let all = SyncPause { user: true, peer: true, dependency: true };
+    let all = SyncPause {
+        user: true,
+        peer: true,
+        dependency: true,
+    };
     assert_eq!(all.describe(), "user,peer,dependency");
 }

@@ -17,11 +17,18 @@ impl Pair {
                 let offer = self.disks[node].len() as u64;
                 self.nodes[node].resize_offer(peer, volume, offer, &mut out);
             }
-            Action::Grow { volume, size_bytes, assume_clean } => {
+            Action::Grow {
+                volume,
+                size_bytes,
+                assume_clean,
+            } => {
                 let old = self.nodes[node].status().volumes[0].size_bytes;
                 let resync = (!assume_clean).then_some((old, size_bytes - old));
                 let bitmaps = self.nodes[node].grown_bitmaps(volume, size_bytes, resync);
-                assert!(self.disks[node].len() as u64 >= size_bytes, "grown past the backing device");
+                assert!(
+                    self.disks[node].len() as u64 >= size_bytes,
+                    "grown past the backing device"
+                );
                 self.nodes[node].grown(self.now, volume, bitmaps, &mut out);
             }
             _ => unreachable!("only resize actions come here"),
@@ -34,8 +41,16 @@ impl Pair {
         self.disks[node].resize(bytes as usize, fill);
     }
 
-    fn resize(&mut self, node: usize, size_max: Option<u64>, assume_clean: bool) -> Result<(), StateError> {
-        self.resize_with(node, request(self.disks[node].len() as u64, size_max, assume_clean))
+    fn resize(
+        &mut self,
+        node: usize,
+        size_max: Option<u64>,
+        assume_clean: bool,
+    ) -> Result<(), StateError> {
+        self.resize_with(
+            node,
+            request(self.disks[node].len() as u64, size_max, assume_clean),
+        )
     }
 
     fn resize_with(&mut self, node: usize, request: ResizeRequest) -> Result<(), StateError> {
@@ -61,7 +76,13 @@ impl Pair {
 }
 
 fn request(offer_bytes: u64, size_max: Option<u64>, assume_clean: bool) -> ResizeRequest {
-    ResizeRequest { volume: 0, offer_bytes, size_max, assume_clean, assume_peer_has_space: false }
+    ResizeRequest {
+        volume: 0,
+        offer_bytes,
+        size_max,
+        assume_clean,
+        assume_peer_has_space: false,
+    }
 }
 
 #[test]
@@ -74,9 +95,19 @@ fn resize_grows_both_nodes_and_resyncs_the_new_area_from_the_primary() {
     assert_eq!((pair.size(A), pair.size(B)), (GROWN_BYTES, GROWN_BYTES));
     pair.settle_resize();
     assert_eq!(pair.out_of_sync(), 0);
-    assert_eq!(pair.nodes[B].status().peers[0].volumes[0].out_of_sync_bytes, 0, "the target's marks cleared too");
-    assert!(pair.resync_sent_bytes[A] >= VOLUME_BYTES, "the new area came from the Primary");
-    assert!(pair.disks[A] == pair.disks[B], "replicas identical after the resync");
+    assert_eq!(
+        pair.nodes[B].status().peers[0].volumes[0].out_of_sync_bytes,
+        0,
+        "the target's marks cleared too"
+    );
+    assert!(
+        pair.resync_sent_bytes[A] >= VOLUME_BYTES,
+        "the new area came from the Primary"
+    );
+    assert!(
+        pair.disks[A] == pair.disks[B],
+        "replicas identical after the resync"
+    );
     pair.write(1, GROWN_BYTES - 4096, 0x42, 4096);
     pair.deliver_all();
     assert!(pair.is_complete(1), "a write in the new area completes");
@@ -91,7 +122,10 @@ fn resize_on_a_secondary_needs_no_primary_peer() {
     pair.grow_disk(A, GROWN_BYTES, 0x11);
     pair.grow_disk(B, GROWN_BYTES, 0xEE);
     let refused = pair.resize(B, None, false);
-    assert!(matches!(&refused, Err(StateError::Resize(e)) if e.contains("is Primary")), "{refused:?}");
+    assert!(
+        matches!(&refused, Err(StateError::Resize(e)) if e.contains("is Primary")),
+        "{refused:?}"
+    );
     let mut out = Vec::new();
     pair.nodes[A].demote(&mut out).expect("demote");
     pair.route(A, out);
@@ -119,16 +153,38 @@ fn assume_clean_grows_without_a_resync() {
 #[test]
 fn the_smallest_offer_or_size_wins() {
     let cases = [
-        ("peer offers less", GROWN_BYTES, VOLUME_BYTES + VOLUME_BYTES / 2, None, VOLUME_BYTES + VOLUME_BYTES / 2),
-        ("initiator offers less", VOLUME_BYTES + 8192, GROWN_BYTES, None, VOLUME_BYTES + 8192),
-        ("--size below both", GROWN_BYTES, GROWN_BYTES, Some(VOLUME_BYTES + 4096), VOLUME_BYTES + 4096),
+        (
+            "peer offers less",
+            GROWN_BYTES,
+            VOLUME_BYTES + VOLUME_BYTES / 2,
+            None,
+            VOLUME_BYTES + VOLUME_BYTES / 2,
+        ),
+        (
+            "initiator offers less",
+            VOLUME_BYTES + 8192,
+            GROWN_BYTES,
+            None,
+            VOLUME_BYTES + 8192,
+        ),
+        (
+            "--size below both",
+            GROWN_BYTES,
+            GROWN_BYTES,
+            Some(VOLUME_BYTES + 4096),
+            VOLUME_BYTES + 4096,
+        ),
     ];
     for (name, a_bytes, b_bytes, size_max, expected) in cases {
         let mut pair = Pair::new(Protocol::C);
         pair.grow_disk(A, a_bytes, 0);
         pair.grow_disk(B, b_bytes, 0);
         pair.resize(A, size_max, true).expect(name);
-        assert_eq!(pair.nodes[A].take_resize_outcome(0), Some(Ok(expected)), "{name}");
+        assert_eq!(
+            pair.nodes[A].take_resize_outcome(0),
+            Some(Ok(expected)),
+            "{name}"
+        );
         assert_eq!((pair.size(A), pair.size(B)), (expected, expected), "{name}");
     }
 }
@@ -140,20 +196,34 @@ fn refusals_leave_every_size_as_it_was() {
     pair.grow_disk(A, GROWN_BYTES, 0);
     pair.resize(A, None, false).expect("starts");
     let outcome = pair.nodes[A].take_resize_outcome(0).expect("ended");
-    assert!(outcome.as_ref().is_err_and(|e| e.contains("nothing to grow")), "{outcome:?}");
+    assert!(
+        outcome
+            .as_ref()
+            .is_err_and(|e| e.contains("nothing to grow")),
+        "{outcome:?}"
+    );
     assert_eq!((pair.size(A), pair.size(B)), (VOLUME_BYTES, VOLUME_BYTES));
     // A peer whose device cannot grow at all (its driver offers 0).
     pair.disks[B].truncate(0);
     pair.resize(A, None, false).expect("starts");
     let outcome = pair.nodes[A].take_resize_outcome(0).expect("ended");
-    assert!(outcome.as_ref().is_err_and(|e| e.contains("cannot grow")), "{outcome:?}");
+    assert!(
+        outcome.as_ref().is_err_and(|e| e.contains("cannot grow")),
+        "{outcome:?}"
+    );
     // Shrinking, by --size.
     let refused = pair.resize(A, Some(VOLUME_BYTES / 2), false);
-    assert!(matches!(&refused, Err(StateError::Resize(e)) if e.contains("shrinking")), "{refused:?}");
+    assert!(
+        matches!(&refused, Err(StateError::Resize(e)) if e.contains("shrinking")),
+        "{refused:?}"
+    );
     // A peer that is not connected.
     pair.disconnect();
     let refused = pair.resize(A, None, false);
-    assert!(matches!(refused, Err(StateError::PeerNotConnected { .. })), "{refused:?}");
+    assert!(
+        matches!(refused, Err(StateError::PeerNotConnected { .. })),
+        "{refused:?}"
+    );
     assert_eq!(pair.size(A), VOLUME_BYTES);
 }
 
@@ -163,7 +233,9 @@ fn a_peer_lost_mid_resize_fails_it() {
     pair.grow_disk(A, GROWN_BYTES, 0);
     pair.grow_disk(B, GROWN_BYTES, 0);
     let mut out = Vec::new();
-    pair.nodes[A].start_resize(request(GROWN_BYTES, None, false), &mut out).expect("starts");
+    pair.nodes[A]
+        .start_resize(request(GROWN_BYTES, None, false), &mut out)
+        .expect("starts");
     pair.route(A, out);
     assert!(pair.nodes[A].resizing(0));
     pair.disconnect();
@@ -181,17 +253,29 @@ fn assume_peer_has_space_grows_a_lagging_node_alone() {
     let mut pair = Pair::new(Protocol::C);
     pair.grow_disk(A, GROWN_BYTES, 0x11);
     pair.grow_disk(B, GROWN_BYTES, 0xEE);
-    let alone = ResizeRequest { assume_peer_has_space: true, ..request(GROWN_BYTES, None, false) };
+    let alone = ResizeRequest {
+        assume_peer_has_space: true,
+        ..request(GROWN_BYTES, None, false)
+    };
     let refused = pair.resize_with(A, alone);
-    assert!(matches!(&refused, Err(StateError::Resize(e)) if e.contains("is connected")), "{refused:?}");
+    assert!(
+        matches!(&refused, Err(StateError::Resize(e)) if e.contains("is connected")),
+        "{refused:?}"
+    );
     pair.disconnect();
     for node in [A, B] {
         pair.resize_with(node, alone).expect("grows alone");
-        assert_eq!(pair.nodes[node].take_resize_outcome(0), Some(Ok(GROWN_BYTES)));
+        assert_eq!(
+            pair.nodes[node].take_resize_outcome(0),
+            Some(Ok(GROWN_BYTES))
+        );
     }
     pair.connect();
     pair.settle_resize();
     assert_eq!((pair.size(A), pair.size(B)), (GROWN_BYTES, GROWN_BYTES));
     assert_eq!(pair.out_of_sync(), 0);
-    assert!(pair.disks[A] == pair.disks[B], "the new area was resynced from the Primary");
+    assert!(
+        pair.disks[A] == pair.disks[B],
+        "the new area was resynced from the Primary"
+    );
 }

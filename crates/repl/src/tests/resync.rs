@@ -62,7 +62,14 @@ impl Pair {
         self.deliver_all();
     }
 
-    pub(super) fn write_on(&mut self, node: usize, request: RequestId, offset: u64, byte: u8, length: u64) {
+    pub(super) fn write_on(
+        &mut self,
+        node: usize,
+        request: RequestId,
+        offset: u64,
+        byte: u8,
+        length: u64,
+    ) {
         let op = Op::Write {
             offset,
             length,
@@ -75,7 +82,14 @@ impl Pair {
     }
 
     /// Writes and completes `length` bytes on `node` while disconnected.
-    pub(super) fn write_alone(&mut self, node: usize, request: RequestId, offset: u64, byte: u8, length: u64) {
+    pub(super) fn write_alone(
+        &mut self,
+        node: usize,
+        request: RequestId,
+        offset: u64,
+        byte: u8,
+        length: u64,
+    ) {
         self.write_on(node, request, offset, byte, length);
         while self.run_local(node) {}
         assert!(self.is_complete(request), "write {request} on node {node}");
@@ -353,14 +367,21 @@ fn discard_my_data_makes_the_victim_the_target() {
 #[test]
 fn a_node_whose_data_is_to_be_discarded_is_not_promoted() {
     let mut pair = split_brain_pair(with_rate(1 << 20));
-    pair.nodes[B].set_discard_my_data(0).expect("discard-my-data");
+    pair.nodes[B]
+        .set_discard_my_data(0)
+        .expect("discard-my-data");
     let mut out = Vec::new();
     let refused = pair.nodes[B].promote(false, &mut out);
-    assert!(matches!(refused, Err(StateError::DataToBeDiscarded { .. })), "{refused:?}");
+    assert!(
+        matches!(refused, Err(StateError::DataToBeDiscarded { .. })),
+        "{refused:?}"
+    );
     pair.connect();
     for node in [A, B] {
         let mut out = Vec::new();
-        pair.nodes[node].set_connect(pair.now, 1 - node as u8, true, &mut out).expect("connect");
+        pair.nodes[node]
+            .set_connect(pair.now, 1 - node as u8, true, &mut out)
+            .expect("connect");
     }
     pair.connect();
     pair.sync_until_quiet(50);
@@ -385,17 +406,37 @@ fn discard_my_data_after_a_history_only_split_brain_copies_everything() {
     pair.disks[A][0] = 0xA;
     pair.disks[B][8 * BLOCK as usize] = 0xB;
     pair.connect();
-    assert_eq!(pair.split_brains, vec![(A, Resolution::Disconnect), (B, Resolution::Disconnect)]);
+    assert_eq!(
+        pair.split_brains,
+        vec![(A, Resolution::Disconnect), (B, Resolution::Disconnect)]
+    );
     for node in [A, B] {
         let mut out = Vec::new();
-        pair.nodes[node].set_connect(pair.now, 1 - node as u8, true, &mut out).expect("connect");
+        pair.nodes[node]
+            .set_connect(pair.now, 1 - node as u8, true, &mut out)
+            .expect("connect");
     }
-    pair.nodes[B].set_discard_my_data(0).expect("discard-my-data");
+    pair.nodes[B]
+        .set_discard_my_data(0)
+        .expect("discard-my-data");
     pair.connect();
-    assert_eq!(pair.split_brains[2..], [(A, Resolution::DiscardRemote), (B, Resolution::DiscardLocal)]);
+    assert_eq!(
+        pair.split_brains[2..],
+        [
+            (A, Resolution::DiscardRemote),
+            (B, Resolution::DiscardLocal)
+        ]
+    );
     pair.sync_until_quiet(200);
-    assert_eq!(pair.resync_sent_bytes[A], VOLUME_BYTES, "a full resync from A");
-    assert_eq!((pair.disks[B][0], pair.disks[B][8 * BLOCK as usize]), (0xA, 0), "B holds A's data");
+    assert_eq!(
+        pair.resync_sent_bytes[A], VOLUME_BYTES,
+        "a full resync from A"
+    );
+    assert_eq!(
+        (pair.disks[B][0], pair.disks[B][8 * BLOCK as usize]),
+        (0xA, 0),
+        "B holds A's data"
+    );
     pair.assert_in_sync();
 }
 
@@ -416,8 +457,15 @@ fn a_resync_from_an_outdated_source_leaves_the_target_outdated() {
     pair.sync_until_quiet(200);
     assert_eq!(pair.disks[B][0], 0xA, "B has A's data");
     assert_eq!(pair.replication(B), ReplState::Established);
-    assert_eq!(pair.disk(B), DiskState::Outdated, "as current as its source, no more");
-    assert_eq!(pair.persisted[B].clone().expect("B persisted").disk, DiskState::Outdated);
+    assert_eq!(
+        pair.disk(B),
+        DiskState::Outdated,
+        "as current as its source, no more"
+    );
+    assert_eq!(
+        pair.persisted[B].clone().expect("B persisted").disk,
+        DiskState::Outdated
+    );
 }
 
 /// drbd-semantics.md §1 `after-sb-0pri discard-least-changes`: with no Primary, the node
@@ -469,16 +517,28 @@ fn unrelated_data_is_refused() {
 #[test]
 fn volumes_of_different_size_or_granularity_are_refused() {
     let coarse = VolumeConfig {
-        bitmaps: vec![PeerBitmap { peer: 0, bitmap: meta::Bitmap::new(VOLUME_BYTES, 65536).expect("bitmap") }],
+        bitmaps: vec![PeerBitmap {
+            peer: 0,
+            bitmap: meta::Bitmap::new(VOLUME_BYTES, 65536).expect("bitmap"),
+        }],
         ..synced_volume()
     };
-    let smaller = VolumeConfig { size_bytes: VOLUME_BYTES / 2, ..synced_volume() };
-    for (other, expected) in [(coarse, "bytes per bit here"), (smaller, "both sides must export the same size")] {
+    let smaller = VolumeConfig {
+        size_bytes: VOLUME_BYTES / 2,
+        ..synced_volume()
+    };
+    for (other, expected) in [
+        (coarse, "bytes per bit here"),
+        (smaller, "both sides must export the same size"),
+    ] {
         let mut pair = Pair::build([synced_volume(), other], with_rate(1 << 20));
         pair.connect();
         for node in [A, B] {
             assert_eq!(pair.connection(node), ConnState::StandAlone);
-            let error = pair.nodes[node].status().peers[0].last_error.clone().unwrap_or_default();
+            let error = pair.nodes[node].status().peers[0]
+                .last_error
+                .clone()
+                .unwrap_or_default();
             assert!(error.contains(expected), "{error}");
         }
         assert_eq!(pair.resync_requested_bytes, [0, 0]);
@@ -536,9 +596,19 @@ fn a_crashed_primary_returning_to_a_new_primary_is_its_sync_target() {
     pair.promote(B, false);
     pair.connect();
     pair.sync_until_quiet(100);
-    assert_eq!([pair.connection(A), pair.connection(B)], [ConnState::Connected; 2]);
-    assert_eq!(pair.resync_sent_bytes, [0, VOLUME_BYTES], "the new Primary is the source");
-    assert_eq!(pair.disks[A][12345], 0, "the unacknowledged write is discarded");
+    assert_eq!(
+        [pair.connection(A), pair.connection(B)],
+        [ConnState::Connected; 2]
+    );
+    assert_eq!(
+        pair.resync_sent_bytes,
+        [0, VOLUME_BYTES],
+        "the new Primary is the source"
+    );
+    assert_eq!(
+        pair.disks[A][12345], 0,
+        "the unacknowledged write is discarded"
+    );
     pair.assert_in_sync();
     assert_eq!(pair.disk(A), DiskState::UpToDate);
     let meta = pair.persisted[A].clone().expect("A persisted");
@@ -569,9 +639,16 @@ fn a_crashed_primary_stays_one_until_every_peer_is_resynced() {
     assert_eq!(pair.resync_sent_bytes, [VOLUME_BYTES, 0]);
     pair.assert_in_sync();
     let meta = pair.persisted[A].clone().expect("A persisted");
-    assert!(meta.ids.flags.crashed_primary, "node 2 is still owed the crashed Primary's blocks");
+    assert!(
+        meta.ids.flags.crashed_primary,
+        "node 2 is still owed the crashed Primary's blocks"
+    );
     let status = pair.nodes[A].status();
-    let owed = status.peers.iter().find(|p| p.node_id == 2).map(|p| p.volumes[0].out_of_sync_bytes);
+    let owed = status
+        .peers
+        .iter()
+        .find(|p| p.node_id == 2)
+        .map(|p| p.volumes[0].out_of_sync_bytes);
     assert_eq!(owed, Some(VOLUME_BYTES));
 }
 
@@ -855,9 +932,16 @@ fn invalidate_replaces_the_local_data_by_a_full_sync() {
     assert_eq!(pair.disk(B), DiskState::Inconsistent);
     pair.route(B, out);
     pair.sync_until_quiet(200);
-    assert_eq!(pair.resync_sent_bytes, [VOLUME_BYTES, 0], "every block, from A");
+    assert_eq!(
+        pair.resync_sent_bytes,
+        [VOLUME_BYTES, 0],
+        "every block, from A"
+    );
     pair.assert_in_sync();
-    assert_eq!(pair.persisted[B].clone().expect("B persisted").disk, DiskState::UpToDate);
+    assert_eq!(
+        pair.persisted[B].clone().expect("B persisted").disk,
+        DiskState::UpToDate
+    );
 }
 
 /// `invalidate-remote` on A: B's data is replaced by a full sync from A.
@@ -866,10 +950,16 @@ fn invalidate_remote_makes_the_peer_a_full_sync_target() {
     let mut pair = Pair::synced_with_data();
     pair.disks[B][3 * BLOCK as usize] ^= 0xff;
     let mut out = Vec::new();
-    pair.nodes[A].invalidate_remote(1, &mut out).expect("invalidate-remote");
+    pair.nodes[A]
+        .invalidate_remote(1, &mut out)
+        .expect("invalidate-remote");
     pair.route(A, out);
     pair.sync_until_quiet(200);
-    assert_eq!(pair.resync_sent_bytes, [VOLUME_BYTES, 0], "every block, from A");
+    assert_eq!(
+        pair.resync_sent_bytes,
+        [VOLUME_BYTES, 0],
+        "every block, from A"
+    );
     pair.assert_in_sync();
 }
 
@@ -879,12 +969,27 @@ fn invalidate_and_invalidate_remote_refuse_what_would_lose_data() {
     let mut pair = Pair::synced_with_data();
     let mut out = Vec::new();
     pair.promote(A, false);
-    assert_eq!(pair.nodes[A].invalidate(&mut out), Err(StateError::IsPrimary));
-    assert!(matches!(pair.nodes[B].invalidate_remote(0, &mut out), Err(StateError::PeerIsPrimary { .. })));
-    assert_eq!(pair.nodes[A].invalidate_remote(9, &mut out), Err(StateError::NoSuchPeer(9)));
+    assert_eq!(
+        pair.nodes[A].invalidate(&mut out),
+        Err(StateError::IsPrimary)
+    );
+    assert!(matches!(
+        pair.nodes[B].invalidate_remote(0, &mut out),
+        Err(StateError::PeerIsPrimary { .. })
+    ));
+    assert_eq!(
+        pair.nodes[A].invalidate_remote(9, &mut out),
+        Err(StateError::NoSuchPeer(9))
+    );
     pair.disconnect();
-    assert_eq!(pair.nodes[B].invalidate(&mut out), Err(StateError::NoSyncSource));
-    assert!(matches!(pair.nodes[A].invalidate_remote(1, &mut out), Err(StateError::PeerNotConnected { .. })));
+    assert_eq!(
+        pair.nodes[B].invalidate(&mut out),
+        Err(StateError::NoSyncSource)
+    );
+    assert!(matches!(
+        pair.nodes[A].invalidate_remote(1, &mut out),
+        Err(StateError::PeerNotConnected { .. })
+    ));
     assert!(out.is_empty(), "a refused request does nothing: {out:?}");
     assert_eq!(pair.disk(B), DiskState::UpToDate);
 }
@@ -915,13 +1020,22 @@ fn a_resync_with_failed_writes_reconnects_and_retries_them() {
         pair.tick_both();
     }
     assert!(
-        pair.disconnects.iter().any(|&(node, state)| node == B && state == ConnState::Unconnected),
+        pair.disconnects
+            .iter()
+            .any(|&(node, state)| node == B && state == ConnState::Unconnected),
         "the target dropped the link to retry: {:?}",
         pair.disconnects
     );
     let b = pair.nodes[B].status();
-    assert_eq!(b.volumes[0].disk, DiskState::Inconsistent, "nothing was resynced");
-    assert!(b.peers[0].volumes[0].out_of_sync_bytes >= 2 * BLOCK, "the failed blocks stay marked");
+    assert_eq!(
+        b.volumes[0].disk,
+        DiskState::Inconsistent,
+        "nothing was resynced"
+    );
+    assert!(
+        b.peers[0].volumes[0].out_of_sync_bytes >= 2 * BLOCK,
+        "the failed blocks stay marked"
+    );
 
     pair.disconnect();
     pair.connect();

@@ -78,7 +78,9 @@ impl Rig {
         }
         rig.settle();
         let mut out = Vec::new();
-        rig.nodes[A].promote(true, &mut out).expect("primary --force");
+        rig.nodes[A]
+            .promote(true, &mut out)
+            .expect("primary --force");
         rig.route(A, out);
         rig.settle();
         // Unbounded settings may finish the whole resync right here.
@@ -108,9 +110,23 @@ impl Rig {
                     }
                     self.inbox[to].push_back(message);
                 }
-                Action::SendData { seq, epoch, volume, op, .. } => {
-                    let DiskOp::Write { offset, .. } = op else { panic!("the tests only write") };
-                    self.inbox[to].push_back(PeerMessage::Data { seq, epoch, volume, offset, op });
+                Action::SendData {
+                    seq,
+                    epoch,
+                    volume,
+                    op,
+                    ..
+                } => {
+                    let DiskOp::Write { offset, .. } = op else {
+                        panic!("the tests only write")
+                    };
+                    self.inbox[to].push_back(PeerMessage::Data {
+                        seq,
+                        epoch,
+                        volume,
+                        offset,
+                        op,
+                    });
                     let mut out = Vec::new();
                     self.nodes[from].peer_sent(self.now, to as u8, seq, &mut out);
                     self.route(from, out);
@@ -124,12 +140,18 @@ impl Rig {
                 }
                 Action::Disconnect { reason, .. } => panic!("node {from} disconnected: {reason}"),
                 Action::SplitBrain { detail, .. } => panic!("split brain: {detail}"),
-                Action::LocalDigest { .. } | Action::VerifyFound { .. } | Action::VerifyFinished { .. } => {
+                Action::LocalDigest { .. }
+                | Action::VerifyFound { .. }
+                | Action::VerifyFinished { .. } => {
                     panic!("the pacing tests run no verify and no csums")
                 }
-                Action::Detached { .. } | Action::ReadDone { .. } => panic!("the pacing tests fail no disk"),
+                Action::Detached { .. } | Action::ReadDone { .. } => {
+                    panic!("the pacing tests fail no disk")
+                }
                 Action::FencePeer { .. } => panic!("the pacing tests set no fencing"),
-                Action::ResizeOffer { .. } | Action::Grow { .. } => panic!("the pacing tests do not resize"),
+                Action::ResizeOffer { .. } | Action::Grow { .. } => {
+                    panic!("the pacing tests do not resize")
+                }
                 Action::StateChanged => {}
             }
         }
@@ -156,7 +178,10 @@ impl Rig {
             }
             PeerMessage::ResyncAck { id, ok, .. } => {
                 assert!(ok, "resync write {id} failed");
-                let length = self.outstanding.remove(&id).expect("an ack answers a request");
+                let length = self
+                    .outstanding
+                    .remove(&id)
+                    .expect("an ack answers a request");
                 self.outstanding_bytes -= length;
                 self.written_bytes += length;
             }
@@ -222,7 +247,12 @@ impl Rig {
     /// `c-min-rate` rule).
     fn application_write(&mut self, request: RequestId) {
         let offset = PACE_VOLUME_BYTES - BLOCK * (1 + request % 16);
-        let op = Op::Write { offset, length: BLOCK, data: (), flags: WriteFlags::default() };
+        let op = Op::Write {
+            offset,
+            length: BLOCK,
+            data: (),
+            flags: WriteFlags::default(),
+        };
         let mut out = Vec::new();
         self.nodes[A].submit(self.now, request, 0, op, &mut out);
         self.route(A, out);
@@ -248,14 +278,27 @@ fn default_options_refill_the_window_as_replies_arrive() {
         rig.step();
     }
     let moved_bytes = rig.written_bytes;
-    assert!(moved_bytes >= 20 * MIB, "{} KiB in a simulated second", moved_bytes / 1024);
+    assert!(
+        moved_bytes >= 20 * MIB,
+        "{} KiB in a simulated second",
+        moved_bytes / 1024
+    );
     let max_rate_bytes = u64::from(config.c_max_rate_kib_per_s) * 1024;
     let requested = rig.requested_bytes - start;
-    assert!(requested <= max_rate_bytes + BLOCK, "{requested} bytes requested in one second");
-    assert!(rig.requested_between_ticks_bytes > 0, "refilled between ticks");
+    assert!(
+        requested <= max_rate_bytes + BLOCK,
+        "{requested} bytes requested in one second"
+    );
+    assert!(
+        rig.requested_between_ticks_bytes > 0,
+        "refilled between ticks"
+    );
     // The tick's budget may overdraw the window by less than a block; refills never pass it.
     let peak = rig.outstanding_peak_bytes;
-    assert!(peak < default_window_bytes() + BLOCK, "peak {peak} bytes in flight");
+    assert!(
+        peak < default_window_bytes() + BLOCK,
+        "peak {peak} bytes in flight"
+    );
 }
 
 /// c-max-rate caps the refilled resync: at every tick the bytes requested stay within the
@@ -264,26 +307,39 @@ fn default_options_refill_the_window_as_replies_arrive() {
 #[test]
 fn c_max_rate_caps_the_refilled_resync() {
     let rate_kib_per_s = 10 * 1024;
-    let config =
-        ResyncRateConfig { c_max_rate_kib_per_s: rate_kib_per_s, ..ResyncRateConfig::default() };
+    let config = ResyncRateConfig {
+        c_max_rate_kib_per_s: rate_kib_per_s,
+        ..ResyncRateConfig::default()
+    };
     let mut rig = Rig::full_sync(config, 2048);
     let rate_bytes_per_tick = u64::from(rate_kib_per_s) * 1024 / TICKS_PER_S;
     for tick in 1..=5 * TICKS_PER_S {
         rig.step();
         // The interval opened at connect counts too: tick + 1 intervals so far.
         let allowed = rate_bytes_per_tick * (tick + 1) + BLOCK;
-        assert!(rig.requested_bytes <= allowed, "tick {tick}: {} > {allowed}", rig.requested_bytes);
+        assert!(
+            rig.requested_bytes <= allowed,
+            "tick {tick}: {} > {allowed}",
+            rig.requested_bytes
+        );
     }
     let expected = 50 * MIB;
     let moved = rig.written_bytes;
-    assert!(moved.abs_diff(expected) <= expected / 10, "{} KiB in 5 s at 10 MiB/s", moved / 1024);
+    assert!(
+        moved.abs_diff(expected) <= expected / 10,
+        "{} KiB in 5 s at 10 MiB/s",
+        moved / 1024
+    );
 }
 
 /// While application writes arrive and c-min-rate is set, the resync yields down to
 /// c-min-rate (the refills too); once the application stops it speeds up again.
 #[test]
 fn application_io_caps_the_resync_at_c_min_rate() {
-    let config = ResyncRateConfig { c_min_rate_kib_per_s: 1024, ..ResyncRateConfig::default() };
+    let config = ResyncRateConfig {
+        c_min_rate_kib_per_s: 1024,
+        ..ResyncRateConfig::default()
+    };
     let mut rig = Rig::full_sync(config, 2048);
     let seconds = 3;
     let start = rig.requested_bytes;
@@ -291,7 +347,11 @@ fn application_io_caps_the_resync_at_c_min_rate() {
         rig.application_write(request);
         rig.step();
     }
-    assert_eq!(rig.completed, seconds * TICKS_PER_S, "every application write completed");
+    assert_eq!(
+        rig.completed,
+        seconds * TICKS_PER_S,
+        "every application write completed"
+    );
     let requested = rig.requested_bytes - start;
     let expected = seconds * MIB;
     assert!(
@@ -302,7 +362,10 @@ fn application_io_caps_the_resync_at_c_min_rate() {
     let idle_start = rig.requested_bytes;
     rig.step();
     rig.step();
-    assert!(rig.requested_bytes - idle_start > 2 * MIB, "no application I/O: full speed again");
+    assert!(
+        rig.requested_bytes - idle_start > 2 * MIB,
+        "no application I/O: full speed again"
+    );
 }
 
 /// Fixed mode (`c-plan-ahead 0`) is unchanged: requests only from the tick's budget
@@ -334,7 +397,10 @@ fn fixed_mode_issues_only_the_rate() {
     }
     // Every request of a tick's budget goes out in its tick call, before anything settles,
     // except where max-buffers held some back (not here: 420 KiB per tick, 8 MiB of buffers).
-    assert_eq!(rig.requested_between_ticks_bytes, 0, "no refills in fixed mode");
+    assert_eq!(
+        rig.requested_between_ticks_bytes, 0,
+        "no refills in fixed mode"
+    );
 }
 
 /// max-buffers is the hard cap on data in flight, whatever the controller allows: checked
@@ -368,8 +434,19 @@ fn max_buffers_bounds_data_in_flight_at_every_step() {
             rig.step();
         }
         let max = u64::from(*pages) * BLOCK;
-        assert!(rig.outstanding_peak_bytes <= max, "{name}: peak {}", rig.outstanding_peak_bytes);
-        assert_eq!(rig.outstanding_peak_bytes, max, "{name}: the buffers were used");
-        assert!(rig.written_bytes >= 20 * MIB, "{name}: {} KiB in 3 s", rig.written_bytes / 1024);
+        assert!(
+            rig.outstanding_peak_bytes <= max,
+            "{name}: peak {}",
+            rig.outstanding_peak_bytes
+        );
+        assert_eq!(
+            rig.outstanding_peak_bytes, max,
+            "{name}: the buffers were used"
+        );
+        assert!(
+            rig.written_bytes >= 20 * MIB,
+            "{name}: {} KiB in 3 s",
+            rig.written_bytes / 1024
+        );
     }
 }

@@ -13,7 +13,11 @@ fn a_write_waits_while_suspended_and_completes_after_resume_io() {
     assert_eq!(pair.nodes[A].suspend_reasons(), ["user"]);
     pair.write(1, 0, 7, 4096);
     pair.deliver_all();
-    assert!(pair.completed.is_empty(), "nothing completes (or fails) while suspended: {:?}", pair.completed);
+    assert!(
+        pair.completed.is_empty(),
+        "nothing completes (or fails) while suspended: {:?}",
+        pair.completed
+    );
     let mut out = Vec::new();
     assert_eq!(pair.nodes[A].resume_io(pair.now, &mut out), Ok(()));
     pair.route(A, out);
@@ -22,5 +26,8 @@ fn a_write_waits_while_suspended_and_completes_after_resume_io() {
     assert_eq!(pair.disks[B][..4096], [7; 4096], "and it replicated");
     assert!(!pair.nodes[A].io_suspended());
     let mut out = Vec::new();
-    assert_eq!(pair.nodes[A].resume_io(pair.now, &mut out), Err(StateError::NotSuspended));
+    assert_eq!(
+        pair.nodes[A].resume_io(pair.now, &mut out),
+        Err(StateError::NotSuspended)
+    );
 }

@@ -38,12 +38,16 @@ impl Trio {
         for a in 0..NODES {
             for b in 0..NODES {
                 if a != b {
-                    trio.step(a, |engine, now, out| engine.peer_connected(now, b as u8, out));
+                    trio.step(a, |engine, now, out| {
+                        engine.peer_connected(now, b as u8, out)
+                    });
                 }
             }
         }
         trio.settle();
-        trio.step(0, |engine, _, out| engine.promote(false, out).expect("promote"));
+        trio.step(0, |engine, _, out| {
+            engine.promote(false, out).expect("promote")
+        });
         trio.settle();
         trio
     }
@@ -55,8 +59,16 @@ impl Trio {
             .enumerate()
             .map(|(id, volume)| {
                 let id = id as u8;
-                let peers = (0..NODES as u8).filter(|&p| p != id).map(|p| peer_config(p, Protocol::C)).collect();
-                let config = EngineConfig { node_id: id, volumes: vec![volume], peers, random_seed: 0x5eed + u64::from(id) };
+                let peers = (0..NODES as u8)
+                    .filter(|&p| p != id)
+                    .map(|p| peer_config(p, Protocol::C))
+                    .collect();
+                let config = EngineConfig {
+                    node_id: id,
+                    volumes: vec![volume],
+                    peers,
+                    random_seed: 0x5eed + u64::from(id),
+                };
                 Engine::new(config).expect("valid test configuration")
             })
             .collect();
@@ -76,28 +88,56 @@ impl Trio {
         }
     }
 
-    fn step(&mut self, node: usize, f: impl FnOnce(&mut Engine<Vec<u8>>, Time, &mut Vec<Action<Vec<u8>>>)) {
+    fn step(
+        &mut self,
+        node: usize,
+        f: impl FnOnce(&mut Engine<Vec<u8>>, Time, &mut Vec<Action<Vec<u8>>>),
+    ) {
         let mut out = Vec::new();
         f(&mut self.nodes[node], self.now, &mut out);
         for action in out {
             match action {
-                Action::SendData { peer, seq, epoch, volume, op } => {
-                    let DiskOp::Write { offset, .. } = &op else { unreachable!("the tests only write") };
+                Action::SendData {
+                    peer,
+                    seq,
+                    epoch,
+                    volume,
+                    op,
+                } => {
+                    let DiskOp::Write { offset, .. } = &op else {
+                        unreachable!("the tests only write")
+                    };
                     let offset = *offset;
-                    self.links[node][usize::from(peer)].push_back(PeerMessage::Data { seq, epoch, volume, offset, op });
+                    self.links[node][usize::from(peer)].push_back(PeerMessage::Data {
+                        seq,
+                        epoch,
+                        volume,
+                        offset,
+                        op,
+                    });
                     let mut sent = Vec::new();
                     self.nodes[node].peer_sent(self.now, peer, seq, &mut sent);
-                    assert!(sent.iter().all(|a| matches!(a, Action::StateChanged)), "nothing follows a send under protocol C");
+                    assert!(
+                        sent.iter().all(|a| matches!(a, Action::StateChanged)),
+                        "nothing follows a send under protocol C"
+                    );
                 }
-                Action::SendBarrier { peer, epoch, flush } => self.links[node][usize::from(peer)].push_back(PeerMessage::Barrier { epoch, flush }),
-                Action::SendControl { peer, message } | Action::SendOnData { peer, message } => self.links[node][usize::from(peer)].push_back(message),
+                Action::SendBarrier { peer, epoch, flush } => self.links[node][usize::from(peer)]
+                    .push_back(PeerMessage::Barrier { epoch, flush }),
+                Action::SendControl { peer, message } | Action::SendOnData { peer, message } => {
+                    self.links[node][usize::from(peer)].push_back(message)
+                }
                 Action::Complete { request, result } => self.completed.push((request, result)),
-                Action::Disconnect { peer, reason, .. } => self.disconnects.push((node, peer, reason)),
+                Action::Disconnect { peer, reason, .. } => {
+                    self.disconnects.push((node, peer, reason))
+                }
                 Action::PersistMeta { ref meta, .. } => {
                     self.persisted[node] = Some((**meta).clone());
                     self.local[node].push_back(action);
                 }
-                Action::LocalWrite { .. } | Action::LocalFlush { .. } | Action::WriteActivityLog { .. } => self.local[node].push_back(action),
+                Action::LocalWrite { .. }
+                | Action::LocalFlush { .. }
+                | Action::WriteActivityLog { .. } => self.local[node].push_back(action),
                 Action::LocalRead { .. } => self.read_queue[node].push_back(action),
                 _ => {}
             }
@@ -115,23 +155,41 @@ impl Trio {
                         continue;
                     }
                     while let Some(message) = self.links[from][to].pop_front() {
-                        self.step(to, |engine, now, out| engine.peer_message(now, from as u8, message, out));
+                        self.step(to, |engine, now, out| {
+                            engine.peer_message(now, from as u8, message, out)
+                        });
                         moved = true;
                     }
                 }
-                while let Some(action) = if self.reads { self.read_queue[from].pop_front() } else { None } {
-                    let Action::LocalRead { io, length, .. } = action else { unreachable!("only reads are queued here") };
-                    let data = vec![0; usize::try_from(length).expect("a test read fits in memory")];
-                    self.step(from, |engine, now, out| engine.local_read_done(now, io, Ok(data), out));
+                while let Some(action) = if self.reads {
+                    self.read_queue[from].pop_front()
+                } else {
+                    None
+                } {
+                    let Action::LocalRead { io, length, .. } = action else {
+                        unreachable!("only reads are queued here")
+                    };
+                    let data =
+                        vec![0; usize::try_from(length).expect("a test read fits in memory")];
+                    self.step(from, |engine, now, out| {
+                        engine.local_read_done(now, io, Ok(data), out)
+                    });
                     moved = true;
                 }
                 while let Some(action) = self.local[from].pop_front() {
                     let (io, result) = match action {
-                        Action::LocalWrite { io, .. } if self.failing.contains(&from) => (io, Err(self.failure)),
-                        Action::LocalWrite { io, .. } | Action::LocalFlush { io } | Action::PersistMeta { io, .. } | Action::WriteActivityLog { io, .. } => (io, Ok(())),
+                        Action::LocalWrite { io, .. } if self.failing.contains(&from) => {
+                            (io, Err(self.failure))
+                        }
+                        Action::LocalWrite { io, .. }
+                        | Action::LocalFlush { io }
+                        | Action::PersistMeta { io, .. }
+                        | Action::WriteActivityLog { io, .. } => (io, Ok(())),
                         _ => unreachable!("only local I/O is queued"),
                     };
-                    self.step(from, |engine, now, out| engine.local_done(now, io, result, out));
+                    self.step(from, |engine, now, out| {
+                        engine.local_done(now, io, result, out)
+                    });
                     moved = true;
                 }
             }
@@ -143,9 +201,14 @@ impl Trio {
 
     /// Every node runs `quorum majority`.
     fn set_majority_quorum(&mut self) {
-        let majority = QuorumConfig { rule: QuorumRule::Majority, ..QuorumConfig::default() };
+        let majority = QuorumConfig {
+            rule: QuorumRule::Majority,
+            ..QuorumConfig::default()
+        };
         for node in 0..NODES {
-            self.step(node, |engine, now, out| engine.set_quorum(now, majority, out));
+            self.step(node, |engine, now, out| {
+                engine.set_quorum(now, majority, out)
+            });
         }
     }
 
@@ -181,22 +244,44 @@ impl Trio {
     /// Cuts the link between `a` and `b` (both notice); what was in flight is lost.
     fn cut(&mut self, a: usize, b: usize) {
         for (x, y) in [(a, b), (b, a)] {
-            self.step(x, |engine, now, out| engine.peer_disconnected(now, y as u8, ConnState::NetworkFailure, "test cut the link".into(), out));
+            self.step(x, |engine, now, out| {
+                engine.peer_disconnected(
+                    now,
+                    y as u8,
+                    ConnState::NetworkFailure,
+                    "test cut the link".into(),
+                    out,
+                )
+            });
             self.links[x][y].clear();
         }
     }
 
     /// Connects `a` and `b` again (both sides).
     fn join(&mut self, a: usize, b: usize) {
-        self.step(a, |engine, now, out| engine.peer_connected(now, b as u8, out));
-        self.step(b, |engine, now, out| engine.peer_connected(now, a as u8, out));
+        self.step(a, |engine, now, out| {
+            engine.peer_connected(now, b as u8, out)
+        });
+        self.step(b, |engine, now, out| {
+            engine.peer_connected(now, a as u8, out)
+        });
     }
 
     /// Ticks every node until no resync runs (a resync target asks for blocks at ticks).
     fn sync_until_quiet(&mut self) {
         for _ in 0..100 {
             self.settle();
-            let syncing = self.nodes.iter().any(|n| n.status().peers.iter().any(|p| matches!(p.volumes[0].replication, ReplState::SyncSource | ReplState::SyncTarget | ReplState::WFBitMapS | ReplState::WFBitMapT)));
+            let syncing = self.nodes.iter().any(|n| {
+                n.status().peers.iter().any(|p| {
+                    matches!(
+                        p.volumes[0].replication,
+                        ReplState::SyncSource
+                            | ReplState::SyncTarget
+                            | ReplState::WFBitMapS
+                            | ReplState::WFBitMapT
+                    )
+                })
+            });
             if !syncing {
                 return;
             }
@@ -209,7 +294,12 @@ impl Trio {
     }
 
     fn replication(&self, node: usize, peer: u8) -> Option<ReplState> {
-        self.nodes[node].status().peers.iter().find(|p| p.node_id == peer).map(|p| p.volumes[0].replication)
+        self.nodes[node]
+            .status()
+            .peers
+            .iter()
+            .find(|p| p.node_id == peer)
+            .map(|p| p.volumes[0].replication)
     }
 
     fn disk(&self, node: usize) -> DiskState {
@@ -217,16 +307,27 @@ impl Trio {
     }
 
     fn write(&mut self, request: RequestId) {
-        let op = Op::Write { offset: 8192, length: 4096, data: vec![7; 4096], flags: WriteFlags::default() };
-        self.step(0, |engine, now, out| engine.submit(now, request, 0, op, out));
+        let op = Op::Write {
+            offset: 8192,
+            length: 4096,
+            data: vec![7; 4096],
+            flags: WriteFlags::default(),
+        };
+        self.step(0, |engine, now, out| {
+            engine.submit(now, request, 0, op, out)
+        });
     }
 
     fn is_complete(&self, request: RequestId) -> bool {
-        self.completed.iter().any(|(r, result)| *r == request && result.is_ok())
+        self.completed
+            .iter()
+            .any(|(r, result)| *r == request && result.is_ok())
     }
 
     fn current(&self, node: usize) -> u64 {
-        self.persisted[node].as_ref().map_or(super::SYNCED_UUID, |meta| meta.ids.current)
+        self.persisted[node]
+            .as_ref()
+            .map_or(super::SYNCED_UUID, |meta| meta.ids.current)
     }
 
     /// The `SyncUuids` messages from `from` to `to` not yet delivered, by purpose.
@@ -253,20 +354,39 @@ fn writes_a_lost_peer_lacks_complete_once_the_other_took_the_new_generation() {
     // Node 1 holds back what node 0 sends from now on, so the rotation stays unanswered.
     trio.held.insert((0, 1));
     trio.cut(0, 2);
-    assert_eq!(trio.queued_uuids(0, 1), vec![UuidsPurpose::Rotate], "node 0 starts a new generation and tells node 1");
+    assert_eq!(
+        trio.queued_uuids(0, 1),
+        vec![UuidsPurpose::Rotate],
+        "node 0 starts a new generation and tells node 1"
+    );
     trio.settle();
-    assert_ne!(trio.current(0), super::SYNCED_UUID, "the new generation is durable on node 0");
-    assert!(!trio.is_complete(1), "the write waits until node 1 answered the rotation");
+    assert_ne!(
+        trio.current(0),
+        super::SYNCED_UUID,
+        "the new generation is durable on node 0"
+    );
+    assert!(
+        !trio.is_complete(1),
+        "the write waits until node 1 answered the rotation"
+    );
     trio.held.remove(&(0, 1));
     trio.settle();
     assert!(trio.is_complete(1), "answered: the write completes");
-    assert_eq!(trio.current(1), trio.current(0), "node 1 took the new generation first");
+    assert_eq!(
+        trio.current(1),
+        trio.current(0),
+        "node 1 took the new generation first"
+    );
     // A later rotation is answered too, and nothing is waiting for an answer any more.
     let before = trio.current(0);
     trio.write(2);
     trio.settle();
     assert!(trio.is_complete(2));
-    assert_eq!(trio.current(0), before, "no new generation while the absent peer already has its bitmap identifier");
+    assert_eq!(
+        trio.current(0),
+        before,
+        "no new generation while the absent peer already has its bitmap identifier"
+    );
 }
 
 #[test]
@@ -282,7 +402,10 @@ fn a_write_stops_waiting_for_an_answer_from_a_peer_that_is_lost_too() {
     // Without quorum configured, a Primary that lost both peers completes on its own disk.
     trio.cut(0, 1);
     trio.settle();
-    assert!(trio.is_complete(1), "no peer left to answer: the write is judged as any other");
+    assert!(
+        trio.is_complete(1),
+        "no peer left to answer: the write is judged as any other"
+    );
 }
 
 #[test]
@@ -290,14 +413,37 @@ fn a_secondary_follows_one_primary() {
     let mut trio = Trio::new();
     let disks = vec![(0, DiskState::UpToDate)];
     // Node 1 says it is Primary too (it was promoted elsewhere): node 2 keeps following node 0.
-    trio.step(2, |engine, now, out| engine.peer_message(now, 1, PeerMessage::State { role: Role::Primary, disks }, out));
-    let dropped: Vec<_> = trio.disconnects.iter().filter(|(node, _, _)| *node == 2).collect();
+    trio.step(2, |engine, now, out| {
+        engine.peer_message(
+            now,
+            1,
+            PeerMessage::State {
+                role: Role::Primary,
+                disks,
+            },
+            out,
+        )
+    });
+    let dropped: Vec<_> = trio
+        .disconnects
+        .iter()
+        .filter(|(node, _, _)| *node == 2)
+        .collect();
     assert_eq!(dropped.len(), 1, "{:?}", trio.disconnects);
     let (_, peer, reason) = dropped[0];
-    assert_eq!(*peer, 1, "the second Primary's connection is the one dropped");
+    assert_eq!(
+        *peer, 1,
+        "the second Primary's connection is the one dropped"
+    );
     assert!(reason.contains("follows one Primary"), "{reason}");
     let status = trio.nodes[2].status();
-    let connection = |id: u8| status.peers.iter().find(|p| p.node_id == id).map(|p| p.connection);
+    let connection = |id: u8| {
+        status
+            .peers
+            .iter()
+            .find(|p| p.node_id == id)
+            .map(|p| p.connection)
+    };
     assert_eq!(connection(0), Some(ConnState::Connected));
     assert_ne!(connection(1), Some(ConnState::Connected));
 }
@@ -308,8 +454,22 @@ fn a_primary_peer_is_followed_when_no_other_primary_is_connected() {
     trio.cut(0, 2);
     trio.settle();
     let disks = vec![(0, DiskState::UpToDate)];
-    trio.step(2, |engine, now, out| engine.peer_message(now, 1, PeerMessage::State { role: Role::Primary, disks }, out));
-    assert!(trio.disconnects.iter().all(|(node, _, _)| *node != 2), "{:?}", trio.disconnects);
+    trio.step(2, |engine, now, out| {
+        engine.peer_message(
+            now,
+            1,
+            PeerMessage::State {
+                role: Role::Primary,
+                disks,
+            },
+            out,
+        )
+    });
+    assert!(
+        trio.disconnects.iter().all(|(node, _, _)| *node != 2),
+        "{:?}",
+        trio.disconnects
+    );
 }
 
 /// A handshake decided on one side only lends no quorum: a Primary without quorum counts a
@@ -328,13 +488,34 @@ fn a_peer_that_drops_the_handshake_lends_no_quorum() {
     trio.settle();
     trio.promote(1).expect("promote with node 2's vote");
     trio.settle();
-    assert!(trio.disconnects.iter().any(|(node, peer, _)| (*node, *peer) == (2, 1)), "{:?}", trio.disconnects);
-    trio.step(1, |engine, now, out| engine.peer_disconnected(now, 2, ConnState::NetworkFailure, "node 2 closed".into(), out));
-    trio.step(2, |engine, now, out| engine.peer_disconnected(now, 1, ConnState::Unconnected, "dropped".into(), out));
+    assert!(
+        trio.disconnects
+            .iter()
+            .any(|(node, peer, _)| (*node, *peer) == (2, 1)),
+        "{:?}",
+        trio.disconnects
+    );
+    trio.step(1, |engine, now, out| {
+        engine.peer_disconnected(
+            now,
+            2,
+            ConnState::NetworkFailure,
+            "node 2 closed".into(),
+            out,
+        )
+    });
+    trio.step(2, |engine, now, out| {
+        engine.peer_disconnected(now, 1, ConnState::Unconnected, "dropped".into(), out)
+    });
     trio.links[1][2].clear();
     trio.links[2][1].clear();
     assert!(!trio.nodes[1].has_quorum());
-    let op = Op::Write { offset: 8192, length: 4096, data: vec![9; 4096], flags: WriteFlags::default() };
+    let op = Op::Write {
+        offset: 8192,
+        length: 4096,
+        data: vec![9; 4096],
+        flags: WriteFlags::default(),
+    };
     trio.step(1, |engine, now, out| engine.submit(now, 7, 0, op, out));
     trio.settle();
     assert!(!trio.is_complete(7), "held without quorum");
@@ -343,16 +524,27 @@ fn a_peer_that_drops_the_handshake_lends_no_quorum() {
     trio.held.insert((1, 2));
     trio.join(1, 2);
     trio.settle();
-    assert!(!trio.nodes[1].has_quorum(), "node 2 has not accepted: {}", trio.nodes[1].quorum_report());
+    assert!(
+        !trio.nodes[1].has_quorum(),
+        "node 2 has not accepted: {}",
+        trio.nodes[1].quorum_report()
+    );
     assert!(!trio.is_complete(7), "no quorum, no acknowledgement");
     trio.held.remove(&(1, 2));
     trio.settle();
-    let drops = trio.disconnects.iter().filter(|(node, peer, _)| (*node, *peer) == (2, 1)).count();
-    assert_eq!(drops, 2, "node 2 dropped node 1 again: {:?}", trio.disconnects);
+    let drops = trio
+        .disconnects
+        .iter()
+        .filter(|(node, peer, _)| (*node, *peer) == (2, 1))
+        .count();
+    assert_eq!(
+        drops, 2,
+        "node 2 dropped node 1 again: {:?}",
+        trio.disconnects
+    );
     assert!(!trio.nodes[1].has_quorum());
     assert!(!trio.is_complete(7));
 }
-
 
 /// A sync target tells its other Secondaries of its identifiers when its resync starts and
 /// when its source rotates: a Secondary left on the
@@ -368,7 +560,13 @@ fn a_sync_target_tells_a_secondary_it_was_left_behind() {
     trio.write(1);
     trio.settle();
     assert_eq!(trio.disk(1), DiskState::Inconsistent);
-    assert!(trio.disconnects.iter().any(|(node, peer, _)| (*node, *peer) == (1, 0)), "{:?}", trio.disconnects);
+    assert!(
+        trio.disconnects
+            .iter()
+            .any(|(node, peer, _)| (*node, *peer) == (1, 0)),
+        "{:?}",
+        trio.disconnects
+    );
     trio.cut(0, 1);
     // Node 1 asks node 2 for a new handshake over the writes it had from node 0 that no peer
     // ack covered (`reconcile.rs`); node 2 still follows node 0, so nothing moves.
@@ -377,22 +575,48 @@ fn a_sync_target_tells_a_secondary_it_was_left_behind() {
     trio.held.insert((1, 2));
     trio.join(0, 1);
     trio.settle();
-    assert_eq!(trio.queued_uuids(1, 2), vec![UuidsPurpose::Rotate], "the resync's start changed node 1's identifiers: node 2 hears them");
+    assert_eq!(
+        trio.queued_uuids(1, 2),
+        vec![UuidsPurpose::Rotate],
+        "the resync's start changed node 1's identifiers: node 2 hears them"
+    );
     trio.held.remove(&(1, 2));
     trio.settle();
-    assert_eq!(trio.nodes[1].status().peers.iter().find(|p| p.node_id == 0).map(|p| p.volumes[0].replication), Some(ReplState::SyncTarget));
+    assert_eq!(
+        trio.nodes[1]
+            .status()
+            .peers
+            .iter()
+            .find(|p| p.node_id == 0)
+            .map(|p| p.volumes[0].replication),
+        Some(ReplState::SyncTarget)
+    );
     assert_eq!(trio.disk(2), DiskState::UpToDate);
     // Node 0 loses node 2 with a write in flight (away from the block node 1 is resyncing,
     // whose read this harness never completes): a new generation, which node 1 (its sync
     // target) takes as its source's and passes on to node 2, which now reaches no Primary.
     trio.held.insert((0, 2));
-    let op = Op::Write { offset: 0, length: 4096, data: vec![8; 4096], flags: WriteFlags::default() };
+    let op = Op::Write {
+        offset: 0,
+        length: 4096,
+        data: vec![8; 4096],
+        flags: WriteFlags::default(),
+    };
     trio.step(0, |engine, now, out| engine.submit(now, 2, 0, op, out));
     trio.settle();
-    assert!(trio.links[0][2].iter().any(|m| matches!(m, PeerMessage::Data { .. })), "the write is in flight to node 2");
+    assert!(
+        trio.links[0][2]
+            .iter()
+            .any(|m| matches!(m, PeerMessage::Data { .. })),
+        "the write is in flight to node 2"
+    );
     trio.cut(0, 2);
     trio.settle();
-    assert_eq!(trio.disk(2), DiskState::Outdated, "node 2 is behind node 1's data and reaches no Primary");
+    assert_eq!(
+        trio.disk(2),
+        DiskState::Outdated,
+        "node 2 is behind node 1's data and reaches no Primary"
+    );
 }
 
 /// `--discard-my-data` towards a peer gives up the data this node had when it was set; once
@@ -402,7 +626,9 @@ fn a_sync_target_tells_a_secondary_it_was_left_behind() {
 #[test]
 fn a_resync_from_another_peer_withdraws_discard_my_data() {
     let mut trio = Trio::new();
-    trio.nodes[2].set_discard_my_data(1).expect("node 1 is a peer");
+    trio.nodes[2]
+        .set_discard_my_data(1)
+        .expect("node 1 is a peer");
     // Node 2's disk fails a replicated write; it is resynced from node 0.
     trio.failing.insert(2);
     trio.write(1);
@@ -411,7 +637,15 @@ fn a_resync_from_another_peer_withdraws_discard_my_data() {
     trio.failing.clear();
     trio.join(0, 2);
     trio.settle();
-    assert_eq!(trio.nodes[2].status().peers.iter().find(|p| p.node_id == 0).map(|p| p.volumes[0].replication), Some(ReplState::SyncTarget));
+    assert_eq!(
+        trio.nodes[2]
+            .status()
+            .peers
+            .iter()
+            .find(|p| p.node_id == 0)
+            .map(|p| p.volumes[0].replication),
+        Some(ReplState::SyncTarget)
+    );
     // Node 2 meets node 1 again: its handshake no longer asks to discard its data.
     trio.cut(1, 2);
     trio.held.insert((2, 1));
@@ -419,7 +653,9 @@ fn a_resync_from_another_peer_withdraws_discard_my_data() {
     let flags: Vec<bool> = trio.links[2][1]
         .iter()
         .filter_map(|m| match m {
-            PeerMessage::SyncUuids(u) if u.purpose == UuidsPurpose::Handshake => Some(u.ids.flags.discard_my_data),
+            PeerMessage::SyncUuids(u) if u.purpose == UuidsPurpose::Handshake => {
+                Some(u.ids.flags.discard_my_data)
+            }
             _ => None,
         })
         .collect();
@@ -433,7 +669,9 @@ fn a_resync_from_another_peer_withdraws_discard_my_data() {
 #[test]
 fn a_primarys_write_withdraws_discard_my_data() {
     let mut trio = Trio::new();
-    trio.nodes[2].set_discard_my_data(1).expect("node 1 is a peer");
+    trio.nodes[2]
+        .set_discard_my_data(1)
+        .expect("node 1 is a peer");
     trio.write(1);
     trio.settle();
     assert!(trio.is_complete(1));
@@ -443,7 +681,9 @@ fn a_primarys_write_withdraws_discard_my_data() {
     let flags: Vec<bool> = trio.links[2][1]
         .iter()
         .filter_map(|m| match m {
-            PeerMessage::SyncUuids(u) if u.purpose == UuidsPurpose::Handshake => Some(u.ids.flags.discard_my_data),
+            PeerMessage::SyncUuids(u) if u.purpose == UuidsPurpose::Handshake => {
+                Some(u.ids.flags.discard_my_data)
+            }
             _ => None,
         })
         .collect();
@@ -462,22 +702,58 @@ fn the_followed_primary_survives_a_restart() {
     assert!(trio.is_complete(1));
     trio.cut(0, 1);
     trio.settle();
-    let record = trio.persisted[1].clone().expect("node 1 wrote its metadata");
-    let followed = record.followed.expect("node 1 recorded the Primary it lost");
+    let record = trio.persisted[1]
+        .clone()
+        .expect("node 1 wrote its metadata");
+    let followed = record
+        .followed
+        .expect("node 1 recorded the Primary it lost");
     assert_eq!(followed.node, 0);
     assert!(followed.seq > 0, "{followed:?}");
-    let config = meta::LayoutConfig::new(meta::Placement::External { metadata_bytes: 1 << 20 }, VOLUME_BYTES, 2);
-    let mut superblock = meta::Superblock::new(meta::Layout::compute(&config).expect("layout"), 1).expect("superblock");
+    let config = meta::LayoutConfig::new(
+        meta::Placement::External {
+            metadata_bytes: 1 << 20,
+        },
+        VOLUME_BYTES,
+        2,
+    );
+    let mut superblock = meta::Superblock::new(meta::Layout::compute(&config).expect("layout"), 1)
+        .expect("superblock");
     record.apply_to(&mut superblock);
     let block = superblock.encode().expect("encodes");
     let decoded = meta::Superblock::decode(&block).expect("decodes");
-    assert_eq!(VolumeMeta::followed_in(&decoded), Some(followed), "the superblock round-trips it");
+    assert_eq!(
+        VolumeMeta::followed_in(&decoded),
+        Some(followed),
+        "the superblock round-trips it"
+    );
 
     // Node 1 restarts from that record and meets node 2 again.
-    let volume = VolumeConfig { ids: record.ids.clone(), followed: VolumeMeta::followed_in(&decoded), ..synced_volume() };
-    let peers = [0_u8, 2].iter().map(|&p| peer_config(p, Protocol::C)).collect();
-    trio.nodes[1] = Engine::new(EngineConfig { node_id: 1, volumes: vec![volume], peers, random_seed: 0x5eed }).expect("valid configuration");
-    trio.step(2, |engine, now, out| engine.peer_disconnected(now, 1, ConnState::NetworkFailure, "node 1 restarted".into(), out));
+    let volume = VolumeConfig {
+        ids: record.ids.clone(),
+        followed: VolumeMeta::followed_in(&decoded),
+        ..synced_volume()
+    };
+    let peers = [0_u8, 2]
+        .iter()
+        .map(|&p| peer_config(p, Protocol::C))
+        .collect();
+    trio.nodes[1] = Engine::new(EngineConfig {
+        node_id: 1,
+        volumes: vec![volume],
+        peers,
+        random_seed: 0x5eed,
+    })
+    .expect("valid configuration");
+    trio.step(2, |engine, now, out| {
+        engine.peer_disconnected(
+            now,
+            1,
+            ConnState::NetworkFailure,
+            "node 1 restarted".into(),
+            out,
+        )
+    });
     trio.links[1][2].clear();
     trio.links[2][1].clear();
     trio.held.insert((1, 2));
@@ -504,27 +780,46 @@ fn a_crashed_primary_is_the_source_of_each_of_its_peers() {
     let mut crashed = synced_volume();
     crashed.crashed_primary = true;
     let mut lagging = synced_volume();
-    let mut bits = meta::Bitmap::new(VOLUME_BYTES, BITMAP_GRANULARITY_BYTES_DEFAULT).expect("bitmap");
+    let mut bits =
+        meta::Bitmap::new(VOLUME_BYTES, BITMAP_GRANULARITY_BYTES_DEFAULT).expect("bitmap");
     bits.set(0, 4096).expect("within the volume");
-    lagging.bitmaps = vec![PeerBitmap { peer: 2, bitmap: bits }];
+    lagging.bitmaps = vec![PeerBitmap {
+        peer: 2,
+        bitmap: bits,
+    }];
     let mut trio = Trio::unconnected([synced_volume(), lagging, crashed]);
     trio.reads = true;
     trio.join(0, 2);
     trio.sync_until_quiet();
     assert_eq!(trio.replication(2, 0), Some(ReplState::Established));
     assert_eq!(trio.disk(0), DiskState::UpToDate);
-    assert!(trio.persisted[2].as_ref().is_some_and(|meta| meta.ids.flags.crashed_primary), "node 1 is still owed the hot extents");
+    assert!(
+        trio.persisted[2]
+            .as_ref()
+            .is_some_and(|meta| meta.ids.flags.crashed_primary),
+        "node 1 is still owed the hot extents"
+    );
     // Reads held back: the resync between nodes 1 and 2 stays where the handshake put it.
     trio.reads = false;
     trio.join(1, 2);
     trio.settle();
-    assert_eq!(trio.replication(2, 1), Some(ReplState::SyncSource), "{:?}", trio.disconnects);
+    assert_eq!(
+        trio.replication(2, 1),
+        Some(ReplState::SyncSource),
+        "{:?}",
+        trio.disconnects
+    );
     assert_eq!(trio.replication(2, 0), Some(ReplState::Established));
     trio.reads = true;
     trio.sync_until_quiet();
     assert_eq!(trio.replication(1, 2), Some(ReplState::Established));
     assert_eq!(trio.disk(1), DiskState::UpToDate);
-    assert!(trio.persisted[2].as_ref().is_some_and(|meta| !meta.ids.flags.crashed_primary), "every peer has the hot extents now");
+    assert!(
+        trio.persisted[2]
+            .as_ref()
+            .is_some_and(|meta| !meta.ids.flags.crashed_primary),
+        "every peer has the hot extents now"
+    );
 }
 
 /// A Primary that regains quorum through a peer its handshake makes a sync target counts
@@ -556,9 +851,21 @@ fn a_sync_target_lends_quorum_once_it_said_it_is_inconsistent() {
     trio.held.remove(&(1, 0));
     trio.held.insert((0, 1));
     trio.settle();
-    assert!(trio.queued_uuids(0, 1).contains(&UuidsPurpose::SyncStart), "{:?}", trio.queued_uuids(0, 1));
-    assert_eq!(trio.disk(1), DiskState::UpToDate, "node 1 has not heard the sync start");
-    assert!(!trio.nodes[0].has_quorum(), "an UpToDate sync target lends no quorum: {}", trio.nodes[0].quorum_report());
+    assert!(
+        trio.queued_uuids(0, 1).contains(&UuidsPurpose::SyncStart),
+        "{:?}",
+        trio.queued_uuids(0, 1)
+    );
+    assert_eq!(
+        trio.disk(1),
+        DiskState::UpToDate,
+        "node 1 has not heard the sync start"
+    );
+    assert!(
+        !trio.nodes[0].has_quorum(),
+        "an UpToDate sync target lends no quorum: {}",
+        trio.nodes[0].quorum_report()
+    );
     assert!(!trio.is_complete(1), "no quorum, no acknowledgement");
     // The sync start arrives: node 1 is Inconsistent and says so; node 0 has quorum again.
     trio.held.remove(&(0, 1));
@@ -568,7 +875,11 @@ fn a_sync_target_lends_quorum_once_it_said_it_is_inconsistent() {
     trio.settle();
     trio.step(0, |engine, now, out| engine.tick(now, out));
     trio.settle();
-    assert!(trio.nodes[0].has_quorum(), "{}", trio.nodes[0].quorum_report());
+    assert!(
+        trio.nodes[0].has_quorum(),
+        "{}",
+        trio.nodes[0].quorum_report()
+    );
     assert!(trio.is_complete(1));
 }
 
@@ -591,12 +902,18 @@ fn a_promoted_node_starts_a_new_generation_before_writing_with_a_peer_away() {
     // Demoted and promoted again, node 2 still away: the first write starts another one.
     trio.step(0, |engine, _, out| engine.demote(out).expect("demote"));
     trio.settle();
-    trio.step(0, |engine, _, out| engine.promote(false, out).expect("promote"));
+    trio.step(0, |engine, _, out| {
+        engine.promote(false, out).expect("promote")
+    });
     trio.settle();
     trio.write(2);
     trio.settle();
     assert!(trio.is_complete(2));
-    assert_ne!(trio.current(0), first, "a new generation before the first write as Primary");
+    assert_ne!(
+        trio.current(0),
+        first,
+        "a new generation before the first write as Primary"
+    );
     assert_eq!(trio.current(1), trio.current(0), "node 1 took it");
 }
 
@@ -609,9 +926,17 @@ fn a_promoted_node_starts_a_new_generation_before_writing_with_a_peer_away() {
 fn a_promotion_counts_only_the_peers_that_answer_it() {
     let mut trio = Trio::primary_cut_off_under_majority();
     // Node 2 stops answering node 1 without either noticing.
-    assert!(trio.nodes[1].has_quorum(), "node 1 still counts node 2: {}", trio.nodes[1].quorum_report());
+    assert!(
+        trio.nodes[1].has_quorum(),
+        "node 1 still counts node 2: {}",
+        trio.nodes[1].quorum_report()
+    );
     trio.held.insert((2, 1));
-    assert_eq!(trio.promote(1), Err(StateError::ConfirmingPeers), "node 2 has not answered");
+    assert_eq!(
+        trio.promote(1),
+        Err(StateError::ConfirmingPeers),
+        "node 2 has not answered"
+    );
     assert_eq!(trio.nodes[1].role(), Role::Secondary);
     // Within the window, asking again does not count the silent peer either.
     assert_eq!(trio.promote_once(1), Err(StateError::ConfirmingPeers));
@@ -637,7 +962,11 @@ fn a_promotions_confirmation_expires_after_ping_timeout() {
         }
     }
     trio.held.insert((2, 1));
-    assert_eq!(trio.promote_once(1), Err(StateError::ConfirmingPeers), "an old answer does not confirm a new attempt");
+    assert_eq!(
+        trio.promote_once(1),
+        Err(StateError::ConfirmingPeers),
+        "an old answer does not confirm a new attempt"
+    );
     assert_eq!(trio.nodes[1].role(), Role::Secondary);
 }
 
@@ -654,16 +983,38 @@ fn a_primary_known_from_its_handshake_is_followed_before_its_state_arrives() {
     trio.settle();
     trio.join(0, 2);
     // Node 0's State to node 2 is late: only its data-socket frames arrive.
-    let late: Vec<_> = trio.links[0][2].iter().filter(|m| matches!(m, PeerMessage::State { .. })).cloned().collect();
+    let late: Vec<_> = trio.links[0][2]
+        .iter()
+        .filter(|m| matches!(m, PeerMessage::State { .. }))
+        .cloned()
+        .collect();
     trio.links[0][2].retain(|m| !matches!(m, PeerMessage::State { .. }));
     assert!(!late.is_empty(), "node 0 sent its State at the connect");
     trio.settle();
     // Node 1 now says it is Primary to node 2.
     let disks = vec![(0, DiskState::UpToDate)];
-    trio.step(2, |engine, now, out| engine.peer_message(now, 1, PeerMessage::State { role: Role::Primary, disks }, out));
-    let dropped: Vec<_> = trio.disconnects.iter().filter(|(node, _, _)| *node == 2).collect();
+    trio.step(2, |engine, now, out| {
+        engine.peer_message(
+            now,
+            1,
+            PeerMessage::State {
+                role: Role::Primary,
+                disks,
+            },
+            out,
+        )
+    });
+    let dropped: Vec<_> = trio
+        .disconnects
+        .iter()
+        .filter(|(node, _, _)| *node == 2)
+        .collect();
     assert_eq!(dropped.len(), 1, "{:?}", trio.disconnects);
-    assert_eq!(dropped[0].1, 1, "the second Primary is refused, not the one whose handshake was accepted: {:?}", trio.disconnects);
+    assert_eq!(
+        dropped[0].1, 1,
+        "the second Primary is refused, not the one whose handshake was accepted: {:?}",
+        trio.disconnects
+    );
 }
 
 /// Issue 24 item 4: under `quorum majority`, a Secondary whose disk is full (ENOSPC) fails a
@@ -680,18 +1031,34 @@ fn a_secondary_out_of_space_is_never_the_one_a_failover_promotes() {
     trio.settle();
     assert!(trio.is_complete(1), "nodes 0 and 2 have the write");
     assert_eq!(trio.disk(1), DiskState::Inconsistent);
-    assert_eq!(trio.persisted[1].as_ref().map(|meta| meta.disk), Some(DiskState::Inconsistent));
+    assert_eq!(
+        trio.persisted[1].as_ref().map(|meta| meta.disk),
+        Some(DiskState::Inconsistent)
+    );
     trio.cut(0, 1);
     trio.cut(0, 2);
     trio.settle();
-    assert_eq!(trio.promote(1), Err(StateError::NotUpToDate(DiskState::Inconsistent)), "node 1 lacks an acknowledged write");
-    assert_eq!(trio.promote(2), Ok(()), "node 2 has every acknowledged write");
+    assert_eq!(
+        trio.promote(1),
+        Err(StateError::NotUpToDate(DiskState::Inconsistent)),
+        "node 1 lacks an acknowledged write"
+    );
+    assert_eq!(
+        trio.promote(2),
+        Ok(()),
+        "node 2 has every acknowledged write"
+    );
 }
 
 impl Trio {
     /// Out-of-sync bytes `node` holds for `peer`.
     fn out_of_sync(&self, node: usize, peer: u8) -> u64 {
-        self.nodes[node].status().peers.iter().find(|p| p.node_id == peer).map_or(0, |p| p.volumes[0].out_of_sync_bytes)
+        self.nodes[node]
+            .status()
+            .peers
+            .iter()
+            .find(|p| p.node_id == peer)
+            .map_or(0, |p| p.volumes[0].out_of_sync_bytes)
     }
 
     /// Ticks every node once (100 ms later) and delivers what follows.
@@ -723,11 +1090,22 @@ fn secondaries_resync_the_writes_of_a_lost_primary_that_only_one_has() {
     trio.cut(0, 1);
     trio.cut(0, 2);
     trio.settle();
-    assert_eq!(trio.replication(1, 2), Some(ReplState::SyncSource), "node 1 has the write node 2 lacks");
-    assert_eq!(trio.promote_once(2), Err(StateError::NotUpToDate(DiskState::Inconsistent)), "the target is no copy of the Primary's data");
+    assert_eq!(
+        trio.replication(1, 2),
+        Some(ReplState::SyncSource),
+        "node 1 has the write node 2 lacks"
+    );
+    assert_eq!(
+        trio.promote_once(2),
+        Err(StateError::NotUpToDate(DiskState::Inconsistent)),
+        "the target is no copy of the Primary's data"
+    );
     trio.reads = true;
     trio.sync_until_quiet();
-    assert_eq!([trio.replication(1, 2), trio.replication(2, 1)], [Some(ReplState::Established); 2]);
+    assert_eq!(
+        [trio.replication(1, 2), trio.replication(2, 1)],
+        [Some(ReplState::Established); 2]
+    );
     assert_eq!([trio.disk(1), trio.disk(2)], [DiskState::UpToDate; 2]);
     assert_eq!([trio.out_of_sync(1, 2), trio.out_of_sync(2, 1)], [0, 0]);
     assert_eq!(trio.promote(2), Ok(()));
@@ -747,7 +1125,10 @@ fn writes_a_peer_ack_covers_are_not_resynced_after_the_primary_is_lost() {
     trio.cut(0, 1);
     trio.cut(0, 2);
     trio.settle();
-    assert_eq!([trio.replication(1, 2), trio.replication(2, 1)], [Some(ReplState::Established); 2]);
+    assert_eq!(
+        [trio.replication(1, 2), trio.replication(2, 1)],
+        [Some(ReplState::Established); 2]
+    );
     assert_eq!([trio.out_of_sync(1, 2), trio.out_of_sync(2, 1)], [0, 0]);
 }
 
@@ -762,15 +1143,34 @@ fn a_reconciliation_waits_while_the_other_secondary_still_follows_the_primary() 
     trio.settle();
     trio.cut(0, 1);
     trio.settle();
-    assert!(trio.disconnects.iter().all(|(node, peer, _)| (*node, *peer) != (1, 2) && (*node, *peer) != (2, 1)), "{:?}", trio.disconnects);
-    assert_eq!(trio.replication(1, 2), Some(ReplState::Established), "still connected");
-    assert!(trio.out_of_sync(1, 2) > 0, "node 1 keeps the bits it marked for node 2");
+    assert!(
+        trio.disconnects
+            .iter()
+            .all(|(node, peer, _)| (*node, *peer) != (1, 2) && (*node, *peer) != (2, 1)),
+        "{:?}",
+        trio.disconnects
+    );
+    assert_eq!(
+        trio.replication(1, 2),
+        Some(ReplState::Established),
+        "still connected"
+    );
+    assert!(
+        trio.out_of_sync(1, 2) > 0,
+        "node 1 keeps the bits it marked for node 2"
+    );
     trio.cut(0, 2);
     trio.settle();
-    assert!(trio.nodes[1].has_quorum(), "nodes 1 and 2 keep quorum together");
+    assert!(
+        trio.nodes[1].has_quorum(),
+        "nodes 1 and 2 keep quorum together"
+    );
     trio.reads = true;
     trio.sync_until_quiet();
-    assert_eq!([trio.replication(1, 2), trio.replication(2, 1)], [Some(ReplState::Established); 2]);
+    assert_eq!(
+        [trio.replication(1, 2), trio.replication(2, 1)],
+        [Some(ReplState::Established); 2]
+    );
     assert_eq!([trio.out_of_sync(1, 2), trio.out_of_sync(2, 1)], [0, 0]);
 }
 
@@ -796,18 +1196,36 @@ fn a_primary_cut_off_without_quorum_returns_as_the_new_primarys_target() {
     trio.settle();
     assert!(!trio.is_complete(1), "no quorum: the write is held");
     assert_eq!(trio.promote(1), Ok(()));
-    let op = Op::Write { offset: 65536, length: 4096, data: vec![9; 4096], flags: WriteFlags::default() };
+    let op = Op::Write {
+        offset: 65536,
+        length: 4096,
+        data: vec![9; 4096],
+        flags: WriteFlags::default(),
+    };
     trio.step(1, |engine, now, out| engine.submit(now, 2, 0, op, out));
     trio.settle();
     assert!(trio.is_complete(2), "the new Primary writes with node 2");
-    trio.step(0, |engine, now, out| engine.demote_forced(now, out).expect("demote by force"));
+    trio.step(0, |engine, now, out| {
+        engine.demote_forced(now, out).expect("demote by force")
+    });
     trio.settle();
-    assert!(trio.completed.iter().any(|(r, result)| *r == 1 && result.is_err()), "the held write failed");
+    assert!(
+        trio.completed
+            .iter()
+            .any(|(r, result)| *r == 1 && result.is_err()),
+        "the held write failed"
+    );
     trio.join(0, 1);
     trio.join(0, 2);
     trio.reads = true;
     trio.sync_until_quiet();
-    assert!(trio.disconnects.iter().all(|(_, _, reason)| !reason.contains("split brain")), "{:?}", trio.disconnects);
+    assert!(
+        trio.disconnects
+            .iter()
+            .all(|(_, _, reason)| !reason.contains("split brain")),
+        "{:?}",
+        trio.disconnects
+    );
     assert_eq!(trio.replication(1, 0), Some(ReplState::Established));
     assert_eq!(trio.disk(0), DiskState::UpToDate);
     assert_eq!(trio.out_of_sync(1, 0), 0);
@@ -820,9 +1238,15 @@ fn a_primary_cut_off_without_quorum_returns_as_the_new_primarys_target() {
 #[test]
 fn the_first_write_after_a_promotion_with_quorum_succeeds_under_io_error() {
     let mut trio = Trio::new();
-    let majority = QuorumConfig { rule: QuorumRule::Majority, on_loss: OnNoQuorum::IoError, ..QuorumConfig::default() };
+    let majority = QuorumConfig {
+        rule: QuorumRule::Majority,
+        on_loss: OnNoQuorum::IoError,
+        ..QuorumConfig::default()
+    };
     for node in 0..NODES {
-        trio.step(node, |engine, now, out| engine.set_quorum(now, majority, out));
+        trio.step(node, |engine, now, out| {
+            engine.set_quorum(now, majority, out)
+        });
     }
     trio.held.insert((0, 2));
     trio.write(1);
@@ -832,9 +1256,18 @@ fn the_first_write_after_a_promotion_with_quorum_succeeds_under_io_error() {
     trio.cut(0, 1);
     trio.cut(0, 2);
     trio.settle();
-    assert_eq!(trio.replication(1, 2), Some(ReplState::SyncSource), "the lost Primary's write is being reconciled");
+    assert_eq!(
+        trio.replication(1, 2),
+        Some(ReplState::SyncSource),
+        "the lost Primary's write is being reconciled"
+    );
     assert_eq!(trio.promote(1), Ok(()));
-    let op = Op::Write { offset: 65536, length: 4096, data: vec![9; 4096], flags: WriteFlags::default() };
+    let op = Op::Write {
+        offset: 65536,
+        length: 4096,
+        data: vec![9; 4096],
+        flags: WriteFlags::default(),
+    };
     trio.step(1, |engine, now, out| engine.submit(now, 2, 0, op, out));
     trio.settle();
     assert!(trio.is_complete(2), "{:?}", trio.completed);
@@ -853,13 +1286,21 @@ fn a_secondary_keeps_the_extents_of_unsettled_writes_hot_until_a_peer_ack() {
     let mut trio = Trio::unconnected([logged(), logged(), logged()]);
     for a in 0..NODES {
         for b in (0..NODES).filter(|&b| b != a) {
-            trio.step(a, |engine, now, out| engine.peer_connected(now, b as u8, out));
+            trio.step(a, |engine, now, out| {
+                engine.peer_connected(now, b as u8, out)
+            });
         }
     }
     trio.settle();
-    trio.step(0, |engine, _, out| engine.promote(false, out).expect("promote"));
+    trio.step(0, |engine, _, out| {
+        engine.promote(false, out).expect("promote")
+    });
     trio.settle();
-    let in_flight = |trio: &Trio, node: usize| trio.nodes[node].activity_log(0).map_or(0, |log| log.writes_in_flight(0));
+    let in_flight = |trio: &Trio, node: usize| {
+        trio.nodes[node]
+            .activity_log(0)
+            .map_or(0, |log| log.writes_in_flight(0))
+    };
 
     trio.held.extend([(0, 1), (0, 2)]);
     trio.write(1);
@@ -867,7 +1308,9 @@ fn a_secondary_keeps_the_extents_of_unsettled_writes_hot_until_a_peer_ack() {
     trio.held.clear();
     // Only the write's messages to node 1 go through: its transaction comes before its write.
     while let Some(message) = trio.links[0][1].pop_front() {
-        trio.step(1, |engine, now, out| engine.peer_message(now, 0, message, out));
+        trio.step(1, |engine, now, out| {
+            engine.peer_message(now, 0, message, out)
+        });
     }
     let kinds: Vec<&str> = trio.local[1]
         .iter()
@@ -877,14 +1320,33 @@ fn a_secondary_keeps_the_extents_of_unsettled_writes_hot_until_a_peer_ack() {
             _ => "other",
         })
         .collect();
-    assert_eq!(kinds.first(), Some(&"al"), "the extent is made hot before the write: {kinds:?}");
-    assert!(!kinds.contains(&"write"), "the write waits for the transaction: {kinds:?}");
-    assert_eq!(trio.nodes[1].status().peers[0].volumes[0].pending, 1, "a write waiting for the log counts as pending");
+    assert_eq!(
+        kinds.first(),
+        Some(&"al"),
+        "the extent is made hot before the write: {kinds:?}"
+    );
+    assert!(
+        !kinds.contains(&"write"),
+        "the write waits for the transaction: {kinds:?}"
+    );
+    assert_eq!(
+        trio.nodes[1].status().peers[0].volumes[0].pending,
+        1,
+        "a write waiting for the log counts as pending"
+    );
     trio.settle();
     assert!(trio.is_complete(1));
-    assert_eq!([in_flight(&trio, 1), in_flight(&trio, 2)], [1, 1], "no peer ack yet: the extent stays pinned");
+    assert_eq!(
+        [in_flight(&trio, 1), in_flight(&trio, 2)],
+        [1, 1],
+        "no peer ack yet: the extent stays pinned"
+    );
     // The idle epoch closes at a tick, its barrier acks arrive, the next tick sends the ack.
     trio.tick_all();
     trio.tick_all();
-    assert_eq!([in_flight(&trio, 1), in_flight(&trio, 2)], [0, 0], "the peer ack released the extent");
+    assert_eq!(
+        [in_flight(&trio, 1), in_flight(&trio, 2)],
+        [0, 0],
+        "the peer ack released the extent"
+    );
 }

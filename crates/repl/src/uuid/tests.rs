@@ -43,8 +43,12 @@ fn crashed(mut ids: GenerationIds) -> GenerationIds {
 }
 
 const JC: u64 = UUID_JUST_CREATED;
-const AUTO: SyncDecision = SyncDecision::SplitBrain { auto_recoverable: true };
-const MANUAL: SyncDecision = SyncDecision::SplitBrain { auto_recoverable: false };
+const AUTO: SyncDecision = SyncDecision::SplitBrain {
+    auto_recoverable: true,
+};
+const MANUAL: SyncDecision = SyncDecision::SplitBrain {
+    auto_recoverable: false,
+};
 const SOURCE_BITMAP: SyncDecision = SyncDecision::Source(Transfer::Bitmap);
 const SOURCE_FULL: SyncDecision = SyncDecision::Source(Transfer::Full);
 const TARGET_BITMAP: SyncDecision = SyncDecision::Target(Transfer::Bitmap);
@@ -56,7 +60,11 @@ fn check(local: &GenerationIds, peer: &GenerationIds, decision: SyncDecision, ru
     let expected = Handshake { decision, rule };
     let pair = nodes(0, 1);
     assert_eq!(compare(local, peer, pair), expected, "seen from node 0");
-    assert_eq!(compare(peer, local, pair.mirrored()), expected.mirrored(), "seen from node 1");
+    assert_eq!(
+        compare(peer, local, pair.mirrored()),
+        expected.mirrored(),
+        "seen from node 1"
+    );
 }
 
 /// One row per rule of drbd-semantics.md §2, in rule order.
@@ -113,9 +121,16 @@ fn every_rule_from_both_ends() {
             SyncDecision::Unrelated, Rule::UnrelatedData),
     ];
     for (name, local, peer, decision, rule) in rows {
-        let expected = Handshake { decision: *decision, rule: *rule };
+        let expected = Handshake {
+            decision: *decision,
+            rule: *rule,
+        };
         let pair = nodes(0, 1);
-        assert_eq!(compare(local, peer, pair), expected, "{name}: seen from node 0");
+        assert_eq!(
+            compare(local, peer, pair),
+            expected,
+            "{name}: seen from node 0"
+        );
         let mirrored = compare(peer, local, pair.mirrored());
         assert_eq!(mirrored, expected.mirrored(), "{name}: seen from node 1");
     }
@@ -125,23 +140,48 @@ fn every_rule_from_both_ends() {
 #[test]
 fn earlier_rules_take_precedence() {
     // Equal currents win over a bitmap relation that would also hold.
-    check(&ids(G1, &[(1, G1)], &[]), &ids(G1, &[], &[]), SyncDecision::NoSync, Rule::EqualCurrent);
+    check(
+        &ids(G1, &[(1, G1)], &[]),
+        &ids(G1, &[], &[]),
+        SyncDecision::NoSync,
+        Rule::EqualCurrent,
+    );
     // A bitmap relation wins over a history relation (bitmap resync instead of full).
-    check(&ids(G1, &[], &[]), &ids(G2, &[(0, G1)], &[G1]), TARGET_BITMAP, Rule::BitmapPeer);
+    check(
+        &ids(G1, &[], &[]),
+        &ids(G2, &[(0, G1)], &[G1]),
+        TARGET_BITMAP,
+        Rule::BitmapPeer,
+    );
     // A history relation wins over a shared bitmap generation.
-    check(&ids(G2, &[(1, G1)], &[G3]), &ids(G3, &[(0, G1)], &[]), SOURCE_FULL, Rule::HistorySelf);
+    check(
+        &ids(G2, &[(1, G1)], &[G3]),
+        &ids(G3, &[(0, G1)], &[]),
+        SOURCE_FULL,
+        Rule::HistorySelf,
+    );
 }
 
 fn absent(peers: &[u8]) -> NodeSet {
-    peers.iter().fold(NodeSet::EMPTY, |set, &id| set.with(node(id)))
+    peers
+        .iter()
+        .fold(NodeSet::EMPTY, |set, &id| set.with(node(id)))
 }
 
 fn new_current(ids: &mut GenerationIds, random: u64, role: Role, absent_peers: &[u8]) {
-    ids.new_current(NewCurrent { random, role, absent_peers: absent(absent_peers) });
+    ids.new_current(NewCurrent {
+        random,
+        role,
+        absent_peers: absent(absent_peers),
+    });
 }
 
 fn adopt(target: &mut GenerationIds, source: &GenerationIds, local: u8, source_id: u8) {
-    let adoption = Adoption { local: node(local), source: node(source_id), role: Role::Secondary };
+    let adoption = Adoption {
+        local: node(local),
+        source: node(source_id),
+        role: Role::Secondary,
+    };
     target.adopt_source(source, adoption);
 }
 
@@ -154,15 +194,26 @@ fn lifecycle_disconnect_write_reconnect_resync() {
     check(&alice, &bob, SyncDecision::NoSync, Rule::EqualCurrent);
 
     new_current(&mut alice, G2, Role::Primary, &[1]);
-    assert_eq!(alice.bitmap_uuid(node(1)), G1 | 1, "old current anchors bob's bitmap");
+    assert_eq!(
+        alice.bitmap_uuid(node(1)),
+        G1 | 1,
+        "old current anchors bob's bitmap"
+    );
     assert_eq!(alice.current, G2 | 1, "new current marked primary");
     check(&alice, &bob, SOURCE_BITMAP, Rule::BitmapSelf);
 
     alice.clear_bitmap_uuid(node(1));
     adopt(&mut bob, &alice, 1, 0);
     assert_eq!(alice.bitmap_uuid(node(1)), 0);
-    assert_eq!(alice.history[0], G1 | 1, "cleared bitmap identifier moves to history");
-    assert_eq!(bob.current, G2, "target adopts the current without the primary bit");
+    assert_eq!(
+        alice.history[0],
+        G1 | 1,
+        "cleared bitmap identifier moves to history"
+    );
+    assert_eq!(
+        bob.current, G2,
+        "target adopts the current without the primary bit"
+    );
     assert_eq!(bob.history, alice.history);
     check(&alice, &bob, SyncDecision::NoSync, Rule::EqualCurrent);
 }
@@ -177,7 +228,11 @@ fn lifecycle_split_brain() {
     new_current(&mut bob, G3, Role::Primary, &[0]);
     check(&alice, &bob, AUTO, Rule::BitmapBoth);
     assert_eq!(alice.bitmap_uuid(node(1)) & UUID_PRIMARY, UUID_PRIMARY);
-    assert_eq!(bob.bitmap_uuid(node(0)) & UUID_PRIMARY, 0, "bob became primary after");
+    assert_eq!(
+        bob.bitmap_uuid(node(0)) & UUID_PRIMARY,
+        0,
+        "bob became primary after"
+    );
 
     // Alice later clears her bitmap for bob (new-current-uuid --clear-bitmap): only the
     // history links them now, and no bitmap covers the divergence.
@@ -198,13 +253,21 @@ fn adopted_target_forgets_discarded_generation() {
     assert_eq!(bob.current, G2);
     assert_eq!(bob.bitmap_uuid(node(0)), 0, "in sync with the source");
     assert_eq!(bob.bitmap_uuid(node(1)), 0, "own slot unused");
-    assert_eq!(bob.bitmap_uuid(node(2)), G3, "third node's slot from the source");
+    assert_eq!(
+        bob.bitmap_uuid(node(2)),
+        G3,
+        "third node's slot from the source"
+    );
     assert_eq!(bob.history, alice.history);
     assert_eq!(bob.flags, GenerationFlags::default());
     // Charlie was with bob in the diverged partition.
     let charlie = ids(G4 | 1, &[], &[]);
     let seen = compare(&bob, &charlie, nodes(1, 2));
-    assert_eq!(seen.decision, SyncDecision::Unrelated, "bob's old data is no ancestor");
+    assert_eq!(
+        seen.decision,
+        SyncDecision::Unrelated,
+        "bob's old data is no ancestor"
+    );
 }
 
 /// Three nodes (rotate.rs): alice (Primary) loses charlie and starts a new generation; bob,
@@ -218,10 +281,17 @@ fn a_secondary_follows_its_primarys_new_generation() {
     new_current(&mut alice, G2, Role::Primary, &[2]);
     bob.adopt_current(alice.current, absent(&[2]));
     assert_eq!(bob.current, alice.current, "bob follows alice");
-    assert_eq!(bob.bitmap_uuid(node(2)), G1 | 1, "bob's bitmap for charlie counts from the old generation");
+    assert_eq!(
+        bob.bitmap_uuid(node(2)),
+        G1 | 1,
+        "bob's bitmap for charlie counts from the old generation"
+    );
     check(&alice, &bob, SyncDecision::NoSync, Rule::EqualCurrent);
     assert_eq!(compare(&bob, &charlie, nodes(1, 2)).decision, SOURCE_BITMAP);
-    assert_eq!(compare(&alice, &charlie, nodes(0, 2)).decision, SOURCE_BITMAP);
+    assert_eq!(
+        compare(&alice, &charlie, nodes(0, 2)).decision,
+        SOURCE_BITMAP
+    );
     let before = bob.clone();
     bob.adopt_current(alice.current, absent(&[2]));
     assert_eq!(bob, before, "the same generation twice changes nothing");
@@ -239,10 +309,21 @@ fn new_current_keeps_older_bitmap_and_history() {
     new_current(&mut alice, G2, Role::Primary, &[1]);
     new_current(&mut alice, G3, Role::Primary, &[1, 2]);
     assert_eq!(alice.bitmap_uuid(node(1)), G1, "bob keeps the older anchor");
-    assert_eq!(alice.bitmap_uuid(node(2)), G2 | 1, "charlie starts at the old current");
-    assert_eq!(alice.history[0], 0, "old current anchored a bitmap: history untouched");
+    assert_eq!(
+        alice.bitmap_uuid(node(2)),
+        G2 | 1,
+        "charlie starts at the old current"
+    );
+    assert_eq!(
+        alice.history[0], 0,
+        "old current anchored a bitmap: history untouched"
+    );
     new_current(&mut alice, G4, Role::Secondary, &[1, 2]);
-    assert_eq!(alice.history[0], G3 | 1, "old current anchored nothing: into history");
+    assert_eq!(
+        alice.history[0],
+        G3 | 1,
+        "old current anchored nothing: into history"
+    );
     assert_eq!(alice.current, G4, "secondary: no primary bit");
 }
 
@@ -259,14 +340,21 @@ fn new_current_avoids_reserved_and_held_values() {
         let mut ids = fresh.clone();
         new_current(&mut ids, *random, Role::Secondary, &[]);
         let bare = ids.current & !UUID_PRIMARY;
-        assert!(bare != 0 && bare != UUID_JUST_CREATED, "{name}: got {bare:#x}");
+        assert!(
+            bare != 0 && bare != UUID_JUST_CREATED,
+            "{name}: got {bare:#x}"
+        );
     }
     fresh = ids(G1, &[(1, G2)], &[G3]);
     for held in [G1, G2, G3, G1 | 1] {
         let mut ids = fresh.clone();
         new_current(&mut ids, held, Role::Secondary, &[]);
         for old in [G1, G2, G3] {
-            assert_ne!(ids.current & !UUID_PRIMARY, old, "random {held:#x} reused {old:#x}");
+            assert_ne!(
+                ids.current & !UUID_PRIMARY,
+                old,
+                "random {held:#x} reused {old:#x}"
+            );
         }
     }
 }
@@ -296,20 +384,40 @@ fn history_is_bounded_and_deduplicated() {
 fn log_lines() {
     let mut local = ids(0xE54E_3151_3A64_A2EE, &[], &[0x35BC_9714_2AF7_A8A4]);
     local.flags = GenerationFlags::from_bits(3);
-    let line = HandshakeLog { side: Side::Local, ids: &local, bitmap_slot: node(1), bits: 1266688 };
+    let line = HandshakeLog {
+        side: Side::Local,
+        ids: &local,
+        bitmap_slot: node(1),
+        bits: 1266688,
+    };
     assert_eq!(
         line.to_string(),
         "self E54E31513A64A2EE:0000000000000000:35BC97142AF7A8A4:0000000000000000 \
          bits:1266688 flags:3"
     );
-    let peer = ids(0x591D_9E9C_A26B_4F98, &[(0, 0x66E6_7F43_AB59_AB30)], &[1, 2]);
-    let line = HandshakeLog { side: Side::Peer, ids: &peer, bitmap_slot: node(0), bits: 0 };
+    let peer = ids(
+        0x591D_9E9C_A26B_4F98,
+        &[(0, 0x66E6_7F43_AB59_AB30)],
+        &[1, 2],
+    );
+    let line = HandshakeLog {
+        side: Side::Peer,
+        ids: &peer,
+        bitmap_slot: node(0),
+        bits: 0,
+    };
     assert_eq!(
         line.to_string(),
         "peer 591D9E9CA26B4F98:66E67F43AB59AB30:0000000000000001:0000000000000002 bits:0 flags:0"
     );
-    let handshake = Handshake { decision: SyncDecision::Unrelated, rule: Rule::HistoryBoth };
-    assert_eq!(handshake.to_string(), "uuid_compare()=unrelated-data by rule=history-both");
+    let handshake = Handshake {
+        decision: SyncDecision::Unrelated,
+        rule: Rule::HistoryBoth,
+    };
+    assert_eq!(
+        handshake.to_string(),
+        "uuid_compare()=unrelated-data by rule=history-both"
+    );
 }
 
 #[test]
@@ -317,15 +425,25 @@ fn flags_round_trip() {
     for bits in 0..4 {
         assert_eq!(GenerationFlags::from_bits(bits).bits(), bits);
     }
-    assert_eq!(GenerationFlags::from_bits(0xF0).bits(), 0, "unknown bits ignored");
+    assert_eq!(
+        GenerationFlags::from_bits(0xF0).bits(),
+        0,
+        "unknown bits ignored"
+    );
 }
 
 #[test]
 fn bad_node_ids_are_errors() {
     let max = u8::try_from(NODE_SLOTS_MAX).unwrap_or(u8::MAX);
-    assert_eq!(NodeId::new(max), Err(SyncError::NodeIdOutOfRange { node_id: max }));
+    assert_eq!(
+        NodeId::new(max),
+        Err(SyncError::NodeIdOutOfRange { node_id: max })
+    );
     assert!(NodeId::new(max - 1).is_ok());
-    assert_eq!(HandshakeNodes::new(node(3), node(3)), Err(SyncError::SameNodeId { node_id: 3 }));
+    assert_eq!(
+        HandshakeNodes::new(node(3), node(3)),
+        Err(SyncError::SameNodeId { node_id: 3 })
+    );
 }
 
 #[test]
@@ -348,14 +466,20 @@ fn arbitrary_ids() -> impl Strategy<Value = GenerationIds> {
         prop::collection::vec(pool_uuid(), 3),
         any::<(bool, bool)>(),
     )
-        .prop_map(|(current, bitmaps, history, (crashed_primary, discard_my_data))| {
-            let mut ids = GenerationIds::just_created();
-            ids.current = current;
-            ids.bitmap[..bitmaps.len()].copy_from_slice(&bitmaps);
-            ids.history[..history.len()].copy_from_slice(&history);
-            ids.flags = GenerationFlags { crashed_primary, discard_my_data, ..GenerationFlags::default() };
-            ids
-        })
+        .prop_map(
+            |(current, bitmaps, history, (crashed_primary, discard_my_data))| {
+                let mut ids = GenerationIds::just_created();
+                ids.current = current;
+                ids.bitmap[..bitmaps.len()].copy_from_slice(&bitmaps);
+                ids.history[..history.len()].copy_from_slice(&history);
+                ids.flags = GenerationFlags {
+                    crashed_primary,
+                    discard_my_data,
+                    ..GenerationFlags::default()
+                };
+                ids
+            },
+        )
 }
 
 proptest! {
@@ -414,7 +538,12 @@ fn a_lost_sync_start_after_a_split_brain_is_still_a_split_brain() {
     check(&alice, &bob, AUTO, Rule::BitmapBoth);
     // Without the shared generation it stays unrelated.
     let stranger = ids(G3, &[(0, 0x5555_5555_5555_5550)], &[]);
-    check(&alice, &stranger, SyncDecision::Unrelated, Rule::UnrelatedData);
+    check(
+        &alice,
+        &stranger,
+        SyncDecision::Unrelated,
+        Rule::UnrelatedData,
+    );
 }
 
 /// The same, after the source wrote on: a Primary that lost a peer it shared its generation
@@ -435,11 +564,17 @@ fn a_lost_sync_start_is_a_split_brain_also_after_further_generations() {
 fn descends_from_finds_ancestors_in_bitmaps_and_history_only() {
     let newer = ids(G3 | UUID_PRIMARY, &[(1, G2)], &[G1]);
     assert!(newer.descends_from(G2), "a bitmap identifier");
-    assert!(newer.descends_from(G1 | UUID_PRIMARY), "in the history, primary bit ignored");
+    assert!(
+        newer.descends_from(G1 | UUID_PRIMARY),
+        "in the history, primary bit ignored"
+    );
     assert!(!newer.descends_from(G3), "the current itself is not behind");
     assert!(!newer.descends_from(G4), "an unknown generation");
     assert!(!newer.descends_from(0));
-    assert!(!ids(G3, &[], &[JC]).descends_from(JC), "a fresh disk is nobody's descendant");
+    assert!(
+        !ids(G3, &[], &[JC]).descends_from(JC),
+        "a fresh disk is nobody's descendant"
+    );
 }
 
 /// A sync target learns its source's ancestors (bitmap identifiers and history, not the
@@ -451,15 +586,30 @@ fn a_sync_target_learns_its_source_s_ancestors() {
     let source = ids(G3, &[(0, G2), (2, sync)], &[G1]);
     let mut target = ids(sync, &[], &[]);
     target.learn_source_ancestors(&source);
-    assert!(target.in_history(G2) && target.in_history(G1), "{:?}", target.history);
-    assert!(!target.in_history(G3), "the source's current is not an ancestor of a partial copy");
+    assert!(
+        target.in_history(G2) && target.in_history(G1),
+        "{:?}",
+        target.history
+    );
+    assert!(
+        !target.in_history(G3),
+        "the source's current is not an ancestor of a partial copy"
+    );
     assert!(!target.in_history(sync), "nor our own current");
     let old_primary = ids(G2 | UUID_PRIMARY, &[], &[G1]);
     let seen = compare(&target, &old_primary, nodes(2, 0));
-    assert_eq!(seen.decision, SyncDecision::Source(Transfer::Full), "the old Primary is behind: {seen}");
+    assert_eq!(
+        seen.decision,
+        SyncDecision::Source(Transfer::Full),
+        "the old Primary is behind: {seen}"
+    );
     let same_generation = ids(G3, &[], &[G2, G1]);
     let seen = compare(&target, &same_generation, nodes(2, 1));
-    assert_eq!(seen.rule, Rule::HistoryBoth, "a shared lineage: a split brain for the administrator, never a silent overwrite: {seen}");
+    assert_eq!(
+        seen.rule,
+        Rule::HistoryBoth,
+        "a shared lineage: a split brain for the administrator, never a silent overwrite: {seen}"
+    );
 }
 
 /// A sync target's resync goal is its source's current, follows the source's rotations, and
@@ -474,13 +624,20 @@ fn the_resync_goal_follows_the_source_until_the_target_has_its_data() {
     assert_eq!(target.resync_goal, G3 | UUID_PRIMARY);
     let rotated = ids(G4 | UUID_PRIMARY, &[(2, G5)], &[G3, G1]);
     target.learn_source_ancestors(&rotated);
-    assert_eq!(target.resync_goal, G4 | UUID_PRIMARY, "the source's new generation");
+    assert_eq!(
+        target.resync_goal,
+        G4 | UUID_PRIMARY,
+        "the source's new generation"
+    );
     let mut adopted = target.clone();
     adopt(&mut adopted, &rotated, 2, 0);
     assert_eq!(adopted.resync_goal, 0, "the resync finished");
     let mut own = target.clone();
     new_current(&mut own, 0x1234_5678, Role::Primary, &[0]);
-    assert_eq!(own.resync_goal, 0, "a generation of its own (primary --force)");
+    assert_eq!(
+        own.resync_goal, 0,
+        "a generation of its own (primary --force)"
+    );
     assert!(rotated.includes(G4) && rotated.includes(G5) && rotated.includes(G3 | UUID_PRIMARY));
     assert!(!rotated.includes(G2) && !rotated.includes(0));
 }

@@ -90,7 +90,10 @@ pub(super) const SATURATED_LATENCY_FACTOR: u32 = 2;
 /// Whether the network's latency alone is far enough over the enter threshold to count on a
 /// saturated host.
 fn clearly_network(context: &Context<'_>) -> bool {
-    let limit = context.config.latency_enter.saturating_mul(SATURATED_LATENCY_FACTOR);
+    let limit = context
+        .config
+        .latency_enter
+        .saturating_mul(SATURATED_LATENCY_FACTOR);
     network_latency(context).is_some_and(|latency| latency >= limit)
 }
 

@@ -910,9 +910,17 @@ fn the_fastest_ack_shows_a_recovered_link_under_queueing() {
         let mut peer = delayed_peer(millis(20));
         peer.rtt = None;
         peer.ack_latency_mean = Some(if slow { millis(25) } else { millis(5) });
-        peer.ack_latency_min = Some(if slow { millis(20) } else { Duration::from_micros(400) });
+        peer.ack_latency_min = Some(if slow {
+            millis(20)
+        } else {
+            Duration::from_micros(400)
+        });
         run.step(t, &sample(t, peer));
     }
-    let protocols: Vec<Protocol> = run.switches().into_iter().map(|(_, protocol)| protocol).collect();
+    let protocols: Vec<Protocol> = run
+        .switches()
+        .into_iter()
+        .map(|(_, protocol)| protocol)
+        .collect();
     assert_eq!(protocols, vec![Protocol::A, Protocol::C]);
 }

@@ -106,8 +106,13 @@ fn the_admin_socket_refuses_other_users() {
     }
     let cluster = Cluster::start(Spec::two_nodes('C'));
     let run_dir = cluster.run_dir(0).to_path_buf();
-    for path in [cluster.dir().to_path_buf(), run_dir.clone(), run_dir.join("admin.sock")] {
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o777)).expect("open the path to everyone");
+    for path in [
+        cluster.dir().to_path_buf(),
+        run_dir.clone(),
+        run_dir.join("admin.sock"),
+    ] {
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o777))
+            .expect("open the path to everyone");
     }
     let output = std::process::Command::new("setpriv")
         .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
@@ -117,8 +122,21 @@ fn the_admin_socket_refuses_other_users() {
         .args(["status", RESOURCE])
         .output()
         .expect("run setpriv");
-    assert!(!output.status.success(), "nobody got an answer: {}", String::from_utf8_lossy(&output.stdout));
-    assert!(output.stdout.is_empty(), "nobody saw the status: {}", String::from_utf8_lossy(&output.stdout));
-    cluster.wait_until("the refusal is logged", LOG_DEADLINE, || cluster.log(0).contains("refused a caller"));
-    assert!(cluster.admin(0, &["status", RESOURCE]).status.success(), "root is still answered");
+    assert!(
+        !output.status.success(),
+        "nobody got an answer: {}",
+        String::from_utf8_lossy(&output.stdout)
+    );
+    assert!(
+        output.stdout.is_empty(),
+        "nobody saw the status: {}",
+        String::from_utf8_lossy(&output.stdout)
+    );
+    cluster.wait_until("the refusal is logged", LOG_DEADLINE, || {
+        cluster.log(0).contains("refused a caller")
+    });
+    assert!(
+        cluster.admin(0, &["status", RESOURCE]).status.success(),
+        "root is still answered"
+    );
 }

@@ -46,12 +46,16 @@ static MACHINE: RwLock<()> = RwLock::new(());
 /// [`cpu_heavy`] one, which on two cores would make the latency the nodes measure a property
 /// of the test run rather than of the emulated link.
 pub fn timing_sensitive() -> RwLockReadGuard<'static, ()> {
-    MACHINE.read().unwrap_or_else(|poisoned| poisoned.into_inner())
+    MACHINE
+        .read()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// Held by a test that keeps the CPUs busy on purpose (the failover torture trials).
 pub fn cpu_heavy() -> RwLockWriteGuard<'static, ()> {
-    MACHINE.write().unwrap_or_else(|poisoned| poisoned.into_inner())
+    MACHINE
+        .write()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// The one resource every test cluster serves.
@@ -168,7 +172,11 @@ impl Spec {
 
     /// Three nodes in a `connection-mesh`, otherwise like [`Spec::two_nodes`].
     pub fn three_nodes(protocol: char) -> Spec {
-        Spec { node_count: 3, net_extra: vec![Vec::new(); 3], ..Spec::two_nodes(protocol) }
+        Spec {
+            node_count: 3,
+            net_extra: vec![Vec::new(); 3],
+            ..Spec::two_nodes(protocol)
+        }
     }
 
     /// Nodes can be made to fail their disk I/O ([`Cluster::fail_disk`]).
@@ -335,7 +343,9 @@ impl Cluster {
             cluster.write_node_files(index);
         }
         if cluster.spec.create_md {
-            for index in (0..cluster.nodes.len()).filter(|index| !cluster.spec.diskless.contains(index)) {
+            for index in
+                (0..cluster.nodes.len()).filter(|index| !cluster.spec.diskless.contains(index))
+            {
                 cluster.create_md(index);
             }
         }
@@ -433,7 +443,13 @@ impl Cluster {
     /// UpToDate with nothing out of sync.
     pub fn all_up_to_date(&self) -> bool {
         // A diskless node is Diskless on every side; its peers keep no bits for it.
-        let disk_of = |index: usize| if self.spec.diskless.contains(&index) { "Diskless" } else { "UpToDate" };
+        let disk_of = |index: usize| {
+            if self.spec.diskless.contains(&index) {
+                "Diskless"
+            } else {
+                "UpToDate"
+            }
+        };
         (0..self.nodes.len()).all(|index| {
             let status = self.status(index);
             status.disk() == disk_of(index)
@@ -526,7 +542,9 @@ impl Cluster {
         text.push_str("  }\n");
         for (node_id, node) in self.nodes.iter().enumerate() {
             let address = match &self.spec.relay_ports {
-                Some(ports) if node_id != index => SocketAddr::from(([127, 0, 0, 1], ports[node_id])),
+                Some(ports) if node_id != index => {
+                    SocketAddr::from(([127, 0, 0, 1], ports[node_id]))
+                }
                 _ => node.address,
             };
             if self.spec.diskless.contains(&node_id) {
@@ -547,7 +565,12 @@ impl Cluster {
             }
             text.push_str("    }\n");
             let directory = self.dir.path().display().to_string();
-            for (_, line) in self.spec.host_extra.iter().filter(|(index, _)| *index == node_id) {
+            for (_, line) in self
+                .spec
+                .host_extra
+                .iter()
+                .filter(|(index, _)| *index == node_id)
+            {
                 text.push_str(&format!("    {}\n", line.replace("{dir}", &directory)));
             }
             text.push_str("  }\n");
@@ -571,7 +594,9 @@ impl Cluster {
                 // `ip netns exec` execs the program in place, so the child is the node itself
                 // and kill/stop reach it.
                 let mut command = Command::new("ip");
-                command.args(["netns", "exec", &placements[index].namespace]).arg(tandem_bin());
+                command
+                    .args(["netns", "exec", &placements[index].namespace])
+                    .arg(tandem_bin());
                 command
             }
             None => Command::new(tandem_bin()),
@@ -596,14 +621,20 @@ impl Cluster {
 
     /// The file whose existence fails one node's data disk I/O ([`Spec::with_disk_faults`]).
     fn disk_fault_trigger(&self, index: usize) -> PathBuf {
-        self.dir.path().join(format!("{}.disk-fault", self.nodes[index].name))
+        self.dir
+            .path()
+            .join(format!("{}.disk-fault", self.nodes[index].name))
     }
 
     /// From now on every data read, write and flush of one node's backing disk fails with
     /// EIO (needs [`Spec::with_disk_faults`]).
     pub fn fail_disk(&self, index: usize) {
-        assert!(self.spec.disk_faults, "fail_disk needs Spec::with_disk_faults");
-        std::fs::write(self.disk_fault_trigger(index), b"").expect("cannot create the fault trigger");
+        assert!(
+            self.spec.disk_faults,
+            "fail_disk needs Spec::with_disk_faults"
+        );
+        std::fs::write(self.disk_fault_trigger(index), b"")
+            .expect("cannot create the fault trigger");
     }
 
     /// Ends [`Cluster::fail_disk`].
@@ -671,7 +702,9 @@ impl Cluster {
 
     fn send_signal(&self, index: usize, number: libc::c_int) {
         let processes = self.processes.borrow();
-        let child = processes[index].as_ref().unwrap_or_else(|| panic!("signal: {} is not running", self.name(index)));
+        let child = processes[index]
+            .as_ref()
+            .unwrap_or_else(|| panic!("signal: {} is not running", self.name(index)));
         signal(child, number);
     }
 
@@ -755,7 +788,9 @@ impl Cluster {
 
     /// Whether node `index` reports quorum (`status --json`).
     pub fn has_quorum(&self, index: usize) -> bool {
-        self.status_json(index)["resources"][0]["devices"][0]["quorum"].as_bool().unwrap_or(false)
+        self.status_json(index)["resources"][0]["devices"][0]["quorum"]
+            .as_bool()
+            .unwrap_or(false)
     }
 
     /// `tandem events RES` on node `index`, running until the returned value is dropped.
@@ -917,7 +952,10 @@ impl Cluster {
     /// The `flags:` line of `tandem dump-md` of a stopped node's metadata.
     pub fn dumped_flags(&self, index: usize) -> String {
         let text = self.dumped_metadata(index);
-        text.lines().find(|line| line.starts_with("flags:")).unwrap_or_else(|| panic!("dump-md of {}: {text}", self.name(index))).to_string()
+        text.lines()
+            .find(|line| line.starts_with("flags:"))
+            .unwrap_or_else(|| panic!("dump-md of {}: {text}", self.name(index)))
+            .to_string()
     }
 
     pub fn out_of_sync_kib(&self, node: usize, peer: usize) -> u64 {
@@ -1104,7 +1142,11 @@ impl Events {
         let events = Events { child, out };
         // `events` shows helper lines from when it connected: wait until it printed its
         // initial state.
-        cluster.wait_until("tandem events printed the initial state", NODE_READY_DEADLINE, || events.text().contains("exists -"));
+        cluster.wait_until(
+            "tandem events printed the initial state",
+            NODE_READY_DEADLINE,
+            || events.text().contains("exists -"),
+        );
         events
     }
 
@@ -1118,7 +1160,10 @@ impl Events {
         let start = Instant::now();
         while !self.text().contains(line) {
             if start.elapsed() > deadline {
-                cluster.fail(&format!("events never showed '{line}'; they showed:\n{}", self.text()));
+                cluster.fail(&format!(
+                    "events never showed '{line}'; they showed:\n{}",
+                    self.text()
+                ));
             }
             std::thread::sleep(POLL_INTERVAL);
         }
@@ -1329,7 +1374,11 @@ pub fn free_port() -> u16 {
     });
     for _ in 0..span {
         let candidate = port;
-        port = if port + 1 >= TEST_PORTS.end { TEST_PORTS.start } else { port + 1 };
+        port = if port + 1 >= TEST_PORTS.end {
+            TEST_PORTS.start
+        } else {
+            port + 1
+        };
         if TcpListener::bind(("127.0.0.1", candidate)).is_ok() {
             *next = Some(port);
             return candidate;

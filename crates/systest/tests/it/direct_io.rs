@@ -42,10 +42,13 @@ fn direct_io_pair_replicates_byte_for_byte(spec: Spec) {
     for node in [ALICE, BOB] {
         assert_backing_file_is_direct(&cluster, node);
     }
-    let mut client = nbd_client::open(&cluster.nbd_socket(ALICE), RESOURCE).expect("open alice's export");
+    let mut client =
+        nbd_client::open(&cluster.nbd_socket(ALICE), RESOURCE).expect("open alice's export");
     let mut model = vec![0u8; 5 * 1024 * 1024];
     for (round, &(offset, length)) in WRITES.iter().enumerate() {
-        let data: Vec<u8> = (0..length).map(|i| ((i * 11 + round * 37) % 251) as u8 + 1).collect();
+        let data: Vec<u8> = (0..length)
+            .map(|i| ((i * 11 + round * 37) % 251) as u8 + 1)
+            .collect();
         assert_eq!(client.write(offset, &data), 0, "write {offset}+{length}");
         let at = usize::try_from(offset).expect("offset fits usize");
         model[at..at + length].copy_from_slice(&data);
@@ -55,14 +58,25 @@ fn direct_io_pair_replicates_byte_for_byte(spec: Spec) {
         let at = usize::try_from(offset).expect("offset fits usize");
         let length = u32::try_from(length).expect("length fits u32");
         let back = client.read(offset, length);
-        assert!(back[..] == model[at..at + back.len()], "read back {offset}+{length}");
+        assert!(
+            back[..] == model[at..at + back.len()],
+            "read back {offset}+{length}"
+        );
     }
     client.disconnect();
     let file = std::fs::read(cluster.disk(ALICE)).expect("read alice's backing file");
-    assert!(file[..model.len()] == model[..], "alice's backing file holds exactly what was written");
+    assert!(
+        file[..model.len()] == model[..],
+        "alice's backing file holds exactly what was written"
+    );
     cluster.wait_identical(ALICE, BOB, CONVERGE_DEADLINE);
     let status = cluster.status(ALICE);
-    assert_eq!(status.peer_disk(NODE_NAMES[BOB]), "UpToDate", "{}", status.0);
+    assert_eq!(
+        status.peer_disk(NODE_NAMES[BOB]),
+        "UpToDate",
+        "{}",
+        status.0
+    );
     assert_eq!(status.out_of_sync_kib(NODE_NAMES[BOB]), 0, "{}", status.0);
 }
 
@@ -83,8 +97,20 @@ fn io_direct_with_internal_metadata_replicates_byte_for_byte() {
 fn fio_verifies_512_byte_random_writes_on_an_io_direct_pair() {
     require_fio();
     let cluster = Cluster::with_primary(Spec::two_nodes('C').disk_line("io direct;"));
-    run_ok(fio_verify(&cluster.nbd_uri(ALICE), cluster.dir(), "randwrite", "512", "2M"), FIO_DEADLINE);
-    run_ok(fio_verify(&cluster.nbd_uri(ALICE), cluster.dir(), "write", "64k", "8M"), FIO_DEADLINE);
+    run_ok(
+        fio_verify(
+            &cluster.nbd_uri(ALICE),
+            cluster.dir(),
+            "randwrite",
+            "512",
+            "2M",
+        ),
+        FIO_DEADLINE,
+    );
+    run_ok(
+        fio_verify(&cluster.nbd_uri(ALICE), cluster.dir(), "write", "64k", "8M"),
+        FIO_DEADLINE,
+    );
     cluster.wait_identical(ALICE, BOB, CONVERGE_DEADLINE);
 }
 
@@ -99,9 +125,17 @@ fn adjust_reports_a_changed_io_as_applied_at_restart() {
     assert_ne!(text, edited, "the configuration has io direct");
     std::fs::write(path, edited).expect("write config");
     let report = cluster.admin_ok(ALICE, &["adjust", RESOURCE]);
-    assert!(report.contains("volume 0: io direct -> buffered changed but not applied until the node restarts"), "report: {report}");
+    assert!(
+        report.contains(
+            "volume 0: io direct -> buffered changed but not applied until the node restarts"
+        ),
+        "report: {report}"
+    );
     assert_backing_file_is_direct(&cluster, ALICE);
-    assert_eq!(cluster.status(ALICE).connection_state(NODE_NAMES[BOB]), "Connected");
+    assert_eq!(
+        cluster.status(ALICE).connection_state(NODE_NAMES[BOB]),
+        "Connected"
+    );
 }
 
 /// Some descriptor of node `index`'s process points at its backing file with `O_DIRECT`.
@@ -109,8 +143,16 @@ fn assert_backing_file_is_direct(cluster: &Cluster, index: usize) {
     let pid = cluster.pid(index).expect("the node runs");
     let disk = std::fs::canonicalize(cluster.disk(index)).expect("backing file path");
     let flags = open_flags_of(pid, &disk);
-    assert!(!flags.is_empty(), "node {index} has no descriptor on {}", disk.display());
-    assert!(flags.iter().any(|flags| flags & O_DIRECT_FLAG != 0), "no O_DIRECT descriptor on {}: flags {flags:?} (octal {O_DIRECT_FLAG:o} is O_DIRECT)", disk.display());
+    assert!(
+        !flags.is_empty(),
+        "node {index} has no descriptor on {}",
+        disk.display()
+    );
+    assert!(
+        flags.iter().any(|flags| flags & O_DIRECT_FLAG != 0),
+        "no O_DIRECT descriptor on {}: flags {flags:?} (octal {O_DIRECT_FLAG:o} is O_DIRECT)",
+        disk.display()
+    );
 }
 
 /// The `flags` of every descriptor of process `pid` open on `path`.
@@ -121,8 +163,15 @@ fn open_flags_of(pid: u32, path: &Path) -> Vec<u32> {
         if std::fs::read_link(entry.path()).ok().as_deref() != Some(path) {
             continue;
         }
-        let info = std::fs::read_to_string(format!("/proc/{pid}/fdinfo/{}", entry.file_name().to_string_lossy())).unwrap_or_default();
-        let flags = info.lines().find_map(|line| line.strip_prefix("flags:")).and_then(|flags| u32::from_str_radix(flags.trim(), 8).ok());
+        let info = std::fs::read_to_string(format!(
+            "/proc/{pid}/fdinfo/{}",
+            entry.file_name().to_string_lossy()
+        ))
+        .unwrap_or_default();
+        let flags = info
+            .lines()
+            .find_map(|line| line.strip_prefix("flags:"))
+            .and_then(|flags| u32::from_str_radix(flags.trim(), 8).ok());
         found.extend(flags);
     }
     found

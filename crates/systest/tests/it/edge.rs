@@ -36,14 +36,18 @@ fn sockaddr(ip: Ipv4Addr, port: u16) -> libc::sockaddr_in {
     libc::sockaddr_in {
         sin_family: libc::AF_INET as libc::sa_family_t,
         sin_port: port.to_be(),
-        sin_addr: libc::in_addr { s_addr: u32::from(ip).to_be() },
+        sin_addr: libc::in_addr {
+            s_addr: u32::from(ip).to_be(),
+        },
         sin_zero: [0; 8],
     }
 }
 
 /// A TCP connection to `target` from `source` (port chosen by the kernel).
 fn connect_from(source: Ipv4Addr, target: SocketAddr) -> std::io::Result<TcpStream> {
-    let SocketAddr::V4(target) = target else { return Err(ErrorKind::Unsupported.into()) };
+    let SocketAddr::V4(target) = target else {
+        return Err(ErrorKind::Unsupported.into());
+    };
     // SAFETY: socket(2) takes no pointers; the result is checked before use.
     let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
     if fd < 0 {
@@ -67,7 +71,9 @@ fn connect_from(source: Ipv4Addr, target: SocketAddr) -> std::io::Result<TcpStre
 
 /// Whether the daemon has closed `stream` (end of file or reset), without waiting.
 fn closed_by_daemon(stream: &mut TcpStream) -> bool {
-    stream.set_nonblocking(true).expect("cannot make the socket non-blocking");
+    stream
+        .set_nonblocking(true)
+        .expect("cannot make the socket non-blocking");
     let mut byte = [0u8; 1];
     match stream.read(&mut byte) {
         Ok(0) => true,
@@ -104,24 +110,51 @@ fn a_connection_from_an_unconfigured_address_is_closed_unread() {
     let port = cluster.address(ALICE);
     let stranger = Ipv4Addr::new(127, 0, 0, 2);
     for attempt in 0..20 {
-        let mut stream = connect_from(stranger, port).unwrap_or_else(|error| panic!("cannot connect from {stranger}: {error}"));
-        wait_closed(&cluster, &mut stream, &format!("attempt {attempt} from {stranger} is closed"), CLOSE_DEADLINE);
+        let mut stream = connect_from(stranger, port)
+            .unwrap_or_else(|error| panic!("cannot connect from {stranger}: {error}"));
+        wait_closed(
+            &cluster,
+            &mut stream,
+            &format!("attempt {attempt} from {stranger} is closed"),
+            CLOSE_DEADLINE,
+        );
     }
     let lines = refusal_lines(&cluster, ALICE, stranger);
-    let first = lines.first().unwrap_or_else(|| cluster.fail(&format!("alice logged no refusal of {stranger}")));
-    assert!(first.contains("not the address of a peer"), "the reason is the address: {first}");
+    let first = lines
+        .first()
+        .unwrap_or_else(|| cluster.fail(&format!("alice logged no refusal of {stranger}")));
+    assert!(
+        first.contains("not the address of a peer"),
+        "the reason is the address: {first}"
+    );
 
     // A later refusal from another unconfigured address: once it is in the log, every
     // refusal of 127.0.0.2 (handled before it by the same accept loop) was too.
     let marker = Ipv4Addr::new(127, 0, 0, 3);
     let mut stream = connect_from(marker, port).expect("cannot connect from 127.0.0.3");
-    wait_closed(&cluster, &mut stream, "the connection from 127.0.0.3 is closed", CLOSE_DEADLINE);
-    cluster.wait_until("the refusal of 127.0.0.3 is logged", CLOSE_DEADLINE, || !refusal_lines(&cluster, ALICE, marker).is_empty());
+    wait_closed(
+        &cluster,
+        &mut stream,
+        "the connection from 127.0.0.3 is closed",
+        CLOSE_DEADLINE,
+    );
+    cluster.wait_until("the refusal of 127.0.0.3 is logged", CLOSE_DEADLINE, || {
+        !refusal_lines(&cluster, ALICE, marker).is_empty()
+    });
     let lines = refusal_lines(&cluster, ALICE, stranger);
-    assert_eq!(lines.len(), 1, "twenty refusals of one address within a minute give one line: {lines:#?}");
+    assert_eq!(
+        lines.len(),
+        1,
+        "twenty refusals of one address within a minute give one line: {lines:#?}"
+    );
 
-    let mut allowed = connect_from(Ipv4Addr::LOCALHOST, port).expect("cannot connect from 127.0.0.1");
-    cluster.hold_for("an idle connection from bob's address stays open", STAYS_OPEN_FOR, || !closed_by_daemon(&mut allowed));
+    let mut allowed =
+        connect_from(Ipv4Addr::LOCALHOST, port).expect("cannot connect from 127.0.0.1");
+    cluster.hold_for(
+        "an idle connection from bob's address stays open",
+        STAYS_OPEN_FOR,
+        || !closed_by_daemon(&mut allowed),
+    );
     assert!(cluster.all_connected(), "the real link stayed up");
 }
 
@@ -153,12 +186,26 @@ fn a_flood_of_idle_connections_does_not_keep_the_peer_out() {
     let cluster = Cluster::connected(Spec::two_nodes('C'));
     let target = cluster.address(ALICE);
     let started = Instant::now();
-    let mut burst: Vec<TcpStream> = (0..FLOOD).map(|_| connect_from(Ipv4Addr::LOCALHOST, target).expect("cannot connect")).collect();
+    let mut burst: Vec<TcpStream> = (0..FLOOD)
+        .map(|_| connect_from(Ipv4Addr::LOCALHOST, target).expect("cannot connect"))
+        .collect();
     let evicted = FLOOD - HANDSHAKES_IN_PROGRESS_MAX;
-    cluster.wait_until(&format!("at least {evicted} of {FLOOD} idle connections are closed"), HANDSHAKE_TIMEOUT / 2, || {
-        burst.iter_mut().map(closed_by_daemon).filter(|closed| *closed).count() >= evicted
-    });
-    assert!(started.elapsed() < HANDSHAKE_TIMEOUT, "closed by the limit, not by the deadline");
+    cluster.wait_until(
+        &format!("at least {evicted} of {FLOOD} idle connections are closed"),
+        HANDSHAKE_TIMEOUT / 2,
+        || {
+            burst
+                .iter_mut()
+                .map(closed_by_daemon)
+                .filter(|closed| *closed)
+                .count()
+                >= evicted
+        },
+    );
+    assert!(
+        started.elapsed() < HANDSHAKE_TIMEOUT,
+        "closed by the limit, not by the deadline"
+    );
 
     let stop = Arc::new(AtomicBool::new(false));
     let flood = {
@@ -166,19 +213,36 @@ fn a_flood_of_idle_connections_does_not_keep_the_peer_out() {
         std::thread::spawn(move || keep_flooding(target, &stop))
     };
     cluster.admin_ok(BOB, &["disconnect", RESOURCE]);
-    cluster.wait_until("alice sees bob gone", RECONNECT_DEADLINE, || !cluster.all_connected());
+    cluster.wait_until("alice sees bob gone", RECONNECT_DEADLINE, || {
+        !cluster.all_connected()
+    });
     cluster.admin_ok(BOB, &["connect", RESOURCE]);
-    cluster.wait_until("bob reconnects through the flood", RECONNECT_DEADLINE, || cluster.all_connected());
+    cluster.wait_until(
+        "bob reconnects through the flood",
+        RECONNECT_DEADLINE,
+        || cluster.all_connected(),
+    );
     stop.store(true, Ordering::Relaxed);
     let mut held = flood.join().expect("the flood thread panicked");
-    assert!(held.len() > HANDSHAKES_IN_PROGRESS_MAX, "the flood held more connections than the limit");
+    assert!(
+        held.len() > HANDSHAKES_IN_PROGRESS_MAX,
+        "the flood held more connections than the limit"
+    );
 
     // Each handshake has a deadline: the ones still open end by it.
     for (index, stream) in held.iter_mut().chain(burst.iter_mut()).enumerate() {
-        wait_closed(&cluster, stream, &format!("idle connection {index} is closed by the deadline"), HANDSHAKE_TIMEOUT + CLOSE_DEADLINE);
+        wait_closed(
+            &cluster,
+            stream,
+            &format!("idle connection {index} is closed by the deadline"),
+            HANDSHAKE_TIMEOUT + CLOSE_DEADLINE,
+        );
     }
     let lines = refusal_lines(&cluster, ALICE, Ipv4Addr::LOCALHOST);
-    assert!(!lines.is_empty() && lines.len() <= 2, "hundreds of refusals from one address give a line a minute: {lines:#?}");
+    assert!(
+        !lines.is_empty() && lines.len() <= 2,
+        "hundreds of refusals from one address give a line a minute: {lines:#?}"
+    );
     assert!(cluster.all_connected(), "the link is up after the flood");
 }
 
@@ -187,10 +251,16 @@ fn a_flood_of_idle_connections_does_not_keep_the_peer_out() {
 /// listens: all three connect, and nobody logs an authentication failure.
 #[test]
 fn three_nodes_with_a_shared_secret_connect() {
-    let spec = Spec::three_nodes('C').net_line_all("cram-hmac-alg sha256;").net_line_all("shared-secret \"edge-secret-27\";");
+    let spec = Spec::three_nodes('C')
+        .net_line_all("cram-hmac-alg sha256;")
+        .net_line_all("shared-secret \"edge-secret-27\";");
     let cluster = Cluster::connected(spec);
     for node in 0..3 {
         let log = cluster.log(node).to_lowercase();
-        assert!(!log.contains("authentication failed"), "{} logged an authentication failure", cluster.name(node));
+        assert!(
+            !log.contains("authentication failed"),
+            "{} logged an authentication failure",
+            cluster.name(node)
+        );
     }
 }

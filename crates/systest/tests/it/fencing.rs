@@ -55,8 +55,14 @@ fn fencing_pair(fencing: &str, script: &str, extra: impl FnOnce(Spec) -> Spec) -
 fn suspended(cluster: &Cluster, index: usize) -> (bool, String) {
     let json = cluster.status_json(index);
     let resource = &json["resources"][0];
-    let reasons: Vec<&str> = resource["suspend_reasons"].as_array().map(|list| list.iter().filter_map(|r| r.as_str()).collect()).unwrap_or_default();
-    (resource["suspended"].as_bool().unwrap_or(false), reasons.join(","))
+    let reasons: Vec<&str> = resource["suspend_reasons"]
+        .as_array()
+        .map(|list| list.iter().filter_map(|r| r.as_str()).collect())
+        .unwrap_or_default();
+    (
+        resource["suspended"].as_bool().unwrap_or(false),
+        reasons.join(","),
+    )
 }
 
 /// Kills bob and waits until alice has lost him and runs fence-peer (its environment file
@@ -64,14 +70,23 @@ fn suspended(cluster: &Cluster, index: usize) -> (bool, String) {
 fn lose_bob(cluster: &Cluster) -> String {
     let env_out = cluster.dir().join("fence-env.out");
     cluster.kill(BOB);
-    cluster.wait_until("alice notices bob is gone", STATE_DEADLINE, || cluster.status(ALICE).connection_state("bob") != "Connected");
-    cluster.wait_until("fence-peer runs on alice", STATE_DEADLINE, || std::fs::metadata(&env_out).is_ok_and(|m| m.len() > 0));
+    cluster.wait_until("alice notices bob is gone", STATE_DEADLINE, || {
+        cluster.status(ALICE).connection_state("bob") != "Connected"
+    });
+    cluster.wait_until("fence-peer runs on alice", STATE_DEADLINE, || {
+        std::fs::metadata(&env_out).is_ok_and(|m| m.len() > 0)
+    });
     std::fs::read_to_string(&env_out).unwrap_or_default()
 }
 
 /// Starts a 4 KiB write at `offset` on its own thread; the receiver gets its errno.
-fn write_in_background(cluster: &Cluster, offset: u64, byte: u8) -> (mpsc::Receiver<u32>, std::thread::JoinHandle<()>) {
-    let mut client = nbd_client::open(&cluster.nbd_socket(ALICE), RESOURCE).expect("open alice's export");
+fn write_in_background(
+    cluster: &Cluster,
+    offset: u64,
+    byte: u8,
+) -> (mpsc::Receiver<u32>, std::thread::JoinHandle<()>) {
+    let mut client =
+        nbd_client::open(&cluster.nbd_socket(ALICE), RESOURCE).expect("open alice's export");
     let (done_tx, done_rx) = mpsc::channel();
     let writer = std::thread::spawn(move || {
         let errno = client.write(offset, &[byte; 4096]);
@@ -82,7 +97,8 @@ fn write_in_background(cluster: &Cluster, offset: u64, byte: u8) -> (mpsc::Recei
 }
 
 fn set_fence_status(cluster: &Cluster, status: i32) {
-    std::fs::write(cluster.dir().join("fence-status"), format!("{status}\n")).expect("write fence-status");
+    std::fs::write(cluster.dir().join("fence-status"), format!("{status}\n"))
+        .expect("write fence-status");
 }
 
 const FENCE_CALL: &str = "call helper name:r0 peer-node-id:1 conn-name:bob helper:fence-peer";
@@ -95,25 +111,62 @@ fn stonith_freezes_writes_until_fence_peer_says_the_peer_was_shot() {
     let events = cluster.events(ALICE);
     let env = lose_bob(&cluster);
     events.wait_for(&cluster, FENCE_CALL, STATE_DEADLINE);
-    for variable in ["DRBD_RESOURCE=r0", "DRBD_PEER_NODE_ID=1", "DRBD_PEER=bob", "DRBD_PEER_ADDRESS=127.0.0.1", "DRBD_PEER_AF=ipv4", "DRBD_MY_NODE_ID=0", "DRBD_NODE_ID_1=bob", "DRBD_MINOR_0=0"] {
-        assert!(env.lines().any(|line| line == variable), "fence-peer's environment lacks {variable}:\n{env}");
+    for variable in [
+        "DRBD_RESOURCE=r0",
+        "DRBD_PEER_NODE_ID=1",
+        "DRBD_PEER=bob",
+        "DRBD_PEER_ADDRESS=127.0.0.1",
+        "DRBD_PEER_AF=ipv4",
+        "DRBD_MY_NODE_ID=0",
+        "DRBD_NODE_ID_1=bob",
+        "DRBD_MINOR_0=0",
+    ] {
+        assert!(
+            env.lines().any(|line| line == variable),
+            "fence-peer's environment lacks {variable}:\n{env}"
+        );
     }
     let conf = format!("DRBD_CONF={}", cluster.config_path(ALICE).display());
-    assert!(env.lines().any(|line| line == conf), "fence-peer's environment lacks {conf}:\n{env}");
+    assert!(
+        env.lines().any(|line| line == conf),
+        "fence-peer's environment lacks {conf}:\n{env}"
+    );
     assert_eq!(suspended(&cluster, ALICE), (true, "fencing".to_string()));
     let text = cluster.admin_ok(ALICE, &["status", RESOURCE]);
     assert!(text.contains("suspended:fencing"), "status: {text}");
-    events.wait_for(&cluster, "change resource name:r0 suspended:fencing", STATE_DEADLINE);
+    events.wait_for(
+        &cluster,
+        "change resource name:r0 suspended:fencing",
+        STATE_DEADLINE,
+    );
 
     let (done, writer) = write_in_background(&cluster, 0, 7);
-    cluster.hold_for("the write waits for fence-peer", FROZEN_HOLD, || done.try_recv().is_err());
+    cluster.hold_for("the write waits for fence-peer", FROZEN_HOLD, || {
+        done.try_recv().is_err()
+    });
     set_fence_status(&cluster, 7);
-    assert_eq!(done.recv_timeout(STATE_DEADLINE), Ok(0), "the write completes once bob is fenced");
+    assert_eq!(
+        done.recv_timeout(STATE_DEADLINE),
+        Ok(0),
+        "the write completes once bob is fenced"
+    );
     writer.join().expect("writer");
-    events.wait_for(&cluster, "response helper name:r0 peer-node-id:1 conn-name:bob helper:fence-peer status:7", STATE_DEADLINE);
+    events.wait_for(
+        &cluster,
+        "response helper name:r0 peer-node-id:1 conn-name:bob helper:fence-peer status:7",
+        STATE_DEADLINE,
+    );
     assert_eq!(suspended(&cluster, ALICE), (false, String::new()));
-    assert_eq!(cluster.status(ALICE).peer_disk("bob"), "Outdated", "a STONITHed peer shows Outdated");
-    events.wait_for(&cluster, "change resource name:r0 suspended:no", STATE_DEADLINE);
+    assert_eq!(
+        cluster.status(ALICE).peer_disk("bob"),
+        "Outdated",
+        "a STONITHed peer shows Outdated"
+    );
+    events.wait_for(
+        &cluster,
+        "change resource name:r0 suspended:no",
+        STATE_DEADLINE,
+    );
 }
 
 /// (b) A fence-peer that fails (exit 1) keeps I/O frozen until `tandem resume-io`; the
@@ -124,16 +177,31 @@ fn a_failed_fence_peer_keeps_io_frozen_until_resume_io() {
     let events = cluster.events(ALICE);
     set_fence_status(&cluster, 1);
     lose_bob(&cluster);
-    events.wait_for(&cluster, "response helper name:r0 peer-node-id:1 conn-name:bob helper:fence-peer status:1", STATE_DEADLINE);
+    events.wait_for(
+        &cluster,
+        "response helper name:r0 peer-node-id:1 conn-name:bob helper:fence-peer status:1",
+        STATE_DEADLINE,
+    );
     let (done, writer) = write_in_background(&cluster, 8192, 9);
-    cluster.hold_for("the write stays frozen after the failure", FROZEN_HOLD, || done.try_recv().is_err() && suspended(&cluster, ALICE).0);
+    cluster.hold_for(
+        "the write stays frozen after the failure",
+        FROZEN_HOLD,
+        || done.try_recv().is_err() && suspended(&cluster, ALICE).0,
+    );
     cluster.admin_ok(ALICE, &["resume-io", RESOURCE]);
-    assert_eq!(done.recv_timeout(STATE_DEADLINE), Ok(0), "resume-io releases the write");
+    assert_eq!(
+        done.recv_timeout(STATE_DEADLINE),
+        Ok(0),
+        "resume-io releases the write"
+    );
     writer.join().expect("writer");
     assert_eq!(suspended(&cluster, ALICE), (false, String::new()));
     assert_eq!(cluster.status(ALICE).peer_disk("bob"), "DUnknown");
     let again = cluster.admin(ALICE, &["resume-io", RESOURCE]);
-    assert!(!again.status.success(), "resume-io with nothing frozen is an error");
+    assert!(
+        !again.status.success(),
+        "resume-io with nothing frozen is an error"
+    );
 }
 
 /// (c) A fence-peer that hangs is killed after `handler-timeout 1` with everything it
@@ -142,27 +210,53 @@ fn a_failed_fence_peer_keeps_io_frozen_until_resume_io() {
 /// on alice when that resync ends).
 #[test]
 fn a_hung_handler_is_killed_after_its_timeout_and_the_node_goes_on() {
-    let cluster = fencing_pair("resource-only", HANG_SCRIPT, |spec| spec.options_line("handler-timeout 1;").handler("unfence-peer", "true"));
+    let cluster = fencing_pair("resource-only", HANG_SCRIPT, |spec| {
+        spec.options_line("handler-timeout 1;")
+            .handler("unfence-peer", "true")
+    });
     let events = cluster.events(ALICE);
     cluster.kill(BOB);
     events.wait_for(&cluster, FENCE_CALL, STATE_DEADLINE);
-    let mut client = nbd_client::open(&cluster.nbd_socket(ALICE), RESOURCE).expect("open alice's export");
-    assert_eq!(client.write(0, &[5; 4096]), 0, "resource-only does not freeze I/O");
-    events.wait_for(&cluster, "response helper name:r0 peer-node-id:1 conn-name:bob helper:fence-peer status:137", STATE_DEADLINE);
-    assert!(cluster.log(ALICE).contains("handler-timeout"), "alice's log says why the handler was killed");
-    let pid = std::fs::read_to_string(cluster.dir().join("hang-child.pid")).expect("the handler recorded its child");
+    let mut client =
+        nbd_client::open(&cluster.nbd_socket(ALICE), RESOURCE).expect("open alice's export");
+    assert_eq!(
+        client.write(0, &[5; 4096]),
+        0,
+        "resource-only does not freeze I/O"
+    );
+    events.wait_for(
+        &cluster,
+        "response helper name:r0 peer-node-id:1 conn-name:bob helper:fence-peer status:137",
+        STATE_DEADLINE,
+    );
+    assert!(
+        cluster.log(ALICE).contains("handler-timeout"),
+        "alice's log says why the handler was killed"
+    );
+    let pid = std::fs::read_to_string(cluster.dir().join("hang-child.pid"))
+        .expect("the handler recorded its child");
     let proc_dir = PathBuf::from(format!("/proc/{}", pid.trim()));
     cluster.wait_until("the handler's child is gone too", STATE_DEADLINE, || {
         std::fs::read_to_string(proc_dir.join("stat")).map_or(true, |stat| stat.contains(") Z "))
     });
-    assert_eq!(client.write(4096, &[6; 4096]), 0, "writes go on after the kill");
+    assert_eq!(
+        client.write(4096, &[6; 4096]),
+        0,
+        "writes go on after the kill"
+    );
     client.disconnect();
     cluster.start_node(BOB);
     cluster.wait_connected();
-    cluster.wait_until("bob catches up", STATE_DEADLINE, || cluster.status(ALICE).peer_disk("bob") == "UpToDate");
+    cluster.wait_until("bob catches up", STATE_DEADLINE, || {
+        cluster.status(ALICE).peer_disk("bob") == "UpToDate"
+    });
     cluster.wait_identical(ALICE, BOB, STATE_DEADLINE);
     // The resync that brought bob back ends with unfence-peer on its source.
-    events.wait_for(&cluster, "response helper name:r0 peer-node-id:1 conn-name:bob helper:unfence-peer status:0", STATE_DEADLINE);
+    events.wait_for(
+        &cluster,
+        "response helper name:r0 peer-node-id:1 conn-name:bob helper:unfence-peer status:0",
+        STATE_DEADLINE,
+    );
 }
 
 /// A Secondary promoted while its peer is away runs fence-peer first: refused when it fails,
@@ -173,15 +267,23 @@ fn promotion_without_the_peer_runs_fence_peer_first() {
     cluster.admin_ok(ALICE, &["secondary", RESOURCE]);
     set_fence_status(&cluster, 1);
     cluster.kill(ALICE);
-    cluster.wait_until("bob notices alice is gone", STATE_DEADLINE, || cluster.status(BOB).connection_state("alice") != "Connected");
+    cluster.wait_until("bob notices alice is gone", STATE_DEADLINE, || {
+        cluster.status(BOB).connection_state("alice") != "Connected"
+    });
     let refused = cluster.admin(BOB, &["primary", RESOURCE]);
     let stderr = String::from_utf8_lossy(&refused.stderr);
-    assert!(!refused.status.success() && stderr.contains("fence-peer"), "bob: {stderr}");
+    assert!(
+        !refused.status.success() && stderr.contains("fence-peer"),
+        "bob: {stderr}"
+    );
     assert_eq!(cluster.status(BOB).role(), "Secondary");
     set_fence_status(&cluster, 4);
     cluster.admin_ok(BOB, &["primary", RESOURCE]);
     let status = cluster.status(BOB);
-    assert_eq!((status.role(), status.peer_disk("alice")), ("Primary".to_string(), "Outdated".to_string()));
+    assert_eq!(
+        (status.role(), status.peer_disk("alice")),
+        ("Primary".to_string(), "Outdated".to_string())
+    );
 }
 
 /// fence-peer exit 6 (the peer is Primary) on a Secondary asking before its promotion: it
@@ -193,17 +295,29 @@ fn a_secondary_told_the_peer_is_primary_outdates_its_own_disk() {
     cluster.admin_ok(ALICE, &["secondary", RESOURCE]);
     set_fence_status(&cluster, 6);
     cluster.kill(ALICE);
-    cluster.wait_until("bob notices alice is gone", STATE_DEADLINE, || cluster.status(BOB).connection_state("alice") != "Connected");
+    cluster.wait_until("bob notices alice is gone", STATE_DEADLINE, || {
+        cluster.status(BOB).connection_state("alice") != "Connected"
+    });
     assert_eq!(cluster.status(BOB).disk(), "UpToDate");
     let refused = cluster.admin(BOB, &["primary", RESOURCE]);
-    assert!(!refused.status.success(), "bob promoted although fence-peer ran");
-    cluster.wait_until("bob outdates his disk", STATE_DEADLINE, || cluster.status(BOB).disk() == "Outdated");
+    assert!(
+        !refused.status.success(),
+        "bob promoted although fence-peer ran"
+    );
+    cluster.wait_until("bob outdates his disk", STATE_DEADLINE, || {
+        cluster.status(BOB).disk() == "Outdated"
+    });
     let refused = cluster.admin(BOB, &["primary", RESOURCE]);
     let stderr = String::from_utf8_lossy(&refused.stderr);
-    assert!(!refused.status.success() && stderr.contains("Outdated"), "bob: {stderr}");
+    assert!(
+        !refused.status.success() && stderr.contains("Outdated"),
+        "bob: {stderr}"
+    );
     cluster.stop(BOB);
     cluster.start_node(BOB);
-    cluster.wait_until("bob is up again", STATE_DEADLINE, || cluster.status(BOB).disk() == "Outdated");
+    cluster.wait_until("bob is up again", STATE_DEADLINE, || {
+        cluster.status(BOB).disk() == "Outdated"
+    });
     cluster.admin_ok(BOB, &["primary", "--force", RESOURCE]);
     assert_eq!(cluster.status(BOB).role(), "Primary");
 }
@@ -216,19 +330,36 @@ fn adjust_turns_fencing_on_and_without_a_handler_io_stays_frozen() {
     let cluster = Cluster::with_primary(Spec::two_nodes('C'));
     let path = cluster.config_path(ALICE);
     let text = std::fs::read_to_string(path).expect("read alice's config");
-    let edited = text.replace("ping-timeout 20;", "ping-timeout 20;\n    fencing resource-and-stonith;");
+    let edited = text.replace(
+        "ping-timeout 20;",
+        "ping-timeout 20;\n    fencing resource-and-stonith;",
+    );
     assert_ne!(text, edited);
     std::fs::write(path, edited).expect("write alice's config");
     let report = cluster.admin_ok(ALICE, &["adjust", RESOURCE]);
-    assert!(report.contains("bob: fencing dont-care -> resource-and-stonith"), "report: {report}");
+    assert!(
+        report.contains("bob: fencing dont-care -> resource-and-stonith"),
+        "report: {report}"
+    );
     let again = cluster.admin_ok(ALICE, &["adjust", RESOURCE]);
     assert!(again.contains("r0: no changes"), "second adjust: {again}");
 
     cluster.kill(BOB);
-    cluster.wait_until("alice freezes I/O for fencing", STATE_DEADLINE, || suspended(&cluster, ALICE) == (true, "fencing".to_string()));
+    cluster.wait_until("alice freezes I/O for fencing", STATE_DEADLINE, || {
+        suspended(&cluster, ALICE) == (true, "fencing".to_string())
+    });
     let (done, writer) = write_in_background(&cluster, 0, 3);
-    cluster.hold_for("the write stays frozen without a handler", FROZEN_HOLD, || done.try_recv().is_err());
-    assert!(cluster.log(ALICE).contains("fence-peer handler did not run"), "alice's log says why");
+    cluster.hold_for(
+        "the write stays frozen without a handler",
+        FROZEN_HOLD,
+        || done.try_recv().is_err(),
+    );
+    assert!(
+        cluster
+            .log(ALICE)
+            .contains("fence-peer handler did not run"),
+        "alice's log says why"
+    );
     cluster.admin_ok(ALICE, &["resume-io", RESOURCE]);
     assert_eq!(done.recv_timeout(STATE_DEADLINE), Ok(0));
     writer.join().expect("writer");
@@ -239,15 +370,27 @@ fn adjust_turns_fencing_on_and_without_a_handler_io_stays_frozen() {
 /// cluster manager's constraint against it does not outlive the outage.
 #[test]
 fn a_fenced_peer_back_without_a_resync_is_unfenced() {
-    let cluster = fencing_pair("resource-only", FENCE_SCRIPT, |spec| spec.handler("unfence-peer", "true"));
+    let cluster = fencing_pair("resource-only", FENCE_SCRIPT, |spec| {
+        spec.handler("unfence-peer", "true")
+    });
     set_fence_status(&cluster, 4);
     let events = cluster.events(ALICE);
     cluster.kill(BOB);
     events.wait_for(&cluster, FENCE_CALL, STATE_DEADLINE);
-    events.wait_for(&cluster, "response helper name:r0 peer-node-id:1 conn-name:bob helper:fence-peer status:4", STATE_DEADLINE);
+    events.wait_for(
+        &cluster,
+        "response helper name:r0 peer-node-id:1 conn-name:bob helper:fence-peer status:4",
+        STATE_DEADLINE,
+    );
     cluster.start_node(BOB);
     cluster.wait_connected();
-    cluster.wait_until("alice sees bob UpToDate", STATE_DEADLINE, || cluster.status(ALICE).peer_disk("bob") == "UpToDate");
-    events.wait_for(&cluster, "response helper name:r0 peer-node-id:1 conn-name:bob helper:unfence-peer status:0", STATE_DEADLINE);
+    cluster.wait_until("alice sees bob UpToDate", STATE_DEADLINE, || {
+        cluster.status(ALICE).peer_disk("bob") == "UpToDate"
+    });
+    events.wait_for(
+        &cluster,
+        "response helper name:r0 peer-node-id:1 conn-name:bob helper:unfence-peer status:0",
+        STATE_DEADLINE,
+    );
     cluster.wait_identical(ALICE, BOB, STATE_DEADLINE);
 }

@@ -27,8 +27,14 @@ const SETTLE_DEADLINE: Duration = Duration::from_secs(30);
 /// Two nodes, protocol C, each mounting its FUSE export in the cluster directory.
 pub(crate) fn fuse_spec() -> Spec {
     Spec::two_nodes('C')
-        .host_line(0, &format!("fuse-mount \"{{dir}}/{}.fuse\";", NODE_NAMES[0]))
-        .host_line(1, &format!("fuse-mount \"{{dir}}/{}.fuse\";", NODE_NAMES[1]))
+        .host_line(
+            0,
+            &format!("fuse-mount \"{{dir}}/{}.fuse\";", NODE_NAMES[0]),
+        )
+        .host_line(
+            1,
+            &format!("fuse-mount \"{{dir}}/{}.fuse\";", NODE_NAMES[1]),
+        )
 }
 
 /// The FUSE mount directory of one node.
@@ -63,7 +69,9 @@ pub(crate) fn tool(program: &str, args: &[&str]) -> Command {
 pub(crate) fn is_mount_point(path: &Path) -> bool {
     let mounts = std::fs::read_to_string("/proc/self/mountinfo").expect("cannot read mountinfo");
     let wanted = path.to_str().expect("test paths are UTF-8");
-    mounts.lines().any(|line| line.split(' ').nth(4) == Some(wanted))
+    mounts
+        .lines()
+        .any(|line| line.split(' ').nth(4) == Some(wanted))
 }
 
 /// A mount point that is unmounted when dropped: plainly, then lazily as a last resort so a
@@ -84,7 +92,10 @@ impl MountGuard {
 
     /// Unmounts now; the test fails if that fails.
     pub(crate) fn unmount(self) {
-        run_ok(tool("umount", &[self.path.to_str().expect("UTF-8 path")]), TOOL_DEADLINE);
+        run_ok(
+            tool("umount", &[self.path.to_str().expect("UTF-8 path")]),
+            TOOL_DEADLINE,
+        );
     }
 }
 
@@ -117,14 +128,21 @@ impl LoopDevice {
         command.arg(file);
         let output = run_ok(command, TOOL_DEADLINE);
         let device = String::from_utf8_lossy(&output.stdout).trim().to_string();
-        assert!(device.starts_with("/dev/loop"), "losetup printed {device:?}");
-        LoopDevice { device, attached: true }
+        assert!(
+            device.starts_with("/dev/loop"),
+            "losetup printed {device:?}"
+        );
+        LoopDevice {
+            device,
+            attached: true,
+        }
     }
 
     /// Whether the loop driver does direct I/O on its file (`/sys/block/loopN/loop/dio`).
     fn direct_io(&self) -> bool {
         let name = self.device.trim_start_matches("/dev/");
-        let flag = std::fs::read_to_string(format!("/sys/block/{name}/loop/dio")).unwrap_or_default();
+        let flag =
+            std::fs::read_to_string(format!("/sys/block/{name}/loop/dio")).unwrap_or_default();
         flag.trim() == "1"
     }
 
@@ -147,7 +165,11 @@ impl Drop for LoopDevice {
 fn test_files(seed: u64) -> Vec<(String, Vec<u8>)> {
     let mut rng = Rng::new(seed);
     let sizes = [1 << 20, (5 << 19) + 123, 4096, 300_000, 1];
-    sizes.iter().enumerate().map(|(index, size)| (format!("file-{index}"), rng.bytes(*size))).collect()
+    sizes
+        .iter()
+        .enumerate()
+        .map(|(index, size)| (format!("file-{index}"), rng.bytes(*size)))
+        .collect()
 }
 
 /// drbd-semantics.md §1 (protocol C: a completed write is on the peer's disk): ext4 built and
@@ -160,34 +182,65 @@ fn ext4_on_the_primarys_fuse_file_reaches_the_peer() {
         return;
     }
     let cluster = Cluster::with_primary(fuse_spec());
-    let _fuse_mounts = [MountGuard { path: fuse_dir(&cluster, 0) }, MountGuard { path: fuse_dir(&cluster, 1) }];
+    let _fuse_mounts = [
+        MountGuard {
+            path: fuse_dir(&cluster, 0),
+        },
+        MountGuard {
+            path: fuse_dir(&cluster, 1),
+        },
+    ];
     let seed = fresh_seed();
     eprintln!("SYSTEST_SEED={seed}");
     let files = test_files(seed);
     let device = LoopDevice::attach(&fuse_file(&cluster, 0), false);
-    assert!(device.direct_io(), "{} does not do direct I/O on the FUSE file", device.device);
-    run_ok(tool("mkfs.ext4", &["-q", "-F", &device.device]), TOOL_DEADLINE);
+    assert!(
+        device.direct_io(),
+        "{} does not do direct I/O on the FUSE file",
+        device.device
+    );
+    run_ok(
+        tool("mkfs.ext4", &["-q", "-F", &device.device]),
+        TOOL_DEADLINE,
+    );
     let ext4 = MountGuard::mount(&device.device, cluster.dir().join("ext4-alice"), &[]);
     for (name, contents) in &files {
         let mut file = File::create(ext4.path.join(name)).expect("cannot create a file on ext4");
-        file.write_all(contents).expect("cannot write a file on ext4");
+        file.write_all(contents)
+            .expect("cannot write a file on ext4");
         file.sync_all().expect("cannot fsync a file on ext4");
     }
     run_ok(tool("sync", &[]), TOOL_DEADLINE);
     ext4.unmount();
     device.detach();
-    cluster.wait_until("alice's export is closed", SETTLE_DEADLINE, || !cluster.status(0).open());
+    cluster.wait_until("alice's export is closed", SETTLE_DEADLINE, || {
+        !cluster.status(0).open()
+    });
     cluster.wait_identical(0, 1, SETTLE_DEADLINE);
 
     cluster.admin_ok(0, &["secondary", RESOURCE]);
-    cluster.wait_until("bob sees alice as Secondary", SETTLE_DEADLINE, || cluster.status(1).peer_role(NODE_NAMES[0]) == "Secondary");
+    cluster.wait_until("bob sees alice as Secondary", SETTLE_DEADLINE, || {
+        cluster.status(1).peer_role(NODE_NAMES[0]) == "Secondary"
+    });
     cluster.admin_ok(1, &["primary", RESOURCE]);
     let device = LoopDevice::attach(&fuse_file(&cluster, 1), true);
-    run_ok(tool("fsck.ext4", &["-n", "-f", &device.device]), TOOL_DEADLINE);
-    let ext4 = MountGuard::mount(&device.device, cluster.dir().join("ext4-bob"), &["-o", "ro"]);
+    run_ok(
+        tool("fsck.ext4", &["-n", "-f", &device.device]),
+        TOOL_DEADLINE,
+    );
+    let ext4 = MountGuard::mount(
+        &device.device,
+        cluster.dir().join("ext4-bob"),
+        &["-o", "ro"],
+    );
     for (name, contents) in &files {
         let read = std::fs::read(ext4.path.join(name)).expect("a file is missing on the peer");
-        assert!(read == *contents, "{name} differs on the peer ({} bytes read, {} written)", read.len(), contents.len());
+        assert!(
+            read == *contents,
+            "{name} differs on the peer ({} bytes read, {} written)",
+            read.len(),
+            contents.len()
+        );
     }
     ext4.unmount();
     device.detach();
@@ -202,13 +255,34 @@ fn a_secondary_refuses_its_fuse_file() {
         return;
     }
     let cluster = Cluster::with_primary(fuse_spec());
-    let _fuse_mounts = [MountGuard { path: fuse_dir(&cluster, 0) }, MountGuard { path: fuse_dir(&cluster, 1) }];
+    let _fuse_mounts = [
+        MountGuard {
+            path: fuse_dir(&cluster, 0),
+        },
+        MountGuard {
+            path: fuse_dir(&cluster, 1),
+        },
+    ];
     let file = fuse_file(&cluster, 1);
-    let size = std::fs::metadata(&file).expect("bob's FUSE file is missing").len();
-    assert_eq!(size, cluster.disk_bytes(), "the file is not the size of the export");
+    let size = std::fs::metadata(&file)
+        .expect("bob's FUSE file is missing")
+        .len();
+    assert_eq!(
+        size,
+        cluster.disk_bytes(),
+        "the file is not the size of the export"
+    );
     for write in [false, true] {
-        let error = OpenOptions::new().read(true).write(write).open(&file).expect_err("a Secondary opened its FUSE file");
-        assert_eq!(error.kind(), ErrorKind::PermissionDenied, "write {write}: {error}");
+        let error = OpenOptions::new()
+            .read(true)
+            .write(write)
+            .open(&file)
+            .expect_err("a Secondary opened its FUSE file");
+        assert_eq!(
+            error.kind(),
+            ErrorKind::PermissionDenied,
+            "write {write}: {error}"
+        );
     }
     let mut command = tool("losetup", &["--find", "--show", "--read-only"]);
     command.arg(&file);
@@ -219,9 +293,15 @@ fn a_secondary_refuses_its_fuse_file() {
         let _ = run_with_deadline(tool("losetup", &["-d", &stdout]), TOOL_DEADLINE);
     }
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(!output.status.success() && stderr.contains("Permission denied"), "losetup on a Secondary: {stdout} {stderr}");
+    assert!(
+        !output.status.success() && stderr.contains("Permission denied"),
+        "losetup on a Secondary: {stdout} {stderr}"
+    );
     let log = cluster.log(1);
-    assert!(log.contains("FUSE open refused") && log.contains("Secondary"), "bob's log does not say why:\n{log}");
+    assert!(
+        log.contains("FUSE open refused") && log.contains("Secondary"),
+        "bob's log does not say why:\n{log}"
+    );
 }
 
 /// issue 4 item 6: a busy mount is reported, not torn away. With a loop device on the
@@ -234,17 +314,32 @@ fn a_busy_mount_at_shutdown_is_reported_and_left() {
         return;
     }
     let cluster = Cluster::with_primary(fuse_spec());
-    let fuse_mount = MountGuard { path: fuse_dir(&cluster, 0) };
-    let _peer_mount = MountGuard { path: fuse_dir(&cluster, 1) };
+    let fuse_mount = MountGuard {
+        path: fuse_dir(&cluster, 0),
+    };
+    let _peer_mount = MountGuard {
+        path: fuse_dir(&cluster, 1),
+    };
     let device = LoopDevice::attach(&fuse_file(&cluster, 0), false);
     let output = cluster.admin(0, &["down", RESOURCE]);
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(!output.status.success() && stderr.contains("open"), "'tandem down' with a loop device attached: {stderr}");
+    assert!(
+        !output.status.success() && stderr.contains("open"),
+        "'tandem down' with a loop device attached: {stderr}"
+    );
     cluster.stop(0);
     let log = cluster.log(0);
     let path = fuse_mount.path.display().to_string();
-    assert!(log.contains("is busy") && log.contains("losetup -d") && log.contains(&format!("umount {path}")), "alice's log does not report the busy mount:\n{log}");
-    assert!(is_mount_point(&fuse_mount.path), "the busy mount was torn away");
+    assert!(
+        log.contains("is busy")
+            && log.contains("losetup -d")
+            && log.contains(&format!("umount {path}")),
+        "alice's log does not report the busy mount:\n{log}"
+    );
+    assert!(
+        is_mount_point(&fuse_mount.path),
+        "the busy mount was torn away"
+    );
     device.detach();
     fuse_mount.unmount();
 }
@@ -257,13 +352,30 @@ fn a_stale_mount_of_a_killed_node_is_replaced_at_start() {
         return;
     }
     let cluster = Cluster::start(fuse_spec());
-    let _fuse_mounts = [MountGuard { path: fuse_dir(&cluster, 0) }, MountGuard { path: fuse_dir(&cluster, 1) }];
+    let _fuse_mounts = [
+        MountGuard {
+            path: fuse_dir(&cluster, 0),
+        },
+        MountGuard {
+            path: fuse_dir(&cluster, 1),
+        },
+    ];
     cluster.kill(0);
-    let error = std::fs::metadata(fuse_file(&cluster, 0)).expect_err("the killed node's mount still serves");
-    assert_eq!(error.raw_os_error(), Some(libc::ENOTCONN), "not a stale mount: {error}");
+    let error = std::fs::metadata(fuse_file(&cluster, 0))
+        .expect_err("the killed node's mount still serves");
+    assert_eq!(
+        error.raw_os_error(),
+        Some(libc::ENOTCONN),
+        "not a stale mount: {error}"
+    );
     cluster.start_node(0);
-    let size = std::fs::metadata(fuse_file(&cluster, 0)).expect("no FUSE file after the restart").len();
+    let size = std::fs::metadata(fuse_file(&cluster, 0))
+        .expect("no FUSE file after the restart")
+        .len();
     assert_eq!(size, cluster.disk_bytes());
     let log = cluster.log(0);
-    assert!(log.contains("unmounted a stale FUSE mount"), "the restart does not say it removed the stale mount:\n{log}");
+    assert!(
+        log.contains("unmounted a stale FUSE mount"),
+        "the restart does not say it removed the stale mount:\n{log}"
+    );
 }

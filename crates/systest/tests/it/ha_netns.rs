@@ -45,38 +45,65 @@ pub(crate) struct Write {
 
 /// Writes `count` seeded blocks, one every [`BLOCK_BYTES`] from `offset`, through `index`'s
 /// export and flushes them; every write and the flush must succeed.
-pub(crate) fn write_blocks(cluster: &Cluster, index: usize, rng: &mut Rng, offset: u64, count: u64) -> Vec<Write> {
-    let mut client = nbd_client::open(&cluster.nbd_socket(index), RESOURCE).expect("open the export");
+pub(crate) fn write_blocks(
+    cluster: &Cluster,
+    index: usize,
+    rng: &mut Rng,
+    offset: u64,
+    count: u64,
+) -> Vec<Write> {
+    let mut client =
+        nbd_client::open(&cluster.nbd_socket(index), RESOURCE).expect("open the export");
     let writes: Vec<Write> = (0..count)
-        .map(|block| Write { offset: offset + block * BLOCK_BYTES, data: rng.bytes(usize::try_from(BLOCK_BYTES).expect("small")) })
+        .map(|block| Write {
+            offset: offset + block * BLOCK_BYTES,
+            data: rng.bytes(usize::try_from(BLOCK_BYTES).expect("small")),
+        })
         .collect();
     for write in &writes {
-        assert_eq!(client.write(write.offset, &write.data), 0, "write at {} on {}", write.offset, cluster.name(index));
+        assert_eq!(
+            client.write(write.offset, &write.data),
+            0,
+            "write at {} on {}",
+            write.offset,
+            cluster.name(index)
+        );
     }
     assert_eq!(client.flush(), 0, "flush on {}", cluster.name(index));
     client.disconnect();
-    cluster.wait_until("the export is closed", STATE_DEADLINE, || !cluster.status(index).open());
+    cluster.wait_until("the export is closed", STATE_DEADLINE, || {
+        !cluster.status(index).open()
+    });
     writes
 }
 
 /// Reads every write back through `index`'s export (it must be Primary).
 pub(crate) fn read_back(cluster: &Cluster, index: usize, writes: &[Write]) {
-    let mut client = nbd_client::open(&cluster.nbd_socket(index), RESOURCE).expect("open the export");
+    let mut client =
+        nbd_client::open(&cluster.nbd_socket(index), RESOURCE).expect("open the export");
     for write in writes {
         let length = u32::try_from(write.data.len()).expect("small");
         if client.read(write.offset, length) != write.data {
-            cluster.fail(&format!("{} lacks the acknowledged write at {}", cluster.name(index), write.offset));
+            cluster.fail(&format!(
+                "{} lacks the acknowledged write at {}",
+                cluster.name(index),
+                write.offset
+            ));
         }
     }
     client.disconnect();
-    cluster.wait_until("the export is closed", STATE_DEADLINE, || !cluster.status(index).open());
+    cluster.wait_until("the export is closed", STATE_DEADLINE, || {
+        !cluster.status(index).open()
+    });
 }
 
 /// Waits until `node` no longer sees `peer` Connected.
 fn wait_lost(cluster: &Cluster, node: usize, peer: usize) {
     let peer_name = NODE_NAMES[peer];
     let what = format!("{} notices that {peer_name} is gone", cluster.name(node));
-    cluster.wait_until(&what, STATE_DEADLINE, || cluster.status(node).connection_state(peer_name) != "Connected");
+    cluster.wait_until(&what, STATE_DEADLINE, || {
+        cluster.status(node).connection_state(peer_name) != "Connected"
+    });
 }
 
 /// Whether `index` reports quorum for volume 0.
@@ -85,20 +112,27 @@ fn wait_lost(cluster: &Cluster, node: usize, peer: usize) {
 /// brain shows.
 pub(crate) fn wait_rejoined(cluster: &Cluster) {
     let node_count = cluster.peers_of(0).count() + 1;
-    cluster.wait_until("every node and peer is UpToDate and Established", SYNC_DEADLINE, || {
-        for index in 0..node_count {
-            let status = cluster.status(index);
-            for peer in cluster.peers_of(index) {
-                let name = cluster.name(peer);
-                // A resource being taken down also shows StandAlone, without an error.
-                let error = status.last_error(name).unwrap_or_default();
-                if status.connection_state(name) == "StandAlone" && !error.is_empty() {
-                    cluster.fail(&format!("{} went StandAlone towards {name} ({error}): split brain", cluster.name(index)));
+    cluster.wait_until(
+        "every node and peer is UpToDate and Established",
+        SYNC_DEADLINE,
+        || {
+            for index in 0..node_count {
+                let status = cluster.status(index);
+                for peer in cluster.peers_of(index) {
+                    let name = cluster.name(peer);
+                    // A resource being taken down also shows StandAlone, without an error.
+                    let error = status.last_error(name).unwrap_or_default();
+                    if status.connection_state(name) == "StandAlone" && !error.is_empty() {
+                        cluster.fail(&format!(
+                            "{} went StandAlone towards {name} ({error}): split brain",
+                            cluster.name(index)
+                        ));
+                    }
                 }
             }
-        }
-        cluster.all_up_to_date()
-    });
+            cluster.all_up_to_date()
+        },
+    );
 }
 
 fn two_nodes() -> NetCluster {
@@ -106,9 +140,14 @@ fn two_nodes() -> NetCluster {
 }
 
 fn three_nodes_with_quorum(on_loss: &str) -> NetCluster {
-    let spec = Spec::three_nodes('C').options_line("quorum majority;").options_line(&format!("on-no-quorum {on_loss};"));
+    let spec = Spec::three_nodes('C')
+        .options_line("quorum majority;")
+        .options_line(&format!("on-no-quorum {on_loss};"));
     let cluster = NetCluster::build(spec, Cluster::with_primary);
-    assert!(cluster.has_quorum(ALICE), "three connected nodes have quorum");
+    assert!(
+        cluster.has_quorum(ALICE),
+        "three connected nodes have quorum"
+    );
     cluster
 }
 
@@ -120,7 +159,12 @@ struct Acknowledged {
 
 /// A thread writing seeded 4 KiB blocks at consecutive offsets through `socket` until
 /// `stop`, a failed write or `count_max` writes; returns the acknowledged ones.
-fn spawn_writer(socket: PathBuf, seed: u64, count_max: u64, stop: Arc<AtomicBool>) -> JoinHandle<Vec<Acknowledged>> {
+fn spawn_writer(
+    socket: PathBuf,
+    seed: u64,
+    count_max: u64,
+    stop: Arc<AtomicBool>,
+) -> JoinHandle<Vec<Acknowledged>> {
     std::thread::spawn(move || {
         let mut rng = Rng::new(seed);
         let mut client = nbd_client::open(&socket, RESOURCE).expect("open the export");
@@ -130,11 +174,17 @@ fn spawn_writer(socket: PathBuf, seed: u64, count_max: u64, stop: Arc<AtomicBool
             if stop.load(Ordering::Relaxed) {
                 break;
             }
-            let write = Write { offset: block * WRITER_BLOCK_BYTES, data: rng.bytes(4096) };
+            let write = Write {
+                offset: block * WRITER_BLOCK_BYTES,
+                data: rng.bytes(4096),
+            };
             if client.write(write.offset, &write.data) != 0 {
                 break;
             }
-            acknowledged.push(Acknowledged { write, at: Instant::now() });
+            acknowledged.push(Acknowledged {
+                write,
+                at: Instant::now(),
+            });
         }
         client.disconnect();
         acknowledged
@@ -151,16 +201,34 @@ fn failover_by_link_cut_keeps_every_write_acknowledged_before_the_cut() {
     let seed = fresh_seed();
     // Up to 40 MiB: the writer is still busy when the link is cut.
     let count_max = 40 * MIB / WRITER_BLOCK_BYTES;
-    let writer = spawn_writer(cluster.nbd_socket(ALICE), seed, count_max, Arc::clone(&stop));
-    cluster.wait_until("alice replicated some writes", STATE_DEADLINE, || cluster.status(BOB).received_kib(NODE_NAMES[ALICE]) >= 256);
+    let writer = spawn_writer(
+        cluster.nbd_socket(ALICE),
+        seed,
+        count_max,
+        Arc::clone(&stop),
+    );
+    cluster.wait_until("alice replicated some writes", STATE_DEADLINE, || {
+        cluster.status(BOB).received_kib(NODE_NAMES[ALICE]) >= 256
+    });
     let cut_at = Instant::now();
     cluster.network.cut(ALICE);
     stop.store(true, Ordering::Relaxed);
     let acknowledged = writer.join().expect("the writer panicked");
     let count = u64::try_from(acknowledged.len()).expect("small");
-    assert!(count < count_max, "the writer finished all {count_max} writes before the cut");
-    let before_cut: Vec<Write> = acknowledged.into_iter().filter(|ack| ack.at < cut_at).map(|ack| ack.write).collect();
-    assert!(before_cut.len() >= 32, "only {} writes were acknowledged before the cut", before_cut.len());
+    assert!(
+        count < count_max,
+        "the writer finished all {count_max} writes before the cut"
+    );
+    let before_cut: Vec<Write> = acknowledged
+        .into_iter()
+        .filter(|ack| ack.at < cut_at)
+        .map(|ack| ack.write)
+        .collect();
+    assert!(
+        before_cut.len() >= 32,
+        "only {} writes were acknowledged before the cut",
+        before_cut.len()
+    );
 
     wait_lost(&cluster, BOB, ALICE);
     cluster.admin_ok(BOB, &["primary", RESOURCE]);
@@ -180,15 +248,26 @@ fn a_primary_cut_off_alone_fails_writes_and_the_majority_takes_over() {
     let cluster = three_nodes_with_quorum("io-error");
     let mut rng = Rng::new(fresh_seed());
     let before = write_blocks(&cluster, ALICE, &mut rng, 0, 16);
-    let mut client = nbd_client::open(&cluster.nbd_socket(ALICE), RESOURCE).expect("open alice's export");
+    let mut client =
+        nbd_client::open(&cluster.nbd_socket(ALICE), RESOURCE).expect("open alice's export");
     cluster.network.cut(ALICE);
-    cluster.wait_until("alice loses quorum", STATE_DEADLINE, || !cluster.has_quorum(ALICE));
-    assert_eq!(client.write(32 * MIB, &[7; 4096]), 5, "a write without quorum fails with EIO");
+    cluster.wait_until("alice loses quorum", STATE_DEADLINE, || {
+        !cluster.has_quorum(ALICE)
+    });
+    assert_eq!(
+        client.write(32 * MIB, &[7; 4096]),
+        5,
+        "a write without quorum fails with EIO"
+    );
     client.disconnect();
 
     for node in [BOB, CAROL] {
         wait_lost(&cluster, node, ALICE);
-        assert!(cluster.has_quorum(node), "{} keeps quorum with 2 of 3", cluster.name(node));
+        assert!(
+            cluster.has_quorum(node),
+            "{} keeps quorum with 2 of 3",
+            cluster.name(node)
+        );
     }
     cluster.promote_and_wait(BOB);
     let after = write_blocks(&cluster, BOB, &mut rng, 4 * MIB, 16);
@@ -211,11 +290,14 @@ fn a_primary_cut_off_alone_fails_writes_and_the_majority_takes_over() {
 #[test]
 fn a_primary_without_quorum_holds_writes_until_one_peer_returns() {
     let cluster = three_nodes_with_quorum("suspend-io");
-    let mut client = nbd_client::open(&cluster.nbd_socket(ALICE), RESOURCE).expect("open alice's export");
+    let mut client =
+        nbd_client::open(&cluster.nbd_socket(ALICE), RESOURCE).expect("open alice's export");
     client.set_reply_timeout(HELD_WRITE_DEADLINE);
     cluster.network.cut(BOB);
     cluster.network.cut(CAROL);
-    cluster.wait_until("alice loses quorum", STATE_DEADLINE, || !cluster.has_quorum(ALICE));
+    cluster.wait_until("alice loses quorum", STATE_DEADLINE, || {
+        !cluster.has_quorum(ALICE)
+    });
     let held = Rng::new(fresh_seed()).bytes(4096);
     let (done_sender, done_receiver) = mpsc::channel();
     let data = held.clone();
@@ -224,27 +306,42 @@ fn a_primary_without_quorum_holds_writes_until_one_peer_returns() {
         let _ = done_sender.send(errno);
         client
     });
-    cluster.hold_for("the write waits for quorum", HOLD, || done_receiver.try_recv().is_err());
+    cluster.hold_for("the write waits for quorum", HOLD, || {
+        done_receiver.try_recv().is_err()
+    });
 
     cluster.network.heal(BOB);
     // Bug (2) of the last attempt: quorum must not return before the handshake accepted
     // the peer, so whenever alice reports quorum she must also report bob Connected.
     cluster.wait_until("alice regains quorum with bob", STATE_DEADLINE, || {
         let status = cluster.status(ALICE);
-        let quorum = status.0["resources"][0]["devices"][0]["quorum"].as_bool().unwrap_or(false);
+        let quorum = status.0["resources"][0]["devices"][0]["quorum"]
+            .as_bool()
+            .unwrap_or(false);
         if quorum && status.connection_state("bob") != "Connected" {
             cluster.fail("alice reports quorum while bob is not Connected");
         }
         quorum
     });
-    let errno = done_receiver.recv_timeout(STATE_DEADLINE).expect("the held write completes once quorum returns");
+    let errno = done_receiver
+        .recv_timeout(STATE_DEADLINE)
+        .expect("the held write completes once quorum returns");
     assert_eq!(errno, 0, "the held write succeeds");
     writer.join().expect("the writer panicked").disconnect();
-    cluster.wait_until("the export is closed", STATE_DEADLINE, || !cluster.status(ALICE).open());
+    cluster.wait_until("the export is closed", STATE_DEADLINE, || {
+        !cluster.status(ALICE).open()
+    });
 
     cluster.network.heal(CAROL);
     wait_rejoined(&cluster);
-    read_back(&cluster, ALICE, &[Write { offset: MIB, data: held }]);
+    read_back(
+        &cluster,
+        ALICE,
+        &[Write {
+            offset: MIB,
+            data: held,
+        }],
+    );
     for node in [BOB, CAROL] {
         cluster.wait_identical(ALICE, node, STATE_DEADLINE);
     }
@@ -268,17 +365,30 @@ enum BeforeCut {
 fn failover_and_rejoin(before_cut: BeforeCut) {
     let cluster = two_nodes();
     let mut rng = Rng::new(fresh_seed());
-    let mut client = nbd_client::open(&cluster.nbd_socket(ALICE), RESOURCE).expect("open alice's export");
-    let before: Vec<Write> = (0..16).map(|block| Write { offset: block * BLOCK_BYTES, data: rng.bytes(64 * 1024) }).collect();
+    let mut client =
+        nbd_client::open(&cluster.nbd_socket(ALICE), RESOURCE).expect("open alice's export");
+    let before: Vec<Write> = (0..16)
+        .map(|block| Write {
+            offset: block * BLOCK_BYTES,
+            data: rng.bytes(64 * 1024),
+        })
+        .collect();
     for write in &before {
-        assert_eq!(client.write(write.offset, &write.data), 0, "write at {}", write.offset);
+        assert_eq!(
+            client.write(write.offset, &write.data),
+            0,
+            "write at {}",
+            write.offset
+        );
     }
     if let BeforeCut::Flush = before_cut {
         assert_eq!(client.flush(), 0, "alice's flush");
     }
     cluster.network.cut(ALICE);
     client.disconnect();
-    cluster.wait_until("alice's export is closed", STATE_DEADLINE, || !cluster.status(ALICE).open());
+    cluster.wait_until("alice's export is closed", STATE_DEADLINE, || {
+        !cluster.status(ALICE).open()
+    });
     wait_lost(&cluster, BOB, ALICE);
     wait_lost(&cluster, ALICE, BOB);
 
@@ -308,17 +418,26 @@ fn a_held_write_is_not_acknowledged_when_the_cut_off_primary_meets_the_new_major
     let cluster = three_nodes_with_quorum("suspend-io");
     // 1 MiB through 800 kbit/s takes about 10 s: the write is surely in flight at the cut.
     cluster.network.limit_rate(ALICE, 800);
-    let mut client = nbd_client::open(&cluster.nbd_socket(ALICE), RESOURCE).expect("open alice's export");
+    let mut client =
+        nbd_client::open(&cluster.nbd_socket(ALICE), RESOURCE).expect("open alice's export");
     client.set_reply_timeout(HELD_WRITE_DEADLINE);
     let (done_sender, done_receiver) = mpsc::channel();
     let writer = std::thread::spawn(move || {
         let errno = client.write(MIB, &vec![0xa1; 1 << 20]);
         let _ = done_sender.send(errno);
     });
-    cluster.hold_for("alice's write is in flight", Duration::from_millis(300), || done_receiver.try_recv().is_err());
+    cluster.hold_for(
+        "alice's write is in flight",
+        Duration::from_millis(300),
+        || done_receiver.try_recv().is_err(),
+    );
     cluster.network.cut(ALICE);
-    cluster.wait_until("alice loses quorum", STATE_DEADLINE, || !cluster.has_quorum(ALICE));
-    cluster.hold_for("the write waits for quorum", HOLD, || done_receiver.try_recv().is_err());
+    cluster.wait_until("alice loses quorum", STATE_DEADLINE, || {
+        !cluster.has_quorum(ALICE)
+    });
+    cluster.hold_for("the write waits for quorum", HOLD, || {
+        done_receiver.try_recv().is_err()
+    });
 
     for node in [BOB, CAROL] {
         wait_lost(&cluster, node, ALICE);
@@ -331,14 +450,20 @@ fn a_held_write_is_not_acknowledged_when_the_cut_off_primary_meets_the_new_major
     // Alice's links come up again (connect-int is 1 s) and are refused; watch long enough
     // for several attempts.
     let mut outcome = None;
-    cluster.hold_for("alice's held write is not acknowledged", Duration::from_secs(8), || {
-        if let Ok(errno) = done_receiver.try_recv() {
-            outcome = Some(errno);
-        }
-        outcome != Some(0)
-    });
+    cluster.hold_for(
+        "alice's held write is not acknowledged",
+        Duration::from_secs(8),
+        || {
+            if let Ok(errno) = done_receiver.try_recv() {
+                outcome = Some(errno);
+            }
+            outcome != Some(0)
+        },
+    );
     assert!(
-        cluster.log(ALICE).contains("dropping connection (StandAlone)"),
+        cluster
+            .log(ALICE)
+            .contains("dropping connection (StandAlone)"),
         "alice's links came up and were refused while the test watched"
     );
     read_back(&cluster, BOB, &taken_over);
@@ -381,20 +506,37 @@ fn a_diskless_tiebreaker_decides_which_side_keeps_quorum() {
 
     cluster.network.cut(BOB);
     wait_lost(&cluster, ALICE, BOB);
-    assert!(cluster.has_quorum(ALICE), "alice keeps quorum with the tiebreaker's vote");
+    assert!(
+        cluster.has_quorum(ALICE),
+        "alice keeps quorum with the tiebreaker's vote"
+    );
     let first = write_blocks(&cluster, ALICE, &mut rng, 0, 16);
-    cluster.wait_until("bob loses quorum", STATE_DEADLINE, || !cluster.has_quorum(BOB));
+    cluster.wait_until("bob loses quorum", STATE_DEADLINE, || {
+        !cluster.has_quorum(BOB)
+    });
     cluster.network.heal(BOB);
-    cluster.wait_until("alice and bob are UpToDate again", SYNC_DEADLINE, || pair_up_to_date(&cluster));
+    cluster.wait_until("alice and bob are UpToDate again", SYNC_DEADLINE, || {
+        pair_up_to_date(&cluster)
+    });
     cluster.wait_identical(ALICE, BOB, STATE_DEADLINE);
 
-    let mut client = nbd_client::open(&cluster.nbd_socket(ALICE), RESOURCE).expect("open alice's export");
+    let mut client =
+        nbd_client::open(&cluster.nbd_socket(ALICE), RESOURCE).expect("open alice's export");
     cluster.network.cut(ALICE);
-    cluster.wait_until("alice loses quorum", STATE_DEADLINE, || !cluster.has_quorum(ALICE));
-    assert_eq!(client.write(32 * MIB, &[9; 4096]), 5, "a write without quorum fails with EIO");
+    cluster.wait_until("alice loses quorum", STATE_DEADLINE, || {
+        !cluster.has_quorum(ALICE)
+    });
+    assert_eq!(
+        client.write(32 * MIB, &[9; 4096]),
+        5,
+        "a write without quorum fails with EIO"
+    );
     client.disconnect();
     wait_lost(&cluster, BOB, ALICE);
-    assert!(cluster.has_quorum(BOB), "bob has quorum with the tiebreaker's vote");
+    assert!(
+        cluster.has_quorum(BOB),
+        "bob has quorum with the tiebreaker's vote"
+    );
     cluster.admin_ok(BOB, &["primary", RESOURCE]);
     let second = write_blocks(&cluster, BOB, &mut rng, 4 * MIB, 16);
     read_back(&cluster, BOB, &first);
@@ -411,17 +553,26 @@ fn with_tiebreaker(spec: Spec) -> Cluster {
     );
     for index in [ALICE, BOB, CAROL] {
         let text = cluster.config_text(index);
-        assert!(text.contains(&carol_disk), "carol's volume is where the harness writes it");
-        std::fs::write(cluster.config_path(index), text.replace(&carol_disk, "      disk none;\n")).expect("rewrite a configuration");
+        assert!(
+            text.contains(&carol_disk),
+            "carol's volume is where the harness writes it"
+        );
+        std::fs::write(
+            cluster.config_path(index),
+            text.replace(&carol_disk, "      disk none;\n"),
+        )
+        .expect("rewrite a configuration");
     }
     cluster.create_md(ALICE);
     cluster.create_md(BOB);
     cluster.start_all();
     cluster.wait_connected();
     cluster.admin_ok(ALICE, &["new-current-uuid", "--clear-bitmap", RESOURCE]);
-    cluster.wait_until("alice and bob are UpToDate, carol Diskless", STATE_DEADLINE, || {
-        pair_up_to_date(&cluster) && cluster.status(CAROL).disk() == "Diskless"
-    });
+    cluster.wait_until(
+        "alice and bob are UpToDate, carol Diskless",
+        STATE_DEADLINE,
+        || pair_up_to_date(&cluster) && cluster.status(CAROL).disk() == "Diskless",
+    );
     cluster.promote_and_wait(ALICE);
     cluster
 }
@@ -429,16 +580,18 @@ fn with_tiebreaker(spec: Spec) -> Cluster {
 /// Whether alice and bob are UpToDate, Established with each other, and both Connected to
 /// carol.
 fn pair_up_to_date(cluster: &Cluster) -> bool {
-    [(ALICE, BOB), (BOB, ALICE)].into_iter().all(|(node, peer)| {
-        let status = cluster.status(node);
-        let peer_name = NODE_NAMES[peer];
-        status.disk() == "UpToDate"
-            && status.connection_state(peer_name) == "Connected"
-            && status.replication(peer_name) == "Established"
-            && status.peer_disk(peer_name) == "UpToDate"
-            && status.out_of_sync_kib(peer_name) == 0
-            && status.connection_state(NODE_NAMES[CAROL]) == "Connected"
-    })
+    [(ALICE, BOB), (BOB, ALICE)]
+        .into_iter()
+        .all(|(node, peer)| {
+            let status = cluster.status(node);
+            let peer_name = NODE_NAMES[peer];
+            status.disk() == "UpToDate"
+                && status.connection_state(peer_name) == "Connected"
+                && status.replication(peer_name) == "Established"
+                && status.peer_disk(peer_name) == "UpToDate"
+                && status.out_of_sync_kib(peer_name) == 0
+                && status.connection_state(NODE_NAMES[CAROL]) == "Connected"
+        })
 }
 
 /// Scenario 6: a link limited by a token bucket (`tc tbf`, 8 Mbit/s): replication goes
@@ -452,13 +605,19 @@ fn replication_and_resync_finish_through_a_rate_limited_link() {
     write_blocks(&cluster, ALICE, &mut rng, 0, 32);
     cluster.wait_identical(ALICE, BOB, STATE_DEADLINE);
     let replicated = cluster.network.limited_bytes(ALICE);
-    assert!(replicated >= 2 * MIB, "2 MiB of writes went through the bucket, it passed {replicated} bytes");
+    assert!(
+        replicated >= 2 * MIB,
+        "2 MiB of writes went through the bucket, it passed {replicated} bytes"
+    );
 
     cluster.network.cut(BOB);
     wait_lost(&cluster, ALICE, BOB);
     write_blocks(&cluster, ALICE, &mut rng, 8 * MIB, 64);
     let missed_kib = cluster.out_of_sync_kib(ALICE, BOB);
-    assert!(missed_kib >= 4 * 1024, "alice tracks the 4 MiB bob missed, not {missed_kib} KiB");
+    assert!(
+        missed_kib >= 4 * 1024,
+        "alice tracks the 4 MiB bob missed, not {missed_kib} KiB"
+    );
     cluster.network.heal(BOB);
     let mut seen = vec![missed_kib];
     cluster.wait_until("the resync to bob finishes", SYNC_DEADLINE, || {
@@ -468,9 +627,18 @@ fn replication_and_resync_finish_through_a_rate_limited_link() {
         }
         left == 0 && cluster.all_up_to_date()
     });
-    assert!(seen.len() >= 3, "the resync went from {missed_kib} KiB to 0 with no step between: {seen:?}");
-    assert!(seen.windows(2).all(|pair| pair[1] <= pair[0]), "out of sync only shrinks: {seen:?}");
+    assert!(
+        seen.len() >= 3,
+        "the resync went from {missed_kib} KiB to 0 with no step between: {seen:?}"
+    );
+    assert!(
+        seen.windows(2).all(|pair| pair[1] <= pair[0]),
+        "out of sync only shrinks: {seen:?}"
+    );
     let total = cluster.network.limited_bytes(ALICE);
-    assert!(total >= replicated + 4 * MIB, "the resync went through the bucket: {total} bytes in all");
+    assert!(
+        total >= replicated + 4 * MIB,
+        "the resync went through the bucket: {total} bytes in all"
+    );
     cluster.wait_identical(ALICE, BOB, STATE_DEADLINE);
 }

@@ -214,9 +214,17 @@ fn a_client_gone_in_the_middle_of_a_large_write_leaves_its_blocks_out_of_sync() 
         "more than the 1 MiB write is out of sync: {}",
         status.0
     );
-    assert_eq!(status.connection_state(bob), "Connected", "the link must survive a client's abort");
+    assert_eq!(
+        status.connection_state(bob),
+        "Connected",
+        "the link must survive a client's abort"
+    );
     let mut next = nbd_client::open(&socket, RESOURCE).expect("the Primary refused NBD_OPT_GO");
-    assert_eq!(next.write(0, &[7; 256 * 1024]), 0, "a later large write fails");
+    assert_eq!(
+        next.write(0, &[7; 256 * 1024]),
+        0,
+        "a later large write fails"
+    );
     assert_eq!(next.read(0, 4096), vec![7; 4096]);
     next.disconnect();
 }

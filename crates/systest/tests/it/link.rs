@@ -37,7 +37,10 @@ fn linkemu_bin() -> &'static Path {
             .current_dir(&root)
             .status()
             .expect("cannot run cargo to build tandem-linkemu");
-        assert!(status.success(), "'cargo build -p linkemu' failed with {status}");
+        assert!(
+            status.success(),
+            "'cargo build -p linkemu' failed with {status}"
+        );
         let bin = tandem.with_file_name("tandem-linkemu");
         assert!(bin.exists(), "{} is missing", bin.display());
         bin
@@ -49,32 +52,50 @@ impl LinkEmulator {
     /// node `i`. No delay until [`LinkEmulator::set`] says so.
     pub fn start(cluster: &Cluster) -> LinkEmulator {
         let timing = crate::cluster::timing_sensitive();
-        let ports = cluster.relay_ports().expect("the cluster was made with Spec::through_relays");
+        let ports = cluster
+            .relay_ports()
+            .expect("the cluster was made with Spec::through_relays");
         let control = cluster.dir().join("link.sock");
         let mut command = Command::new(linkemu_bin());
         for (index, port) in ports.iter().enumerate() {
-            command.arg("--pair").arg(format!("127.0.0.1:{port}={}", cluster.address(index)));
+            command
+                .arg("--pair")
+                .arg(format!("127.0.0.1:{port}={}", cluster.address(index)));
         }
         command.arg("--control").arg(&control);
         let mut process = Background::spawn(command);
         let start = Instant::now();
         while !control.exists() {
             assert!(process.is_running(), "tandem-linkemu exited at start");
-            assert!(start.elapsed() < START_DEADLINE, "tandem-linkemu did not start within {START_DEADLINE:?}");
+            assert!(
+                start.elapsed() < START_DEADLINE,
+                "tandem-linkemu did not start within {START_DEADLINE:?}"
+            );
             std::thread::sleep(POLL_INTERVAL);
         }
-        LinkEmulator { _process: process, _timing: timing, control }
+        LinkEmulator {
+            _process: process,
+            _timing: timing,
+            control,
+        }
     }
 
     /// Sends one control request (a JSON object, e.g. `{"delay_ms":10}`); fails the test if
     /// the emulator refuses it.
     pub fn set(&self, request: &str) -> Value {
         let mut stream = UnixStream::connect(&self.control).expect("connect to the link emulator");
-        stream.write_all(format!("{request}\n").as_bytes()).expect("send to the link emulator");
+        stream
+            .write_all(format!("{request}\n").as_bytes())
+            .expect("send to the link emulator");
         let mut line = String::new();
-        BufReader::new(&stream).read_line(&mut line).expect("read the link emulator's answer");
+        BufReader::new(&stream)
+            .read_line(&mut line)
+            .expect("read the link emulator's answer");
         let reply: Value = serde_json::from_str(&line).expect("the link emulator answers JSON");
-        assert_eq!(reply["ok"], true, "the link emulator refused {request}: {line}");
+        assert_eq!(
+            reply["ok"], true,
+            "the link emulator refused {request}: {line}"
+        );
         reply
     }
 }

@@ -148,7 +148,9 @@ impl NbdClient {
     /// How long to wait for each reply from now on (10 s unless changed), for writes that
     /// are meant to wait, e.g. for quorum to return.
     pub fn set_reply_timeout(&mut self, timeout: Duration) {
-        self.stream.set_read_timeout(Some(timeout)).expect("cannot set a read timeout");
+        self.stream
+            .set_read_timeout(Some(timeout))
+            .expect("cannot set a read timeout");
     }
 
     /// Sends `NBD_CMD_FLUSH` and waits for the reply; returns the NBD errno. Under protocol

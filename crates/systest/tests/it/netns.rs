@@ -70,7 +70,10 @@ impl Network {
     pub fn create(node_count: usize) -> Network {
         // SAFETY: geteuid has no preconditions and cannot fail.
         let euid = unsafe { libc::geteuid() };
-        assert_eq!(euid, 0, "the network namespace tests need root (ip netns add); run them as root");
+        assert_eq!(
+            euid, 0,
+            "the network namespace tests need root (ip netns add); run them as root"
+        );
         require("ip", "iproute2");
         require("tc", "iproute2");
         delete_orphans();
@@ -86,7 +89,9 @@ impl Network {
                 .iter()
                 .map(|name| format!("{stem}-{}", &name[..1]))
                 .collect(),
-            subnet: subnet_number.to_be_bytes()[2..].try_into().expect("two bytes"),
+            subnet: subnet_number.to_be_bytes()[2..]
+                .try_into()
+                .expect("two bytes"),
         };
         network.add_namespace(&network.bridge_namespace.clone());
         let bridge = network.bridge_namespace.clone();
@@ -110,7 +115,10 @@ impl Network {
         self.add_namespace(&namespace);
         let bridge = self.bridge_namespace.clone();
         let port = port_name(index);
-        ip(&["-n", &bridge, "link", "add", &port, "type", "veth", "peer", "name", NODE_LINK, "netns", &namespace]);
+        ip(&[
+            "-n", &bridge, "link", "add", &port, "type", "veth", "peer", "name", NODE_LINK,
+            "netns", &namespace,
+        ]);
         ip(&["-n", &bridge, "link", "set", &port, "master", BRIDGE, "up"]);
         let address = format!("{}/24", self.address(index));
         ip(&["-n", &namespace, "addr", "add", &address, "dev", NODE_LINK]);
@@ -141,12 +149,26 @@ impl Network {
     /// Cuts node `index` off from every other node: its bridge port goes down, as when a
     /// switch port fails. The node's own interface stays up, so it only stops hearing back.
     pub fn cut(&self, index: usize) {
-        ip(&["-n", &self.bridge_namespace, "link", "set", &port_name(index), "down"]);
+        ip(&[
+            "-n",
+            &self.bridge_namespace,
+            "link",
+            "set",
+            &port_name(index),
+            "down",
+        ]);
     }
 
     /// Undoes [`Network::cut`].
     pub fn heal(&self, index: usize) {
-        ip(&["-n", &self.bridge_namespace, "link", "set", &port_name(index), "up"]);
+        ip(&[
+            "-n",
+            &self.bridge_namespace,
+            "link",
+            "set",
+            &port_name(index),
+            "up",
+        ]);
     }
 
     /// Limits node `index`'s link to `rate_kbit` kbit/s in both directions: a token bucket
@@ -155,7 +177,13 @@ impl Network {
     pub fn limit_rate(&self, index: usize, rate_kbit: u32) {
         let rate = format!("{rate_kbit}kbit");
         for (namespace, link) in self.link_ends(index) {
-            tc(&namespace, &["qdisc", "replace", "dev", &link, "root", "tbf", "rate", &rate, "burst", "16kb", "latency", "500ms"]);
+            tc(
+                &namespace,
+                &[
+                    "qdisc", "replace", "dev", &link, "root", "tbf", "rate", &rate, "burst",
+                    "16kb", "latency", "500ms",
+                ],
+            );
         }
     }
 
@@ -226,7 +254,10 @@ fn ip(args: &[&str]) -> Output {
 /// Runs `tc ARGS` inside `namespace`; fails the test with its output if it fails.
 fn tc(namespace: &str, args: &[&str]) -> Output {
     let mut command = Command::new("ip");
-    command.args(["netns", "exec", namespace, "tc"]).args(args).stdin(Stdio::null());
+    command
+        .args(["netns", "exec", namespace, "tc"])
+        .args(args)
+        .stdin(Stdio::null());
     checked(command, &format!("tc {} (in {namespace})", args.join(" ")))
 }
 
@@ -260,7 +291,9 @@ fn delete_namespace(name: &str) {
 
 /// Deletes the namespaces of test processes that no longer run (killed before their drops).
 fn delete_orphans() {
-    let Ok(entries) = std::fs::read_dir(NETNS_DIR) else { return };
+    let Ok(entries) = std::fs::read_dir(NETNS_DIR) else {
+        return;
+    };
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
         if let Some(pid) = orphan_pid(&name) {
@@ -287,7 +320,10 @@ pub fn pids_in(name: &str) -> Vec<i32> {
     let mut command = Command::new("ip");
     command.args(["netns", "pids", name]).stdin(Stdio::null());
     let output = run_with_deadline(command, IP_DEADLINE);
-    String::from_utf8_lossy(&output.stdout).lines().filter_map(|line| line.trim().parse().ok()).collect()
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|line| line.trim().parse().ok())
+        .collect()
 }
 
 /// The pid in a name of ours (`tdm-PID-N-SUFFIX`), if it is one.
@@ -307,7 +343,10 @@ fn tbf_sent_bytes(text: &str) -> u64 {
             let stats = lines.next().unwrap_or_default();
             let mut words = stats.split_whitespace();
             if words.next() == Some("Sent") {
-                return words.next().and_then(|bytes| bytes.parse().ok()).unwrap_or(0);
+                return words
+                    .next()
+                    .and_then(|bytes| bytes.parse().ok())
+                    .unwrap_or(0);
             }
         }
     }
@@ -327,7 +366,10 @@ fn orphans_of_dead_test_processes_are_deleted() {
         delete_namespace(&orphan);
     }
     assert!(!left, "{orphan} survived Network::create");
-    assert!(network.created.iter().all(|name| std::path::Path::new(NETNS_DIR).join(name).exists()));
+    assert!(network
+        .created
+        .iter()
+        .all(|name| std::path::Path::new(NETNS_DIR).join(name).exists()));
 }
 
 #[test]
@@ -339,7 +381,10 @@ fn names_and_statistics_parse() {
     assert_eq!(orphan_pid("other-123-4-a"), None);
     let text = "qdisc tbf 8001: root refcnt 2 rate 8Mbit burst 16Kb lat 500ms \n Sent 123456 bytes 90 pkt (dropped 0, overlimits 7 requeues 0) \n backlog 0b 0p requeues 0\n";
     assert_eq!(tbf_sent_bytes(text), 123_456);
-    assert_eq!(tbf_sent_bytes("qdisc noqueue 0: root refcnt 2\n Sent 5 bytes 1 pkt\n"), 0);
+    assert_eq!(
+        tbf_sent_bytes("qdisc noqueue 0: root refcnt 2\n Sent 5 bytes 1 pkt\n"),
+        0
+    );
 }
 
 /// The harness itself: the nodes' namespaces reach each other through the bridge, a cut
@@ -368,12 +413,22 @@ fn a_network_connects_cuts_and_cleans_up() {
     );
     network.cut(1);
     let cut = reach(&network);
-    assert_eq!(cut.status.code(), Some(124), "a cut node must not answer: {cut:?}");
+    assert_eq!(
+        cut.status.code(),
+        Some(124),
+        "a cut node must not answer: {cut:?}"
+    );
     network.heal(1);
     let healed = reach(&network);
-    assert!(String::from_utf8_lossy(&healed.stderr).contains("refused"), "healed: {healed:?}");
+    assert!(
+        String::from_utf8_lossy(&healed.stderr).contains("refused"),
+        "healed: {healed:?}"
+    );
     drop(network);
     for name in names {
-        assert!(!std::path::Path::new(NETNS_DIR).join(&name).exists(), "{name} is left behind");
+        assert!(
+            !std::path::Path::new(NETNS_DIR).join(&name).exists(),
+            "{name} is left behind"
+        );
     }
 }

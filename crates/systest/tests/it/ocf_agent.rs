@@ -50,7 +50,10 @@ fn act_with(cluster: &Cluster, index: usize, action: &str, extra: &[(&str, Strin
         .envs(extra.iter().map(|(key, value)| (key, value)))
         .stdin(Stdio::null());
     let output = run_with_deadline(command, ACTION_DEADLINE);
-    output.status.code().unwrap_or_else(|| panic!("agent {action} died: {output:?}"))
+    output
+        .status
+        .code()
+        .unwrap_or_else(|| panic!("agent {action} died: {output:?}"))
 }
 
 /// Every action's exit code, in the order Pacemaker would run them on two nodes.
@@ -76,13 +79,18 @@ fn the_agent_drives_real_nodes_with_ocf_exit_codes() {
     for (index, action, expected) in table {
         let code = act(&cluster, index, action);
         if code != expected {
-            cluster.fail(&format!("agent {action} on {} exited {code}, not {expected}", cluster.name(index)));
+            cluster.fail(&format!(
+                "agent {action} on {} exited {code}, not {expected}",
+                cluster.name(index)
+            ));
         }
     }
     cluster.wait_connected();
     assert_eq!(act(&cluster, 0, "monitor"), OCF_SUCCESS);
     // The stop left node 0 Outdated (a graceful leave); after start it resyncs from node 1.
-    cluster.wait_until("node 0 is UpToDate again", Duration::from_secs(30), || cluster.status(0).disk() == "UpToDate");
+    cluster.wait_until("node 0 is UpToDate again", Duration::from_secs(30), || {
+        cluster.status(0).disk() == "UpToDate"
+    });
     // Stopping the Primary demotes it first.
     assert_eq!(act(&cluster, 1, "stop"), OCF_SUCCESS);
     assert_eq!(act(&cluster, 1, "monitor"), OCF_NOT_RUNNING);
@@ -98,17 +106,29 @@ fn the_agent_starts_and_stops_its_own_node_process() {
         ("OCF_RESKEY_manage_daemon", "true".to_string()),
         ("OCF_RESKEY_node_name", cluster.name(0).to_string()),
         ("OCF_RESKEY_connect_timeout", "1".to_string()),
-        ("OCF_RESKEY_log_file", cluster.dir().join("agent-node.log").display().to_string()),
+        (
+            "OCF_RESKEY_log_file",
+            cluster.dir().join("agent-node.log").display().to_string(),
+        ),
     ];
     assert_eq!(act_with(&cluster, 0, "start", &own), OCF_SUCCESS);
     assert_eq!(act_with(&cluster, 0, "monitor", &own), OCF_SUCCESS);
     let pid_file = cluster.run_dir(0).join("tandem-ocf.pid");
-    let pid = std::fs::read_to_string(&pid_file).expect("the agent's pid file").trim().to_string();
-    assert!(Path::new("/proc").join(&pid).exists(), "the node process {pid} does not run");
+    let pid = std::fs::read_to_string(&pid_file)
+        .expect("the agent's pid file")
+        .trim()
+        .to_string();
+    assert!(
+        Path::new("/proc").join(&pid).exists(),
+        "the node process {pid} does not run"
+    );
     assert_eq!(act_with(&cluster, 0, "stop", &own), OCF_SUCCESS);
     // stop waits until `kill -0` fails on the process, then removes the pid file.
     assert!(!pid_file.exists(), "the pid file is left after stop");
-    assert!(!cluster.admin(0, &["status"]).status.success(), "a node still answers after stop");
+    assert!(
+        !cluster.admin(0, &["status"]).status.success(),
+        "a node still answers after stop"
+    );
     assert_eq!(act_with(&cluster, 0, "monitor", &own), OCF_NOT_RUNNING);
 }
 
@@ -119,11 +139,22 @@ fn the_agent_starts_and_stops_its_own_node_process() {
 fn the_agent_reports_absence_misconfiguration_and_its_meta_data() {
     let cluster = Cluster::create(Spec::two_nodes('C'));
     assert_eq!(act(&cluster, 0, "monitor"), OCF_NOT_RUNNING, "no node runs");
-    assert_eq!(act(&cluster, 0, "stop"), OCF_SUCCESS, "stopping what does not run");
+    assert_eq!(
+        act(&cluster, 0, "stop"),
+        OCF_SUCCESS,
+        "stopping what does not run"
+    );
     assert_eq!(act(&cluster, 0, "frobnicate"), OCF_ERR_UNIMPLEMENTED);
     let mut unnamed = Command::new("sh");
-    unnamed.arg(agent()).arg("validate-all").env("OCF_RESKEY_tandem", tandem_bin()).stdin(Stdio::null());
-    assert_eq!(run_with_deadline(unnamed, ACTION_DEADLINE).status.code(), Some(OCF_ERR_CONFIGURED));
+    unnamed
+        .arg(agent())
+        .arg("validate-all")
+        .env("OCF_RESKEY_tandem", tandem_bin())
+        .stdin(Stdio::null());
+    assert_eq!(
+        run_with_deadline(unnamed, ACTION_DEADLINE).status.code(),
+        Some(OCF_ERR_CONFIGURED)
+    );
 
     let mut meta_data = Command::new("sh");
     meta_data.arg(agent()).arg("meta-data").stdin(Stdio::null());
@@ -131,13 +162,25 @@ fn the_agent_reports_absence_misconfiguration_and_its_meta_data() {
     assert_eq!(output.status.code(), Some(OCF_SUCCESS));
     let file = cluster.dir().join("meta-data.xml");
     std::fs::write(&file, &output.stdout).expect("write meta-data");
-    let have_xmllint = Command::new("xmllint").arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok();
+    let have_xmllint = Command::new("xmllint")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok();
     if !have_xmllint || !Path::new(METADATA_SCHEMA).exists() {
         eprintln!("skipped the schema check: needs xmllint (libxml2-utils) and {METADATA_SCHEMA} (resource-agents)");
         return;
     }
     let mut validate = Command::new("xmllint");
-    validate.args(["--noout", "--relaxng", METADATA_SCHEMA]).arg(&file).stdin(Stdio::null());
+    validate
+        .args(["--noout", "--relaxng", METADATA_SCHEMA])
+        .arg(&file)
+        .stdin(Stdio::null());
     let checked = run_with_deadline(validate, ACTION_DEADLINE);
-    assert!(checked.status.success(), "meta-data fails {METADATA_SCHEMA}: {}", String::from_utf8_lossy(&checked.stderr));
+    assert!(
+        checked.status.success(),
+        "meta-data fails {METADATA_SCHEMA}: {}",
+        String::from_utf8_lossy(&checked.stderr)
+    );
 }

@@ -121,7 +121,10 @@ fn in_path(program: &str) -> bool {
 
 /// The directory of the OCF agent and the fence handlers in this checkout.
 fn contrib_ocf() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../contrib/ocf").canonicalize().expect("contrib/ocf exists")
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../contrib/ocf")
+        .canonicalize()
+        .expect("contrib/ocf exists")
 }
 
 /// One node's holder process (`unshare` inside `ip netns exec`): its pid names the node's
@@ -134,9 +137,12 @@ struct PacemakerNode {
 impl PacemakerNode {
     fn spawn(network: &Network, index: usize, dir: &Path) -> PacemakerNode {
         let namespace = network.namespace(index).to_string();
-        let log = std::fs::File::create(dir.join(format!("{}.holder.log", NODE_NAMES[index]))).expect("holder log");
+        let log = std::fs::File::create(dir.join(format!("{}.holder.log", NODE_NAMES[index])))
+            .expect("holder log");
         let holder = Command::new("ip")
-            .args(["netns", "exec", &namespace, "unshare", "--mount", "--uts", "--ipc", "--fork", "sh"])
+            .args([
+                "netns", "exec", &namespace, "unshare", "--mount", "--uts", "--ipc", "--fork", "sh",
+            ])
             .arg(dir.join("node.sh"))
             .arg(NODE_NAMES[index])
             .arg(dir)
@@ -152,7 +158,15 @@ impl PacemakerNode {
     fn command(&self, program: &str, args: &[&str]) -> Command {
         let mut command = Command::new("nsenter");
         command
-            .args(["-t", &self.holder.id().to_string(), "-n", "-m", "-u", "-i", "--"])
+            .args([
+                "-t",
+                &self.holder.id().to_string(),
+                "-n",
+                "-m",
+                "-u",
+                "-i",
+                "--",
+            ])
             .arg(program)
             .args(args)
             .stdin(Stdio::null());
@@ -165,7 +179,10 @@ impl PacemakerNode {
 
     /// Runs a command that must succeed; returns its stdout.
     fn run_ok(&self, program: &str, args: &[&str]) -> String {
-        String::from_utf8_lossy(&tools::run_ok(self.command(program, args), COMMAND_DEADLINE).stdout).into_owned()
+        String::from_utf8_lossy(
+            &tools::run_ok(self.command(program, args), COMMAND_DEADLINE).stdout,
+        )
+        .into_owned()
     }
 }
 
@@ -220,12 +237,25 @@ impl PacemakerCluster {
             .options_line("quorum majority;")
             .options_line("on-no-quorum suspend-io;")
             .net_line_all("fencing resource-only;")
-            .handler("fence-peer", &handlers.join("tandem-fence-peer").display().to_string())
-            .handler("unfence-peer", &handlers.join("tandem-unfence-peer").display().to_string());
+            .handler(
+                "fence-peer",
+                &handlers.join("tandem-fence-peer").display().to_string(),
+            )
+            .handler(
+                "unfence-peer",
+                &handlers.join("tandem-unfence-peer").display().to_string(),
+            );
         let cluster = Cluster::create(spec);
         write_stack_files(&cluster, &network);
-        let nodes = (0..3).map(|index| PacemakerNode::spawn(&network, index, cluster.dir())).collect();
-        PacemakerCluster { nodes, console: std::cell::Cell::new(0), cluster, network }
+        let nodes = (0..3)
+            .map(|index| PacemakerNode::spawn(&network, index, cluster.dir()))
+            .collect();
+        PacemakerCluster {
+            nodes,
+            console: std::cell::Cell::new(0),
+            cluster,
+            network,
+        }
     }
 
     fn console(&self) -> &PacemakerNode {
@@ -244,12 +274,17 @@ impl PacemakerCluster {
         let cluster = &setup.cluster;
         setup.wait_formed();
         setup.configure();
-        setup.wait_until("Pacemaker starts tandem on every node and they connect", PACEMAKER_DEADLINE, || {
-            (0..3).all(|index| setup.answers(index)) && cluster.all_connected()
-        });
+        setup.wait_until(
+            "Pacemaker starts tandem on every node and they connect",
+            PACEMAKER_DEADLINE,
+            || (0..3).all(|index| setup.answers(index)) && cluster.all_connected(),
+        );
         // Fresh metadata is Inconsistent everywhere, so nothing is promoted until the initial
         // sync is skipped (empty disks), as an administrator does once.
-        assert!(setup.primaries().is_empty(), "an Inconsistent node was promoted");
+        assert!(
+            setup.primaries().is_empty(),
+            "an Inconsistent node was promoted"
+        );
         cluster.initial_sync();
         let first = setup.wait_one_primary(None);
         Some((setup, first))
@@ -260,11 +295,23 @@ impl PacemakerCluster {
     /// from the Primary, and every replica is identical to the Primary's.
     fn check_rejoined(&self, old: usize, primary: usize, written: &[&[Write]]) {
         let cluster = &self.cluster;
-        self.wait_until("the old Primary's tandem is back", PACEMAKER_DEADLINE, || self.answers(old));
+        self.wait_until(
+            "the old Primary's tandem is back",
+            PACEMAKER_DEADLINE,
+            || self.answers(old),
+        );
         wait_rejoined(cluster);
         assert_eq!(cluster.status(old).role(), "Secondary");
-        assert_eq!(self.primaries(), vec![primary], "the Primary moved after the rejoin");
-        self.wait_until("the fence constraint is removed after the resync", PACEMAKER_DEADLINE, || !self.has_fence_constraint(old));
+        assert_eq!(
+            self.primaries(),
+            vec![primary],
+            "the Primary moved after the rejoin"
+        );
+        self.wait_until(
+            "the fence constraint is removed after the resync",
+            PACEMAKER_DEADLINE,
+            || !self.has_fence_constraint(old),
+        );
         self.check_replicas(primary, written);
     }
 
@@ -282,7 +329,10 @@ impl PacemakerCluster {
     /// Whether every node's disk is UpToDate and `primary` sees every peer Connected,
     /// Established and UpToDate (what the Secondaries say of each other is not looked at).
     fn synced_from(&self, primary: usize) -> bool {
-        if !(0..3).all(|node| self.status_if_up(node).is_some_and(|status| status.disk() == "UpToDate")) {
+        if !(0..3).all(|node| {
+            self.status_if_up(node)
+                .is_some_and(|status| status.disk() == "UpToDate")
+        }) {
             return false;
         }
         let Some(status) = self.status_if_up(primary) else {
@@ -290,7 +340,9 @@ impl PacemakerCluster {
         };
         self.cluster.peers_of(primary).all(|peer| {
             let name = NODE_NAMES[peer];
-            status.connection_state(name) == "Connected" && status.replication(name) == "Established" && status.peer_disk(name) == "UpToDate"
+            status.connection_state(name) == "Connected"
+                && status.replication(name) == "Established"
+                && status.peer_disk(name) == "UpToDate"
         })
     }
 
@@ -298,18 +350,26 @@ impl PacemakerCluster {
         let start = Instant::now();
         while !condition() {
             if start.elapsed() > deadline {
-                self.cluster.fail(&format!("timed out after {deadline:?} waiting until {what}\n{}", self.report()));
+                self.cluster.fail(&format!(
+                    "timed out after {deadline:?} waiting until {what}\n{}",
+                    self.report()
+                ));
             }
             std::thread::sleep(POLL_INTERVAL);
         }
     }
 
     fn wait_formed(&self) {
-        self.wait_until("Corosync and Pacemaker form a quorate cluster of three", FORM_DEADLINE, || {
-            let output = self.console().run("crm_mon", &["-1"]);
-            let text = String::from_utf8_lossy(&output.stdout);
-            text.contains("partition with quorum") && text.contains("Online: [ alice bob carol ]")
-        });
+        self.wait_until(
+            "Corosync and Pacemaker form a quorate cluster of three",
+            FORM_DEADLINE,
+            || {
+                let output = self.console().run("crm_mon", &["-1"]);
+                let text = String::from_utf8_lossy(&output.stdout);
+                text.contains("partition with quorum")
+                    && text.contains("Online: [ alice bob carol ]")
+            },
+        );
     }
 
     /// Loads the resources into the CIB with crmsh (the commands README shows).
@@ -333,12 +393,18 @@ impl PacemakerCluster {
         );
         let file = self.cluster.dir().join("cib.crm");
         std::fs::write(&file, text).expect("cannot write the crm configuration");
-        self.console().run_ok("crm", &["configure", "load", "update", &file.display().to_string()]);
+        self.console().run_ok(
+            "crm",
+            &["configure", "load", "update", &file.display().to_string()],
+        );
     }
 
     /// Whether node `index`'s tandem answers its admin socket.
     fn answers(&self, index: usize) -> bool {
-        self.cluster.admin(index, &["status", "--json"]).status.success()
+        self.cluster
+            .admin(index, &["status", "--json"])
+            .status
+            .success()
     }
 
     /// Node `index`'s status, or None while its tandem is not running: one admin call, so a
@@ -353,49 +419,93 @@ impl PacemakerCluster {
 
     /// The nodes whose tandem answers and is Primary.
     fn primaries(&self) -> Vec<usize> {
-        (0..3).filter(|index| self.status_if_up(*index).is_some_and(|status| status.role() == "Primary")).collect()
+        (0..3)
+            .filter(|index| {
+                self.status_if_up(*index)
+                    .is_some_and(|status| status.role() == "Primary")
+            })
+            .collect()
     }
 
     /// Where Pacemaker runs `resource` (crm_resource --locate), as node names.
     fn located(&self, resource: &str) -> String {
-        let output = self.console().run("crm_resource", &["--locate", "--resource", resource]);
+        let output = self
+            .console()
+            .run("crm_resource", &["--locate", "--resource", resource]);
         String::from_utf8_lossy(&output.stdout).into_owned()
     }
 
     /// Node `index`'s promotion score for the clone, as the agent set it (None: no score).
     fn promotion_score(&self, index: usize) -> Option<String> {
-        let output = self.console().run("crm_attribute", &["--node", NODE_NAMES[index], "--name", "master-tandem-r0", "--lifetime", "reboot", "--query", "--quiet"]);
+        let output = self.console().run(
+            "crm_attribute",
+            &[
+                "--node",
+                NODE_NAMES[index],
+                "--name",
+                "master-tandem-r0",
+                "--lifetime",
+                "reboot",
+                "--query",
+                "--quiet",
+            ],
+        );
         let value = String::from_utf8_lossy(&output.stdout).trim().to_string();
         (output.status.success() && !value.is_empty()).then_some(value)
     }
 
     fn has_fence_constraint(&self, peer: usize) -> bool {
-        let xpath = format!("//rsc_location[@id='tandem-fence-{RESOURCE}-{}']", NODE_NAMES[peer]);
-        self.console().run("cibadmin", &["--query", "--xpath", &xpath]).status.success()
+        let xpath = format!(
+            "//rsc_location[@id='tandem-fence-{RESOURCE}-{}']",
+            NODE_NAMES[peer]
+        );
+        self.console()
+            .run("cibadmin", &["--query", "--xpath", &xpath])
+            .status
+            .success()
     }
 
     /// Waits until exactly one node is Primary and `app` runs there; returns it.
     fn wait_one_primary(&self, not: Option<usize>) -> usize {
         let mut promoted = None;
-        self.wait_until("Pacemaker promotes exactly one node and starts app there", PACEMAKER_DEADLINE, || {
-            let primaries = self.primaries();
-            assert!(primaries.len() <= 1, "more than one Primary: {primaries:?}\n{}", self.report());
-            let Some(&primary) = primaries.first() else { return false };
-            if Some(primary) == not {
-                return false;
-            }
-            promoted = Some(primary);
-            self.located(APP).contains(&format!("running on: {}", NODE_NAMES[primary]))
-        });
+        self.wait_until(
+            "Pacemaker promotes exactly one node and starts app there",
+            PACEMAKER_DEADLINE,
+            || {
+                let primaries = self.primaries();
+                assert!(
+                    primaries.len() <= 1,
+                    "more than one Primary: {primaries:?}\n{}",
+                    self.report()
+                );
+                let Some(&primary) = primaries.first() else {
+                    return false;
+                };
+                if Some(primary) == not {
+                    return false;
+                }
+                promoted = Some(primary);
+                self.located(APP)
+                    .contains(&format!("running on: {}", NODE_NAMES[primary]))
+            },
+        );
         promoted.expect("a Primary was found")
     }
 
     /// SIGKILL to node `index`'s tandem (the pid the agent recorded).
     fn kill_tandem(&self, index: usize) {
         let pid_file = self.cluster.run_dir(index).join("tandem-ocf.pid");
-        let pid: i32 = std::fs::read_to_string(&pid_file).expect("the agent's pid file").trim().parse().expect("a pid");
+        let pid: i32 = std::fs::read_to_string(&pid_file)
+            .expect("the agent's pid file")
+            .trim()
+            .parse()
+            .expect("a pid");
         // SAFETY: kill has no memory-safety preconditions; the pid is the node the agent started.
-        assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0, "cannot kill {pid}");
+        assert_eq!(
+            unsafe { libc::kill(pid, libc::SIGKILL) },
+            0,
+            "cannot kill {pid}"
+        );
     }
 
     fn report(&self) -> String {
@@ -404,7 +514,11 @@ impl PacemakerCluster {
         text.push_str(&String::from_utf8_lossy(&output.stdout));
         for (index, name) in NODE_NAMES.iter().enumerate() {
             let status = self.cluster.admin(index, &["status", "--verbose"]);
-            text.push_str(&format!("---- {name} tandem status ----\n{}{}", String::from_utf8_lossy(&status.stdout), String::from_utf8_lossy(&status.stderr)));
+            text.push_str(&format!(
+                "---- {name} tandem status ----\n{}{}",
+                String::from_utf8_lossy(&status.stdout),
+                String::from_utf8_lossy(&status.stderr)
+            ));
         }
         let dir = self.cluster.dir();
         for name in NODE_NAMES {
@@ -433,7 +547,9 @@ fn write_stack_files(cluster: &Cluster, network: &Network) {
     for (index, name) in NODE_NAMES.iter().enumerate() {
         let id = index + 1;
         let address = network.address(index);
-        nodes.push_str(&format!("  node {{\n    ring0_addr: {address}\n    nodeid: {id}\n    name: {name}\n  }}\n"));
+        nodes.push_str(&format!(
+            "  node {{\n    ring0_addr: {address}\n    nodeid: {id}\n    name: {name}\n  }}\n"
+        ));
     }
     // The parser wants one option per line (pacemaker-netns.md).
     let conf = format!(
@@ -446,11 +562,17 @@ fn write_stack_files(cluster: &Cluster, network: &Network) {
     std::fs::write(dir.join("node.sh"), NODE_SCRIPT).expect("node.sh");
     let ocf = dir.join("ocf");
     let mut copy = Command::new("cp");
-    copy.args(["-a", "/usr/lib/ocf/resource.d/."]).arg(&ocf).stdin(Stdio::null());
+    copy.args(["-a", "/usr/lib/ocf/resource.d/."])
+        .arg(&ocf)
+        .stdin(Stdio::null());
     std::fs::create_dir_all(&ocf).expect("ocf dir");
-    assert!(run_with_deadline(copy, COMMAND_DEADLINE).status.success(), "cannot copy the OCF agents");
+    assert!(
+        run_with_deadline(copy, COMMAND_DEADLINE).status.success(),
+        "cannot copy the OCF agents"
+    );
     std::fs::create_dir_all(ocf.join("tandem")).expect("ocf/tandem");
-    std::fs::copy(contrib_ocf().join("tandem"), ocf.join("tandem/tandem")).expect("cannot install the agent");
+    std::fs::copy(contrib_ocf().join("tandem"), ocf.join("tandem/tandem"))
+        .expect("cannot install the agent");
 }
 
 /// The cluster forms and promotes exactly one node, with `app` on it; SIGKILL of the
@@ -460,18 +582,32 @@ fn write_stack_files(cluster: &Cluster, network: &Network) {
 /// (the fence constraint goes), and the three backing files are identical.
 #[test]
 fn pacemaker_promotes_fails_over_and_resyncs_a_tandem_clone() {
-    let Some((setup, first)) = PacemakerCluster::running() else { return };
+    let Some((setup, first)) = PacemakerCluster::running() else {
+        return;
+    };
     let cluster = &setup.cluster;
     let mut rng = Rng::new(fresh_seed());
     let before = write_blocks(cluster, first, &mut rng, 0, 16);
     setup.kill_tandem(first);
     let second = setup.wait_one_primary(Some(first));
     read_back(cluster, second, &before);
-    assert!(setup.has_fence_constraint(first), "tandem-fence-peer placed no constraint against the old Primary");
+    assert!(
+        setup.has_fence_constraint(first),
+        "tandem-fence-peer placed no constraint against the old Primary"
+    );
     let after = write_blocks(cluster, second, &mut rng, 8 * MIB, 16);
 
     // The administrator clears the failure; Pacemaker starts tandem there again.
-    setup.console().run_ok("crm_resource", &["--cleanup", "--resource", CLONE, "--node", NODE_NAMES[first]]);
+    setup.console().run_ok(
+        "crm_resource",
+        &[
+            "--cleanup",
+            "--resource",
+            CLONE,
+            "--node",
+            NODE_NAMES[first],
+        ],
+    );
     setup.check_rejoined(first, second, &[&before, &after]);
 }
 
@@ -482,7 +618,9 @@ fn pacemaker_promotes_fails_over_and_resyncs_a_tandem_clone() {
 /// resyncs, and the replicas are identical.
 #[test]
 fn pacemaker_replaces_a_partitioned_primary_and_the_minority_never_promotes() {
-    let Some((setup, first)) = PacemakerCluster::running() else { return };
+    let Some((setup, first)) = PacemakerCluster::running() else {
+        return;
+    };
     let cluster = &setup.cluster;
     let majority: Vec<usize> = (0..3).filter(|node| *node != first).collect();
     setup.console.set(majority[0]);
@@ -491,23 +629,50 @@ fn pacemaker_replaces_a_partitioned_primary_and_the_minority_never_promotes() {
     setup.network.cut(first);
 
     // The minority's own Pacemaker takes tandem down there, and nothing promotes it again.
-    let minority_primary = || setup.status_if_up(first).is_some_and(|status| status.role() == "Primary");
-    setup.wait_until("the cut-off Primary is demoted or stopped", PACEMAKER_DEADLINE, || !minority_primary());
+    let minority_primary = || {
+        setup
+            .status_if_up(first)
+            .is_some_and(|status| status.role() == "Primary")
+    };
+    setup.wait_until(
+        "the cut-off Primary is demoted or stopped",
+        PACEMAKER_DEADLINE,
+        || !minority_primary(),
+    );
     let mut second = None;
-    setup.wait_until("the majority promotes one of its nodes", PACEMAKER_DEADLINE, || {
-        assert!(!minority_primary(), "the minority promoted its node again\n{}", setup.report());
-        // A majority node's tandem may be down for a moment while its Pacemaker recovers it.
-        let primaries: Vec<usize> = setup.primaries().into_iter().filter(|node| majority.contains(node)).collect();
-        assert!(primaries.len() <= 1, "two Primaries in the majority: {primaries:?}");
-        second = primaries.first().copied();
-        second.is_some()
-    });
+    setup.wait_until(
+        "the majority promotes one of its nodes",
+        PACEMAKER_DEADLINE,
+        || {
+            assert!(
+                !minority_primary(),
+                "the minority promoted its node again\n{}",
+                setup.report()
+            );
+            // A majority node's tandem may be down for a moment while its Pacemaker recovers it.
+            let primaries: Vec<usize> = setup
+                .primaries()
+                .into_iter()
+                .filter(|node| majority.contains(node))
+                .collect();
+            assert!(
+                primaries.len() <= 1,
+                "two Primaries in the majority: {primaries:?}"
+            );
+            second = primaries.first().copied();
+            second.is_some()
+        },
+    );
     let second = second.expect("a Primary in the majority");
     read_back(cluster, second, &before);
     let after = write_blocks(cluster, second, &mut rng, 8 * MIB, 16);
     assert!(!minority_primary(), "the minority promoted its node");
     // Healed before its stop completes, the old Primary's going-down state would race the rejoin.
-    setup.wait_until("the minority's Pacemaker stops its tandem", PACEMAKER_DEADLINE, || !setup.answers(first));
+    setup.wait_until(
+        "the minority's Pacemaker stops its tandem",
+        PACEMAKER_DEADLINE,
+        || !setup.answers(first),
+    );
 
     setup.network.heal(first);
     setup.check_rejoined(first, second, &[&before, &after]);
@@ -520,17 +685,27 @@ fn pacemaker_replaces_a_partitioned_primary_and_the_minority_never_promotes() {
 /// acknowledged write. Then everything rejoins and resyncs, replicas identical.
 #[test]
 fn pacemaker_never_promotes_an_outdated_node() {
-    let Some((setup, first)) = PacemakerCluster::running() else { return };
+    let Some((setup, first)) = PacemakerCluster::running() else {
+        return;
+    };
     let cluster = &setup.cluster;
     let others: Vec<usize> = (0..3).filter(|node| *node != first).collect();
     let (outdated, fresh) = (others[0], others[1]);
     let mut rng = Rng::new(fresh_seed());
     let before = write_blocks(cluster, first, &mut rng, 0, 16);
-    cluster.admin_ok(outdated, &["disconnect", "--peer", NODE_NAMES[first], RESOURCE]);
+    cluster.admin_ok(
+        outdated,
+        &["disconnect", "--peer", NODE_NAMES[first], RESOURCE],
+    );
     cluster.wait_disk(outdated, "Outdated", PACEMAKER_DEADLINE);
-    setup.wait_until("the Outdated node's promotion score drops to 1", PACEMAKER_DEADLINE, || {
-        setup.promotion_score(outdated).as_deref() == Some("1") && setup.promotion_score(fresh).as_deref() == Some("1000")
-    });
+    setup.wait_until(
+        "the Outdated node's promotion score drops to 1",
+        PACEMAKER_DEADLINE,
+        || {
+            setup.promotion_score(outdated).as_deref() == Some("1")
+                && setup.promotion_score(fresh).as_deref() == Some("1000")
+        },
+    );
 
     let after = write_blocks(cluster, first, &mut rng, 8 * MIB, 16);
     setup.kill_tandem(first);
@@ -538,22 +713,50 @@ fn pacemaker_never_promotes_an_outdated_node() {
     setup.wait_until("Pacemaker promotes a survivor", PACEMAKER_DEADLINE, || {
         // A node's tandem may be down for a moment while its Pacemaker recovers it.
         let primaries = setup.primaries();
-        assert!(!primaries.contains(&outdated), "the Outdated node was promoted\n{}", setup.report());
+        assert!(
+            !primaries.contains(&outdated),
+            "the Outdated node was promoted\n{}",
+            setup.report()
+        );
         promoted = primaries.into_iter().find(|node| others.contains(node));
         promoted.is_some()
     });
-    assert_eq!(promoted, Some(fresh), "Pacemaker promoted the Outdated node");
+    assert_eq!(
+        promoted,
+        Some(fresh),
+        "Pacemaker promoted the Outdated node"
+    );
     read_back(cluster, fresh, &before);
     read_back(cluster, fresh, &after);
 
     // The new Primary resyncs the Outdated node it is connected to (its handshake after the
     // promotion); the administrator reconnects it to the old Primary, which it left.
-    cluster.admin_ok(outdated, &["connect", "--peer", NODE_NAMES[first], RESOURCE]);
-    setup.console().run_ok("crm_resource", &["--cleanup", "--resource", CLONE, "--node", NODE_NAMES[first]]);
+    cluster.admin_ok(
+        outdated,
+        &["connect", "--peer", NODE_NAMES[first], RESOURCE],
+    );
+    setup.console().run_ok(
+        "crm_resource",
+        &[
+            "--cleanup",
+            "--resource",
+            CLONE,
+            "--node",
+            NODE_NAMES[first],
+        ],
+    );
     // Only the Primary's view is waited for: the old Primary was seen to keep calling the
     // resynced node Outdated (a stale view between Secondaries).
-    setup.wait_until("every disk is UpToDate as the new Primary sees it", SYNC_DEADLINE, || setup.synced_from(fresh));
+    setup.wait_until(
+        "every disk is UpToDate as the new Primary sees it",
+        SYNC_DEADLINE,
+        || setup.synced_from(fresh),
+    );
     assert_eq!(cluster.status(outdated).role(), "Secondary");
-    assert_eq!(setup.primaries(), vec![fresh], "the Primary moved after the rejoin");
+    assert_eq!(
+        setup.primaries(),
+        vec![fresh],
+        "the Primary moved after the rejoin"
+    );
     setup.check_replicas(fresh, &[&before, &after]);
 }

@@ -21,7 +21,10 @@ const BUILD_DEADLINE: Duration = Duration::from_secs(300);
 const DPKG_DEADLINE: Duration = Duration::from_secs(120);
 
 fn repository() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("the repository")
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .expect("the repository")
 }
 
 fn skip_reason() -> Option<String> {
@@ -30,11 +33,20 @@ fn skip_reason() -> Option<String> {
         return Some("needs root (dpkg -i)".into());
     }
     for program in ["dpkg", "dpkg-deb", "objcopy", "readelf", "man"] {
-        if Command::new(program).arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_err() {
+        if Command::new(program)
+            .arg("--version")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_err()
+        {
             return Some(format!("'{program}' is missing"));
         }
     }
-    let status = run(command("dpkg-query", &["--show", "--showformat=${Status}", "tandem"]));
+    let status = run(command(
+        "dpkg-query",
+        &["--show", "--showformat=${Status}", "tandem"],
+    ));
     if String::from_utf8_lossy(&status.stdout).contains("installed") {
         return Some("a tandem package is installed on this machine already".into());
     }
@@ -60,10 +72,14 @@ fn run_ok(command: Command) -> String {
 /// Whether dpkg is told not to unpack man pages (`path-exclude=/usr/share/man/...` in
 /// /etc/dpkg/dpkg.cfg.d, as in slim container images).
 fn man_pages_excluded() -> bool {
-    let Ok(entries) = std::fs::read_dir("/etc/dpkg/dpkg.cfg.d") else { return false };
+    let Ok(entries) = std::fs::read_dir("/etc/dpkg/dpkg.cfg.d") else {
+        return false;
+    };
     entries.flatten().any(|entry| {
         let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
-        text.lines().any(|line| line.trim_start().starts_with("path-exclude") && line.contains("/usr/share/man"))
+        text.lines().any(|line| {
+            line.trim_start().starts_with("path-exclude") && line.contains("/usr/share/man")
+        })
     })
 }
 
@@ -74,7 +90,10 @@ impl Drop for Installed {
     fn drop(&mut self) {
         let output = run(command("dpkg", &["--purge", "tandem-dbgsym", "tandem"]));
         if !output.status.success() {
-            eprintln!("dpkg --purge tandem failed: {}", String::from_utf8_lossy(&output.stderr));
+            eprintln!(
+                "dpkg --purge tandem failed: {}",
+                String::from_utf8_lossy(&output.stderr)
+            );
         }
     }
 }
@@ -87,11 +106,25 @@ fn the_debian_package_builds_installs_and_works() {
     }
     let out = tempfile::tempdir().expect("tempdir");
     let mut build = Command::new(repository().join("scripts/deb"));
-    build.arg(out.path()).env("TANDEM_DEB_BIN", tandem_bin()).stdin(Stdio::null());
+    build
+        .arg(out.path())
+        .env("TANDEM_DEB_BIN", tandem_bin())
+        .stdin(Stdio::null());
     let built = run_with_deadline(build, BUILD_DEADLINE);
-    assert!(built.status.success(), "scripts/deb failed:\n{}", String::from_utf8_lossy(&built.stderr));
-    let packages: Vec<String> = String::from_utf8_lossy(&built.stdout).lines().map(str::to_string).collect();
-    assert_eq!(packages.len(), 2, "scripts/deb names the package and its dbgsym: {packages:?}");
+    assert!(
+        built.status.success(),
+        "scripts/deb failed:\n{}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    let packages: Vec<String> = String::from_utf8_lossy(&built.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect();
+    assert_eq!(
+        packages.len(),
+        2,
+        "scripts/deb names the package and its dbgsym: {packages:?}"
+    );
 
     let installed = Installed;
     let mut install = command("dpkg", &["-i"]);
@@ -99,25 +132,55 @@ fn the_debian_package_builds_installs_and_works() {
     run_ok(install);
 
     let expected = run_ok(command(tandem_bin(), &["--version"]));
-    assert_eq!(run_ok(command("/usr/sbin/tandem", &["--version"])), expected);
+    assert_eq!(
+        run_ok(command("/usr/sbin/tandem", &["--version"])),
+        expected
+    );
     assert!(expected.contains("(commit "), "{expected}");
     if man_pages_excluded() {
         // Slim images tell dpkg not to unpack /usr/share/man: the page must be in the package.
         eprintln!("man -w not checked: dpkg excludes /usr/share/man here");
         let contents = run_ok(command("dpkg-deb", &["--contents", &packages[0]]));
-        assert!(contents.contains("./usr/share/man/man8/tandem.8.gz"), "{contents}");
+        assert!(
+            contents.contains("./usr/share/man/man8/tandem.8.gz"),
+            "{contents}"
+        );
     } else {
         let page = run_ok(command("man", &["-w", "tandem"]));
         assert_eq!(page.trim(), "/usr/share/man/man8/tandem.8.gz");
         run_ok(command("man", &["-w", "tandem-primary"]));
     }
-    let meta_data = run_ok(command("/usr/lib/ocf/resource.d/tandem/tandem", &["meta-data"]));
-    assert!(meta_data.contains("<resource-agent name=\"tandem\"") && meta_data.contains("</resource-agent>"), "{meta_data}");
-    let xml_ok = run(command("python3", &["-c", "import sys, xml.dom.minidom; xml.dom.minidom.parseString(sys.argv[1])", &meta_data]));
-    assert!(xml_ok.status.success(), "meta-data is not well-formed XML: {}", String::from_utf8_lossy(&xml_ok.stderr));
+    let meta_data = run_ok(command(
+        "/usr/lib/ocf/resource.d/tandem/tandem",
+        &["meta-data"],
+    ));
+    assert!(
+        meta_data.contains("<resource-agent name=\"tandem\"")
+            && meta_data.contains("</resource-agent>"),
+        "{meta_data}"
+    );
+    let xml_ok = run(command(
+        "python3",
+        &[
+            "-c",
+            "import sys, xml.dom.minidom; xml.dom.minidom.parseString(sys.argv[1])",
+            &meta_data,
+        ],
+    ));
+    assert!(
+        xml_ok.status.success(),
+        "meta-data is not well-formed XML: {}",
+        String::from_utf8_lossy(&xml_ok.stderr)
+    );
     let sections = run_ok(command("readelf", &["-S", "/usr/sbin/tandem"]));
-    assert!(!sections.contains(".debug_info"), "/usr/sbin/tandem is not stripped");
-    assert!(sections.contains(".gnu_debuglink"), "/usr/sbin/tandem has no debuglink");
+    assert!(
+        !sections.contains(".debug_info"),
+        "/usr/sbin/tandem is not stripped"
+    );
+    assert!(
+        sections.contains(".gnu_debuglink"),
+        "/usr/sbin/tandem has no debuglink"
+    );
     for path in [
         "/usr/share/bash-completion/completions/tandem",
         "/usr/share/zsh/vendor-completions/_tandem",
@@ -129,9 +192,18 @@ fn the_debian_package_builds_installs_and_works() {
     ] {
         assert!(Path::new(path).exists(), "{path} is not installed");
     }
-    let config = std::fs::read_to_string("/etc/tandem/tandem.conf").expect("/etc/tandem/tandem.conf");
-    assert!(config.contains("include \"/etc/tandem/*.res\";"), "{config}");
+    let config =
+        std::fs::read_to_string("/etc/tandem/tandem.conf").expect("/etc/tandem/tandem.conf");
+    assert!(
+        config.contains("include \"/etc/tandem/*.res\";"),
+        "{config}"
+    );
     let debug_files = run_ok(command("dpkg", &["-L", "tandem-dbgsym"]));
-    assert!(debug_files.lines().any(|line| line.starts_with("/usr/lib/debug/.build-id/") && line.ends_with(".debug")), "{debug_files}");
+    assert!(
+        debug_files
+            .lines()
+            .any(|line| line.starts_with("/usr/lib/debug/.build-id/") && line.ends_with(".debug")),
+        "{debug_files}"
+    );
     drop(installed);
 }

@@ -17,7 +17,9 @@ const WRITE_BYTES: usize = 64 * 1024;
 const WRITES: u64 = 64;
 
 fn bob_possibly_stale(cluster: &Cluster) -> bool {
-    cluster.status_json(BOB)["resources"][0]["devices"][0]["possibly_stale"].as_bool().unwrap_or(false)
+    cluster.status_json(BOB)["resources"][0]["devices"][0]["possibly_stale"]
+        .as_bool()
+        .unwrap_or(false)
 }
 
 #[test]
@@ -35,20 +37,35 @@ fn a_congested_link_goes_ahead_then_resyncs_to_identical_replicas() {
     cluster.promote_and_wait(ALICE);
     link.set(r#"{"rate":"256KB"}"#);
 
-    let mut client = nbd_client::open(&cluster.nbd_socket(ALICE), RESOURCE).expect("open the export");
+    let mut client =
+        nbd_client::open(&cluster.nbd_socket(ALICE), RESOURCE).expect("open the export");
     let mut write = |i: u64| {
         let byte = u8::try_from(i % 251).unwrap_or(0) + 1;
-        assert_eq!(client.write(i * WRITE_BYTES as u64, &[byte; WRITE_BYTES]), 0, "write {i}");
+        assert_eq!(
+            client.write(i * WRITE_BYTES as u64, &[byte; WRITE_BYTES]),
+            0,
+            "write {i}"
+        );
     };
     // 2 MiB that the socket buffers take at once, far more than the link carries soon.
     (0..WRITES / 2).for_each(&mut write);
     // Ahead lasts until the link drained and its dwell time passed (seconds at this rate).
     cluster.wait_replication(ALICE, BOB, "Ahead", DEADLINE);
-    assert!(bob_possibly_stale(&cluster), "bob is marked possibly stale while alice is Ahead");
+    assert!(
+        bob_possibly_stale(&cluster),
+        "bob is marked possibly stale while alice is Ahead"
+    );
     cluster.wait_replication(BOB, ALICE, "Behind", DEADLINE);
     (WRITES / 2..WRITES).for_each(&mut write);
-    assert_eq!(cluster.status(ALICE).replication("bob"), "Ahead", "still Ahead: the link has not drained");
-    assert!(cluster.out_of_sync_kib(ALICE, BOB) >= 1024, "the writes made while Ahead are marked out of sync, not shipped");
+    assert_eq!(
+        cluster.status(ALICE).replication("bob"),
+        "Ahead",
+        "still Ahead: the link has not drained"
+    );
+    assert!(
+        cluster.out_of_sync_kib(ALICE, BOB) >= 1024,
+        "the writes made while Ahead are marked out of sync, not shipped"
+    );
     client.disconnect();
 
     link.set(r#"{"rate":"unlimited"}"#);
@@ -58,7 +75,12 @@ fn a_congested_link_goes_ahead_then_resyncs_to_identical_replicas() {
     });
     cluster.wait_identical(ALICE, BOB, DEADLINE);
     cluster.wait_replication(BOB, ALICE, "Established", DEADLINE);
-    cluster.wait_until("bob's possibly-stale mark is cleared", DEADLINE, || !bob_possibly_stale(&cluster));
+    cluster.wait_until("bob's possibly-stale mark is cleared", DEADLINE, || {
+        !bob_possibly_stale(&cluster)
+    });
     let events = cluster.admin_ok(ALICE, &["status", RESOURCE]);
-    assert!(events.contains("UpToDate"), "status after the catch-up:\n{events}");
+    assert!(
+        events.contains("UpToDate"),
+        "status after the catch-up:\n{events}"
+    );
 }

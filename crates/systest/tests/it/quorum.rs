@@ -16,7 +16,9 @@ const CAROL: usize = 2;
 const STATE_DEADLINE: Duration = Duration::from_secs(15);
 
 fn quorum_cluster(on_loss: &str) -> Cluster {
-    let spec = Spec::three_nodes('C').options_line("quorum majority;").options_line(&format!("on-no-quorum {on_loss};"));
+    let spec = Spec::three_nodes('C')
+        .options_line("quorum majority;")
+        .options_line(&format!("on-no-quorum {on_loss};"));
     let cluster = Cluster::with_primary(spec);
     assert!(cluster.has_quorum(ALICE));
     cluster
@@ -27,12 +29,20 @@ fn a_primary_cut_off_from_both_peers_suspends_writes_until_quorum_returns() {
     let cluster = quorum_cluster("suspend-io");
     let mut client = nbd_client::open(&cluster.nbd_socket(ALICE), RESOURCE).expect("open");
     cluster.kill(BOB);
-    cluster.wait_until("alice notices bob is gone", STATE_DEADLINE, || cluster.status(ALICE).connection_state("bob") != "Connected");
+    cluster.wait_until("alice notices bob is gone", STATE_DEADLINE, || {
+        cluster.status(ALICE).connection_state("bob") != "Connected"
+    });
     assert!(cluster.has_quorum(ALICE), "2 of 3 is a majority");
-    assert_eq!(client.write(0, &[1; 4096]), 0, "writes go on with a majority");
+    assert_eq!(
+        client.write(0, &[1; 4096]),
+        0,
+        "writes go on with a majority"
+    );
 
     cluster.kill(CAROL);
-    cluster.wait_until("alice loses quorum", STATE_DEADLINE, || !cluster.has_quorum(ALICE));
+    cluster.wait_until("alice loses quorum", STATE_DEADLINE, || {
+        !cluster.has_quorum(ALICE)
+    });
     let text = cluster.admin_ok(ALICE, &["status", RESOURCE]);
     assert!(text.contains("quorum:no"), "status: {text}");
     let (done_tx, done_rx) = mpsc::channel();
@@ -41,11 +51,19 @@ fn a_primary_cut_off_from_both_peers_suspends_writes_until_quorum_returns() {
         let _ = done_tx.send(errno);
         client
     });
-    cluster.hold_for("the write waits for quorum", Duration::from_millis(1500), || done_rx.try_recv().is_err());
+    cluster.hold_for(
+        "the write waits for quorum",
+        Duration::from_millis(1500),
+        || done_rx.try_recv().is_err(),
+    );
 
     cluster.start_node(BOB);
-    cluster.wait_until("alice regains quorum", STATE_DEADLINE, || cluster.has_quorum(ALICE));
-    let errno = done_rx.recv_timeout(STATE_DEADLINE).expect("the held write completed once quorum returned");
+    cluster.wait_until("alice regains quorum", STATE_DEADLINE, || {
+        cluster.has_quorum(ALICE)
+    });
+    let errno = done_rx
+        .recv_timeout(STATE_DEADLINE)
+        .expect("the held write completed once quorum returned");
     assert_eq!(errno, 0);
     writer.join().expect("writer").disconnect();
 }
@@ -55,7 +73,9 @@ fn with_io_error_writes_fail_without_quorum_and_promotion_is_refused() {
     let cluster = quorum_cluster("io-error");
     cluster.kill(BOB);
     cluster.kill(CAROL);
-    cluster.wait_until("alice loses quorum", STATE_DEADLINE, || !cluster.has_quorum(ALICE));
+    cluster.wait_until("alice loses quorum", STATE_DEADLINE, || {
+        !cluster.has_quorum(ALICE)
+    });
     let mut client = nbd_client::open(&cluster.nbd_socket(ALICE), RESOURCE).expect("open");
     let errno = client.write(0, &[3; 4096]);
     assert_eq!(errno, 5, "a write without quorum fails with EIO");
@@ -67,7 +87,10 @@ fn with_io_error_writes_fail_without_quorum_and_promotion_is_refused() {
     cluster.admin_ok(ALICE, &["secondary", RESOURCE]);
     let refused = cluster.admin(CAROL, &["primary", RESOURCE]);
     let stderr = String::from_utf8_lossy(&refused.stderr);
-    assert!(!refused.status.success() && stderr.contains("no quorum"), "carol: {stderr}");
+    assert!(
+        !refused.status.success() && stderr.contains("no quorum"),
+        "carol: {stderr}"
+    );
 }
 
 /// A Primary cut off from both peers holds a write (suspend-io) and its client keeps the
@@ -79,24 +102,45 @@ fn secondary_force_fails_a_held_write_and_demotes_an_open_export() {
     let mut client = nbd_client::open(&cluster.nbd_socket(ALICE), RESOURCE).expect("open");
     cluster.kill(BOB);
     cluster.kill(CAROL);
-    cluster.wait_until("alice loses quorum", STATE_DEADLINE, || !cluster.has_quorum(ALICE));
+    cluster.wait_until("alice loses quorum", STATE_DEADLINE, || {
+        !cluster.has_quorum(ALICE)
+    });
     let (done_tx, done_rx) = mpsc::channel();
     let writer = std::thread::spawn(move || {
         let errno = client.write(4096, &[2; 4096]);
         let _ = done_tx.send(errno);
         client
     });
-    cluster.hold_for("the write waits for quorum", Duration::from_millis(1000), || done_rx.try_recv().is_err());
+    cluster.hold_for(
+        "the write waits for quorum",
+        Duration::from_millis(1000),
+        || done_rx.try_recv().is_err(),
+    );
 
     let refused = cluster.admin(ALICE, &["secondary", RESOURCE]);
-    assert!(!refused.status.success(), "a plain secondary is refused while the export is open");
-    assert!(done_rx.try_recv().is_err(), "and it did not release the held write");
+    assert!(
+        !refused.status.success(),
+        "a plain secondary is refused while the export is open"
+    );
+    assert!(
+        done_rx.try_recv().is_err(),
+        "and it did not release the held write"
+    );
     cluster.admin_ok(ALICE, &["secondary", "--force", RESOURCE]);
-    let errno = done_rx.recv_timeout(STATE_DEADLINE).expect("the held write completed");
-    assert_eq!(errno, 5, "the held write fails with EIO, never acknowledged");
+    let errno = done_rx
+        .recv_timeout(STATE_DEADLINE)
+        .expect("the held write completed");
+    assert_eq!(
+        errno, 5,
+        "the held write fails with EIO, never acknowledged"
+    );
     assert_eq!(cluster.status(ALICE).role(), "Secondary");
     let mut client = writer.join().expect("writer");
-    assert_ne!(client.write(0, &[3; 4096]), 0, "a Secondary refuses the open client's next write");
+    assert_ne!(
+        client.write(0, &[3; 4096]),
+        0,
+        "a Secondary refuses the open client's next write"
+    );
     client.disconnect();
 }
 
@@ -112,15 +156,30 @@ fn peers_that_leave_gracefully_leave_a_lone_primary_with_quorum() {
     cluster.wait_disk(BOB, "Outdated", STATE_DEADLINE);
     cluster.stop(CAROL);
     for name in ["bob", "carol"] {
-        cluster.wait_until(&format!("alice sees {name} gone, Outdated"), STATE_DEADLINE, || {
-            let status = cluster.status(ALICE);
-            status.connection_state(name) != "Connected" && status.peer_disk(name) == "Outdated"
-        });
+        cluster.wait_until(
+            &format!("alice sees {name} gone, Outdated"),
+            STATE_DEADLINE,
+            || {
+                let status = cluster.status(ALICE);
+                status.connection_state(name) != "Connected" && status.peer_disk(name) == "Outdated"
+            },
+        );
     }
-    assert!(cluster.has_quorum(ALICE), "every absent peer is known Outdated: {}", cluster.admin_ok(ALICE, &["status", RESOURCE]));
-    assert_eq!(client.write(0, &[7; 4096]), 0, "the lone Primary goes on writing");
+    assert!(
+        cluster.has_quorum(ALICE),
+        "every absent peer is known Outdated: {}",
+        cluster.admin_ok(ALICE, &["status", RESOURCE])
+    );
+    assert_eq!(
+        client.write(0, &[7; 4096]),
+        0,
+        "the lone Primary goes on writing"
+    );
     let flags = cluster.dumped_flags(CAROL);
-    assert!(flags.contains("consistent") && !flags.contains("was-up-to-date"), "carol's metadata says Outdated: {flags}");
+    assert!(
+        flags.contains("consistent") && !flags.contains("was-up-to-date"),
+        "carol's metadata says Outdated: {flags}"
+    );
 
     cluster.admin_ok(BOB, &["up", RESOURCE]);
     cluster.wait_disk(BOB, "UpToDate", STATE_DEADLINE);
@@ -138,20 +197,36 @@ fn a_lone_node_restarted_after_its_peers_departed_keeps_quorum() {
         cluster.admin_ok(peer, &["down", RESOURCE]);
         cluster.wait_disk(peer, "Outdated", STATE_DEADLINE);
     }
-    cluster.wait_until("alice sees both peers gone, Outdated", STATE_DEADLINE, || {
-        let status = cluster.status(ALICE);
-        ["bob", "carol"].iter().all(|name| status.connection_state(name) != "Connected" && status.peer_disk(name) == "Outdated")
-    });
+    cluster.wait_until(
+        "alice sees both peers gone, Outdated",
+        STATE_DEADLINE,
+        || {
+            let status = cluster.status(ALICE);
+            ["bob", "carol"].iter().all(|name| {
+                status.connection_state(name) != "Connected" && status.peer_disk(name) == "Outdated"
+            })
+        },
+    );
     cluster.stop(ALICE);
     let dumped = cluster.dumped_metadata(ALICE);
-    let recorded = dumped.lines().filter(|line| line.starts_with("peer slot") && line.contains("flags outdated")).count();
+    let recorded = dumped
+        .lines()
+        .filter(|line| line.starts_with("peer slot") && line.contains("flags outdated"))
+        .count();
     assert_eq!(recorded, 2, "both departures are on disk:\n{dumped}");
 
     cluster.start_node(ALICE);
-    cluster.wait_until("restarted alice knows both peers Outdated and has quorum", STATE_DEADLINE, || {
-        let status = cluster.status(ALICE);
-        ["bob", "carol"].iter().all(|name| status.peer_disk(name) == "Outdated") && cluster.has_quorum(ALICE)
-    });
+    cluster.wait_until(
+        "restarted alice knows both peers Outdated and has quorum",
+        STATE_DEADLINE,
+        || {
+            let status = cluster.status(ALICE);
+            ["bob", "carol"]
+                .iter()
+                .all(|name| status.peer_disk(name) == "Outdated")
+                && cluster.has_quorum(ALICE)
+        },
+    );
     cluster.admin_ok(ALICE, &["primary", RESOURCE]);
     let mut client = nbd_client::open(&cluster.nbd_socket(ALICE), RESOURCE).expect("open");
     assert_eq!(client.write(0, &[9; 4096]), 0, "the lone Primary writes");
@@ -169,10 +244,14 @@ fn a_lone_node_restarted_after_its_peers_departed_keeps_quorum() {
 fn one_peer_lost_without_a_goodbye_takes_last_man_standing_away() {
     let cluster = quorum_cluster("suspend-io");
     cluster.admin_ok(CAROL, &["down", RESOURCE]);
-    cluster.wait_until("alice sees carol Outdated", STATE_DEADLINE, || cluster.status(ALICE).peer_disk("carol") == "Outdated");
+    cluster.wait_until("alice sees carol Outdated", STATE_DEADLINE, || {
+        cluster.status(ALICE).peer_disk("carol") == "Outdated"
+    });
     assert!(cluster.has_quorum(ALICE));
     cluster.kill(BOB);
-    cluster.wait_until("alice loses quorum", STATE_DEADLINE, || !cluster.has_quorum(ALICE));
+    cluster.wait_until("alice loses quorum", STATE_DEADLINE, || {
+        !cluster.has_quorum(ALICE)
+    });
     assert_eq!(cluster.status(ALICE).peer_disk("bob"), "DUnknown");
 }
 
@@ -183,16 +262,28 @@ fn one_peer_lost_without_a_goodbye_takes_last_man_standing_away() {
 /// the old Primary instead.
 #[test]
 fn a_promotion_counts_only_peers_that_answer_it() {
-    let spec = Spec::three_nodes('C').options_line("quorum majority;").options_line("on-no-quorum suspend-io;").net_line_all("ping-int 120;");
+    let spec = Spec::three_nodes('C')
+        .options_line("quorum majority;")
+        .options_line("on-no-quorum suspend-io;")
+        .net_line_all("ping-int 120;");
     let cluster = Cluster::with_primary(spec);
     cluster.freeze(CAROL);
     cluster.kill(ALICE);
-    cluster.wait_until("bob notices alice is gone", STATE_DEADLINE, || cluster.status(BOB).connection_state("alice") != "Connected");
-    assert_eq!(cluster.status(BOB).connection_state("carol"), "Connected", "bob has not noticed that carol hangs");
+    cluster.wait_until("bob notices alice is gone", STATE_DEADLINE, || {
+        cluster.status(BOB).connection_state("alice") != "Connected"
+    });
+    assert_eq!(
+        cluster.status(BOB).connection_state("carol"),
+        "Connected",
+        "bob has not noticed that carol hangs"
+    );
     assert!(cluster.has_quorum(BOB), "bob counts carol");
     let refused = cluster.admin(BOB, &["primary", RESOURCE]);
     let stderr = String::from_utf8_lossy(&refused.stderr);
-    assert!(!refused.status.success() && stderr.contains("confirming quorum"), "bob: {stderr}");
+    assert!(
+        !refused.status.success() && stderr.contains("confirming quorum"),
+        "bob: {stderr}"
+    );
     assert_eq!(cluster.status(BOB).role(), "Secondary");
     cluster.thaw(CAROL);
     cluster.admin_ok(BOB, &["primary", RESOURCE]);
@@ -214,9 +305,11 @@ fn a_secondary_leaving_only_the_primary_does_not_hold_its_writes() {
         let status = cluster.status(CAROL);
         status.connection_state("alice") != "Connected" && status.peer_disk("alice") == "Outdated"
     });
-    cluster.hold_for("carol stays disconnected from the StandAlone alice", Duration::from_secs(3), || {
-        cluster.status(CAROL).connection_state("alice") != "Connected"
-    });
+    cluster.hold_for(
+        "carol stays disconnected from the StandAlone alice",
+        Duration::from_secs(3),
+        || cluster.status(CAROL).connection_state("alice") != "Connected",
+    );
     let mut client = nbd_client::open(&cluster.nbd_socket(CAROL), RESOURCE).expect("open");
     let (done_tx, done_rx) = mpsc::channel();
     let writer = std::thread::spawn(move || {
@@ -224,7 +317,9 @@ fn a_secondary_leaving_only_the_primary_does_not_hold_its_writes() {
         let _ = done_tx.send(errno);
         client
     });
-    let errno = done_rx.recv_timeout(Duration::from_secs(5)).expect("the write after the departure completes");
+    let errno = done_rx
+        .recv_timeout(Duration::from_secs(5))
+        .expect("the write after the departure completes");
     assert_eq!(errno, 0);
     let client = writer.join().expect("writer");
 

@@ -45,7 +45,10 @@ impl Writer {
     fn start(cluster: &Cluster, area_bytes: u64) -> Writer {
         let mut client = nbd_client::open(&cluster.nbd_socket(ALICE), RESOURCE)
             .unwrap_or_else(|refusal| panic!("alice refused NBD: {refusal:?}"));
-        let (stop, done) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicU64::new(0)));
+        let (stop, done) = (
+            Arc::new(AtomicBool::new(false)),
+            Arc::new(AtomicU64::new(0)),
+        );
         let (stop_flag, counter) = (Arc::clone(&stop), Arc::clone(&done));
         let seed = fresh_seed();
         eprintln!("writer data from seed {seed} (SYSTEST_SEED={seed} replays it)");
@@ -56,7 +59,9 @@ impl Writer {
                 let block = u64::from_le_bytes(rng.bytes(8).try_into().expect("8 bytes")) % blocks;
                 let errno = client.write(block * 4096, &rng.bytes(4096));
                 if errno != 0 {
-                    return Err(format!("a write at block {block} failed with errno {errno}"));
+                    return Err(format!(
+                        "a write at block {block} failed with errno {errno}"
+                    ));
                 }
                 counter.fetch_add(1, Ordering::AcqRel);
             }
@@ -83,12 +88,19 @@ impl Writer {
 /// Grows node `index`'s backing file by [`GROWTH_BYTES`], filling the new bytes with `fill`
 /// (0 leaves them a hole, as `truncate -s` does).
 fn grow_backing(cluster: &Cluster, index: usize, fill: u8) -> u64 {
-    let file = OpenOptions::new().write(true).open(cluster.disk(index)).expect("open the backing file");
+    let file = OpenOptions::new()
+        .write(true)
+        .open(cluster.disk(index))
+        .expect("open the backing file");
     let old = file.metadata().expect("stat").len();
     let new = old + GROWTH_BYTES;
     file.set_len(new).expect("grow the backing file");
     if fill != 0 {
-        file.write_all_at(&vec![fill; usize::try_from(GROWTH_BYTES).expect("small")], old).expect("fill");
+        file.write_all_at(
+            &vec![fill; usize::try_from(GROWTH_BYTES).expect("small")],
+            old,
+        )
+        .expect("fill");
     }
     new
 }
@@ -101,7 +113,9 @@ fn spec() -> Spec {
 }
 
 fn fast_resync(spec: Spec) -> Spec {
-    spec.disk_line("c-plan-ahead 0;").disk_line("resync-rate 64M;").disk_line("c-min-rate 32M;")
+    spec.disk_line("c-plan-ahead 0;")
+        .disk_line("resync-rate 64M;")
+        .disk_line("c-min-rate 32M;")
 }
 
 fn size_bytes(cluster: &Cluster, index: usize) -> u64 {
@@ -111,12 +125,19 @@ fn size_bytes(cluster: &Cluster, index: usize) -> u64 {
 /// Runs `resize` on alice with `extra` arguments (under load with `load`: a writer runs before,
 /// during and after it), waits until both nodes export the new size and the resync (if any)
 /// is done; returns (old size, new size, KiB alice sent bob meanwhile).
-fn resize_and_settle(cluster: &Cluster, extra: &[&str], fill_bob: u8, load: bool) -> (u64, u64, u64) {
+fn resize_and_settle(
+    cluster: &Cluster,
+    extra: &[&str],
+    fill_bob: u8,
+    load: bool,
+) -> (u64, u64, u64) {
     let bob = NODE_NAMES[BOB];
     let old_bytes = cluster.export_bytes();
     let writer = load.then(|| Writer::start(cluster, old_bytes));
     let writes = || writer.as_ref().map_or(u64::MAX, Writer::writes);
-    cluster.wait_until("the writer is under way", STATE_DEADLINE, || writes() >= WRITES_BEFORE);
+    cluster.wait_until("the writer is under way", STATE_DEADLINE, || {
+        writes() >= WRITES_BEFORE
+    });
     grow_backing(cluster, ALICE, 0);
     grow_backing(cluster, BOB, fill_bob);
     let sent_before = cluster.status(ALICE).sent_kib(bob);
@@ -126,8 +147,13 @@ fn resize_and_settle(cluster: &Cluster, extra: &[&str], fill_bob: u8, load: bool
     let output = cluster.admin_ok(ALICE, &args);
     assert!(output.contains("grown to"), "resize said: {output}");
     let new_bytes = size_bytes(cluster, ALICE);
-    assert!(new_bytes > old_bytes + GROWTH_BYTES / 2, "{old_bytes} -> {new_bytes}: the export must grow by about the growth");
-    cluster.wait_until("bob exports the new size", RESIZE_DEADLINE, || size_bytes(cluster, BOB) == new_bytes);
+    assert!(
+        new_bytes > old_bytes + GROWTH_BYTES / 2,
+        "{old_bytes} -> {new_bytes}: the export must grow by about the growth"
+    );
+    cluster.wait_until("bob exports the new size", RESIZE_DEADLINE, || {
+        size_bytes(cluster, BOB) == new_bytes
+    });
     let at_resize = writes();
     cluster.wait_until("alice and bob are in sync again", SYNC_DEADLINE, || {
         let status = cluster.status(ALICE);
@@ -135,7 +161,9 @@ fn resize_and_settle(cluster: &Cluster, extra: &[&str], fill_bob: u8, load: bool
     });
     if let Some(writer) = writer {
         let what = "the writer went on after the resize";
-        cluster.wait_until(what, STATE_DEADLINE, || writer.writes() >= at_resize.saturating_add(WRITES_BEFORE));
+        cluster.wait_until(what, STATE_DEADLINE, || {
+            writer.writes() >= at_resize.saturating_add(WRITES_BEFORE)
+        });
         writer.finish();
     }
     let sent = cluster.status(ALICE).sent_kib(bob) - sent_before;
@@ -147,15 +175,24 @@ fn resize_and_settle(cluster: &Cluster, extra: &[&str], fill_bob: u8, load: bool
 fn write_the_new_area_and_compare(cluster: &Cluster, new_bytes: u64) {
     let mut client = nbd_client::open(&cluster.nbd_socket(ALICE), RESOURCE)
         .unwrap_or_else(|refusal| panic!("alice refused NBD: {refusal:?}"));
-    assert_eq!(client.size, new_bytes, "a new NBD connection sees the new size");
+    assert_eq!(
+        client.size, new_bytes,
+        "a new NBD connection sees the new size"
+    );
     let pattern = vec![0x5A; 4096];
-    assert_eq!(client.write(new_bytes - 4096, &pattern), 0, "a write at the new end");
+    assert_eq!(
+        client.write(new_bytes - 4096, &pattern),
+        0,
+        "a write at the new end"
+    );
     assert_eq!(client.flush(), 0);
     client.disconnect();
     cluster.wait_identical_within(ALICE, BOB, new_bytes, STATE_DEADLINE);
     let mut last = vec![0; 4096];
     let bob_file = std::fs::File::open(cluster.disk(BOB)).expect("open bob's backing file");
-    bob_file.read_exact_at(&mut last, new_bytes - 4096).expect("read");
+    bob_file
+        .read_exact_at(&mut last, new_bytes - 4096)
+        .expect("read");
     assert_eq!(last, pattern, "bob holds the write in the new area");
 }
 
@@ -179,7 +216,8 @@ fn resize_grows_a_live_two_node_resource_under_load_and_resyncs_the_new_area() {
 fn resize_with_assume_clean_resyncs_only_the_old_metadata() {
     let cluster = Cluster::with_primary(spec());
     let backing_before = std::fs::metadata(cluster.disk(ALICE)).expect("stat").len();
-    let (old_bytes, new_bytes, sent_kib) = resize_and_settle(&cluster, &["--assume-clean"], 0, false);
+    let (old_bytes, new_bytes, sent_kib) =
+        resize_and_settle(&cluster, &["--assume-clean"], 0, false);
     let old_tail_kib = (backing_before - old_bytes) / 1024;
     assert!(new_bytes - old_bytes >= GROWTH_BYTES / 2);
     assert!(
@@ -195,20 +233,34 @@ fn resize_refuses_on_a_secondary_when_a_peer_did_not_grow_and_when_it_is_not_con
     let old_bytes = cluster.export_bytes();
     let output = cluster.admin(BOB, &["resize", RESOURCE]);
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(!output.status.success() && stderr.contains("is Primary"), "a Secondary refuses while alice is Primary: {stderr}");
+    assert!(
+        !output.status.success() && stderr.contains("is Primary"),
+        "a Secondary refuses while alice is Primary: {stderr}"
+    );
     grow_backing(&cluster, ALICE, 0);
     let output = cluster.admin(ALICE, &["resize", RESOURCE]);
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(!output.status.success(), "resize must fail when bob's device did not grow");
+    assert!(
+        !output.status.success(),
+        "resize must fail when bob's device did not grow"
+    );
     assert!(stderr.contains("nothing to grow"), "stderr: {stderr}");
-    assert_eq!((size_bytes(&cluster, ALICE), size_bytes(&cluster, BOB)), (old_bytes, old_bytes));
+    assert_eq!(
+        (size_bytes(&cluster, ALICE), size_bytes(&cluster, BOB)),
+        (old_bytes, old_bytes)
+    );
     cluster.admin_ok(ALICE, &["disconnect", RESOURCE]);
     let bob = NODE_NAMES[BOB];
-    cluster.wait_until("alice is StandAlone", STATE_DEADLINE, || cluster.status(ALICE).connection_state(bob) == "StandAlone");
+    cluster.wait_until("alice is StandAlone", STATE_DEADLINE, || {
+        cluster.status(ALICE).connection_state(bob) == "StandAlone"
+    });
     grow_backing(&cluster, BOB, 0);
     let output = cluster.admin(ALICE, &["resize", RESOURCE]);
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(!output.status.success() && stderr.contains(bob), "refused naming bob: {stderr}");
+    assert!(
+        !output.status.success() && stderr.contains(bob),
+        "refused naming bob: {stderr}"
+    );
     assert_eq!(size_bytes(&cluster, ALICE), old_bytes);
 }
 
@@ -222,7 +274,11 @@ fn the_fuse_file_grows_with_the_volume() {
     let cluster = Cluster::with_primary(fast_resync(crate::fuse::fuse_spec().internal_metadata()));
     let path = crate::fuse::fuse_file(&cluster, ALICE);
     let old_bytes = cluster.export_bytes();
-    let file = OpenOptions::new().read(true).write(true).open(&path).expect("open alice's FUSE file");
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&path)
+        .expect("open alice's FUSE file");
     assert_eq!(file.metadata().expect("stat").len(), old_bytes);
     grow_backing(&cluster, ALICE, 0);
     grow_backing(&cluster, BOB, 0);
@@ -233,11 +289,16 @@ fn the_fuse_file_grows_with_the_volume() {
         std::fs::metadata(&path).is_ok_and(|m| m.len() == new_bytes)
     });
     let pattern = vec![0xA7; 4096];
-    file.write_all_at(&pattern, new_bytes - 4096).expect("a write into the new area through the open file");
+    file.write_all_at(&pattern, new_bytes - 4096)
+        .expect("a write into the new area through the open file");
     file.sync_data().expect("fsync");
     drop(file);
-    cluster.wait_until("bob exports the new size", RESIZE_DEADLINE, || size_bytes(&cluster, BOB) == new_bytes);
-    cluster.wait_until("alice and bob are in sync again", SYNC_DEADLINE, || cluster.status(ALICE).out_of_sync_kib(NODE_NAMES[BOB]) == 0);
+    cluster.wait_until("bob exports the new size", RESIZE_DEADLINE, || {
+        size_bytes(&cluster, BOB) == new_bytes
+    });
+    cluster.wait_until("alice and bob are in sync again", SYNC_DEADLINE, || {
+        cluster.status(ALICE).out_of_sync_kib(NODE_NAMES[BOB]) == 0
+    });
     cluster.wait_identical_within(ALICE, BOB, new_bytes, STATE_DEADLINE);
 }
 
@@ -251,7 +312,9 @@ fn nodes_grown_apart_with_assume_peer_has_space_reconnect_and_resync() {
     let (alice, bob) = (NODE_NAMES[ALICE], NODE_NAMES[BOB]);
     let old_bytes = cluster.export_bytes();
     cluster.admin_ok(ALICE, &["disconnect", RESOURCE]);
-    cluster.wait_until("alice is StandAlone", STATE_DEADLINE, || cluster.status(ALICE).connection_state(bob) == "StandAlone");
+    cluster.wait_until("alice is StandAlone", STATE_DEADLINE, || {
+        cluster.status(ALICE).connection_state(bob) == "StandAlone"
+    });
     grow_backing(&cluster, ALICE, 0);
     grow_backing(&cluster, BOB, 0xEE);
     cluster.admin_ok(ALICE, &["resize", "--assume-peer-has-space", RESOURCE]);
@@ -259,13 +322,17 @@ fn nodes_grown_apart_with_assume_peer_has_space_reconnect_and_resync() {
     assert!(new_bytes > old_bytes);
     assert_eq!(size_bytes(&cluster, BOB), old_bytes, "bob was not asked");
     cluster.admin_ok(ALICE, &["connect", RESOURCE]);
-    cluster.wait_until("the size difference is refused", STATE_DEADLINE, || cluster.log(BOB).contains("bytes on the peer"));
+    cluster.wait_until("the size difference is refused", STATE_DEADLINE, || {
+        cluster.log(BOB).contains("bytes on the peer")
+    });
     assert_ne!(cluster.status(BOB).connection_state(alice), "Connected");
     cluster.admin_ok(BOB, &["resize", "--assume-peer-has-space", RESOURCE]);
     assert_eq!(size_bytes(&cluster, BOB), new_bytes);
     cluster.wait_until("alice and bob are in sync again", SYNC_DEADLINE, || {
         let status = cluster.status(ALICE);
-        status.connection_state(bob) == "Connected" && status.out_of_sync_kib(bob) == 0 && status.replication(bob) == "Established"
+        status.connection_state(bob) == "Connected"
+            && status.out_of_sync_kib(bob) == 0
+            && status.replication(bob) == "Established"
     });
     cluster.wait_identical_within(ALICE, BOB, new_bytes, STATE_DEADLINE);
 }
@@ -276,7 +343,14 @@ fn nodes_grown_apart_with_assume_peer_has_space_reconnect_and_resync() {
 fn resize_with_external_metadata_grows_the_bitmap_in_place() {
     let cluster = Cluster::with_primary(fast_resync(Spec::two_nodes('C')));
     let (old_bytes, new_bytes, sent_kib) = resize_and_settle(&cluster, &[], 0xEE, false);
-    assert_eq!(new_bytes, old_bytes + GROWTH_BYTES, "external metadata exports the whole device");
-    assert!(sent_kib >= GROWTH_BYTES / 1024, "the new area was resynced ({sent_kib} KiB sent)");
+    assert_eq!(
+        new_bytes,
+        old_bytes + GROWTH_BYTES,
+        "external metadata exports the whole device"
+    );
+    assert!(
+        sent_kib >= GROWTH_BYTES / 1024,
+        "the new area was resynced ({sent_kib} KiB sent)"
+    );
     write_the_new_area_and_compare(&cluster, new_bytes);
 }

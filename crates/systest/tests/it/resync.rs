@@ -529,7 +529,11 @@ fn split_brain_is_detected_and_recovered_with_discard_my_data() {
         std::fs::read_to_string(&handler_out).is_ok_and(|text| {
             let mut lines: Vec<&str> = text.lines().collect();
             lines.sort_unstable();
-            lines == [format!("{RESOURCE} {alice} 0 0 1 ipv4 0"), format!("{RESOURCE} {bob} 0 1 0 ipv4 0")]
+            lines
+                == [
+                    format!("{RESOURCE} {alice} 0 0 1 ipv4 0"),
+                    format!("{RESOURCE} {bob} 0 1 0 ipv4 0"),
+                ]
         })
     });
     assert_holds(&cluster, ALICE, &alice_writes, "its own writes");
@@ -740,14 +744,21 @@ fn corrupted_pair() -> Cluster {
     let spec = Spec::two_nodes('C')
         .net_line_all("verify-alg sha256;")
         .net_line_all("csums-alg crc32c;")
-        .handler("out-of-sync", "echo \\\"$DRBD_RESOURCE $DRBD_PEER\\\" >> {dir}/out-of-sync.out");
+        .handler(
+            "out-of-sync",
+            "echo \\\"$DRBD_RESOURCE $DRBD_PEER\\\" >> {dir}/out-of-sync.out",
+        );
     let cluster = Cluster::with_primary(spec);
     let mut rng = Rng::new(fresh_seed());
     write_through_nbd(&cluster, ALICE, &random_writes(&mut rng, 0, 8 * MIB));
     cluster.wait_identical(ALICE, BOB, STATE_DEADLINE);
-    let file = std::fs::OpenOptions::new().write(true).open(cluster.disk(BOB)).expect("open bob's disk");
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(cluster.disk(BOB))
+        .expect("open bob's disk");
     for block in CORRUPTED_BLOCKS {
-        file.write_all_at(b"bit rot", block * BLOCK_BYTES + 17).expect("damage bob's disk");
+        file.write_all_at(b"bit rot", block * BLOCK_BYTES + 17)
+            .expect("damage bob's disk");
     }
     file.sync_all().expect("sync bob's disk");
     cluster
@@ -756,10 +767,15 @@ fn corrupted_pair() -> Cluster {
 /// Waits until alice's verify against bob is over and returns alice's status then.
 fn wait_verify_done(cluster: &Cluster) -> Status {
     let bob = NODE_NAMES[BOB];
-    cluster.wait_until("the verify ends (replication back to Established)", SYNC_DEADLINE, || {
-        let status = cluster.status(ALICE);
-        status.replication(bob) == "Established" && status.peer_device(bob)["done_percent"].is_null()
-    });
+    cluster.wait_until(
+        "the verify ends (replication back to Established)",
+        SYNC_DEADLINE,
+        || {
+            let status = cluster.status(ALICE);
+            status.replication(bob) == "Established"
+                && status.peer_device(bob)["done_percent"].is_null()
+        },
+    );
     cluster.status(ALICE)
 }
 
@@ -774,24 +790,48 @@ fn verify_finds_the_damaged_blocks_and_a_reconnect_repairs_them() {
     cluster.admin_ok(ALICE, &["verify", RESOURCE]);
     let status = wait_verify_done(&cluster);
     let found_kib = CORRUPTED_BLOCKS.len() as u64 * BLOCK_BYTES / 1024;
-    assert_eq!(status.out_of_sync_kib(bob), found_kib, "exactly the damaged blocks are out of sync: {}", status.0);
-    assert_eq!(status.peer_device(bob)["verify_found_kib"], found_kib, "status counts what the verify found: {}", status.0);
-    assert_eq!(status.sent_kib(bob), sent_before, "a verify sends digests, never data");
-    assert!(crate::cluster::first_difference(cluster.disk(ALICE), cluster.disk(BOB)).is_some(), "the verify must not repair by itself");
+    assert_eq!(
+        status.out_of_sync_kib(bob),
+        found_kib,
+        "exactly the damaged blocks are out of sync: {}",
+        status.0
+    );
+    assert_eq!(
+        status.peer_device(bob)["verify_found_kib"],
+        found_kib,
+        "status counts what the verify found: {}",
+        status.0
+    );
+    assert_eq!(
+        status.sent_kib(bob),
+        sent_before,
+        "a verify sends digests, never data"
+    );
+    assert!(
+        crate::cluster::first_difference(cluster.disk(ALICE), cluster.disk(BOB)).is_some(),
+        "the verify must not repair by itself"
+    );
     let handler_out = cluster.dir().join("out-of-sync.out");
     cluster.wait_until("the out-of-sync handler ran", STATE_DEADLINE, || {
-        std::fs::read_to_string(&handler_out).is_ok_and(|text| text.trim() == format!("{RESOURCE} {bob}"))
+        std::fs::read_to_string(&handler_out)
+            .is_ok_and(|text| text.trim() == format!("{RESOURCE} {bob}"))
     });
     let log = cluster.log(ALICE);
     for block in CORRUPTED_BLOCKS {
-        assert!(log.contains(&format!("offset={}", block * BLOCK_BYTES)), "alice's log does not name block {block}");
+        assert!(
+            log.contains(&format!("offset={}", block * BLOCK_BYTES)),
+            "alice's log does not name block {block}"
+        );
     }
     cluster.admin_ok(ALICE, &["disconnect", RESOURCE]);
     cluster.admin_ok(ALICE, &["connect", RESOURCE]);
     watch_until_in_sync(&cluster, SYNC_DEADLINE);
     cluster.wait_identical(ALICE, BOB, STATE_DEADLINE);
     let moved = cluster.status(ALICE).sent_kib(bob) - sent_before;
-    assert_eq!(moved, found_kib, "the repair moves exactly the damaged blocks");
+    assert_eq!(
+        moved, found_kib,
+        "the repair moves exactly the damaged blocks"
+    );
 }
 
 /// Issue 3: `tandem invalidate` on the damaged secondary replaces its data by a full resync
@@ -846,9 +886,15 @@ fn full_sync_under_way() -> (Cluster, Vec<u8>) {
     cluster.wait_connected();
     cluster.admin_ok(ALICE, &["primary", "--force", RESOURCE]);
     cluster.wait_replication(BOB, ALICE, "SyncTarget", STATE_DEADLINE);
-    cluster.wait_until("the resync is under way (done > 10%)", SYNC_DEADLINE, || {
-        cluster.status(ALICE).peer_device(NODE_NAMES[BOB])["done_percent"].as_f64().is_some_and(|done| done > 10.0)
-    });
+    cluster.wait_until(
+        "the resync is under way (done > 10%)",
+        SYNC_DEADLINE,
+        || {
+            cluster.status(ALICE).peer_device(NODE_NAMES[BOB])["done_percent"]
+                .as_f64()
+                .is_some_and(|done| done > 10.0)
+        },
+    );
     (cluster, data)
 }
 
@@ -860,12 +906,19 @@ fn a_sync_target_killed_mid_resync_resumes_and_ends_identical() {
     let (cluster, data) = full_sync_under_way();
     cluster.kill(BOB);
     cluster.start_node(BOB);
-    assert_eq!(cluster.status(BOB).disk(), "Inconsistent", "a half-synced target must not come back UpToDate");
+    assert_eq!(
+        cluster.status(BOB).disk(),
+        "Inconsistent",
+        "a half-synced target must not come back UpToDate"
+    );
     watch_until_in_sync(&cluster, SYNC_DEADLINE);
     cluster.wait_identical(ALICE, BOB, STATE_DEADLINE);
     assert_holds(&cluster, BOB, &[(0, data)], "alice's data");
     let status = cluster.status(ALICE);
-    assert_eq!((status.role(), status.disk()), ("Primary".into(), "UpToDate".into()));
+    assert_eq!(
+        (status.role(), status.disk()),
+        ("Primary".into(), "UpToDate".into())
+    );
     assert_eq!(cluster.status(BOB).disk(), "UpToDate");
 }
 
@@ -875,9 +928,17 @@ fn a_sync_target_killed_mid_resync_resumes_and_ends_identical() {
 fn a_sync_source_killed_mid_resync_resumes_and_ends_identical() {
     let (cluster, data) = full_sync_under_way();
     cluster.kill(ALICE);
-    assert_eq!(cluster.status(BOB).disk(), "Inconsistent", "the target stays Inconsistent without its source");
+    assert_eq!(
+        cluster.status(BOB).disk(),
+        "Inconsistent",
+        "the target stays Inconsistent without its source"
+    );
     cluster.start_node(ALICE);
-    assert_eq!(cluster.status(ALICE).disk(), "UpToDate", "the source's data stays UpToDate across its crash");
+    assert_eq!(
+        cluster.status(ALICE).disk(),
+        "UpToDate",
+        "the source's data stays UpToDate across its crash"
+    );
     watch_until_in_sync(&cluster, SYNC_DEADLINE);
     cluster.wait_identical(ALICE, BOB, STATE_DEADLINE);
     assert_holds(&cluster, BOB, &[(0, data)], "alice's data");
@@ -900,17 +961,26 @@ fn pause_sync_holds_a_resync_and_resume_sync_finishes_it() {
     }
     cluster.wait_replication(ALICE, BOB, "PausedSyncS", STATE_DEADLINE);
     cluster.wait_replication(BOB, ALICE, "PausedSyncT", STATE_DEADLINE);
-    let suspended = |node: usize, peer: &str| cluster.status(node).peer_device(peer)["resync_suspended"].as_str().map(str::to_owned);
+    let suspended = |node: usize, peer: &str| {
+        cluster.status(node).peer_device(peer)["resync_suspended"]
+            .as_str()
+            .map(str::to_owned)
+    };
     assert_eq!(suspended(ALICE, bob).as_deref(), Some("user"));
     assert_eq!(suspended(BOB, alice).as_deref(), Some("peer"));
     let text = cluster.admin_ok(BOB, &["status", RESOURCE]);
-    assert!(text.contains("replication:PausedSyncT") && text.contains("resync-suspended:peer"), "status text: {text}");
+    assert!(
+        text.contains("replication:PausedSyncT") && text.contains("resync-suspended:peer"),
+        "status text: {text}"
+    );
     let stuck = cluster.out_of_sync_kib(ALICE, BOB);
     assert!(stuck > 0, "alice has blocks to resync");
     // Several polls over 1.5 s: at 4 MiB/s an unpaused resync would move about 6 MiB.
-    cluster.hold_for("the paused resync moves nothing", Duration::from_millis(1500), || {
-        cluster.out_of_sync_kib(ALICE, BOB) == stuck
-    });
+    cluster.hold_for(
+        "the paused resync moves nothing",
+        Duration::from_millis(1500),
+        || cluster.out_of_sync_kib(ALICE, BOB) == stuck,
+    );
     cluster.admin_ok(ALICE, &["resume-sync", RESOURCE]);
     watch_until_in_sync(&cluster, SYNC_DEADLINE);
     cluster.wait_identical(ALICE, BOB, STATE_DEADLINE);
@@ -925,7 +995,10 @@ fn resync_after_naming_an_unknown_resource_is_refused_at_start() {
     let output = cluster.run_node_to_exit(ALICE, EXIT_DEADLINE);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(!output.status.success(), "the node started: {stderr}");
-    assert!(stderr.contains("resync-after r9: no resource 'r9' runs on this node"), "stderr: {stderr}");
+    assert!(
+        stderr.contains("resync-after r9: no resource 'r9' runs on this node"),
+        "stderr: {stderr}"
+    );
 }
 
 /// Recreates the metadata of `index` (node stopped) with `--bitmap-granularity granularity`.
@@ -933,7 +1006,11 @@ fn recreate_md_with_granularity(cluster: &Cluster, index: usize, granularity: &s
     let mut command = cluster.create_md_command(index);
     command.args(["--force", "--bitmap-granularity", granularity]);
     let output = command.output().expect("cannot run tandem create-md");
-    assert!(output.status.success(), "create-md --bitmap-granularity {granularity}: {}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "create-md --bitmap-granularity {granularity}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
 }
 
 /// `create-md --bitmap-granularity`: peers whose bitmaps have different granularities refuse
@@ -945,12 +1022,19 @@ fn bitmap_granularity_is_chosen_at_create_md_and_peers_must_agree() {
     let cluster = Cluster::create(Spec::two_nodes('C'));
     recreate_md_with_granularity(&cluster, ALICE, "64K");
     cluster.start_all();
-    cluster.wait_until("both sides refuse the mismatched bitmaps", CONNECT_DEADLINE, || {
-        [ALICE, BOB].iter().all(|&index| {
-            let error = cluster.status(index).last_error(NODE_NAMES[1 - index]).unwrap_or_default();
-            error.contains("bytes per bit here")
-        })
-    });
+    cluster.wait_until(
+        "both sides refuse the mismatched bitmaps",
+        CONNECT_DEADLINE,
+        || {
+            [ALICE, BOB].iter().all(|&index| {
+                let error = cluster
+                    .status(index)
+                    .last_error(NODE_NAMES[1 - index])
+                    .unwrap_or_default();
+                error.contains("bytes per bit here")
+            })
+        },
+    );
     for index in [ALICE, BOB] {
         cluster.stop(index);
     }
@@ -961,9 +1045,15 @@ fn bitmap_granularity_is_chosen_at_create_md_and_peers_must_agree() {
     cluster.promote_and_wait(ALICE);
     disconnect_both(&cluster);
     let mut rng = Rng::new(fresh_seed());
-    let writes: Vec<(u64, Vec<u8>)> = (0..3).map(|i| (i * 10 * MIB + 8192, rng.bytes(4096))).collect();
+    let writes: Vec<(u64, Vec<u8>)> = (0..3)
+        .map(|i| (i * 10 * MIB + 8192, rng.bytes(4096)))
+        .collect();
     write_through_nbd(&cluster, ALICE, &writes);
-    assert_eq!(cluster.out_of_sync_kib(ALICE, BOB), 3 * COARSE_KIB, "one 64 KiB bit per 4 KiB write");
+    assert_eq!(
+        cluster.out_of_sync_kib(ALICE, BOB),
+        3 * COARSE_KIB,
+        "one 64 KiB bit per 4 KiB write"
+    );
     let sent_before = cluster.status(ALICE).sent_kib(NODE_NAMES[BOB]);
     for index in [ALICE, BOB] {
         cluster.admin_ok(index, &["connect", RESOURCE]);
@@ -981,8 +1071,14 @@ fn bitmap_granularity_is_chosen_at_create_md_and_peers_must_agree() {
 #[test]
 fn resync_handlers_run_and_show_in_events() {
     let spec = fixed_rate(Spec::two_nodes('C'), "4M")
-        .handler("before-resync-target", "echo \\\"before $DRBD_RESOURCE $DRBD_PEER\\\" >> {dir}/handlers.out")
-        .handler("after-resync-target", "echo \\\"after $DRBD_RESOURCE $DRBD_PEER\\\" >> {dir}/handlers.out")
+        .handler(
+            "before-resync-target",
+            "echo \\\"before $DRBD_RESOURCE $DRBD_PEER\\\" >> {dir}/handlers.out",
+        )
+        .handler(
+            "after-resync-target",
+            "echo \\\"after $DRBD_RESOURCE $DRBD_PEER\\\" >> {dir}/handlers.out",
+        )
         .handler("before-resync-source", "exit 3");
     let cluster = Cluster::with_primary(spec);
     let events = cluster.events(BOB);
@@ -994,10 +1090,17 @@ fn resync_handlers_run_and_show_in_events() {
     }
     watch_until_in_sync(&cluster, SYNC_DEADLINE);
     let handler_out = cluster.dir().join("handlers.out");
-    cluster.wait_until("both resync-target handlers ran on bob", STATE_DEADLINE, || {
-        std::fs::read_to_string(&handler_out).is_ok_and(|text| text.contains("before r0 alice") && text.contains("after r0 alice"))
-    });
-    let call = "call helper name:r0 peer-node-id:0 conn-name:alice volume:0 helper:before-resync-target";
+    cluster.wait_until(
+        "both resync-target handlers ran on bob",
+        STATE_DEADLINE,
+        || {
+            std::fs::read_to_string(&handler_out).is_ok_and(|text| {
+                text.contains("before r0 alice") && text.contains("after r0 alice")
+            })
+        },
+    );
+    let call =
+        "call helper name:r0 peer-node-id:0 conn-name:alice volume:0 helper:before-resync-target";
     let response = "response helper name:r0 peer-node-id:0 conn-name:alice volume:0 helper:after-resync-target status:0";
     events.wait_for(&cluster, call, STATE_DEADLINE);
     events.wait_for(&cluster, response, STATE_DEADLINE);
@@ -1005,8 +1108,14 @@ fn resync_handlers_run_and_show_in_events() {
     let text = std::fs::read_to_string(&handler_out).unwrap_or_default();
     let before = text.find("before").unwrap_or(usize::MAX);
     let after = text.find("after").unwrap_or(0);
-    assert!(before < after, "before-resync-target ran before after-resync-target: {text}");
-    assert!(cluster.log(ALICE).contains("before-resync-source"), "the source's handler ran");
+    assert!(
+        before < after,
+        "before-resync-target ran before after-resync-target: {text}"
+    );
+    assert!(
+        cluster.log(ALICE).contains("before-resync-source"),
+        "the source's handler ran"
+    );
 }
 
 /// A Secondary that takes its Primary's new generation while a third node is away marks every
@@ -1023,27 +1132,57 @@ fn a_secondary_killed_while_a_peer_is_away_marks_everything_for_that_peer() {
     let cluster = Cluster::with_primary(Spec::three_nodes('C'));
     cluster.kill(CAROL);
     for node in [ALICE, BOB] {
-        cluster.wait_until("carol is seen gone", CONNECT_DEADLINE, || cluster.status(node).connection_state("carol") != "Connected");
+        cluster.wait_until("carol is seen gone", CONNECT_DEADLINE, || {
+            cluster.status(node).connection_state("carol") != "Connected"
+        });
     }
     let full_kib = cluster.export_bytes() / 1024;
-    assert_eq!(cluster.out_of_sync_kib(BOB, CAROL), 0, "nothing written yet");
+    assert_eq!(
+        cluster.out_of_sync_kib(BOB, CAROL),
+        0,
+        "nothing written yet"
+    );
     let mut client = nbd_client::open(&cluster.nbd_socket(ALICE), RESOURCE).expect("open");
     assert_eq!(client.write(1 << 20, &[0x5A; 8192]), 0);
     client.disconnect();
-    cluster.wait_until("bob marks everything for carol with alice's new generation", CONNECT_DEADLINE, || {
-        cluster.out_of_sync_kib(BOB, CAROL) == full_kib
-    });
-    assert!(cluster.out_of_sync_kib(ALICE, CAROL) < full_kib, "the Primary counts exactly what carol missed");
+    cluster.wait_until(
+        "bob marks everything for carol with alice's new generation",
+        CONNECT_DEADLINE,
+        || cluster.out_of_sync_kib(BOB, CAROL) == full_kib,
+    );
+    assert!(
+        cluster.out_of_sync_kib(ALICE, CAROL) < full_kib,
+        "the Primary counts exactly what carol missed"
+    );
 
     cluster.stop(BOB);
     let flags = cluster.dumped_flags(BOB);
-    assert!(flags.contains("consistent") && !flags.contains("in-use"), "a clean stop clears in-use: {flags}");
+    assert!(
+        flags.contains("consistent") && !flags.contains("in-use"),
+        "a clean stop clears in-use: {flags}"
+    );
     cluster.start_node(BOB);
-    assert_eq!(cluster.out_of_sync_kib(BOB, CAROL), full_kib, "after a clean stop bob keeps what it counted");
-    assert!(!cluster.log(BOB).contains("went down uncleanly"), "a clean stop is no unclean one:\n{}", cluster.log(BOB));
+    assert_eq!(
+        cluster.out_of_sync_kib(BOB, CAROL),
+        full_kib,
+        "after a clean stop bob keeps what it counted"
+    );
+    assert!(
+        !cluster.log(BOB).contains("went down uncleanly"),
+        "a clean stop is no unclean one:\n{}",
+        cluster.log(BOB)
+    );
 
     cluster.kill(BOB);
     cluster.start_node(BOB);
-    assert_eq!(cluster.out_of_sync_kib(BOB, CAROL), full_kib, "after a SIGKILL every block is marked for carol");
-    assert!(cluster.log(BOB).contains("went down uncleanly"), "bob says why:\n{}", cluster.log(BOB));
+    assert_eq!(
+        cluster.out_of_sync_kib(BOB, CAROL),
+        full_kib,
+        "after a SIGKILL every block is marked for carol"
+    );
+    assert!(
+        cluster.log(BOB).contains("went down uncleanly"),
+        "bob says why:\n{}",
+        cluster.log(BOB)
+    );
 }

@@ -150,8 +150,10 @@ fn status_text_has_the_drbd_layout() {
         // --verbose adds the device minor (`device /dev/drbd0;`), as drbdsetup does.
         let verbose = cluster.admin_ok(index, &["status", "--verbose", RESOURCE]);
         assert!(
-            verbose.lines().nth(1).is_some_and(|line| line.contains(" minor:0 ")
-                || line.ends_with(" minor:0")),
+            verbose
+                .lines()
+                .nth(1)
+                .is_some_and(|line| line.contains(" minor:0 ") || line.ends_with(" minor:0")),
             "no minor:0 on the volume line of {}:\n{verbose}",
             cluster.name(index)
         );
@@ -168,21 +170,47 @@ fn auto_promote_opens_as_primary_and_demotes_on_the_last_close() {
     let cluster = Cluster::connected(Spec::two_nodes('C'));
     // nbdinfo opens with NBD_OPT_GO, so it is an opener like any other: bob is Primary while
     // it looks, Secondary again once it is done.
-    let info = Command::new("nbdinfo").arg(cluster.nbd_uri(BOB)).output().expect("run nbdinfo");
-    assert!(info.status.success(), "nbdinfo: {}", String::from_utf8_lossy(&info.stderr));
-    cluster.wait_until("bob is Secondary again after nbdinfo", CONNECT_DEADLINE, || cluster.status(BOB).role() == "Secondary");
+    let info = Command::new("nbdinfo")
+        .arg(cluster.nbd_uri(BOB))
+        .output()
+        .expect("run nbdinfo");
+    assert!(
+        info.status.success(),
+        "nbdinfo: {}",
+        String::from_utf8_lossy(&info.stderr)
+    );
+    cluster.wait_until(
+        "bob is Secondary again after nbdinfo",
+        CONNECT_DEADLINE,
+        || cluster.status(BOB).role() == "Secondary",
+    );
 
-    let mut client = nbd_client::open(&cluster.nbd_socket(ALICE), RESOURCE).expect("auto-promote on open");
+    let mut client =
+        nbd_client::open(&cluster.nbd_socket(ALICE), RESOURCE).expect("auto-promote on open");
     assert_eq!(cluster.status(ALICE).role(), "Primary");
-    let refused = nbd_client::open(&cluster.nbd_socket(BOB), RESOURCE).expect_err("bob must refuse while alice is Primary");
-    assert!(refused.message.contains("auto-promote failed"), "{}", refused.message);
+    let refused = nbd_client::open(&cluster.nbd_socket(BOB), RESOURCE)
+        .expect_err("bob must refuse while alice is Primary");
+    assert!(
+        refused.message.contains("auto-promote failed"),
+        "{}",
+        refused.message
+    );
     assert_eq!(client.write(0, &[7; 4096]), 0);
     client.disconnect();
-    cluster.wait_until("alice is Secondary again after the last close", CONNECT_DEADLINE, || cluster.status(ALICE).role() == "Secondary");
+    cluster.wait_until(
+        "alice is Secondary again after the last close",
+        CONNECT_DEADLINE,
+        || cluster.status(ALICE).role() == "Secondary",
+    );
 
     let explicit = Cluster::connected(Spec::two_nodes('C').options_line("auto-promote no;"));
-    let refused = nbd_client::open(&explicit.nbd_socket(ALICE), RESOURCE).expect_err("auto-promote no");
-    assert!(refused.message.contains("is Secondary"), "{}", refused.message);
+    let refused =
+        nbd_client::open(&explicit.nbd_socket(ALICE), RESOURCE).expect_err("auto-promote no");
+    assert!(
+        refused.message.contains("is Secondary"),
+        "{}",
+        refused.message
+    );
 }
 
 /// Three nodes, no quorum: bob, cut off from alice by `disconnect`, is promoted while carol
@@ -197,19 +225,32 @@ fn a_secondary_follows_one_primary() {
     cluster.admin_ok(bob, &["disconnect", RESOURCE]);
     cluster.wait_until("bob is cut off", STATE_DEADLINE, || {
         let status = cluster.status(bob);
-        status.connection_state("alice") != "Connected" && status.connection_state("carol") != "Connected"
+        status.connection_state("alice") != "Connected"
+            && status.connection_state("carol") != "Connected"
     });
     cluster.admin_ok(bob, &["primary", "--force", RESOURCE]);
     cluster.admin_ok(bob, &["connect", RESOURCE]);
-    cluster.wait_until("carol refuses bob as a second Primary", CONNECT_DEADLINE, || {
-        cluster.log(carol).contains("bob is Primary while this node already follows the Primary alice")
-    });
+    cluster.wait_until(
+        "carol refuses bob as a second Primary",
+        CONNECT_DEADLINE,
+        || {
+            cluster
+                .log(carol)
+                .contains("bob is Primary while this node already follows the Primary alice")
+        },
+    );
     // Each retry of bob's shows as Connected on carol until bob's handshake arrives and carol
     // drops it (a millisecond, longer on a loaded machine): what never happens is a handshake
     // carol accepts, which would establish replication with bob.
     cluster.hold_for("carol stays with alice", Duration::from_secs(3), || {
         let status = cluster.status(carol);
-        status.connection_state("alice") == "Connected" && status.peer_role("alice") == "Primary" && status.replication("bob") != "Established"
+        status.connection_state("alice") == "Connected"
+            && status.peer_role("alice") == "Primary"
+            && status.replication("bob") != "Established"
     });
-    assert_ne!(cluster.status(alice).connection_state("bob"), "Connected", "two Primaries never connect");
+    assert_ne!(
+        cluster.status(alice).connection_state("bob"),
+        "Connected",
+        "two Primaries never connect"
+    );
 }

@@ -30,19 +30,42 @@ fn contrib_systemd() -> PathBuf {
 /// says what issue 26 asks of it.
 #[test]
 fn the_units_pass_systemd_analyze_verify() {
-    if Command::new("systemd-analyze").arg("--version").stdout(Stdio::null()).status().is_err() {
+    if Command::new("systemd-analyze")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .status()
+        .is_err()
+    {
         eprintln!("skipped: systemd-analyze is missing (Debian package systemd)");
         return;
     }
     let dir = tempfile::tempdir().expect("tempdir");
     let table = [
-        ("tandem.service", &["Type=notify", "RuntimeDirectory=tandem", "ExecReload=/usr/sbin/tandem adjust all", "WatchdogSec="][..]),
-        ("tandem-promote@.service", &["Type=oneshot", "ExecStart=/usr/sbin/tandem primary %I", "ExecStop=/usr/sbin/tandem secondary %I"][..]),
+        (
+            "tandem.service",
+            &[
+                "Type=notify",
+                "RuntimeDirectory=tandem",
+                "ExecReload=/usr/sbin/tandem adjust all",
+                "WatchdogSec=",
+            ][..],
+        ),
+        (
+            "tandem-promote@.service",
+            &[
+                "Type=oneshot",
+                "ExecStart=/usr/sbin/tandem primary %I",
+                "ExecStop=/usr/sbin/tandem secondary %I",
+            ][..],
+        ),
     ];
     for (unit, lines) in table {
         let text = std::fs::read_to_string(contrib_systemd().join(unit)).expect("read a unit");
         for line in lines {
-            assert!(text.lines().any(|l| l.starts_with(line)), "{unit} lacks '{line}'");
+            assert!(
+                text.lines().any(|l| l.starts_with(line)),
+                "{unit} lacks '{line}'"
+            );
         }
         let local = text.replace("/usr/sbin/tandem", &tandem_bin().display().to_string());
         std::fs::write(dir.path().join(unit), local).expect("write a unit");
@@ -56,7 +79,11 @@ fn the_units_pass_systemd_analyze_verify() {
         .stdin(Stdio::null());
     let output = run_with_deadline(verify, VERIFY_DEADLINE);
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success() && stderr.trim().is_empty(), "systemd-analyze verify: {}\n{stderr}", output.status);
+    assert!(
+        output.status.success() && stderr.trim().is_empty(),
+        "systemd-analyze verify: {}\n{stderr}",
+        output.status
+    );
 }
 
 /// A node that the test kills if it is still running when the test ends.
@@ -95,7 +122,9 @@ fn a_node_notifies_readiness_watchdog_and_stopping_and_logs_for_journald() {
     let cluster = Cluster::create(Spec::two_nodes('C'));
     let socket_path = cluster.dir().join("notify.sock");
     let socket = UnixDatagram::bind(&socket_path).expect("bind the notify socket");
-    socket.set_read_timeout(Some(RECEIVE_SLICE)).expect("read timeout");
+    socket
+        .set_read_timeout(Some(RECEIVE_SLICE))
+        .expect("read timeout");
     let log_path = cluster.dir().join("journal-stream.log");
     let log = std::fs::File::create(&log_path).expect("log file");
     let metadata = log.metadata().expect("log metadata");
@@ -103,7 +132,10 @@ fn a_node_notifies_readiness_watchdog_and_stopping_and_logs_for_journald() {
     command
         .env("NOTIFY_SOCKET", &socket_path)
         .env("WATCHDOG_USEC", WATCHDOG_USEC)
-        .env("JOURNAL_STREAM", format!("{}:{}", metadata.dev(), metadata.ino()))
+        .env(
+            "JOURNAL_STREAM",
+            format!("{}:{}", metadata.dev(), metadata.ino()),
+        )
         .env("RUST_LOG", "info")
         .stdout(Stdio::null())
         .stderr(log);
@@ -111,21 +143,41 @@ fn a_node_notifies_readiness_watchdog_and_stopping_and_logs_for_journald() {
 
     let ready = receive_until(&socket, "READY=1", NODE_READY_DEADLINE);
     assert!(ready.contains("STATUS=serving 1 resources"), "{ready}");
-    assert!(cluster.admin(0, &["status", "--json"]).status.success(), "READY=1 came before the admin socket answers");
+    assert!(
+        cluster.admin(0, &["status", "--json"]).status.success(),
+        "READY=1 came before the admin socket answers"
+    );
     receive_until(&socket, "WATCHDOG=1", NODE_READY_DEADLINE);
 
     // SAFETY: kill has no memory-safety preconditions; the pid is our child's.
-    assert_eq!(unsafe { libc::kill(i32::try_from(node.0.id()).expect("a pid"), libc::SIGTERM) }, 0);
+    assert_eq!(
+        unsafe { libc::kill(i32::try_from(node.0.id()).expect("a pid"), libc::SIGTERM) },
+        0
+    );
     receive_until(&socket, "STOPPING=1", STOP_DEADLINE);
     let start = Instant::now();
     while node.0.try_wait().expect("poll the node").is_none() {
-        assert!(start.elapsed() < STOP_DEADLINE, "the node did not exit after SIGTERM");
+        assert!(
+            start.elapsed() < STOP_DEADLINE,
+            "the node did not exit after SIGTERM"
+        );
         std::thread::sleep(RECEIVE_SLICE);
     }
 
     let text = std::fs::read_to_string(&log_path).expect("read the log");
-    assert!(text.lines().any(|line| line.starts_with("<6>") && line.contains("node is up")), "no '<6>... node is up' line:\n{text}");
+    assert!(
+        text.lines()
+            .any(|line| line.starts_with("<6>") && line.contains("node is up")),
+        "no '<6>... node is up' line:\n{text}"
+    );
     // journald stamps entries itself: a line starting with an RFC 3339 date would double it.
-    let stamped = |line: &str| line.len() > 10 && line.as_bytes()[..4].iter().all(u8::is_ascii_digit) && line.as_bytes()[4] == b'-';
-    assert!(!text.lines().any(stamped), "a timestamped line in the journal format:\n{text}");
+    let stamped = |line: &str| {
+        line.len() > 10
+            && line.as_bytes()[..4].iter().all(u8::is_ascii_digit)
+            && line.as_bytes()[4] == b'-'
+    };
+    assert!(
+        !text.lines().any(stamped),
+        "a timestamped line in the journal format:\n{text}"
+    );
 }

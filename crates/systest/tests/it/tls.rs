@@ -24,15 +24,29 @@ const CANARY: &[u8; 32] = b"tandem-tls-canary-0123456789abcd";
 
 /// `tandem tls-keygen` for `name` in `dir`: the three lines for its `on` section.
 fn keygen(dir: &Path, name: &str) -> Vec<String> {
-    let out = Command::new(tandem_bin()).args(["tls-keygen", "--out"]).arg(dir).args(["--name", name]).output().expect("run tandem tls-keygen");
-    assert!(out.status.success(), "tls-keygen: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).lines().map(str::to_string).collect()
+    let out = Command::new(tandem_bin())
+        .args(["tls-keygen", "--out"])
+        .arg(dir)
+        .args(["--name", name])
+        .output()
+        .expect("run tandem tls-keygen");
+    assert!(
+        out.status.success(),
+        "tls-keygen: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect()
 }
 
 /// Two nodes, `tls yes`, each host's certificate lines in its `on` section; `bob_pin`
 /// replaces bob's pinned fingerprint (for the wrong-certificate case).
 fn tls_spec(keys: &Path, bob_pin: Option<&str>) -> Spec {
-    let mut spec = Spec::two_nodes('C').through_relays().net_line_all("tls yes;");
+    let mut spec = Spec::two_nodes('C')
+        .through_relays()
+        .net_line_all("tls yes;");
     for (index, name) in ["alice", "bob"].into_iter().enumerate() {
         for line in keygen(keys, name) {
             let line = match (bob_pin, index == BOB && line.starts_with("tls-fingerprint")) {
@@ -59,12 +73,18 @@ impl RecordingRelay {
         for (index, port) in cluster.relay_ports().expect("relays").iter().enumerate() {
             let listener = TcpListener::bind(("127.0.0.1", *port)).expect("bind the relay port");
             listener.set_nonblocking(true).expect("nonblocking");
-            let (target, bytes, stop) = (cluster.address(index), Arc::clone(&bytes), Arc::clone(&stop));
+            let (target, bytes, stop) = (
+                cluster.address(index),
+                Arc::clone(&bytes),
+                Arc::clone(&stop),
+            );
             std::thread::spawn(move || {
                 while !stop.load(Ordering::Relaxed) {
                     match listener.accept() {
                         Ok((client, _)) => {
-                            let Ok(server) = TcpStream::connect(target) else { continue };
+                            let Ok(server) = TcpStream::connect(target) else {
+                                continue;
+                            };
                             pipe(&client, &server, &bytes);
                             pipe(&server, &client, &bytes);
                         }
@@ -77,7 +97,10 @@ impl RecordingRelay {
     }
 
     fn saw(&self, pattern: &[u8]) -> bool {
-        self.bytes.lock().map(|b| b.windows(pattern.len()).any(|w| w == pattern)).unwrap_or(false)
+        self.bytes
+            .lock()
+            .map(|b| b.windows(pattern.len()).any(|w| w == pattern))
+            .unwrap_or(false)
     }
 
     fn recorded(&self) -> usize {
@@ -93,7 +116,9 @@ impl Drop for RecordingRelay {
 
 /// Copies `from` to `to` on a thread, recording the bytes.
 fn pipe(from: &TcpStream, to: &TcpStream, bytes: &Arc<Mutex<Vec<u8>>>) {
-    let (Ok(mut from), Ok(mut to)) = (from.try_clone(), to.try_clone()) else { return };
+    let (Ok(mut from), Ok(mut to)) = (from.try_clone(), to.try_clone()) else {
+        return;
+    };
     let bytes = Arc::clone(bytes);
     std::thread::spawn(move || {
         let mut buf = vec![0; 64 * 1024];
@@ -118,7 +143,8 @@ fn pipe(from: &TcpStream, to: &TcpStream, bytes: &Arc<Mutex<Vec<u8>>>) {
 /// Writes 64 KiB of the canary at offset 0 through alice and waits for identical replicas.
 fn write_canary(cluster: &Cluster) {
     let data: Vec<u8> = CANARY.iter().copied().cycle().take(64 * 1024).collect();
-    let mut client = nbd_client::open(&cluster.nbd_socket(ALICE), RESOURCE).expect("open the export");
+    let mut client =
+        nbd_client::open(&cluster.nbd_socket(ALICE), RESOURCE).expect("open the export");
     assert_eq!(client.write(0, &data), 0);
     client.disconnect();
     cluster.wait_identical(ALICE, BOB, DEADLINE);
@@ -134,9 +160,19 @@ fn replication_over_tls_is_ciphertext_on_the_wire() {
     cluster.initial_sync();
     cluster.promote_and_wait(ALICE);
     write_canary(&cluster);
-    assert!(relay.recorded() >= 64 * 1024, "the relay carried the replication ({} bytes)", relay.recorded());
-    assert!(!relay.saw(CANARY), "the written data crossed the link in clear text despite tls yes");
-    assert!(!relay.saw(b"TNDM"), "tandem's frame magic is visible on a TLS link");
+    assert!(
+        relay.recorded() >= 64 * 1024,
+        "the relay carried the replication ({} bytes)",
+        relay.recorded()
+    );
+    assert!(
+        !relay.saw(CANARY),
+        "the written data crossed the link in clear text despite tls yes"
+    );
+    assert!(
+        !relay.saw(b"TNDM"),
+        "tandem's frame magic is visible on a TLS link"
+    );
 
     // The same relay, without TLS, sees the data: the check above can fail.
     let plain = Cluster::create(Spec::two_nodes('C').through_relays());
@@ -146,12 +182,17 @@ fn replication_over_tls_is_ciphertext_on_the_wire() {
     plain.initial_sync();
     plain.promote_and_wait(ALICE);
     write_canary(&plain);
-    assert!(relay.saw(CANARY), "without TLS the relay sees the written data");
+    assert!(
+        relay.saw(CANARY),
+        "without TLS the relay sees the written data"
+    );
 }
 
 /// Polls that the two nodes never connect for a while, then that `node`'s log says why.
 fn never_connects(cluster: &Cluster, node: usize, why: &[&str]) {
-    cluster.hold_for("the nodes never connect", Duration::from_secs(3), || !cluster.all_connected());
+    cluster.hold_for("the nodes never connect", Duration::from_secs(3), || {
+        !cluster.all_connected()
+    });
     cluster.wait_until("the log says why", DEADLINE, || {
         let log = cluster.log(node);
         why.iter().all(|w| log.contains(w))
@@ -162,7 +203,11 @@ fn never_connects(cluster: &Cluster, node: usize, why: &[&str]) {
 fn a_certificate_other_than_the_pinned_one_never_connects() {
     let keys = tempfile::tempdir().expect("tempdir");
     let mallory = keygen(keys.path(), "mallory");
-    let mallory_pin = mallory.iter().find(|l| l.starts_with("tls-fingerprint")).expect("fingerprint line").clone();
+    let mallory_pin = mallory
+        .iter()
+        .find(|l| l.starts_with("tls-fingerprint"))
+        .expect("fingerprint line")
+        .clone();
     // Everyone expects mallory's certificate from bob; bob presents his own.
     let cluster = Cluster::create(tls_spec(keys.path(), Some(&mallory_pin)));
     let _relay = RecordingRelay::start(&cluster);

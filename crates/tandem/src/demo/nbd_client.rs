@@ -66,7 +66,8 @@ impl Client {
         let _server_flags = read_u16(&mut stream)?;
         stream.write_all(&(FLAG_FIXED_NEWSTYLE | FLAG_NO_ZEROES).to_be_bytes())?;
         let name = export.as_bytes();
-        let name_len = u32::try_from(name.len()).map_err(|_| protocol_error("export name too long".into()))?;
+        let name_len =
+            u32::try_from(name.len()).map_err(|_| protocol_error("export name too long".into()))?;
         let mut option = Vec::new();
         option.extend_from_slice(&OPTION_MAGIC.to_be_bytes());
         option.extend_from_slice(&OPT_GO.to_be_bytes());
@@ -94,7 +95,9 @@ impl Client {
             let mut data = vec![0; length as usize];
             stream.read_exact(&mut data)?;
             match kind {
-                REP_ACK => return size.ok_or_else(|| protocol_error("server sent no export size".into())),
+                REP_ACK => {
+                    return size.ok_or_else(|| protocol_error("server sent no export size".into()))
+                }
                 REP_INFO if data.len() >= 10 && data[..2] == INFO_EXPORT.to_be_bytes() => {
                     let mut bytes = [0; 8];
                     bytes.copy_from_slice(&data[2..10]);
@@ -103,7 +106,9 @@ impl Client {
                 REP_INFO => {}
                 error if error & (1 << 31) != 0 => {
                     let text = String::from_utf8_lossy(&data);
-                    return Err(protocol_error(format!("the server refused the export: {text}")));
+                    return Err(protocol_error(format!(
+                        "the server refused the export: {text}"
+                    )));
                 }
                 other => return Err(protocol_error(format!("unexpected option reply {other}"))),
             }
@@ -131,7 +136,9 @@ impl Client {
                 for index in 0..count {
                     fill(index, &mut buffer);
                     // Blocks while `depth` requests are outstanding.
-                    slots.send(index).map_err(|_| io::Error::from(io::ErrorKind::BrokenPipe))?;
+                    slots
+                        .send(index)
+                        .map_err(|_| io::Error::from(io::ErrorKind::BrokenPipe))?;
                     send_request(&mut writer, CMD_WRITE, index, offset_of(index), &buffer)?;
                     writer.flush()?;
                 }
@@ -146,11 +153,15 @@ impl Client {
                     outstanding.insert(index);
                 }
                 if !outstanding.remove(&cookie) {
-                    return Err(protocol_error(format!("reply for unknown request {cookie}")));
+                    return Err(protocol_error(format!(
+                        "reply for unknown request {cookie}"
+                    )));
                 }
                 progress(block as u64);
             }
-            sender.join().map_err(|_| protocol_error("writer thread failed".into()))?
+            sender
+                .join()
+                .map_err(|_| protocol_error("writer thread failed".into()))?
         })?;
         self.flush()
     }
@@ -170,8 +181,15 @@ impl Client {
     }
 }
 
-fn send_request(writer: &mut impl Write, kind: u16, cookie: u64, offset: u64, data: &[u8]) -> io::Result<()> {
-    let length = u32::try_from(data.len()).map_err(|_| protocol_error("request too long".into()))?;
+fn send_request(
+    writer: &mut impl Write,
+    kind: u16,
+    cookie: u64,
+    offset: u64,
+    data: &[u8],
+) -> io::Result<()> {
+    let length =
+        u32::try_from(data.len()).map_err(|_| protocol_error("request too long".into()))?;
     let mut header = [0u8; 28];
     header[..4].copy_from_slice(&REQUEST_MAGIC.to_be_bytes());
     header[6..8].copy_from_slice(&kind.to_be_bytes());
@@ -190,7 +208,9 @@ fn read_reply(reader: &mut impl Read) -> io::Result<u64> {
     let error = read_u32(reader)?;
     let cookie = read_u64(reader)?;
     if error != 0 {
-        return Err(protocol_error(format!("request {cookie} failed with errno {error}")));
+        return Err(protocol_error(format!(
+            "request {cookie} failed with errno {error}"
+        )));
     }
     Ok(cookie)
 }

@@ -22,11 +22,31 @@ fn check(spec: &str, bend: impl FnOnce(&mut admin::ResourceStatus), expected: &s
 #[test]
 fn connections_are_judged_by_state() {
     check("r0", |_| {}, "Connected");
-    check("r0", |r0| r0.connections[1].connection = "Connecting".into(), "Waiting: carol Connecting");
-    check("r0:bob", |r0| r0.connections[1].connection = "Connecting".into(), "Connected");
-    check("r0", |r0| r0.connections[0].connection = "StandAlone".into(), "Stuck: r0: the connection to bob is StandAlone");
+    check(
+        "r0",
+        |r0| r0.connections[1].connection = "Connecting".into(),
+        "Waiting: carol Connecting",
+    );
+    check(
+        "r0:bob",
+        |r0| r0.connections[1].connection = "Connecting".into(),
+        "Connected",
+    );
+    check(
+        "r0",
+        |r0| r0.connections[0].connection = "StandAlone".into(),
+        "Stuck: r0: the connection to bob is StandAlone",
+    );
     check("r0", |r0| r0.down = true, "Stuck: resource 'r0' is down");
-    check("r0:dave", |_| {}, "Stuck: resource 'r0' has no connection named 'dave'");
-    check("r0", |r0| r0.connections.clear(), "Stuck: resource 'r0' has no connections");
+    check(
+        "r0:dave",
+        |_| {},
+        "Stuck: resource 'r0' has no connection named 'dave'",
+    );
+    check(
+        "r0",
+        |r0| r0.connections.clear(),
+        "Stuck: resource 'r0' has no connections",
+    );
     check("r9", |_| {}, "Stuck: no resource named 'r9'");
 }

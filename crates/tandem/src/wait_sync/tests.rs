@@ -4,7 +4,13 @@ use admin::{ConnectionStatus, DeviceStatus, PeerDeviceStatus, ResourceStatus};
 
 use super::{assess, Assessment, Meter};
 
-fn resource(disk: &str, connection: &str, replication: &str, peer_disk: &str, out_of_sync_kib: u64) -> ResourceStatus {
+fn resource(
+    disk: &str,
+    connection: &str,
+    replication: &str,
+    peer_disk: &str,
+    out_of_sync_kib: u64,
+) -> ResourceStatus {
     ResourceStatus {
         down: false,
         name: "r0".into(),
@@ -67,14 +73,44 @@ fn resource(disk: &str, connection: &str, replication: &str, peer_disk: &str, ou
 #[test]
 fn every_state_is_judged() {
     let cases = [
-        (resource("UpToDate", "Connected", "Established", "UpToDate", 0), "in sync"),
-        (resource("UpToDate", "Connected", "SyncSource", "Inconsistent", 4096), "waiting"),
-        (resource("Inconsistent", "Connected", "SyncTarget", "UpToDate", 4096), "waiting"),
-        (resource("UpToDate", "Connecting", "Off", "DUnknown", 512), "waiting"),
-        (resource("UpToDate", "StandAlone", "Off", "DUnknown", 512), "stuck"),
-        (resource("Inconsistent", "Connected", "Established", "Inconsistent", 0), "stuck"),
-        (resource("UpToDate", "Connected", "Established", "UpToDate", 8), "stuck"),
-        (resource("UpToDate", "Connected", "VerifyS", "UpToDate", 8), "waiting"),
+        (
+            resource("UpToDate", "Connected", "Established", "UpToDate", 0),
+            "in sync",
+        ),
+        (
+            resource("UpToDate", "Connected", "SyncSource", "Inconsistent", 4096),
+            "waiting",
+        ),
+        (
+            resource("Inconsistent", "Connected", "SyncTarget", "UpToDate", 4096),
+            "waiting",
+        ),
+        (
+            resource("UpToDate", "Connecting", "Off", "DUnknown", 512),
+            "waiting",
+        ),
+        (
+            resource("UpToDate", "StandAlone", "Off", "DUnknown", 512),
+            "stuck",
+        ),
+        (
+            resource(
+                "Inconsistent",
+                "Connected",
+                "Established",
+                "Inconsistent",
+                0,
+            ),
+            "stuck",
+        ),
+        (
+            resource("UpToDate", "Connected", "Established", "UpToDate", 8),
+            "stuck",
+        ),
+        (
+            resource("UpToDate", "Connected", "VerifyS", "UpToDate", 8),
+            "waiting",
+        ),
     ];
     for (status, expected) in cases {
         let judged = match assess(&status) {
@@ -88,15 +124,36 @@ fn every_state_is_judged() {
 
 #[test]
 fn remaining_is_the_out_of_sync_sum_and_stuck_messages_say_what_to_do() {
-    let Assessment::Waiting { remaining_kib, what } = assess(&resource("UpToDate", "Connected", "SyncSource", "Inconsistent", 4096)) else {
+    let Assessment::Waiting {
+        remaining_kib,
+        what,
+    } = assess(&resource(
+        "UpToDate",
+        "Connected",
+        "SyncSource",
+        "Inconsistent",
+        4096,
+    ))
+    else {
         panic!("expected waiting");
     };
     assert_eq!((remaining_kib, what.as_str()), (4096, "resyncing"));
-    let Assessment::Stuck(message) = assess(&resource("UpToDate", "StandAlone", "Off", "DUnknown", 0)) else {
+    let Assessment::Stuck(message) =
+        assess(&resource("UpToDate", "StandAlone", "Off", "DUnknown", 0))
+    else {
         panic!("expected stuck");
     };
-    assert!(message.contains("split brain detected") && message.contains("--discard-my-data"), "{message}");
-    let Assessment::Stuck(message) = assess(&resource("Inconsistent", "Connected", "Established", "Inconsistent", 0)) else {
+    assert!(
+        message.contains("split brain detected") && message.contains("--discard-my-data"),
+        "{message}"
+    );
+    let Assessment::Stuck(message) = assess(&resource(
+        "Inconsistent",
+        "Connected",
+        "Established",
+        "Inconsistent",
+        0,
+    )) else {
         panic!("expected stuck");
     };
     assert!(message.contains("primary --force r0"), "{message}");
@@ -109,7 +166,13 @@ fn the_meter_reports_rate_and_eta() {
     meter.sample(start, 10 * 1024);
     meter.sample(start + std::time::Duration::from_secs(1), 8 * 1024);
     assert_eq!(meter.largest_kib, 10 * 1024);
-    assert_eq!(meter.message(8 * 1024, "resyncing"), "resyncing: 8 MiB left, 2.0 MiB/s, ETA 4s");
+    assert_eq!(
+        meter.message(8 * 1024, "resyncing"),
+        "resyncing: 8 MiB left, 2.0 MiB/s, ETA 4s"
+    );
     let fresh = Meter::default();
-    assert_eq!(fresh.message(1024, "resyncing"), "resyncing: 1 MiB left, --, ETA --");
+    assert_eq!(
+        fresh.message(1024, "resyncing"),
+        "resyncing: 1 MiB left, --, ETA --"
+    );
 }

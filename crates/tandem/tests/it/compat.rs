@@ -32,7 +32,12 @@ fn drbdadm_role_reads_the_node_named_by_tandem_run_dir() {
     let output = run(command);
     assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
     assert_eq!(text(&output.stdout), "Primary\n");
-    assert_eq!(node.join().expect("node"), Request::Status { resource: Some("r0".to_string()) });
+    assert_eq!(
+        node.join().expect("node"),
+        Request::Status {
+            resource: Some("r0".to_string())
+        }
+    );
 }
 
 #[test]
@@ -44,7 +49,10 @@ fn drbdadm_primary_sends_the_request_and_drbdsetup_status_json_is_drbds_schema()
     command.args(["primary", "--force", "r0"]);
     let output = run(command);
     assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
-    let expected = Request::Primary { resource: Some("r0".to_string()), force: true };
+    let expected = Request::Primary {
+        resource: Some("r0".to_string()),
+        force: true,
+    };
     assert_eq!(node.join().expect("node"), expected);
 
     std::fs::remove_file(run_dir.path().join("admin.sock")).expect("the first fake node's socket");
@@ -54,7 +62,10 @@ fn drbdadm_primary_sends_the_request_and_drbdsetup_status_json_is_drbds_schema()
     let output = run(command);
     assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
     let printed: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON");
-    assert_eq!(printed[0]["connections"][0]["connection-state"], "Connected", "{printed}");
+    assert_eq!(
+        printed[0]["connections"][0]["connection-state"], "Connected",
+        "{printed}"
+    );
     node.join().expect("node");
 }
 
@@ -63,16 +74,32 @@ fn unsupported_commands_are_refused_by_name_with_status_2() {
     let bin = tempfile::tempdir().expect("tempdir");
     let run_dir = bin.path().join("no-node");
     for (name, args, expected) in [
-        ("drbdadm", &["wipe-md", "r0"][..], "drbdadm: 'wipe-md' is not supported by tandem's drbdadm"),
-        ("drbdsetup", &["resize", "r0"][..], "drbdsetup: 'resize' is not supported by tandem's drbdsetup"),
-        ("drbdsetup", &["events2", "--diff"][..], "drbdsetup: events2: unknown option '--diff'"),
+        (
+            "drbdadm",
+            &["wipe-md", "r0"][..],
+            "drbdadm: 'wipe-md' is not supported by tandem's drbdadm",
+        ),
+        (
+            "drbdsetup",
+            &["resize", "r0"][..],
+            "drbdsetup: 'resize' is not supported by tandem's drbdsetup",
+        ),
+        (
+            "drbdsetup",
+            &["events2", "--diff"][..],
+            "drbdsetup: events2: unknown option '--diff'",
+        ),
     ] {
         let dir = tempfile::tempdir_in(bin.path()).expect("tempdir");
         let mut command = tool(dir.path(), name, &run_dir);
         command.args(args);
         let output = run(command);
         assert_eq!(output.status.code(), Some(2), "{name} {args:?}");
-        assert!(text(&output.stderr).starts_with(expected), "{}", text(&output.stderr));
+        assert!(
+            text(&output.stderr).starts_with(expected),
+            "{}",
+            text(&output.stderr)
+        );
     }
 }
 
@@ -89,7 +116,12 @@ fn tandem_role_cstate_dstate_answer_from_the_status_report() {
         let mut command = super::tandem(run_dir.path());
         command.args(args);
         let output = run(command);
-        assert_eq!(output.status.code(), Some(0), "{args:?}: {}", text(&output.stderr));
+        assert_eq!(
+            output.status.code(),
+            Some(0),
+            "{args:?}: {}",
+            text(&output.stderr)
+        );
         assert_eq!(text(&output.stdout), expected, "{args:?}");
         node.join().expect("node");
         std::fs::remove_file(run_dir.path().join("admin.sock")).expect("socket");
@@ -98,7 +130,11 @@ fn tandem_role_cstate_dstate_answer_from_the_status_report() {
     command.args(["role", "r0:bob"]);
     let output = run(command);
     assert_eq!(output.status.code(), Some(2));
-    assert!(text(&output.stderr).contains("takes no peer"), "{}", text(&output.stderr));
+    assert!(
+        text(&output.stderr).contains("takes no peer"),
+        "{}",
+        text(&output.stderr)
+    );
 }
 
 /// `tandem wait-connect`: done at once when Connected; with `--timeout 0`, a Connecting peer
@@ -121,6 +157,11 @@ fn wait_connect_returns_when_connected_and_names_who_is_not() {
     command.args(["wait-connect", "--timeout", "0", "r0:bob"]);
     let output = run(command);
     assert_eq!(output.status.code(), Some(1));
-    assert!(text(&output.stderr).contains("not connected after") && text(&output.stderr).contains("bob Connecting"), "{}", text(&output.stderr));
+    assert!(
+        text(&output.stderr).contains("not connected after")
+            && text(&output.stderr).contains("bob Connecting"),
+        "{}",
+        text(&output.stderr)
+    );
     node.join().expect("node");
 }

@@ -36,11 +36,18 @@ fn serve_dump(mut stream: UnixStream) -> Request {
     reader.read_until(b'\n', &mut line).expect("request line");
     let request = admin::decode_line(&line).expect("a valid request");
     for line in DUMP {
-        send(&mut stream, &Reply::Event { line: line.to_string() });
+        send(
+            &mut stream,
+            &Reply::Event {
+                line: line.to_string(),
+            },
+        );
     }
     // Returns once the client hung up (or the deadline passed: the read then fails).
     let mut rest = Vec::new();
-    reader.read_to_end(&mut rest).expect("client closes the stream");
+    reader
+        .read_to_end(&mut rest)
+        .expect("client closes the stream");
     request
 }
 
@@ -54,7 +61,11 @@ fn now_prints_the_dump_and_exits() {
     assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
     assert_eq!(text(&output.stdout), format!("{}\n{}\n", DUMP[0], DUMP[1]));
     let requests = node.join().expect("node");
-    let expected = Request::Events { resource: Some("r0".into()), statistics: true, full: true };
+    let expected = Request::Events {
+        resource: Some("r0".into()),
+        statistics: true,
+        full: true,
+    };
     assert_eq!(requests, vec![expected]);
 }
 
@@ -69,11 +80,18 @@ fn poll(run_dir: &Path, input: &[u8]) -> (Option<i32>, String, String) {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn");
-    child.stdin.take().expect("piped").write_all(input).expect("write input");
+    child
+        .stdin
+        .take()
+        .expect("piped")
+        .write_all(input)
+        .expect("write input");
     let status = wait_with_deadline(&mut child);
     let read = |pipe: Option<&mut dyn std::io::Read>| {
         let mut text = String::new();
-        pipe.expect("piped").read_to_string(&mut text).expect("read");
+        pipe.expect("piped")
+            .read_to_string(&mut text)
+            .expect("read");
         text
     };
     let stdout = read(child.stdout.as_mut().map(|p| p as &mut dyn std::io::Read));
@@ -117,7 +135,11 @@ fn timestamps_prefix_each_line_with_utc_microseconds() {
         assert_eq!(rest, event);
         // 2026-11-27T15:51:24.123456+00:00
         assert_eq!(time.len(), 32, "{time}");
-        assert_eq!((&time[10..11], &time[19..20], &time[26..]), ("T", ".", "+00:00"), "{time}");
+        assert_eq!(
+            (&time[10..11], &time[19..20], &time[26..]),
+            ("T", ".", "+00:00"),
+            "{time}"
+        );
     }
     node.join().expect("node");
 }

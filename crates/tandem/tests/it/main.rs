@@ -227,7 +227,11 @@ fn node_reads_the_default_configuration() {
         command
     });
     assert_eq!(output.status.code(), Some(1), "{}", text(&output.stderr));
-    assert!(text(&output.stderr).contains("/etc/tandem/tandem.conf"), "{}", text(&output.stderr));
+    assert!(
+        text(&output.stderr).contains("/etc/tandem/tandem.conf"),
+        "{}",
+        text(&output.stderr)
+    );
 }
 
 #[test]
@@ -240,7 +244,10 @@ fn version_is_printed() {
     // The version, then the commit it was built from (build.rs).
     let printed = text(&output.stdout);
     let prefix = format!("tandem {} (commit ", env!("CARGO_PKG_VERSION"));
-    assert!(printed.starts_with(&prefix) && printed.ends_with(")\n"), "{printed}");
+    assert!(
+        printed.starts_with(&prefix) && printed.ends_with(")\n"),
+        "{printed}"
+    );
     assert!(!printed.contains("commit )"), "{printed}");
 }
 
@@ -343,7 +350,10 @@ fn status_drbd_json_prints_drbdsetups_schema() {
     let printed: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON");
     assert_eq!(printed[0]["name"], "r0");
     assert_eq!(printed[0]["devices"][0]["disk-state"], "UpToDate");
-    assert!(printed[0]["connections"][0]["peer_devices"].is_array(), "{printed}");
+    assert!(
+        printed[0]["connections"][0]["peer_devices"].is_array(),
+        "{printed}"
+    );
     node.join().expect("node");
 }
 
@@ -376,8 +386,20 @@ fn a_refused_request_prints_the_reason_and_exits_1() {
 #[test]
 fn simple_verbs_send_their_request_and_print_the_ok_message() {
     let cases: [(&[&str], Request); 6] = [
-        (&["secondary", "all"], Request::Secondary { resource: None, force: false }),
-        (&["secondary", "--force", "r0"], Request::Secondary { resource: Some("r0".into()), force: true }),
+        (
+            &["secondary", "all"],
+            Request::Secondary {
+                resource: None,
+                force: false,
+            },
+        ),
+        (
+            &["secondary", "--force", "r0"],
+            Request::Secondary {
+                resource: Some("r0".into()),
+                force: true,
+            },
+        ),
         (
             &["connect", "--peer", "bob", "r0"],
             Request::Connect {
@@ -523,13 +545,27 @@ fn demo_replicates_a_workload_and_cleans_up() {
     command.arg("demo");
     let output = run(command);
     let stdout = text(&output.stdout);
-    assert_eq!(output.status.code(), Some(0), "stdout:\n{stdout}\nstderr:\n{}", text(&output.stderr));
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "stdout:\n{stdout}\nstderr:\n{}",
+        text(&output.stderr)
+    );
     assert!(stdout.contains("refuses to serve the export"), "{stdout}");
     assert!(stdout.contains("r0 role:Primary"), "{stdout}");
-    assert!(stdout.contains("the replicas are byte-identical"), "{stdout}");
+    assert!(
+        stdout.contains("the replicas are byte-identical"),
+        "{stdout}"
+    );
     assert!(stdout.contains("metadata created (internal"), "{stdout}");
-    assert!(stdout.contains("bob is in sync again: 24 MiB moved"), "{stdout}");
-    let line = stdout.lines().find(|l| l.contains("crc32c of the ")).expect("checksum line");
+    assert!(
+        stdout.contains("bob is in sync again: 24 MiB moved"),
+        "{stdout}"
+    );
+    let line = stdout
+        .lines()
+        .find(|l| l.contains("crc32c of the "))
+        .expect("checksum line");
     let sums: Vec<&str> = line
         .split_whitespace()
         .map(|w| w.trim_end_matches(','))
@@ -537,8 +573,14 @@ fn demo_replicates_a_workload_and_cleans_up() {
         .collect();
     assert_eq!(sums.len(), 2, "{line}");
     assert_eq!(sums[0], sums[1], "{line}");
-    let removed = stdout.lines().find_map(|l| l.strip_prefix("== stopping the nodes and removing ")).expect("cleanup line");
-    assert!(!std::path::Path::new(removed).exists(), "{removed} was left behind");
+    let removed = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("== stopping the nodes and removing "))
+        .expect("cleanup line");
+    assert!(
+        !std::path::Path::new(removed).exists(),
+        "{removed} was left behind"
+    );
 }
 
 /// A minimal two-node configuration in drbd.conf syntax.

@@ -158,7 +158,10 @@ fn check_hello_volumes() {
         }),
     );
     // A diskless peer (`disk none;`) announces size 0, which matches any size.
-    check(|h| h.volumes[1].size_bytes = crate::DISKLESS_VOLUME_BYTES, version(3));
+    check(
+        |h| h.volumes[1].size_bytes = crate::DISKLESS_VOLUME_BYTES,
+        version(3),
+    );
     // Volume order on the wire does not matter.
     check(|h| h.volumes.reverse(), version(3));
     // The socket kind and nonces are the caller's business, not the configuration check's.

@@ -122,7 +122,10 @@ fn one_of_each_kind() -> Vec<Message> {
             digests: vec![1; 16],
         }),
         Message::ResyncInSync { id: 4, volume: 0 },
-        Message::SyncPause { volume: 1, paused: true },
+        Message::SyncPause {
+            volume: 1,
+            paused: true,
+        },
         Message::VerifyRequest(VerifyRequest {
             id: 3,
             volume: 0,
@@ -166,7 +169,11 @@ fn one_of_each_kind() -> Vec<Message> {
             length: 4096,
             errno: 5,
         }),
-        Message::Resize { volume: 1, size_bytes: 1 << 31, step: ResizeStep::Apply { assume_clean: true } },
+        Message::Resize {
+            volume: 1,
+            size_bytes: 1 << 31,
+            step: ResizeStep::Apply { assume_clean: true },
+        },
     ]
 }
 
@@ -176,21 +183,30 @@ fn resize_steps_round_trip_and_unknown_steps_are_refused() {
     let steps = [
         ResizeStep::Query,
         ResizeStep::Offer,
-        ResizeStep::Apply { assume_clean: false },
+        ResizeStep::Apply {
+            assume_clean: false,
+        },
         ResizeStep::Apply { assume_clean: true },
         ResizeStep::Applied,
         ResizeStep::Refused,
     ];
     for (byte, step) in (1_u8..).zip(steps) {
         assert_eq!(step.to_wire(), byte);
-        let message = Message::Resize { volume: 3, size_bytes: 5 << 30, step };
+        let message = Message::Resize {
+            volume: 3,
+            size_bytes: 5 << 30,
+            step,
+        };
         let frame = encode(&message, 0);
         let (header, body) = split(&frame);
         assert_eq!(body.len(), crate::RESIZE_LEN);
         assert_eq!(Message::decode(&header, body), Ok(message));
     }
     for byte in [0, 7, 0xFF] {
-        assert_eq!(ResizeStep::from_wire(byte), Err(WireError::InvalidResizeStep { value: byte }));
+        assert_eq!(
+            ResizeStep::from_wire(byte),
+            Err(WireError::InvalidResizeStep { value: byte })
+        );
     }
 }
 
@@ -340,7 +356,10 @@ fn sockets_of_the_resync_and_setup_kinds() {
         assert!(!kind.allowed_on(SocketKind::Control), "{kind:?}");
     }
     let with_payload: Vec<Kind> = Kind::ALL.into_iter().filter(|k| k.has_payload()).collect();
-    assert_eq!(with_payload, vec![Kind::Data, Kind::ResyncReply, Kind::ReadReply]);
+    assert_eq!(
+        with_payload,
+        vec![Kind::Data, Kind::ResyncReply, Kind::ReadReply]
+    );
 }
 
 #[test]
