@@ -685,13 +685,13 @@ fn promotable(sim: &Sim, n: u8) -> bool {
 ///    since a power loss, the side that was seen last regardless (`last_with_primary_at`:
 ///    seed 5604 of the quorum range, where both sides lost power and the lower node id
 ///    kept the old Primary the client had left, discarding its successor's writes);
-/// 2b. the side whose disk is UpToDate while the other's is not (only it can be a sync
+/// 3. the side whose disk is UpToDate while the other's is not (only it can be a sync
 ///    source);
-/// 3. in quorum mode, the side that has quorum while the other has none (the quorate
+/// 4. in quorum mode, the side that has quorum while the other has none (the quorate
 ///    partition keeps its data, as a cluster manager runs the resource there);
-/// 4. the side with more out-of-sync data towards the other (DRBD's `discard-least-changes`:
+/// 5. the side with more out-of-sync data towards the other (DRBD's `discard-least-changes`:
 ///    each side's bitmap counts the blocks it changed while they were apart);
-/// 5. `a`, the lower node id (a fixed preference, DRBD's `discard-node-<name>`).
+/// 6. `a`, the lower node id (a fixed preference, DRBD's `discard-node-<name>`).
 fn split_brain_winner(sim: &Sim, a: u8, b: u8) -> u8 {
     if sim.primary == Some(b) {
         return b;

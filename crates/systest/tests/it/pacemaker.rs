@@ -501,11 +501,8 @@ impl PacemakerCluster {
             .parse()
             .expect("a pid");
         // SAFETY: kill has no memory-safety preconditions; the pid is the node the agent started.
-        assert_eq!(
-            unsafe { libc::kill(pid, libc::SIGKILL) },
-            0,
-            "cannot kill {pid}"
-        );
+        let killed = unsafe { libc::kill(pid, libc::SIGKILL) };
+        assert_eq!(killed, 0, "cannot kill {pid}");
     }
 
     fn report(&self) -> String {

@@ -149,11 +149,10 @@ fn a_node_notifies_readiness_watchdog_and_stopping_and_logs_for_journald() {
     );
     receive_until(&socket, "WATCHDOG=1", NODE_READY_DEADLINE);
 
+    let pid = i32::try_from(node.0.id()).expect("a pid");
     // SAFETY: kill has no memory-safety preconditions; the pid is our child's.
-    assert_eq!(
-        unsafe { libc::kill(i32::try_from(node.0.id()).expect("a pid"), libc::SIGTERM) },
-        0
-    );
+    let stopped = unsafe { libc::kill(pid, libc::SIGTERM) };
+    assert_eq!(stopped, 0);
     receive_until(&socket, "STOPPING=1", STOP_DEADLINE);
     let start = Instant::now();
     while node.0.try_wait().expect("poll the node").is_none() {
