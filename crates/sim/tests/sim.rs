@@ -1142,3 +1142,37 @@ fn three_nodes_report_the_split_brain_of_a_primary_that_wrote_while_apart() {
         ..SimConfig::new(250, Scenario::Random)
     }));
 }
+
+/// Three nodes with quorum, protocol A (session 19: seed 4035 of the wide range 3000-6999,
+/// found once the checker counted the peers that carry a Primary's writes). The Primary,
+/// cut off from one Secondary and then isolated, completed writes before it noticed the
+/// other was gone too (protocol A: sent, not received); the next Primary's lineage reached
+/// the first Secondary, and when the old Primary returned it was resynced from that
+/// Secondary as if merely behind: it had started no generation of its own for the writes
+/// only it held, so no split brain was reported (tandem starts a generation on the next
+/// write made apart, and the Primary, without quorum, made none). Not fixed; whether DRBD
+/// starts one at the loss itself was not checked.
+#[test]
+#[ignore = "engine: a Primary's in-flight protocol A writes to a lost peer start no generation"]
+fn three_nodes_report_the_split_brain_of_an_isolated_protocol_a_primary() {
+    assert_passes(&run(SimConfig {
+        nodes: 3,
+        ..SimConfig::new(4035, Scenario::Random)
+    }
+    .with_quorum()));
+}
+
+/// Three nodes with quorum, protocol C, full disks (session 19: seed 5099 of the wide range
+/// 3000-6999). A Secondary confirmed the writes of a second Primary (promoted while the
+/// first was unreachable), then followed the first again when the administrator moved the
+/// client back to it; data later moved between it and the first Primary with no split brain
+/// reported, though each held writes the other lacked. Not analysed further.
+#[test]
+#[ignore = "engine: a Secondary that carried a second Primary's writes rejoins the first without a split brain"]
+fn three_nodes_report_the_split_brain_of_a_secondary_that_followed_two_primaries() {
+    assert_passes(&run(SimConfig {
+        nodes: 3,
+        ..SimConfig::new(5099, Scenario::Random)
+    }
+    .with_quorum()));
+}
