@@ -1176,3 +1176,43 @@ fn three_nodes_report_the_split_brain_of_a_secondary_that_followed_two_primaries
     }
     .with_quorum()));
 }
+
+/// Wide-range seeds that lose data or leave replicas different (session 19, seeds 7000-10999,
+/// protocol C; not analysed beyond their first look, and outside CI's ranges):
+/// - quorum 7328: after a whole-cluster power loss, the Primary acknowledged a write its only
+///   peer failed with ENOSPC (`pass_on`), crashed, and the other node, down meanwhile, was
+///   promoted without it once the administrator settled a split brain against the node that
+///   had failed it (issue 24 item 4's class);
+/// - quorum 9289: a node promoted without a write another confirmed;
+/// - no quorum 8363: two connected UpToDate nodes differ.
+///
+/// At the end of session 18 the same range failed once (quorum 10408); each run's path moves
+/// with the engine's timing, so these are this engine's seeds, not a new class by themselves.
+#[test]
+#[ignore = "engine: wide-range data failures under protocol C, not analysed"]
+fn wide_range_protocol_c_seeds_keep_every_acknowledged_write() {
+    for (seed, quorum) in [(7328, true), (9289, true), (8363, false)] {
+        let config = SimConfig {
+            nodes: 3,
+            ..SimConfig::new(seed, Scenario::Random)
+        };
+        assert_passes(&run(if quorum { config.with_quorum() } else { config }));
+    }
+}
+
+/// More wide-range split brains not reported (session 19, seeds 3000-10999, beyond 4035 and
+/// 5099 above; not analysed): no quorum 6013 (protocol A), 7768 and 9824 (protocol B),
+/// quorum 10110 (protocol A). Under protocol B a peer that confirmed a write (received, not
+/// written) counts as carrying it even if it then lost power: some of these may be the
+/// checker's over-count rather than the engine's.
+#[test]
+#[ignore = "engine or checker: wide-range split brains not reported, not analysed"]
+fn wide_range_split_brains_are_reported() {
+    for (seed, quorum) in [(6013, false), (7768, false), (9824, false), (10110, true)] {
+        let config = SimConfig {
+            nodes: 3,
+            ..SimConfig::new(seed, Scenario::Random)
+        };
+        assert_passes(&run(if quorum { config.with_quorum() } else { config }));
+    }
+}
