@@ -32,7 +32,7 @@ pub(crate) fn control_to_wire(message: PeerMessage<Payload>) -> Option<Message> 
         PeerMessage::StaleMark { stale } => Message::StaleMark { stale },
         PeerMessage::StaleMarkAck { stale } => Message::StaleMarkAck { stale },
         PeerMessage::Ahead { ahead } => Message::Ahead { ahead },
-        PeerMessage::PeerAck { epoch } => Message::PeerAck { epoch },
+        PeerMessage::PeerAck { epoch, nodes } => Message::PeerAck { epoch, nodes },
         PeerMessage::State { role, disks } => Message::PeerState(wire::PeerState {
             role: role.code(),
             volumes: disks
@@ -59,7 +59,7 @@ pub(crate) fn control_from_wire(message: Message) -> Result<PeerMessage<Payload>
         Message::StaleMark { stale } => PeerMessage::StaleMark { stale },
         Message::StaleMarkAck { stale } => PeerMessage::StaleMarkAck { stale },
         Message::Ahead { ahead } => PeerMessage::Ahead { ahead },
-        Message::PeerAck { epoch } => PeerMessage::PeerAck { epoch },
+        Message::PeerAck { epoch, nodes } => PeerMessage::PeerAck { epoch, nodes },
         Message::PeerState(state) => {
             let role = role_of(state.role)?;
             let disks = state
@@ -421,7 +421,10 @@ mod tests {
             PeerMessage::StaleMark { stale: true },
             PeerMessage::StaleMarkAck { stale: false },
             PeerMessage::Ahead { ahead: true },
-            PeerMessage::PeerAck { epoch: 3 },
+            PeerMessage::PeerAck {
+                epoch: 3,
+                nodes: 0b11,
+            },
             PeerMessage::SyncPause {
                 volume: 0,
                 paused: true,

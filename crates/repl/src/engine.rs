@@ -1272,8 +1272,8 @@ impl<P: Clone> Engine<P> {
                 self.acked(now, slot, seq, PeerStage::Settled, out)
             }
             PeerMessage::BarrierAck { epoch } => self.barrier_acked(now, slot, epoch, out),
-            PeerMessage::PeerAck { epoch } => {
-                self.receive_peer_ack(now, slot, epoch, out);
+            PeerMessage::PeerAck { epoch, nodes } => {
+                self.receive_peer_ack(now, slot, epoch, nodes, out);
                 Ok(())
             }
             PeerMessage::State { role, disks } => {

@@ -193,7 +193,9 @@ pub enum PeerMessage<P> {
     /// Every write of the epochs up to `epoch` is on every peer the sending Primary
     /// replicates to, so it is no longer one the receiver must reconcile with its other
     /// Secondaries if that Primary is lost (`engine/reconcile.rs`; DRBD's peer ack).
-    PeerAck { epoch: u64 },
+    /// `nodes` has bit `n` set for each node id `n` that holds them (the Primary and the peers
+    /// it replicated them to); the receiver marks them for its other peers.
+    PeerAck { epoch: u64, nodes: u32 },
     /// The peer's role and disk states changed.
     State {
         role: Role,

@@ -82,7 +82,7 @@
 //! | `0x0208` | `StaleMark`    | control | `stale: u8` (Primary to peer: mark yourself possibly stale) |
 //! | `0x0209` | `StaleMarkAck` | control | `stale: u8` (the mark or its clearing is durable)         |
 //! | `0x020A` | `Ahead`        | control | `ahead: u8` (Primary to peer: you are Behind, or no longer) |
-//! | `0x020B` | `PeerAck`      | control | `epoch: u64` (Primary to peer: epochs up to it are on every peer) |
+//! | `0x020B` | `PeerAck`      | control | `epoch: u64, nodes: u32` (Primary to peer: epochs up to it are on these nodes) |
 //! | `0x0300` | `ResyncRequest`| data    | `id: u64, volume: u16, offset: u64, length: u32`          |
 //! | `0x0301` | `ResyncReply`  | data    | `id: u64, volume: u16, offset: u64`, then the payload     |
 //! | `0x0302` | `ResyncNegReply`| data   | `id: u64, volume: u16, offset: u64, length: u32, errno: u32` |
@@ -179,8 +179,9 @@ pub use verify::{VerifyOutcome, VerifyReply, VerifyRequest, VERIFY_DIGESTS_LEN_M
 /// version 6 `Ahead` (a pulled-ahead Primary tells its peer it is Behind); version 7 the
 /// `SyncUuids` purpose `RotateSeen`; version 8 the `SyncUuids` field `resync_goal` and the
 /// purpose `Accepted`; version 9 `PeerAck`, the `SyncUuids` fields `followed_node` and
-/// `followed_seq`, and its flag crashed-secondary; version 10 `Resize` (online resize).
-pub const PROTOCOL_VERSION: u16 = 10;
+/// `followed_seq`, and its flag crashed-secondary; version 10 `Resize` (online resize); version 11
+/// the `PeerAck` field `nodes`.
+pub const PROTOCOL_VERSION: u16 = 11;
 
 /// Widens a wire `u32` length to `usize`.
 ///

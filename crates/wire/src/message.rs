@@ -426,6 +426,9 @@ pub enum Message {
     PeerAck {
         /// The newest such epoch.
         epoch: u64,
+        /// The nodes that hold those writes: bit `n` for node id `n` (the sender and the
+        /// peers it replicated them to).
+        nodes: u32,
     },
     /// The sender's role and disk states.
     PeerState(PeerState),
@@ -670,6 +673,7 @@ impl Message {
             },
             Kind::PeerAck => Message::PeerAck {
                 epoch: reader.u64("peer_ack.epoch")?,
+                nodes: reader.u32("peer_ack.nodes")?,
             },
             Kind::PeerState => Message::PeerState(PeerState::decode(reader)?),
             Kind::Disconnect => Message::Disconnect {
@@ -784,7 +788,11 @@ impl Message {
                 writer.u64(*seq);
                 writer.u32(*errno);
             }
-            Message::BarrierAck { epoch } | Message::PeerAck { epoch } => writer.u64(*epoch),
+            Message::BarrierAck { epoch } => writer.u64(*epoch),
+            Message::PeerAck { epoch, nodes } => {
+                writer.u64(*epoch);
+                writer.u32(*nodes);
+            }
             Message::StaleMark { stale } | Message::StaleMarkAck { stale } => writer.bool(*stale),
             Message::Ahead { ahead } => writer.bool(*ahead),
             Message::PeerState(state) => state.encode(writer)?,

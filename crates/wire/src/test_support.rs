@@ -306,7 +306,7 @@ pub(crate) fn arb_message() -> impl Strategy<Value = Message> {
         1 => any::<bool>().prop_map(|stale| Message::StaleMark { stale }),
         1 => any::<bool>().prop_map(|stale| Message::StaleMarkAck { stale }),
         1 => any::<bool>().prop_map(|ahead| Message::Ahead { ahead }),
-        1 => any::<u64>().prop_map(|epoch| Message::PeerAck { epoch }),
+        1 => (any::<u64>(), any::<u32>()).prop_map(|(epoch, nodes)| Message::PeerAck { epoch, nodes }),
         1 => arb_peer_state().prop_map(Message::PeerState),
         1 => arb_text().prop_map(|reason| Message::Disconnect { reason }),
     ]

@@ -12,7 +12,10 @@
 //!   barrier-acknowledged ([`PeerMessage::PeerAck`]): every [`PEER_ACK_EVERY_EPOCHS`]
 //!   epochs, and at each tick once writes pause. A peer that connects counts as having
 //!   acknowledged every epoch closed before (it got none of their writes; the Primary's bitmap
-//!   for it holds them).
+//!   for it holds them). The ack names the nodes that hold those writes (the Primary and the
+//!   peers it replicated them to), and the receiver marks them for each of its other peers
+//!   not named: a third node cut off from the Primary alone, or still in its handshake with
+//!   the receiver, lacks them, and once the Primary is gone no other record says so.
 //! - **Unsettled writes.** A Secondary with another peer records the range of every
 //!   replicated write it receives, by its Primary's epoch, until a peer ack covers that epoch.
 //!   The record is bounded ([`UNSETTLED_EXTENTS_MAX`] ranges per peer and volume); past the
@@ -41,7 +44,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::engine::{mark, Engine};
+use crate::engine::{mark, replicates_to, Engine};
 use crate::extent::Extent;
 use crate::state::{ConnState, DiskState, Role};
 use crate::sync::SyncState;
@@ -77,12 +80,14 @@ impl Unsettled {
         self.ranges += 1;
     }
 
-    /// Forgets the writes of `epoch` and every earlier one. An overflowed record stays one
-    /// until the connection ends: which of its writes were settled is not known.
-    fn settle(&mut self, epoch: u64) {
+    /// Forgets the writes of `epoch` and every earlier one, and returns them. An overflowed
+    /// record stays one until the connection ends: which of its writes were settled is not
+    /// known.
+    fn settle(&mut self, epoch: u64) -> BTreeMap<u64, Vec<Extent>> {
         let later = self.by_epoch.split_off(&epoch.saturating_add(1));
         let settled = std::mem::replace(&mut self.by_epoch, later);
         self.ranges -= settled.values().map(Vec::len).sum::<usize>();
+        settled
     }
 
     fn is_empty(&self) -> bool {
@@ -119,19 +124,42 @@ impl<P: Clone> Engine<P> {
         }
     }
 
-    /// Secondary: the peer in `slot` says the epochs up to `epoch` are on all its peers.
+    /// Secondary: the peer in `slot` says the epochs up to `epoch` are on the nodes in
+    /// `nodes` (bit `n` for node id `n`). Their writes are marked for every other peer not
+    /// among them: it was away from that Primary (or still in its handshake with us), and
+    /// nothing else records that it lacks them once the Primary is gone.
     /// A node promoted meanwhile may still get one from the peer it followed.
     pub(super) fn receive_peer_ack(
         &mut self,
         now: Time,
         slot: usize,
         epoch: u64,
+        nodes: u32,
         out: &mut Vec<Action<P>>,
     ) {
-        self.peers[slot]
-            .unsettled
-            .iter_mut()
-            .for_each(|u| u.settle(epoch));
+        for vslot in 0..self.volumes.len() {
+            let settled = self.peers[slot].unsettled[vslot].settle(epoch);
+            if settled.is_empty() || self.volumes[vslot].disk == DiskState::Diskless {
+                continue;
+            }
+            let mut marked = false;
+            for (other, p) in self.peers.iter_mut().enumerate() {
+                let holds = nodes
+                    .checked_shr(u32::from(p.config.node_id))
+                    .is_some_and(|bits| bits & 1 == 1);
+                if other == slot || holds || p.bitmap_free[vslot] {
+                    continue;
+                }
+                settled
+                    .values()
+                    .flatten()
+                    .for_each(|&extent| mark(&mut p.bitmaps[vslot], extent));
+                marked = true;
+            }
+            if marked {
+                self.meta_changed(vslot, out);
+            }
+        }
         self.unpin(now, slot, Some(epoch), out);
     }
 
@@ -169,6 +197,14 @@ impl<P: Clone> Engine<P> {
         let Some(settled) = connected().map(|p| p.acked_epoch).min() else {
             return;
         };
+        // The peers that got every write since they connected (a peer Ahead, or Diskless,
+        // was skipped and is left out; one that connected since got none of the earlier
+        // epochs, which this node's bitmap holds for it, and is resynced from here).
+        let nodes = connected()
+            .filter(|p| replicates_to(p))
+            .fold(node_bit(self.node_id), |mask, p| {
+                mask | node_bit(p.config.node_id)
+            });
         let sent = self.peer_ack_sent;
         let due = if idle {
             settled > sent
@@ -181,7 +217,10 @@ impl<P: Clone> Engine<P> {
         for p in connected() {
             out.push(Action::SendControl {
                 peer: p.config.node_id,
-                message: PeerMessage::PeerAck { epoch: settled },
+                message: PeerMessage::PeerAck {
+                    epoch: settled,
+                    nodes,
+                },
             });
         }
         self.peer_ack_sent = settled;
@@ -263,4 +302,9 @@ impl<P: Clone> Engine<P> {
             }
         }
     }
+}
+
+/// Bit `n` of a peer ack's node set, for node id `n` (node ids are at most 31).
+fn node_bit(node: u8) -> u32 {
+    1_u32.checked_shl(u32::from(node)).unwrap_or(0)
 }

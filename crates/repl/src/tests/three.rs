@@ -1132,6 +1132,33 @@ fn writes_a_peer_ack_covers_are_not_resynced_after_the_primary_is_lost() {
     assert_eq!([trio.out_of_sync(1, 2), trio.out_of_sync(2, 1)], [0, 0]);
 }
 
+/// Issue 24 (simulator seed 8363, no quorum, protocol C): a peer ack names the nodes that
+/// hold its writes. A Secondary connected to a third node the Primary does not reach (it was
+/// still in its handshake with the Secondary, or cut off from the Primary alone) marks the
+/// settled writes for it. Before, the ack settled them silently: the Primary that alone had
+/// them marked then died, and the two Secondaries later resynced without those blocks and
+/// both said UpToDate with different data.
+#[test]
+fn a_peer_ack_marks_its_writes_for_a_peer_the_primary_did_not_reach() {
+    let mut trio = Trio::new();
+    trio.cut(0, 2);
+    trio.settle();
+    assert_eq!(trio.replication(1, 2), Some(ReplState::Established));
+    trio.write(1);
+    trio.settle();
+    assert!(trio.is_complete(1));
+    assert_eq!(trio.out_of_sync(1, 2), 0, "unsettled: recorded, not marked");
+    // The idle epoch closes at a tick, its barrier ack arrives, the next tick sends the ack.
+    trio.tick_all();
+    trio.tick_all();
+    assert_eq!(
+        trio.out_of_sync(1, 2),
+        4096,
+        "node 2 lacks the write the ack settled"
+    );
+    assert_eq!(trio.out_of_sync(0, 2), 4096, "the Primary's own mark");
+}
+
 /// A Secondary that lost the Primary while the other still follows it does not let the other
 /// forget the bits it marked (the Primary may be dead and not yet noticed there): the two
 /// stay connected, lending each other quorum, and resync once neither follows the Primary.

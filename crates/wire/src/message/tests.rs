@@ -86,7 +86,10 @@ fn one_of_each_kind() -> Vec<Message> {
         Message::StaleMark { stale: true },
         Message::StaleMarkAck { stale: false },
         Message::Ahead { ahead: true },
-        Message::PeerAck { epoch: 7 },
+        Message::PeerAck {
+            epoch: 7,
+            nodes: 0b101,
+        },
         Message::ResyncRequest(ResyncRequest {
             id: 1,
             volume: 0,
