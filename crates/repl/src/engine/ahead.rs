@@ -26,6 +26,8 @@
 //!   peer is durably marked possibly stale while any such bit is unresolved.
 //! - The mark is cleared (through `lag.rs`'s draining) only after the resync that leaving
 //!   Ahead started has finished and every write shipped is confirmed.
+//!
+//! Pull-ahead is DRBD's explicit trade: an Ahead peer is not held to the manager's lag bound.
 
 use std::time::Duration;
 

@@ -34,8 +34,25 @@
 //! - A client read of a Diskless volume goes to one connected UpToDate peer
 //!   ([`Engine::read_through_peer`], wire `ReadRequest`); the peer reads its disk and answers
 //!   with the data or an error; a lost connection fails the reads that waited on it (EIO).
+//!   Never to a peer for which this node keeps an out-of-sync bit in the range.
+//! - A Diskless volume's writes skip the activity log and its metadata is left as it was. A
+//!   node configured `disk none;` announces size 0 and its peers keep no bitmap for it; a
+//!   handshake with a Diskless side never starts a resync.
+//! - Only a disk error detaches ([`IoError::is_disk_error`]), never a payload that stopped
+//!   arriving (`IoError::Aborted`).
 //! - An administrator's detach of a Primary is refused unless an UpToDate peer is connected
 //!   (DRBD refuses too): the export would have no data left.
+//!
+//! Limitations:
+//! - `attach` is refused on a Primary: its disk would be a sync target under itself.
+//! - A write that was waiting for an activity-log transaction when the disk failed fails if
+//!   the transaction does.
+//! - A detached node's peers learn it on the control socket, so a write they apply in
+//!   between is written (or refused and marked), never lost. `attach` relies on the
+//!   generations (a bitmap resync after a Primary's new generation), else on DRBD's rules.
+//! - With three nodes, a Secondary that comes back Outdated behind a Diskless Primary stays
+//!   Outdated while that Primary is connected (a resync between Secondaries waits while a
+//!   Primary is near, and the Diskless Primary has nothing to send); reads avoid it.
 
 use serde::{Deserialize, Serialize};
 

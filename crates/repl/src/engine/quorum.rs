@@ -25,8 +25,15 @@
 //!   One absent peer in an unknown state puts every node back among the voters, and a node
 //!   that loses quorum forgets what it knew of absent peers (`forget_departed`): the
 //!   knowledge is trusted only while quorum held without a break since.
-//! - Not yet as in DRBD: the knowledge that a peer departed Outdated is not persisted, so
-//!   after a restart the peer counts as unknown again (stricter, never weaker).
+//! - What a node knows of departed peers is in its metadata (each peer slot's `outdated`
+//!   flag, DRBD's `MDF_PEER_OUTDATED`; `leave.rs`), so it survives a restart.
+//!
+//! Limitations (no cluster-wide two-phase commit: each node decides from its direct peers):
+//! - A Primary that disconnects from a Secondary does not ask it to outdate itself (DRBD does,
+//!   by a two-phase state change), so it loses that peer's vote; only a departing Secondary
+//!   outdates itself.
+//! - A peer that answers a promotion's ping and loses its link before the new Primary's
+//!   `State` reaches it may still lend its vote to the old Primary (a window of one message).
 
 use serde::{Deserialize, Serialize};
 

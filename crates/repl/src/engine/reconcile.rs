@@ -41,6 +41,13 @@
 //! received until its Primary's connection ends, when the records become bitmap bits.
 //! So no pair of them is UpToDate and Established with different data once the Primary is
 //! gone: the handshake that follows the marking decides a resync first.
+//!
+//! Limitations:
+//! - Peer acks are per epoch, not per write as DRBD's, and serve only this reconciliation: a
+//!   Secondary whose generation a new one left behind is resynced in full when it returns.
+//! - A reconciliation waits while one side still follows the lost Primary (until its
+//!   `ping-timeout` notices the loss), and `promote` is refused meanwhile: a failover is delayed
+//!   by that much.
 
 use std::collections::BTreeMap;
 

@@ -26,6 +26,10 @@
 //!   write lands before it, and one read after it carries its data.
 //! - Writes from an earlier connection that are still being applied are ordered the same way
 //!   (they arrived earlier), and their blocks stay out of sync on the source until confirmed.
+//!
+//! A resync that ends with failed blocks (a write error on the target, a read error on the
+//! source) leaves the target Inconsistent with those blocks still marked, and the target drops
+//! the link: the reconnect after `connect-int` retries them.
 
 use crate::engine::{csums, Engine};
 use crate::extent::Extent;

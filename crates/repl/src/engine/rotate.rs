@@ -31,6 +31,15 @@
 //!   the writes and one (the peer it lost) without them, and neither would know: DRBD's
 //!   peer acks carry this knowledge; here the new generation does (the holder's is newer).
 //!
+//! - **Left behind.** A Secondary that reaches no Primary while a connected peer's identifiers
+//!   descend from its current (the Primary went on without it) outdates itself durably and
+//!   reconnects to be resynced (`outdate_if_left_behind`). A sync target tells its other
+//!   Secondaries its identifiers when its resync starts and when its source rotates, so one
+//!   left on a generation the source has left finds out.
+//! - **Stranded.** A sync target cut off from its source while Established with an UpToDate
+//!   Primary (which keeps no bits for it) drops that link, and the Primary's handshake
+//!   resyncs it (`resync_stranded_from_primary`).
+//!
 //! Invariant: a Secondary changes its current identifier only by a handshake's resync
 //! (sync start, adoption at the end) or by a Rotate from the Primary it is Established with.
 
