@@ -5,6 +5,18 @@
 //! the Primary); every open export is counted in the engine, so the Primary cannot be demoted
 //! while a client holds it open; every request is answered exactly once (by the engine's
 //! `Complete`, by a read's own completion, or by the completion's drop guard).
+//!
+//! **Cut-through** (writes of [`STREAM_WRITE_BYTES_MIN`] or more): the write is submitted while
+//! its payload still arrives; the local write and every peer send consume it as it fills
+//! (`bufpool::Incoming`). It completes only after the whole payload was written locally (and
+//! the protocol's peer condition held), so nothing is acknowledged early. A payload that stops
+//! arriving fails the local write, which marks its blocks out of sync for every peer (they
+//! were sent zero padding for the missing part). The NBD reader that fills the payload also
+//! writes it, piece by piece between socket reads (`Disk::piece_writer`): it publishes each
+//! piece, yields so the peer senders it woke pass it on, and only then writes it
+//! (`Filler::publish`, `Filler::pass_to_sinks`), since the peer's path is the longer one. Only
+//! a throttled disk hands the write to an I/O thread, and at most `IO_THREADS - 1` of those
+//! wait for arriving payloads (`resource.rs`).
 
 use std::sync::Arc;
 

@@ -9,6 +9,8 @@
 //! its exit status, or -1 when it could not run.
 //! Every call and its outcome is also an events2 line (`call helper` / `response helper`,
 //! DRBD's words) kept in a node-wide ring of [`EVENT_LINES_MAX`] lines for `tandem events`.
+//!
+//! Limitation: `DRBD_MY_ADDRESS` is the resource's first listening address.
 
 use std::collections::VecDeque;
 use std::process::{Command, Stdio};

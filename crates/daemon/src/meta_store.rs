@@ -21,6 +21,10 @@
 //!   extents hot, promises nothing about data already written: a disconnected Primary's
 //!   periodic bitmap write-back and a sequential stream do not flush the data disk.
 //!   (Internal metadata shares the data file's `fdatasync` either way.)
+//! - **Unclean stop:** the superblock's `in_use` flag is durable before the engine runs and is
+//!   cleared only by a clean stop ([`MetaJob::Clean`]). Attach that finds it set marks every
+//!   block for each peer whose bitmap was counting, durably (a Secondary marks its absent
+//!   peers' bits only in memory), so a returning peer is never handed less than it missed.
 
 use std::sync::{Mutex, RwLock, RwLockReadGuard};
 
