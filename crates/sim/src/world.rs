@@ -713,7 +713,11 @@ impl Sim {
                     );
                 let node = &mut self.nodes[usize::from(n)];
                 let result = node.disk.finish_write(key, fua);
+                let failed = result.is_err();
                 self.with_engine(n, |e, now, out| e.local_done(now, io, result, out));
+                if failed {
+                    self.forget_holdings_of_failed_disk(n);
+                }
             }
             Action::LocalFlush { io } => {
                 node.disk.finish_flush(key);
@@ -742,6 +746,23 @@ impl Sim {
                 self.with_engine(n, |e, now, out| e.local_digest_done(now, io, result, out));
             }
             _ => {}
+        }
+    }
+
+    /// A write failed on `n`'s disk: if that made it Inconsistent (`on-io-error pass_on`),
+    /// its copy is no one's data any more, and it no longer holds writes its peers lack. The
+    /// Primary that made them still does (or they are lost with it, which the loss checks
+    /// judge); a resync into `n` overwrites nothing a split brain must decide (seed 2265:
+    /// a Secondary of a Primary cut off from the old one ran out of space, then was resynced
+    /// in full from the old Primary).
+    fn forget_holdings_of_failed_disk(&mut self, n: u8) {
+        let inconsistent = self.nodes[usize::from(n)]
+            .engine
+            .as_ref()
+            .and_then(|e| e.meta(0))
+            .is_some_and(|m| m.disk == repl::DiskState::Inconsistent);
+        if inconsistent {
+            self.wrote_apart.retain(|&(holder, _)| holder != n);
         }
     }
 
