@@ -948,6 +948,17 @@ impl Sim {
                 detected,
                 "data moved between them",
             ));
+            // A detected split brain resolved with `to` as the target: the administrator's
+            // (or an after-sb policy's) discard abandons its diverged writes from the first
+            // resync block on, towards every node; an interrupted resync leaves it an
+            // Inconsistent partial copy, no holder of them (seed 3992: such a target was later
+            // resynced by a third node, the Primary, without a split brain of its own).
+            let discarding = detected
+                && matches!(message, PeerMessage::ResyncReply { .. })
+                && self.wrote_apart.contains(&(to, from));
+            if discarding {
+                self.wrote_apart.retain(|&(holder, _)| holder != to);
+            }
         }
     }
 
