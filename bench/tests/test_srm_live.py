@@ -104,6 +104,11 @@ class Schedule(unittest.TestCase):
         self.assertLess(est["smoke"], est["quick"])
         self.assertLess(est["quick"], est["default"])
 
+    def test_nearest_and_settle_window(self):
+        pts = [(0.25, 1.0), (0.5, 2.0), (0.753, 3.0)]
+        self.assertEqual([live.nearest(pts, t, 0.125) for t in (0.248, 0.75, 0.9, 0.0)], [1.0, 3.0, None, None])
+        self.assertEqual([live.settle_window_s(s) for s in (1, 6, 10)], [0.5, 3.0, 3.0])
+
     def test_segment_of(self):
         steps = [0.0, 10.01, 20.02]
         self.assertEqual([live.segment_of(t, steps) for t in (0.25, 10.0, 10.25, 25)], [0, 0, 1, 2])
@@ -158,7 +163,7 @@ class Summary(unittest.TestCase):
 
     def test_report_lines(self):
         rows = live.segment_summary(self.traces([990, 890, 500, 990, 410]), SEGMENT_S)
-        text = "\n".join(live.summary_lines(rows, 1, 1))
+        text = "\n".join(live.summary_lines(rows, 1, 1, SEGMENT_S))
         self.assertIn("| 2: +50 ms |", text)
         self.assertIn("**FAIL**", text)
         self.assertEqual(live._verdict_sentence(rows), "SRM meets the target in 4 of 5 segments; it misses it in: "
@@ -168,6 +173,7 @@ class Summary(unittest.TestCase):
 class RowsAndPlot(unittest.TestCase):
     def test_rows(self):
         tr = trace([1000, 300, 150, 1000, 400], "CAAAA", (0, 2, 4, 1, 60))
+        tr["clat_us"] = [(t + 0.003, v) for t, v in tr["clat_us"]]
         rows = live.rows_of(tr, "srm-on", 1)
         self.assertEqual(len(rows), len(tr["iops"]))
         r = next(r for r in rows if r["time_s"] == 15.0)

@@ -21,6 +21,7 @@ verdicts are pure functions of the recorded series (segment_summary), so they ar
 fixtures; --smoke's segments are too short for the target, so its verdicts say "not meaningful".
 """
 
+import bisect
 import os
 import subprocess
 import threading
@@ -261,10 +262,19 @@ def _state_at(polls, t, within_s=1.0):
     return best
 
 
+def nearest(series, t, within_s):
+    """The value of the point of series (sorted by time) nearest to t, if within within_s."""
+    times = [u for u, _ in series]
+    i = bisect.bisect_left(times, t)
+    near = [j for j in (i - 1, i) if 0 <= j < len(series) and abs(times[j] - t) <= within_s]
+    return series[min(near, key=lambda j: abs(times[j] - t))][1] if near else None
+
+
 def rows_of(trace, variant, rep):
-    """CSV rows, one per fio interval: time, segment, IOPS, mean completion latency, and the
-    protocol, backlog and its bound from the poll just before it."""
-    clat = dict(trace["clat_us"])
+    """CSV rows, one per fio interval: time, segment, IOPS, the mean completion latency of the
+    same interval (fio's two logs are stamped a few ms apart), and the protocol, backlog and its
+    bound from the poll just before it."""
+    clat = sorted(trace["clat_us"])
     rows = []
     for t, iops in trace["iops"]:
         k = segment_of(t, trace["steps"])
@@ -273,7 +283,8 @@ def rows_of(trace, variant, rep):
         backlog = state.get("unreplicated_bytes")
         oldest = state.get("oldest_s")
         rows.append({"time_s": round(t, 3), "variant": variant, "rep": rep, "segment": k, "segment_label": seg.label,
-                     "rtt_ms": seg.rtt_ms, "rate": seg.rate, "iops": iops, "clat_mean_us": clat.get(t),
+                     "rtt_ms": seg.rtt_ms, "rate": seg.rate, "iops": iops,
+                     "clat_mean_us": nearest(clat, t, LOG_AVG_MS / 2000),
                      "protocol": state.get("protocol"),
                      "unreplicated_kib": None if backlog is None else int(backlog) // 1024,
                      "oldest_unreplicated_ms": None if oldest is None else round(oldest * 1000),
@@ -288,8 +299,14 @@ def _bounds(steps, end, k):
     return start, stop
 
 
-def _settled_median(series, start, stop):
-    return stats.median([v for t, v in series if start + SETTLE_S <= t < stop])
+def settle_window_s(segment_s):
+    """The settle excluded from a segment's median: SETTLE_S, or half a segment shorter than
+    twice that (--smoke's 1 s segments, whose verdicts are not meaningful anyway)."""
+    return min(SETTLE_S, segment_s / 2)
+
+
+def _settled_median(series, start, stop, settle_s):
+    return stats.median([v for t, v in series if start + settle_s <= t < stop])
 
 
 def settle_time(series, start, stop, reference):
@@ -329,12 +346,13 @@ def segment_summary(traces, segment_s, smoke=False):
     verdict. traces: {variant: trace} of one repetition (a variant may be missing)."""
     out = []
     meaningful = not smoke and segment_s > SETTLE_S + SMOOTH_S
+    settle_s = settle_window_s(segment_s)
     for k, seg in enumerate(SCHEDULE):
         row = {"segment": k, "label": seg.label}
         for v in VARIANTS:
             tr = traces.get(v)
             start, stop = _bounds(tr["steps"], tr["end"], k) if tr else (None, None)
-            row[v] = _settled_median(tr["iops"], start, stop) if start is not None else None
+            row[v] = _settled_median(tr["iops"], start, stop, settle_s) if start is not None else None
         statics = [(row[v], v) for v in STATIC_VARIANTS if row[v] is not None]
         best, best_name = max(statics) if statics else (None, None)
         row.update(best=best, best_name=best_name, ratio=stats.ratio(row[SRM_VARIANT], best))
@@ -369,7 +387,7 @@ def _mib(value):
     return "–" if value is None else f"{value / (1 << 20):.1f}"
 
 
-def summary_lines(summary, rep, reps):
+def summary_lines(summary, rep, reps, segment_s):
     """The per-segment table of one repetition."""
     body = []
     for r in summary:
@@ -380,7 +398,7 @@ def summary_lines(summary, rep, reps):
                      r["protocols"] or "–", f"{_mib(r['backlog_acked_max'])} / {_mib(r['backlog_max'])}",
                      "–" if age is None else f"{age:.2f} s", f"**{r['verdict']}**"])
     title = "Per segment" + (f" (repetition {rep} of {reps})" if reps > 1 else "")
-    return [f"{title}: median IOPS after a {SETTLE_S:g} s settle; SRM's ratio to the better static protocol; "
+    return [f"{title}: median IOPS after a {settle_window_s(segment_s):g} s settle; SRM's ratio to the better static protocol; "
             f"SRM's settle time (end of the first {SMOOTH_S:g} s window from which every window's mean IOPS stays "
             f">= {KEEP_MIN:.0%} of the better static's median); SRM's protocols in force; SRM's largest backlog "
             f"of acknowledged writes (while A was in force or the peer marked possibly stale) / at all, MiB, and the "
@@ -442,7 +460,7 @@ def run(ctx):
             ratio = "–" if r["ratio"] is None else f"{r['ratio']:.2f}"
             procs.log(f"{NAME}: rep {rep} segment {r['label']}: SRM / {r['best_name']} {ratio}, "
                       f"settle {r['settle_s']} -> {r['verdict']}")
-        o.lines += summary_lines(summary, rep, reps)
+        o.lines += summary_lines(summary, rep, reps, ctx.mode.live_segment_s)
         o.lines += [f"Summary{f' (repetition {rep})' if reps > 1 else ''}: "
                     + _verdict_sentence(summary), ""]
     o.lines += common.replica_lines(checks)
@@ -474,11 +492,11 @@ def plot(traces, segment_s):
         panels.append(svg.Panel("mean completion latency (µs)" + (", log" if log else ""), lat, log=log))
     srm = traces.get(SRM_VARIANT)
     if srm:
-        codes = {"A": 0, "B": 1, "C": 2}
+        codes = {"A": 0.0, "B": 0.5, "C": 1.0}
         proto = [(t, codes[m["protocol"]]) for t, m in srm["polls"] if m and m.get("protocol") in codes]
+        names = tuple((v, p) for p, v in codes.items() if p != "B" or v in {y for _, y in proto})
         if proto:
-            panels.append(svg.Panel("SRM: protocol in force", ((SRM_VARIANT, proto),), step=True,
-                                    y_names=((0, "A"), (1, "B"), (2, "C"))))
+            panels.append(svg.Panel("SRM: protocol in force", ((SRM_VARIANT, proto),), step=True, y_names=names))
     backlog = tuple((v, [(t, (m.get("unreplicated_bytes") or 0) / (1 << 20)) for t, m in traces[v]["polls"] if m])
                     for v in (SRM_VARIANT, "proto-A") if v in traces)
     backlog = tuple(s for s in backlog if s[1])
