@@ -131,6 +131,16 @@ class Summary(unittest.TestCase):
         self.assertLessEqual(rows[1]["settle_s"], 3.0)
         self.assertEqual(rows[1]["protocols"], "A")
 
+    def test_dip_share(self):
+        pts = [(t / 4, 100.0 if t % 8 else 10.0) for t in range(1, 41)]
+        self.assertEqual(live.dip_share([(t / 4, 5.0) for t in range(1, 41)], 0, 10, 3), 0.0)
+        share = live.dip_share(pts, 0, 10, 3)
+        self.assertGreater(share, 0.3)
+        self.assertLess(share, 0.7)
+        self.assertIsNone(live.dip_share([], 0, 10, 3))
+        rows = live.segment_summary(self.traces([990, 890, 870, 990, 410]), SEGMENT_S)
+        self.assertEqual([r["best_dips"] for r in rows], [0.0] * 5)
+
     def test_slow_settle_and_low_ratio_fail(self):
         late = lambda t: 300 if t < 5 else 890  # noqa: E731
         rows = live.segment_summary(self.traces([990, late, 500, 990, 410]), SEGMENT_S)
