@@ -148,6 +148,9 @@ class Summary(unittest.TestCase):
         self.assertGreater(rows[1]["settle_s"], 5.0)
         self.assertEqual(rows[2]["verdict"], "FAIL")
         self.assertIsNone(rows[2]["settle_s"])
+        self.assertEqual(live.shortfalls(rows[1]), ["settled in 5.7 s > 3 s"])
+        self.assertEqual(live.shortfalls(rows[2]), ["never reached 90%", "ratio 0.57 < 0.90"])
+        self.assertEqual(live.shortfalls(rows[0]), [])
         self.assertAlmostEqual(rows[2]["ratio"], 500 / 880)
 
     def test_backlog_beyond_the_bound_fails(self):
@@ -156,6 +159,7 @@ class Summary(unittest.TestCase):
         self.assertEqual(rows[4]["verdict"], "FAIL")
         rows = live.segment_summary(self.traces([990, 890, 870, 990, 410], oldest_s=2.5), SEGMENT_S)
         self.assertEqual(rows[1]["verdict"], "FAIL")
+        self.assertEqual(live.shortfalls(rows[1]), ["oldest acked write 2.50 s > 2 s"])
         # Under protocol C nothing unreplicated is acknowledged: a large backlog there is no breach.
         rows = live.segment_summary(self.traces([990, 890, 870, 990, 410], "CCCCC", (0, 0, 0, 0, 100)), SEGMENT_S)
         self.assertIsNone(rows[4]["backlog_acked_max"])
@@ -175,7 +179,7 @@ class Summary(unittest.TestCase):
         rows = live.segment_summary(self.traces([990, 890, 500, 990, 410]), SEGMENT_S)
         text = "\n".join(live.summary_lines(rows, 1, 1, SEGMENT_S))
         self.assertIn("| 2: +50 ms |", text)
-        self.assertIn("**FAIL**", text)
+        self.assertIn("**FAIL** (never reached 90%; ratio 0.57 < 0.90)", text)
         self.assertEqual(live._verdict_sentence(rows), "SRM meets the target in 4 of 5 segments; it misses it in: "
                                                        "+50 ms.")
 

@@ -403,6 +403,23 @@ def within_bound(row):
     return (b is None or b <= LAG_BYTES_DEFAULT) and (age is None or age <= LAG_TIME_DEFAULT_S)
 
 
+def shortfalls(row):
+    """Why a segment misses the target: a list of short phrases (empty when it meets it)."""
+    out = []
+    if row.get("settle_s") is None:
+        out.append(f"never reached {KEEP_MIN:.0%}")
+    elif row["settle_s"] > SETTLE_S:
+        out.append(f"settled in {row['settle_s']:.1f} s > {SETTLE_S:g} s")
+    if row.get("ratio") is not None and row["ratio"] < KEEP_MIN:
+        out.append(f"ratio {row['ratio']:.2f} < {KEEP_MIN:.2f}")
+    b, age = row.get("backlog_acked_max"), row.get("oldest_acked_max_s")
+    if b is not None and b > LAG_BYTES_DEFAULT:
+        out.append(f"backlog {_mib(b)} MiB > {LAG_BYTES_DEFAULT >> 20} MiB")
+    if age is not None and age > LAG_TIME_DEFAULT_S:
+        out.append(f"oldest acked write {age:.2f} s > {LAG_TIME_DEFAULT_S:g} s")
+    return out
+
+
 def verdict(row, meaningful):
     """PASS, FAIL, 'not measured' or 'not meaningful (smoke)' for one segment's row."""
     if row.get("ratio") is None:
@@ -430,7 +447,8 @@ def summary_lines(summary, rep, reps, segment_s):
                      "–" if r["ratio"] is None else f"{r['ratio']:.2f}",
                      "not settled" if r["settle_s"] is None else f"{r['settle_s']:.2f} s",
                      r["protocols"] or "–", f"{_mib(r['backlog_acked_max'])} / {_mib(r['backlog_max'])}",
-                     "–" if age is None else f"{age:.2f} s", f"**{r['verdict']}**"])
+                     "–" if age is None else f"{age:.2f} s",
+                     f"**{r['verdict']}**" + (f" ({'; '.join(shortfalls(r))})" if r["verdict"] == "FAIL" else "")])
     title = "Per segment" + (f" (repetition {rep} of {reps})" if reps > 1 else "")
     return [f"{title}: median IOPS after a {settle_window_s(segment_s):g} s settle; SRM's ratio to the better static protocol; "
             f"SRM's settle time (from the step to the end of the first {SMOOTH_S:g} s window whose mean IOPS is "
