@@ -173,6 +173,21 @@ def tandem_status(run_dir):
         return None
 
 
+def clear_bitmap(run_dir, deadline_s=CONNECT_DEADLINE_S):
+    """`tandem new-current-uuid --clear-bitmap r0`, retried while the peer's handshake is still
+    in progress (Connected comes a moment before the volumes' handshake ends, and the engine
+    refuses the change meanwhile); SetupError on any other failure or at the deadline."""
+    t_end = time.monotonic() + deadline_s
+    while True:
+        proc = tandem_admin(run_dir, "new-current-uuid", "--clear-bitmap", "r0", check=False)
+        if proc.returncode == 0:
+            return
+        if "in progress" not in proc.stderr or time.monotonic() > t_end:
+            raise SetupError(f"tandem new-current-uuid --clear-bitmap r0: exit {proc.returncode}: "
+                             f"{proc.stderr.strip()}")
+        time.sleep(0.1)
+
+
 def start_node(reaper, workdir, res, name):
     """Starts node `name` of res; returns (Popen, run_dir) once its admin socket answers."""
     run_dir = os.path.join(workdir, f"run-{name}")
@@ -262,7 +277,7 @@ class Cluster:
             live = [p for _, p in self.nodes]
             procs.wait_for("alice and bob Connected", lambda: is_linked(alice), CONNECT_DEADLINE_S, procs=live)
             # Fresh (zeroed) disks: skip the initial sync, as DRBD's users do.
-            tandem_admin(alice, "new-current-uuid", "--clear-bitmap", "r0")
+            clear_bitmap(alice)
             procs.wait_for("alice and bob Connected/Established/UpToDate", lambda: is_connected(alice),
                            CONNECT_DEADLINE_S, procs=live)
             self.connect_s = time.monotonic() - t0
