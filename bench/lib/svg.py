@@ -237,7 +237,8 @@ TS_PANEL_GAP_PX = 30
 
 @dataclass(frozen=True)
 class Panel:
-    """One panel of timeseries_chart. series: [(name, [(x, y), ...])]; log: a log10 y axis
+    """One panel of timeseries_chart. series: [(name, [(x, y), ...])], a y of None breaks the
+    line there (a gap, nothing measured); log: a log10 y axis
     (values must be positive); step: each value holds until the next point (a state, such as
     the protocol in force); y_names: ((value, label), ...) replaces the numeric ticks (a named
     axis); reference: optional (y value, label) drawn as a dashed horizontal line (a bound)."""
@@ -278,10 +279,11 @@ def _clean_panel(title, panel):
     """The panel's series as [(name, sorted points)], checked; PlotError for bad input."""
     clean = []
     for name, points in panel.series:
-        pts = sorted((_check_number(x, f"{title} x"), _check_number(y, f"{title} y")) for x, y in points)
-        if panel.log and any(y <= 0 for _, y in pts):
+        pts = sorted(((_check_number(x, f"{title} x"), None if y is None else _check_number(y, f"{title} y"))
+                      for x, y in points), key=lambda p: p[0])
+        if panel.log and any(y is not None and y <= 0 for _, y in pts):
             raise PlotError(f"{title}: series {name!r} has a value <= 0 on a log axis")
-        if pts:
+        if any(y is not None for _, y in pts):
             clean.append((name, pts))
     if not clean:
         raise PlotError(f"{title}: panel {panel.y_label!r} has no points")
@@ -320,12 +322,21 @@ def _panel_axis(frame, panel):
 def _panel_lines(frame, panel, clean, colours):
     out = []
     for name, pts in clean:
+        runs = [[]]
+        for point in pts:
+            if point[1] is None:
+                runs.append([])
+            else:
+                runs[-1].append(point)
+        runs = [r for r in runs if r]
         if panel.step:
-            pts = [p for a, b in zip(pts, pts[1:] + [None]) for p in ([a, (b[0], a[1])] if b else [a])]
-        coords = " ".join(f"{frame.px_x(x):.1f},{frame.px_y(y):.1f}" for x, y in pts)
-        out.append(f'<g class="series" data-name={quoteattr(str(name))} data-points="{len(pts)}">')
-        out.append(f'<polyline class="line" points="{coords}" fill="none" stroke="{colours[name]}" '
-                   f'stroke-width="1.5"/></g>')
+            runs = [[p for a, b in zip(r, r[1:] + [None]) for p in ([a, (b[0], a[1])] if b else [a])] for r in runs]
+        out.append(f'<g class="series" data-name={quoteattr(str(name))} data-points="{sum(map(len, runs))}">')
+        for run in runs:
+            coords = " ".join(f"{frame.px_x(x):.1f},{frame.px_y(y):.1f}" for x, y in run)
+            out.append(f'<polyline class="line" points="{coords}" fill="none" stroke="{colours[name]}" '
+                       f'stroke-width="1.5"/>')
+        out.append("</g>")
     if panel.reference is not None:
         y = frame.px_y(_check_number(panel.reference[0], "reference"))
         out.append(f'<g class="reference"><line x1="{frame.left}" y1="{y:.1f}" x2="{frame.right}" y2="{y:.1f}" '
@@ -367,7 +378,8 @@ def timeseries_chart(title, x_label, panels, markers=()):
     frames = []
     for i, (panel, clean) in enumerate(zip(panels, cleaned)):
         top = MARGIN_TOP_PX + 12 + i * (TS_PANEL_HEIGHT_PX + TS_PANEL_GAP_PX)
-        frame = _PanelFrame((min(xs), max(xs)), _panel_ticks(panel, [y for _, pts in clean for _, y in pts]),
+        frame = _PanelFrame((min(xs), max(xs)), _panel_ticks(panel, [y for _, pts in clean for _, y in pts
+                                                                     if y is not None]),
                             top, panel.log)
         frames.append(frame)
         out += [f'<g class="panel" data-y-label={quoteattr(panel.y_label)}>'] + _panel_axis(frame, panel)

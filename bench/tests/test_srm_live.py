@@ -210,3 +210,12 @@ class RowsAndPlot(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class Gaps(unittest.TestCase):
+    def test_fill_gaps(self):
+        pts = [(0.25, 5.0), (0.5, 6.0), (1.5, 7.0), (1.75, 8.0)]
+        self.assertEqual(live.fill_gaps(pts, 0.25, 0.0), [(0.25, 5.0), (0.5, 6.0), (0.75, 0.0), (1.0, 0.0),
+                                                          (1.25, 0.0), (1.5, 7.0), (1.75, 8.0)])
+        self.assertEqual(live.fill_gaps(pts[:2], 0.25, None), pts[:2])
+        self.assertEqual(live.fill_gaps([], 0.25, 0.0), [])

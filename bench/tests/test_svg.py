@@ -154,3 +154,8 @@ class TimeseriesChart(unittest.TestCase):
         top, height = float(frame.get("y")), float(frame.get("height"))
         line = [g for g in panel.iter(f"{NS}g") if g.get("class") == "reference"][0].find(f"{NS}line")
         self.assertTrue(top <= float(line.get("y1")) <= top + height)
+
+    def test_gaps_break_the_line(self):
+        root = parse(svg.timeseries_chart("t", "x", [svg.Panel("y", (("a", [(0, 1), (1, 2), (2, None), (3, 4)]),))]))
+        lines = marks(series(root)[0], "polyline", "line")
+        self.assertEqual([len(l.get("points").split()) for l in lines], [2, 1])

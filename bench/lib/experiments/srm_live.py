@@ -177,6 +177,21 @@ def _step_link(c, proc, t0, segment_s):
     return steps
 
 
+def fill_gaps(series, interval_s, value):
+    """series with a point of `value` every interval_s wherever two points lie more than 1.5
+    intervals apart: fio writes no averaged log entry for a window in which nothing completed,
+    so a gap in its IOPS log is a stall (0 IOPS), and a gap in its latency log is no data."""
+    out = []
+    for a, b in zip(series, series[1:] + [None]):
+        out.append(a)
+        if b is not None and b[0] - a[0] > 1.5 * interval_s:
+            t = a[0] + interval_s
+            while t < b[0] - interval_s / 2:
+                out.append((t, value))
+                t += interval_s
+    return out
+
+
 def record(ctx, c, variant, rep, wd):
     """Runs the job with the schedule on cluster c; returns the trace: {"iops": [(t, IOPS)],
     "clat_us": [(t, µs)], "polls": [(t, metrics or None)], "steps": [t], "end": t, "fio": metrics}."""
@@ -203,7 +218,9 @@ def record(ctx, c, variant, rep, wd):
         raise BenchError(f"fio {variant}: exit {rc}: {procs.tail(os.path.join(wd, 'fio.log'), 10).strip()[-800:]}")
     iops_log, clat_log = fio.log_paths(prefix)
     _keep_raw(out_json, iops_log, clat_log, polls, t0)
-    trace = {"iops": _read_log(iops_log, t0), "clat_us": [(t, v / 1000) for t, v in _read_log(clat_log, t0)],
+    interval_s = LOG_AVG_MS / 1000
+    trace = {"iops": fill_gaps(_read_log(iops_log, t0), interval_s, 0.0),
+             "clat_us": [(t, v / 1000) for t, v in _read_log(clat_log, t0)],
              "polls": polls, "steps": steps, "end": len(SCHEDULE) * ctx.mode.live_segment_s,
              "fio": fio.parse_file(out_json)}
     if not trace["iops"]:
@@ -539,9 +556,10 @@ def _verdict_sentence(summary):
 def plot(traces, segment_s):
     """The time-series figure of one repetition (see the module comment)."""
     iops = tuple((v, [(t, y) for t, y in traces[v]["iops"]]) for v in VARIANTS if v in traces)
-    lat = tuple((v, [(t, y) for t, y in traces[v]["clat_us"] if y > 0]) for v in VARIANTS if v in traces)
+    lat = tuple((v, fill_gaps([(t, y) for t, y in traces[v]["clat_us"] if y > 0], LOG_AVG_MS / 1000, None))
+                for v in VARIANTS if v in traces)
     lat = tuple(s for s in lat if s[1])
-    ys = [y for _, pts in lat for _, y in pts]
+    ys = [y for _, pts in lat for _, y in pts if y is not None]
     log = bool(ys) and max(ys) / max(min(ys), 1e-9) >= 100
     panels = [svg.Panel("IOPS", iops)]
     if lat:
