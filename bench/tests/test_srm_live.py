@@ -182,6 +182,7 @@ class Summary(unittest.TestCase):
         self.assertIn("**FAIL** (never reached 90%; ratio 0.57 < 0.90)", text)
         self.assertEqual(live._verdict_sentence(rows), "SRM meets the target in 4 of 5 segments; it misses it in: "
                                                        "+50 ms.")
+        self.assertEqual(live.SCHEDULE[-1].label, "0 ms at 10 MiB/s")
 
 
 class RowsAndPlot(unittest.TestCase):

@@ -52,6 +52,7 @@ LAG_BYTES_DEFAULT = 64 << 20
 LAG_TIME_DEFAULT_S = 2.0
 
 DROP_RATE = "10MiB/s"
+DROP_RATE_LABEL = "10 MiB/s"
 SAMPLE_INTERVAL_S = 0.25
 LOG_AVG_MS = 250
 SETTLE_S = 3.0
@@ -76,7 +77,7 @@ class Segment:
 
 
 SCHEDULE = (Segment("0 ms", 0), Segment("+20 ms", 20), Segment("+50 ms", 50), Segment("back to 0 ms", 0),
-            Segment(f"0 ms, {DROP_RATE}", 0, DROP_RATE))
+            Segment(f"0 ms at {DROP_RATE_LABEL}", 0, DROP_RATE))
 
 
 def variant_setup(variant, image_bytes):
@@ -478,7 +479,7 @@ def summary_lines(summary, rep, reps, segment_s):
 
 def method_lines(mode, reps):
     s = mode.live_segment_s
-    steps = ", ".join(f"{seg.label}" for seg in SCHEDULE)
+    steps = " -> ".join(f"{seg.label}" for seg in SCHEDULE)
     return [
         f"Three variants, each on a fresh pair behind `tandem-linkemu` ({fio.human_bytes(mode.srm.image_bytes)} "
         "devices): protocol C, protocol A, and protocol C with `options { srm on; }` and every other SRM setting "
@@ -487,7 +488,7 @@ def method_lines(mode, reps):
         "-low 2 ms). One fio job per variant, 4 KiB randwrite QD32 through alice's NBD export, time-based for the "
         f"whole schedule ({len(SCHEDULE)} x {s} s, no warm-up), while the suite steps the running link through the "
         f"emulator's control socket every {s} s: {steps} (added round trip, half each way; the last segment cuts "
-        f"the relay's rate to {DROP_RATE} per direction, below what the job writes on an open link). fio logs IOPS "
+        f"the relay's rate to {DROP_RATE_LABEL} per direction, below what the job writes on an open link). fio logs IOPS "
         f"and mean completion latency averaged over {LOG_AVG_MS} ms; alice's Prometheus endpoint is polled every "
         f"{SAMPLE_INTERVAL_S:g} s for the protocol in force, the unreplicated backlog and the age of its oldest "
         "write (a peak between two polls can be missed). After each run the link is set back to 0 ms, unlimited, "
@@ -550,7 +551,7 @@ def _verdict_sentence(summary):
     if not any(v in ("PASS", "FAIL") for v in verdicts):
         return f"no verdict ({verdicts[0] if verdicts else 'not measured'})."
     return (f"SRM meets the target in {passed} of {len(summary)} segments"
-            + (f"; it misses it in: {', '.join(failed)}." if failed else "."))
+            + (f"; it misses it in: {'; '.join(failed)}." if failed else "."))
 
 
 def plot(traces, segment_s):
