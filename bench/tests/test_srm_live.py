@@ -185,6 +185,19 @@ class Summary(unittest.TestCase):
         self.assertEqual(live.SCHEDULE[-1].label, "0 ms at 10 MiB/s")
 
 
+class Across(unittest.TestCase):
+    def test_across_repetitions(self):
+        make = Summary().traces
+        good = live.segment_summary(make([990, 890, 870, 990, 410]), SEGMENT_S)
+        bad = live.segment_summary(make([990, 890, 500, 990, 410]), SEGMENT_S)
+        text = "\n".join(live.across_lines([good, bad, good]))
+        self.assertIn("Across the 3 repetitions:", text)
+        self.assertIn("| 2: +50 ms | 0.99 (0.57–0.99) |", text)
+        self.assertIn("(1 never)", text)
+        self.assertIn("| 2 of 3 |", text)
+        self.assertIn("| 3 of 3 |", text)
+
+
 class RowsAndPlot(unittest.TestCase):
     def test_rows(self):
         tr = trace([1000, 300, 150, 1000, 400], "CAAAA", (0, 2, 4, 1, 60))

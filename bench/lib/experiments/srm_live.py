@@ -477,6 +477,27 @@ def summary_lines(summary, rep, reps, segment_s):
          "SRM protocols", "SRM backlog MiB (acked / all)", "oldest acked", "verdict"], body, "lrrrlrrrlrrl") + [""]
 
 
+def across_lines(summaries):
+    """With repetitions: per segment, SRM's ratio to the better static (median, min–max), its
+    settle time (median, max), the oldest acknowledged write (max) and how many passed."""
+    body = []
+    for k, seg in enumerate(SCHEDULE):
+        rows = [s[k] for s in summaries if k < len(s)]
+        ratios = [r["ratio"] for r in rows if r["ratio"] is not None]
+        settles = [r["settle_s"] for r in rows if r["settle_s"] is not None]
+        ages = [r["oldest_acked_max_s"] for r in rows if r.get("oldest_acked_max_s") is not None]
+        lo, hi = stats.spread(ratios)
+        body.append([f"{k}: {seg.label}",
+                     "–" if not ratios else f"{stats.median(ratios):.2f} ({lo:.2f}–{hi:.2f})",
+                     "–" if not settles else f"{stats.median(settles):.2f} s / {max(settles):.2f} s"
+                     + (f" ({len(rows) - len(settles)} never)" if len(settles) < len(rows) else ""),
+                     "–" if not ages else f"{max(ages):.2f} s",
+                     f"{sum(r['verdict'] == 'PASS' for r in rows)} of {len(rows)}"])
+    return [f"Across the {len(summaries)} repetitions:", ""] + table(
+        ["segment", "SRM / better static, median (min–max)", "SRM settle, median / max", "oldest acked write, max",
+         "PASS"], body, "lrrrr") + [""]
+
+
 def method_lines(mode, reps):
     s = mode.live_segment_s
     steps = " -> ".join(f"{seg.label}" for seg in SCHEDULE)
@@ -537,6 +558,8 @@ def run(ctx):
         o.lines += summary_lines(summary, rep, reps, ctx.mode.live_segment_s)
         o.lines += [f"Summary{f' (repetition {rep})' if reps > 1 else ''}: "
                     + _verdict_sentence(summary), ""]
+    if reps > 1:
+        o.lines += across_lines([segment_summary(t, ctx.mode.live_segment_s, smoke) for t in per_rep])
     o.lines += common.replica_lines(checks)
     if per_rep and per_rep[0]:
         common.try_plot(ctx, o, f"{NAME}.svg", "IOPS, completion latency, SRM's protocol and backlog over the schedule",
