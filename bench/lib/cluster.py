@@ -10,11 +10,13 @@ the peer is Connected / Established / UpToDate.
 With Setup.link_rtt_ms set, the peers do not talk directly: one tandem-linkemu process relays
 alice -> bob and bob -> alice, each direction delayed by half the round trip, and each node gets
 its own drbd.conf in which the peer's address is the relay in front of it. The emulator is
-stopped with the nodes.
+stopped with the nodes. Its control socket (`--control`, bench/linkemu.md) lets an experiment
+change the running link (Cluster.set_link), e.g. step the delay while fio runs.
 """
 
 import json
 import os
+import socket
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -29,6 +31,7 @@ ADMIN_TIMEOUT_S = 30.0
 DEFAULT_NET = (("max-buffers", "8000"), ("max-epoch-size", "8000"))
 
 LINKEMU_START_DEADLINE_S = 20.0
+LINKEMU_CONTROL_TIMEOUT_S = 5.0
 _binary = {"path": None, "linkemu": None}
 
 
@@ -52,7 +55,8 @@ class Setup:
     (resync and activity-log options) likewise, none by default; options: the resource's
     `options { }` lines (e.g. `srm on`) likewise, none by default; fuse_mount: an absolute
     directory for alice's `fuse-mount` line (her FUSE export), none by default; throttle_us:
-    (alice, bob) `disk-throttle-latency` in microseconds, 0 for a node at full speed."""
+    (alice, bob) `disk-throttle-latency` in microseconds, 0 for a node at full speed; metrics:
+    alice serves Prometheus metrics on a free loopback port (`metrics-address`, Cluster.metrics_url)."""
 
     kind: str
     protocol: str = "C"
@@ -64,6 +68,7 @@ class Setup:
     options: tuple = ()
     fuse_mount: str = None
     throttle_us: tuple = (0, 0)
+    metrics: bool = False
 
     def name(self):
         """'standalone' or 'proto-C' unless a label was given."""
@@ -82,14 +87,16 @@ def _section(name, pairs):
     return f"  {name} {{\n{body}  }}\n" if pairs else ""
 
 
-def resource_text(protocol, net, disks, ports, disk_options=(), options=(), fuse_mount=None, throttle_us=(0, 0)):
+def resource_text(protocol, net, disks, ports, disk_options=(), options=(), fuse_mount=None, throttle_us=(0, 0),
+                  metrics_address=None):
     """The drbd.conf text of resource r0 for alice (disks[0], ports[0]) and bob, with external
     metadata beside each backing file (meta_path); a `disk { }` section only if disk_options,
     an `options { }` section (before `net`) only if options; `fuse-mount "DIR";` in alice's
-    `on` section only if fuse_mount."""
+    `on` section only if fuse_mount; `metrics-address ADDR;` there only if metrics_address."""
     opts = "".join(f"    {k} {v};\n" for k, v in net)
     disk = _section("disk", disk_options)
     fuse = f'    fuse-mount "{fuse_mount}";\n' if fuse_mount else ""
+    fuse += f"    metrics-address {metrics_address};\n" if metrics_address else ""
     slow = [f"    disk-throttle-latency {us};\n" if us else "" for us in throttle_us]
     return f"""# written by bench/run
 resource r0 {{
@@ -119,10 +126,11 @@ resource r0 {{
 
 
 def write_res(path, protocol, disks, ports, net=DEFAULT_NET, disk_options=(), options=(), fuse_mount=None,
-              throttle_us=(0, 0)):
+              throttle_us=(0, 0), metrics_address=None):
     """Writes resource_text to path."""
     with open(path, "w", encoding="utf-8") as f:
-        f.write(resource_text(protocol, net, disks, ports, disk_options, options, fuse_mount, throttle_us))
+        f.write(resource_text(protocol, net, disks, ports, disk_options, options, fuse_mount, throttle_us,
+                              metrics_address))
 
 
 def make_image(path, size_bytes=1 << 30):
@@ -163,6 +171,21 @@ def tandem_status(run_dir):
         return json.loads(proc.stdout)["resources"][0]
     except (ValueError, KeyError, IndexError, TypeError):
         return None
+
+
+def clear_bitmap(run_dir, deadline_s=CONNECT_DEADLINE_S):
+    """`tandem new-current-uuid --clear-bitmap r0`, retried while the peer's handshake is still
+    in progress (Connected comes a moment before the volumes' handshake ends, and the engine
+    refuses the change meanwhile); SetupError on any other failure or at the deadline."""
+    t_end = time.monotonic() + deadline_s
+    while True:
+        proc = tandem_admin(run_dir, "new-current-uuid", "--clear-bitmap", "r0", check=False)
+        if proc.returncode == 0:
+            return
+        if "in progress" not in proc.stderr or time.monotonic() > t_end:
+            raise SetupError(f"tandem new-current-uuid --clear-bitmap r0: exit {proc.returncode}: "
+                             f"{proc.stderr.strip()}")
+        time.sleep(0.1)
 
 
 def start_node(reaper, workdir, res, name):
@@ -219,6 +242,8 @@ class Cluster:
         self.watch = {}
         self.connect_s = None
         self.emulator = None
+        self.control_path = None
+        self.metrics_url = None
 
     def __enter__(self):
         try:
@@ -252,7 +277,7 @@ class Cluster:
             live = [p for _, p in self.nodes]
             procs.wait_for("alice and bob Connected", lambda: is_linked(alice), CONNECT_DEADLINE_S, procs=live)
             # Fresh (zeroed) disks: skip the initial sync, as DRBD's users do.
-            tandem_admin(alice, "new-current-uuid", "--clear-bitmap", "r0")
+            clear_bitmap(alice)
             procs.wait_for("alice and bob Connected/Established/UpToDate", lambda: is_connected(alice),
                            CONNECT_DEADLINE_S, procs=live)
             self.connect_s = time.monotonic() - t0
@@ -268,26 +293,56 @@ class Cluster:
     def _configs(self, pair):
         """{node: drbd.conf path}: one shared file, or one per node behind the link emulator."""
         s = self.setup
+        metrics = None
+        if s.metrics:
+            metrics = f"127.0.0.1:{procs.free_ports(1)[0]}"
+            self.metrics_url = f"http://{metrics}/metrics"
         if not pair or s.link_rtt_ms is None:
             res = os.path.join(self.wd, "r0.res")
             write_res(res, s.protocol, self.disks, procs.free_ports(2), s.net, s.disk, s.options, s.fuse_mount,
-                      s.throttle_us)
+                      s.throttle_us, metrics)
             return {"alice": res, "bob": res}
         if not _binary["linkemu"]:
             raise SetupError("link latency asked for, but no tandem-linkemu binary was selected")
         alice, bob, to_bob, to_alice = procs.free_ports(4)
+        self.control_path = os.path.join(self.wd, "linkemu.sock")
         argv = [_binary["linkemu"], "--pair", f"127.0.0.1:{to_bob}=127.0.0.1:{bob}",
-                "--pair", f"127.0.0.1:{to_alice}=127.0.0.1:{alice}", "--delay", f"{s.link_rtt_ms / 2:g}ms"]
+                "--pair", f"127.0.0.1:{to_alice}=127.0.0.1:{alice}", "--delay", f"{s.link_rtt_ms / 2:g}ms",
+                "--control", self.control_path]
         log = os.path.join(self.wd, "linkemu.log")
         self.emulator = self.reaper.spawn(argv, log)
         procs.wait_for("tandem-linkemu relays listening", lambda: procs.tail(log, 50).count(" -> ") >= 2,
                        LINKEMU_START_DEADLINE_S, procs=[self.emulator])
         out = {"alice": os.path.join(self.wd, "r0-alice.res"), "bob": os.path.join(self.wd, "r0-bob.res")}
         write_res(out["alice"], s.protocol, self.disks, [alice, to_bob], s.net, s.disk, s.options, s.fuse_mount,
-                  s.throttle_us)
+                  s.throttle_us, metrics)
         write_res(out["bob"], s.protocol, self.disks, [to_alice, bob], s.net, s.disk, s.options, s.fuse_mount,
-                  s.throttle_us)
+                  s.throttle_us, metrics)
         return out
+
+    def set_link(self, request):
+        """Sends one request (a dict, bench/linkemu.md's control protocol, e.g. {"delay_ms": 10})
+        to the link emulator's control socket; returns its reply. SetupError if there is no
+        emulator, it does not answer, or it refuses the request."""
+        if self.emulator is None or not self.control_path:
+            raise SetupError("set_link: this cluster has no link emulator")
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+                sock.settimeout(LINKEMU_CONTROL_TIMEOUT_S)
+                sock.connect(self.control_path)
+                sock.sendall((json.dumps(request) + "\n").encode())
+                reply = b""
+                while not reply.endswith(b"\n"):
+                    chunk = sock.recv(65536)
+                    if not chunk:
+                        break
+                    reply += chunk
+            answer = json.loads(reply.decode())
+        except (OSError, ValueError) as exc:
+            raise SetupError(f"tandem-linkemu control {request}: {exc}") from exc
+        if not answer.get("ok"):
+            raise SetupError(f"tandem-linkemu refused {request}: {answer.get('error')}")
+        return answer
 
     def _stop(self):
         for name, proc in self.nodes:

@@ -5,7 +5,8 @@ line is a pure function of (job, uri, output path); parse_text accepts fio's JSO
 when fio printed warnings before it, and raises FioParseError (never KeyError) for anything that
 is not a finished write job; latencies are fio's completion latency (clat: submission to reply)
 in microseconds, bandwidths in MiB/s (2^20 bytes), bandwidth standard deviation converted from
-fio's KiB/s.
+fio's KiB/s. Time-series logs (log_args, parse_log) are fio's averaged per-interval IOPS and
+completion latency logs, stamped in Unix epoch milliseconds so they line up with other clocks.
 """
 
 import json
@@ -63,6 +64,34 @@ def args(job, uri, out_json):
     if job.fsync_every:
         argv.append(f"--fsync={job.fsync_every}")
     return argv
+
+
+def log_args(prefix, avg_ms):
+    """fio options for per-interval logs: PREFIX_iops.1.log (IOPS averaged over avg_ms) and
+    PREFIX_clat.1.log (mean completion latency in ns over avg_ms), with epoch-ms time stamps
+    (fio also writes PREFIX_lat.1.log and PREFIX_slat.1.log)."""
+    return [f"--write_iops_log={prefix}", f"--write_lat_log={prefix}", f"--log_avg_msec={avg_ms}",
+            "--log_unix_epoch=1"]
+
+
+def log_paths(prefix):
+    """(IOPS log, completion latency log) that log_args(prefix, ...) makes fio write."""
+    return f"{prefix}_iops.1.log", f"{prefix}_clat.1.log"
+
+
+def parse_log(text):
+    """[(time ms, value)] of the write entries (direction 1) of a fio log ('time, value,
+    direction, bs, offset[, prio]' per line); lines that do not parse are skipped."""
+    out = []
+    for line in text.splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) < 3 or parts[2] != "1":
+            continue
+        try:
+            out.append((int(parts[0]), float(parts[1])))
+        except ValueError:
+            continue
+    return out
 
 
 def _document(text):

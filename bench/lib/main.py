@@ -32,9 +32,10 @@ TOOLS = (("fio", "fio"), ("qemu-img", "qemu-utils"), ("nbdinfo", "libnbd-bin"), 
 EMULATION = [
     "- Both nodes, fio and any peer server share this one machine and talk over loopback: the network has "
     "no bandwidth limit and microseconds of latency, and the Secondary's CPU comes out of the Primary's and fio's.",
-    "- Link latency, where an experiment adds it (latency-matrix, srm, protocols' +N ms cases), comes from "
+    "- Link latency, where an experiment adds it (latency-matrix, srm, srm-live, protocols' +N ms cases), comes from "
     "`tandem-linkemu` (crates/linkemu): a userspace TCP relay in front of each node that delays every byte by "
-    "half the added round trip in each direction; without it those cases are pending.",
+    "half the added round trip in each direction; without it those cases are pending. srm-live also changes the "
+    "running relay's delay and rate (a token bucket per direction) through its control socket.",
     "- No disk throttling is emulated (`heterogeneous-disks` is pending).",
     "- Backing files are preallocated raw files (qemu-img preallocation=full) on the filesystem named in the "
     "machine section; tandem and the peers use buffered I/O (except the `-direct` cases of direct-io, "

@@ -13,7 +13,9 @@ once even in --full (3 repetitions would take it past the hour on the 2-vCPU VM)
 says so. srm has its own grid too (SrmGrid), one repetition per cell: --smoke 0/5 ms, --quick
 0/20 ms with three jobs on 256 MiB images, default the five latencies with 4 KiB randwrite at
 every iodepth plus 1M write QD8, --full seed 002's whole matrix (the issue's "full matrix on
-request"), which alone takes about 37 minutes and so takes --full past its hour.
+request"), which alone takes about 37 minutes and so takes --full past its hour. srm-live's
+link schedule has five segments of live_segment_s each (1 s in --smoke, 6 s in --quick, 10 s
+otherwise), on srm's image size.
 
 Invariant: every size and duration an experiment uses comes from its Mode, so --smoke really is
 small everywhere; time-based runs get a warm-up (fio ramp_time) except in smoke.
@@ -77,19 +79,21 @@ class Mode:
     matrix: tuple = ()
     protocols_rtt_ms: float = 5.0
     srm: SrmGrid = None
+    live_segment_s: int = 10
 
 
 MODES = {
     "smoke": Mode("smoke", reps=1, runtime_s=1, ramp_s=0, image_bytes=64 * MIB, peers_runtime_s=1,
                   max_buffers=(2048, 8000), sndbuf_sizes=("128k", "2M"), small_write_count=500,
                   qemu_mirror=False, matrix=Matrix((0, 5), (1, 8), (("randwrite", "4k"),), 1, 0),
-                  srm=SrmGrid((0, 5), (("randwrite", "4k", 32), ("randwrite", "4k", 1)), 1, 0, 64 * MIB)),
+                  srm=SrmGrid((0, 5), (("randwrite", "4k", 32), ("randwrite", "4k", 1)), 1, 0, 64 * MIB),
+                  live_segment_s=1),
     "quick": Mode("quick", reps=1, runtime_s=3, ramp_s=1, image_bytes=GIB, peers_runtime_s=5,
                   max_buffers=(2048, 8000, 16000), sndbuf_sizes=("128k", "2M", "8M"),
                   small_write_count=10000, qemu_mirror=True,
                   matrix=Matrix(QUICK_MATRIX_LATENCIES_MS, (1, 32), (("randwrite", "4k"),), 2, 1),
                   srm=SrmGrid((0, 20), (("randwrite", "4k", 32), ("randwrite", "4k", 1), ("write", "1M", 8)), 2, 2,
-                              256 * MIB)),
+                              256 * MIB), live_segment_s=6),
     "default": Mode("default", reps=1, runtime_s=5, ramp_s=1, image_bytes=GIB, peers_runtime_s=10,
                     max_buffers=(2048, 4000, 8000, 16000, 32000),
                     sndbuf_sizes=("128k", "256k", "512k", "1M", "2M", "4M", "8M"),

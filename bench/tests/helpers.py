@@ -3,7 +3,8 @@
 The fixtures are real fio 3.33 JSON outputs recorded on the development VM: a 1 MiB sequential
 QD1 run through tandem protocol C, a 4 KiB random QD32 run through nbdkit's file plugin (both
 from bench/results/2026-11-22-spine-final) and a 512-byte write run with --fsync=1 against
-nbdkit's memory plugin.
+nbdkit's memory plugin. `metrics-srm.txt` is alice's Prometheus exposition (`metrics-address`)
+of an idle `srm on` pair behind the link emulator, recorded for srm-live's parser.
 """
 
 import os

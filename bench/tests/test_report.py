@@ -76,6 +76,9 @@ class Budgets(unittest.TestCase):
     # and by name elsewhere), with its own bounds.
     CPU_SMOKE_MIN_MAX = 0.5
     CPU_DEFAULT_MIN_MAX = 8
+    # issue 29's srm-live likewise runs in --smoke (CI) and the default mode on top of them.
+    SRM_LIVE_SMOKE_MIN_MAX = 0.5
+    SRM_LIVE_DEFAULT_MIN_MAX = 4
 
     def test_table(self):
         from lib.modes import MODES
@@ -83,7 +86,7 @@ class Budgets(unittest.TestCase):
         self.assertIn("latency-matrix", available)
         self.assertIn("srm", available)
         issue4 = ("failover", "ext4")
-        for mode, budget_min, excluded in (("smoke", 3, ("cpu",)), ("quick", 10, ("cpu",)),
+        for mode, budget_min, excluded in (("smoke", 3, ("cpu", "srm-live")), ("quick", 10, ("cpu",)),
                                            ("full", 60, ("srm", "cpu") + issue4)):
             # (default_selection drops each mode's NAMED_ONLY experiments, heterogeneous-disks among them)
             plain = default_selection(list(available), mode)
@@ -97,6 +100,8 @@ class Budgets(unittest.TestCase):
         self.assertGreaterEqual(MODES["full"].reps, 3)
         self.assertLessEqual(available["cpu"].estimate_s(MODES["smoke"]) / 60, self.CPU_SMOKE_MIN_MAX)
         self.assertLessEqual(available["cpu"].estimate_s(MODES["default"]) / 60, self.CPU_DEFAULT_MIN_MAX)
+        self.assertLessEqual(available["srm-live"].estimate_s(MODES["smoke"]) / 60, self.SRM_LIVE_SMOKE_MIN_MAX)
+        self.assertLessEqual(available["srm-live"].estimate_s(MODES["default"]) / 60, self.SRM_LIVE_DEFAULT_MIN_MAX)
 
 
 class Helpers(unittest.TestCase):

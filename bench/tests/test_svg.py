@@ -96,3 +96,66 @@ class BarChart(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class TimeseriesChart(unittest.TestCase):
+    def panels(self, log=True):
+        return [svg.Panel("IOPS", (("C", [(0, 100), (1, 200), (2, 150)]), ("A", [(2, 90), (0, 300)]))),
+                svg.Panel("latency (µs)", (("C", [(0, 100), (1, 20000), (2, 150)]),), log=log),
+                svg.Panel("protocol", (("SRM", [(0, 1), (1, 0), (2, 1)]),), step=True, y_names=((0, "A"), (1, "C"))),
+                svg.Panel("backlog (MiB)", (("SRM", [(0, 1), (1, 30)]),), reference=(64, "bound 64 MiB"))]
+
+    def test_panels_series_colours_and_markers(self):
+        root = parse(svg.timeseries_chart("live", "time (s)", self.panels(), [(0, "0 ms"), (1, "+20 ms")]))
+        panels = [g for g in root.iter(f"{NS}g") if g.get("class") == "panel"]
+        self.assertEqual([p.get("data-y-label") for p in panels], ["IOPS", "latency (µs)", "protocol", "backlog (MiB)"])
+        groups = series(root)
+        self.assertEqual([g.get("data-name") for g in groups], ["C", "A", "C", "SRM", "SRM"])
+        colour = {g.get("data-name"): marks(g, "polyline", "line")[0].get("stroke") for g in groups}
+        self.assertEqual(len(set(colour.values())), 3)
+        self.assertEqual(marks(groups[0], "polyline", "line")[0].get("stroke"),
+                         marks(groups[2], "polyline", "line")[0].get("stroke"))
+        # A step line holds each value until the next point: 3 points become 5 vertices.
+        self.assertEqual(len(marks(groups[3], "polyline", "line")[0].get("points").split()), 5)
+        self.assertEqual(len([e for e in root.iter(f"{NS}line") if e.get("class") == "marker"]), 2)
+        ticks = [t.text for t in panels[2].iter(f"{NS}text") if t.get("class") == "tick"]
+        self.assertEqual(ticks, ["A", "C"])
+        legend = [t.text for t in root.iter(f"{NS}text") if t.get("class") == "legend-entry"]
+        self.assertEqual(legend, ["C", "A", "SRM"])
+
+    def test_log_axis(self):
+        self.assertEqual(svg.log_ticks(100, 20000), [100.0, 1000.0, 10000.0, 100000.0])
+        self.assertEqual(svg.log_ticks(5, 5), [1.0, 10.0])
+        root = parse(svg.timeseries_chart("live", "t", self.panels()))
+        lat = [g for g in root.iter(f"{NS}g") if g.get("class") == "panel"][1]
+        ticks = [t.text for t in lat.iter(f"{NS}text") if t.get("class") == "tick"]
+        self.assertEqual(ticks, ["100", "1000", "10k", "100k"])
+        ys = [float(p.split(",")[1]) for p in marks(series(lat)[0], "polyline", "line")[0].get("points").split()]
+        # 100 and 150 sit close together at the bottom, 20000 high up: a log scale.
+        self.assertLess(abs(ys[0] - ys[2]), 0.2 * abs(ys[0] - ys[1]))
+
+    def test_bad_input(self):
+        with self.assertRaises(PlotError):
+            svg.timeseries_chart("t", "x", [])
+        with self.assertRaises(PlotError):
+            svg.timeseries_chart("t", "x", [svg.Panel("y", (("a", [(0, 0)]),), log=True)])
+        with self.assertRaises(PlotError):
+            svg.timeseries_chart("t", "x", [svg.Panel("y", (("a", []),))])
+        with self.assertRaises(PlotError):
+            svg.timeseries_chart("t", "x", [svg.Panel("y", (("a", [(0, math.nan)]),))])
+
+    def test_deterministic(self):
+        self.assertEqual(svg.timeseries_chart("t", "x", self.panels()), svg.timeseries_chart("t", "x", self.panels()))
+
+    def test_reference_inside_its_panel(self):
+        root = parse(svg.timeseries_chart("t", "x", self.panels()))
+        panel = [g for g in root.iter(f"{NS}g") if g.get("class") == "panel"][3]
+        frame = panel.find(f"{NS}g/{NS}rect")
+        top, height = float(frame.get("y")), float(frame.get("height"))
+        line = [g for g in panel.iter(f"{NS}g") if g.get("class") == "reference"][0].find(f"{NS}line")
+        self.assertTrue(top <= float(line.get("y1")) <= top + height)
+
+    def test_gaps_break_the_line(self):
+        root = parse(svg.timeseries_chart("t", "x", [svg.Panel("y", (("a", [(0, 1), (1, 2), (2, None), (3, 4)]),))]))
+        lines = marks(series(root)[0], "polyline", "line")
+        self.assertEqual([len(l.get("points").split()) for l in lines], [2, 1])
