@@ -331,6 +331,8 @@ struct Peer<P> {
     lag_bound: Option<LagBound>,
     /// Bytes the lag throttle lets in before the next confirmation (`engine/lag.rs`).
     lag_credit: u64,
+    /// How fast the peer confirms its backlog (`engine/lag.rs`).
+    drain: lag::DrainMeter,
     /// A `StaleMarkAck` to send once this metadata version is durable (secondary side).
     stale_ack: Option<(bool, u64)>,
     /// Confirmations since the driver last took them (`engine/stats.rs`).
@@ -1107,6 +1109,7 @@ impl<P: Clone> Engine<P> {
         p.accepted.fill(false);
         p.unpromotable.fill(false);
         p.handshake_held.fill(None);
+        p.drain = lag::DrainMeter::default();
         let mut drained = vec![false; volumes.len()];
         let mut drained_seqs = Vec::with_capacity(p.transfer_log.len());
         for sent in p.transfer_log.drain(..) {
@@ -2102,6 +2105,7 @@ fn new_peer<P: Clone>(
         async_state: lag::AsyncState::default(),
         lag_bound: None,
         lag_credit: 0,
+        drain: lag::DrainMeter::default(),
         stale_ack: None,
         stats: PeerStats::default(),
         ahead: ahead::AheadTrack::default(),

@@ -21,6 +21,16 @@
 //!   admitted only against credit, which each confirmed byte earns at the curve's rate for
 //!   the share after the confirmation (2× just past the start, down to 0 near the bound).
 //!   Admission so follows the drain rate, and the backlog settles short of the bound.
+//! - **Drain time.** The time bound is about the age a write reaches before the peer
+//!   confirms it, not only the age of the oldest one now: the engine measures the rate at
+//!   which the peer confirms its backlog ([`DrainMeter`], over windows in which the backlog
+//!   never emptied, so it is the link's and the peer's rate, not the client's) and counts
+//!   the backlog's drain time at that rate as an age. A write is not admitted while the
+//!   backlog with it would take `time_max` or more to drain, and the throttle works on the
+//!   drain time's share of `time_max` too. So when the link slows (a bandwidth drop), the
+//!   backlog shrinks to what the link drains in the bound instead of the bytes the faster
+//!   link had let in; only the backlog admitted before the drop was measured can outlive
+//!   the bound (by the time the slower link needs for it).
 //!
 //! Invariants:
 //! - A write completes under protocol A for a peer only while that peer's possibly-stale
@@ -84,6 +94,67 @@ impl LagThrottle {
 /// share of `bytes_max` (1/16: one step's worth).
 const LAG_CREDIT_DIVISOR: u64 = 16;
 const _: () = assert!(LAG_CREDIT_DIVISOR == LAG_THROTTLE_STEPS as u64);
+
+/// Shortest window over which a [`DrainMeter`] measures a rate.
+pub const DRAIN_WINDOW: Duration = Duration::from_millis(200);
+
+/// The rate at which a peer confirms its backlog (barrier acks), measured over windows of
+/// at least [`DRAIN_WINDOW`] in which the backlog never emptied; each window's rate is
+/// averaged with the previous estimate (half each), so a slower link shows within a few
+/// hundred milliseconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) struct DrainMeter {
+    /// Start of the current window and the bytes confirmed in it.
+    window: Option<(Time, u64)>,
+    bytes_per_s: Option<u64>,
+}
+
+impl DrainMeter {
+    /// `confirmed` bytes were confirmed at `now`, leaving `backlog_left`.
+    fn confirmed(&mut self, now: Time, confirmed: u64, backlog_left: u64) {
+        let Some((start, bytes)) = self.window else {
+            if backlog_left > 0 {
+                self.window = Some((now, 0));
+            }
+            return;
+        };
+        let bytes = bytes.saturating_add(confirmed);
+        let elapsed = now.0.saturating_sub(start.0);
+        if u128::from(elapsed) < DRAIN_WINDOW.as_nanos() {
+            // A backlog that emptied early measured the client's rate, not the link's.
+            self.window = (backlog_left > 0).then_some((start, bytes));
+            return;
+        }
+        let rate = u128::from(bytes) * 1_000_000_000 / u128::from(elapsed.max(1));
+        let rate = u64::try_from(rate).unwrap_or(u64::MAX);
+        self.bytes_per_s = Some(match self.bytes_per_s {
+            Some(old) => old / 2 + rate / 2,
+            None => rate,
+        });
+        self.window = (backlog_left > 0).then_some((now, 0));
+    }
+
+    /// The time `bytes` take to drain at the measured rate (`None`: nothing measured yet).
+    fn drain_time(&self, bytes: u64) -> Option<Duration> {
+        let rate = self.bytes_per_s?;
+        let nanos = u128::from(bytes) * 1_000_000_000 / u128::from(rate.max(1));
+        Some(Duration::from_nanos(
+            u64::try_from(nanos).unwrap_or(u64::MAX),
+        ))
+    }
+}
+
+/// The backlog's effective age for the time bound: its oldest write's age, or the time the
+/// backlog (plus `extra` bytes) takes to drain at the measured rate, whichever is longer.
+fn effective_age<P>(peer: &Peer<P>, now: Time, extra: u64) -> Duration {
+    let age = peer.transfer_log.front().map_or(Duration::ZERO, |s| {
+        Duration::from_nanos(now.0.saturating_sub(s.since.0))
+    });
+    let backlog = unreplicated_bytes(peer).saturating_add(extra);
+    peer.drain
+        .drain_time(backlog)
+        .map_or(age, |drain| drain.max(age))
+}
 
 /// The backlog's share of `bound` in per mille: bytes or age, whichever is larger.
 fn share_permille(bound: &LagBound, bytes: u64, age: Duration) -> u32 {
@@ -278,17 +349,17 @@ impl<P: Clone> Engine<P> {
             if p.protocol != Protocol::A || !replicates_to(p) {
                 return false;
             }
-            let Some(oldest) = p.transfer_log.front() else {
+            if p.transfer_log.is_empty() {
                 return false;
-            };
-            let age = Duration::from_nanos(now.0.saturating_sub(oldest.since.0));
+            }
+            let age = effective_age(p, now, 0);
             let backlog = unreplicated_bytes(p);
             let throttled = bound
                 .throttle
                 .and_then(|t| t.admit_per_ack(share_permille(&bound, backlog, age)))
                 .is_some();
             backlog.saturating_add(length) > bound.bytes_max
-                || age >= bound.time_max
+                || effective_age(p, now, length) >= bound.time_max
                 || (throttled && p.lag_credit < length)
         })
     }
@@ -305,13 +376,13 @@ impl<P: Clone> Engine<P> {
     /// banked up to a step's worth of the bound.
     pub(super) fn earn_lag_credit(&mut self, now: Time, slot: usize, confirmed: u64) {
         let p = &mut self.peers[slot];
+        let backlog_left = unreplicated_bytes(p);
+        p.drain.confirmed(now, confirmed, backlog_left);
         let Some(bound) = p.lag_bound else { return };
         let Some(throttle) = bound.throttle else {
             return;
         };
-        let age = p.transfer_log.front().map_or(Duration::ZERO, |s| {
-            Duration::from_nanos(now.0.saturating_sub(s.since.0))
-        });
+        let age = effective_age(p, now, 0);
         let Some(admit) =
             throttle.admit_per_ack(share_permille(&bound, unreplicated_bytes(p), age))
         else {

@@ -246,6 +246,42 @@ fn the_time_bound_holds_writes_while_the_oldest_is_too_old() {
     assert!(pair.is_complete(2));
 }
 
+/// Issue 29 (srm-live's bandwidth drop): the time bound counts the backlog's drain time at
+/// the rate the peer confirms it, so a slow link holds writes before the oldest is too old.
+/// Before, the backlog a fast link had let in took 3.5 s to drain at 10 MiB/s against a 2 s
+/// bound, and writes stopped only once the oldest was 2 s old.
+#[test]
+fn the_time_bound_holds_writes_the_measured_drain_rate_would_keep_too_long() {
+    let mut pair = Pair::asynchronous();
+    pair.set_bound(1 << 30, Duration::from_secs(1));
+    pair.write(1, 0, 1, KIB4);
+    pair.run_a_locally();
+    pair.tick(A, Duration::from_millis(100));
+    pair.write(2, 2 * KIB4 as u64, 2, KIB4);
+    pair.run_a_locally();
+    // Epoch 1 is confirmed with write 2 still unconfirmed: the meter's window opens.
+    pair.deliver_all();
+    assert_eq!(pair.lag().unreplicated_bytes, KIB4 as u64);
+    pair.tick(A, Duration::from_millis(500));
+    pair.write(3, 4 * KIB4 as u64, 3, KIB4);
+    pair.run_a_locally();
+    // Write 2 took 500 ms to confirm: 8 KiB/s, and write 3 is still in the backlog.
+    pair.deliver_all();
+    assert!(pair.is_complete(3));
+    assert_eq!(pair.lag().unreplicated_bytes, KIB4 as u64);
+    pair.write(4, 6 * KIB4 as u64, 4, KIB4);
+    pair.run_a_locally();
+    assert!(
+        !pair.is_complete(4),
+        "8 KiB would take the measured link 1 s to drain"
+    );
+    assert!(pair.lag().oldest_age_ms < 1000, "not by the oldest's age");
+    pair.confirm_all();
+    assert!(pair.is_complete(4));
+    pair.confirm_all();
+    assert_eq!(pair.disks[A], pair.disks[B]);
+}
+
 #[test]
 fn the_bound_applies_only_under_protocol_a() {
     let mut pair = Pair::new(Protocol::C);
