@@ -296,7 +296,8 @@ pub(crate) fn arb_message() -> impl Strategy<Value = Message> {
         1 => arb_data_header().prop_map(Message::Data),
         1 => arb_range_header().prop_map(Message::Trim),
         1 => arb_range_header().prop_map(Message::WriteZeroes),
-        1 => (any::<u64>(), any::<bool>()).prop_map(|(epoch, flush)| Message::Barrier { epoch, flush }),
+        1 => (any::<u64>(), any::<bool>())
+            .prop_map(|(epoch, flush)| Message::Barrier { epoch, flush }),
         1 => Just(Message::Ping),
         1 => Just(Message::PingAck),
         1 => any::<u64>().prop_map(|seq| Message::RecvAck { seq }),
