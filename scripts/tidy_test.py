@@ -114,6 +114,11 @@ class FunctionLengths(unittest.TestCase):
         text = function("scenario", 100, "/// Doc.\n#[test]\n#[ignore = \"slow\"]\n")
         self.assertEqual(list(tidy.check_function_lengths(text)), [])
 
+    def test_an_attribute_over_several_lines_still_marks_a_test(self):
+        attribute = '#[tokio::test(\n    flavor = "multi_thread",\n)]\n'
+        text = function("scenario", 100, attribute)
+        self.assertEqual(list(tidy.check_function_lengths(text)), [])
+
     def test_a_helper_in_a_test_module_has_the_plain_limit(self):
         text = "#[cfg(test)]\nmod tests {\n" + function("helper", 90) + "}\n"
         self.assertEqual(len(list(tidy.check_function_lengths(text))), 1)
