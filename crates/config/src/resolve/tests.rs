@@ -187,8 +187,8 @@ fn structures_inheritance_and_volumes() {
             "|resource r ping-int=10s
              |  on a id=0 addr=[fd00::1]:7000 nbd=127.0.0.1:10809 \
                  v0=/dev/drbd3(3):/dev/x:/dev/md[2]:al=1237
-             |  on b id=1 addr=10.0.0.2:7000 nbd=0.0.0.0:10810 v0=/dev/drbd3(3):/dev/x:/dev/md \
-                 b:al=1237
+             |  on b id=1 addr=10.0.0.2:7000 nbd=0.0.0.0:10810 \
+                 v0=/dev/drbd3(3):/dev/x:/dev/md b:al=1237
              |  conn a-b [fd00::1]:7100>10.1.0.2:7100,[fd00::1]:7000>10.0.0.2:7000 proto=C \
                  ping-int=10s c-max-rate=102400 v0:c-max-rate=102400",
         ),
