@@ -467,10 +467,10 @@ fn check_errors(table: Vec<(String, &str)>) {
 
 #[test]
 fn settings_not_in() {
-    let text = "global { usage-count no; }\ncommon { net { ping-int 3; } }\nresource r {\n  net { \
-        ping-int 4; protocol A; }\n  \
-                handlers { split-brain \"x\"; }\n  volume 0 { device minor 0; disk /x; meta-disk \
-                    internal; disk { c-max-rate 5; } }\n  on a { }\n}";
+    let text = "global { usage-count no; }\ncommon { net { ping-int 3; } }\nresource r {\n  \
+                net { ping-int 4; protocol A; }\n  handlers { split-brain \"x\"; }\n  \
+                volume 0 { device minor 0; disk /x; meta-disk internal; \
+                disk { c-max-rate 5; } }\n  on a { }\n}";
     let config = parse_str(text, Path::new("t.res"));
     let rendered: Vec<String> = config
         .map(|config| config.settings_not_in(&["protocol"]))

@@ -149,11 +149,11 @@ fn reference_two_nodes() {
 fn reference_three_nodes_with_tiebreaker() {
     let config = check_reference(
         "r3.res",
-        "r1\n  alice#0 10.0.0.1:7790 0:Some(\"/dev/vg0/r1\")\n  bob#1 10.0.0.2:7790 \
-         0:Some(\"/dev/vg0/r1\")\n  \
+        "r1\n  alice#0 10.0.0.1:7790 0:Some(\"/dev/vg0/r1\")\n  \
+         bob#1 10.0.0.2:7790 0:Some(\"/dev/vg0/r1\")\n  \
          charlie#2 10.0.0.3:7790 0:None\n  alice-bob [[10.0.0.1:7790, 10.0.0.2:7790]]\n  \
-         alice-charlie [[10.0.0.1:7790, 10.0.0.3:7790]]\n  bob-charlie [[10.0.0.2:7790, \
-             10.0.0.3:7790]]\n",
+         alice-charlie [[10.0.0.1:7790, 10.0.0.3:7790]]\n  \
+         bob-charlie [[10.0.0.2:7790, 10.0.0.3:7790]]\n",
     );
     let Some(resource) = config.resource("r1") else {
         return assert!(config.resource("r1").is_some());

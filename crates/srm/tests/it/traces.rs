@@ -830,8 +830,8 @@ fn decisions_print_with_reason_and_measurements() {
         intervals (network latency >= 5 ms, predicted gain 100.00x >= 1.50x): \
         asynchronous within srm-max-lag-bytes 67108864 and srm-max-lag-time 2000 ms \
         [predicted-gain=100.00x sync-completion=20.2ms async-completion=0.1ms \
-            saved-per-write=20.1ms network-latency=20.1ms rtt=20.0ms ack-latency-mean=20.2ms \
-            ack-latency-p99=21.0ms send-queue-fill=5.0% \
+        saved-per-write=20.1ms network-latency=20.1ms rtt=20.0ms ack-latency-mean=20.2ms \
+        ack-latency-p99=21.0ms send-queue-fill=5.0% \
         goodput=40.0MiB/s unreplicated=0B local-write-latency=0.1ms cpu-busy=30.0%]";
     assert_eq!(lines[1], expected);
     let values = [

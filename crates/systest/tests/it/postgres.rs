@@ -517,10 +517,10 @@ fn spawn_inserter(socket: PathBuf, committed: Arc<Mutex<Vec<i64>>>) -> JoinHandl
 fn assert_pgbench_balances(client: &mut Client) {
     let sums = column(
         client,
-        "SELECT sum(abalance)::text FROM pgbench_accounts UNION ALL SELECT sum(tbalance)::text \
-         FROM pgbench_tellers \
-         UNION ALL SELECT sum(bbalance)::text FROM pgbench_branches UNION ALL SELECT \
-             count(*)::text FROM pgbench_history",
+        "SELECT sum(abalance)::text FROM pgbench_accounts \
+         UNION ALL SELECT sum(tbalance)::text FROM pgbench_tellers \
+         UNION ALL SELECT sum(bbalance)::text FROM pgbench_branches \
+         UNION ALL SELECT count(*)::text FROM pgbench_history",
     );
     assert_eq!(sums.len(), 4, "{sums:?}");
     assert!(
