@@ -8,9 +8,10 @@
 //!
 //! Properties: decoding never panics; a decoded superblock of the current version re-encodes
 //! to exactly the 4 KiB it came from, one of an older version to a block that decodes to the
-//! same superblock (older versions are written back as the current one); its layout matches itself; every peer slot with a node id is found by that id;
-//! the `dump-md` text and JSON render. A computed layout has 4 KiB-aligned, non-overlapping
-//! regions, per-peer bitmaps inside the bitmap region, and (internal) fits the backing device.
+//! same superblock (older versions are written back as the current one); its layout matches itself;
+//! every peer slot with a node id is found by that id; the `dump-md` text and JSON render. A
+//! computed layout has 4 KiB-aligned, non-overlapping regions, per-peer bitmaps inside the bitmap
+//! region, and (internal) fits the backing device.
 
 use meta::dump::DumpSources;
 use meta::layout::{LayoutConfig, Placement, BLOCK_BYTES};

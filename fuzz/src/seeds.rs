@@ -269,23 +269,7 @@ pub fn sample_messages() -> Vec<(Message, u32)> {
 }
 
 fn resync_messages() -> Vec<(Message, u32)> {
-    let uuids = SyncUuids {
-        volume: 0,
-        purpose: UuidsPurpose::Handshake,
-        role: 1,
-        disk_state: 8,
-        flags: 2,
-        bitmap_bits: 16,
-        size_bytes: 1 << 30,
-        bitmap_granularity_bytes: 4096,
-        current: 0x1234_5678_9ABC_DEF0,
-        bitmap: [0; 32],
-        history: [0x1111; 32],
-        resync_goal: 0x2222,
-        followed_node: 1,
-        followed_seq: 0x3333,
-    };
-    vec![
+    let mut messages = vec![
         (
             Message::ResyncRequest(ResyncRequest {
                 id: 9,
@@ -313,6 +297,42 @@ fn resync_messages() -> Vec<(Message, u32)> {
             }),
             0,
         ),
+    ];
+    messages.extend(read_messages());
+    messages.extend([
+        (
+            Message::ResyncAck {
+                id: 9,
+                volume: 0,
+                ok: true,
+            },
+            0,
+        ),
+        (
+            Message::ResyncDone {
+                volume: 0,
+                failed_bytes: 0,
+            },
+            0,
+        ),
+        (
+            Message::CsumRequest(CsumRequest {
+                id: 10,
+                volume: 0,
+                offset: 0,
+                length: 8192,
+                digests: vec![1, 2, 3, 4, 5, 6, 7, 8],
+            }),
+            0,
+        ),
+        (Message::ResyncInSync { id: 10, volume: 0 }, 0),
+    ]);
+    messages.extend(verify_and_setup_messages());
+    messages
+}
+
+fn read_messages() -> Vec<(Message, u32)> {
+    vec![
         (
             Message::ReadRequest(ResyncRequest {
                 id: 3,
@@ -340,32 +360,27 @@ fn resync_messages() -> Vec<(Message, u32)> {
             }),
             0,
         ),
-        (
-            Message::ResyncAck {
-                id: 9,
-                volume: 0,
-                ok: true,
-            },
-            0,
-        ),
-        (
-            Message::ResyncDone {
-                volume: 0,
-                failed_bytes: 0,
-            },
-            0,
-        ),
-        (
-            Message::CsumRequest(CsumRequest {
-                id: 10,
-                volume: 0,
-                offset: 0,
-                length: 8192,
-                digests: vec![1, 2, 3, 4, 5, 6, 7, 8],
-            }),
-            0,
-        ),
-        (Message::ResyncInSync { id: 10, volume: 0 }, 0),
+    ]
+}
+
+fn verify_and_setup_messages() -> Vec<(Message, u32)> {
+    let uuids = SyncUuids {
+        volume: 0,
+        purpose: UuidsPurpose::Handshake,
+        role: 1,
+        disk_state: 8,
+        flags: 2,
+        bitmap_bits: 16,
+        size_bytes: 1 << 30,
+        bitmap_granularity_bytes: 4096,
+        current: 0x1234_5678_9ABC_DEF0,
+        bitmap: [0; 32],
+        history: [0x1111; 32],
+        resync_goal: 0x2222,
+        followed_node: 1,
+        followed_seq: 0x3333,
+    };
+    vec![
         (
             Message::VerifyRequest(VerifyRequest {
                 id: 11,

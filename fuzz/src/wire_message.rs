@@ -2,8 +2,8 @@
 //! the handshake checks run on a decoded `Hello`.
 //!
 //! Input: a kind index (into [`Kind::ALL`]), a payload length `u32` (used by `Data` and
-//! `ResyncReply` and `ReadReply` only), then the message part of the body. The harness builds a valid frame
-//! header for it, so every input reaches [`Message::decode`] of a real kind.
+//! `ResyncReply` and `ReadReply` only), then the message part of the body. The harness builds a
+//! valid frame header for it, so every input reaches [`Message::decode`] of a real kind.
 //!
 //! Properties: decoding never panics; a decoded message re-encodes to exactly the header and
 //! body it came from; a `Hello` passes [`check_hello`] against the expectation that mirrors it

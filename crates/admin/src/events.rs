@@ -21,9 +21,10 @@
 //! - connection: `connection role` | `congested ap-in-flight rs-in-flight` (sectors)
 //! - peer-device: `replication peer-disk peer-client resync-suspended done` | `received sent
 //!   out-of-sync pending unacked verify-found verify-skipped`; `done:` only while the report
-//!   has a resync percentage; path: `established`. `verify-found`/`verify-skipped` are tandem's own (what the last
-//!   online verify found different or could not judge), after every field DRBD prints, so a
-//!   consumer that reads fields by position up to DRBD's last one is not misled.
+//!   has a resync percentage; path: `established`. `verify-found`/`verify-skipped` are tandem's
+//!   own (what the last online verify found different or could not judge), after every field
+//!   DRBD prints, so a consumer that reads fields by position up to DRBD's last one is not
+//!   misled.
 //!
 //! `may_promote` and `promotion_score` come from [`ResourceStatus::may_promote`] and
 //! [`ResourceStatus::promotion_score`]. `client` is `yes` for a volume configured without a

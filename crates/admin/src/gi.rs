@@ -129,10 +129,23 @@ impl Generations {
         };
         let peer = &self.peer;
         [
-            format!("{}/{} with peer {peer} (node-id {})", self.resource, self.volume, self.peer_node_id),
-            format!("  current  {:016X}  the generation of the data on this node now", self.current),
-            format!("  bitmap   {:016X}  the generation when this node began recording for {peer} what it lacks (0: nothing recorded)", self.bitmap),
-            format!("  history  {:016X}  {:016X}  earlier generations, newest first", self.history[0], self.history[1]),
+            format!(
+                "{}/{} with peer {peer} (node-id {})",
+                self.resource, self.volume, self.peer_node_id
+            ),
+            format!(
+                "  current  {:016X}  the generation of the data on this node now",
+                self.current
+            ),
+            format!(
+                "  bitmap   {:016X}  the generation when this node began recording for {peer} \
+                 what it lacks (0: nothing recorded)",
+                self.bitmap
+            ),
+            format!(
+                "  history  {:016X}  {:016X}  earlier generations, newest first",
+                self.history[0], self.history[1]
+            ),
             format!("  local    {}", words(&LOCAL, &self.local_digits())),
             format!("  peer     {}", words(&PEER, &self.peer_digits())),
             format!("  get-gi   {}", self.line()),
@@ -193,7 +206,8 @@ mod tests {
     fn get_gi_is_drbdsetups_colon_line() {
         assert_eq!(
             format_get_gi(&[record()]),
-            "E54E31513A64A2EE:0000000000000000:35BC97142AF7A8A4:0000000000000000:1:1:0:0:1:0:0:1:0:0:0:1\n"
+            "E54E31513A64A2EE:0000000000000000:35BC97142AF7A8A4:0000000000000000:\
+             1:1:0:0:1:0:0:1:0:0:0:1\n"
         );
         let fields = record().line().split(':').count();
         assert_eq!(fields, 4 + 7 + 5);

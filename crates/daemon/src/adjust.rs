@@ -7,8 +7,9 @@
 //! `Engine::set_fencing`); on-io-error; on the running link:
 //! sndbuf-size and async-buffer. Not yet live (reported, applied at the node's next start):
 //! rcvbuf-size, connect-int, shared secret, verify-alg/csums-alg algorithm names, handlers, a
-//! volume's `io` (the backing disk is opened once, at start). Refused as a whole (nothing applied): a file that does not load, a resource or
-//! host section that is gone, peers, addresses or volumes that changed.
+//! volume's `io` (the backing disk is opened once, at start). Refused as a whole (nothing applied):
+//! a file that does not load, a resource or host section that is gone, peers, addresses or volumes
+//! that changed.
 //!
 //! The plan ([`Plan`]) is also how `net-options` and `disk-options` apply their changes
 //! (`runtime_options.rs`); every applied plan records the peers' settings as now running.
@@ -237,7 +238,11 @@ fn plan(
                 running.map_or("", |io| io.as_str()),
                 volume.disk_options.io.as_str(),
             );
-            plan.report.push(format!("volume {}: io {from} -> {to} changed but not applied until the node restarts (the backing disk stays open as it is)", volume.number));
+            plan.report.push(format!(
+                "volume {}: io {from} -> {to} changed but not applied until the node restarts \
+                 (the backing disk stays open as it is)",
+                volume.number
+            ));
         }
     }
     Ok(plan)

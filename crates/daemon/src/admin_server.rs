@@ -203,13 +203,21 @@ fn report(resources: &[&Arc<Resource>]) -> StatusReport {
 type ResourceAction = dyn Fn(&Arc<Resource>) -> Result<(), String>;
 
 fn handle(request: Request, resources: &[Arc<Resource>]) -> Reply {
-    let (name, action): (Option<String>, Box<ResourceAction>) = match request {
-        Request::Status { resource } => {
-            return match select(resources, resource.as_deref()) {
-                Ok(selected) => Reply::Status(report(&selected)),
-                Err(message) => Reply::Error { message },
-            };
-        }
+    match state_change(request) {
+        Ok((name, action)) => apply(resources, name.as_deref(), &*action),
+        Err(request) => query(request, resources),
+    }
+}
+
+/// The error message of a state change the engine refused.
+fn change_failed(error: impl std::fmt::Display) -> String {
+    format!("State change failed: {error}")
+}
+
+/// The resource name and action of a state-changing request, or the request back if it is
+/// not one.
+fn state_change(request: Request) -> Result<(Option<String>, Box<ResourceAction>), Request> {
+    let change: (Option<String>, Box<ResourceAction>) = match request {
         Request::Primary { resource, force } => (resource, Box::new(move |r| promote(r, force))),
         Request::Secondary { resource, force } => (resource, Box::new(move |r| demote(r, force))),
         Request::Connect {
@@ -231,7 +239,7 @@ fn handle(request: Request, resources: &[Arc<Resource>]) -> Reply {
             resource,
             Box::new(|r| {
                 r.step(|engine, _, out| engine.invalidate(out))
-                    .map_err(|e| format!("State change failed: {e}"))
+                    .map_err(change_failed)
             }),
         ),
         Request::InvalidateRemote { resource, peer } => (
@@ -242,7 +250,7 @@ fn handle(request: Request, resources: &[Arc<Resource>]) -> Reply {
             resource,
             Box::new(|r| {
                 r.step(|engine, now, out| engine.detach(now, out))
-                    .map_err(|e| format!("State change failed: {e}"))
+                    .map_err(change_failed)
             }),
         ),
         Request::Attach { resource } => (resource, Box::new(|r| r.attach())),
@@ -261,13 +269,9 @@ fn handle(request: Request, resources: &[Arc<Resource>]) -> Reply {
             resource,
             Box::new(move |r| pause_sync(r, peer.as_deref(), false)),
         ),
-        Request::ResumeIo { resource } => (
-            resource,
-            Box::new(|r| {
-                r.resume_io()
-                    .map_err(|e| format!("State change failed: {e}"))
-            }),
-        ),
+        Request::ResumeIo { resource } => {
+            (resource, Box::new(|r| r.resume_io().map_err(change_failed)))
+        }
         Request::SuspendIo { resource } => (
             resource,
             Box::new(|r| {
@@ -275,13 +279,37 @@ fn handle(request: Request, resources: &[Arc<Resource>]) -> Reply {
                 Ok(())
             }),
         ),
+        Request::ForgetPeer { resource, peer } => {
+            (Some(resource), Box::new(move |r| forget_peer(r, &peer)))
+        }
+        Request::Outdate { resource } => (
+            resource,
+            Box::new(|r| {
+                r.step(|engine, now, out| engine.outdate(now, out))
+                    .map_err(change_failed)
+            }),
+        ),
+        Request::Up { resource } => (resource, Box::new(up)),
+        Request::Down { resource } => (resource, Box::new(down)),
+        request => return Err(request),
+    };
+    Ok(change)
+}
+
+/// Answers a request that changes no state (or is handled apart).
+fn query(request: Request, resources: &[Arc<Resource>]) -> Reply {
+    match request {
+        Request::Status { resource } => match select(resources, resource.as_deref()) {
+            Ok(selected) => Reply::Status(report(&selected)),
+            Err(message) => Reply::Error { message },
+        },
         Request::GetGi {
             resource,
             peer,
             volume,
         } => {
             let filter = crate::metadata::GiFilter { peer, volume };
-            return match select(resources, Some(&resource)).and_then(|selected| {
+            match select(resources, Some(&resource)).and_then(|selected| {
                 selected
                     .iter()
                     .map(|r| r.generations(&filter))
@@ -291,35 +319,17 @@ fn handle(request: Request, resources: &[Arc<Resource>]) -> Reply {
                     records: records.into_iter().flatten().collect(),
                 },
                 Err(message) => Reply::Error { message },
-            };
-        }
-        Request::ForgetPeer { resource, peer } => {
-            (Some(resource), Box::new(move |r| forget_peer(r, &peer)))
-        }
-        Request::Outdate { resource } => (
-            resource,
-            Box::new(|r| {
-                r.step(|engine, now, out| engine.outdate(now, out))
-                    .map_err(|e| format!("State change failed: {e}"))
-            }),
-        ),
-        Request::Up { resource } => (resource, Box::new(up)),
-        Request::Down { resource } => (resource, Box::new(down)),
-        Request::Events { .. } => {
-            return Reply::Error {
-                message: "events is a stream".into(),
             }
         }
-        Request::NetOptions { .. } | Request::DiskOptions { .. } => {
-            return Reply::Error {
-                message: "runtime options are handled apart".into(),
-            }
-        }
-        Request::Adjust { .. } => {
-            return Reply::Error {
-                message: "adjust is handled apart".into(),
-            }
-        }
+        Request::Events { .. } => Reply::Error {
+            message: "events is a stream".into(),
+        },
+        Request::NetOptions { .. } | Request::DiskOptions { .. } => Reply::Error {
+            message: "runtime options are handled apart".into(),
+        },
+        Request::Adjust { .. } => Reply::Error {
+            message: "adjust is handled apart".into(),
+        },
         Request::Resize {
             resource,
             volume,
@@ -332,27 +342,30 @@ fn handle(request: Request, resources: &[Arc<Resource>]) -> Reply {
                 assume_clean,
                 assume_peer_has_space,
             };
-            return match select(resources, resource.as_deref()) {
+            match select(resources, resource.as_deref()) {
                 Ok(selected) => resize(&selected, volume, options),
                 Err(message) => Reply::Error { message },
-            };
+            }
         }
-        Request::SrmStatus { resource } => {
-            return match select(resources, resource.as_deref()) {
-                Ok(selected) => Reply::Ok {
-                    message: Some(
-                        selected
-                            .iter()
-                            .map(|r| srm_status(r))
-                            .collect::<Vec<_>>()
-                            .join("\n"),
-                    ),
-                },
-                Err(message) => Reply::Error { message },
-            };
-        }
-    };
-    let selected = match select(resources, name.as_deref()) {
+        Request::SrmStatus { resource } => match select(resources, resource.as_deref()) {
+            Ok(selected) => Reply::Ok {
+                message: Some(
+                    selected
+                        .iter()
+                        .map(|r| srm_status(r))
+                        .collect::<Vec<_>>()
+                        .join("\n"),
+                ),
+            },
+            Err(message) => Reply::Error { message },
+        },
+        _ => unreachable!("state changes are handled by state_change"),
+    }
+}
+
+/// Runs a state change on each selected resource, gathering their errors.
+fn apply(resources: &[Arc<Resource>], name: Option<&str>, action: &ResourceAction) -> Reply {
+    let selected = match select(resources, name) {
         Ok(selected) => selected,
         Err(message) => return Reply::Error { message },
     };
@@ -459,7 +472,11 @@ fn verify(resource: &Arc<Resource>, peer: Option<&str>) -> Result<(), String> {
             .find(|p| p.node_id == node_id)
             .ok_or_else(|| format!("no peer with node-id {node_id}"))?;
         if info.verify_alg.is_none() {
-            return Err(format!("no verify-alg is configured for the connection to {}; set one (e.g. `net {{ verify-alg sha256; }}`) on both nodes", info.name));
+            return Err(format!(
+                "no verify-alg is configured for the connection to {}; set one (e.g. `net {{ \
+                 verify-alg sha256; }}`) on both nodes",
+                info.name
+            ));
         }
         resource
             .step(|engine, now, out| engine.start_verify(now, Some(node_id), out))

@@ -117,7 +117,10 @@ pub enum DiskError {
     },
     /// `io direct` was asked for, but the file system or device refuses `O_DIRECT` (tmpfs on
     /// kernels before 6.6, some FUSE file systems).
-    #[error("backing disk {path}: `io direct` (O_DIRECT) is not supported there ({source}); set `io buffered;` in its disk section or move it to a file system with direct I/O")]
+    #[error(
+        "backing disk {path}: `io direct` (O_DIRECT) is not supported there ({source}); set `io \
+         buffered;` in its disk section or move it to a file system with direct I/O"
+    )]
     DirectUnsupported {
         path: PathBuf,
         source: std::io::Error,

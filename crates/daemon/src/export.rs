@@ -113,8 +113,15 @@ impl Registry {
         let refusal = resource.with_engine(|engine| match engine.role() {
             Role::Primary => None,
             _ => Some(match engine.primary_peer() {
-                Some(peer) => format!("{} is Secondary on this node; the Primary is {peer}", resource.name),
-                None => format!("{} is Secondary on this node and no Primary is connected; run 'tandem primary {}' on the node that should serve it", resource.name, resource.name),
+                Some(peer) => format!(
+                    "{} is Secondary on this node; the Primary is {peer}",
+                    resource.name
+                ),
+                None => format!(
+                    "{} is Secondary on this node and no Primary is connected; run 'tandem \
+                     primary {}' on the node that should serve it",
+                    resource.name, resource.name
+                ),
             }),
         });
         if let Some(message) = refusal {
@@ -138,7 +145,10 @@ fn auto_promote(resource: &Arc<Resource>) -> Result<(), OpenError> {
             resource
                 .auto_promoted
                 .store(true, std::sync::atomic::Ordering::Release);
-            tracing::info!(resource = %resource.name, "auto-promote: Primary for the export's opener");
+            tracing::info!(
+                resource = %resource.name,
+                "auto-promote: Primary for the export's opener"
+            );
             Ok(())
         }
         Ok(false) => Ok(()),
@@ -173,7 +183,10 @@ impl Drop for OpenExport {
                 resource
                     .auto_promoted
                     .store(false, std::sync::atomic::Ordering::Release);
-                tracing::info!(resource = %resource.name, "auto-promote: the last opener closed the export; Secondary again");
+                tracing::info!(
+                    resource = %resource.name,
+                    "auto-promote: the last opener closed the export; Secondary again"
+                );
             }
             Some(Err(error)) => {
                 tracing::warn!(resource = %resource.name, "auto-promote: cannot demote: {error}")

@@ -147,30 +147,7 @@ pub(crate) fn run_then(
         );
         return false;
     }
-    let mut process = Command::new("/bin/sh");
-    // Its own process group, so a timeout kills what the shell started too.
-    std::os::unix::process::CommandExt::process_group(&mut process, 0);
-    process
-        .arg("-c")
-        .arg(command)
-        .stdin(Stdio::null())
-        .env("DRBD_RESOURCE", event.resource)
-        .env("DRBD_HANDLER", name);
-    // Only the node speaks to systemd for the service (sd_notify).
-    process
-        .env_remove(crate::sd_notify::NOTIFY_SOCKET)
-        .env_remove("WATCHDOG_USEC")
-        .env_remove("WATCHDOG_PID");
-    if let Some(volume) = event.volume {
-        process.env("DRBD_VOLUME", volume.to_string());
-    }
-    if let Some(node_id) = event.peer_node_id {
-        process.env("DRBD_PEER_NODE_ID", node_id.to_string());
-    }
-    if let Some(peer) = event.peer_name {
-        process.env("DRBD_PEER", peer);
-    }
-    process.envs(event.env.iter().map(|(key, value)| (key, value)));
+    let process = handler_command(command, name, event);
     let (resource, handler, command, timeout) = (
         event.resource.to_string(),
         name.to_string(),
@@ -215,6 +192,35 @@ pub(crate) fn run_then(
         return false;
     }
     true
+}
+
+/// The shell command that runs handler `name` with the environment DRBD gives its handlers.
+fn handler_command(command: &str, name: &str, event: &HandlerEvent<'_>) -> Command {
+    let mut process = Command::new("/bin/sh");
+    // Its own process group, so a timeout kills what the shell started too.
+    std::os::unix::process::CommandExt::process_group(&mut process, 0);
+    process
+        .arg("-c")
+        .arg(command)
+        .stdin(Stdio::null())
+        .env("DRBD_RESOURCE", event.resource)
+        .env("DRBD_HANDLER", name);
+    // Only the node speaks to systemd for the service (sd_notify).
+    process
+        .env_remove(crate::sd_notify::NOTIFY_SOCKET)
+        .env_remove("WATCHDOG_USEC")
+        .env_remove("WATCHDOG_PID");
+    if let Some(volume) = event.volume {
+        process.env("DRBD_VOLUME", volume.to_string());
+    }
+    if let Some(node_id) = event.peer_node_id {
+        process.env("DRBD_PEER_NODE_ID", node_id.to_string());
+    }
+    if let Some(peer) = event.peer_name {
+        process.env("DRBD_PEER", peer);
+    }
+    process.envs(event.env.iter().map(|(key, value)| (key, value)));
+    process
 }
 
 /// One handler run, for [`supervise`].

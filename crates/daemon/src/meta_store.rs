@@ -64,7 +64,10 @@ pub(crate) enum MetaJob {
 impl MetaJob {
     /// Whether the job writes nothing.
     pub(crate) fn is_empty(&self) -> bool {
-        matches!(self, MetaJob::Persist { pages, meta: None, .. } if pages.iter().all(|(_, p)| p.is_empty()))
+        matches!(
+            self,
+            MetaJob::Persist { pages, meta: None, .. } if pages.iter().all(|(_, p)| p.is_empty())
+        )
     }
 
     /// Whether the data disk's completed writes must be durable before the job writes
@@ -276,16 +279,7 @@ impl MetaStore {
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         let crashed_now = superblock.flags.primary_indicator;
         let crashed_primary = crashed_now || superblock.flags.crashed_primary;
-        let mut bitmaps = Vec::new();
-        for &peer in peers {
-            let Some(slot) = superblock.peer_slot_of(peer) else {
-                continue;
-            };
-            bitmaps.push(PeerBitmap {
-                peer,
-                bitmap: self.file().read_bitmap(slot)?,
-            });
-        }
+        let mut bitmaps = self.peer_bitmaps(&superblock, peers)?;
         let updates = if al_updates {
             AlUpdates::Enabled
         } else {
@@ -298,7 +292,7 @@ impl MetaStore {
                 source,
             }
         })?;
-        let in_place = |error| match error {
+        let in_place = |error: MetadataError| match error {
             MetadataError::Corrupt { source, .. } => MetadataError::Corrupt {
                 place: place(),
                 source,
@@ -306,68 +300,18 @@ impl MetaStore {
             other => other,
         };
         if crashed_now {
-            match recovery.full_resync {
-                Some(reason) => tracing::warn!("this node crashed as Primary; the activity log cannot say what changed ({reason:?}): every block will be resynced"),
-                None => tracing::warn!("this node crashed as Primary; {} hot activity-log extents (4 MiB each) will be resynced", recovery.hot_extents.len()),
-            }
-            self.mark_hot_extents(&superblock, &recovery, &mut bitmaps)
-                .map_err(in_place)?;
-            superblock.flags.primary_indicator = false;
-            superblock.flags.crashed_primary = true;
-            self.file().write_superblock(&superblock)?;
-            self.file().sync().map_err(|source| MetadataError::Io {
-                what: "sync after crash recovery".into(),
-                source,
-            })?;
+            self.recover_crashed_primary(&mut superblock, &recovery, &mut bitmaps, &in_place)?;
         }
         let unclean = superblock.flags.in_use && !crashed_now && peers.len() > 1;
-        if superblock.flags.in_use {
-            // A Secondary with more than one peer keeps the extents of unsettled replicated
-            // writes hot (repl's `secondary_log`): another Secondary may lack them.
-            if !crashed_now && peers.len() > 1 {
-                match recovery.full_resync {
-                    Some(reason) => tracing::warn!("this node went down uncleanly; the activity log cannot say which replicated writes its peers may lack ({reason:?}): every block will be resynced"),
-                    None if recovery.hot_extents.is_empty() => {}
-                    None => tracing::warn!("this node went down uncleanly; {} hot activity-log extents (4 MiB each) will be resynced with its peers", recovery.hot_extents.len()),
-                }
-                self.mark_hot_extents(&superblock, &recovery, &mut bitmaps)
-                    .map_err(in_place)?;
-            }
-            self.mark_counting_peers(&superblock, &mut bitmaps)?;
-        } else {
-            superblock.flags.in_use = true;
-            self.file().write_superblock(&superblock)?;
-            self.file().sync().map_err(|source| MetadataError::Io {
-                what: "sync the in-use flag".into(),
-                source,
-            })?;
-        }
-        let config = ActivityLogConfig::from_layout(self.file().layout(), updates);
-        let first_seq = recovery.next_seq;
-        let ring = meta::format_ring(config.al_ring_blocks, config.al_extents, first_seq).map_err(
-            |source| MetadataError::Corrupt {
-                place: place(),
-                source,
-            },
+        self.mark_after_unclean_stop(
+            &mut superblock,
+            crashed_now,
+            peers,
+            &recovery,
+            &mut bitmaps,
+            &in_place,
         )?;
-        self.file()
-            .write_al_ring(&ring)
-            .map_err(|source| MetadataError::Io {
-                what: "format the activity log".into(),
-                source,
-            })?;
-        self.file().sync().map_err(|source| MetadataError::Io {
-            what: "sync the activity log".into(),
-            source,
-        })?;
-        let activity_log = ActivityLog::new(
-            config,
-            first_seq.saturating_add(u64::from(config.al_ring_blocks)),
-        )
-        .map_err(|source| MetadataError::Corrupt {
-            place: place(),
-            source,
-        })?;
+        let activity_log = self.format_activity_log(updates, recovery.next_seq, &place)?;
         let ids = GenerationIds {
             current: superblock.current_uuid,
             bitmap: superblock.bitmap_uuids_by_node_id(),
@@ -401,6 +345,134 @@ impl MetaStore {
         })
     }
 
+    /// Each peer's bitmap, for the peers that have a slot.
+    fn peer_bitmaps(
+        &self,
+        superblock: &Superblock,
+        peers: &[u8],
+    ) -> Result<Vec<PeerBitmap>, MetadataError> {
+        let mut bitmaps = Vec::new();
+        for &peer in peers {
+            let Some(slot) = superblock.peer_slot_of(peer) else {
+                continue;
+            };
+            bitmaps.push(PeerBitmap {
+                peer,
+                bitmap: self.file().read_bitmap(slot)?,
+            });
+        }
+        Ok(bitmaps)
+    }
+
+    /// A crash as Primary: marks the hot extents, then durably clears the indicator and sets
+    /// `crashed_primary` (see [`MetaStore::volume_config`]).
+    fn recover_crashed_primary(
+        &self,
+        superblock: &mut Superblock,
+        recovery: &Recovery,
+        bitmaps: &mut [PeerBitmap],
+        in_place: &dyn Fn(MetadataError) -> MetadataError,
+    ) -> Result<(), MetadataError> {
+        match recovery.full_resync {
+            Some(reason) => tracing::warn!(
+                "this node crashed as Primary; the activity log cannot say what changed \
+                 ({reason:?}): every block will be resynced"
+            ),
+            None => tracing::warn!(
+                "this node crashed as Primary; {} hot activity-log extents (4 MiB each) will be \
+                 resynced",
+                recovery.hot_extents.len()
+            ),
+        }
+        self.mark_hot_extents(superblock, recovery, bitmaps)
+            .map_err(in_place)?;
+        superblock.flags.primary_indicator = false;
+        superblock.flags.crashed_primary = true;
+        self.file().write_superblock(superblock)?;
+        self.file().sync().map_err(|source| MetadataError::Io {
+            what: "sync after crash recovery".into(),
+            source,
+        })?;
+        Ok(())
+    }
+
+    /// An unclean stop found (`in_use` set): marks what the peers may lack; otherwise sets
+    /// `in_use` durably (see [`MetaStore::volume_config`]).
+    fn mark_after_unclean_stop(
+        &self,
+        superblock: &mut Superblock,
+        crashed_now: bool,
+        peers: &[u8],
+        recovery: &Recovery,
+        bitmaps: &mut [PeerBitmap],
+        in_place: &dyn Fn(MetadataError) -> MetadataError,
+    ) -> Result<(), MetadataError> {
+        if superblock.flags.in_use {
+            // A Secondary with more than one peer keeps the extents of unsettled replicated
+            // writes hot (repl's `secondary_log`): another Secondary may lack them.
+            if !crashed_now && peers.len() > 1 {
+                match recovery.full_resync {
+                    Some(reason) => tracing::warn!(
+                        "this node went down uncleanly; the activity log cannot say which \
+                         replicated writes its peers may lack ({reason:?}): every block will be \
+                         resynced"
+                    ),
+                    None if recovery.hot_extents.is_empty() => {}
+                    None => tracing::warn!(
+                        "this node went down uncleanly; {} hot activity-log extents (4 MiB each) \
+                         will be resynced with its peers",
+                        recovery.hot_extents.len()
+                    ),
+                }
+                self.mark_hot_extents(superblock, recovery, bitmaps)
+                    .map_err(in_place)?;
+            }
+            self.mark_counting_peers(superblock, bitmaps)?;
+        } else {
+            superblock.flags.in_use = true;
+            self.file().write_superblock(superblock)?;
+            self.file().sync().map_err(|source| MetadataError::Io {
+                what: "sync the in-use flag".into(),
+                source,
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Formats the activity-log ring empty from `first_seq` on, durably, and the log to use.
+    fn format_activity_log(
+        &self,
+        updates: AlUpdates,
+        first_seq: u64,
+        place: &dyn Fn() -> String,
+    ) -> Result<ActivityLog, MetadataError> {
+        let config = ActivityLogConfig::from_layout(self.file().layout(), updates);
+        let ring = meta::format_ring(config.al_ring_blocks, config.al_extents, first_seq).map_err(
+            |source| MetadataError::Corrupt {
+                place: place(),
+                source,
+            },
+        )?;
+        self.file()
+            .write_al_ring(&ring)
+            .map_err(|source| MetadataError::Io {
+                what: "format the activity log".into(),
+                source,
+            })?;
+        self.file().sync().map_err(|source| MetadataError::Io {
+            what: "sync the activity log".into(),
+            source,
+        })?;
+        ActivityLog::new(
+            config,
+            first_seq.saturating_add(u64::from(config.al_ring_blocks)),
+        )
+        .map_err(|source| MetadataError::Corrupt {
+            place: place(),
+            source,
+        })
+    }
+
     /// After an unclean stop: every block of each counting peer's bitmap, written durably.
     fn mark_counting_peers(
         &self,
@@ -411,7 +483,11 @@ impl MetaStore {
             .iter_mut()
             .filter(|entry| superblock.counts_for(entry.peer))
         {
-            tracing::warn!(peer = entry.peer, "this node went down uncleanly while counting changes for an absent peer: every block will be resynced to it");
+            tracing::warn!(
+                peer = entry.peer,
+                "this node went down uncleanly while counting changes for an absent peer: every \
+                 block will be resynced to it"
+            );
             entry.bitmap.set_all();
             let Some(slot) = superblock.peer_slot_of(entry.peer) else {
                 continue;

@@ -63,14 +63,22 @@ pub enum MetadataError {
     #[error("unusable tandem metadata in {place}: {source}")]
     Corrupt { place: String, source: MetaError },
     /// The metadata was created for another node id.
-    #[error("the metadata on {path} belongs to node-id {on_disk}, but this node has node-id {configured} in the configuration; recreate it with `tandem create-md --force` (this loses its sync state)")]
+    #[error(
+        "the metadata on {path} belongs to node-id {on_disk}, but this node has node-id \
+         {configured} in the configuration; recreate it with `tandem create-md --force` (this \
+         loses its sync state)"
+    )]
     NodeIdMismatch {
         path: String,
         on_disk: u8,
         configured: u8,
     },
     /// The metadata was created for another device size or placement.
-    #[error("the metadata on {path} does not match the device any more: {source}; a device that grew is resized with `tandem resize`; otherwise `tandem create-md --force` recreates the metadata (and loses its sync state)")]
+    #[error(
+        "the metadata on {path} does not match the device any more: {source}; a device that grew \
+         is resized with `tandem resize`; otherwise `tandem create-md --force` recreates the \
+         metadata (and loses its sync state)"
+    )]
     LayoutMismatch { path: String, source: MetaError },
     /// `resize` cannot move or grow this metadata.
     #[error("cannot resize the metadata on {path}: {reason}")]
@@ -79,10 +87,16 @@ pub enum MetadataError {
     #[error("{path}: {source}")]
     Layout { path: String, source: MetaError },
     /// A configured peer has no bitmap slot and every slot is taken.
-    #[error("the metadata on {path} has no bitmap slot for peer node-id {peer} (all {slots} slots are in use); recreate it with `tandem create-md --force --max-peers N`")]
+    #[error(
+        "the metadata on {path} has no bitmap slot for peer node-id {peer} (all {slots} slots are \
+         in use); recreate it with `tandem create-md --force --max-peers N`"
+    )]
     NoPeerSlot { path: String, peer: u8, slots: u8 },
     /// `meta-disk PATH [IDX]`: the slot lies past the end of the device.
-    #[error("{path}: meta-disk index {index} needs a device of at least {needed_bytes} bytes, it has {size_bytes}")]
+    #[error(
+        "{path}: meta-disk index {index} needs a device of at least {needed_bytes} bytes, it has \
+         {size_bytes}"
+    )]
     IndexOutOfRange {
         path: String,
         index: u32,
@@ -90,11 +104,17 @@ pub enum MetadataError {
         size_bytes: u64,
     },
     /// `create-md` found metadata and was not told to overwrite it.
-    #[error("there is tandem metadata {place} already ({found}); pass --force to overwrite it (its generation identifiers and bitmaps are lost)")]
+    #[error(
+        "there is tandem metadata {place} already ({found}); pass --force to overwrite it (its \
+         generation identifiers and bitmaps are lost)"
+    )]
     Exists { place: String, found: String },
     /// `create-md` found other data where it would write (a file system, a partition table,
     /// DRBD's metadata) and was not told to overwrite it.
-    #[error("{place} holds {found}; create-md would overwrite it: check the configured disk, or pass --force to destroy it")]
+    #[error(
+        "{place} holds {found}; create-md would overwrite it: check the configured disk, or pass \
+         --force to destroy it"
+    )]
     ForeignData { place: String, found: String },
     /// The configuration file is invalid.
     #[error("{0}")]
@@ -254,7 +274,11 @@ impl MetaFile {
         let page_count = region.length_bytes / BLOCK_BYTES;
         for (page, image) in pages {
             if *page >= page_count || image.len() != BLOCK_LEN {
-                let message = format!("bitmap page {page} of {} bytes (slot {slot} has {page_count} pages of {BLOCK_LEN})", image.len());
+                let message = format!(
+                    "bitmap page {page} of {} bytes (slot {slot} has {page_count} pages of \
+                     {BLOCK_LEN})",
+                    image.len()
+                );
                 return Err(std::io::Error::new(
                     std::io::ErrorKind::InvalidInput,
                     message,

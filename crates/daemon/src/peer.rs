@@ -102,7 +102,10 @@ pub(crate) enum LinkError {
     #[error("handshake timed out")]
     Timeout,
     /// A listener closed this unauthenticated handshake to make room for a newer connection.
-    #[error("closed to make room: {HANDSHAKES_IN_PROGRESS_MAX} handshakes in progress, this one the oldest")]
+    #[error(
+        "closed to make room: {HANDSHAKES_IN_PROGRESS_MAX} handshakes in progress, this one the \
+         oldest"
+    )]
     Evicted,
     /// This node ended the link (the engine dropped the peer, or the link was replaced).
     #[error("closed locally")]
@@ -555,10 +558,16 @@ impl Gate {
             Refusal::Log {
                 suppressed_before: 0,
             } => {
-                tracing::warn!(resource = %self.resource, %from, "refused incoming connection: {reason} (further refusals from this address are logged once per {}s)", REFUSAL_LOG_INTERVAL.as_secs());
+                tracing::warn!(resource = %self.resource, %from, "refused incoming connection: \
+                    {reason} (further refusals from this \
+                    address are logged once per {}s)", REFUSAL_LOG_INTERVAL.as_secs());
             }
             Refusal::Log { suppressed_before } => {
-                tracing::warn!(resource = %self.resource, %from, "refused incoming connection: {reason} ({suppressed_before} more refused before from this address)");
+                tracing::warn!(
+                    resource = %self.resource, %from,
+                    "refused incoming connection: {reason} ({suppressed_before} more refused \
+                     before from this address)"
+                );
             }
             Refusal::Suppress => {}
         }
@@ -578,7 +587,9 @@ impl Gate {
         } in summaries
         {
             let source = source.map_or_else(|| "other addresses".to_owned(), |ip| ip.to_string());
-            tracing::warn!(resource = %self.resource, "refused {suppressed} more incoming connections from {source} in the last {}s (the last: {last_reason})", REFUSAL_LOG_INTERVAL.as_secs());
+            tracing::warn!(resource = %self.resource, "refused {suppressed} more incoming \
+                connections from {source} in the last {}s (the \
+                last: {last_reason})", REFUSAL_LOG_INTERVAL.as_secs());
         }
     }
 }
@@ -708,13 +719,7 @@ async fn accept_socket(
             "node {} is not a peer of {} here",
             theirs.from_node, resource.name
         );
-        let _ = write_message(
-            &mut stream,
-            &Message::Refuse {
-                reason: wire::truncate_text(&reason),
-            },
-        )
-        .await;
+        send_refuse(&mut stream, &reason).await;
         return Err(LinkError::Refused(reason));
     };
     if !edge::same_host(from.ip(), peer.address.ip()) {
@@ -729,24 +734,12 @@ async fn accept_socket(
         // StandAlone towards this peer (or down): a link accepted now would look Connected
         // to the peer while nothing here runs it, and its writes would wait for it.
         let reason = format!("{} is StandAlone towards {} here", resource.name, peer.name);
-        let _ = write_message(
-            &mut stream,
-            &Message::Refuse {
-                reason: wire::truncate_text(&reason),
-            },
-        )
-        .await;
+        send_refuse(&mut stream, &reason).await;
         return Err(LinkError::Refused(reason));
     }
     if let Some(tls) = &resource.tls {
         if let Err(reason) = tls.check_peer(peer.node_id, stream.presented()) {
-            let _ = write_message(
-                &mut stream,
-                &Message::Refuse {
-                    reason: wire::truncate_text(&reason),
-                },
-            )
-            .await;
+            send_refuse(&mut stream, &reason).await;
             return Err(LinkError::Auth(format!("peer {}: {reason}", peer.name)));
         }
     }
@@ -764,25 +757,44 @@ async fn accept_socket(
         Side::Acceptor,
     )
     .await?;
+    hand_off(acceptor, &theirs, peer.node_id, stream)
+}
+
+/// Tells the peer why its connection is refused; the link fails either way.
+async fn send_refuse(stream: &mut LinkStream, reason: &str) {
+    let refuse = Message::Refuse {
+        reason: wire::truncate_text(reason),
+    };
+    let _ = write_message(stream, &refuse).await;
+}
+
+/// An accepted, authenticated socket: a data socket waits for its control socket, which hands
+/// both to the peer's link.
+fn hand_off(
+    acceptor: &Acceptor,
+    theirs: &Hello,
+    node_id: u8,
+    stream: LinkStream,
+) -> Result<(), LinkError> {
     let mut pending = acceptor.pending.lock().unwrap_or_else(|p| p.into_inner());
     match theirs.socket {
         SocketKind::Data => {
             if pending.len() >= PENDING_SOCKETS_MAX {
                 pending.remove(0);
             }
-            pending.push((theirs.session, peer.node_id, stream));
+            pending.push((theirs.session, node_id, stream));
         }
         SocketKind::Control => {
             let index = pending
                 .iter()
-                .position(|(s, p, _)| *s == theirs.session && *p == peer.node_id);
+                .position(|(s, p, _)| *s == theirs.session && *p == node_id);
             let Some(index) = index else {
                 return Err(LinkError::Protocol(
                     "control socket without a data socket".into(),
                 ));
             };
             let (_, _, data) = pending.remove(index);
-            if let Some(handoff) = acceptor.handoff.get(&peer.node_id) {
+            if let Some(handoff) = acceptor.handoff.get(&node_id) {
                 let _ = handoff.try_send((data, stream));
             }
         }
@@ -837,14 +849,21 @@ async fn run_link(
     ];
     let mut next = None;
     let error = tokio::select! {
-        Some(result) = tasks.join_next_with_id() => link_task_ended(&mut tasks, &receivers, result).await,
+        Some(result) = tasks.join_next_with_id() => {
+            link_task_ended(&mut tasks, &receivers, result).await
+        }
         _ = kill_rx.changed() => {
             if *kill_rx.borrow() == Stop::Drain {
                 drain_senders(&mut tasks, &receivers).await;
             }
             LinkError::ClosedLocally
         }
-        Some(pair) = async { match replaced.as_mut() { Some(rx) => rx.recv().await, None => std::future::pending().await } } => {
+        Some(pair) = async {
+            match replaced.as_mut() {
+                Some(rx) => rx.recv().await,
+                None => std::future::pending().await,
+            }
+        } => {
             next = Some(pair);
             LinkError::PeerDisconnected("peer reconnected".into())
         }
@@ -1063,17 +1082,6 @@ fn encode_outgoing(
     out: &mut Vec<u8>,
     compression: Option<wire::Compression>,
 ) -> Result<(Option<u64>, Option<Body>), LinkError> {
-    let range = |seq, epoch, volume, offset, length: u64| -> Result<RangeHeader, LinkError> {
-        let length =
-            u32::try_from(length).map_err(|_| LinkError::Protocol("range too long".into()))?;
-        Ok(RangeHeader {
-            seq,
-            epoch,
-            volume,
-            offset,
-            length,
-        })
-    };
     match item {
         Outgoing::Data {
             seq,
@@ -1081,48 +1089,7 @@ fn encode_outgoing(
             volume,
             op,
             ..
-        } => match op {
-            DiskOp::Write {
-                offset, data, fua, ..
-            } => {
-                let flags = if fua { wire::DATA_FLAG_FUA } else { 0 };
-                let packed = compression
-                    .zip(data.data.as_complete())
-                    .and_then(|(c, bytes)| Some((c, wire::compress(c, bytes)?)));
-                if let Some((compression, packed)) = packed {
-                    let length = u32::try_from(packed.len())
-                        .map_err(|_| LinkError::Protocol("write too long".into()))?;
-                    Message::Data(DataHeader {
-                        seq,
-                        epoch,
-                        volume,
-                        flags: flags | compression.flag(),
-                        offset,
-                    })
-                    .encode(length, out)?;
-                    return Ok((Some(seq), Some(Body::Packed(packed))));
-                }
-                let length = u32::try_from(data.data.len())
-                    .map_err(|_| LinkError::Protocol("write too long".into()))?;
-                Message::Data(DataHeader {
-                    seq,
-                    epoch,
-                    volume,
-                    flags,
-                    offset,
-                })
-                .encode(length, out)?;
-                Ok((Some(seq), Some(Body::Payload(data))))
-            }
-            DiskOp::Trim { offset, length, .. } => {
-                Message::Trim(range(seq, epoch, volume, offset, length)?).encode(0, out)?;
-                Ok((Some(seq), None))
-            }
-            DiskOp::WriteZeroes { offset, length, .. } => {
-                Message::WriteZeroes(range(seq, epoch, volume, offset, length)?).encode(0, out)?;
-                Ok((Some(seq), None))
-            }
-        },
+        } => encode_disk_op((seq, epoch, volume), op, out, compression),
         Outgoing::Barrier { epoch, flush } => {
             Message::Barrier { epoch, flush }.encode(0, out)?;
             Ok((None, None))
@@ -1165,6 +1132,69 @@ fn encode_outgoing(
         Outgoing::Control(_) | Outgoing::Close { .. } => Err(LinkError::Protocol(
             "control message queued on the data socket".into(),
         )),
+    }
+}
+
+/// Encode a replicated write, trim or write-zeroes of `volume` (with its `seq` and `epoch`); see
+/// [`encode_outgoing`].
+fn encode_disk_op(
+    (seq, epoch, volume): (u64, u64, u16),
+    op: DiskOp<Payload>,
+    out: &mut Vec<u8>,
+    compression: Option<wire::Compression>,
+) -> Result<(Option<u64>, Option<Body>), LinkError> {
+    let range = |seq, epoch, volume, offset, length: u64| -> Result<RangeHeader, LinkError> {
+        let length =
+            u32::try_from(length).map_err(|_| LinkError::Protocol("range too long".into()))?;
+        Ok(RangeHeader {
+            seq,
+            epoch,
+            volume,
+            offset,
+            length,
+        })
+    };
+    match op {
+        DiskOp::Write {
+            offset, data, fua, ..
+        } => {
+            let flags = if fua { wire::DATA_FLAG_FUA } else { 0 };
+            let packed = compression
+                .zip(data.data.as_complete())
+                .and_then(|(c, bytes)| Some((c, wire::compress(c, bytes)?)));
+            if let Some((compression, packed)) = packed {
+                let length = u32::try_from(packed.len())
+                    .map_err(|_| LinkError::Protocol("write too long".into()))?;
+                Message::Data(DataHeader {
+                    seq,
+                    epoch,
+                    volume,
+                    flags: flags | compression.flag(),
+                    offset,
+                })
+                .encode(length, out)?;
+                return Ok((Some(seq), Some(Body::Packed(packed))));
+            }
+            let length = u32::try_from(data.data.len())
+                .map_err(|_| LinkError::Protocol("write too long".into()))?;
+            Message::Data(DataHeader {
+                seq,
+                epoch,
+                volume,
+                flags,
+                offset,
+            })
+            .encode(length, out)?;
+            Ok((Some(seq), Some(Body::Payload(data))))
+        }
+        DiskOp::Trim { offset, length, .. } => {
+            Message::Trim(range(seq, epoch, volume, offset, length)?).encode(0, out)?;
+            Ok((Some(seq), None))
+        }
+        DiskOp::WriteZeroes { offset, length, .. } => {
+            Message::WriteZeroes(range(seq, epoch, volume, offset, length)?).encode(0, out)?;
+            Ok((Some(seq), None))
+        }
     }
 }
 
@@ -1346,22 +1376,7 @@ impl Frames<'_> {
             data: Incoming::complete(buf),
             _permit: Some(Arc::new(permit)),
         };
-        let op = DiskOp::Write {
-            offset: h.offset,
-            length: u64::from(length),
-            data,
-            fua: h.fua(),
-        };
-        Ok((
-            PeerMessage::Data {
-                seq: h.seq,
-                epoch: h.epoch,
-                volume: h.volume,
-                offset: h.offset,
-                op,
-            },
-            None,
-        ))
+        Ok((replicated_write(&h, length, data), None))
     }
 
     /// The next frame as an engine message; for a streamed payload also the filler that the
@@ -1371,7 +1386,6 @@ impl Frames<'_> {
         reader: &mut BufReader<LinkReader>,
         batch: &mut Vec<PeerMessage<Payload>>,
     ) -> Result<(PeerMessage<Payload>, Option<Filler>), LinkError> {
-        let resource = self.resource;
         let header = read_header(reader).await?;
         let kind = header.check()?;
         if !kind.allowed_on(SocketKind::Data) {
@@ -1379,80 +1393,14 @@ impl Frames<'_> {
                 "{kind:?} frame on the data socket"
             )));
         }
-        let range_op = |h: RangeHeader, zero: bool| {
-            let (offset, length) = (h.offset, u64::from(h.length));
-            let op = if zero {
-                DiskOp::WriteZeroes {
-                    offset,
-                    length,
-                    fua: false,
-                }
-            } else {
-                DiskOp::Trim {
-                    offset,
-                    length,
-                    fua: false,
-                }
-            };
-            PeerMessage::Data {
-                seq: h.seq,
-                epoch: h.epoch,
-                volume: h.volume,
-                offset,
-                op,
-            }
-        };
         match read_body(reader, &header).await? {
             Message::Data(h) if h.flags & (wire::DATA_FLAG_LZ4 | wire::DATA_FLAG_ZSTD) != 0 => {
                 self.receive_packed(reader, &header, h, batch).await
             }
-            Message::Data(h) => {
-                let length = header.payload_len();
-                let permit = self.permit(length, batch).await?;
-                let mut buf = resource
-                    .pool
-                    .take(length as usize)
-                    .ok_or_else(|| LinkError::Protocol("payload too large".into()))?;
-                let (data, filler) = if self.streaming && buf.len() >= STREAM_RECEIVE_BYTES_MIN {
-                    let (filler, data) = Incoming::filling(buf);
-                    (data, Some(filler))
-                } else {
-                    reader.read_exact(&mut buf).await?;
-                    (Incoming::complete(buf), None)
-                };
-                let data = Payload {
-                    data,
-                    _permit: Some(Arc::new(permit)),
-                };
-                let op = DiskOp::Write {
-                    offset: h.offset,
-                    length: u64::from(length),
-                    data,
-                    fua: h.fua(),
-                };
-                Ok((
-                    PeerMessage::Data {
-                        seq: h.seq,
-                        epoch: h.epoch,
-                        volume: h.volume,
-                        offset: h.offset,
-                        op,
-                    },
-                    filler,
-                ))
-            }
+            Message::Data(h) => self.receive_write(reader, &header, h, batch).await,
             Message::ResyncReply(h) => {
                 let length = header.payload_len();
-                let permit = self.permit(length, batch).await?;
-                let mut buf = resource
-                    .pool
-                    .take(length as usize)
-                    .ok_or_else(|| LinkError::Protocol("payload too large".into()))?;
-                reader.read_exact(&mut buf).await?;
-                let data = Payload {
-                    data: Incoming::complete(buf),
-                    _permit: Some(Arc::new(permit)),
-                };
+                let data = self.read_payload(reader, length, batch).await?;
                 Ok((
                     PeerMessage::ResyncReply {
                         id: h.id,
@@ -1466,16 +1414,7 @@ impl Frames<'_> {
             }
             Message::ReadReply(h) => {
                 let length = header.payload_len();
-                let permit = self.permit(length, batch).await?;
-                let mut buf = resource
-                    .pool
-                    .take(length as usize)
-                    .ok_or_else(|| LinkError::Protocol("payload too large".into()))?;
-                reader.read_exact(&mut buf).await?;
-                let data = Payload {
-                    data: Incoming::complete(buf),
-                    _permit: Some(Arc::new(permit)),
-                };
+                let data = self.read_payload(reader, length, batch).await?;
                 Ok((
                     PeerMessage::ReadReply {
                         id: h.id,
@@ -1487,8 +1426,8 @@ impl Frames<'_> {
                     None,
                 ))
             }
-            Message::Trim(h) => Ok((range_op(h, false), None)),
-            Message::WriteZeroes(h) => Ok((range_op(h, true), None)),
+            Message::Trim(h) => Ok((range_message(h, false), None)),
+            Message::WriteZeroes(h) => Ok((range_message(h, true), None)),
             Message::Barrier { epoch, flush } => Ok((PeerMessage::Barrier { epoch, flush }, None)),
             Message::Disconnect { reason } => Err(LinkError::PeerDisconnected(reason)),
             other => match sync_from_wire(&other)? {
@@ -1499,6 +1438,97 @@ impl Frames<'_> {
                 ))),
             },
         }
+    }
+
+    /// A replicated write's payload, read whole or (`streaming`) left to the returned filler.
+    async fn receive_write(
+        &self,
+        reader: &mut BufReader<LinkReader>,
+        header: &FrameHeader,
+        h: DataHeader,
+        batch: &mut Vec<PeerMessage<Payload>>,
+    ) -> Result<(PeerMessage<Payload>, Option<Filler>), LinkError> {
+        let resource = self.resource;
+        let length = header.payload_len();
+        let permit = self.permit(length, batch).await?;
+        let mut buf = resource
+            .pool
+            .take(length as usize)
+            .ok_or_else(|| LinkError::Protocol("payload too large".into()))?;
+        let (data, filler) = if self.streaming && buf.len() >= STREAM_RECEIVE_BYTES_MIN {
+            let (filler, data) = Incoming::filling(buf);
+            (data, Some(filler))
+        } else {
+            reader.read_exact(&mut buf).await?;
+            (Incoming::complete(buf), None)
+        };
+        let data = Payload {
+            data,
+            _permit: Some(Arc::new(permit)),
+        };
+        Ok((replicated_write(&h, length, data), filler))
+    }
+
+    /// A payload of `length` bytes read whole from the socket, under a buffer permit.
+    async fn read_payload(
+        &self,
+        reader: &mut BufReader<LinkReader>,
+        length: u32,
+        batch: &mut Vec<PeerMessage<Payload>>,
+    ) -> Result<Payload, LinkError> {
+        let permit = self.permit(length, batch).await?;
+        let mut buf = self
+            .resource
+            .pool
+            .take(length as usize)
+            .ok_or_else(|| LinkError::Protocol("payload too large".into()))?;
+        reader.read_exact(&mut buf).await?;
+        Ok(Payload {
+            data: Incoming::complete(buf),
+            _permit: Some(Arc::new(permit)),
+        })
+    }
+}
+
+/// A replicated write's frame as the engine's message.
+fn replicated_write(h: &DataHeader, length: u32, data: Payload) -> PeerMessage<Payload> {
+    let op = DiskOp::Write {
+        offset: h.offset,
+        length: u64::from(length),
+        data,
+        fua: h.fua(),
+    };
+    PeerMessage::Data {
+        seq: h.seq,
+        epoch: h.epoch,
+        volume: h.volume,
+        offset: h.offset,
+        op,
+    }
+}
+
+/// A trim or write-zeroes frame as the engine's message.
+fn range_message(h: RangeHeader, zero: bool) -> PeerMessage<Payload> {
+    let (offset, length) = (h.offset, u64::from(h.length));
+    let op = if zero {
+        DiskOp::WriteZeroes {
+            offset,
+            length,
+            fua: false,
+        }
+    } else {
+        DiskOp::Trim {
+            offset,
+            length,
+            fua: false,
+        }
+    };
+    PeerMessage::Data {
+        seq: h.seq,
+        epoch: h.epoch,
+        volume: h.volume,
+        offset,
+        op,
     }
 }
 
@@ -1553,7 +1583,10 @@ pub(crate) async fn supervise(
                 Err(error) => {
                     let message = error.to_string();
                     if message != last_error {
-                        tracing::warn!(resource = %resource.name, peer = %peer.name, "cannot connect: {message}");
+                        tracing::warn!(
+                            resource = %resource.name, peer = %peer.name,
+                            "cannot connect: {message}"
+                        );
                         last_error = message;
                     }
                     let _ = tokio::time::timeout(peer.net.connect_int, changed.changed()).await;

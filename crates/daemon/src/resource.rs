@@ -69,10 +69,13 @@ const INLINE_RUN_MAX: u32 = 64;
 const WRITES_ARRIVING_MAX: usize = crate::io_workers::IO_THREADS - 1;
 const _: () = assert!(WRITES_ARRIVING_MAX >= 1);
 
+/// Inline jobs with their resource, in release order.
+type InlineQueue = std::collections::VecDeque<(Arc<Resource>, crate::io_workers::Job)>;
+
 thread_local! {
     /// Inline jobs released while this thread runs inline jobs, with their resource: run in
     /// order by the outermost run (see `run_inline`).
-    static INLINE_QUEUE: std::cell::RefCell<std::collections::VecDeque<(Arc<Resource>, crate::io_workers::Job)>> =
+    static INLINE_QUEUE: std::cell::RefCell<InlineQueue> =
         const { std::cell::RefCell::new(std::collections::VecDeque::new()) };
     static INLINE_RUNNING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
@@ -471,34 +474,6 @@ impl Resource {
             | Action::FencePeer { .. } => return Some(action),
             // Resizing reads the device and moves the metadata: outside the lock (`resize.rs`).
             Action::ResizeOffer { .. } | Action::Grow { .. } => return Some(action),
-            Action::VerifyFound {
-                peer,
-                volume,
-                offset,
-                length,
-            } => {
-                tracing::warn!(resource = %self.name, peer = %self.peer_name(peer), volume, offset, length, "online verify: blocks differ (marked out of sync)");
-            }
-            Action::VerifyFinished {
-                peer,
-                volume,
-                oos_bytes,
-                skipped_bytes,
-            } => {
-                let peer_name = self.peer_name(peer);
-                tracing::info!(resource = %self.name, peer = %peer_name, volume, oos_bytes, skipped_bytes, "online verify finished");
-                let job = self.persist_job(core, volume, None);
-                self.writebacks_queued.fetch_add(1, Ordering::AcqRel);
-                self.queue_meta(
-                    volume,
-                    job,
-                    MetaDone::Log(Arc::clone(&self.writebacks_queued)),
-                );
-                if oos_bytes > 0 {
-                    let event = self.handler_event(Some(volume), Some(peer), Some(&peer_name));
-                    handlers::run(&self.handlers, "out-of-sync", &event);
-                }
-            }
             Action::PersistMeta { io, volume, meta } => {
                 let job = self.persist_job(core, volume, Some(meta));
                 self.queue_meta(volume, job, MetaDone::Engine(io));
@@ -522,97 +497,11 @@ impl Resource {
                     MetaDone::Engine(io),
                 );
             }
-            Action::SendOnData { peer, message } => {
-                if let Some(link) = core.links.get(&peer) {
-                    let _ = link.data.send(Outgoing::OnData(message));
-                }
-            }
-            Action::SplitBrain {
-                peer,
-                volume,
-                resolution,
-                detail,
-            } => {
-                let peer_name = self.peer_name(peer);
-                tracing::error!(resource = %self.name, peer = %peer_name, volume, ?resolution, "split brain detected: {detail}");
-                let event = self.handler_event(Some(volume), Some(peer), Some(&peer_name));
-                handlers::run(&self.handlers, "initial-split-brain", &event);
-                match resolution {
-                    Resolution::Disconnect => handlers::run(&self.handlers, "split-brain", &event),
-                    Resolution::CallPriLostAfterSb => {
-                        handlers::run(&self.handlers, "pri-lost-after-sb", &event)
-                    }
-                    Resolution::DiscardLocal | Resolution::DiscardRemote => {}
-                }
-            }
-            Action::SendData {
-                peer,
-                seq,
-                epoch,
-                volume,
-                op,
-            } => {
-                if let Some(link) = core.links.get(&peer) {
-                    let mut report_sent =
-                        core.engine.protocol_in_effect(peer) == Some(repl::Protocol::A);
-                    let length = disk_op_bytes(&op);
-                    let mut in_buffer = 0;
-                    if report_sent && link.buffer.try_admit(length) {
-                        (report_sent, in_buffer) = (false, length);
-                        buffered.push((peer, seq));
-                    }
-                    let _ = link.data.send(Outgoing::Data {
-                        seq,
-                        epoch,
-                        volume,
-                        op,
-                        report_sent,
-                        buffered: in_buffer,
-                    });
-                }
-            }
-            Action::SendBarrier { peer, epoch, flush } => {
-                if let Some(link) = core.links.get(&peer) {
-                    let _ = link.data.send(Outgoing::Barrier { epoch, flush });
-                }
-            }
-            Action::SendControl { peer, message } => {
-                if let Some(link) = core.links.get(&peer) {
-                    let _ = link.control.send(Outgoing::Control(message));
-                }
-            }
             Action::Detached {
                 volume,
                 failed,
                 call_handler,
-            } => {
-                if let Some(disk) = self.disk(volume) {
-                    disk.set_detached(true);
-                }
-                if failed {
-                    tracing::error!(resource = %self.name, volume, "local disk I/O error: detached, Diskless; I/O goes through the peers (on-io-error)");
-                } else {
-                    tracing::info!(resource = %self.name, volume, "detached: Diskless");
-                }
-                if call_handler {
-                    let event = self.handler_event(Some(volume), None, None);
-                    handlers::run(&self.handlers, "local-io-error", &event);
-                }
-            }
-            Action::Disconnect {
-                peer,
-                state,
-                reason,
-            } => {
-                if let Some(link) = core.links.remove(&peer) {
-                    tracing::warn!(resource = %self.name, peer = %self.peer_name(peer), "dropping connection ({state}): {reason}");
-                    let _ = link.data.send(Outgoing::Close {
-                        reason: reason.clone(),
-                    });
-                    let _ = link.control.send(Outgoing::Close { reason });
-                    let _ = link.kill.send(crate::peer::Stop::Drain);
-                }
-            }
+            } => self.detached(volume, failed, call_handler),
             Action::ReadDone { request, result } => {
                 if let Some(completion) = core.completions.remove(&request) {
                     match result.and_then(|payload| {
@@ -627,31 +516,180 @@ impl Resource {
                     }
                 }
             }
-            Action::Complete { request, result } => {
-                if let Some(started) = core.write_started.remove(&request) {
-                    let nanos = self.now().0.saturating_sub(started.0);
-                    self.write_counters
-                        .lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner)
-                        .completed(std::time::Duration::from_nanos(nanos));
-                }
-                if let Some(completion) = core.completions.remove(&request) {
-                    match result {
-                        Ok(()) => completion.ok(),
-                        Err(error) => {
-                            tracing::debug!(resource = %self.name, request, ?error, quorum = core.engine.has_quorum(), role = ?core.engine.role(), "client request failed");
-                            completion.error(crate::export::errno_of(error))
-                        }
-                    }
-                }
-            }
+            Action::Complete { request, result } => self.complete(core, request, result),
             Action::StateChanged => {
                 self.quorum_transition(&core.engine);
                 self.resync_transitions(&core.engine);
                 self.changed.send_modify(|version| *version += 1);
             }
+            action => self.route_to_peer(core, action, buffered),
         }
         None
+    }
+
+    /// [`Resource::route`] for the actions about a peer: its link, verify and split brain.
+    fn route_to_peer(
+        &self,
+        core: &mut Core,
+        action: Action<Payload>,
+        buffered: &mut Vec<(u8, u64)>,
+    ) {
+        match action {
+            Action::VerifyFound {
+                peer,
+                volume,
+                offset,
+                length,
+            } => {
+                tracing::warn!(
+                    resource = %self.name, peer = %self.peer_name(peer), volume, offset, length,
+                    "online verify: blocks differ (marked out of sync)"
+                );
+            }
+            Action::VerifyFinished {
+                peer,
+                volume,
+                oos_bytes,
+                skipped_bytes,
+            } => self.verify_finished(core, peer, volume, oos_bytes, skipped_bytes),
+            Action::SendOnData { peer, message } => {
+                if let Some(link) = core.links.get(&peer) {
+                    let _ = link.data.send(Outgoing::OnData(message));
+                }
+            }
+            Action::SplitBrain {
+                peer,
+                volume,
+                resolution,
+                detail,
+            } => self.split_brain(peer, volume, resolution, &detail),
+            Action::SendData {
+                peer,
+                seq,
+                epoch,
+                volume,
+                op,
+            } => send_data(core, buffered, peer, seq, epoch, volume, op),
+            Action::SendBarrier { peer, epoch, flush } => {
+                if let Some(link) = core.links.get(&peer) {
+                    let _ = link.data.send(Outgoing::Barrier { epoch, flush });
+                }
+            }
+            Action::SendControl { peer, message } => {
+                if let Some(link) = core.links.get(&peer) {
+                    let _ = link.control.send(Outgoing::Control(message));
+                }
+            }
+            Action::Disconnect {
+                peer,
+                state,
+                reason,
+            } => self.disconnect_link(core, peer, state, reason),
+            _ => unreachable!("route handles the local actions"),
+        }
+    }
+
+    /// An online verify finished: persists its result and runs the out-of-sync handler.
+    fn verify_finished(
+        &self,
+        core: &mut Core,
+        peer: u8,
+        volume: u16,
+        oos_bytes: u64,
+        skipped_bytes: u64,
+    ) {
+        let peer_name = self.peer_name(peer);
+        tracing::info!(
+            resource = %self.name, peer = %peer_name, volume, oos_bytes, skipped_bytes,
+            "online verify finished"
+        );
+        let job = self.persist_job(core, volume, None);
+        self.writebacks_queued.fetch_add(1, Ordering::AcqRel);
+        self.queue_meta(
+            volume,
+            job,
+            MetaDone::Log(Arc::clone(&self.writebacks_queued)),
+        );
+        if oos_bytes > 0 {
+            let event = self.handler_event(Some(volume), Some(peer), Some(&peer_name));
+            handlers::run(&self.handlers, "out-of-sync", &event);
+        }
+    }
+
+    /// A split brain was detected: logs it and runs the handlers of its resolution.
+    fn split_brain(&self, peer: u8, volume: u16, resolution: Resolution, detail: &str) {
+        let peer_name = self.peer_name(peer);
+        tracing::error!(
+            resource = %self.name, peer = %peer_name, volume, ?resolution,
+            "split brain detected: {detail}"
+        );
+        let event = self.handler_event(Some(volume), Some(peer), Some(&peer_name));
+        handlers::run(&self.handlers, "initial-split-brain", &event);
+        match resolution {
+            Resolution::Disconnect => handlers::run(&self.handlers, "split-brain", &event),
+            Resolution::CallPriLostAfterSb => {
+                handlers::run(&self.handlers, "pri-lost-after-sb", &event)
+            }
+            Resolution::DiscardLocal | Resolution::DiscardRemote => {}
+        }
+    }
+
+    /// The engine detached a volume (Diskless now).
+    fn detached(&self, volume: u16, failed: bool, call_handler: bool) {
+        if let Some(disk) = self.disk(volume) {
+            disk.set_detached(true);
+        }
+        if failed {
+            tracing::error!(
+                resource = %self.name, volume,
+                "local disk I/O error: detached, Diskless; I/O goes through the peers (on-io-error)"
+            );
+        } else {
+            tracing::info!(resource = %self.name, volume, "detached: Diskless");
+        }
+        if call_handler {
+            let event = self.handler_event(Some(volume), None, None);
+            handlers::run(&self.handlers, "local-io-error", &event);
+        }
+    }
+
+    /// The engine dropped a peer: the link says goodbye after what is queued, then stops.
+    fn disconnect_link(&self, core: &mut Core, peer: u8, state: ConnState, reason: String) {
+        if let Some(link) = core.links.remove(&peer) {
+            tracing::warn!(
+                resource = %self.name, peer = %self.peer_name(peer),
+                "dropping connection ({state}): {reason}"
+            );
+            let _ = link.data.send(Outgoing::Close {
+                reason: reason.clone(),
+            });
+            let _ = link.control.send(Outgoing::Close { reason });
+            let _ = link.kill.send(crate::peer::Stop::Drain);
+        }
+    }
+
+    /// A client request completed: counts a write's latency and answers the client.
+    fn complete(&self, core: &mut Core, request: RequestId, result: Result<(), IoError>) {
+        if let Some(started) = core.write_started.remove(&request) {
+            let nanos = self.now().0.saturating_sub(started.0);
+            self.write_counters
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .completed(std::time::Duration::from_nanos(nanos));
+        }
+        if let Some(completion) = core.completions.remove(&request) {
+            match result {
+                Ok(()) => completion.ok(),
+                Err(error) => {
+                    tracing::debug!(
+                        resource = %self.name, request, ?error,
+                        quorum = core.engine.has_quorum(), role = ?core.engine.role(),
+                        "client request failed"
+                    );
+                    completion.error(crate::export::errno_of(error))
+                }
+            }
+        }
     }
 
     /// Counts a client write for the manager's write pattern (only while it runs).
@@ -845,7 +883,11 @@ impl Resource {
             }
         });
         if !handlers::run_then(&self.handlers, "fence-peer", &event, Some(on_exit)) {
-            tracing::error!(resource = %self.name, peer = %peer_name, "fencing is on but the fence-peer handler did not run (none configured, or too many handlers running)");
+            tracing::error!(
+                resource = %self.name, peer = %peer_name,
+                "fencing is on but the fence-peer handler did not run (none configured, or too \
+                 many handlers running)"
+            );
             self.fence_peer_answered(peer, -1);
         }
     }
@@ -853,10 +895,17 @@ impl Resource {
     fn fence_peer_answered(self: &Arc<Self>, peer: u8, status: i32) {
         match repl::fence_outcome(status) {
             Some(disk) => {
-                tracing::info!(resource = %self.name, peer = %self.peer_name(peer), status, "fence-peer: the peer is {disk}")
+                tracing::info!(
+                    resource = %self.name, peer = %self.peer_name(peer), status,
+                    "fence-peer: the peer is {disk}"
+                )
             }
             None => {
-                tracing::error!(resource = %self.name, peer = %self.peer_name(peer), status, "fence-peer failed; with resource-and-stonith I/O stays frozen until 'tandem resume-io'")
+                tracing::error!(
+                    resource = %self.name, peer = %self.peer_name(peer), status,
+                    "fence-peer failed; with resource-and-stonith I/O stays frozen until 'tandem \
+                     resume-io'"
+                )
             }
         }
         self.step(|engine, now, out| engine.fence_peer_done(now, peer, status, out));
@@ -876,7 +925,8 @@ impl Resource {
             tracing::info!(resource = %self.name, "no quorum: {}", engine.quorum_report());
             return;
         }
-        tracing::error!(resource = %self.name, "quorum lost by the Primary: {}", engine.quorum_report());
+        tracing::error!(resource = %self.name, "quorum lost by the Primary: \
+            {}", engine.quorum_report());
         {
             let event = self.handler_event(None, None, None);
             handlers::run(&self.handlers, "quorum-lost", &event);
@@ -1210,7 +1260,10 @@ impl Resource {
                 Ok(Ok(())) => {}
                 Ok(Err(error)) => {
                     ok = false;
-                    tracing::error!(resource = %self.name, volume, "cannot write the metadata: {error}");
+                    tracing::error!(
+                        resource = %self.name, volume,
+                        "cannot write the metadata: {error}"
+                    );
                 }
                 Err(_) => {
                     ok = false;
@@ -1234,7 +1287,10 @@ impl Resource {
     /// and wait until they are durable.
     pub(crate) fn shut_down(self: &Arc<Self>) {
         if let Err(error) = self.step(|engine, _, out| engine.demote(out)) {
-            tracing::warn!(resource = %self.name, "stopping as Primary ({error}): the next start resyncs as after a crash");
+            tracing::warn!(
+                resource = %self.name,
+                "stopping as Primary ({error}): the next start resyncs as after a crash"
+            );
         }
         if self.write_metadata(true, true) {
             self.mark_clean();
@@ -1256,7 +1312,11 @@ impl Resource {
         }
         for (volume, rx) in waits {
             if !matches!(rx.recv(), Ok(Ok(()))) {
-                tracing::error!(resource = %self.name, volume, "cannot mark the metadata clean: the next start resyncs every absent peer in full");
+                tracing::error!(
+                    resource = %self.name, volume,
+                    "cannot mark the metadata clean: the next start resyncs every absent peer in \
+                     full"
+                );
             }
         }
     }
@@ -1380,11 +1440,20 @@ impl Resource {
                 completion.error(nbd::Errno::Inval);
                 return;
             };
-            let result = resource.disk(volume).ok_or(IoError::Invalid).and_then(|d| d.read(offset, &mut buf));
+            let result = resource
+                .disk(volume)
+                .ok_or(IoError::Invalid)
+                .and_then(|d| d.read(offset, &mut buf));
             match result {
                 Ok(()) => completion.read_data(buf.freeze()),
-                Err(IoError::Io) if resource.step(|engine, now, out| engine.local_read_failed(now, volume, out)) => {
-                    tracing::warn!(resource = %resource.name, volume, offset, length, "local read failed: read through a peer");
+                Err(IoError::Io)
+                    if resource
+                        .step(|engine, now, out| engine.local_read_failed(now, volume, out)) =>
+                {
+                    tracing::warn!(
+                        resource = %resource.name, volume, offset, length,
+                        "local read failed: read through a peer"
+                    );
                     resource.read_through_peer(volume, offset, length, completion);
                 }
                 Err(error) => completion.error(crate::export::errno_of(error)),
@@ -1455,7 +1524,10 @@ impl Resource {
             usable.map_err(|error| {
                 format!("volume {volume}: the disk still fails ({error}); Diskless")
             })?;
-            tracing::info!(resource = %self.name, volume, "attached; resyncing what it missed from the peers");
+            tracing::info!(
+                resource = %self.name, volume,
+                "attached; resyncing what it missed from the peers"
+            );
             attached += 1;
         }
         if attached == 0 {
@@ -1622,12 +1694,47 @@ impl Resource {
         reason: String,
     ) {
         self.step_core(|core, now, out| {
-            let current = core.links.get(&peer).is_some_and(|link| link.generation == generation);
+            let current = core
+                .links
+                .get(&peer)
+                .is_some_and(|link| link.generation == generation);
             if current {
                 core.links.remove(&peer);
-                tracing::warn!(resource = %self.name, peer = %self.peer_name(peer), "connection lost ({state}): {reason}");
+                tracing::warn!(
+                    resource = %self.name, peer = %self.peer_name(peer),
+                    "connection lost ({state}): {reason}"
+                );
                 core.engine.peer_disconnected(now, peer, state, reason, out);
             }
+        });
+    }
+}
+/// Queues a replicated write on the peer's data socket; under protocol A it is reported
+/// sent at once if the link's async buffer takes it (`buffered`).
+fn send_data(
+    core: &Core,
+    buffered: &mut Vec<(u8, u64)>,
+    peer: u8,
+    seq: u64,
+    epoch: u64,
+    volume: u16,
+    op: DiskOp<Payload>,
+) {
+    if let Some(link) = core.links.get(&peer) {
+        let mut report_sent = core.engine.protocol_in_effect(peer) == Some(repl::Protocol::A);
+        let length = disk_op_bytes(&op);
+        let mut in_buffer = 0;
+        if report_sent && link.buffer.try_admit(length) {
+            (report_sent, in_buffer) = (false, length);
+            buffered.push((peer, seq));
+        }
+        let _ = link.data.send(Outgoing::Data {
+            seq,
+            epoch,
+            volume,
+            op,
+            report_sent,
+            buffered: in_buffer,
         });
     }
 }

@@ -271,6 +271,40 @@ pub(crate) fn peer_infos(
     Ok((peers, listen))
 }
 
+/// Opens a volume's metadata and backing disk, with the volume's engine configuration.
+fn open_volume(
+    volume: &config::Volume,
+    path: &Path,
+    host: &config::Host,
+    peer_ids: &[u8],
+    setup_error: &dyn Fn(String) -> DaemonError,
+) -> Result<(Disk, Arc<MetaStore>, repl::VolumeConfig), DaemonError> {
+    let volume_error =
+        |error: MetadataError| setup_error(format!("volume {}: {error}", volume.number));
+    let spec = MetaSpec {
+        disk: path.to_path_buf(),
+        meta_disk: volume.meta_disk.clone(),
+        node_id: host.node_id,
+        peers: peer_ids.to_vec(),
+        al_extents: volume.disk_options.al_extents,
+    };
+    let (file, superblock) = MetaFile::open(&spec).map_err(volume_error)?;
+    let store = Arc::new(MetaStore::new(file, superblock));
+    let mut disk = Disk::open_limited(path, store.data_bytes(), volume.disk_options.io)?;
+    if let Some(micros) = host.disk_throttle_latency_us.filter(|&m| m > 0) {
+        tracing::warn!(
+            "volume {}: disk-throttle-latency {micros} us: every local write is slowed down \
+             (benchmarks and tests only)",
+            volume.number
+        );
+        disk.set_throttle(std::time::Duration::from_micros(micros));
+    }
+    let config = store
+        .volume_config(volume.number, peer_ids, volume.disk_options.al_updates)
+        .map_err(volume_error)?;
+    Ok((disk, store, config))
+}
+
 fn build_resource(
     resource: &config::Resource,
     host: &config::Host,
@@ -290,27 +324,8 @@ fn build_resource(
             volume_configs.push(diskless_volume(volume.number));
             continue;
         };
-        let volume_error =
-            |error: MetadataError| setup_error(format!("volume {}: {error}", volume.number));
-        let spec = MetaSpec {
-            disk: path.clone(),
-            meta_disk: volume.meta_disk.clone(),
-            node_id: host.node_id,
-            peers: peer_ids.clone(),
-            al_extents: volume.disk_options.al_extents,
-        };
-        let (file, superblock) = MetaFile::open(&spec).map_err(volume_error)?;
-        let store = Arc::new(MetaStore::new(file, superblock));
-        let mut disk = Disk::open_limited(path, store.data_bytes(), volume.disk_options.io)?;
-        if let Some(micros) = host.disk_throttle_latency_us.filter(|&m| m > 0) {
-            tracing::warn!("volume {}: disk-throttle-latency {micros} us: every local write is slowed down (benchmarks and tests only)", volume.number);
-            disk.set_throttle(std::time::Duration::from_micros(micros));
-        }
-        volume_configs.push(
-            store
-                .volume_config(volume.number, &peer_ids, volume.disk_options.al_updates)
-                .map_err(volume_error)?,
-        );
+        let (disk, store, config) = open_volume(volume, path, host, &peer_ids, &setup_error)?;
+        volume_configs.push(config);
         volumes.push((volume.number, Arc::new(disk)));
         metas.push((volume.number, store));
     }
@@ -391,12 +406,16 @@ pub(crate) fn apply_fencing(resource: &Arc<Resource>, handlers: &config::Handler
     for peer in &resource.peers {
         let policy = fence_policy(peer.net.fencing);
         if policy != FencePolicy::DontCare && !handlers.contains_key("fence-peer") {
-            tracing::warn!(resource = %resource.name, peer = %peer.name, "fencing {} without a fence-peer handler: every fence fails", peer.net.fencing);
+            tracing::warn!(resource = %resource.name, peer = %peer.name, "fencing {} without a \
+                fence-peer handler: every fence fails", peer.net.fencing);
         }
         if let Err(error) =
             resource.step(|engine, now, out| engine.set_fencing(now, peer.node_id, policy, out))
         {
-            tracing::error!(resource = %resource.name, peer = %peer.name, "cannot set fencing: {error}");
+            tracing::error!(
+                resource = %resource.name, peer = %peer.name,
+                "cannot set fencing: {error}"
+            );
         }
     }
 }
@@ -420,7 +439,11 @@ fn tls_setup(
         return Ok(None);
     }
     let (Some(certificate), Some(key)) = (&host.tls_certificate, &host.tls_key) else {
-        return Err(format!("tls yes: host '{}' needs tls-certificate and tls-key in its on section (`tandem tls-keygen` makes them)", host.name));
+        return Err(format!(
+            "tls yes: host '{}' needs tls-certificate and tls-key in its on section (`tandem \
+             tls-keygen` makes them)",
+            host.name
+        ));
     };
     let mut pins = Vec::new();
     for peer in peers {
@@ -598,21 +621,7 @@ fn bind_unix(path: &Path, mode: u32) -> Result<UnixListener, DaemonError> {
 /// Bind every socket, start every task, and wait for SIGINT or SIGTERM.
 pub(crate) async fn serve(node: PreparedNode, options: NodeOptions) -> Result<(), DaemonError> {
     // TCP first: a busy port must fail before any socket file exists in the run directory.
-    let mut peer_listeners = Vec::new();
-    for resource in &node.resources {
-        let mut listeners = Vec::new();
-        for address in &resource.listen {
-            let listener =
-                TcpListener::bind(address)
-                    .await
-                    .map_err(|source| DaemonError::Listen {
-                        what: format!("{address} (resource {})", resource.name),
-                        source,
-                    })?;
-            listeners.push(listener);
-        }
-        peer_listeners.push(listeners);
-    }
+    let peer_listeners = bind_peer_listeners(&node).await?;
     let nbd_tcp = match node.nbd_address {
         Some(address) => {
             Some(
@@ -648,23 +657,7 @@ pub(crate) async fn serve(node: PreparedNode, options: NodeOptions) -> Result<()
     for (resource, listener) in node.resources.iter().zip(peer_listeners) {
         start_resource(resource, listener);
     }
-    // One payload budget for both listeners: the node's client memory is bounded however
-    // many clients connect.
-    let mut server_config = nbd::ServerConfig::new(Arc::clone(&node.resources[0].pool));
-    server_config.request_bytes_max = node.request_bytes_max;
-    let server_config = Arc::new(server_config);
-    tokio::spawn(nbd::serve_unix(
-        nbd_listener,
-        registry.clone(),
-        Arc::clone(&server_config),
-    ));
-    if let Some(listener) = nbd_tcp {
-        tokio::spawn(nbd::serve_tcp(
-            listener,
-            registry.clone(),
-            Arc::clone(&server_config),
-        ));
-    }
+    spawn_nbd_servers(&node, nbd_listener, nbd_tcp, &registry);
     let context = crate::adjust::NodeContext {
         config_path: options.config.clone(),
         node_name: node.name.clone(),
@@ -701,17 +694,74 @@ pub(crate) async fn serve(node: PreparedNode, options: NodeOptions) -> Result<()
         tokio::spawn(crate::sd_notify::ping_watchdog(interval));
     }
     wait_for_signal().await;
+    shut_down(&node, fuse_mounts, &admin_path, &nbd_path).await;
+    Ok(())
+}
+
+/// Each resource's peer listeners, in `node.resources` order.
+async fn bind_peer_listeners(node: &PreparedNode) -> Result<Vec<Vec<TcpListener>>, DaemonError> {
+    let mut peer_listeners = Vec::new();
+    for resource in &node.resources {
+        let mut listeners = Vec::new();
+        for address in &resource.listen {
+            let listener =
+                TcpListener::bind(address)
+                    .await
+                    .map_err(|source| DaemonError::Listen {
+                        what: format!("{address} (resource {})", resource.name),
+                        source,
+                    })?;
+            listeners.push(listener);
+        }
+        peer_listeners.push(listeners);
+    }
+    Ok(peer_listeners)
+}
+
+/// Serves NBD on the Unix socket and, if configured, on TCP.
+fn spawn_nbd_servers(
+    node: &PreparedNode,
+    nbd_listener: UnixListener,
+    nbd_tcp: Option<TcpListener>,
+    registry: &Arc<Registry>,
+) {
+    // One payload budget for both listeners: the node's client memory is bounded however
+    // many clients connect.
+    let mut server_config = nbd::ServerConfig::new(Arc::clone(&node.resources[0].pool));
+    server_config.request_bytes_max = node.request_bytes_max;
+    let server_config = Arc::new(server_config);
+    tokio::spawn(nbd::serve_unix(
+        nbd_listener,
+        registry.clone(),
+        Arc::clone(&server_config),
+    ));
+    if let Some(listener) = nbd_tcp {
+        tokio::spawn(nbd::serve_tcp(
+            listener,
+            registry.clone(),
+            Arc::clone(&server_config),
+        ));
+    }
+}
+
+/// After the signal: unmounts, removes the socket files, says goodbye to the peers and stops
+/// every resource.
+async fn shut_down(
+    node: &PreparedNode,
+    fuse_mounts: Vec<fuse::FuseMount>,
+    admin_path: &Path,
+    nbd_path: &Path,
+) {
     tracing::info!("shutting down");
     crate::sd_notify::notify("STOPPING=1");
     crate::fuse_export::unmount_all(fuse_mounts);
-    let _ = std::fs::remove_file(&admin_path);
-    let _ = std::fs::remove_file(&nbd_path);
+    let _ = std::fs::remove_file(admin_path);
+    let _ = std::fs::remove_file(nbd_path);
     leave_peers(&node.resources).await;
     for resource in &node.resources {
         resource.down.store(true, Ordering::Relaxed);
         resource.shut_down();
     }
-    Ok(())
 }
 
 fn start_resource(resource: &Arc<Resource>, listeners: Vec<TcpListener>) {

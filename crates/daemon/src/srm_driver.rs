@@ -195,7 +195,10 @@ pub(crate) fn start(resource: &Arc<Resource>, options: &config::ResourceOptions)
                 manager,
             }),
             Err(error) => {
-                tracing::error!(resource = %resource.name, peer = %info.name, "srm not started: {error}")
+                tracing::error!(
+                    resource = %resource.name, peer = %info.name,
+                    "srm not started: {error}"
+                )
             }
         }
         if options.srm == config::Srm::On {
@@ -382,7 +385,8 @@ fn apply(resource: &Arc<Resource>, peer: u8, action: &Action) {
         }
         Action::SetBuffers(buffers) => {
             if let Err(error) = resource.set_sndbuf(peer, buffers.sndbuf_bytes) {
-                tracing::warn!(resource = %resource.name, peer, "srm: sndbuf-size {} not applied: {error}", buffers.sndbuf_bytes);
+                tracing::warn!(resource = %resource.name, peer, "srm: sndbuf-size {} not applied: \
+                    {error}", buffers.sndbuf_bytes);
             }
             reconfigure(resource, peer, |config| {
                 config.max_buffers_pages =
@@ -454,7 +458,8 @@ fn switch_line(name: &str, status: &srm::PeerStatus, now: Duration) -> Option<St
 
 fn system_line(system: &SystemObservation, writes: &WritePattern) -> String {
     format!(
-        "host: cpu-busy:{}‰ steal:{}‰ mem-available:{}‰ local-write:{:?} writes:{}/s {} KiB/s sequential:{}‰",
+        "host: cpu-busy:{}‰ steal:{}‰ mem-available:{}‰ local-write:{:?} writes:{}/s {} KiB/s \
+         sequential:{}‰",
         system.cpu_busy_permille,
         system.cpu_steal_permille,
         system.memory_available_permille,
@@ -478,9 +483,11 @@ fn peer_line(name: &str, peer: &PeerObservation) -> String {
         )
     });
     let line = format!(
-        "{name}: connected:{} rtt:{} ack-latency:{:?} min:{:?} max:{:?} goodput:{} KiB/s unreplicated:{} KiB oldest:{:?} queue-fill:{}‰ out-of-sync:{} KiB",
+        "{name}: connected:{} rtt:{} ack-latency:{:?} min:{:?} max:{:?} goodput:{} KiB/s \
+         unreplicated:{} KiB oldest:{:?} queue-fill:{}‰ out-of-sync:{} KiB",
         if peer.connected { "yes" } else { "no" },
-        peer.rtt.map_or_else(|| "-".to_string(), |rtt| format!("{rtt:?}")),
+        peer.rtt
+            .map_or_else(|| "-".to_string(), |rtt| format!("{rtt:?}")),
         peer.ack_latency_mean.unwrap_or_default(),
         peer.ack_latency_min.unwrap_or_default(),
         peer.ack_latency_p99.unwrap_or_default(),
@@ -673,7 +680,10 @@ mod tests {
         status.async_not_before = Some(Duration::from_secs(30));
         assert_eq!(
             switch_line("bob", &status, Duration::from_secs(20)).as_deref(),
-            Some("bob: last switch to A at 12.4s: predicted gain 15.20x, observed 1.00x (undone); 1 undone in a row, no switch to A before 30.0s")
+            Some(
+                "bob: last switch to A at 12.4s: predicted gain 15.20x, observed 1.00x (undone); \
+                 1 undone in a row, no switch to A before 30.0s"
+            )
         );
         assert_eq!(
             switch_line("bob", &status, Duration::from_secs(31)).as_deref(),

@@ -82,59 +82,9 @@ pub(crate) fn control_from_wire(message: Message) -> Result<PeerMessage<Payload>
 /// A data-socket sync message without payload (handshake, bitmap, resync control) as a wire
 /// message; `None` for anything else.
 pub(crate) fn sync_to_wire(message: PeerMessage<Payload>) -> Result<Option<Message>, LinkError> {
-    let length32 = |length: u64| {
-        u32::try_from(length)
-            .map_err(|_| LinkError::Protocol(format!("resync range of {length} bytes is too long")))
-    };
     Ok(Some(match message {
         PeerMessage::SyncUuids(uuids) => Message::SyncUuids(Box::new(uuids_to_wire(&uuids))),
         PeerMessage::BitmapChunk { volume, chunk } => Message::BitmapChunk { volume, chunk },
-        PeerMessage::ResyncRequest {
-            id,
-            volume,
-            offset,
-            length,
-        } => Message::ResyncRequest(wire::ResyncRequest {
-            id,
-            volume,
-            offset,
-            length: length32(length)?,
-        }),
-        PeerMessage::ResyncNegReply {
-            id,
-            volume,
-            offset,
-            length,
-        } => Message::ResyncNegReply(wire::ResyncNegReply {
-            id,
-            volume,
-            offset,
-            length: length32(length)?,
-            errno: ERRNO_IO,
-        }),
-        PeerMessage::ReadRequest {
-            id,
-            volume,
-            offset,
-            length,
-        } => Message::ReadRequest(wire::ResyncRequest {
-            id,
-            volume,
-            offset,
-            length: length32(length)?,
-        }),
-        PeerMessage::ReadNegReply {
-            id,
-            volume,
-            offset,
-            length,
-        } => Message::ReadNegReply(wire::ResyncNegReply {
-            id,
-            volume,
-            offset,
-            length: length32(length)?,
-            errno: ERRNO_IO,
-        }),
         PeerMessage::ResyncAck { id, volume, ok } => Message::ResyncAck { id, volume, ok },
         PeerMessage::ResyncDone {
             volume,
@@ -143,6 +93,49 @@ pub(crate) fn sync_to_wire(message: PeerMessage<Payload>) -> Result<Option<Messa
             volume,
             failed_bytes,
         },
+        PeerMessage::ResyncInSync { id, volume } => Message::ResyncInSync { id, volume },
+        PeerMessage::SyncPause { volume, paused } => Message::SyncPause { volume, paused },
+        PeerMessage::Resize {
+            volume,
+            size_bytes,
+            step,
+        } => Message::Resize {
+            volume,
+            size_bytes,
+            step: resize_step_to_wire(step),
+        },
+        PeerMessage::VerifyDone { volume, oos_bytes } => Message::VerifyDone { volume, oos_bytes },
+        other => return range_to_wire(other),
+    }))
+}
+
+/// [`sync_to_wire`] for the requests and replies about a block range.
+fn range_to_wire(message: PeerMessage<Payload>) -> Result<Option<Message>, LinkError> {
+    Ok(Some(match message {
+        PeerMessage::ResyncRequest {
+            id,
+            volume,
+            offset,
+            length,
+        } => Message::ResyncRequest(request_to_wire(id, volume, offset, length)?),
+        PeerMessage::ResyncNegReply {
+            id,
+            volume,
+            offset,
+            length,
+        } => Message::ResyncNegReply(neg_reply_to_wire(id, volume, offset, length)?),
+        PeerMessage::ReadRequest {
+            id,
+            volume,
+            offset,
+            length,
+        } => Message::ReadRequest(request_to_wire(id, volume, offset, length)?),
+        PeerMessage::ReadNegReply {
+            id,
+            volume,
+            offset,
+            length,
+        } => Message::ReadNegReply(neg_reply_to_wire(id, volume, offset, length)?),
         PeerMessage::CsumRequest {
             id,
             volume,
@@ -156,17 +149,6 @@ pub(crate) fn sync_to_wire(message: PeerMessage<Payload>) -> Result<Option<Messa
             length: length32(length)?,
             digests,
         }),
-        PeerMessage::ResyncInSync { id, volume } => Message::ResyncInSync { id, volume },
-        PeerMessage::SyncPause { volume, paused } => Message::SyncPause { volume, paused },
-        PeerMessage::Resize {
-            volume,
-            size_bytes,
-            step,
-        } => Message::Resize {
-            volume,
-            size_bytes,
-            step: resize_step_to_wire(step),
-        },
         PeerMessage::VerifyRequest {
             id,
             volume,
@@ -185,16 +167,7 @@ pub(crate) fn sync_to_wire(message: PeerMessage<Payload>) -> Result<Option<Messa
             length,
             outcome,
         } => {
-            let outcome = match outcome {
-                repl::VerifyOutcome::Digests {
-                    written_blocks,
-                    digests,
-                } => wire::VerifyOutcome::Digests {
-                    written_blocks,
-                    digests,
-                },
-                repl::VerifyOutcome::ReadFailed => wire::VerifyOutcome::ReadFailed,
-            };
+            let outcome = verify_outcome_to_wire(outcome);
             Message::VerifyReply(wire::VerifyReply {
                 id,
                 volume,
@@ -203,7 +176,6 @@ pub(crate) fn sync_to_wire(message: PeerMessage<Payload>) -> Result<Option<Messa
                 outcome,
             })
         }
-        PeerMessage::VerifyDone { volume, oos_bytes } => Message::VerifyDone { volume, oos_bytes },
         _ => return Ok(None),
     }))
 }
@@ -217,6 +189,46 @@ pub(crate) fn sync_from_wire(message: &Message) -> Result<Option<PeerMessage<Pay
             volume: *volume,
             chunk: chunk.clone(),
         },
+        Message::ResyncAck { id, volume, ok } => PeerMessage::ResyncAck {
+            id: *id,
+            volume: *volume,
+            ok: *ok,
+        },
+        Message::ResyncDone {
+            volume,
+            failed_bytes,
+        } => PeerMessage::ResyncDone {
+            volume: *volume,
+            failed_bytes: *failed_bytes,
+        },
+        Message::ResyncInSync { id, volume } => PeerMessage::ResyncInSync {
+            id: *id,
+            volume: *volume,
+        },
+        Message::SyncPause { volume, paused } => PeerMessage::SyncPause {
+            volume: *volume,
+            paused: *paused,
+        },
+        Message::Resize {
+            volume,
+            size_bytes,
+            step,
+        } => PeerMessage::Resize {
+            volume: *volume,
+            size_bytes: *size_bytes,
+            step: resize_step_from_wire(*step),
+        },
+        Message::VerifyDone { volume, oos_bytes } => PeerMessage::VerifyDone {
+            volume: *volume,
+            oos_bytes: *oos_bytes,
+        },
+        other => return range_from_wire(other),
+    }))
+}
+
+/// [`sync_from_wire`] for the requests and replies about a block range.
+fn range_from_wire(message: &Message) -> Result<Option<PeerMessage<Payload>>, LinkError> {
+    Ok(Some(match message {
         Message::ResyncRequest(r) => PeerMessage::ResyncRequest {
             id: r.id,
             volume: r.volume,
@@ -241,41 +253,12 @@ pub(crate) fn sync_from_wire(message: &Message) -> Result<Option<PeerMessage<Pay
             offset: r.offset,
             length: u64::from(r.length),
         },
-        Message::ResyncAck { id, volume, ok } => PeerMessage::ResyncAck {
-            id: *id,
-            volume: *volume,
-            ok: *ok,
-        },
-        Message::ResyncDone {
-            volume,
-            failed_bytes,
-        } => PeerMessage::ResyncDone {
-            volume: *volume,
-            failed_bytes: *failed_bytes,
-        },
         Message::CsumRequest(r) => PeerMessage::CsumRequest {
             id: r.id,
             volume: r.volume,
             offset: r.offset,
             length: u64::from(r.length),
             digests: r.digests.clone(),
-        },
-        Message::ResyncInSync { id, volume } => PeerMessage::ResyncInSync {
-            id: *id,
-            volume: *volume,
-        },
-        Message::SyncPause { volume, paused } => PeerMessage::SyncPause {
-            volume: *volume,
-            paused: *paused,
-        },
-        Message::Resize {
-            volume,
-            size_bytes,
-            step,
-        } => PeerMessage::Resize {
-            volume: *volume,
-            size_bytes: *size_bytes,
-            step: resize_step_from_wire(*step),
         },
         Message::VerifyRequest(r) => PeerMessage::VerifyRequest {
             id: r.id,
@@ -284,16 +267,7 @@ pub(crate) fn sync_from_wire(message: &Message) -> Result<Option<PeerMessage<Pay
             length: u64::from(r.length),
         },
         Message::VerifyReply(r) => {
-            let outcome = match &r.outcome {
-                wire::VerifyOutcome::Digests {
-                    written_blocks,
-                    digests,
-                } => repl::VerifyOutcome::Digests {
-                    written_blocks: *written_blocks,
-                    digests: digests.clone(),
-                },
-                wire::VerifyOutcome::ReadFailed => repl::VerifyOutcome::ReadFailed,
-            };
+            let outcome = verify_outcome_from_wire(&r.outcome);
             PeerMessage::VerifyReply {
                 id: r.id,
                 volume: r.volume,
@@ -302,12 +276,71 @@ pub(crate) fn sync_from_wire(message: &Message) -> Result<Option<PeerMessage<Pay
                 outcome,
             }
         }
-        Message::VerifyDone { volume, oos_bytes } => PeerMessage::VerifyDone {
-            volume: *volume,
-            oos_bytes: *oos_bytes,
-        },
         _ => return Ok(None),
     }))
+}
+
+/// A block range's length as the wire's `u32`.
+fn length32(length: u64) -> Result<u32, LinkError> {
+    u32::try_from(length)
+        .map_err(|_| LinkError::Protocol(format!("resync range of {length} bytes is too long")))
+}
+
+/// A resync or read request's body.
+fn request_to_wire(
+    id: u64,
+    volume: u16,
+    offset: u64,
+    length: u64,
+) -> Result<wire::ResyncRequest, LinkError> {
+    Ok(wire::ResyncRequest {
+        id,
+        volume,
+        offset,
+        length: length32(length)?,
+    })
+}
+
+/// A resync or read negative reply's body (the errno is always EIO).
+fn neg_reply_to_wire(
+    id: u64,
+    volume: u16,
+    offset: u64,
+    length: u64,
+) -> Result<wire::ResyncNegReply, LinkError> {
+    Ok(wire::ResyncNegReply {
+        id,
+        volume,
+        offset,
+        length: length32(length)?,
+        errno: ERRNO_IO,
+    })
+}
+
+fn verify_outcome_to_wire(outcome: repl::VerifyOutcome) -> wire::VerifyOutcome {
+    match outcome {
+        repl::VerifyOutcome::Digests {
+            written_blocks,
+            digests,
+        } => wire::VerifyOutcome::Digests {
+            written_blocks,
+            digests,
+        },
+        repl::VerifyOutcome::ReadFailed => wire::VerifyOutcome::ReadFailed,
+    }
+}
+
+fn verify_outcome_from_wire(outcome: &wire::VerifyOutcome) -> repl::VerifyOutcome {
+    match outcome {
+        wire::VerifyOutcome::Digests {
+            written_blocks,
+            digests,
+        } => repl::VerifyOutcome::Digests {
+            written_blocks: *written_blocks,
+            digests: digests.clone(),
+        },
+        wire::VerifyOutcome::ReadFailed => repl::VerifyOutcome::ReadFailed,
+    }
 }
 
 fn resize_step_to_wire(step: repl::ResizeStep) -> wire::ResizeStep {

@@ -23,7 +23,8 @@ pub enum FuseError {
     /// hide it, so the operator removes it first.
     #[error(
         "{} is a stale FUSE mount (its server is gone) that is still in use; detach the loop \
-         devices on its files (losetup -d), unmount what is on them, run 'umount {}' and start again",
+         devices on its files (losetup -d), unmount what is on them, run 'umount {}' and \
+         start again",
         .0.display(),
         .0.display()
     )]

@@ -180,7 +180,10 @@ impl FuseMount {
                 match running.thread.join() {
                     Ok(Ok(())) => {}
                     Ok(Err(error)) => {
-                        tracing::warn!(path = %self.path.display(), "FUSE session ended with {error}")
+                        tracing::warn!(
+                            path = %self.path.display(),
+                            "FUSE session ended with {error}"
+                        )
                     }
                     Err(_) => {
                         tracing::warn!(path = %self.path.display(), "FUSE session thread panicked")
@@ -292,7 +295,10 @@ fn classify(error: std::io::Error, path: &Path) -> Result<(), UnmountFailure> {
 fn remove_stale(path: &Path) -> Result<(), FuseError> {
     match unmount_path(path) {
         Ok(()) => {
-            tracing::warn!(path = %path.display(), "unmounted a stale FUSE mount left by an earlier run");
+            tracing::warn!(
+                path = %path.display(),
+                "unmounted a stale FUSE mount left by an earlier run"
+            );
             Ok(())
         }
         Err(_) => Err(FuseError::Stale(path.to_path_buf())),

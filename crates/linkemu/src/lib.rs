@@ -44,7 +44,8 @@ pub use relay::{Relay, RelayHandle, Stats};
 #[derive(Debug, thiserror::Error)]
 pub enum LinkError {
     /// A delay or jitter is above [`DELAY_LIMIT`].
-    #[error("{direction:?} {what} {value:?} is longer than the limit of {limit:?}", limit = DELAY_LIMIT)]
+    #[error("{direction:?} {what} {value:?} is longer than the limit of \
+        {limit:?}", limit = DELAY_LIMIT)]
     DelayTooLong {
         /// The direction whose shape is wrong.
         direction: Direction,
@@ -60,7 +61,8 @@ pub enum LinkError {
         direction: Direction,
     },
     /// A queue bound of zero or above [`QUEUE_LIMIT_BYTES`].
-    #[error("{direction:?} queue bound of {bytes} bytes is outside 1..={limit}", limit = QUEUE_LIMIT_BYTES)]
+    #[error("{direction:?} queue bound of {bytes} bytes is outside \
+        1..={limit}", limit = QUEUE_LIMIT_BYTES)]
     QueueBound {
         /// The direction whose shape is wrong.
         direction: Direction,

@@ -137,7 +137,10 @@ fn main() -> ExitCode {
     let pairs = arguments.all_pairs();
     let link = arguments.link();
     if pairs.is_empty() {
-        eprintln!("tandem-linkemu: nothing to relay: give --listen ADDR --target ADDR or --pair LISTEN=TARGET");
+        eprintln!(
+            "tandem-linkemu: nothing to relay: give --listen ADDR --target ADDR or --pair \
+             LISTEN=TARGET"
+        );
         return ExitCode::from(2);
     }
     if let Err(error) = link.check() {

@@ -104,7 +104,10 @@ pub(crate) async fn run(context: Arc<Context>, client: TcpStream, from: SocketAd
     let target = match connected {
         Ok(target) => target,
         Err(error) => {
-            tracing::warn!(%from, target = %context.target, %error, "cannot reach the target; resetting the client");
+            tracing::warn!(
+                %from, target = %context.target, %error,
+                "cannot reach the target; resetting the client"
+            );
             reset(&client);
             return;
         }

@@ -106,7 +106,10 @@ proptest! {
 
     #[test]
     fn durations_round_trip(micros in 0u64..10_000_000_000) {
-        prop_assert_eq!(parse::duration(&format!("{micros}us")).ok(), Some(Duration::from_micros(micros)));
+        prop_assert_eq!(
+            parse::duration(&format!("{micros}us")).ok(),
+            Some(Duration::from_micros(micros))
+        );
         let text = format!("{}.{:06}s", micros / 1_000_000, micros % 1_000_000);
         prop_assert_eq!(parse::duration(&text).ok(), Some(Duration::from_micros(micros)));
     }
@@ -209,7 +212,8 @@ proptest! {
             total += u128::from(bytes);
             let allowed = u128::from(burst_bytes(rate)) + u128::from(largest)
                 + u128::from(rate) * u128::from(at - start) / 1_000_000_000 + 1;
-            prop_assert!(total <= allowed, "{} bytes by {} ns, allowed {}", total, at - start, allowed);
+            prop_assert!(total <= allowed, "{} bytes by {} ns, allowed \
+                {}", total, at - start, allowed);
         }
     }
 }

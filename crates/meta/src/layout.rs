@@ -4,8 +4,9 @@
 //! Internal metadata lives at the end of the backing device (the exported size shrinks):
 //!
 //! ```text
-//! backing: [ data ............ | (gap < 4 KiB·k) | bitmap 0 | … | bitmap n-1 | AL ring | superblock ]
-//!                                                                                        ^ last 4 KiB-aligned block
+//! backing: [ data ....... | (gap < 4 KiB·k) | bitmap 0 | … | bitmap n-1 | AL ring | superblock ]
+//!                                                                            ^ the last 4 KiB-
+//!                                                                              aligned block
 //! ```
 //!
 //! External metadata lives in its own file or device, from offset 0:

@@ -26,11 +26,14 @@
 //! | 360    | 8        | `resync_goal_uuid`         | a sync target's goal generation, 0 = none |
 //! | 368    | 8        | `data_bytes_max`           | agreed data size cap, 0 = none (v3)       |
 //! | 376    | 8        | reserved                   | zero                                      |
-//! | 384    | 16 × 31  | peer slots                 | node id (0xFF unused), 3 reserved, flags u32, bitmap uuid u64 |
+//! | 384    | 16 × 31  | peer slots                 | one per peer, laid out below              |
 //! | 880    | 1        | `followed_primary` node    | the Primary last followed (v4)            |
 //! | 881    | 7        | reserved                   | zero                                      |
 //! | 888    | 8        | `followed_primary` seq     | its last write received, > 0 (v4)         |
 //! | 896    | 3200     | reserved                   | zero                                      |
+//!
+//! A peer slot is the node id (u8, 0xFF when unused), 3 reserved bytes, the flags (u32) and
+//! the bitmap uuid (u64).
 //!
 //! Invariants: `decode(encode(s)) == s` and decode accepts only canonical blocks (reserved bytes
 //! zero, unused peer slots all zero with node id 0xFF, no unknown flag bits); the stored offsets

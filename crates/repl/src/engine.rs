@@ -410,7 +410,8 @@ struct Volume {
     /// (`persist.rs`, `rotate_when_quorum_returns`).
     rotation_owed: bool,
     /// As Primary: the identifiers from before a new generation that no completed write and
-    /// no peer has seen yet; a demotion goes back to them (`persist.rs`, `revert_unused_generation`).
+    /// no peer has seen yet; a demotion goes back to them (`persist.rs`,
+    /// `revert_unused_generation`).
     unused_generation: Option<Box<GenerationIds>>,
 }
 
@@ -656,23 +657,14 @@ impl<P: Clone> Engine<P> {
         op: Op<P>,
         out: &mut Vec<Action<P>>,
     ) -> Option<u64> {
-        let (disk_op, extent) = match to_disk_op(op) {
-            Some(pair) => pair,
-            None => {
-                out.push(Action::Complete {
-                    request,
-                    result: Err(IoError::Invalid),
-                });
-                return None;
-            }
+        let Some((disk_op, extent)) = to_disk_op(op) else {
+            out.push(Action::Complete {
+                request,
+                result: Err(IoError::Invalid),
+            });
+            return None;
         };
-        let epoch_full = self
-            .peers
-            .iter()
-            .any(|p| self.epoch_writes >= p.config.max_epoch_size);
-        if self.epoch_must_close || epoch_full {
-            self.close_epoch(false, out);
-        }
+        self.close_epoch_if_due(out);
         // A peer going Ahead counts as absent for this write already.
         self.check_congestion(now, volume, extent.length, out);
         let vslot = self.volume_slot(volume).unwrap_or(0);
@@ -694,23 +686,14 @@ impl<P: Clone> Engine<P> {
         self.next_seq += 1;
         self.epoch_writes += 1;
         self.volumes[vslot].written_bytes += extent.length;
-        let mut stages = Vec::with_capacity(self.peers.len());
-        for peer in &mut self.peers {
-            stages.push(send_to_peer(
-                peer,
-                now,
-                Sent {
-                    seq,
-                    since: now,
-                    epoch: self.epoch,
-                    volume,
-                    extent,
-                },
-                vslot,
-                &disk_op,
-                out,
-            ));
-        }
+        let sent = Sent {
+            seq,
+            since: now,
+            epoch: self.epoch,
+            volume,
+            extent,
+        };
+        let stages = self.send_to_peers(now, sent, vslot, &disk_op, out);
         // A Diskless volume writes nothing locally: its peers alone decide (`detach.rs`).
         let diskless = self.volumes[vslot].disk == DiskState::Diskless;
         let local = if diskless {
@@ -743,6 +726,33 @@ impl<P: Clone> Engine<P> {
             });
         }
         Some(seq)
+    }
+
+    /// Closes the epoch if it must close or a peer's `max-epoch-size` is reached.
+    fn close_epoch_if_due(&mut self, out: &mut Vec<Action<P>>) {
+        let epoch_full = self
+            .peers
+            .iter()
+            .any(|p| self.epoch_writes >= p.config.max_epoch_size);
+        if self.epoch_must_close || epoch_full {
+            self.close_epoch(false, out);
+        }
+    }
+
+    /// Sends a write to every peer (see [`send_to_peer`]); its stage at each, in peer order.
+    fn send_to_peers(
+        &mut self,
+        now: Time,
+        sent: Sent,
+        vslot: usize,
+        disk_op: &DiskOp<P>,
+        out: &mut Vec<Action<P>>,
+    ) -> Vec<PeerStage> {
+        let mut stages = Vec::with_capacity(self.peers.len());
+        for peer in &mut self.peers {
+            stages.push(send_to_peer(peer, now, sent, vslot, disk_op, out));
+        }
+        stages
     }
 
     /// End the current epoch: every connected peer gets a barrier for it.
@@ -799,7 +809,8 @@ impl<P: Clone> Engine<P> {
     // ----- completions ------------------------------------------------------------------
 
     /// A local I/O requested by a `LocalWrite`, `LocalFlush`, `PersistMeta` or
-    /// `WriteActivityLog` action finished. (A `LocalRead` is answered by [`Engine::local_read_done`].)
+    /// `WriteActivityLog` action finished. (A `LocalRead` is answered by
+    /// [`Engine::local_read_done`].)
     pub fn local_done(
         &mut self,
         now: Time,
@@ -831,8 +842,8 @@ impl<P: Clone> Engine<P> {
                     let (started, volume) = (write.started, write.volume);
                     self.note_local_write(now, started);
                     if result.is_err_and(IoError::is_disk_error) {
-                        // A disk error, ENOSPC as EIO (not an aborted payload): under a detaching policy the volume is
-                        // Diskless now, and this write is judged by its peers.
+                        // A disk error, ENOSPC as EIO (not an aborted payload): under a detaching
+                        // policy the volume is Diskless now, and this write is judged by its peers.
                         let vslot = self.volume_slot(volume).unwrap_or(0);
                         if !self.local_io_failed(now, vslot, out) {
                             self.resync_peers_of_failed_write(now, seq, vslot, out);
@@ -1074,21 +1085,7 @@ impl<P: Clone> Engine<P> {
         }
         p.last_error = Some(format!("{state}: {reason}"));
         self.resize_peer_lost(slot);
-        let p = &mut self.peers[slot];
-        if p.role == Role::Primary && p.last_seq > 0 {
-            let lost = Some(Followed {
-                node: p.config.node_id,
-                seq: p.last_seq,
-            });
-            if self.lost_primary != lost {
-                // Kept in the metadata: a restart must not forget which of two Secondaries
-                // received the later write (the handshake's row 20, `reconcile.rs`).
-                self.lost_primary = lost;
-                for vslot in 0..self.volumes.len() {
-                    self.meta_changed(vslot, out);
-                }
-            }
-        }
+        self.remember_lost_primary(slot, out);
         let p = &mut self.peers[slot];
         p.role = Role::Unknown;
         let up_to_date = was_connected && p.disks.contains(&DiskState::UpToDate);
@@ -1136,6 +1133,26 @@ impl<P: Clone> Engine<P> {
         self.record_departures(out);
         if was_connected {
             out.push(Action::StateChanged);
+        }
+    }
+
+    /// A lost Primary peer that sent writes is remembered with its last write (see
+    /// [`Engine::peer_disconnected`]).
+    fn remember_lost_primary(&mut self, slot: usize, out: &mut Vec<Action<P>>) {
+        let p = &mut self.peers[slot];
+        if p.role == Role::Primary && p.last_seq > 0 {
+            let lost = Some(Followed {
+                node: p.config.node_id,
+                seq: p.last_seq,
+            });
+            if self.lost_primary != lost {
+                // Kept in the metadata: a restart must not forget which of two Secondaries
+                // received the later write (the handshake's row 20, `reconcile.rs`).
+                self.lost_primary = lost;
+                for vslot in 0..self.volumes.len() {
+                    self.meta_changed(vslot, out);
+                }
+            }
         }
     }
 
@@ -1279,23 +1296,7 @@ impl<P: Clone> Engine<P> {
                 self.receive_peer_ack(now, slot, epoch, nodes, out);
                 Ok(())
             }
-            PeerMessage::State { role, disks } => {
-                if let Some(reason) = self.second_primary(slot, role) {
-                    self.drop_peer(now, slot, ConnState::Unconnected, reason, out);
-                    return Ok(());
-                }
-                let result = self.peer_state(slot, role, disks, out);
-                // A sync target saying it is no longer UpToDate may now lend its vote.
-                self.update_quorum(now, out);
-                if role == Role::Primary {
-                    self.stop_secondary_resyncs(now, slot, out);
-                    // A peer promoted while this node is a cut-off sync target.
-                    self.resync_stranded_from_primary(now, out);
-                    // A peer promoted while this node is Outdated beside it.
-                    self.resync_outdated_from_primary(slot, out);
-                }
-                result
-            }
+            PeerMessage::State { role, disks } => self.receive_state(now, slot, role, disks, out),
             PeerMessage::SyncUuids(message) => {
                 self.end_verify_for_handshake(slot, &message, out);
                 self.receive_uuids(now, slot, *message, out)
@@ -1303,6 +1304,25 @@ impl<P: Clone> Engine<P> {
             PeerMessage::BitmapChunk { volume, chunk } => {
                 self.receive_bitmap_chunk(now, slot, volume, &chunk, out)
             }
+            PeerMessage::StaleMark { stale } => self.receive_stale_mark(slot, stale, out),
+            PeerMessage::StaleMarkAck { stale } => self.receive_stale_ack(now, slot, stale, out),
+            PeerMessage::Ahead { ahead } => {
+                self.receive_ahead(slot, ahead, out);
+                Ok(())
+            }
+            message => self.dispatch_resync(now, slot, message, out),
+        }
+    }
+
+    /// [`Engine::dispatch`] for the resync messages.
+    fn dispatch_resync(
+        &mut self,
+        now: Time,
+        slot: usize,
+        message: PeerMessage<P>,
+        out: &mut Vec<Action<P>>,
+    ) -> Result<(), String> {
+        match message {
             PeerMessage::ResyncRequest {
                 id,
                 volume,
@@ -1354,18 +1374,25 @@ impl<P: Clone> Engine<P> {
             PeerMessage::SyncPause { volume, paused } => {
                 self.receive_sync_pause(now, slot, volume, paused, out)
             }
+            message => self.dispatch_verify_read_resize(now, slot, message, out),
+        }
+    }
+
+    /// [`Engine::dispatch`] for the online-verify, read and resize messages.
+    fn dispatch_verify_read_resize(
+        &mut self,
+        now: Time,
+        slot: usize,
+        message: PeerMessage<P>,
+        out: &mut Vec<Action<P>>,
+    ) -> Result<(), String> {
+        match message {
             PeerMessage::Resize {
                 volume,
                 size_bytes,
                 step,
             } => {
                 self.receive_resize(slot, volume, size_bytes, step, out);
-                Ok(())
-            }
-            PeerMessage::StaleMark { stale } => self.receive_stale_mark(slot, stale, out),
-            PeerMessage::StaleMarkAck { stale } => self.receive_stale_ack(now, slot, stale, out),
-            PeerMessage::Ahead { ahead } => {
-                self.receive_ahead(slot, ahead, out);
                 Ok(())
             }
             PeerMessage::VerifyRequest {
@@ -1420,7 +1447,34 @@ impl<P: Clone> Engine<P> {
                 Err(IoError::Io),
                 out,
             ),
+            _ => unreachable!("dispatch and dispatch_resync handle the other messages"),
         }
+    }
+
+    /// A peer's role and disk states ([`PeerMessage::State`]).
+    fn receive_state(
+        &mut self,
+        now: Time,
+        slot: usize,
+        role: Role,
+        disks: Vec<(u16, DiskState)>,
+        out: &mut Vec<Action<P>>,
+    ) -> Result<(), String> {
+        if let Some(reason) = self.second_primary(slot, role) {
+            self.drop_peer(now, slot, ConnState::Unconnected, reason, out);
+            return Ok(());
+        }
+        let result = self.peer_state(slot, role, disks, out);
+        // A sync target saying it is no longer UpToDate may now lend its vote.
+        self.update_quorum(now, out);
+        if role == Role::Primary {
+            self.stop_secondary_resyncs(now, slot, out);
+            // A peer promoted while this node is a cut-off sync target.
+            self.resync_stranded_from_primary(now, out);
+            // A peer promoted while this node is Outdated beside it.
+            self.resync_outdated_from_primary(slot, out);
+        }
+        result
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -1631,7 +1685,8 @@ impl<P: Clone> Engine<P> {
             *other != slot && p.connection == ConnState::Connected && p.role == Role::Primary
         })?;
         Some(format!(
-            "{} is Primary while this node already follows the Primary {}: a Secondary follows one Primary",
+            "{} is Primary while this node already follows the Primary {}: a Secondary follows \
+             one Primary",
             self.peers[slot].config.name, other.1.config.name
         ))
     }
@@ -2046,38 +2101,7 @@ fn new_peer<P: Clone>(
     let rate = ResyncRateController::new(config.resync)?;
     let mut bitmaps = Vec::with_capacity(volumes.len());
     for volume in volumes {
-        let given = volume
-            .bitmaps
-            .iter()
-            .find(|b| b.peer == config.node_id)
-            .map(|b| b.bitmap.clone());
-        let bitmap =
-            match given {
-                Some(bitmap) => bitmap,
-                None => Bitmap::new(volume.size_bytes, BITMAP_GRANULARITY_BYTES_DEFAULT).map_err(
-                    |_| SyncError::BitmapSizeMismatch {
-                        volume: volume.number,
-                        peer: config.node_id,
-                        bitmap_bytes: 0,
-                        volume_bytes: volume.size_bytes,
-                    },
-                )?,
-            };
-        if bitmap.data_bytes() != volume.size_bytes {
-            let (volume, peer, bitmap_bytes, volume_bytes) = (
-                volume.number,
-                config.node_id,
-                bitmap.data_bytes(),
-                volume.size_bytes,
-            );
-            return Err(SyncError::BitmapSizeMismatch {
-                volume,
-                peer,
-                bitmap_bytes,
-                volume_bytes,
-            });
-        }
-        bitmaps.push(bitmap);
+        bitmaps.push(peer_bitmap(config, volume)?);
     }
     let count = volumes.len();
     Ok(Peer {
@@ -2126,6 +2150,41 @@ fn new_peer<P: Clone>(
         log: secondary_log::PeerLog::new(count),
         last_seq: 0,
     })
+}
+
+/// The peer's bitmap of `volume`: the driver's, or all clear; its size must be the volume's.
+fn peer_bitmap(config: &PeerConfig, volume: &VolumeConfig) -> Result<Bitmap, SyncError> {
+    let given = volume
+        .bitmaps
+        .iter()
+        .find(|b| b.peer == config.node_id)
+        .map(|b| b.bitmap.clone());
+    let bitmap = match given {
+        Some(bitmap) => bitmap,
+        None => Bitmap::new(volume.size_bytes, BITMAP_GRANULARITY_BYTES_DEFAULT).map_err(|_| {
+            SyncError::BitmapSizeMismatch {
+                volume: volume.number,
+                peer: config.node_id,
+                bitmap_bytes: 0,
+                volume_bytes: volume.size_bytes,
+            }
+        })?,
+    };
+    if bitmap.data_bytes() != volume.size_bytes {
+        let (volume, peer, bitmap_bytes, volume_bytes) = (
+            volume.number,
+            config.node_id,
+            bitmap.data_bytes(),
+            volume.size_bytes,
+        );
+        return Err(SyncError::BitmapSizeMismatch {
+            volume,
+            peer,
+            bitmap_bytes,
+            volume_bytes,
+        });
+    }
+    Ok(bitmap)
 }
 
 /// The volume as attached; a crashed Primary without an activity log marks every block out of

@@ -9,7 +9,11 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 macro_rules! named_states {
-    ($(#[$meta:meta])* $name:ident { $($(#[$vmeta:meta])* $variant:ident = $code:literal),+ $(,)? }) => {
+    (
+        $(#[$meta:meta])* $name:ident {
+            $($(#[$vmeta:meta])* $variant:ident = $code:literal),+ $(,)?
+        }
+    ) => {
         $(#[$meta])*
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
         pub enum $name { $($(#[$vmeta])* $variant),+ }

@@ -401,8 +401,8 @@ pub struct Followed {
 /// that the engine changes.
 ///
 /// Mapping to `meta::Superblock`: `current_uuid`/`history_uuids`/`resync_goal_uuid` =
-/// `ids.current`/`ids.history`/`ids.resync_goal`; each peer slot's `bitmap_uuid` = `ids.bitmap[node id]`;
-/// `flags.consistent` = [`VolumeMeta::consistent`]; `flags.was_up_to_date` =
+/// `ids.current`/`ids.history`/`ids.resync_goal`; each peer slot's `bitmap_uuid` =
+/// `ids.bitmap[node id]`; `flags.consistent` = [`VolumeMeta::consistent`]; `flags.was_up_to_date` =
 /// [`VolumeMeta::was_up_to_date`]; `flags.primary_indicator` = `primary`;
 /// `flags.crashed_primary` = `ids.flags.crashed_primary`; each peer slot's `flags.outdated` =
 /// whether its node is in [`VolumeMeta::departed`]; `followed_primary` = [`VolumeMeta::followed`].
@@ -690,7 +690,10 @@ pub enum StateError {
     #[error("no peer is connected")]
     NoConnectedPeer,
     /// Promotion needs quorum.
-    #[error("no quorum: {0}; a node without quorum cannot become Primary (set `quorum off` with adjust to override)")]
+    #[error(
+        "no quorum: {0}; a node without quorum cannot become Primary (set `quorum off` with \
+         adjust to override)"
+    )]
     NoQuorum(String),
     /// A setting given to `adjust` is out of range.
     #[error("invalid setting: {0}")]
@@ -703,14 +706,24 @@ pub enum StateError {
     NotDetached(DiskState),
     /// `attach` on a Primary: its disk would be a sync target under a Primary, which tandem
     /// does not do yet.
-    #[error("attach on a Primary is not supported: demote it (the peer serves the data meanwhile) and attach on the Secondary")]
+    #[error(
+        "attach on a Primary is not supported: demote it (the peer serves the data meanwhile) and \
+         attach on the Secondary"
+    )]
     AttachOnPrimary,
     /// The node may lack writes a Primary acknowledged under asynchronous replication.
-    #[error("this node may lack acknowledged writes (it was replicated to asynchronously and has not caught up); promote with --force to accept that")]
+    #[error(
+        "this node may lack acknowledged writes (it was replicated to asynchronously and has not \
+         caught up); promote with --force to accept that"
+    )]
     PossiblyStale,
     /// The administrator marked this node's data to be discarded in a split brain with the
     /// peer (`connect --discard-my-data`); a Primary's data cannot be the one discarded.
-    #[error("this node's data is to be discarded in its split brain with peer {peer} (connect --discard-my-data); let that resync run first, or promote with --force to keep this data after all")]
+    #[error(
+        "this node's data is to be discarded in its split brain with peer {peer} (connect \
+         --discard-my-data); let that resync run first, or promote with --force to keep this data \
+         after all"
+    )]
     DataToBeDiscarded { peer: String },
     /// `resume-io` with nothing suspended by `suspend-io` or fencing.
     #[error("I/O is not suspended (by suspend-io or fencing)")]
@@ -724,13 +737,19 @@ pub enum StateError {
     #[error("fencing peer {peer} (the fence-peer handler runs); promotion waits for it")]
     FencingPeer { peer: String },
     /// `fence-peer` could not make sure the absent peer cannot be promoted.
-    #[error("the fence-peer handler failed for peer {peer} (status {status}); refusing to become Primary without --force")]
+    #[error(
+        "the fence-peer handler failed for peer {peer} (status {status}); refusing to become \
+         Primary without --force"
+    )]
     PeerNotFenced { peer: String, status: i32 },
     /// `resize` cannot start (the reason says why).
     #[error("{0}")]
     Resize(String),
     /// Online verify compares UpToDate data only.
-    #[error("verify with peer {peer} needs UpToDate disks on both sides (local {local}, peer {peer_disk})")]
+    #[error(
+        "verify with peer {peer} needs UpToDate disks on both sides (local {local}, peer \
+         {peer_disk})"
+    )]
     VerifyNeedsUpToDate {
         peer: String,
         local: DiskState,

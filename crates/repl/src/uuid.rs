@@ -83,7 +83,10 @@ pub enum SyncError {
         peer: u8,
     },
     /// A bitmap that does not cover the volume exactly.
-    #[error("volume {volume}: the bitmap for node-id {peer} covers {bitmap_bytes} bytes, the volume has {volume_bytes}")]
+    #[error(
+        "volume {volume}: the bitmap for node-id {peer} covers {bitmap_bytes} bytes, the volume \
+         has {volume_bytes}"
+    )]
     BitmapSizeMismatch {
         /// The volume.
         volume: u16,
@@ -98,7 +101,10 @@ pub enum SyncError {
     #[error("max-buffers must be at least 1 page")]
     ZeroMaxBuffers,
     /// An activity log whose extents do not cover the whole volume.
-    #[error("volume {volume}: the activity log covers {extent_count} extents of 4 MiB, the volume has {volume_bytes} bytes")]
+    #[error(
+        "volume {volume}: the activity log covers {extent_count} extents of 4 MiB, the volume has \
+         {volume_bytes} bytes"
+    )]
     ActivityLogTooSmall {
         /// The volume.
         volume: u16,

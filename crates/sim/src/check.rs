@@ -233,7 +233,9 @@ fn check_holds(
             continue;
         }
         let detail = format!(
-            "node {node} promoted without acknowledged write {} at block {block} (holds write {}; served by node {}, confirmed by {:?}, lost at a power loss on {:?}, lost with its Primary on {:?})",
+            "node {node} promoted without acknowledged write {} at block {block} (holds write {}; \
+             served by node {}, confirmed by {:?}, lost at a power loss on {:?}, lost with its \
+             Primary on {:?})",
             w.id,
             write_of(found(block)),
             w.node,
@@ -338,7 +340,11 @@ pub fn check_split_brain(
     what: &str,
 ) -> Result<(), Violation> {
     if wrote_apart.0 && wrote_apart.1 && !detected {
-        let detail = format!("nodes {} and {} both wrote while apart, and {what} without a split brain being detected", pair.0, pair.1);
+        let detail = format!(
+            "nodes {} and {} both wrote while apart, and {what} without a split brain being \
+             detected",
+            pair.0, pair.1
+        );
         return Err(violation("split-brain", detail));
     }
     Ok(())

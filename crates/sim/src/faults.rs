@@ -387,7 +387,12 @@ pub fn cycle_out_of_sync_links(sim: &mut Sim) -> usize {
             .map(|p| p.node_id)
             .collect();
         for peer in stuck {
-            sim.note(|| format!("ADMIN cycles the connection {n} -> {peer} (blocks out of sync while Established)"));
+            sim.note(|| {
+                format!(
+                    "ADMIN cycles the connection {n} -> {peer} (blocks out of sync while \
+                     Established)"
+                )
+            });
             sim.with_engine(n, |e, now, out| {
                 let _ = e.set_connect(now, peer, false, out);
                 let _ = e.set_connect(now, peer, true, out);

@@ -146,7 +146,12 @@ fn report(outcome: &Outcome, verbose: bool, flags: &str) {
             cfg.seed,
             cfg.scenario.name()
         );
-        say!("  replay: cargo run -p tandem-sim --release -- --scenario {} --seed {}{flags} --tail 200", cfg.scenario.name(), cfg.seed);
+        say!(
+            "  replay: cargo run -p tandem-sim --release -- --scenario {} --seed {}{flags} --tail \
+             200",
+            cfg.scenario.name(),
+            cfg.seed
+        );
     } else if verbose {
         let stats = &outcome.stats;
         let lost = format!(
@@ -218,7 +223,11 @@ fn main() -> ExitCode {
                 config = config.with_quorum();
             }
             if let Ok(mut running) = RUNNING.lock() {
-                *running = format!("seed {seed} (replay: cargo run -p tandem-sim --release -- --scenario {} --seed {seed}{flags})", scenario.name());
+                *running = format!(
+                    "seed {seed} (replay: cargo run -p tandem-sim --release -- --scenario {} \
+                     --seed {seed}{flags})",
+                    scenario.name()
+                );
             }
             let outcome = run(config);
             runs += 1;
@@ -232,7 +241,9 @@ fn main() -> ExitCode {
         }
     }
     say!(
-        "tandem-sim: {runs} runs, {steps} steps, {faults} faults injected, {writes} writes acknowledged ({double_failures} lost by a double failure, {unflushed} lost unflushed with their Primary), {failures} failures, {:.1} s",
+        "tandem-sim: {runs} runs, {steps} steps, {faults} faults injected, {writes} writes \
+         acknowledged ({double_failures} lost by a double failure, {unflushed} lost unflushed \
+         with their Primary), {failures} failures, {:.1} s",
         started.elapsed().as_secs_f64()
     );
     if failures > 0 {

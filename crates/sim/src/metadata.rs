@@ -283,16 +283,7 @@ impl SimMeta {
         let mut superblock = self.superblock()?;
         let crashed_now = superblock.flags.primary_indicator;
         let crashed_primary = crashed_now || superblock.flags.crashed_primary;
-        let mut bitmaps = Vec::new();
-        for &peer in &self.spec.peers.clone() {
-            let Some(slot) = superblock.peer_slot_of(peer) else {
-                continue;
-            };
-            bitmaps.push(PeerBitmap {
-                peer,
-                bitmap: self.read_bitmap(slot)?,
-            });
-        }
+        let mut bitmaps = self.peer_bitmaps(&superblock)?;
         let updates = if self.spec.al_enabled {
             AlUpdates::Enabled
         } else {
@@ -330,16 +321,7 @@ impl SimMeta {
             superblock.flags.in_use = true;
             self.write_superblock(&superblock)?;
         }
-        let config = ActivityLogConfig::from_layout(&self.layout, updates);
-        self.ring = meta::format_ring(config.al_ring_blocks, config.al_extents, recovery.next_seq)
-            .map_err(|e| corrupt("ring", e))?;
-        let log = ActivityLog::new(
-            config,
-            recovery
-                .next_seq
-                .saturating_add(u64::from(config.al_ring_blocks)),
-        )
-        .map_err(|e| corrupt("activity log", e))?;
+        let log = self.format_ring(updates, recovery.next_seq)?;
         let ids = GenerationIds {
             current: superblock.current_uuid,
             bitmap: superblock.bitmap_uuids_by_node_id(),
@@ -371,5 +353,32 @@ impl SimMeta {
             departed,
             followed,
         })
+    }
+
+    /// Each peer's bitmap, for the peers that have a slot.
+    fn peer_bitmaps(&self, superblock: &Superblock) -> Result<Vec<PeerBitmap>, SimError> {
+        let mut bitmaps = Vec::new();
+        for &peer in &self.spec.peers.clone() {
+            let Some(slot) = superblock.peer_slot_of(peer) else {
+                continue;
+            };
+            bitmaps.push(PeerBitmap {
+                peer,
+                bitmap: self.read_bitmap(slot)?,
+            });
+        }
+        Ok(bitmaps)
+    }
+
+    /// Formats the activity-log ring empty from `next_seq` on; the log to use.
+    fn format_ring(&mut self, updates: AlUpdates, next_seq: u64) -> Result<ActivityLog, SimError> {
+        let config = ActivityLogConfig::from_layout(&self.layout, updates);
+        self.ring = meta::format_ring(config.al_ring_blocks, config.al_extents, next_seq)
+            .map_err(|e| corrupt("ring", e))?;
+        ActivityLog::new(
+            config,
+            next_seq.saturating_add(u64::from(config.al_ring_blocks)),
+        )
+        .map_err(|e| corrupt("activity log", e))
     }
 }

@@ -397,18 +397,7 @@ impl Sim {
                 | Action::LocalFlush { .. }
                 | Action::LocalRead { .. }
                 | Action::LocalDigest { .. } => self.start_io(n, action),
-                Action::PersistMeta { io, volume, meta } => {
-                    let (pages, clears) = self.take_pages(n, volume);
-                    self.queue_meta(
-                        n,
-                        MetaJob::Persist {
-                            pages,
-                            meta: Some(meta),
-                            io: Some(io),
-                            clears,
-                        },
-                    );
-                }
+                Action::PersistMeta { io, volume, meta } => self.persist_meta(n, io, volume, meta),
                 Action::WriteActivityLog {
                     io,
                     offset_bytes,
@@ -445,35 +434,13 @@ impl Sim {
                 Action::SendControl { peer, message } => {
                     self.send_frame(n, peer, Chan::Control, Body::Msg(message), None)
                 }
-                Action::SendOnData { peer, message } => {
-                    if matches!(message, PeerMessage::ResyncDone { .. }) {
-                        self.resync_finished(
-                            n,
-                            peer,
-                            matches!(
-                                message,
-                                PeerMessage::ResyncDone {
-                                    failed_bytes: 0,
-                                    ..
-                                }
-                            ),
-                        );
-                    }
-                    self.send_frame(n, peer, Chan::Data, Body::Msg(message), None);
-                }
+                Action::SendOnData { peer, message } => self.send_on_data(n, peer, message),
                 Action::SplitBrain {
                     peer,
                     resolution,
                     detail,
                     ..
-                } => {
-                    self.stats.split_brains += 1;
-                    self.sb_detected.insert(norm(n, peer));
-                    self.role_conflicts.remove(&norm(n, peer));
-                    self.note(|| {
-                        format!("node {n}: split brain with {peer}: {resolution:?} ({detail})")
-                    });
-                }
+                } => self.split_brain_detected(n, peer, resolution, &detail),
                 // The simulated nodes set no `fencing`, so no fence-peer run is ever asked for.
                 Action::VerifyFound { .. }
                 | Action::VerifyFinished { .. }
@@ -490,23 +457,72 @@ impl Sim {
                     peer,
                     state,
                     reason,
-                } => {
-                    self.note(|| format!("node {n} drops {peer} ({state}): {reason}"));
-                    if reason.starts_with("rr-conflict") {
-                        self.role_conflicts.insert(norm(n, peer));
-                    }
-                    if let Some(conn) = self.nodes[usize::from(n)].conns.remove(&peer) {
-                        // As the daemon does: both sockets end after what was queued on them.
-                        self.send_on(n, peer, conn, Chan::Data, Body::Close, None);
-                        self.send_on(n, peer, conn, Chan::Control, Body::Close, None);
-                        self.end_session(conn, n);
-                    }
-                }
+                } => self.engine_dropped_peer(n, peer, state, reason),
                 Action::Complete { request, result } => self.on_complete(request, result),
                 Action::StateChanged => {
                     self.write_back_pages(n);
                 }
             }
+        }
+    }
+
+    /// Queues node `n`'s [`Action::PersistMeta`] with the bitmap pages it dirtied.
+    fn persist_meta(&mut self, n: u8, io: IoId, volume: u16, meta: Box<repl::VolumeMeta>) {
+        let (pages, clears) = self.take_pages(n, volume);
+        self.queue_meta(
+            n,
+            MetaJob::Persist {
+                pages,
+                meta: Some(meta),
+                io: Some(io),
+                clears,
+            },
+        );
+    }
+
+    /// Sends a message on the data channel; a `ResyncDone` also finishes the resync here.
+    fn send_on_data(&mut self, n: u8, peer: u8, message: PeerMessage<Payload>) {
+        if matches!(message, PeerMessage::ResyncDone { .. }) {
+            self.resync_finished(
+                n,
+                peer,
+                matches!(
+                    message,
+                    PeerMessage::ResyncDone {
+                        failed_bytes: 0,
+                        ..
+                    }
+                ),
+            );
+        }
+        self.send_frame(n, peer, Chan::Data, Body::Msg(message), None);
+    }
+
+    /// Node `n` detected a split brain with `peer`.
+    fn split_brain_detected(
+        &mut self,
+        n: u8,
+        peer: u8,
+        resolution: repl::Resolution,
+        detail: &str,
+    ) {
+        self.stats.split_brains += 1;
+        self.sb_detected.insert(norm(n, peer));
+        self.role_conflicts.remove(&norm(n, peer));
+        self.note(|| format!("node {n}: split brain with {peer}: {resolution:?} ({detail})"));
+    }
+
+    /// Node `n` drops `peer`: both sockets end after what was queued on them.
+    fn engine_dropped_peer(&mut self, n: u8, peer: u8, state: ConnState, reason: String) {
+        self.note(|| format!("node {n} drops {peer} ({state}): {reason}"));
+        if reason.starts_with("rr-conflict") {
+            self.role_conflicts.insert(norm(n, peer));
+        }
+        if let Some(conn) = self.nodes[usize::from(n)].conns.remove(&peer) {
+            // As the daemon does: both sockets end after what was queued on them.
+            self.send_on(n, peer, conn, Chan::Data, Body::Close, None);
+            self.send_on(n, peer, conn, Chan::Control, Body::Close, None);
+            self.end_session(conn, n);
         }
     }
 
@@ -1677,7 +1693,12 @@ impl Sim {
                 (w.node, w.acked_by.clone(), w.power_lost_on.clone());
             self.stats.writes_lost_by_double_failure += 1;
             self.note(|| {
-                format!("write {id} lost by a double failure on node {n} (served by node {primary}, confirmed by {confirmed:?}, lost at a power loss on {power_lost:?}, down {:?}, cut off {:?})", cluster.down, cluster.cut_off)
+                format!(
+                    "write {id} lost by a double failure on node {n} (served by node {primary}, \
+                     confirmed by {confirmed:?}, lost at a power loss on {power_lost:?}, down \
+                     {:?}, cut off {:?})",
+                    cluster.down, cluster.cut_off
+                )
             });
         }
         Ok(())

@@ -563,9 +563,9 @@ fn quorum_three_node_failovers_keep_acknowledged_writes() {
 }
 
 /// Three nodes, quorum: no convergence (seed 7036; also 1780 and 6714; seed 5470 until a
-/// crashed Primary's flag lasted until every peer was resynced, which moved its run). Node 0, back after crashing
-/// as Primary with bits for the new Primary node 1 at equal generations, would be node 1's
-/// sync source (crashed-primary rule), which rr-conflict refuses (as DRBD does); the pair
+/// crashed Primary's flag lasted until every peer was resynced, which moved its run). Node 0, back
+/// after crashing as Primary with bits for the new Primary node 1 at equal generations, would be
+/// node 1's sync source (crashed-primary rule), which rr-conflict refuses (as DRBD does); the pair
 /// once had a split brain, and the simulated administrator answers every later stand-off of
 /// such a pair with `--discard-my-data`, which decides split brains only (DRBD's
 /// administrator would `invalidate` the returning node). It was a gap of the simulator's

@@ -88,12 +88,12 @@
 //! admission smoothly: past `throttle_start_permille` (50%) of either bound, admission is
 //! clocked by the peer's confirmations, each confirmed byte letting in 2× down to 0× new
 //! bytes as the backlog nears the bound, so the backlog settles where admission matches
-//! the drain (between 50% and 75% of the bound) instead of running into the bound and stopping there
-//! (issue 29: the +20 ms runs that collapsed with the backlog at its 64 MiB bound). The
-//! engine applies the curve the driver hands it with the bound. Why 64 MiB / 2 s: 64 MiB covers the bandwidth-delay product
-//! of a 10 Gbit/s link at 20 ms RTT (25 MB) with room for bursts, and is half a second of a
-//! 1 Gbit/s link; 2 s is a hundred round trips at 20 ms, long enough for async to absorb
-//! bursts, short enough that the data a failover can lose stays "the last two seconds",
+//! the drain (between 50% and 75% of the bound) instead of running into the bound and stopping
+//! there (issue 29: the +20 ms runs that collapsed with the backlog at its 64 MiB bound). The
+//! engine applies the curve the driver hands it with the bound. Why 64 MiB / 2 s: 64 MiB covers the
+//! bandwidth-delay product of a 10 Gbit/s link at 20 ms RTT (25 MB) with room for bursts, and is
+//! half a second of a 1 Gbit/s link; 2 s is a hundred round trips at 20 ms, long enough for async
+//! to absorb bursts, short enough that the data a failover can lose stays "the last two seconds",
 //! an RPO an administrator can state. Both are per connection and meant to be set. With
 //! `protocol A` configured the administrator already chose asynchronous replication: the
 //! gate bounds its lag too, but the manager does not mark the peer possibly-stale for it

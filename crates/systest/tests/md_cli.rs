@@ -55,7 +55,10 @@ impl Setup {
             .and_then(|file| file.set_len(BACKING_BYTES))
             .expect("cannot create the backing file");
         let config = format!(
-            "resource r0 {{\n  volume 0 {{\n    device /dev/drbd0;\n    disk {};\n    meta-disk internal;\n  }}\n  on alice {{\n    node-id 0;\n    address 127.0.0.1:7789;\n  }}\n  on bob {{\n    node-id 1;\n    address 127.0.0.1:7790;\n  }}\n}}\n",
+            "resource r0 {{\n  volume 0 {{\n    device /dev/drbd0;\n    disk {};\n    meta-disk \
+             internal;\n  }}\n  on alice {{\n    node-id 0;\n    address \
+             127.0.0.1:7789;\n  }}\n  on bob {{\n    node-id 1;\n    address \
+             127.0.0.1:7790;\n  }}\n}}\n",
             disk.display()
         );
         std::fs::write(dir.path().join("tandem.conf"), config).expect("cannot write the config");
@@ -245,7 +248,8 @@ fn metadata_commands_are_refused_while_a_node_runs() {
             std::time::Instant::now() < deadline,
             "tandem node did not come up within 20 s"
         );
-        std::thread::sleep(std::time::Duration::from_millis(20)); // poll interval, not a wait for an event
+        // A poll interval, not a wait for an event.
+        std::thread::sleep(std::time::Duration::from_millis(20));
     }
     let refusals = [
         setup.run("create-md", &["--force", "r0"]),

@@ -69,21 +69,30 @@ pub enum Command {
     /// Print this node's role in a resource, like `drbdadm role`.
     Role {
         /// The resource.
-        #[arg(value_name = "RES", value_parser = |text: &str| compat::query_spec(QueriedState::Role, text))]
+        #[arg(
+            value_name = "RES",
+            value_parser = |text: &str| compat::query_spec(QueriedState::Role, text)
+        )]
         spec: Spec,
     },
     /// Print the state of each connection, one line per peer (sorted by name), like
     /// `drbdadm cstate`; `RES:PEER` for one peer.
     Cstate {
         /// The resource, and optionally the peer.
-        #[arg(value_name = "RES[:PEER]", value_parser = |text: &str| compat::query_spec(QueriedState::Connection, text))]
+        #[arg(
+            value_name = "RES[:PEER]",
+            value_parser = |text: &str| compat::query_spec(QueriedState::Connection, text)
+        )]
         spec: Spec,
     },
     /// Print the disk states, one line per volume: this node's, then each peer's
     /// (`UpToDate/UpToDate`), like `drbdadm dstate`; `RES:PEER` and `RES/VOL` narrow it.
     Dstate {
         /// The resource, and optionally the peer and the volume.
-        #[arg(value_name = "RES[:PEER][/VOL]", value_parser = |text: &str| compat::query_spec(QueriedState::Disk, text))]
+        #[arg(
+            value_name = "RES[:PEER][/VOL]",
+            value_parser = |text: &str| compat::query_spec(QueriedState::Disk, text)
+        )]
         spec: Spec,
     },
     /// Print the generation identifiers, one line per volume and peer, in drbdsetup's
@@ -101,7 +110,10 @@ pub enum Command {
     /// file's values.
     NetOptions {
         /// The resource, and optionally the peer (default: every peer).
-        #[arg(value_name = "RES[:PEER]", value_parser = |text: &str| compat::options_spec(text, false))]
+        #[arg(
+            value_name = "RES[:PEER]",
+            value_parser = |text: &str| compat::options_spec(text, false)
+        )]
         spec: Spec,
         /// The options, `--NAME VALUE` or `--NAME=VALUE`, with the file's units and ranges.
         #[arg(
@@ -119,7 +131,10 @@ pub enum Command {
     /// file's values.
     DiskOptions {
         /// The resource, and optionally the volume (default: every volume).
-        #[arg(value_name = "RES[/VOL]", value_parser = |text: &str| compat::options_spec(text, true))]
+        #[arg(
+            value_name = "RES[/VOL]",
+            value_parser = |text: &str| compat::options_spec(text, true)
+        )]
         spec: Spec,
         /// The options, `--NAME VALUE` or `--NAME=VALUE`, with the file's units and ranges.
         #[arg(
@@ -145,7 +160,10 @@ pub enum Command {
         #[arg(long, value_name = "SECONDS")]
         timeout: Option<u64>,
         /// The resource, and optionally the peer.
-        #[arg(value_name = "RES[:PEER]", value_parser = |text: &str| compat::query_spec(QueriedState::Connection, text))]
+        #[arg(
+            value_name = "RES[:PEER]",
+            value_parser = |text: &str| compat::query_spec(QueriedState::Connection, text)
+        )]
         spec: Spec,
     },
     /// Run a node in the foreground.
@@ -493,16 +511,34 @@ pub enum SrmVerb {
     Status(Target),
 }
 
+/// The request of `tandem resize`.
+fn resize_request(
+    target: Option<(String, Option<u16>)>,
+    size_bytes: Option<u64>,
+    assume_clean: bool,
+    assume_peer_has_space: bool,
+) -> Request {
+    let (resource, volume) = resize_target(target);
+    Request::Resize {
+        resource,
+        volume,
+        size_bytes,
+        assume_clean,
+        assume_peer_has_space,
+    }
+}
+
+/// The request `make` builds for the resources `target` selects.
+fn with_resource(target: &Target, make: impl FnOnce(Option<String>) -> Request) -> Request {
+    make(resource_filter(target))
+}
+
 impl SimpleVerb {
     /// The request this verb sends.
     pub fn into_request(self) -> Request {
         match self {
-            Self::Up(target) => Request::Up {
-                resource: resource_filter(&target),
-            },
-            Self::Down(target) => Request::Down {
-                resource: resource_filter(&target),
-            },
+            Self::Up(target) => with_resource(&target, |resource| Request::Up { resource }),
+            Self::Down(target) => with_resource(&target, |resource| Request::Down { resource }),
             Self::Primary { force, target } => Request::Primary {
                 resource: resource_filter(&target),
                 force,
@@ -523,15 +559,11 @@ impl SimpleVerb {
                 resource: resource_filter(&target),
                 peer,
             },
-            Self::Invalidate(target) => Request::Invalidate {
-                resource: resource_filter(&target),
-            },
-            Self::Detach(target) => Request::Detach {
-                resource: resource_filter(&target),
-            },
-            Self::Attach(target) => Request::Attach {
-                resource: resource_filter(&target),
-            },
+            Self::Invalidate(target) => {
+                with_resource(&target, |resource| Request::Invalidate { resource })
+            }
+            Self::Detach(target) => with_resource(&target, |resource| Request::Detach { resource }),
+            Self::Attach(target) => with_resource(&target, |resource| Request::Attach { resource }),
             Self::InvalidateRemote(PeerTarget { peer, target }) => Request::InvalidateRemote {
                 resource: resource_filter(&target),
                 peer,
@@ -569,22 +601,13 @@ impl SimpleVerb {
                 assume_clean,
                 assume_peer_has_space,
                 target,
-            } => {
-                let (resource, volume) = resize_target(target);
-                Request::Resize {
-                    resource,
-                    volume,
-                    size_bytes: size,
-                    assume_clean,
-                    assume_peer_has_space,
-                }
+            } => resize_request(target, size, assume_clean, assume_peer_has_space),
+            Self::ResumeIo(target) => {
+                with_resource(&target, |resource| Request::ResumeIo { resource })
             }
-            Self::ResumeIo(target) => Request::ResumeIo {
-                resource: resource_filter(&target),
-            },
-            Self::SuspendIo(target) => Request::SuspendIo {
-                resource: resource_filter(&target),
-            },
+            Self::SuspendIo(target) => {
+                with_resource(&target, |resource| Request::SuspendIo { resource })
+            }
         }
     }
 }

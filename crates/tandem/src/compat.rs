@@ -85,7 +85,8 @@ impl Tool {
 
 const DRBDADM_SUPPORTED: &str = "status role cstate dstate up down primary secondary adjust \
 connect disconnect attach detach invalidate invalidate-remote verify pause-sync resume-sync \
-suspend-io resume-io new-current-uuid outdate forget-peer get-gi show-gi resize sh-resources sh-dev sh-minor sh-ll-dev sh-md-dev";
+suspend-io resume-io new-current-uuid outdate forget-peer get-gi show-gi resize sh-resources \
+sh-dev sh-minor sh-ll-dev sh-md-dev";
 const DRBDSETUP_SUPPORTED: &str = "events2 status role wait-connect-resource";
 
 /// A command line of either tool, understood.
@@ -936,7 +937,12 @@ pub fn sh_text(
         .hosts
         .iter()
         .find(|host| host.name == node)
-        .ok_or_else(|| format!("resource '{name}' has no 'on {node}' section (set __DRBD_NODE__ to this node's name)"))?;
+        .ok_or_else(|| {
+            format!(
+                "resource '{name}' has no 'on {node}' section (set __DRBD_NODE__ to this node's \
+                 name)"
+            )
+        })?;
     let lines: Vec<String> = host
         .volumes
         .iter()

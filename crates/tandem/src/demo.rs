@@ -138,7 +138,10 @@ pub fn run() -> Result<(), DemoError> {
         connection_of(report) == Some("Connected")
     })?;
     println!("== both nodes are up and connected, their fresh disks Inconsistent");
-    println!("== the disks are empty, so skip the initial sync: tandem new-current-uuid --clear-bitmap r0");
+    println!(
+        "== the disks are empty, so skip the initial sync: tandem new-current-uuid --clear-bitmap \
+         r0"
+    );
     admin(
         &cluster.run_dir("alice"),
         &Request::NewCurrentUuid {
@@ -208,7 +211,8 @@ fn write_config(cluster: &Cluster) -> Result<PathBuf, DemoError> {
             .map_err(io_error(format!("create {}", disk.display())))?;
         let port = free_port()?;
         hosts.push_str(&format!(
-            "  on {node} {{\n    node-id {id};\n    address 127.0.0.1:{port};\n    volume 0 {{ device /dev/drbd0; disk {}; meta-disk internal; }}\n  }}\n",
+            "  on {node} {{\n    node-id {id};\n    address 127.0.0.1:{port};\n    volume 0 {{ \
+             device /dev/drbd0; disk {}; meta-disk internal; }}\n  }}\n",
             disk.display()
         ));
     }
@@ -481,7 +485,11 @@ fn prove_identical(cluster: &Cluster) -> Result<(), DemoError> {
         .map_or(0, |d| d.size_kib * 1024);
     let alice = checksum(&cluster.disk("alice"), size_bytes)?;
     let bob = checksum(&cluster.disk("bob"), size_bytes)?;
-    println!("== crc32c of the {} MiB of data on each backing file (the metadata after it differs): alice {alice:08x}, bob {bob:08x}", size_bytes >> 20);
+    println!(
+        "== crc32c of the {} MiB of data on each backing file (the metadata after it differs): \
+         alice {alice:08x}, bob {bob:08x}",
+        size_bytes >> 20
+    );
     if alice != bob {
         return Err(DemoError::Differ { alice, bob });
     }

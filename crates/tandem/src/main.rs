@@ -112,6 +112,29 @@ fn run(cli: Cli) -> Result<(), CliError> {
             terminal::print(&text)?;
             Ok(())
         }
+        command @ (Command::CreateMd { .. }
+        | Command::Outdate { .. }
+        | Command::WipeMd { .. }
+        | Command::DumpMd { .. }) => run_metadata(run_dir, command),
+        Command::WaitSync { timeout, target } => wait_sync::run(
+            run_dir,
+            resource_filter(&target),
+            timeout.map(std::time::Duration::from_secs),
+        ),
+        Command::Demo => Ok(demo::run()?),
+        Command::TlsKeygen { out, name } => {
+            let lines = daemon::tls::keygen(&out, &name).map_err(CliError::TlsKeygen)?;
+            terminal::print(&format!("{lines}\n"))?;
+            Ok(())
+        }
+        Command::GenerateDocs { out } => docs::generate(&out),
+        Command::Simple(verb) => commands::simple(run_dir, &verb.into_request()),
+    }
+}
+
+/// The commands that work on a volume's metadata (see `md.rs`).
+fn run_metadata(run_dir: &std::path::Path, command: Command) -> Result<(), CliError> {
+    match command {
         Command::CreateMd {
             config,
             node,
@@ -153,18 +176,6 @@ fn run(cli: Cli) -> Result<(), CliError> {
             },
             json,
         ),
-        Command::WaitSync { timeout, target } => wait_sync::run(
-            run_dir,
-            resource_filter(&target),
-            timeout.map(std::time::Duration::from_secs),
-        ),
-        Command::Demo => Ok(demo::run()?),
-        Command::TlsKeygen { out, name } => {
-            let lines = daemon::tls::keygen(&out, &name).map_err(CliError::TlsKeygen)?;
-            terminal::print(&format!("{lines}\n"))?;
-            Ok(())
-        }
-        Command::GenerateDocs { out } => docs::generate(&out),
-        Command::Simple(verb) => commands::simple(run_dir, &verb.into_request()),
+        _ => unreachable!("run handles the other commands"),
     }
 }

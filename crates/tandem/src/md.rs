@@ -63,10 +63,15 @@ fn confirm_wipe(resource: &str) -> Result<(), CliError> {
     let stdin = std::io::stdin();
     if !stdin.is_terminal() {
         return Err(CliError::Refused(
-            "wipe-md destroys the metadata (generation identifiers and bitmaps) and standard input is not a terminal to confirm it on; pass --force".into(),
+            "wipe-md destroys the metadata (generation identifiers and bitmaps) and standard \
+             input is not a terminal to confirm it on; pass --force"
+                .into(),
         ));
     }
-    eprint!("Destroy the tandem metadata of {resource} on this node? Its generation identifiers and bitmaps are lost. Type 'yes' to go on: ");
+    eprint!(
+        "Destroy the tandem metadata of {resource} on this node? Its generation identifiers and \
+         bitmaps are lost. Type 'yes' to go on: "
+    );
     let _ = std::io::stderr().flush();
     let mut answer = String::new();
     stdin

@@ -67,7 +67,8 @@ pub fn assess(report: &StatusReport, spec: &Spec) -> Assessment {
         .find(|connection| connection.connection == "StandAlone")
     {
         return Assessment::Stuck(format!(
-            "{name}: the connection to {} is StandAlone; it will not connect until 'tandem connect {name}'",
+            "{name}: the connection to {} is StandAlone; it will not connect until 'tandem \
+             connect {name}'",
             standalone.name
         ));
     }

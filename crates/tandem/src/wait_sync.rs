@@ -42,14 +42,8 @@ pub fn assess(resource: &ResourceStatus) -> Assessment {
         .flat_map(|c| &c.peer_devices)
         .map(|d| d.out_of_sync_kib)
         .sum();
-    for connection in &resource.connections {
-        if connection.connection == "StandAlone" {
-            let why = connection
-                .last_error
-                .as_deref()
-                .map_or_else(String::new, |e| format!(" ({e})"));
-            return Assessment::Stuck(format!("{}: the connection to {} is StandAlone{why}; it will not sync until `tandem connect` (with --discard-my-data on the node whose changes are to be dropped, after a split brain)", resource.name, connection.name));
-        }
+    if let Some(stuck) = standalone(resource) {
+        return stuck;
     }
     let syncing = resource
         .connections
@@ -72,7 +66,12 @@ pub fn assess(resource: &ResourceStatus) -> Assessment {
         .iter()
         .all(|c| c.connection == "Connected");
     if !syncing && all_connected && !any_up_to_date {
-        return Assessment::Stuck(format!("{}: no node has UpToDate data, so nothing can be a sync source; choose the node whose data is good and run `tandem primary --force {}` there (or `tandem new-current-uuid --clear-bitmap {}` if every disk is empty)", resource.name, resource.name, resource.name));
+        return Assessment::Stuck(format!(
+            "{}: no node has UpToDate data, so nothing can be a sync source; choose the node \
+             whose data is good and run `tandem primary --force {}` there (or `tandem \
+             new-current-uuid --clear-bitmap {}` if every disk is empty)",
+            resource.name, resource.name, resource.name
+        ));
     }
     let local_ok = resource.devices.iter().all(|d| d.disk == "UpToDate");
     let peers_ok = resource
@@ -86,20 +85,22 @@ pub fn assess(resource: &ResourceStatus) -> Assessment {
         return Assessment::InSync;
     }
     if all_connected && !syncing && !verifying && remaining_kib > 0 && local_ok {
-        return Assessment::Stuck(format!("{}: {remaining_kib} KiB are out of sync (found by an online verify?) and no resync is running; resync them with `tandem disconnect {}` then `tandem connect {}` (or `tandem invalidate-remote`)", resource.name, resource.name, resource.name));
+        return Assessment::Stuck(format!(
+            "{}: {remaining_kib} KiB are out of sync (found by an online verify?) and no resync \
+             is running; resync them with `tandem disconnect {}` then `tandem connect {}` (or \
+             `tandem invalidate-remote`)",
+            resource.name, resource.name, resource.name
+        ));
     }
     let what = if syncing {
         "resyncing".to_string()
     } else if verifying {
         "verifying".to_string()
     } else if !all_connected {
-        let waiting: Vec<&str> = resource
-            .connections
-            .iter()
-            .filter(|c| c.connection != "Connected")
-            .map(|c| c.name.as_str())
-            .collect();
-        format!("waiting for {} to connect", waiting.join(", "))
+        format!(
+            "waiting for {} to connect",
+            not_connected(resource).join(", ")
+        )
     } else {
         "waiting for the disks to become UpToDate".to_string()
     };
@@ -107,6 +108,33 @@ pub fn assess(resource: &ResourceStatus) -> Assessment {
         remaining_kib,
         what,
     }
+}
+
+/// Stuck if a connection is StandAlone: it does not sync until the administrator connects it.
+fn standalone(resource: &ResourceStatus) -> Option<Assessment> {
+    let connection = resource
+        .connections
+        .iter()
+        .find(|c| c.connection == "StandAlone")?;
+    let why = connection
+        .last_error
+        .as_deref()
+        .map_or_else(String::new, |e| format!(" ({e})"));
+    Some(Assessment::Stuck(format!(
+        "{}: the connection to {} is StandAlone{why}; it will not sync until `tandem connect` \
+         (with --discard-my-data on the node whose changes are to be dropped, after a split brain)",
+        resource.name, connection.name
+    )))
+}
+
+/// The peers not Connected.
+fn not_connected(resource: &ResourceStatus) -> Vec<&str> {
+    resource
+        .connections
+        .iter()
+        .filter(|c| c.connection != "Connected")
+        .map(|c| c.name.as_str())
+        .collect()
 }
 
 /// Progress, rate and ETA from successive remaining amounts.

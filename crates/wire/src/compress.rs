@@ -197,12 +197,18 @@ mod tests {
 
     proptest! {
         #[test]
-        fn any_payload_round_trips(data in proptest::collection::vec(0u8..4, 0..8192), zstd in any::<bool>()) {
+        fn any_payload_round_trips(
+            data in proptest::collection::vec(0u8..4, 0..8192),
+            zstd in any::<bool>(),
+        ) {
             round_trip(if zstd { Compression::Zstd } else { Compression::Lz4 }, &data);
         }
 
         #[test]
-        fn arbitrary_bytes_never_panic(payload in proptest::collection::vec(any::<u8>(), 0..512), zstd in any::<bool>()) {
+        fn arbitrary_bytes_never_panic(
+            payload in proptest::collection::vec(any::<u8>(), 0..512),
+            zstd in any::<bool>(),
+        ) {
             let compression = if zstd { Compression::Zstd } else { Compression::Lz4 };
             if let Ok(length) = uncompressed_len(&payload) {
                 let mut out = vec![0; usize::try_from(length.min(1 << 20)).expect("fits")];

@@ -4,8 +4,8 @@
 //! - every kind number is nonzero and appears once in [`Kind::ALL`];
 //! - every kind's `body_len_min <= body_len_max <= BODY_LEN_MAX`;
 //! - every kind's message part (the body minus any data payload) fits in [`MESSAGE_LEN_MAX`];
-//! - exactly the payload kinds (`Data`, `ResyncReply`, `ReadReply`) have a fixed message part, so the
-//!   payload length is `body_len` minus that part.
+//! - exactly the payload kinds (`Data`, `ResyncReply`, `ReadReply`) have a fixed message part, so
+//!   the payload length is `body_len` minus that part.
 
 use crate::{widen, SocketKind, WireError, BODY_LEN_MAX};
 

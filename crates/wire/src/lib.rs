@@ -61,52 +61,54 @@
 //! Kind numbers are grouped by socket in blocks of 256, so new kinds slot in without
 //! renumbering. Kind 0 is never valid, so a zeroed buffer never decodes.
 //!
-//! | kind     | name           | socket  | body                                                      |
-//! |---------:|----------------|---------|-----------------------------------------------------------|
-//! | `0x0001` | `Hello`        | both    | versions, socket, nodes, auth flag, nonces, resource, volumes |
-//! | `0x0002` | `AuthResponse` | both    | `mac: [u8; 32]`                                           |
-//! | `0x0003` | `AuthResult`   | both    | `ok: bool`                                                |
-//! | `0x0004` | `Refuse`       | both    | `reason: string`                                          |
-//! | `0x0100` | `Data`         | data    | [`DataHeader`] (28 bytes), then the payload               |
-//! | `0x0101` | `Trim`         | data    | [`RangeHeader`] (30 bytes)                                |
-//! | `0x0102` | `WriteZeroes`  | data    | [`RangeHeader`] (30 bytes)                                |
-//! | `0x0103` | `Barrier`      | data    | `epoch: u64, flush: bool`                                 |
-//! | `0x0200` | `Ping`         | control | empty                                                     |
-//! | `0x0201` | `PingAck`      | control | empty                                                     |
-//! | `0x0202` | `RecvAck`      | control | `seq: u64`                                                |
-//! | `0x0203` | `WriteAck`     | control | `seq: u64`                                                |
-//! | `0x0204` | `NegAck`       | control | `seq: u64, errno: u32`                                    |
-//! | `0x0205` | `BarrierAck`   | control | `epoch: u64`                                              |
-//! | `0x0206` | `PeerState`    | control | `role: u8`, list of `(volume: u16, disk_state: u8)`       |
-//! | `0x0207` | `Disconnect`   | control | `reason: string`                                          |
-//! | `0x0208` | `StaleMark`    | control | `stale: u8` (Primary to peer: mark yourself possibly stale) |
-//! | `0x0209` | `StaleMarkAck` | control | `stale: u8` (the mark or its clearing is durable)         |
-//! | `0x020A` | `Ahead`        | control | `ahead: u8` (Primary to peer: you are Behind, or no longer) |
-//! | `0x020B` | `PeerAck`      | control | `epoch: u64, nodes: u32` (Primary to peer: epochs up to it are on these nodes) |
-//! | `0x0300` | `ResyncRequest`| data    | `id: u64, volume: u16, offset: u64, length: u32`          |
-//! | `0x0301` | `ResyncReply`  | data    | `id: u64, volume: u16, offset: u64`, then the payload     |
-//! | `0x0302` | `ResyncNegReply`| data   | `id: u64, volume: u16, offset: u64, length: u32, errno: u32` |
-//! | `0x0303` | `ResyncAck`    | data    | `id: u64, volume: u16, ok: bool`                          |
-//! | `0x0304` | `ResyncDone`   | data    | `volume: u16, failed_bytes: u64`                          |
-//! | `0x0305` | `CsumRequest`  | data    | `id: u64, volume: u16, offset: u64, length: u32`, then 1..=[`CSUM_DIGESTS_LEN_MAX`] digest bytes |
-//! | `0x0306` | `ResyncInSync` | data    | `id: u64, volume: u16`                                    |
-//! | `0x0307` | `SyncPause`    | data    | `volume: u16, paused: u8`                                 |
-//! | `0x0310` | `VerifyRequest`| data    | `id: u64, volume: u16, offset: u64, length: u32`          |
-//! | `0x0311` | `VerifyReply`  | data    | `id: u64, volume: u16, offset: u64, length: u32, status: u8`, then the digests |
-//! | `0x0312` | `VerifyDone`   | data    | `volume: u16, oos_bytes: u64`                             |
-//! | `0x0500` | `ReadRequest`  | data    | as `ResyncRequest` (a Diskless node's client read)        |
-//! | `0x0501` | `ReadReply`    | data    | as `ResyncReply`, then the payload                        |
-//! | `0x0502` | `ReadNegReply` | data    | as `ResyncNegReply`                                       |
-//! | `0x0600` | `Resize`       | data    | `volume: u16, size_bytes: u64, step: u8` ([`ResizeStep`]) |
-//! | `0x0400` | `SyncUuids`    | data    | [`SyncUuids`] ([`SYNC_UUIDS_LEN`] bytes)                  |
-//! | `0x0401` | `BitmapChunk`  | data    | `volume: u16`, then 1..=[`BITMAP_CHUNK_LEN_MAX`] RLE bytes |
+//! | kind | name | socket | body |
+//! | ---: | --- | --- | --- |
+//! | `0x0001` | `Hello` | both | versions, socket, nodes, auth flag, nonces, resource, volumes |
+//! | `0x0002` | `AuthResponse` | both | `mac: [u8; 32]` |
+//! | `0x0003` | `AuthResult` | both | `ok: bool` |
+//! | `0x0004` | `Refuse` | both | `reason: string` |
+//! | `0x0100` | `Data` | data | [`DataHeader`] (28 bytes), then the payload |
+//! | `0x0101` | `Trim` | data | [`RangeHeader`] (30 bytes) |
+//! | `0x0102` | `WriteZeroes` | data | [`RangeHeader`] (30 bytes) |
+//! | `0x0103` | `Barrier` | data | `epoch: u64, flush: bool` |
+//! | `0x0200` | `Ping` | control | empty |
+//! | `0x0201` | `PingAck` | control | empty |
+//! | `0x0202` | `RecvAck` | control | `seq: u64` |
+//! | `0x0203` | `WriteAck` | control | `seq: u64` |
+//! | `0x0204` | `NegAck` | control | `seq: u64, errno: u32` |
+//! | `0x0205` | `BarrierAck` | control | `epoch: u64` |
+//! | `0x0206` | `PeerState` | control | `role: u8`, list of `(volume: u16, disk_state: u8)` |
+//! | `0x0207` | `Disconnect` | control | `reason: string` |
+//! | `0x0208` | `StaleMark` | control | `stale: u8` (from the Primary: you may be stale) |
+//! | `0x0209` | `StaleMarkAck` | control | `stale: u8` (the mark or its clearing is durable) |
+//! | `0x020A` | `Ahead` | control | `ahead: u8` (from the Primary: you are Behind, or no longer) |
+//! | `0x020B` | `PeerAck` | control | `epoch: u64, nodes: u32` (epochs to it are on these nodes) |
+//! | `0x0300` | `ResyncRequest` | data | `id: u64, volume: u16, offset: u64, length: u32` |
+//! | `0x0301` | `ResyncReply` | data | `id: u64, volume: u16, offset: u64`, then the payload |
+//! | `0x0302` | `ResyncNegReply` | data | as `ResyncRequest`, then `errno: u32` |
+//! | `0x0303` | `ResyncAck` | data | `id: u64, volume: u16, ok: bool` |
+//! | `0x0304` | `ResyncDone` | data | `volume: u16, failed_bytes: u64` |
+//! | `0x0305` | `CsumRequest` | data | as `ResyncRequest`, then the digest bytes¹ |
+//! | `0x0306` | `ResyncInSync` | data | `id: u64, volume: u16` |
+//! | `0x0307` | `SyncPause` | data | `volume: u16, paused: u8` |
+//! | `0x0310` | `VerifyRequest` | data | `id: u64, volume: u16, offset: u64, length: u32` |
+//! | `0x0311` | `VerifyReply` | data | as `ResyncRequest`, then `status: u8` and the digests |
+//! | `0x0312` | `VerifyDone` | data | `volume: u16, oos_bytes: u64` |
+//! | `0x0500` | `ReadRequest` | data | as `ResyncRequest` (a Diskless node's client read) |
+//! | `0x0501` | `ReadReply` | data | as `ResyncReply`, then the payload |
+//! | `0x0502` | `ReadNegReply` | data | as `ResyncNegReply` |
+//! | `0x0600` | `Resize` | data | `volume: u16, size_bytes: u64, step: u8` ([`ResizeStep`]) |
+//! | `0x0400` | `SyncUuids` | data | [`SyncUuids`] ([`SYNC_UUIDS_LEN`] bytes) |
+//! | `0x0401` | `BitmapChunk` | data | `volume: u16`, then 1..=[`BITMAP_CHUNK_LEN_MAX`] RLE bytes |
 //!
-//! `0x0300..0x030f` is the resync, `0x0310..0x031f` online verify, `0x04xx` the connection set-up (generation identifiers, bitmap
-//! exchange). Both travel on the **data** socket, in both directions: the identifiers must
-//! precede the first write after a connect, the bitmap the first resync request, and a resync
-//! reply must be ordered with the writes to the same blocks ([`Kind::allowed_on`]). None of
-//! them is big (a `BitmapChunk` is at most [`MESSAGE_LEN_MAX`] bytes), so they never hold up a
-//! write for long.
+//! ¹ 1..=[`CSUM_DIGESTS_LEN_MAX`] bytes.
+//!
+//! `0x0300..0x030f` is the resync, `0x0310..0x031f` online verify, `0x04xx` the connection set-up
+//! (generation identifiers, bitmap exchange). Both travel on the **data** socket, in both
+//! directions: the identifiers must precede the first write after a connect, the bitmap the first
+//! resync request, and a resync reply must be ordered with the writes to the same blocks
+//! ([`Kind::allowed_on`]). None of them is big (a `BitmapChunk` is at most [`MESSAGE_LEN_MAX`]
+//! bytes), so they never hold up a write for long.
 //!
 //! `SyncUuids` body, in order: `volume: u16`, `purpose: u8` (0 handshake, 1 adopt, 2 sync
 //! start, 3 rotate, 4 rotate seen, 5 accepted), `role: u8`, `disk_state: u8`, `flags: u64` (bit 0
@@ -179,8 +181,8 @@ pub use verify::{VerifyOutcome, VerifyReply, VerifyRequest, VERIFY_DIGESTS_LEN_M
 /// version 6 `Ahead` (a pulled-ahead Primary tells its peer it is Behind); version 7 the
 /// `SyncUuids` purpose `RotateSeen`; version 8 the `SyncUuids` field `resync_goal` and the
 /// purpose `Accepted`; version 9 `PeerAck`, the `SyncUuids` fields `followed_node` and
-/// `followed_seq`, and its flag crashed-secondary; version 10 `Resize` (online resize); version 11
-/// the `PeerAck` field `nodes`.
+/// `followed_seq`, and its flag crashed-secondary; version 10 `Resize` (online resize);
+/// version 11 the `PeerAck` field `nodes`.
 pub const PROTOCOL_VERSION: u16 = 11;
 
 /// Widens a wire `u32` length to `usize`.

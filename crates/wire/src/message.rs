@@ -271,7 +271,8 @@ pub struct SyncUuids {
     pub role: u8,
     /// The sender's disk state code; opaque to this crate.
     pub disk_state: u8,
-    /// [`UUID_FLAG_DISCARD_MY_DATA`], [`UUID_FLAG_CRASHED_PRIMARY`] and [`UUID_FLAG_PRIMARY_PEER`]; others are rejected.
+    /// [`UUID_FLAG_DISCARD_MY_DATA`], [`UUID_FLAG_CRASHED_PRIMARY`] and [`UUID_FLAG_PRIMARY_PEER`];
+    /// others are rejected.
     pub flags: u64,
     /// Bits set in the sender's bitmap for the receiver (its changes, for `after-sb-*`).
     pub bitmap_bits: u64,
@@ -584,8 +585,8 @@ impl Message {
     /// Appends the frame header and the message part to `out`.
     ///
     /// For `Data` and `ResyncReply`, the header's `body_len` includes `payload_len`, and the
-    /// caller sends exactly that many payload bytes after the bytes appended here. For every other kind
-    /// `payload_len` must be 0. On error `out` is left as it was.
+    /// caller sends exactly that many payload bytes after the bytes appended here. For every other
+    /// kind `payload_len` must be 0. On error `out` is left as it was.
     pub fn encode(&self, payload_len: u32, out: &mut Vec<u8>) -> Result<(), WireError> {
         let start = out.len();
         let result = self.encode_frame(payload_len, out);
@@ -688,12 +689,7 @@ impl Message {
     fn decode_sync_fields(kind: Kind, reader: &mut Reader<'_>) -> Result<Message, WireError> {
         let message = match kind {
             Kind::ResyncRequest | Kind::ReadRequest => {
-                let request = ResyncRequest {
-                    id: reader.u64("resync_request.id")?,
-                    volume: reader.u16("resync_request.volume")?,
-                    offset: reader.u64("resync_request.offset")?,
-                    length: reader.u32("resync_request.length")?,
-                };
+                let request = Message::decode_resync_request(reader)?;
                 if kind == Kind::ReadRequest {
                     Message::ReadRequest(request)
                 } else {
@@ -713,13 +709,7 @@ impl Message {
                 }
             }
             Kind::ResyncNegReply | Kind::ReadNegReply => {
-                let reply = ResyncNegReply {
-                    id: reader.u64("resync_neg_reply.id")?,
-                    volume: reader.u16("resync_neg_reply.volume")?,
-                    offset: reader.u64("resync_neg_reply.offset")?,
-                    length: reader.u32("resync_neg_reply.length")?,
-                    errno: reader.u32("resync_neg_reply.errno")?,
-                };
+                let reply = Message::decode_resync_neg_reply(reader)?;
                 if kind == Kind::ReadNegReply {
                     Message::ReadNegReply(reply)
                 } else {
@@ -767,6 +757,27 @@ impl Message {
             }
         };
         Ok(message)
+    }
+
+    /// Reads a `ResyncRequest` or `ReadRequest` body.
+    fn decode_resync_request(reader: &mut Reader<'_>) -> Result<ResyncRequest, WireError> {
+        Ok(ResyncRequest {
+            id: reader.u64("resync_request.id")?,
+            volume: reader.u16("resync_request.volume")?,
+            offset: reader.u64("resync_request.offset")?,
+            length: reader.u32("resync_request.length")?,
+        })
+    }
+
+    /// Reads a `ResyncNegReply` or `ReadNegReply` body.
+    fn decode_resync_neg_reply(reader: &mut Reader<'_>) -> Result<ResyncNegReply, WireError> {
+        Ok(ResyncNegReply {
+            id: reader.u64("resync_neg_reply.id")?,
+            volume: reader.u16("resync_neg_reply.volume")?,
+            offset: reader.u64("resync_neg_reply.offset")?,
+            length: reader.u32("resync_neg_reply.length")?,
+            errno: reader.u32("resync_neg_reply.errno")?,
+        })
     }
 
     /// Writes the fields of this message, in the order `decode_fields` reads them.

@@ -296,7 +296,8 @@ pub(crate) fn arb_message() -> impl Strategy<Value = Message> {
         1 => arb_data_header().prop_map(Message::Data),
         1 => arb_range_header().prop_map(Message::Trim),
         1 => arb_range_header().prop_map(Message::WriteZeroes),
-        1 => (any::<u64>(), any::<bool>()).prop_map(|(epoch, flush)| Message::Barrier { epoch, flush }),
+        1 => (any::<u64>(), any::<bool>())
+            .prop_map(|(epoch, flush)| Message::Barrier { epoch, flush }),
         1 => Just(Message::Ping),
         1 => Just(Message::PingAck),
         1 => any::<u64>().prop_map(|seq| Message::RecvAck { seq }),
@@ -306,7 +307,8 @@ pub(crate) fn arb_message() -> impl Strategy<Value = Message> {
         1 => any::<bool>().prop_map(|stale| Message::StaleMark { stale }),
         1 => any::<bool>().prop_map(|stale| Message::StaleMarkAck { stale }),
         1 => any::<bool>().prop_map(|ahead| Message::Ahead { ahead }),
-        1 => (any::<u64>(), any::<u32>()).prop_map(|(epoch, nodes)| Message::PeerAck { epoch, nodes }),
+        1 => (any::<u64>(), any::<u32>())
+            .prop_map(|(epoch, nodes)| Message::PeerAck { epoch, nodes }),
         1 => arb_peer_state().prop_map(Message::PeerState),
         1 => arb_text().prop_map(|reason| Message::Disconnect { reason }),
     ]

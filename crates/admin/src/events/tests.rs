@@ -37,12 +37,16 @@ fn initial_dump_lists_parents_first_and_ends_with_exists_dash() {
         vec![r0, resource("empty")],
         false,
         "
-exists resource name:empty role:Secondary suspended:no force-io-failures:no may_promote:no promotion_score:0
-exists resource name:r0 role:Primary suspended:no force-io-failures:no may_promote:no promotion_score:10200
-exists device name:r0 volume:0 minor:0 backing_dev:/dev/vg0/r0 disk:UpToDate client:no open:no quorum:yes
+exists resource name:empty role:Secondary suspended:no force-io-failures:no may_promote:no \
+    promotion_score:0
+exists resource name:r0 role:Primary suspended:no force-io-failures:no may_promote:no \
+    promotion_score:10200
+exists device name:r0 volume:0 minor:0 backing_dev:/dev/vg0/r0 disk:UpToDate client:no open:no \
+    quorum:yes
 exists connection name:r0 peer-node-id:2 conn-name:alice connection:Connected role:Secondary
 exists connection name:r0 peer-node-id:1 conn-name:bob connection:Connected role:Secondary
-exists peer-device name:r0 peer-node-id:1 conn-name:bob volume:0 replication:Established peer-disk:UpToDate peer-client:no resync-suspended:no
+exists peer-device name:r0 peer-node-id:1 conn-name:bob volume:0 replication:Established \
+    peer-disk:UpToDate peer-client:no resync-suspended:no
 exists -
 "
         .trim_start(),
@@ -60,10 +64,16 @@ fn initial_dump_with_statistics_adds_every_counter() {
         vec![r0],
         true,
         "
-exists resource name:r0 role:Primary suspended:no force-io-failures:no may_promote:no promotion_score:10100 write-ordering:flush
-exists device name:r0 volume:0 backing_dev:/dev/vg0/r0 disk:UpToDate client:no open:no quorum:yes size:1024 read:0 written:0 al-writes:0 bm-writes:0 upper-pending:0 lower-pending:0 al-suspended:no blocked:no
-exists connection name:r0 peer-node-id:1 conn-name:bob connection:Connected role:Secondary congested:no ap-in-flight:8 rs-in-flight:0
-exists peer-device name:r0 peer-node-id:1 conn-name:bob volume:0 replication:Established peer-disk:UpToDate peer-client:no resync-suspended:no done:12.35 received:0 sent:0 out-of-sync:0 pending:0 unacked:0 verify-found:0 verify-skipped:0
+exists resource name:r0 role:Primary suspended:no force-io-failures:no may_promote:no \
+    promotion_score:10100 write-ordering:flush
+exists device name:r0 volume:0 backing_dev:/dev/vg0/r0 disk:UpToDate client:no open:no quorum:yes \
+    size:1024 read:0 written:0 al-writes:0 bm-writes:0 upper-pending:0 lower-pending:0 \
+    al-suspended:no blocked:no
+exists connection name:r0 peer-node-id:1 conn-name:bob connection:Connected role:Secondary \
+    congested:no ap-in-flight:8 rs-in-flight:0
+exists peer-device name:r0 peer-node-id:1 conn-name:bob volume:0 replication:Established \
+    peer-disk:UpToDate peer-client:no resync-suspended:no done:12.35 received:0 sent:0 \
+    out-of-sync:0 pending:0 unacked:0 verify-found:0 verify-skipped:0
 exists -
 "
         .trim_start(),
@@ -107,8 +117,10 @@ fn counter_changes_need_statistics_and_then_list_every_counter() {
         vec![busy],
         true,
         "
-change device name:r0 volume:0 minor:0 size:0 read:0 written:4 al-writes:0 bm-writes:0 upper-pending:0 lower-pending:0 al-suspended:no blocked:no
-change peer-device name:r0 peer-node-id:1 conn-name:bob volume:0 received:0 sent:4 out-of-sync:0 pending:0 unacked:0 verify-found:0 verify-skipped:0
+change device name:r0 volume:0 minor:0 size:0 read:0 written:4 al-writes:0 bm-writes:0 \
+    upper-pending:0 lower-pending:0 al-suspended:no blocked:no
+change peer-device name:r0 peer-node-id:1 conn-name:bob volume:0 received:0 sent:4 out-of-sync:0 \
+    pending:0 unacked:0 verify-found:0 verify-skipped:0
 ",
     );
 }
@@ -171,10 +183,13 @@ fn new_objects_are_created_parents_first_with_all_fields() {
         false,
         "
 change resource name:r0 promotion_score:10200
-create device name:r0 volume:1 minor:1 backing_dev:/dev/vg0/r0 disk:UpToDate client:no open:no quorum:yes
+create device name:r0 volume:1 minor:1 backing_dev:/dev/vg0/r0 disk:UpToDate client:no open:no \
+    quorum:yes
 create connection name:r0 peer-node-id:2 conn-name:carol connection:Connected role:Secondary
-create peer-device name:r0 peer-node-id:2 conn-name:carol volume:0 replication:Established peer-disk:UpToDate peer-client:no resync-suspended:no
-create resource name:r1 role:Secondary suspended:no force-io-failures:no may_promote:no promotion_score:0
+create peer-device name:r0 peer-node-id:2 conn-name:carol volume:0 replication:Established \
+    peer-disk:UpToDate peer-client:no resync-suspended:no
+create resource name:r1 role:Secondary suspended:no force-io-failures:no may_promote:no \
+    promotion_score:0
 ",
     );
 }
@@ -212,7 +227,8 @@ fn a_new_minor_is_a_destroy_and_a_create() {
         false,
         "
 destroy device name:r0 volume:0 minor:0
-create device name:r0 volume:0 minor:7 backing_dev:/dev/vg0/r0 disk:UpToDate client:no open:no quorum:yes
+create device name:r0 volume:0 minor:7 backing_dev:/dev/vg0/r0 disk:UpToDate client:no open:no \
+    quorum:yes
 ",
     );
 }
@@ -226,7 +242,8 @@ fn detach_and_attach_show_diskless_and_attaching() {
     detached.devices[0].disk = "Diskless".to_string();
     let mut attaching = two_nodes();
     attaching.devices[0].disk = "Attaching".to_string();
-    let expected = "change resource name:r0 promotion_score:0\nchange device name:r0 volume:0 minor:0 disk:Diskless";
+    let expected = "change resource name:r0 promotion_score:0\nchange device name:r0 volume:0 \
+        minor:0 disk:Diskless";
     check_change(vec![attached], vec![detached.clone()], false, expected);
     check_change(
         vec![detached],
@@ -249,21 +266,31 @@ fn detach_and_attach_show_diskless_and_attaching() {
 /// (written for these tests from drbdsetup(8) and drbd-semantics.md §4, not captured): the
 /// field names and their order are what scripts and drbd-reactor read.
 const DRBDSETUP_STATISTICS_SAMPLE: &str = "
-exists resource name:r0 role:Primary suspended:no force-io-failures:no may_promote:no promotion_score:10101 write-ordering:flush
-exists device name:r0 volume:0 minor:0 backing_dev:/dev/vg0/r0 disk:UpToDate client:no open:yes quorum:yes size:1048412 read:2080 written:1048412 al-writes:17 bm-writes:48 upper-pending:0 lower-pending:0 al-suspended:no blocked:no
-exists connection name:r0 peer-node-id:1 conn-name:bob connection:Connected role:Secondary congested:no ap-in-flight:0 rs-in-flight:0
-exists peer-device name:r0 peer-node-id:1 conn-name:bob volume:0 replication:Established peer-disk:UpToDate peer-client:no resync-suspended:no received:0 sent:1048412 out-of-sync:0 pending:0 unacked:0
+exists resource name:r0 role:Primary suspended:no force-io-failures:no may_promote:no \
+    promotion_score:10101 write-ordering:flush
+exists device name:r0 volume:0 minor:0 backing_dev:/dev/vg0/r0 disk:UpToDate client:no open:yes \
+    quorum:yes size:1048412 read:2080 written:1048412 al-writes:17 bm-writes:48 upper-pending:0 \
+    lower-pending:0 al-suspended:no blocked:no
+exists connection name:r0 peer-node-id:1 conn-name:bob connection:Connected role:Secondary \
+    congested:no ap-in-flight:0 rs-in-flight:0
+exists peer-device name:r0 peer-node-id:1 conn-name:bob volume:0 replication:Established \
+    peer-disk:UpToDate peer-client:no resync-suspended:no received:0 sent:1048412 out-of-sync:0 \
+    pending:0 unacked:0
 exists -
 ";
 
 /// The same without `--statistics`, and the change lines of a failover as drbdsetup prints
 /// them (only the fields that changed, in the object's field order).
 const DRBDSETUP_STATE_SAMPLE: &str = "
-exists resource name:r0 role:Secondary suspended:no force-io-failures:no may_promote:yes promotion_score:10101
-exists device name:r0 volume:0 minor:0 backing_dev:/dev/vg0/r0 disk:UpToDate client:no open:no quorum:yes
+exists resource name:r0 role:Secondary suspended:no force-io-failures:no may_promote:yes \
+    promotion_score:10101
+exists device name:r0 volume:0 minor:0 backing_dev:/dev/vg0/r0 disk:UpToDate client:no open:no \
+    quorum:yes
 exists connection name:r0 peer-node-id:1 conn-name:bob connection:Connected role:Secondary
-exists peer-device name:r0 peer-node-id:1 conn-name:bob volume:0 replication:Established peer-disk:UpToDate peer-client:no resync-suspended:no
-exists path name:r0 peer-node-id:1 conn-name:bob local:ipv4:10.0.0.1:7789 peer:ipv4:10.0.0.2:7789 established:yes
+exists peer-device name:r0 peer-node-id:1 conn-name:bob volume:0 replication:Established \
+    peer-disk:UpToDate peer-client:no resync-suspended:no
+exists path name:r0 peer-node-id:1 conn-name:bob local:ipv4:10.0.0.1:7789 peer:ipv4:10.0.0.2:7789 \
+    established:yes
 exists -
 change resource name:r0 role:Primary may_promote:no
 ";
@@ -335,7 +362,9 @@ fn full_change_lines_carry_every_field_and_counter() {
         full: true,
     };
     let lines = change_events(&report(vec![two_nodes()]), &report(vec![busy]), options);
-    let expected = "change device name:r0 volume:0 minor:0 backing_dev:/dev/vg0/r0 disk:UpToDate client:no open:no quorum:yes size:0 read:0 written:8 al-writes:0 bm-writes:0 upper-pending:0 lower-pending:0 al-suspended:no blocked:no";
+    let expected = "change device name:r0 volume:0 minor:0 backing_dev:/dev/vg0/r0 disk:UpToDate \
+        client:no open:no quorum:yes size:0 read:0 written:8 al-writes:0 bm-writes:0 \
+        upper-pending:0 lower-pending:0 al-suspended:no blocked:no";
     assert_eq!(lines, vec![expected.to_string()]);
     assert!(change_events(
         &report(vec![two_nodes()]),
@@ -392,7 +421,8 @@ fn paths_are_objects_with_their_addresses_and_established() {
     let mut lost = r0.clone();
     lost.connections[0].paths[0].established = false;
     let lines = initial_events(&report(vec![r0.clone()]), EventsOptions::default());
-    let path = "path name:r0 peer-node-id:1 conn-name:bob local:ipv4:10.0.0.1:7789 peer:ipv6:[fd00::2]:7789";
+    let path = "path name:r0 peer-node-id:1 conn-name:bob local:ipv4:10.0.0.1:7789 \
+        peer:ipv6:[fd00::2]:7789";
     assert_eq!(
         lines[lines.len() - 2],
         format!("exists {path} established:yes")

@@ -99,7 +99,10 @@ fn requests_are_tagged_by_cmd() {
             assume_clean: true,
             assume_peer_has_space: false,
         },
-        r#"{"cmd":"resize","resource":"r0","volume":null,"size_bytes":1073741824,"assume_clean":true,"assume_peer_has_space":false}"#,
+        concat!(
+            r#"{"cmd":"resize","resource":"r0","volume":null,"size_bytes":1073741824,"#,
+            r#""assume_clean":true,"assume_peer_has_space":false}"#,
+        ),
     );
     check_request(
         Request::Events {

@@ -32,8 +32,10 @@ fn normal_form() {
         resource r0 {
             net { shared-secret "a \"b\""; cram-hmac-alg sha1; }
             handlers { split-brain "/bin/true"; }
-            volume 0 { device minor 2; disk /dev/x; meta-disk /dev/md [1]; disk { al-extents 100; } }
-            on a { node-id 3; address 10.0.0.1:7000; nbd-address 10809; fuse-mount "/run/tandem fuse"; }
+            volume 0 { device minor 2; disk /dev/x; meta-disk /dev/md [1];
+                       disk { al-extents 100; } }
+            on a { node-id 3; address 10.0.0.1:7000; nbd-address 10809;
+                   fuse-mount "/run/tandem fuse"; }
             on b { node-id 4; address ipv6 [fd00::2]:7000; volume 0 { disk none; } }
             connection { host a port 7001; host b; net { protocol A; } }
         }
@@ -279,21 +281,43 @@ fn generated_config() -> impl Strategy<Value = String> {
         any::<bool>(),
     )
         .prop_map(|(global, common, resource, volume, net, peer, mesh)| {
-            let global: Vec<&str> = global.iter().map(|(_, statement)| statement.as_str()).collect();
-            let volume: Vec<&str> = volume.iter().map(|(_, statement)| statement.as_str()).collect();
-            let net: Vec<&str> = net.iter().map(|(_, statement)| statement.as_str()).collect();
-            let peer: Vec<&str> = peer.iter().map(|(_, statement)| statement.as_str()).collect();
+            let global: Vec<&str> = global
+                .iter()
+                .map(|(_, statement)| statement.as_str())
+                .collect();
+            let volume: Vec<&str> = volume
+                .iter()
+                .map(|(_, statement)| statement.as_str())
+                .collect();
+            let net: Vec<&str> = net
+                .iter()
+                .map(|(_, statement)| statement.as_str())
+                .collect();
+            let peer: Vec<&str> = peer
+                .iter()
+                .map(|(_, statement)| statement.as_str())
+                .collect();
             let link = if mesh {
-                format!("connection-mesh {{ hosts a b c; net {{ {} }} }}", net.join(" "))
+                format!(
+                    "connection-mesh {{ hosts a b c; net {{ {} }} }}",
+                    net.join(" ")
+                )
             } else {
-                format!("connection {{ host a; host b port 7009; net {{ {} }} disk {{ {} }} }}", net.join(" "), peer.join(" "))
+                format!(
+                    "connection {{ host a; host b port 7009; net {{ {} }} disk {{ {} }} }}",
+                    net.join(" "),
+                    peer.join(" ")
+                )
             };
             format!(
                 "global {{ {} }}\ncommon {{\n{}}}\nresource r0 {{\n{}\
                  volume 0 {{ device minor 0; disk /dev/x; meta-disk internal; }}\n\
-                 on a {{ node-id 0; address 10.0.0.1:7000; tls-fingerprint {FP_A}; volume 0 {{ disk {{ {} }} }} }}\n\
-                 on b {{ node-id 1; address 10.0.0.2:7000; tls-certificate /etc/t/b.crt; tls-key /etc/t/b.key; tls-fingerprint {FP_B}; }}\n\
-                 on c {{ node-id 2; address 10.0.0.3:7000; tls-fingerprint {FP_C}; volume 0 {{ disk none; }} }}\n{link}\n}}\n",
+                 on a {{ node-id 0; address 10.0.0.1:7000; tls-fingerprint {FP_A}; volume 0 {{ \
+                     disk {{ {} }} }} }}\n\
+                 on b {{ node-id 1; address 10.0.0.2:7000; tls-certificate /etc/t/b.crt; tls-key \
+                     /etc/t/b.key; tls-fingerprint {FP_B}; }}\n\
+                 on c {{ node-id 2; address 10.0.0.3:7000; tls-fingerprint {FP_C}; volume 0 {{ \
+                     disk none; }} }}\n{link}\n}}\n",
                 global.join(" "),
                 sections(&common),
                 sections(&resource),

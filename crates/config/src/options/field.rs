@@ -60,7 +60,10 @@ impl OptionField for u32 {
         Some(Value::Number(u64::from(*self)))
     }
     fn fits(kind: &Kind) -> bool {
-        matches!(kind, Kind::Integer { unit, max, .. } if !unit.is_time() && *max <= u64::from(u32::MAX))
+        matches!(
+            kind,
+            Kind::Integer { unit, max, .. } if !unit.is_time() && *max <= u64::from(u32::MAX)
+        )
     }
 }
 
@@ -164,7 +167,10 @@ macro_rules! word_enum_field {
                 Some(Value::Text(self.as_str().to_string()))
             }
             fn fits(kind: &Kind) -> bool {
-                matches!(kind, Kind::Enum { values, default: Some(_), .. } if *values == enums::$name::NAMES)
+                matches!(
+                    kind,
+                    Kind::Enum { values, default: Some(_), .. } if *values == enums::$name::NAMES
+                )
             }
         }
     )+};

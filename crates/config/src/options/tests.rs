@@ -349,7 +349,7 @@ fn min_max_and_one_beyond() {
 }
 
 #[test]
-fn values() {
+fn values_of_numbers() {
     let not_number = |name: &str, value: &str, reason: &str| {
         format!("{{at}}: {name}: '{value}' is not a valid number: {reason}")
     };
@@ -368,23 +368,82 @@ fn values() {
         ("resync-rate", "1G", "1048576"),
         ("resync-rate", "8G", "8388608"),
         ("rs-discard-granularity", "1M", "1048576"),
-        ("c-max-rate", "5G", "{at}: c-max-rate 5G (= 5242880) is out of range 0..=4194304 (KiB/s)"),
-        ("sndbuf-size", "129M", "{at}: sndbuf-size 129M (= 135266304) is out of range 0..=134217728 (bytes)"),
-        ("max-io-depth", "99999999999999999999", "{at}: max-io-depth 99999999999999999999 is out of range 4..=4294967295"),
-        ("c-max-rate", "99999999999G", "{at}: c-max-rate 99999999999G is out of range 0..=4194304 (KiB/s)"),
-        ("c-max-rate", "1s", &not_number("c-max-rate", "1s", "not a whole number of KiB/s")),
-        ("ping-int", "5s", &not_number("ping-int", "5s", "no unit suffix is allowed for seconds")),
-        ("ko-count", "1s", &not_number("ko-count", "1s", "unknown suffix 's' (use K, M, G or s)")),
-        ("ko-count", "1T", &not_number("ko-count", "1T", "unknown suffix 'T' (use K, M, G or s)")),
-        ("ping-int", "ten", &not_number("ping-int", "ten", "expected decimal digits")),
-        ("ping-int", "-1", &not_number("ping-int", "-1", "expected decimal digits")),
+        (
+            "c-max-rate",
+            "5G",
+            "{at}: c-max-rate 5G (= 5242880) is out of range 0..=4194304 (KiB/s)",
+        ),
+        (
+            "sndbuf-size",
+            "129M",
+            "{at}: sndbuf-size 129M (= 135266304) is out of range 0..=134217728 (bytes)",
+        ),
+        (
+            "max-io-depth",
+            "99999999999999999999",
+            "{at}: max-io-depth 99999999999999999999 is out of range 4..=4294967295",
+        ),
+        (
+            "c-max-rate",
+            "99999999999G",
+            "{at}: c-max-rate 99999999999G is out of range 0..=4194304 (KiB/s)",
+        ),
+        (
+            "c-max-rate",
+            "1s",
+            &not_number("c-max-rate", "1s", "not a whole number of KiB/s"),
+        ),
+        (
+            "ping-int",
+            "5s",
+            &not_number("ping-int", "5s", "no unit suffix is allowed for seconds"),
+        ),
+        (
+            "ko-count",
+            "1s",
+            &not_number("ko-count", "1s", "unknown suffix 's' (use K, M, G or s)"),
+        ),
+        (
+            "ko-count",
+            "1T",
+            &not_number("ko-count", "1T", "unknown suffix 'T' (use K, M, G or s)"),
+        ),
+        (
+            "ping-int",
+            "ten",
+            &not_number("ping-int", "ten", "expected decimal digits"),
+        ),
+        (
+            "ping-int",
+            "-1",
+            &not_number("ping-int", "-1", "expected decimal digits"),
+        ),
         ("ping-int", "\"7\"", "7"),
+    ];
+    for (name, value, expected) in table {
+        check(name, value, expected);
+    }
+}
+
+#[test]
+fn values_of_enums_booleans_and_strings() {
+    let table: &[(&str, &str, &str)] = &[
         // Enums.
         ("protocol", "A", "A"),
         ("protocol", "c", "C"),
-        ("protocol", "D", "{at}: protocol 'D' is not valid; allowed values are: A | B | C"),
+        (
+            "protocol",
+            "D",
+            "{at}: protocol 'D' is not valid; allowed values are: A | B | C",
+        ),
         ("after-sb-0pri", "discard-node-alice", "discard-node-alice"),
-        ("after-sb-0pri", "discard-node-", "{at}: after-sb-0pri 'discard-node-' is not valid; allowed values are: disconnect | discard-younger-primary | discard-older-primary | discard-zero-changes | discard-least-changes | discard-node-NAME"),
+        (
+            "after-sb-0pri",
+            "discard-node-",
+            "{at}: after-sb-0pri 'discard-node-' is not valid; allowed values are: disconnect | \
+             discard-younger-primary | discard-older-primary | discard-zero-changes | \
+             discard-least-changes | discard-node-NAME",
+        ),
         ("after-sb-1pri", "violently-as0p", "violently-as0p"),
         ("rr-conflict", "auto-discard", "auto-discard"),
         ("on-io-error", "pass_on", "pass_on"),
@@ -394,23 +453,43 @@ fn values() {
         ("usage-count", "no", "no"),
         ("cram-hmac-alg", "sha256", "sha256"),
         ("cram-hmac-alg", "sha1", "sha1"),
-        ("cram-hmac-alg", "md5", "{at}: cram-hmac-alg 'md5' is not valid; allowed values are: sha1 | sha256 | sha512"),
+        (
+            "cram-hmac-alg",
+            "md5",
+            "{at}: cram-hmac-alg 'md5' is not valid; allowed values are: sha1 | sha256 | sha512",
+        ),
         ("quorum", "majority", "majority"),
         ("quorum", "3", "3"),
         ("quorum-minimum-redundancy", "all", "all"),
         ("quorum", "0", "{at}: quorum 0 is out of range 1..=32"),
         ("quorum", "33", "{at}: quorum 33 is out of range 1..=32"),
-        ("quorum", "most", "{at}: quorum 'most' is not valid; allowed values are: off | majority | all | 1..=32"),
+        (
+            "quorum",
+            "most",
+            "{at}: quorum 'most' is not valid; allowed values are: off | majority | all | 1..=32",
+        ),
         // Booleans: the bare keyword means yes.
         ("allow-two-primaries", "", "yes"),
         ("allow-two-primaries", "yes", "yes"),
         ("auto-promote", "no", "no"),
         ("udev-always-use-vnr", "", "yes"),
-        ("tcp-cork", "maybe", "{at}: tcp-cork 'maybe' is not valid; allowed values are: yes | no"),
+        (
+            "tcp-cork",
+            "maybe",
+            "{at}: tcp-cork 'maybe' is not valid; allowed values are: yes | no",
+        ),
         // Strings.
-        ("shared-secret", "\"s3cr3t with spaces\"", "s3cr3t with spaces"),
+        (
+            "shared-secret",
+            "\"s3cr3t with spaces\"",
+            "s3cr3t with spaces",
+        ),
         ("shared-secret", &"x".repeat(64), &"x".repeat(64)),
-        ("shared-secret", &"x".repeat(65), "{at}: shared-secret is longer than 64 characters"),
+        (
+            "shared-secret",
+            &"x".repeat(65),
+            "{at}: shared-secret is longer than 64 characters",
+        ),
         ("cpu-mask", "ff", "ff"),
         ("become-primary-on", "alice bob", "alice bob"),
         ("become-primary-on", "both", "both"),
@@ -424,9 +503,18 @@ fn values() {
 #[test]
 fn statement_errors() {
     let table: &[(&str, &str)] = &[
-        ("    net {\n        ping-int 1 2;\n    }", "t.res:3:9: ping-int expects one value"),
-        ("    net {\n        ping-int;\n    }", "t.res:3:9: ping-int expects one value"),
-        ("    net {\n        foo 1;\n    }", "t.res:3:9: unknown option 'foo' in net section"),
+        (
+            "    net {\n        ping-int 1 2;\n    }",
+            "t.res:3:9: ping-int expects one value",
+        ),
+        (
+            "    net {\n        ping-int;\n    }",
+            "t.res:3:9: ping-int expects one value",
+        ),
+        (
+            "    net {\n        foo 1;\n    }",
+            "t.res:3:9: unknown option 'foo' in net section",
+        ),
         (
             "    net {\n        al-extents 100;\n    }",
             "t.res:3:9: option 'al-extents' is not allowed in net section \
@@ -434,13 +522,18 @@ fn statement_errors() {
         ),
         (
             "    disk {\n        ping-int 5;\n    }",
-            "t.res:3:9: option 'ping-int' is not allowed in disk section (it belongs in a net section)",
+            "t.res:3:9: option 'ping-int' is not allowed in disk section (it belongs in a net \
+             section)",
         ),
         (
             "    options {\n        protocol C;\n    }",
-            "t.res:3:9: option 'protocol' is not allowed in options section (it belongs in a net section)",
+            "t.res:3:9: option 'protocol' is not allowed in options section (it belongs in a net \
+             section)",
         ),
-        ("    startup {\n        become-primary-on;\n    }", "t.res:3:9: become-primary-on expects one or more values"),
+        (
+            "    startup {\n        become-primary-on;\n    }",
+            "t.res:3:9: become-primary-on expects one or more values",
+        ),
         (
             "    net {\n        protocol A; protocol B;\n    }",
             "t.res:3:21: option 'protocol' is defined twice (first at t.res:3:9)",
@@ -449,8 +542,14 @@ fn statement_errors() {
             "    net { max-buffers 100; }\n    net { max-buffers 200; }",
             "t.res:3:11: option 'max-buffers' is defined twice (first at t.res:2:11)",
         ),
-        ("    net {\n        inner { }\n    }", "t.res:3:9: unknown keyword 'inner' in net section"),
-        ("    global { }", "t.res:2:5: unknown keyword 'global' in resource 'r0'"),
+        (
+            "    net {\n        inner { }\n    }",
+            "t.res:3:9: unknown keyword 'inner' in net section",
+        ),
+        (
+            "    global { }",
+            "t.res:2:5: unknown keyword 'global' in resource 'r0'",
+        ),
     ];
     for (body, expected) in table {
         let text = format!("resource r0 {{\n{body}\n{HOST}}}\n");
@@ -469,8 +568,8 @@ fn disk_io_option() {
     use crate::options::enums::DiskIo;
     let io_of = |resource_disk: &str, volume_disk: &str| {
         let text = format!(
-            "resource r0 {{\n    disk {{ {resource_disk} }}\n    on a {{ volume 0 {{ device minor 0; \
-             disk /dev/x; meta-disk internal; disk {{ {volume_disk} }} }} }}\n}}\n"
+            "resource r0 {{\n    disk {{ {resource_disk} }}\n    on a {{ volume 0 {{ device minor \
+             0; disk /dev/x; meta-disk internal; disk {{ {volume_disk} }} }} }}\n}}\n"
         );
         match parse_str(&text, Path::new("t.res")) {
             Ok(config) => Ok(config.resources[0].hosts[0].volumes[0].disk_options.io),

@@ -43,8 +43,13 @@ macro_rules! option_struct {
             /// A copy with `overrides` (`(option name, value)`, as on a command line) applied,
             /// each checked as in a file; only options named in `allowed` may change (the
             /// error lists them).
-            pub fn with_overrides(&self, allowed: &[&str], overrides: &[(String, String)]) -> Result<Self, String> {
-                super::overrides::apply(self.values(), allowed, overrides).map(|set| Self::from_set(&set))
+            pub fn with_overrides(
+                &self,
+                allowed: &[&str],
+                overrides: &[(String, String)],
+            ) -> Result<Self, String> {
+                super::overrides::apply(self.values(), allowed, overrides)
+                    .map(|set| Self::from_set(&set))
             }
 
             /// Every option with its value in DRBD's unit (`None` = unset), in field order.
@@ -61,7 +66,10 @@ macro_rules! option_struct {
             /// For tests: whether every field's type fits its table row.
             #[cfg(test)]
             pub(crate) fn field_kinds_fit() -> Vec<(&'static str, bool)> {
-                vec![$(($option, table::find($option).is_some_and(|spec| <$type as OptionField>::fits(&spec.kind))),)+]
+                let fits = |option: &str, kind_fits: fn(&table::Kind) -> bool| {
+                    table::find(option).is_some_and(|spec| kind_fits(&spec.kind))
+                };
+                vec![$(($option, fits($option, <$type as OptionField>::fits)),)+]
             }
         }
 

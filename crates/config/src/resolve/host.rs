@@ -89,6 +89,42 @@ pub(crate) fn parse_host(node: &Node) -> Result<HostDecl, ConfigError> {
     Ok(host)
 }
 
+/// The value of a statement that names one absolute path (`fuse-mount`, `tls-key`, ...).
+fn absolute_path(node: &Node, expected: &'static str) -> Result<PathBuf, ConfigError> {
+    let token = single_value(node, expected)?;
+    if !Path::new(&token.text).is_absolute() {
+        return Err(ConfigError::invalid(
+            &token.at,
+            format!("{} '{}' is not an absolute path", node.name(), token.text),
+        ));
+    }
+    Ok(PathBuf::from(&token.text))
+}
+
+/// The value of a `tls-fingerprint` statement.
+fn fingerprint_statement(node: &Node) -> Result<[u8; 32], ConfigError> {
+    let token = single_value(node, "sha256:HEX (the SHA-256 of the host's certificate)")?;
+    parse_fingerprint(&token.text).ok_or_else(|| {
+        ConfigError::invalid(
+            &token.at,
+            format!(
+                "tls-fingerprint '{}' is not sha256: followed by 64 hex digits",
+                token.text
+            ),
+        )
+    })
+}
+
+/// The value of a `disk-throttle-latency` statement, in microseconds.
+fn throttle_latency_statement(node: &Node) -> Result<u64, ConfigError> {
+    let token = single_value(node, "microseconds per local write")?;
+    plain_number(
+        token,
+        "disk-throttle-latency",
+        (0, DISK_THROTTLE_LATENCY_US_MAX),
+    )
+}
+
 impl HostDecl {
     fn statement(&mut self, node: &Node) -> Result<(), ConfigError> {
         let duplicate = |what: &str, first: &Location| ConfigError::Duplicate {
@@ -127,14 +163,8 @@ impl HostDecl {
                 if let Some((_, first)) = &self.fuse_mount {
                     return Err(duplicate("fuse-mount", first));
                 }
-                let token = single_value(node, "an absolute directory path")?;
-                if !Path::new(&token.text).is_absolute() {
-                    return Err(ConfigError::invalid(
-                        &token.at,
-                        format!("fuse-mount '{}' is not an absolute path", token.text),
-                    ));
-                }
-                self.fuse_mount = Some((PathBuf::from(&token.text), node.at().clone()));
+                let path = absolute_path(node, "an absolute directory path")?;
+                self.fuse_mount = Some((path, node.at().clone()));
             }
             "tls-certificate" | "tls-key" => {
                 let slot = if node.name() == "tls-key" {
@@ -145,42 +175,20 @@ impl HostDecl {
                 if let Some((_, first)) = slot {
                     return Err(duplicate(node.name(), first));
                 }
-                let token = single_value(node, "an absolute file path")?;
-                if !Path::new(&token.text).is_absolute() {
-                    return Err(ConfigError::invalid(
-                        &token.at,
-                        format!("{} '{}' is not an absolute path", node.name(), token.text),
-                    ));
-                }
-                *slot = Some((PathBuf::from(&token.text), node.at().clone()));
+                let path = absolute_path(node, "an absolute file path")?;
+                *slot = Some((path, node.at().clone()));
             }
             "tls-fingerprint" => {
                 if let Some((_, first)) = &self.tls_fingerprint {
                     return Err(duplicate("tls-fingerprint", first));
                 }
-                let token =
-                    single_value(node, "sha256:HEX (the SHA-256 of the host's certificate)")?;
-                let fingerprint = parse_fingerprint(&token.text).ok_or_else(|| {
-                    ConfigError::invalid(
-                        &token.at,
-                        format!(
-                            "tls-fingerprint '{}' is not sha256: followed by 64 hex digits",
-                            token.text
-                        ),
-                    )
-                })?;
-                self.tls_fingerprint = Some((fingerprint, node.at().clone()));
+                self.tls_fingerprint = Some((fingerprint_statement(node)?, node.at().clone()));
             }
             "disk-throttle-latency" => {
                 if let Some((_, first)) = &self.disk_throttle_latency_us {
                     return Err(duplicate("disk-throttle-latency", first));
                 }
-                let token = single_value(node, "microseconds per local write")?;
-                let micros = plain_number(
-                    token,
-                    "disk-throttle-latency",
-                    (0, DISK_THROTTLE_LATENCY_US_MAX),
-                )?;
+                let micros = throttle_latency_statement(node)?;
                 self.disk_throttle_latency_us = Some((micros, node.at().clone()));
             }
             "volume" => insert_volume(&mut self.volumes, parse_volume(node, &[Class::Disk])?)?,

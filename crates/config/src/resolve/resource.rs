@@ -79,7 +79,12 @@ fn check_tls(
         return Ok(());
     };
     if connections.iter().any(|c| c.net.tls != first.net.tls) {
-        return Err(ConfigError::invalid(at, "tls must be the same on every connection of a resource (tandem listens once per resource)".to_string()));
+        return Err(ConfigError::invalid(
+            at,
+            "tls must be the same on every connection of a resource (tandem listens once per \
+             resource)"
+                .to_string(),
+        ));
     }
     if !first.net.tls {
         return Ok(());
@@ -91,7 +96,13 @@ fn check_tls(
                 .find(|h| &h.name == name)
                 .is_some_and(|h| h.tls_fingerprint.is_some());
             if !pinned {
-                return Err(ConfigError::invalid(at, format!("tls yes: host '{name}' has no tls-fingerprint (the SHA-256 of its certificate, written in its 'on' section; `tandem tls-keygen` prints it)")));
+                return Err(ConfigError::invalid(
+                    at,
+                    format!(
+                        "tls yes: host '{name}' has no tls-fingerprint (the SHA-256 of its \
+                         certificate, written in its 'on' section; `tandem tls-keygen` prints it)"
+                    ),
+                ));
             }
         }
     }

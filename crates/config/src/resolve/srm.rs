@@ -168,14 +168,16 @@ fn check_async_buffer(
     let at = sources.at(&["async-buffer"]);
     if options.srm != Srm::Off && buffer > net.srm_max_lag_bytes {
         let message = format!(
-            "async-buffer {buffer} is larger than srm-max-lag-bytes {}: the lag bound would never let it fill",
+            "async-buffer {buffer} is larger than srm-max-lag-bytes {}: the lag bound would never \
+             let it fill",
             net.srm_max_lag_bytes
         );
         return Err(ConfigError::invalid(at, message));
     }
     if options.srm != Srm::On && net.protocol != Protocol::A {
         let message = format!(
-            "async-buffer is used only by asynchronous replication: it needs protocol A or srm on (not protocol {} with srm {})",
+            "async-buffer is used only by asynchronous replication: it needs protocol A or srm on \
+             (not protocol {} with srm {})",
             net.protocol, options.srm
         );
         return Err(ConfigError::invalid(at, message));

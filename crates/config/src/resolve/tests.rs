@@ -113,11 +113,15 @@ fn structures() {
     let table: Vec<(String, &str)> = vec![
         // Two hosts without connections: one implicit connection (drbd.conf(5) "connection").
         (
-            format!("resource r {{ {VOLUME} on a {{ node-id 0; address 10.0.0.1:7000; }} on b {{ node-id 1; address 10.0.0.2:7000; }} }}"),
+            format!(
+                "resource r {{ {VOLUME} on a {{ node-id 0; address 10.0.0.1:7000; }} on b {{ \
+                 node-id 1; address 10.0.0.2:7000; }} }}"
+            ),
             "|resource r ping-int=10s
              |  on a id=0 addr=10.0.0.1:7000 nbd=- v0=/dev/drbd1(1):/dev/vg/r:internal:al=1237
              |  on b id=1 addr=10.0.0.2:7000 nbd=- v0=/dev/drbd1(1):/dev/vg/r:internal:al=1237
-             |  conn a-b 10.0.0.1:7000>10.0.0.2:7000 proto=C ping-int=10s c-max-rate=102400 v0:c-max-rate=102400",
+             |  conn a-b 10.0.0.1:7000>10.0.0.2:7000 proto=C ping-int=10s c-max-rate=102400 \
+                 v0:c-max-rate=102400",
         ),
         // One host: no connection at all.
         (
@@ -128,7 +132,8 @@ fn structures() {
         // A mesh expands to every pair in listed order; a per-host volume makes c diskless.
         (
             format!(
-                "resource r {{ {VOLUME} on a {{ node-id 0; address 10.0.0.1:7000; }} on b {{ node-id 1; address 10.0.0.2:7000; }}
+                "resource r {{ {VOLUME} on a {{ node-id 0; address 10.0.0.1:7000; }} on b {{ \
+                 node-id 1; address 10.0.0.2:7000; }}
                  on c {{ node-id 2; address 10.0.0.3:7000; volume 0 {{ disk none; }} }}
                  connection-mesh {{ hosts c a b; net {{ protocol A; }} }} }}"
             ),
@@ -136,9 +141,12 @@ fn structures() {
              |  on a id=0 addr=10.0.0.1:7000 nbd=- v0=/dev/drbd1(1):/dev/vg/r:internal:al=1237
              |  on b id=1 addr=10.0.0.2:7000 nbd=- v0=/dev/drbd1(1):/dev/vg/r:internal:al=1237
              |  on c id=2 addr=10.0.0.3:7000 nbd=- v0=/dev/drbd1(1):none:internal:al=1237
-             |  conn c-a 10.0.0.3:7000>10.0.0.1:7000 proto=A ping-int=10s c-max-rate=102400 v0:c-max-rate=102400
-             |  conn c-b 10.0.0.3:7000>10.0.0.2:7000 proto=A ping-int=10s c-max-rate=102400 v0:c-max-rate=102400
-             |  conn a-b 10.0.0.1:7000>10.0.0.2:7000 proto=A ping-int=10s c-max-rate=102400 v0:c-max-rate=102400",
+             |  conn c-a 10.0.0.3:7000>10.0.0.1:7000 proto=A ping-int=10s c-max-rate=102400 \
+                 v0:c-max-rate=102400
+             |  conn c-b 10.0.0.3:7000>10.0.0.2:7000 proto=A ping-int=10s c-max-rate=102400 \
+                 v0:c-max-rate=102400
+             |  conn a-b 10.0.0.1:7000>10.0.0.2:7000 proto=A ping-int=10s c-max-rate=102400 \
+                 v0:c-max-rate=102400",
         ),
     ];
     check(&table);
@@ -151,16 +159,19 @@ fn structures_inheritance_and_volumes() {
         (
             format!(
                 "common {{ net {{ ping-int 3; }} disk {{ c-max-rate 1000; al-extents 100; }} }}
-                 resource r {{ net {{ ping-int 4; }} {VOLUME} on a {{ address 10.0.0.1:7000; disk {{ al-extents 200; }} }}
+                 resource r {{ net {{ ping-int 4; }} {VOLUME} on a {{ address 10.0.0.1:7000; disk \
+                     {{ al-extents 200; }} }}
                  on b {{ address 10.0.0.2:7000; volume 0 {{ disk {{ al-extents 300; }} }} }}
-                 connection link {{ host a port 7001; host b; net {{ ping-int 5; }} disk {{ c-max-rate 2000; }}
+                 connection link {{ host a port 7001; host b; net {{ ping-int 5; }} disk {{ \
+                     c-max-rate 2000; }}
                  volume 0 {{ disk {{ c-max-rate 3000; }} }} }} }}
                  resource s {{ {VOLUME} on a {{ }} }}"
             ),
             "|resource r ping-int=4s
              |  on a id=0 addr=10.0.0.1:7000 nbd=- v0=/dev/drbd1(1):/dev/vg/r:internal:al=200
              |  on b id=1 addr=10.0.0.2:7000 nbd=- v0=/dev/drbd1(1):/dev/vg/r:internal:al=300
-             |  conn 'link' a-b 10.0.0.1:7001>10.0.0.2:7000 proto=C ping-int=5s c-max-rate=2000 v0:c-max-rate=3000
+             |  conn 'link' a-b 10.0.0.1:7001>10.0.0.2:7000 proto=C ping-int=5s c-max-rate=2000 \
+                 v0:c-max-rate=3000
              |resource s ping-int=3s
              |  on a id=0 addr=- nbd=- v0=/dev/drbd1(1):/dev/vg/r:internal:al=100",
         ),
@@ -169,13 +180,17 @@ fn structures_inheritance_and_volumes() {
             "resource r { device minor 3; disk /dev/x; meta-disk /dev/md [2];
                on a { address ipv6 [fd00::1]:7000; nbd-address 10809; }
                on b { address 10.0.0.2:7000; nbd-address 0.0.0.0:10810; meta-disk \"/dev/md b\"; }
-               connection { path { host a address ipv6 [fd00::1]:7100; host b address 10.1.0.2:7100; }
+               connection { path { host a address ipv6 [fd00::1]:7100; host b address \
+                   10.1.0.2:7100; }
                             path { host b; host a; } } }"
                 .to_string(),
             "|resource r ping-int=10s
-             |  on a id=0 addr=[fd00::1]:7000 nbd=127.0.0.1:10809 v0=/dev/drbd3(3):/dev/x:/dev/md[2]:al=1237
-             |  on b id=1 addr=10.0.0.2:7000 nbd=0.0.0.0:10810 v0=/dev/drbd3(3):/dev/x:/dev/md b:al=1237
-             |  conn a-b [fd00::1]:7100>10.1.0.2:7100,[fd00::1]:7000>10.0.0.2:7000 proto=C ping-int=10s c-max-rate=102400 v0:c-max-rate=102400",
+             |  on a id=0 addr=[fd00::1]:7000 nbd=127.0.0.1:10809 \
+                 v0=/dev/drbd3(3):/dev/x:/dev/md[2]:al=1237
+             |  on b id=1 addr=10.0.0.2:7000 nbd=0.0.0.0:10810 \
+                 v0=/dev/drbd3(3):/dev/x:/dev/md b:al=1237
+             |  conn a-b [fd00::1]:7100>10.1.0.2:7100,[fd00::1]:7000>10.0.0.2:7000 proto=C \
+                 ping-int=10s c-max-rate=102400 v0:c-max-rate=102400",
         ),
         // meta-disk index spellings; device with path and minor; skip in several places.
         (
@@ -187,75 +202,258 @@ fn structures_inheritance_and_volumes() {
                on a { skip volume 3 { } } }"
                 .to_string(),
             "|resource r ping-int=10s
-             |  on a id=0 addr=- nbd=- v1=/dev/mine(7):/dev/x:/dev/md[4]:al=1237 v2=/dev/drbd9(9):/dev/y:/dev/md[5]:al=1237",
+             |  on a id=0 addr=- nbd=- v1=/dev/mine(7):/dev/x:/dev/md[4]:al=1237 \
+                 v2=/dev/drbd9(9):/dev/y:/dev/md[5]:al=1237",
         ),
     ];
     check(&table);
 }
 
+/// Errors in connections and hosts: each text fails to load with its message.
 #[test]
-fn errors() {
+fn errors_in_connections_and_hosts() {
     let two =
         "on a { node-id 0; address 10.0.0.1:7000; }\non b { node-id 1; address 10.0.0.2:7000; }";
     let table: Vec<(String, &str)> = vec![
-        (format!("resource r {{\n{VOLUME}\n{two}\nconnection {{ host a; host zed; }}\n}}"), "t.res:5:27: host 'zed' is not defined in resource 'r'"),
-        (format!("resource r {{\n{VOLUME}\n{two}\nconnection-mesh {{ hosts a b q; }}\n}}"), "t.res:5:29: host 'q' is not defined in resource 'r'"),
-        (format!("resource r {{\n{VOLUME}\n{two}\nconnection {{ host a; }}\n}}"), "t.res:5:1: a connection or path needs exactly two host statements"),
-        (format!("resource r {{\n{VOLUME}\n{two}\nconnection {{ host a; host a; }}\n}}"), "t.res:5:27: a connection needs two different hosts"),
         (
-            format!("resource r {{\n{VOLUME}\n{two}\nconnection {{ host a; host b; }}\nconnection-mesh {{ hosts b a; }}\n}}"),
+            format!("resource r {{\n{VOLUME}\n{two}\nconnection {{ host a; host zed; }}\n}}"),
+            "t.res:5:27: host 'zed' is not defined in resource 'r'",
+        ),
+        (
+            format!("resource r {{\n{VOLUME}\n{two}\nconnection-mesh {{ hosts a b q; }}\n}}"),
+            "t.res:5:29: host 'q' is not defined in resource 'r'",
+        ),
+        (
+            format!("resource r {{\n{VOLUME}\n{two}\nconnection {{ host a; }}\n}}"),
+            "t.res:5:1: a connection or path needs exactly two host statements",
+        ),
+        (
+            format!("resource r {{\n{VOLUME}\n{two}\nconnection {{ host a; host a; }}\n}}"),
+            "t.res:5:27: a connection needs two different hosts",
+        ),
+        (
+            format!(
+                "resource r {{\n{VOLUME}\n{two}\nconnection {{ host a; host b; \
+                 }}\nconnection-mesh {{ hosts b a; }}\n}}"
+            ),
             "t.res:6:1: connection between 'a' and 'b' is defined twice (first at t.res:5:1)",
         ),
-        (format!("resource r {{\n{VOLUME}\n{two}\nconnection-mesh {{ hosts a; }}\n}}"), "t.res:5:1: a connection-mesh needs a 'hosts' statement with two or more hosts"),
-        (format!("resource r {{\n{VOLUME}\non a {{ node-id 0; }}\non b {{ node-id 0; }}\n}}"), "t.res:4:16: node-id 0 is defined twice (first at t.res:3:16)"),
-        (format!("resource r {{\n{VOLUME}\non a {{ node-id 32; }}\n}}"), "t.res:3:16: node-id 32 is out of range 0..=31"),
-        (format!("resource r {{\n{VOLUME}\non a {{ }}\non b {{ }}\non c {{ node-id 2; }}\n}}"), "t.res:3:4: host 'a' has no node-id"),
-        (format!("resource r {{\n{VOLUME}\non a {{ }}\non a {{ }}\n}}"), "t.res:4:4: host 'a' is defined twice (first at t.res:3:4)"),
-        ("resource r {\non a { }\n}".to_string(), "t.res:2:4: host 'a' has no volumes"),
-        ("resource r {\nvolume 0 { device minor 0; meta-disk internal; }\non a { }\n}".to_string(), "t.res:2:1: volume 0 of host 'a' has no disk (write 'disk none;' for diskless)"),
-        ("resource r {\nvolume 0 { device minor 0; disk /dev/x; }\non a { }\n}".to_string(), "t.res:2:1: volume 0 of host 'a' has a disk but no meta-disk"),
-        ("resource r {\nvolume 65535 { }\n}".to_string(), "t.res:2:8: volume 65535 is out of range 0..=65534"),
-        (format!("resource r {{\n{VOLUME}\nvolume 0 {{ }}\n}}"), "t.res:3:1: volume 0 is defined twice (first at t.res:2:1)"),
-        (format!("resource r {{ device minor 0;\n{VOLUME}\n}}"), "t.res:1:1: volume 0 is defined twice (first at t.res:2:1)"),
-        ("resource r {\nvolume 0 { disk /a; disk /b; }\n}".to_string(), "t.res:2:21: 'disk' is defined twice (first at t.res:2:12)"),
-        ("resource \"r 0\" { }".to_string(), "t.res:1:10: invalid resource name 'r 0': use only A-Z a-z 0-9 _ . -"),
-        ("resource r { }".to_string(), "t.res:1:1: resource 'r' has no on sections"),
-        (format!("resource r {{ {VOLUME} on a {{ }} }}\nresource r {{ {VOLUME} on a {{ }} }}"), "t.res:2:1: resource 'r' is defined twice (first at t.res:1:1)"),
-        ("resource r {\n  include \"x\";\n}".to_string(), "t.res:2:3: expected a section (include is only allowed at top level), found 'include'"),
-        ("resource r {\n  floating 10.0.0.1:7000 { }\n}".to_string(), "t.res:2:3: 'floating' section is not supported by tandem"),
-        ("resource r {\n  on a {\n    address 10.0.0.1;\n  }\n}".to_string(), "t.res:3:13: invalid address '10.0.0.1': expected ADDRESS:PORT, e.g. 10.0.0.1:7789 or [fd00::1]:7789"),
-        ("resource r {\n  on a { address 10.0.0.1:0; }\n}".to_string(), "t.res:2:18: invalid address '10.0.0.1:0': the port must be 1..=65535"),
-        ("resource r {\n  on a { address ipv4 [::1]:7000; }\n}".to_string(), "t.res:2:23: invalid address '[::1]:7000': not an ipv4 address"),
-        ("resource r {\n  on a { address sdp 10.0.0.1:7000; }\n}".to_string(), "t.res:2:18: address family 'sdp' is not supported by tandem"),
-        ("resource r {\n  on a { nbd-address 70000; }\n}".to_string(), "t.res:2:22: port 70000 is out of range 1..=65535"),
-        ("resource r {\n  on a { bogus; }\n}".to_string(), "t.res:2:10: unknown keyword 'bogus' in on section 'a'"),
-        ("resource r {\n  on a { disk { c-max-rate 5; } }\n}".to_string(), "t.res:2:17: option 'c-max-rate' is not allowed in on disk section (it belongs in a disk section of common, resource, volume or connection)"),
-        (format!("resource r {{\n{VOLUME}\n{two}\nconnection {{ disk {{ al-extents 100; }} host a; host b; }}\n}}"), "t.res:5:21: option 'al-extents' is not allowed in connection disk section (it belongs in a disk section of common, resource, on or volume)"),
-        (format!("resource r {{\n{VOLUME}\n{two}\nconnection {{ host a; host b; volume 4 {{ disk {{ }} }} }}\n}}"), "t.res:5:30: volume 4 is not a volume of these hosts"),
-        (format!("resource r {{\n{VOLUME}\non a {{ }}\non b {{ }}\nconnection {{ host a; host b; }}\n}}"), "t.res:5:19: no address for host 'a': give one here or in its on section"),
-        (format!("resource r {{\n{VOLUME}\non a {{ }}\non b {{ }}\n}}"), "t.res:1:1: host 'a' has no address"),
-        (format!("resource r {{\n{VOLUME}\n{two}\nconnection {{ host a via proxy; host b; }}\n}}"), "t.res:5:21: DRBD Proxy ('via') is not supported by tandem"),
         (
-            format!("resource r {{\n{VOLUME}\n{two}\nnet {{ allow-two-primaries; protocol B; }}\n}}"),
+            format!("resource r {{\n{VOLUME}\n{two}\nconnection-mesh {{ hosts a; }}\n}}"),
+            "t.res:5:1: a connection-mesh needs a 'hosts' statement with two or more hosts",
+        ),
+        (
+            format!("resource r {{\n{VOLUME}\non a {{ node-id 0; }}\non b {{ node-id 0; }}\n}}"),
+            "t.res:4:16: node-id 0 is defined twice (first at t.res:3:16)",
+        ),
+        (
+            format!("resource r {{\n{VOLUME}\non a {{ node-id 32; }}\n}}"),
+            "t.res:3:16: node-id 32 is out of range 0..=31",
+        ),
+        (
+            format!("resource r {{\n{VOLUME}\non a {{ }}\non b {{ }}\non c {{ node-id 2; }}\n}}"),
+            "t.res:3:4: host 'a' has no node-id",
+        ),
+        (
+            format!("resource r {{\n{VOLUME}\non a {{ }}\non a {{ }}\n}}"),
+            "t.res:4:4: host 'a' is defined twice (first at t.res:3:4)",
+        ),
+        (
+            "resource r {\non a { }\n}".to_string(),
+            "t.res:2:4: host 'a' has no volumes",
+        ),
+    ];
+    check_errors(table);
+}
+
+/// Errors in volumes, resource names, sections and addresses.
+#[test]
+fn errors_in_volumes_names_and_addresses() {
+    let table: Vec<(String, &str)> = vec![
+        (
+            "resource r {\nvolume 0 { device minor 0; meta-disk internal; }\non a { }\n}"
+                .to_string(),
+            "t.res:2:1: volume 0 of host 'a' has no disk (write 'disk none;' for diskless)",
+        ),
+        (
+            "resource r {\nvolume 0 { device minor 0; disk /dev/x; }\non a { }\n}".to_string(),
+            "t.res:2:1: volume 0 of host 'a' has a disk but no meta-disk",
+        ),
+        (
+            "resource r {\nvolume 65535 { }\n}".to_string(),
+            "t.res:2:8: volume 65535 is out of range 0..=65534",
+        ),
+        (
+            format!("resource r {{\n{VOLUME}\nvolume 0 {{ }}\n}}"),
+            "t.res:3:1: volume 0 is defined twice (first at t.res:2:1)",
+        ),
+        (
+            format!("resource r {{ device minor 0;\n{VOLUME}\n}}"),
+            "t.res:1:1: volume 0 is defined twice (first at t.res:2:1)",
+        ),
+        (
+            "resource r {\nvolume 0 { disk /a; disk /b; }\n}".to_string(),
+            "t.res:2:21: 'disk' is defined twice (first at t.res:2:12)",
+        ),
+        (
+            "resource \"r 0\" { }".to_string(),
+            "t.res:1:10: invalid resource name 'r 0': use only A-Z a-z 0-9 _ . -",
+        ),
+        (
+            "resource r { }".to_string(),
+            "t.res:1:1: resource 'r' has no on sections",
+        ),
+        (
+            format!("resource r {{ {VOLUME} on a {{ }} }}\nresource r {{ {VOLUME} on a {{ }} }}"),
+            "t.res:2:1: resource 'r' is defined twice (first at t.res:1:1)",
+        ),
+        (
+            "resource r {\n  include \"x\";\n}".to_string(),
+            "t.res:2:3: expected a section (include is only allowed at top level), found 'include'",
+        ),
+        (
+            "resource r {\n  floating 10.0.0.1:7000 { }\n}".to_string(),
+            "t.res:2:3: 'floating' section is not supported by tandem",
+        ),
+        (
+            "resource r {\n  on a {\n    address 10.0.0.1;\n  }\n}".to_string(),
+            "t.res:3:13: invalid address '10.0.0.1': expected ADDRESS:PORT, e.g. \
+             10.0.0.1:7789 or [fd00::1]:7789",
+        ),
+        (
+            "resource r {\n  on a { address 10.0.0.1:0; }\n}".to_string(),
+            "t.res:2:18: invalid address '10.0.0.1:0': the port must be 1..=65535",
+        ),
+        (
+            "resource r {\n  on a { address ipv4 [::1]:7000; }\n}".to_string(),
+            "t.res:2:23: invalid address '[::1]:7000': not an ipv4 address",
+        ),
+        (
+            "resource r {\n  on a { address sdp 10.0.0.1:7000; }\n}".to_string(),
+            "t.res:2:18: address family 'sdp' is not supported by tandem",
+        ),
+        (
+            "resource r {\n  on a { nbd-address 70000; }\n}".to_string(),
+            "t.res:2:22: port 70000 is out of range 1..=65535",
+        ),
+        (
+            "resource r {\n  on a { bogus; }\n}".to_string(),
+            "t.res:2:10: unknown keyword 'bogus' in on section 'a'",
+        ),
+    ];
+    check_errors(table);
+}
+
+/// Options in the wrong section, unsupported settings and syntax errors.
+#[test]
+fn errors_in_options_and_syntax() {
+    let two =
+        "on a { node-id 0; address 10.0.0.1:7000; }\non b { node-id 1; address 10.0.0.2:7000; }";
+    let table: Vec<(String, &str)> = vec![
+        (
+            "resource r {\n  on a { disk { c-max-rate 5; } }\n}".to_string(),
+            "t.res:2:17: option 'c-max-rate' is not allowed in on disk section (it \
+             belongs in a disk section of common, resource, volume or connection)",
+        ),
+        (
+            format!(
+                "resource r {{\n{VOLUME}\n{two}\nconnection {{ disk {{ al-extents 100; }} \
+                 host a; host b; }}\n}}"
+            ),
+            "t.res:5:21: option 'al-extents' is not allowed in connection disk section \
+             (it belongs in a disk section of common, resource, on or volume)",
+        ),
+        (
+            format!(
+                "resource r {{\n{VOLUME}\n{two}\nconnection {{ host a; host b; volume 4 {{ \
+                 disk {{ }} }} }}\n}}"
+            ),
+            "t.res:5:30: volume 4 is not a volume of these hosts",
+        ),
+        (
+            format!(
+                "resource r {{\n{VOLUME}\non a {{ }}\non b {{ }}\nconnection {{ host a; host \
+                 b; }}\n}}"
+            ),
+            "t.res:5:19: no address for host 'a': give one here or in its on section",
+        ),
+        (
+            format!("resource r {{\n{VOLUME}\non a {{ }}\non b {{ }}\n}}"),
+            "t.res:1:1: host 'a' has no address",
+        ),
+        (
+            format!(
+                "resource r {{\n{VOLUME}\n{two}\nconnection {{ host a via proxy; host b; }}\n}}"
+            ),
+            "t.res:5:21: DRBD Proxy ('via') is not supported by tandem",
+        ),
+        (
+            format!(
+                "resource r {{\n{VOLUME}\n{two}\nnet {{ allow-two-primaries; protocol B; }}\n}}"
+            ),
             "t.res:5:7: allow-two-primaries requires protocol C",
         ),
         (
-            format!("common {{ net {{ on-congestion pull-ahead; }} }}\nresource r {{\n{VOLUME}\n{two}\n}}"),
+            format!(
+                "common {{ net {{ on-congestion pull-ahead; }} }}\nresource r \
+                 {{\n{VOLUME}\n{two}\n}}"
+            ),
             "t.res:1:16: on-congestion pull-ahead requires protocol A (or srm on)",
         ),
-        ("global { }\nglobal { }".to_string(), "t.res:2:1: global section is defined twice (first at t.res:1:1)"),
-        ("common { }\ncommon { }".to_string(), "t.res:2:1: common section is defined twice (first at t.res:1:1)"),
-        ("frobnicate { }".to_string(), "t.res:1:1: unknown keyword 'frobnicate' in the top level"),
-        ("resource r {\n  net { ping-int 5; }".to_string(), "t.res:2:22: expected '}', found end of file"),
-        ("resource r { }\n}".to_string(), "t.res:2:1: expected a statement, found '}'"),
-        ("resource r { on a }".to_string(), "t.res:1:19: expected ';' or '{', found '}'"),
-        ("\"resource\" r { }".to_string(), "t.res:1:1: expected a keyword, found string \"resource\""),
-        ("global;".to_string(), "t.res:1:1: expected a section with '{ ... }', found 'global' statement"),
-        ("resource r x { }".to_string(), "t.res:1:12: expected '{', found 'x'"),
-        ("handlers { }".to_string(), "t.res:1:1: unknown keyword 'handlers' in the top level"),
-        ("common { handlers { fence-peer; } }".to_string(), "t.res:1:21: fence-peer expects one command string"),
-        (format!("{}x{}", "a {".repeat(17), "}".repeat(17)), "t.res:1:51: sections are nested deeper than 16 levels"),
+        (
+            "global { }\nglobal { }".to_string(),
+            "t.res:2:1: global section is defined twice (first at t.res:1:1)",
+        ),
+        (
+            "common { }\ncommon { }".to_string(),
+            "t.res:2:1: common section is defined twice (first at t.res:1:1)",
+        ),
+        (
+            "frobnicate { }".to_string(),
+            "t.res:1:1: unknown keyword 'frobnicate' in the top level",
+        ),
+        (
+            "resource r {\n  net { ping-int 5; }".to_string(),
+            "t.res:2:22: expected '}', found end of file",
+        ),
+        (
+            "resource r { }\n}".to_string(),
+            "t.res:2:1: expected a statement, found '}'",
+        ),
+        (
+            "resource r { on a }".to_string(),
+            "t.res:1:19: expected ';' or '{', found '}'",
+        ),
+        (
+            "\"resource\" r { }".to_string(),
+            "t.res:1:1: expected a keyword, found string \"resource\"",
+        ),
+        (
+            "global;".to_string(),
+            "t.res:1:1: expected a section with '{ ... }', found 'global' statement",
+        ),
+        (
+            "resource r x { }".to_string(),
+            "t.res:1:12: expected '{', found 'x'",
+        ),
+        (
+            "handlers { }".to_string(),
+            "t.res:1:1: unknown keyword 'handlers' in the top level",
+        ),
+        (
+            "common { handlers { fence-peer; } }".to_string(),
+            "t.res:1:21: fence-peer expects one command string",
+        ),
+        (
+            format!("{}x{}", "a {".repeat(17), "}".repeat(17)),
+            "t.res:1:51: sections are nested deeper than 16 levels",
+        ),
     ];
+    check_errors(table);
+}
+
+/// Each text fails to load with its expected message, as `error: ...`.
+fn check_errors(table: Vec<(String, &str)>) {
     let table: Vec<(String, String)> = table
         .into_iter()
         .map(|(text, expected)| (text, format!("error: {expected}")))
@@ -269,8 +467,10 @@ fn errors() {
 
 #[test]
 fn settings_not_in() {
-    let text = "global { usage-count no; }\ncommon { net { ping-int 3; } }\nresource r {\n  net { ping-int 4; protocol A; }\n  \
-                handlers { split-brain \"x\"; }\n  volume 0 { device minor 0; disk /x; meta-disk internal; disk { c-max-rate 5; } }\n  on a { }\n}";
+    let text = "global { usage-count no; }\ncommon { net { ping-int 3; } }\nresource r {\n  \
+                net { ping-int 4; protocol A; }\n  handlers { split-brain \"x\"; }\n  \
+                volume 0 { device minor 0; disk /x; meta-disk internal; \
+                disk { c-max-rate 5; } }\n  on a { }\n}";
     let config = parse_str(text, Path::new("t.res"));
     let rendered: Vec<String> = config
         .map(|config| config.settings_not_in(&["protocol"]))
@@ -334,7 +534,9 @@ fn tls_keywords() {
     let fp_b = format!("SHA256:{}", ["CD"; 32].join(":"));
     let text = |net: &str, b_fp: &str| {
         format!(
-            "resource r {{\n{VOLUME}\nnet {{ {net} }}\non a {{ node-id 0; address 10.0.0.1:7000; tls-certificate /etc/t/a.pem; tls-key /etc/t/a.key; tls-fingerprint {fp_a}; }}\non b {{ node-id 1; address 10.0.0.2:7000; {b_fp} }}\n}}"
+            "resource r {{\n{VOLUME}\nnet {{ {net} }}\non a {{ node-id 0; address 10.0.0.1:7000; \
+             tls-certificate /etc/t/a.pem; tls-key /etc/t/a.key; tls-fingerprint {fp_a}; }}\non b \
+             {{ node-id 1; address 10.0.0.2:7000; {b_fp} }}\n}}"
         )
     };
     let config = parse_str(

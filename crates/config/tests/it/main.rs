@@ -84,8 +84,8 @@ fn check_reference(name: &str, expected: &str) -> Config {
 fn reference_two_nodes() {
     let config = check_reference(
         "r2.res",
-        "r0\n  alice#0 10.0.0.1:7789 0:Some(\"/dev/vg0/r0\")\n  bob#1 10.0.0.2:7789 0:Some(\"/dev/vg0/r0\")\n  \
-         alice-bob [[10.0.0.1:7789, 10.0.0.2:7789]]\n",
+        "r0\n  alice#0 10.0.0.1:7789 0:Some(\"/dev/vg0/r0\")\n  bob#1 10.0.0.2:7789 \
+         0:Some(\"/dev/vg0/r0\")\n  alice-bob [[10.0.0.1:7789, 10.0.0.2:7789]]\n",
     );
     let Some(resource) = config.resource("r0") else {
         return assert!(config.resource("r0").is_some());
@@ -149,9 +149,11 @@ fn reference_two_nodes() {
 fn reference_three_nodes_with_tiebreaker() {
     let config = check_reference(
         "r3.res",
-        "r1\n  alice#0 10.0.0.1:7790 0:Some(\"/dev/vg0/r1\")\n  bob#1 10.0.0.2:7790 0:Some(\"/dev/vg0/r1\")\n  \
+        "r1\n  alice#0 10.0.0.1:7790 0:Some(\"/dev/vg0/r1\")\n  \
+         bob#1 10.0.0.2:7790 0:Some(\"/dev/vg0/r1\")\n  \
          charlie#2 10.0.0.3:7790 0:None\n  alice-bob [[10.0.0.1:7790, 10.0.0.2:7790]]\n  \
-         alice-charlie [[10.0.0.1:7790, 10.0.0.3:7790]]\n  bob-charlie [[10.0.0.2:7790, 10.0.0.3:7790]]\n",
+         alice-charlie [[10.0.0.1:7790, 10.0.0.3:7790]]\n  \
+         bob-charlie [[10.0.0.2:7790, 10.0.0.3:7790]]\n",
     );
     let Some(resource) = config.resource("r1") else {
         return assert!(config.resource("r1").is_some());
@@ -248,7 +250,10 @@ fn load_tree(files: &[(&str, String)]) -> String {
 }
 
 fn resource(name: &str) -> String {
-    format!("resource {name} {{ volume 0 {{ device minor 0; disk /x; meta-disk internal; }} on a {{ }} }}\n")
+    format!(
+        "resource {name} {{ volume 0 {{ device minor 0; disk /x; meta-disk internal; }} on a {{ \
+         }} }}\n"
+    )
 }
 
 /// Compares `actual` with `expected`; an expectation ending in `...` matches as a prefix.
@@ -267,26 +272,78 @@ fn check(actual: &str, expected: &str) {
 fn includes() {
     let table: Vec<(Vec<(&str, String)>, &str)> = vec![
         // Globs are expanded relative to the including file and read in sorted order.
-        (vec![("main.conf", "include \"d/*.res\";\n".into()), ("d/b.res", resource("b")), ("d/a.res", resource("a")), ("d/.a.res.swp", "x".into())], "a b"),
+        (
+            vec![
+                ("main.conf", "include \"d/*.res\";\n".into()),
+                ("d/b.res", resource("b")),
+                ("d/a.res", resource("a")),
+                ("d/.a.res.swp", "x".into()),
+            ],
+            "a b",
+        ),
         // A pattern that matches nothing is fine, as in drbdadm.
-        (vec![("main.conf", format!("include \"none/*.res\";\n{}", resource("m")))], "m"),
+        (
+            vec![(
+                "main.conf",
+                format!("include \"none/*.res\";\n{}", resource("m")),
+            )],
+            "m",
+        ),
         // Nested includes are relative to the nested file's directory.
         (
-            vec![("main.conf", "include d/inner.conf;\n".into()), ("d/inner.conf", "include \"e/*\";\n".into()), ("d/e/x", resource("x"))],
+            vec![
+                ("main.conf", "include d/inner.conf;\n".into()),
+                ("d/inner.conf", "include \"e/*\";\n".into()),
+                ("d/e/x", resource("x")),
+            ],
             "x",
         ),
         // A file that includes itself stops at the depth bound.
-        (vec![("main.conf", "include \"main.conf\";\n".into())], "$D/main.conf:1:1: includes are nested deeper than 8 levels"),
-        (vec![("main.conf", "include \"d\";\n".into()), ("d/x", String::new())], "$D/main.conf:1:9: included path '$D/d' is not a regular file"),
-        (vec![("main.conf", "include \"[\";\n".into())], "$D/main.conf:1:9: invalid include pattern '[': ..."),
         (
-            vec![("main.conf", "include \"d/*\";\n".into()), ("d/bin", "resource r { on a {\n @FF@ } }".into())],
+            vec![("main.conf", "include \"main.conf\";\n".into())],
+            "$D/main.conf:1:1: includes are nested deeper than 8 levels",
+        ),
+        (
+            vec![
+                ("main.conf", "include \"d\";\n".into()),
+                ("d/x", String::new()),
+            ],
+            "$D/main.conf:1:9: included path '$D/d' is not a regular file",
+        ),
+        (
+            vec![("main.conf", "include \"[\";\n".into())],
+            "$D/main.conf:1:9: invalid include pattern '[': ...",
+        ),
+        (
+            vec![
+                ("main.conf", "include \"d/*\";\n".into()),
+                ("d/bin", "resource r { on a {\n @FF@ } }".into()),
+            ],
             "$D/d/bin:2:2: ...",
         ),
-        (vec![("main.conf", "include;\n".into())], "$D/main.conf:1:1: include expects one file pattern"),
-        (vec![("main.conf", "include \"d/*\";\n".into()), ("d/bad", "}".into())], "$D/d/bad:1:1: expected a statement, found '}'"),
-        (vec![("main.conf", "include \"d/*\";\n".into()), ("d/bad", "resource r {".into())], "$D/d/bad:1:13: expected '}', found end of file"),
-        (vec![("main.conf", "resource r {\n  include \"x\";\n}".into())], "$D/main.conf:2:3: expected a section (include is only allowed at top level), found 'include'"),
+        (
+            vec![("main.conf", "include;\n".into())],
+            "$D/main.conf:1:1: include expects one file pattern",
+        ),
+        (
+            vec![
+                ("main.conf", "include \"d/*\";\n".into()),
+                ("d/bad", "}".into()),
+            ],
+            "$D/d/bad:1:1: expected a statement, found '}'",
+        ),
+        (
+            vec![
+                ("main.conf", "include \"d/*\";\n".into()),
+                ("d/bad", "resource r {".into()),
+            ],
+            "$D/d/bad:1:13: expected '}', found end of file",
+        ),
+        (
+            vec![("main.conf", "resource r {\n  include \"x\";\n}".into())],
+            "$D/main.conf:2:3: expected a section (include is only allowed at top level), found \
+             'include'",
+        ),
     ];
     for (files, expected) in table {
         check(&load_tree(&files), expected);
@@ -467,7 +524,9 @@ proptest! {
     }
 
     #[test]
-    fn token_soup_never_panics(words in proptest::collection::vec(proptest::sample::select(VOCABULARY), 0..300)) {
+    fn token_soup_never_panics(
+        words in proptest::collection::vec(proptest::sample::select(VOCABULARY), 0..300),
+    ) {
         let text = words.join(" ");
         if let Err(error) = parse_str(&text, Path::new("/nonexistent/soup.res")) {
             let shown = error.to_string();

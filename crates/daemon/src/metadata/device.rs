@@ -229,7 +229,9 @@ impl Area {
                 Some(superblock) => {
                     let was = superblock.layout.config().backing_bytes;
                     tracing::warn!(
-                        "{}: the metadata is where the device ended at {was} bytes; it has {} now: attaching at the old size (run `tandem resize` once every node's device grew)",
+                        "{}: the metadata is where the device ended at {was} bytes; it has {} \
+                         now: attaching at the old size (run `tandem resize` once every node's \
+                         device grew)",
                         self.path_text(),
                         self.device_bytes
                     );
@@ -309,7 +311,10 @@ impl Area {
 
     fn missing(&self) -> MetadataError {
         let hint = match self.placement {
-            Placement::Internal => " (none at the end of the device, nor where it was before the device grew, up to 16 GiB back)",
+            Placement::Internal => {
+                " (none at the end of the device, nor where it was before the device grew, up to \
+                 16 GiB back)"
+            }
             Placement::External { .. } => "",
         };
         MetadataError::Missing {

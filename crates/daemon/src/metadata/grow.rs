@@ -202,7 +202,10 @@ impl MetaFile {
             return Err(MetadataError::ResizeRefused {
                 path: self.area.path_text(),
                 reason: format!(
-                    "its {} peer bitmaps would each grow from {} to {} bytes and shift within the metadata area, which cannot be done crash-safely in place; recreate the external metadata for the new size (create-md --force) and resync, or grow by less than the bitmaps' next 4 KiB page",
+                    "its {} peer bitmaps would each grow from {} to {} bytes and shift within the \
+                     metadata area, which cannot be done crash-safely in place; recreate the \
+                     external metadata for the new size (create-md --force) and resync, or grow \
+                     by less than the bitmaps' next 4 KiB page",
                     new.config().peer_slots,
                     self.layout.bitmap_bytes_per_peer(),
                     new.bitmap_bytes_per_peer()

@@ -49,7 +49,8 @@ impl Fixture {
                 "meta-disk internal;".into()
             };
             hosts += &format!(
-                "  on {name} {{\n    node-id {id};\n    address 127.0.0.1:{};\n    volume 0 {{\n      device /dev/drbd0;\n      disk {};\n      {meta_line}\n    }}\n  }}\n",
+                "  on {name} {{\n    node-id {id};\n    address 127.0.0.1:{};\n    volume 0 \
+                 {{\n      device /dev/drbd0;\n      disk {};\n      {meta_line}\n    }}\n  }}\n",
                 7789 + id,
                 disk.display()
             );
@@ -291,7 +292,10 @@ proptest! {
 
     /// Anything where the superblock belongs, magic included or not, is a clean refusal.
     #[test]
-    fn garbage_superblocks_are_refused_cleanly(mut block in proptest::collection::vec(any::<u8>(), 4096), with_magic in any::<bool>()) {
+    fn garbage_superblocks_are_refused_cleanly(
+        mut block in proptest::collection::vec(any::<u8>(), 4096),
+        with_magic in any::<bool>(),
+    ) {
         let fixture = Fixture::new("meta-disk internal;");
         if with_magic {
             block[..8].copy_from_slice(&meta::superblock::SUPERBLOCK_MAGIC);
@@ -299,7 +303,11 @@ proptest! {
         let file = OpenOptions::new().write(true).open(fixture.disk()).expect("open");
         file.write_all_at(&block, BACKING_BYTES - 4096).expect("write garbage");
         let error = open_error(&fixture.internal());
-        prop_assert!(matches!(error, MetadataError::Missing { .. } | MetadataError::Corrupt { .. }), "{:?}", error);
+        prop_assert!(
+            matches!(error, MetadataError::Missing { .. } | MetadataError::Corrupt { .. }),
+            "{:?}",
+            error
+        );
         let dumped = dump_md(&fixture.target());
         prop_assert!(dumped.is_err());
     }
@@ -402,7 +410,11 @@ fn a_second_opener_is_told_a_node_runs() {
     ] {
         let error = refused.expect_err("must be refused while the node holds the metadata");
         assert!(
-            matches!(&error, MetadataError::Volume { volume, source } if volume == "r0/0" && matches!(**source, MetadataError::Locked { .. })),
+            matches!(
+                &error,
+                MetadataError::Volume { volume, source }
+                    if volume == "r0/0" && matches!(**source, MetadataError::Locked { .. })
+            ),
             "{error:?}"
         );
         assert!(
@@ -595,7 +607,11 @@ fn indexed_slots_of_one_device_lock_independently() {
     drop((first, second));
     let error = slot(2).expect_err("slot 2 is past the end");
     assert!(
-        matches!(error, MetadataError::IndexOutOfRange { index: 2, needed_bytes, .. } if needed_bytes == 3 * 128 * MIB),
+        matches!(
+            error,
+            MetadataError::IndexOutOfRange { index: 2, needed_bytes, .. }
+                if needed_bytes == 3 * 128 * MIB
+        ),
         "{error:?}"
     );
 }
@@ -820,8 +836,10 @@ fn generations_are_read_from_disk_per_peer() {
     let lines = admin::format_get_gi(&all);
     assert_eq!(
         lines,
-        "000000000000AB00:0000000000000000:0000000000001200:0000000000000000:1:0:0:0:1:0:0:0:0:0:0:1\n\
-         000000000000AB00:0000000000001200:0000000000001200:0000000000000000:1:0:0:0:1:0:0:0:1:0:0:1\n"
+        "000000000000AB00:0000000000000000:0000000000001200:0000000000000000:\
+         1:0:0:0:1:0:0:0:0:0:0:1\n\
+         000000000000AB00:0000000000001200:0000000000001200:0000000000000000:\
+         1:0:0:0:1:0:0:0:1:0:0:1\n"
     );
     assert_eq!(
         all.iter()

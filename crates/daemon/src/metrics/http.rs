@@ -171,7 +171,8 @@ pub(crate) fn response(status: Status, content_type: &str, body: &str, with_body
         ""
     };
     let head = format!(
-        "HTTP/1.1 {}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n{allow}Connection: close\r\n\r\n",
+        "HTTP/1.1 {}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n{allow}Connection: \
+         close\r\n\r\n",
         status.line(),
         body.len()
     );

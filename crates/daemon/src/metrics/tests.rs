@@ -155,15 +155,19 @@ fn the_exposition_holds_every_metric_with_its_labels_and_value() {
             "tandem_connection_oldest_unreplicated_seconds{resource=\"r0\",peer=\"bob\"} 1.500",
             "tandem_connection_peer_possibly_stale{resource=\"r0\",peer=\"bob\"} 1",
             "tandem_connection_waiting_writes{resource=\"r0\",peer=\"bob\"} 4",
-            "tandem_peer_device_replication_state{resource=\"r0\",peer=\"bob\",volume=\"0\",state=\"SyncSource\"} 1",
-            "tandem_peer_device_peer_disk_state{resource=\"r0\",peer=\"bob\",volume=\"0\",state=\"Inconsistent\"} 1",
+            "tandem_peer_device_replication_state{resource=\"r0\",peer=\"bob\",volume=\"0\",\
+             state=\"SyncSource\"} 1",
+            "tandem_peer_device_peer_disk_state{resource=\"r0\",peer=\"bob\",volume=\"0\",\
+             state=\"Inconsistent\"} 1",
             "# TYPE tandem_peer_device_sent_bytes_total counter",
             "tandem_peer_device_sent_bytes_total{resource=\"r0\",peer=\"bob\",volume=\"0\"} 4096",
-            "tandem_peer_device_received_bytes_total{resource=\"r0\",peer=\"bob\",volume=\"0\"} 512",
+            "tandem_peer_device_received_bytes_total{resource=\"r0\",peer=\"bob\",volume=\"0\"} \
+             512",
             "tandem_peer_device_out_of_sync_bytes{resource=\"r0\",peer=\"bob\",volume=\"0\"} 8192",
             "tandem_peer_device_pending{resource=\"r0\",peer=\"bob\",volume=\"0\"} 0",
             "tandem_peer_device_resync_done_percent{resource=\"r0\",peer=\"bob\",volume=\"0\"} 25",
-            "tandem_peer_device_resync_rate_bytes_per_second{resource=\"r0\",peer=\"bob\",volume=\"0\"} 2097152",
+            "tandem_peer_device_resync_rate_bytes_per_second{resource=\"r0\",peer=\"bob\",\
+             volume=\"0\"} 2097152",
         ],
     );
     assert!(text.ends_with('\n'));
@@ -265,17 +269,22 @@ fn drbd_reactor_names_and_labels_follow_the_tandem_ones() {
             "drbd_resource_role{name=\"r0\",drbd_resource_role=\"Secondary\"} 0",
             "drbd_resource_maypromote{name=\"r0\"} 0",
             "drbd_resource_promotionscore{name=\"r0\"} 10100",
-            "drbd_device_state{name=\"r0\",volume=\"0\",minor=\"0\",drbd_device_state=\"UpToDate\"} 1",
+            "drbd_device_state{name=\"r0\",volume=\"0\",minor=\"0\",\
+             drbd_device_state=\"UpToDate\"} 1",
             "drbd_device_quorum{name=\"r0\",volume=\"0\",minor=\"0\"} 1",
             "drbd_device_size_bytes{name=\"r0\",volume=\"0\",minor=\"0\"} 67108864",
             "# TYPE drbd_device_written_bytes_total counter",
             "drbd_device_written_bytes_total{name=\"r0\",volume=\"0\",minor=\"0\"} 12288",
             "drbd_device_unintentionaldiskless{name=\"r0\",volume=\"0\",minor=\"0\"} 0",
-            "drbd_connection_state{name=\"r0\",conn_name=\"bob\",peer_node_id=\"1\",drbd_connection_state=\"Connected\"} 1",
-            "drbd_connection_apinflight_bytes{name=\"r0\",conn_name=\"bob\",peer_node_id=\"1\"} 4096",
-            "drbd_peerdevice_outofsync_bytes{name=\"r0\",conn_name=\"bob\",peer_node_id=\"1\",volume=\"0\"} 8192",
+            "drbd_connection_state{name=\"r0\",conn_name=\"bob\",peer_node_id=\"1\",\
+             drbd_connection_state=\"Connected\"} 1",
+            "drbd_connection_apinflight_bytes{name=\"r0\",conn_name=\"bob\",peer_node_id=\"1\"} \
+             4096",
+            "drbd_peerdevice_outofsync_bytes{name=\"r0\",conn_name=\"bob\",peer_node_id=\"1\",\
+             volume=\"0\"} 8192",
             "# TYPE drbd_peerdevice_sent_bytes counter",
-            "drbd_peerdevice_sent_bytes{name=\"r0\",conn_name=\"bob\",peer_node_id=\"1\",volume=\"0\"} 0",
+            "drbd_peerdevice_sent_bytes{name=\"r0\",conn_name=\"bob\",peer_node_id=\"1\",\
+             volume=\"0\"} 0",
         ],
     );
 }
@@ -325,7 +334,13 @@ fn resync_progress_is_absent_while_nothing_resyncs() {
         !text.contains("tandem_peer_device_resync_rate_bytes_per_second"),
         "{text}"
     );
-    assert_lines(&text, &["tandem_peer_device_replication_state{resource=\"r0\",peer=\"bob\",volume=\"0\",state=\"Established\"} 1"]);
+    assert_lines(
+        &text,
+        &[
+            "tandem_peer_device_replication_state{resource=\"r0\",peer=\"bob\",\
+                           volume=\"0\",state=\"Established\"} 1",
+        ],
+    );
 }
 
 #[test]
@@ -383,7 +398,11 @@ fn the_oldest_age_is_printed_in_seconds_with_millisecond_precision() {
         let mut sample = resource("r0", None);
         sample.status.peers[0].lag.oldest_age_ms = millis;
         let text = text::render(&node(vec![sample]));
-        assert_lines(&text, &[&format!("tandem_connection_oldest_unreplicated_seconds{{resource=\"r0\",peer=\"bob\"}} {printed}")]);
+        let line = format!(
+            "tandem_connection_oldest_unreplicated_seconds{{resource=\"r0\",peer=\"bob\"}} \
+             {printed}"
+        );
+        assert_lines(&text, &[&line]);
     }
 }
 
@@ -501,7 +520,11 @@ fn responses_carry_length_type_and_close() {
         true,
     ))
     .unwrap_or_default();
-    assert_eq!(ok, "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\nContent-Length: 4\r\nConnection: close\r\n\r\nabc\n");
+    assert_eq!(
+        ok,
+        "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4; \
+         charset=utf-8\r\nContent-Length: 4\r\nConnection: close\r\n\r\nabc\n"
+    );
     let head = String::from_utf8(http::response(
         Status::Ok,
         http::METRICS_CONTENT_TYPE,
@@ -524,7 +547,9 @@ fn responses_carry_length_type_and_close() {
 
 proptest! {
     #[test]
-    fn parsing_arbitrary_bytes_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
+    fn parsing_arbitrary_bytes_never_panics(
+        bytes in proptest::collection::vec(any::<u8>(), 0..512),
+    ) {
         let _ = http::head_end(&bytes);
         let _ = http::parse_head(&bytes);
     }

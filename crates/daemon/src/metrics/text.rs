@@ -6,7 +6,8 @@
 //!   (of every resource). Families come in the order of first use, samples in the order of
 //!   the input, so equal input renders to identical text.
 //! - Label values are escaped as the format requires (`\\`, `\"`, `\n`); names are constants.
-//! - `tandem_*` counters end in `_total`; sizes are in bytes (`_bytes`), ages in seconds (`_seconds`).
+//! - `tandem_*` counters end in `_total`; sizes are in bytes (`_bytes`), ages in seconds
+//!   (`_seconds`).
 //! - States are one-hot: one sample per possible state, 1 for the current one and 0 for the
 //!   others, so a state that is left drops to 0 instead of lingering as a stale series.
 //! - A family with no sample (the resync progress while nothing resyncs) is left out.
@@ -127,7 +128,11 @@ const DEVICE_LOWER_PENDING: Metric = gauge(
     "tandem_device_lower_pending",
     "Local disk operations in flight on the volume.",
 );
-const DEVICE_POSSIBLY_STALE: Metric = gauge("tandem_device_possibly_stale", "1 while this node is marked possibly stale (replicated to asynchronously, not caught up): promotion needs --force.");
+const DEVICE_POSSIBLY_STALE: Metric = gauge(
+    "tandem_device_possibly_stale",
+    "1 while this node is marked possibly stale (replicated to asynchronously, not caught up): \
+     promotion needs --force.",
+);
 const CONNECTION_CONNECTED: Metric = gauge(
     "tandem_connection_connected",
     "1 while the connection to the peer is Connected.",
@@ -140,7 +145,11 @@ const CONNECTION_PEER_ROLE: Metric = gauge(
     "tandem_connection_peer_role",
     "1 for the peer's role as last reported (label role), 0 for the other roles.",
 );
-const CONNECTION_PROTOCOL: Metric = gauge("tandem_connection_protocol", "1 for the replication protocol in effect on the connection (label protocol), 0 for the others.");
+const CONNECTION_PROTOCOL: Metric = gauge(
+    "tandem_connection_protocol",
+    "1 for the replication protocol in effect on the connection (label protocol), 0 for the \
+     others.",
+);
 const CONNECTION_UNACKED: Metric = gauge(
     "tandem_connection_unacked_writes",
     "Writes sent to the peer and not yet acknowledged as the protocol requires.",
@@ -161,8 +170,16 @@ const CONNECTION_WAITING: Metric = gauge(
     "tandem_connection_waiting_writes",
     "Client writes waiting to start (for an overlapping write or the lag bound).",
 );
-const PEER_DEVICE_REPLICATION: Metric = gauge("tandem_peer_device_replication_state", "1 for the replication state of the volume towards the peer (label state), 0 for the other states.");
-const PEER_DEVICE_PEER_DISK: Metric = gauge("tandem_peer_device_peer_disk_state", "1 for the peer's disk state of the volume as known here (label state), 0 for the other states.");
+const PEER_DEVICE_REPLICATION: Metric = gauge(
+    "tandem_peer_device_replication_state",
+    "1 for the replication state of the volume towards the peer (label state), 0 for the other \
+     states.",
+);
+const PEER_DEVICE_PEER_DISK: Metric = gauge(
+    "tandem_peer_device_peer_disk_state",
+    "1 for the peer's disk state of the volume as known here (label state), 0 for the other \
+     states.",
+);
 const PEER_DEVICE_SENT: Metric = counter(
     "tandem_peer_device_sent_bytes_total",
     "Bytes of the volume sent to the peer.",

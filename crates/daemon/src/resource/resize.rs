@@ -108,21 +108,33 @@ impl Resource {
     /// Carries out [`Action::ResizeOffer`] or [`Action::Grow`] on a thread of its own.
     pub(super) fn resize_action(self: &Arc<Self>, action: Action<Payload>) {
         let resource = Arc::clone(self);
-        let spawned = std::thread::Builder::new().name(format!("{}-resize", self.name)).spawn(move || match action {
-            Action::ResizeOffer { peer, volume } => {
-                let offer = resource.offer_of(volume);
-                resource.step(|engine, _, out| engine.resize_offer(peer, volume, offer, out));
-            }
-            Action::Grow { volume, size_bytes, assume_clean } => {
-                let result = resource.grow_volume(volume, size_bytes, assume_clean);
-                match &result {
-                    Ok(_) => tracing::info!(resource = %resource.name, volume, size_bytes, assume_clean, "resize: volume grown"),
-                    Err(error) => tracing::error!(resource = %resource.name, volume, size_bytes, "resize: cannot grow: {error}"),
+        let spawned = std::thread::Builder::new()
+            .name(format!("{}-resize", self.name))
+            .spawn(move || match action {
+                Action::ResizeOffer { peer, volume } => {
+                    let offer = resource.offer_of(volume);
+                    resource.step(|engine, _, out| engine.resize_offer(peer, volume, offer, out));
                 }
-                resource.step(|engine, now, out| engine.grown(now, volume, result, out));
-            }
-            _ => {}
-        });
+                Action::Grow {
+                    volume,
+                    size_bytes,
+                    assume_clean,
+                } => {
+                    let result = resource.grow_volume(volume, size_bytes, assume_clean);
+                    match &result {
+                        Ok(_) => tracing::info!(
+                            resource = %resource.name, volume, size_bytes, assume_clean,
+                            "resize: volume grown"
+                        ),
+                        Err(error) => tracing::error!(
+                            resource = %resource.name, volume, size_bytes,
+                            "resize: cannot grow: {error}"
+                        ),
+                    }
+                    resource.step(|engine, now, out| engine.grown(now, volume, result, out));
+                }
+                _ => {}
+            });
         if let Err(error) = spawned {
             tracing::error!(resource = %self.name, "resize: cannot start a thread: {error}");
         }
@@ -137,7 +149,10 @@ impl Resource {
         match meta.offer_bytes() {
             Ok(offer) => offer,
             Err(error) => {
-                tracing::warn!(resource = %self.name, volume, "resize: this node's device cannot grow: {error}");
+                tracing::warn!(
+                    resource = %self.name, volume,
+                    "resize: this node's device cannot grow: {error}"
+                );
                 0
             }
         }

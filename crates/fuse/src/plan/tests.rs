@@ -244,7 +244,11 @@ proptest! {
     /// Whatever the arguments, the chunks of a punch cover exactly the part of the range
     /// inside the export, in order, each non-empty and at most one chunk long.
     #[test]
-    fn punch_chunks_tile_the_range(size in 0u64..(8 << 30), offset in 0u64..(9 << 30), length in 0u64..(9 << 30)) {
+    fn punch_chunks_tile_the_range(
+        size in 0u64..(8 << 30),
+        offset in 0u64..(9 << 30),
+        length in 0u64..(9 << 30),
+    ) {
         let info = ExportInfo { size, ..info() };
         let punch = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
         let got = zeroes(&fallocate(&info, punch, offset, length).unwrap());
@@ -261,7 +265,8 @@ proptest! {
     /// A read never leaves the export and is never empty.
     #[test]
     fn reads_stay_inside(size in 0u64..(1 << 40), offset: u64, length in 0u32..=REQUEST_BYTES_MAX) {
-        if let Ok(Some(Command::Read { offset: start, length: count })) = read(size, offset, length) {
+        let planned = read(size, offset, length);
+        if let Ok(Some(Command::Read { offset: start, length: count })) = planned {
             prop_assert!(count > 0 && count <= length);
             prop_assert!(start + u64::from(count) <= size);
         }

@@ -2,6 +2,7 @@
 //! arguments exit non-zero with a message instead of panicking.
 
 use std::io::{BufRead, BufReader, Write};
+use std::net::SocketAddr;
 use std::os::unix::net::UnixStream;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -52,11 +53,9 @@ fn request(control: &mut BufReader<UnixStream>, line: &str) -> Value {
         .unwrap_or_else(|error| panic!("reply {reply:?} is not JSON: {error}"))
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn control_socket_changes_the_running_link() {
-    let echo = echo_server().await;
-    let directory = tempfile::tempdir().expect("temporary directory");
-    let path = directory.path().join("control.sock");
+/// Starts the binary between a listener and `echo` with its control socket at `path`; returns
+/// it with its listening address, once it printed its ready line.
+async fn start_with_control(echo: SocketAddr, path: &std::path::Path) -> (Running, String) {
     let mut child = linkemu()
         .args([
             "--listen",
@@ -65,11 +64,11 @@ async fn control_socket_changes_the_running_link() {
             &echo.to_string(),
             "--control",
         ])
-        .arg(&path)
+        .arg(path)
         .spawn()
         .expect("spawn");
     let stdout = child.stdout.take().expect("piped stdout");
-    let mut running = Running(child);
+    let running = Running(child);
     // The first line names the listening address, printed once everything is ready.
     let first = tokio::task::spawn_blocking(move || {
         let mut line = String::new();
@@ -87,6 +86,15 @@ async fn control_socket_changes_the_running_link() {
         .trim()
         .to_owned();
     assert!(line.contains(&echo.to_string()), "ready line {line:?}");
+    (running, listen)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn control_socket_changes_the_running_link() {
+    let echo = echo_server().await;
+    let directory = tempfile::tempdir().expect("temporary directory");
+    let path = directory.path().join("control.sock");
+    let (mut running, listen) = start_with_control(echo, &path).await;
 
     let path_for_control = path.clone();
     let replies = tokio::task::spawn_blocking(move || {

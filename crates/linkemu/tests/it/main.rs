@@ -284,7 +284,10 @@ async fn partition_holds_data_and_healing_delivers_everything() {
     );
     let mut probe = [0u8; 1];
     assert!(
-        matches!(stream.try_read(&mut probe), Err(ref error) if error.kind() == std::io::ErrorKind::WouldBlock),
+        matches!(
+            stream.try_read(&mut probe),
+            Err(ref error) if error.kind() == std::io::ErrorKind::WouldBlock
+        ),
         "an echo came back through a partition"
     );
     relay.set(Link::default()).expect("heal");

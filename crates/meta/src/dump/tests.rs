@@ -43,7 +43,8 @@ fn text_rendering() {
         "current uuid:   E54E31513A64A2EE",
         "history uuids:  35BC97142AF7A8A4",
         "resync goal:    -",
-        "peer slot 0:    node-id 1, bitmap uuid 0000000000000000, flags outdated, out of sync 10 blocks (40960 bytes)",
+        "peer slot 0:    node-id 1, bitmap uuid 0000000000000000, flags outdated, out of sync 10 \
+         blocks (40960 bytes)",
         "peer slot 1:    unused",
         "al state:       0 hot extents (0 bytes), last transaction 7, 0 invalid ring blocks",
     ];

@@ -73,10 +73,18 @@ fn metadata_size_matches_drbd_rule_of_thumb() {
     }
 }
 
+/// Each configuration is refused with its error, and the error has a message.
+fn check_refusals(cases: Vec<(LayoutConfig, MetaError)>) {
+    for (cfg, expected) in cases {
+        assert_eq!(Layout::compute(&cfg), Err(expected.clone()), "{cfg:?}");
+        assert!(!expected.to_string().is_empty());
+    }
+}
+
 #[test]
-fn refusals() {
+fn refusals_of_peer_slots_and_granularity() {
     let ok = config(Placement::Internal, GIB);
-    let cases: Vec<(LayoutConfig, MetaError)> = vec![
+    check_refusals(vec![
         (
             LayoutConfig {
                 peer_slots: 0,
@@ -118,6 +126,13 @@ fn refusals() {
                 granularity_bytes: 2 << 20,
             },
         ),
+    ]);
+}
+
+#[test]
+fn refusals_of_the_activity_log_and_sizes() {
+    let ok = config(Placement::Internal, GIB);
+    check_refusals(vec![
         (
             LayoutConfig {
                 al_ring_bytes: 4096,
@@ -200,11 +215,7 @@ fn refusals() {
                 needed_bytes: 4096,
             },
         ),
-    ];
-    for (cfg, expected) in cases {
-        assert_eq!(Layout::compute(&cfg), Err(expected.clone()), "{cfg:?}");
-        assert!(!expected.to_string().is_empty());
-    }
+    ]);
 }
 
 #[test]

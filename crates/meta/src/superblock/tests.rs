@@ -59,8 +59,16 @@ fn round_trip_and_fresh_values() {
     assert_eq!(fresh.peers, vec![PeerSlot::default(); 2]);
 }
 
+/// Each block is refused with the error its check expects.
+fn check_refusals(cases: Vec<(&str, Vec<u8>, ErrorCheck)>) {
+    for (name, block, check) in cases {
+        let error = Superblock::decode(&block).expect_err(name);
+        assert!(check(&error), "{name}: {error}");
+    }
+}
+
 #[test]
-fn refusals_each_with_its_own_error() {
+fn refusals_of_the_block_each_with_its_own_error() {
     let good = sample().encode().expect("encodes");
     let mut bad_magic = good.clone();
     bad_magic[0] = b'X';
@@ -101,8 +109,21 @@ fn refusals_each_with_its_own_error() {
         (
             "granularity",
             edited(|b| b[36..40].copy_from_slice(&12288_u32.to_be_bytes())),
-            |e| matches!(e, MetaError::SuperblockLayoutInvalid { source } if matches!(**source, MetaError::GranularityInvalid { .. })),
+            |e| {
+                matches!(
+                    e,
+                    MetaError::SuperblockLayoutInvalid { source }
+                        if matches!(**source, MetaError::GranularityInvalid { .. })
+                )
+            },
         ),
+    ];
+    check_refusals(cases);
+}
+
+#[test]
+fn refusals_of_fields_each_with_its_own_error() {
+    let cases: Vec<(&str, Vec<u8>, ErrorCheck)> = vec![
         (
             "offset past end",
             edited(|b| b[64..72].copy_from_slice(&(1_u64 << 40).to_be_bytes())),
@@ -172,10 +193,7 @@ fn refusals_each_with_its_own_error() {
             matches!(e, MetaError::ReservedNotZero { offset: 4000, .. })
         }),
     ];
-    for (name, block, check) in cases {
-        let error = Superblock::decode(&block).expect_err(name);
-        assert!(check(&error), "{name}: {error}");
-    }
+    check_refusals(cases);
 }
 
 #[test]

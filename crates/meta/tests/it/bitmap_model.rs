@@ -140,14 +140,23 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
 
     #[test]
-    fn bitmap_matches_model((data_bytes, granularity, ops) in case_strategy(), cursor in any::<u64>()) {
+    fn bitmap_matches_model(
+        (data_bytes, granularity, ops) in case_strategy(),
+        cursor in any::<u64>(),
+    ) {
         let mut bitmap = Bitmap::new(data_bytes, granularity as u32).expect("valid");
-        let mut model = Model { bits: vec![false; data_bytes.div_ceil(granularity) as usize], granularity, data_bytes };
+        let mut model = Model {
+            bits: vec![false; data_bytes.div_ceil(granularity) as usize],
+            granularity,
+            data_bytes,
+        };
         let mut on_disk = vec![0_u8; bitmap.page_count() as usize * BITMAP_PAGE_BYTES];
         for op in &ops {
             match op {
                 Op::Set { offset, length } => { bitmap.set(*offset, *length).expect("in range"); }
-                Op::Clear { offset, length } => { bitmap.clear(*offset, *length).expect("in range"); }
+                Op::Clear { offset, length } => {
+                    bitmap.clear(*offset, *length).expect("in range");
+                }
                 Op::SetBlocks(range) => { bitmap.set_blocks(range.clone()).expect("in range"); }
                 Op::OrWith(ranges) => {
                     let mut other = Bitmap::new(data_bytes, granularity as u32).expect("valid");
@@ -166,7 +175,8 @@ proptest! {
                 }
             }
             model.apply(op);
-            prop_assert_eq!(bitmap.count_set_blocks(), model.bits.iter().filter(|&&b| b).count() as u64);
+            let model_set = model.bits.iter().filter(|&&b| b).count() as u64;
+            prop_assert_eq!(bitmap.count_set_blocks(), model_set);
         }
         check_against(&bitmap, &model)?;
         let blocks = model.bits.len() as u64;

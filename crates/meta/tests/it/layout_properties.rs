@@ -63,23 +63,33 @@ proptest! {
             prop_assert_eq!(region.offset_bytes % BLOCK_BYTES, 0);
         }
         prop_assert_eq!(layout.data_bytes() % BLOCK_BYTES, 0);
-        prop_assert!(layout.bitmap_bytes_per_peer() * 8 * u64::from(config.bitmap_granularity_bytes) >= layout.data_bytes());
+        let granularity = u64::from(config.bitmap_granularity_bytes);
+        prop_assert!(layout.bitmap_bytes_per_peer() * 8 * granularity >= layout.data_bytes());
         match config.placement {
             Placement::Internal => {
                 prop_assert!(layout.data_bytes() <= regions[0].offset_bytes);
                 prop_assert!(regions.last().expect("regions").end_bytes() <= config.backing_bytes);
                 // One more data block would not fit with its metadata.
                 let bigger = layout.data_bytes() + BLOCK_BYTES;
-                let bitmap = meta::layout::bitmap_bytes_per_peer(bigger, config.bitmap_granularity_bytes);
-                let needed = bigger + 4096 + u64::from(config.al_ring_bytes) + bitmap * u64::from(config.peer_slots);
+                let bitmap =
+                    meta::layout::bitmap_bytes_per_peer(bigger, config.bitmap_granularity_bytes);
+                let needed = bigger
+                    + 4096
+                    + u64::from(config.al_ring_bytes)
+                    + bitmap * u64::from(config.peer_slots);
                 prop_assert!(needed > config.backing_bytes / BLOCK_BYTES * BLOCK_BYTES);
             }
             Placement::External { metadata_bytes } => {
-                prop_assert_eq!(layout.data_bytes(), config.backing_bytes / BLOCK_BYTES * BLOCK_BYTES);
+                let whole_blocks = config.backing_bytes / BLOCK_BYTES * BLOCK_BYTES;
+                prop_assert_eq!(layout.data_bytes(), whole_blocks);
                 prop_assert!(regions.last().expect("regions").end_bytes() <= metadata_bytes);
                 let mut smaller = config;
-                smaller.placement = Placement::External { metadata_bytes: layout.metadata_bytes() - 1 };
-                let refused = matches!(Layout::compute(&smaller), Err(MetaError::MetadataAreaTooSmall { .. }));
+                smaller.placement =
+                    Placement::External { metadata_bytes: layout.metadata_bytes() - 1 };
+                let refused = matches!(
+                    Layout::compute(&smaller),
+                    Err(MetaError::MetadataAreaTooSmall { .. })
+                );
                 prop_assert!(refused);
             }
         }

@@ -147,7 +147,10 @@ proptest! {
     }
 
     #[test]
-    fn parsers_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..256), code in 0..12_u32) {
+    fn parsers_never_panic(
+        bytes in proptest::collection::vec(any::<u8>(), 0..256),
+        code in 0..12_u32,
+    ) {
         let _ = parse_client_flags(&bytes);
         let _ = parse_option_header(&bytes);
         let _ = parse_option(code, &bytes);
@@ -173,15 +176,23 @@ proptest! {
     /// Whatever the header, a Submit verdict is in bounds and non-empty (proto.md, "Request
     /// types"), and only writes ever leave payload to discard.
     #[test]
-    fn submitted_commands_are_in_bounds(header in request_header(), size in any::<u64>(), bits in any::<u16>()) {
-        let limits = ExportLimits { size, flags: TransmissionFlags(bits), request_bytes_max: 1 << 25 };
+    fn submitted_commands_are_in_bounds(
+        header in request_header(),
+        size in any::<u64>(),
+        bits in any::<u16>(),
+    ) {
+        let limits =
+            ExportLimits { size, flags: TransmissionFlags(bits), request_bytes_max: 1 << 25 };
         match Verdict::decide(&header, &limits) {
             Verdict::Submit { command: Admitted::Flush, .. } => {}
             Verdict::Submit { .. } => {
                 prop_assert!(header.length > 0);
-                prop_assert!(header.offset.checked_add(u64::from(header.length)).is_some_and(|end| end <= size));
+                let end = header.offset.checked_add(u64::from(header.length));
+                prop_assert!(end.is_some_and(|end| end <= size));
             }
-            Verdict::Reject { discard_bytes, .. } if discard_bytes > 0 => prop_assert_eq!(header.kind, 1),
+            Verdict::Reject { discard_bytes, .. } if discard_bytes > 0 => {
+                prop_assert_eq!(header.kind, 1)
+            }
             _ => {}
         }
     }

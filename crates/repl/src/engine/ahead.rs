@@ -145,7 +145,10 @@ impl<P: Clone> Engine<P> {
                 CongestionPolicy::PullAhead => self.start_episode(now, slot, out),
                 CongestionPolicy::Disconnect => {
                     let peer = p.config.node_id;
-                    let reason = format!("congested ({fill} bytes unconfirmed, {hot_extents} hot extents): on-congestion disconnect");
+                    let reason = format!(
+                        "congested ({fill} bytes unconfirmed, {hot_extents} hot extents): \
+                         on-congestion disconnect"
+                    );
                     out.push(Action::Disconnect {
                         peer,
                         state: ConnState::NetworkFailure,

@@ -178,7 +178,8 @@ impl<P: Clone> Engine<P> {
     }
 
     /// `attach`, first step: the Diskless `volume` shows Attaching while the driver checks its
-    /// disk, then [`Engine::finish_attach`]. Refused on a Primary (see [`StateError::AttachOnPrimary`]).
+    /// disk, then [`Engine::finish_attach`]. Refused on a Primary (see
+    /// [`StateError::AttachOnPrimary`]).
     pub fn begin_attach(
         &mut self,
         volume: u16,
@@ -289,7 +290,9 @@ impl<P: Clone> Engine<P> {
         self.meta_changed(vslot, out);
         for slot in sent {
             if self.peers[slot].connection == ConnState::Connected {
-                let reason = "this node's disk failed a write the peer was sent (on-io-error pass_on): reconnecting to resync it from here".to_owned();
+                let reason = "this node's disk failed a write the peer was sent (on-io-error \
+                    pass_on): reconnecting to resync it from here"
+                    .to_owned();
                 self.drop_peer(now, slot, ConnState::Unconnected, reason, out);
             }
         }
@@ -393,7 +396,10 @@ impl<P: Clone> Engine<P> {
             if attached && self.peers[slot].connection == ConnState::Connected {
                 let volume = self.volumes[failed.vslot].number;
                 let error = failed.error;
-                let reason = format!("a replicated write to volume {volume} failed on the local disk ({error}; on-io-error pass_on): reconnecting to resync it");
+                let reason = format!(
+                    "a replicated write to volume {volume} failed on the local disk ({error}; \
+                     on-io-error pass_on): reconnecting to resync it"
+                );
                 self.drop_peer(now, slot, ConnState::Unconnected, reason, out);
             }
         }

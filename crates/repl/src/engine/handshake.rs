@@ -149,45 +149,7 @@ impl<P: Clone> Engine<P> {
                 });
                 Ok(())
             }
-            UuidsPurpose::Handshake => {
-                // A handshake from a pulled-ahead Primary ends its episode here too.
-                self.peers[slot].ahead.behind = false;
-                if matches!(self.peers[slot].syncs[vslot], SyncState::Established) {
-                    // The peer started a new round (e.g. after `primary --force`): answer it.
-                    self.send_handshake(slot, vslot, out);
-                }
-                let state = std::mem::replace(&mut self.peers[slot].syncs[vslot], SyncState::Off);
-                let SyncState::WaitUuids { sent } = state else {
-                    self.peers[slot].syncs[vslot] = state;
-                    return Err(format!(
-                        "handshake for volume {} during a resync",
-                        message.volume
-                    ));
-                };
-                if let Some(reason) = self.geometry_mismatch(slot, vslot, &message) {
-                    self.drop_peer(now, slot, ConnState::StandAlone, reason, out);
-                    return Ok(());
-                }
-                if let Some(reason) = self.second_primary(slot, message.role) {
-                    self.drop_peer(now, slot, ConnState::Unconnected, reason, out);
-                    return Ok(());
-                }
-                if message.role == Role::Primary && self.peers[slot].role == Role::Unknown {
-                    // The handshake (data socket) may come before the peer's `State` (control
-                    // socket): a Secondary that accepts a Primary's handshake follows it from
-                    // now on, so a second Primary announced meanwhile is the one refused
-                    // (`second_primary`), not this one after it counted us (sim seed 15268).
-                    self.peers[slot].role = Role::Primary;
-                }
-                self.decide(now, slot, vslot, &sent, &message, out);
-                if self.peers[slot].connection == ConnState::Connected
-                    && !matches!(self.peers[slot].syncs[vslot], SyncState::Off)
-                {
-                    self.send_uuids(slot, vslot, UuidsPurpose::Accepted, out);
-                }
-                self.update_quorum(now, out);
-                Ok(())
-            }
+            UuidsPurpose::Handshake => self.receive_handshake(now, slot, vslot, message, out),
             UuidsPurpose::Accepted => {
                 self.peers[slot].accepted[vslot] = true;
                 // The peer may now count toward quorum (`quorum_counts`).
@@ -208,6 +170,54 @@ impl<P: Clone> Engine<P> {
         }
     }
 
+    /// The peer's identifiers of a handshake round for volume slot `vslot`: decides the resync.
+    fn receive_handshake(
+        &mut self,
+        now: Time,
+        slot: usize,
+        vslot: usize,
+        message: UuidsMessage,
+        out: &mut Vec<Action<P>>,
+    ) -> Result<(), String> {
+        // A handshake from a pulled-ahead Primary ends its episode here too.
+        self.peers[slot].ahead.behind = false;
+        if matches!(self.peers[slot].syncs[vslot], SyncState::Established) {
+            // The peer started a new round (e.g. after `primary --force`): answer it.
+            self.send_handshake(slot, vslot, out);
+        }
+        let state = std::mem::replace(&mut self.peers[slot].syncs[vslot], SyncState::Off);
+        let SyncState::WaitUuids { sent } = state else {
+            self.peers[slot].syncs[vslot] = state;
+            return Err(format!(
+                "handshake for volume {} during a resync",
+                message.volume
+            ));
+        };
+        if let Some(reason) = self.geometry_mismatch(slot, vslot, &message) {
+            self.drop_peer(now, slot, ConnState::StandAlone, reason, out);
+            return Ok(());
+        }
+        if let Some(reason) = self.second_primary(slot, message.role) {
+            self.drop_peer(now, slot, ConnState::Unconnected, reason, out);
+            return Ok(());
+        }
+        if message.role == Role::Primary && self.peers[slot].role == Role::Unknown {
+            // The handshake (data socket) may come before the peer's `State` (control
+            // socket): a Secondary that accepts a Primary's handshake follows it from
+            // now on, so a second Primary announced meanwhile is the one refused
+            // (`second_primary`), not this one after it counted us (sim seed 15268).
+            self.peers[slot].role = Role::Primary;
+        }
+        self.decide(now, slot, vslot, &sent, &message, out);
+        if self.peers[slot].connection == ConnState::Connected
+            && !matches!(self.peers[slot].syncs[vslot], SyncState::Off)
+        {
+            self.send_uuids(slot, vslot, UuidsPurpose::Accepted, out);
+        }
+        self.update_quorum(now, out);
+        Ok(())
+    }
+
     /// Why the bitmaps of `vslot` cannot be exchanged with the peer (sizes or granularities
     /// differ), if they cannot: the connection then goes StandAlone with that reason.
     fn geometry_mismatch(&self, slot: usize, vslot: usize, peer: &UuidsMessage) -> Option<String> {
@@ -219,13 +229,15 @@ impl<P: Clone> Engine<P> {
         let name = &self.peers[slot].config.name;
         if peer.size_bytes != volume.size_bytes {
             return Some(format!(
-                "volume {} is {} bytes here and {} bytes on {name}; both sides must export the same size (resize the smaller backing device, or check meta-disk)",
+                "volume {} is {} bytes here and {} bytes on {name}; both sides must export the \
+                 same size (resize the smaller backing device, or check meta-disk)",
                 volume.number, volume.size_bytes, peer.size_bytes
             ));
         }
         if peer.bitmap_granularity_bytes != bitmap.granularity_bytes() {
             return Some(format!(
-                "volume {}: the bitmap has {} bytes per bit here and {} on {name}; recreate the metadata of one node with `create-md --bitmap-granularity` matching the other",
+                "volume {}: the bitmap has {} bytes per bit here and {} on {name}; recreate the \
+                 metadata of one node with `create-md --bitmap-granularity` matching the other",
                 volume.number,
                 bitmap.granularity_bytes(),
                 peer.bitmap_granularity_bytes
@@ -256,6 +268,75 @@ impl<P: Clone> Engine<P> {
             self.outdate_behind_diskless_primary(vslot, sent, peer, out);
             return;
         }
+        let handshake = self.settle_handshake(slot, vslot, sent, peer, out);
+        self.peers[slot].discard_my_data = false;
+        let outcome = match handshake.decision {
+            SyncDecision::NoSync => Outcome::Established,
+            SyncDecision::Source(transfer) => Outcome::Source(transfer),
+            SyncDecision::Target(transfer) => Outcome::Target(transfer),
+            SyncDecision::Unrelated => {
+                Outcome::StandAlone(format!("unrelated data, refusing to connect ({handshake})"))
+            }
+            SyncDecision::SplitBrain { auto_recoverable } => {
+                self.split_brain(slot, vslot, sent, peer, auto_recoverable, out)
+            }
+        };
+        let outcome = match refuse_conflicts(outcome, sent, peer) {
+            // The identifiers were sent while Secondary and this node was promoted since
+            // (promotion waits for handshakes, so only a promotion racing the connect gets
+            // here): a Primary never becomes a sync target.
+            Outcome::Target(_) if self.role == Role::Primary => Outcome::StandAlone(
+                "rr-conflict: this node became Primary during the handshake and the resync would \
+                 overwrite its data"
+                    .into(),
+            ),
+            outcome => outcome,
+        };
+        let resync = matches!(outcome, Outcome::Source(_) | Outcome::Target(_));
+        if resync && sent.role != Role::Primary && peer.role != Role::Primary {
+            let source = matches!(outcome, Outcome::Source(_));
+            if let Some(reason) = self.secondary_resync_must_wait(slot, vslot, source, peer) {
+                self.drop_peer(now, slot, ConnState::Unconnected, reason, out);
+                return;
+            }
+            if !source && peer.ids.flags.crashed_primary {
+                self.leave_secondaries_beside_crashed_source(now, slot, vslot, out);
+            }
+        }
+        if matches!(outcome, Outcome::Established)
+            && peer.role == Role::Secondary
+            && peer.disk != DiskState::Diskless
+        {
+            if let Some(reason) = self.established_beside_crashed_source(slot, vslot) {
+                self.drop_peer(now, slot, ConnState::Unconnected, reason, out);
+                return;
+            }
+        }
+        if !matches!(outcome, Outcome::StandAlone(_)) {
+            // The peer now shares this generation, or replaces it: it is no longer unused.
+            self.generation_seen(vslot);
+        }
+        match outcome {
+            Outcome::Established => self.establish(vslot, slot, peer, out),
+            Outcome::Source(transfer) => self.start_source(now, slot, vslot, transfer, out),
+            Outcome::Target(transfer) => self.start_target(slot, vslot, transfer, out),
+            Outcome::StandAlone(reason) => {
+                self.drop_peer(now, slot, ConnState::StandAlone, reason, out)
+            }
+        }
+    }
+
+    /// The handshake's decision for volume slot `vslot`: the identifiers compared, then the
+    /// equal-current and unrelated-Inconsistent rules and the resync goal applied (see
+    /// [`Engine::decide`]). Peers both fed by a Primary may forget the bits they kept.
+    fn settle_handshake(
+        &mut self,
+        slot: usize,
+        vslot: usize,
+        sent: &SentUuids,
+        peer: &UuidsMessage,
+        out: &mut Vec<Action<P>>,
+    ) -> Handshake {
         let nodes = self.nodes(slot);
         let compared = compare(&sent.ids, &peer.ids, nodes);
         let equal_current = matches!(
@@ -304,60 +385,7 @@ impl<P: Clone> Engine<P> {
             );
             settle_unrelated_inconsistent(settled, sent.disk, peer.disk)
         };
-        let handshake = keep_resync_goal(handshake, (sent.disk, &sent.ids), (peer.disk, &peer.ids));
-        self.peers[slot].discard_my_data = false;
-        let outcome = match handshake.decision {
-            SyncDecision::NoSync => Outcome::Established,
-            SyncDecision::Source(transfer) => Outcome::Source(transfer),
-            SyncDecision::Target(transfer) => Outcome::Target(transfer),
-            SyncDecision::Unrelated => {
-                Outcome::StandAlone(format!("unrelated data, refusing to connect ({handshake})"))
-            }
-            SyncDecision::SplitBrain { auto_recoverable } => {
-                self.split_brain(slot, vslot, sent, peer, auto_recoverable, out)
-            }
-        };
-        let outcome = match refuse_conflicts(outcome, sent, peer) {
-            // The identifiers were sent while Secondary and this node was promoted since
-            // (promotion waits for handshakes, so only a promotion racing the connect gets
-            // here): a Primary never becomes a sync target.
-            Outcome::Target(_) if self.role == Role::Primary => {
-                Outcome::StandAlone("rr-conflict: this node became Primary during the handshake and the resync would overwrite its data".into())
-            }
-            outcome => outcome,
-        };
-        let resync = matches!(outcome, Outcome::Source(_) | Outcome::Target(_));
-        if resync && sent.role != Role::Primary && peer.role != Role::Primary {
-            let source = matches!(outcome, Outcome::Source(_));
-            if let Some(reason) = self.secondary_resync_must_wait(slot, vslot, source, peer) {
-                self.drop_peer(now, slot, ConnState::Unconnected, reason, out);
-                return;
-            }
-            if !source && peer.ids.flags.crashed_primary {
-                self.leave_secondaries_beside_crashed_source(now, slot, vslot, out);
-            }
-        }
-        if matches!(outcome, Outcome::Established)
-            && peer.role == Role::Secondary
-            && peer.disk != DiskState::Diskless
-        {
-            if let Some(reason) = self.established_beside_crashed_source(slot, vslot) {
-                self.drop_peer(now, slot, ConnState::Unconnected, reason, out);
-                return;
-            }
-        }
-        if !matches!(outcome, Outcome::StandAlone(_)) {
-            // The peer now shares this generation, or replaces it: it is no longer unused.
-            self.generation_seen(vslot);
-        }
-        match outcome {
-            Outcome::Established => self.establish(vslot, slot, peer, out),
-            Outcome::Source(transfer) => self.start_source(now, slot, vslot, transfer, out),
-            Outcome::Target(transfer) => self.start_target(slot, vslot, transfer, out),
-            Outcome::StandAlone(reason) => {
-                self.drop_peer(now, slot, ConnState::StandAlone, reason, out)
-            }
-        }
+        keep_resync_goal(handshake, (sent.disk, &sent.ids), (peer.disk, &peer.ids))
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -958,7 +986,10 @@ fn refuse_conflicts(outcome: Outcome, sent: &SentUuids, peer: &UuidsMessage) -> 
         && !matches!(outcome, Outcome::StandAlone(_))
     {
         // Not a split brain (that was reported already), but two Primaries may not connect.
-        return Outcome::StandAlone("both nodes are Primary (two Primaries are not supported): demote one and connect again".into());
+        return Outcome::StandAlone(
+            "both nodes are Primary (two Primaries are not supported): demote one and connect again"
+                .into(),
+        );
     }
     let (source, target) = match outcome {
         Outcome::Source(_) => ((sent.disk, sent.role), (peer.disk, peer.role)),
@@ -1131,26 +1162,9 @@ mod tests {
         use DiskState::{Inconsistent, Outdated, UpToDate};
         use Role::{Primary, Secondary};
         use SyncDecision::{NoSync, Source, Target};
-        let side = |bits, disk, role, discard| EqualSide {
-            bits,
-            disk,
-            role,
-            discard,
-            followed: None,
-            crashed: false,
-        };
-        let after = |bits, node, seq| EqualSide {
-            followed: Some(Followed { node, seq }),
-            ..side(bits, UpToDate, Secondary, false)
-        };
-        let node = |id| crate::uuid::NodeId::new(id).expect("node id");
-        let nodes = HandshakeNodes::new(node(2), node(1)).expect("distinct");
-        let equal = Handshake {
-            decision: NoSync,
-            rule: Rule::EqualCurrent,
-        };
+        let side = equal_side;
         let bitmap = Transfer::Bitmap;
-        let rows = [
+        check_equal_current(&[
             (
                 side(0, UpToDate, Secondary, false),
                 side(5, Inconsistent, Secondary, false),
@@ -1221,6 +1235,19 @@ mod tests {
                 side(0, UpToDate, Secondary, false),
                 NoSync,
             ),
+        ]);
+    }
+
+    /// Equal current identifiers where both sides followed a Primary (see above): the later
+    /// write, then a side that went down uncleanly, then the bits decide.
+    #[test]
+    fn equal_current_settles_by_the_followed_write_then_a_crash() {
+        use DiskState::UpToDate;
+        use Role::{Primary, Secondary};
+        use SyncDecision::{NoSync, Source, Target};
+        let (side, after) = (equal_side, followed_side);
+        let bitmap = Transfer::Bitmap;
+        check_equal_current(&[
             // Both followed one Primary: the side that received its later write is the
             // source, whoever has bits (the lower node id would lose that write).
             (after(5, 0, 90), after(5, 0, 88), Source(bitmap)),
@@ -1256,8 +1283,39 @@ mod tests {
                 after(5, 0, 88),
                 Source(bitmap),
             ),
-        ];
-        for (local, peer, want) in rows {
+        ]);
+    }
+
+    /// A side of [`settle_equal_current`] that followed no Primary and did not crash.
+    fn equal_side(bits: u64, disk: DiskState, role: Role, discard: bool) -> EqualSide {
+        EqualSide {
+            bits,
+            disk,
+            role,
+            discard,
+            followed: None,
+            crashed: false,
+        }
+    }
+
+    /// An UpToDate Secondary side that followed Primary `node` up to its write `seq`.
+    fn followed_side(bits: u64, node: u8, seq: u64) -> EqualSide {
+        EqualSide {
+            followed: Some(Followed { node, seq }),
+            ..equal_side(bits, DiskState::UpToDate, Role::Secondary, false)
+        }
+    }
+
+    /// Each row's local and peer sides settle as it says, and both sides decide alike.
+    fn check_equal_current(rows: &[(EqualSide, EqualSide, SyncDecision)]) {
+        use SyncDecision::{NoSync, Source, Target};
+        let node = |id| crate::uuid::NodeId::new(id).expect("node id");
+        let nodes = HandshakeNodes::new(node(2), node(1)).expect("distinct");
+        let equal = Handshake {
+            decision: NoSync,
+            rule: Rule::EqualCurrent,
+        };
+        for &(local, peer, want) in rows {
             let got = settle_equal_current(equal, local, peer, nodes);
             assert_eq!(got.decision, want, "{local:?} / {peer:?}");
             let mirrored = settle_equal_current(equal, peer, local, nodes.mirrored());

@@ -144,8 +144,13 @@ impl<P: Clone> Engine<P> {
             String::new()
         };
         format!(
-            "{} of {} nodes reachable and {} UpToDate copies{left_out} (quorum {:?}, quorum-minimum-redundancy {:?})",
-            counts.present, counts.voters, counts.copies, self.quorum.rule, self.quorum.minimum_redundancy
+            "{} of {} nodes reachable and {} UpToDate copies{left_out} (quorum {:?}, \
+             quorum-minimum-redundancy {:?})",
+            counts.present,
+            counts.voters,
+            counts.copies,
+            self.quorum.rule,
+            self.quorum.minimum_redundancy
         )
     }
 

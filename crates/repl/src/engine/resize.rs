@@ -104,28 +104,7 @@ impl<P: Clone> Engine<P> {
                 "a resize of volume {volume} is already under way"
             )));
         }
-        let connected = self
-            .peers
-            .iter()
-            .find(|p| p.connection == ConnState::Connected);
-        match (assume_peer_has_space, connected) {
-            (true, Some(peer)) => {
-                let name = &peer.config.name;
-                return Err(StateError::Resize(format!("--assume-peer-has-space grows this node alone, but peer {name} is connected: run resize without it")));
-            }
-            (true, None) => {}
-            (false, _) => {
-                if let Some(peer) = self
-                    .peers
-                    .iter()
-                    .find(|p| p.connection != ConnState::Connected)
-                {
-                    return Err(StateError::PeerNotConnected {
-                        peer: peer.config.name.clone(),
-                    });
-                }
-            }
-        }
+        self.refuse_unless_peers_connected(assume_peer_has_space)?;
         self.refuse_if_syncing()?;
         let primary_peer = self
             .peers
@@ -133,7 +112,10 @@ impl<P: Clone> Engine<P> {
             .find(|p| p.connection == ConnState::Connected && p.role == Role::Primary);
         if let (Some(peer), false) = (primary_peer, self.role == Role::Primary) {
             let name = &peer.config.name;
-            return Err(StateError::Resize(format!("peer {name} is Primary: run resize there (the Primary grows last, so that no write reaches past a peer's end)")));
+            return Err(StateError::Resize(format!(
+                "peer {name} is Primary: run resize there (the Primary grows last, so that no \
+                 write reaches past a peer's end)"
+            )));
         }
         let size_bytes = size_max.map_or(offer_bytes, |max| max.min(offer_bytes));
         self.refuse_size(vslot, size_bytes, "this node's backing device")?;
@@ -156,6 +138,36 @@ impl<P: Clone> Engine<P> {
                 waiting,
             },
         );
+        Ok(())
+    }
+
+    /// Refuses a resize unless every peer is connected (with `assume_peer_has_space`: none is).
+    fn refuse_unless_peers_connected(&self, assume_peer_has_space: bool) -> Result<(), StateError> {
+        let connected = self
+            .peers
+            .iter()
+            .find(|p| p.connection == ConnState::Connected);
+        match (assume_peer_has_space, connected) {
+            (true, Some(peer)) => {
+                let name = &peer.config.name;
+                return Err(StateError::Resize(format!(
+                    "--assume-peer-has-space grows this node alone, but peer {name} is connected: \
+                     run resize without it"
+                )));
+            }
+            (true, None) => {}
+            (false, _) => {
+                if let Some(peer) = self
+                    .peers
+                    .iter()
+                    .find(|p| p.connection != ConnState::Connected)
+                {
+                    return Err(StateError::PeerNotConnected {
+                        peer: peer.config.name.clone(),
+                    });
+                }
+            }
+        }
         Ok(())
     }
 
@@ -234,7 +246,8 @@ impl<P: Clone> Engine<P> {
                 let peers_grew = if self.peers.is_empty() {
                     ""
                 } else {
-                    "; the peers grew already: once this node's device is fixed, run resize again here"
+                    "; the peers grew already: once this node's device is fixed, run resize again \
+                     here"
                 };
                 self.resize_outcomes
                     .insert(volume, Err(format!("{reason}{peers_grew}")));
@@ -273,7 +286,14 @@ impl<P: Clone> Engine<P> {
             ResizeStep::Applied => self.resize_applied(slot, volume, out),
             ResizeStep::Refused => {
                 let name = self.peers[slot].config.name.clone();
-                self.resize_failed(volume, slot, format!("peer {name} refused the resize (busy, or its backing device could not be grown; see its log)"));
+                self.resize_failed(
+                    volume,
+                    slot,
+                    format!(
+                        "peer {name} refused the resize (busy, or its backing device could not be \
+                         grown; see its log)"
+                    ),
+                );
             }
         }
     }
@@ -427,7 +447,10 @@ impl<P: Clone> Engine<P> {
             Some(Resizing::Applying { .. })
         );
         let reason = match applying {
-            true => format!("{reason}; peers that answered have grown already: once it is fixed, run resize again"),
+            true => format!(
+                "{reason}; peers that answered have grown already: once it is fixed, run resize \
+                 again"
+            ),
             false => reason,
         };
         self.resize_outcomes.insert(volume, Err(reason));
@@ -466,13 +489,15 @@ impl<P: Clone> Engine<P> {
         let current = self.volumes[vslot].size_bytes;
         if size_bytes < current {
             return Err(StateError::Resize(format!(
-                "{offered_by} gives {size_bytes} bytes, less than the {current} bytes of volume {}: shrinking is not supported",
+                "{offered_by} gives {size_bytes} bytes, less than the {current} bytes of volume \
+                 {}: shrinking is not supported",
                 self.volumes[vslot].number
             )));
         }
         if size_bytes == current {
             return Err(StateError::Resize(format!(
-                "nothing to grow: {offered_by} gives {size_bytes} bytes, the size volume {} has (grow the backing devices of every node first)",
+                "nothing to grow: {offered_by} gives {size_bytes} bytes, the size volume {} has \
+                 (grow the backing devices of every node first)",
                 self.volumes[vslot].number
             )));
         }

@@ -646,7 +646,10 @@ impl<P: Clone> Engine<P> {
             }
         }
         if failed_bytes > 0 {
-            let reason = format!("the resync of volume {volume} left {failed_bytes} bytes failed: reconnecting to retry them");
+            let reason = format!(
+                "the resync of volume {volume} left {failed_bytes} bytes failed: reconnecting to \
+                 retry them"
+            );
             self.drop_peer(now, slot, crate::state::ConnState::Unconnected, reason, out);
         }
     }

@@ -278,7 +278,10 @@ impl<P: Clone> Engine<P> {
             self.update_quorum(now, out);
             out.push(Action::StateChanged);
             let name = self.peers[slot].config.name.clone();
-            let reason = format!("{name} went on to a newer generation without this node, which is Outdated now: reconnecting to resync");
+            let reason = format!(
+                "{name} went on to a newer generation without this node, which is Outdated now: \
+                 reconnecting to resync"
+            );
             self.drop_peer(now, slot, ConnState::Unconnected, reason, out);
         }
     }
@@ -325,7 +328,9 @@ impl<P: Clone> Engine<P> {
                     && matches!(p.syncs[vslot], SyncState::Established)
             });
             let Some(slot) = primary else { continue };
-            let reason = "this node's disk is Inconsistent and no resync brings it back: reconnecting to the Primary to resync".to_string();
+            let reason = "this node's disk is Inconsistent and no resync brings it back: \
+                reconnecting to the Primary to resync"
+                .to_string();
             self.drop_peer(now, slot, ConnState::Unconnected, reason, out);
         }
     }
@@ -390,7 +395,8 @@ impl<P: Clone> Engine<P> {
                 continue;
             }
             let reason = format!(
-                "{} became Primary during a resync between Secondaries: it stops, and the Primary brings the lagging side up to date",
+                "{} became Primary during a resync between Secondaries: it stops, and the Primary \
+                 brings the lagging side up to date",
                 self.peers[primary].config.name
             );
             self.drop_peer(now, slot, ConnState::Unconnected, reason, out);
@@ -492,7 +498,8 @@ impl<P: Clone> Engine<P> {
                 (name.as_str(), "this node")
             };
             return Some(format!(
-                "a resync from {from} to {to} waits: a Primary is replicating to one of them, and it brings the lagging one up to date itself"
+                "a resync from {from} to {to} waits: a Primary is replicating to one of them, and \
+                 it brings the lagging one up to date itself"
             ));
         }
         let resyncing = |target: bool| {
@@ -515,7 +522,12 @@ impl<P: Clone> Engine<P> {
                 "{what} waits: this node is already the target of another resync"
             ));
         }
-        (!source && resyncing(false)).then(|| format!("a resync from {name} waits: this node is the source of another resync, whose blocks sent so far would change under it"))
+        (!source && resyncing(false)).then(|| {
+            format!(
+                "a resync from {name} waits: this node is the source of another resync, whose \
+                 blocks sent so far would change under it"
+            )
+        })
     }
 
     /// Becoming the sync target of a crashed Primary's activity log (a Secondary source whose
@@ -549,7 +561,11 @@ impl<P: Clone> Engine<P> {
             {
                 continue;
             }
-            let reason = format!("this node receives the activity log of {source_name}, a crashed Primary, which this peer lacks: it stays away until that resync is over, then gets the blocks from here");
+            let reason = format!(
+                "this node receives the activity log of {source_name}, a crashed Primary, which \
+                 this peer lacks: it stays away until that resync is over, then gets the blocks \
+                 from here"
+            );
             self.drop_peer(now, other, ConnState::Unconnected, reason, out);
         }
     }
@@ -573,7 +589,8 @@ impl<P: Clone> Engine<P> {
                     .is_some_and(|ids| ids.flags.crashed_primary)
         })?;
         Some(format!(
-            "this node receives the activity log of {}, a crashed Primary: a Secondary beside it waits until that resync is over",
+            "this node receives the activity log of {}, a crashed Primary: a Secondary beside it \
+             waits until that resync is over",
             source.1.config.name
         ))
     }

@@ -330,7 +330,10 @@ impl<P: Clone> Engine<P> {
             {
                 continue;
             }
-            let reason = format!("the activity log stayed full of unsettled writes for {PIN_BUSY_LIMIT:?}: al-extents here is smaller than the Primary's?");
+            let reason = format!(
+                "the activity log stayed full of unsettled writes for {PIN_BUSY_LIMIT:?}: \
+                 al-extents here is smaller than the Primary's?"
+            );
             self.drop_peer(now, slot, ConnState::Unconnected, reason, out);
         }
     }

@@ -343,8 +343,8 @@ impl<P: Clone> Engine<P> {
         self.issue_verify_ranges(now, slot, vslot, out);
     }
 
-    /// Issues ranges from the cursor on while the rate controller and `max-buffers` allow; finishes the
-    /// verify when the whole volume is judged.
+    /// Issues ranges from the cursor on while the rate controller and `max-buffers` allow; finishes
+    /// the verify when the whole volume is judged.
     fn issue_verify_ranges(
         &mut self,
         now: Time,

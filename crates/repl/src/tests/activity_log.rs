@@ -864,7 +864,11 @@ impl Model {
         for (seq, (bytes, _, _)) in &self.open {
             let extents = bytes.offset / EXTENT..bytes.end().div_ceil(EXTENT);
             for extent in extents {
-                assert!(self.hot.contains(&extent), "seed {seed}: write {seq} in flight on extent {extent}, which the ring calls cold");
+                assert!(
+                    self.hot.contains(&extent),
+                    "seed {seed}: write {seq} in flight on extent {extent}, which the ring calls \
+                     cold"
+                );
             }
         }
         for &block in &self.absent {

@@ -640,23 +640,7 @@ fn check_secondary_write_failure(error: IoError, policy: OnIoError, disk_after: 
     let case = format!("{error:?} under {policy:?}");
     let mut pair = Pair::new(Protocol::C);
     pair.nodes[B].set_on_io_error(0, policy);
-    pair.write(1, 8192, 7, 4096);
-    while pair.run_local(A) {}
-    while pair.deliver(B) {}
-    let index = pair.local[B].iter().position(|a| {
-        matches!(
-            a,
-            Action::LocalWrite {
-                io: IoId::PeerWrite { .. },
-                ..
-            }
-        )
-    });
-    let Some(Action::LocalWrite { io, .. }) = index.and_then(|i| pair.local[B].remove(i)) else {
-        panic!("{case}: B writes the block")
-    };
-    let mut out = Vec::new();
-    pair.nodes[B].local_done(pair.now, io, Err(error), &mut out);
+    let out = fail_replicated_write(&mut pair, &case, error);
 
     assert_eq!(pair.nodes[B].status().volumes[0].disk, disk_after, "{case}");
     let recorded = out.iter().find_map(|a| match a {
@@ -725,6 +709,28 @@ fn check_secondary_write_failure(error: IoError, policy: OnIoError, disk_after: 
         pair.nodes[B].promote(false, &mut out).is_err(),
         "{case}: B lacks an acknowledged write"
     );
+}
+
+/// A writes a block through B; B's local write of it fails with `error`: what B does then.
+fn fail_replicated_write(pair: &mut Pair, case: &str, error: IoError) -> Vec<Action<Vec<u8>>> {
+    pair.write(1, 8192, 7, 4096);
+    while pair.run_local(A) {}
+    while pair.deliver(B) {}
+    let index = pair.local[B].iter().position(|a| {
+        matches!(
+            a,
+            Action::LocalWrite {
+                io: IoId::PeerWrite { .. },
+                ..
+            }
+        )
+    });
+    let Some(Action::LocalWrite { io, .. }) = index.and_then(|i| pair.local[B].remove(i)) else {
+        panic!("{case}: B writes the block")
+    };
+    let mut out = Vec::new();
+    pair.nodes[B].local_done(pair.now, io, Err(error), &mut out);
+    out
 }
 
 /// Issue 24 item 4: a Primary's own write that fails with ENOSPC follows `on-io-error` as

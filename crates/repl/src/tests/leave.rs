@@ -111,7 +111,13 @@ fn a_secondary_leaving_its_primary_outdates_itself_and_the_primary_keeps_quorum(
     );
     assert_eq!(pair.disconnects, vec![(B, ConnState::StandAlone)]);
     assert!(
-        pair.links[A].iter().any(|(kind, m)| *kind == Kind::Control && matches!(m, PeerMessage::State { disks, .. } if disks == &vec![(0, DiskState::Outdated)])),
+        pair.links[A].iter().any(|(kind, m)| {
+            *kind == Kind::Control
+                && matches!(
+                    m,
+                    PeerMessage::State { disks, .. } if disks == &vec![(0, DiskState::Outdated)]
+                )
+        }),
         "the Primary is told before the goodbye: {:?}",
         pair.links[A]
     );
@@ -234,7 +240,10 @@ fn a_departure_whose_metadata_never_finishes_ends_after_the_bound_without_the_cl
     assert!(pair.disconnects.is_empty(), "still waiting");
     pair.tick(B, LEAVE_PERSIST_MAX);
     assert_eq!(pair.disconnects, vec![(B, ConnState::StandAlone)]);
-    assert!(!pair.links[A].iter().any(|(_, m)| matches!(m, PeerMessage::State { disks, .. } if disks.iter().any(|(_, d)| *d == DiskState::Outdated))));
+    assert!(!pair.links[A].iter().any(|(_, m)| matches!(
+        m,
+        PeerMessage::State { disks, .. } if disks.iter().any(|(_, d)| *d == DiskState::Outdated)
+    )));
 }
 
 /// What the Primary knows of a departed peer lasts only until the peer reconnects: back
@@ -343,7 +352,13 @@ fn losing_quorum_forgets_what_was_known_of_departed_peers() {
 
 /// Whether `actions` send a handshake round's identifiers.
 fn sends_handshake(actions: &[Action<Vec<u8>>]) -> bool {
-    actions.iter().any(|a| matches!(a, Action::SendOnData { message: PeerMessage::SyncUuids(m), .. } if m.purpose == UuidsPurpose::Handshake))
+    actions.iter().any(|a| {
+        matches!(
+            a,
+            Action::SendOnData { message: PeerMessage::SyncUuids(m), .. }
+                if m.purpose == UuidsPurpose::Handshake
+        )
+    })
 }
 
 /// DRBD's `MDF_PEER_OUTDATED`: the Primary records the departure in its metadata, and after a

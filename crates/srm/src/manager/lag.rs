@@ -21,8 +21,8 @@
 //! past the start, none in the last step. Admission then matches the drain rate between the
 //! start and where the curve crosses one (three quarters of the bound with the default
 //! start; with large writes confirmed in big batches the backlog hovers at the start),
-//! instead of running at full speed into the bound and stopping there, and the time bound's gate does
-//! not close and reopen. The bound itself stays the hard limit.
+//! instead of running at full speed into the bound and stopping there, and the time bound's gate
+//! does not close and reopen. The bound itself stays the hard limit.
 
 use std::time::Duration;
 

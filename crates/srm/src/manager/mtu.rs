@@ -40,7 +40,8 @@ pub(super) fn step(state: &mut PeerState, context: &Context<'_>, out: &mut Vec<D
     }
     state.mtu_advised = true;
     let reason = format!(
-        "large writes carry {} of the bytes: jumbo frames would cut per-packet cost (change it on both hosts and the switches yourself)",
+        "large writes carry {} of the bytes: jumbo frames would cut per-packet cost (change it on \
+         both hosts and the switches yourself)",
         Value::Permille(large)
     );
     let measurements = vec![

@@ -186,7 +186,8 @@ pub(super) fn step(state: &mut PeerState, context: &Context<'_>, out: &mut Vec<D
             if ready && context.dwelt(Some(since), config.min_dwell) {
                 state.below_intervals = 0;
                 let reason = format!(
-                    "the network kept up for {} intervals (latency <= {} ms, send queue <= {} per mille): back to the configured protocol",
+                    "the network kept up for {} intervals (latency <= {} ms, send queue <= {} per \
+                     mille): back to the configured protocol",
                     config.return_intervals,
                     config.latency_return.as_millis(),
                     config.fill_return_permille
@@ -339,7 +340,8 @@ fn undo(
     let hold = backoff(config, state.undone_switches);
     state.async_not_before = Some(context.now.saturating_add(hold));
     let reason = format!(
-        "protocol A did not earn its risk: observed gain {} against {} predicted (< {} needed): undone, no switch to A for {} ms",
+        "protocol A did not earn its risk: observed gain {} against {} predicted (< {} needed): \
+         undone, no switch to A for {} ms",
         observed.map_or_else(|| "unmeasured".to_string(), ratio),
         ratio(predicted),
         ratio(config.gain_keep_permille),
@@ -408,7 +410,9 @@ fn go_async(
     });
     state.above_intervals = 0;
     let reason = format!(
-        "the round trip bounded completion time for {} intervals (network latency >= {} ms, predicted gain {} >= {}): asynchronous within srm-max-lag-bytes {} and srm-max-lag-time {} ms",
+        "the round trip bounded completion time for {} intervals (network latency >= {} ms, \
+         predicted gain {} >= {}): asynchronous within srm-max-lag-bytes {} and srm-max-lag-time \
+         {} ms",
         config.enter_intervals,
         config.latency_enter.as_millis(),
         ratio(predicted),

@@ -73,7 +73,8 @@ fn loadavg_meminfo_pressure_real_samples() {
             total: 92,
         })
     );
-    let meminfo = "MemTotal:       24683656 kB\nMemFree:        14120144 kB\nMemAvailable:   23930788 kB\nBuffers:           51748 kB\nHugePages_Total:       0\n";
+    let meminfo = "MemTotal:       24683656 kB\nMemFree:        14120144 \
+        kB\nMemAvailable:   23930788 kB\nBuffers:           51748 kB\nHugePages_Total:       0\n";
     let parsed = parse_meminfo(meminfo);
     assert_eq!(
         parsed,
@@ -83,7 +84,8 @@ fn loadavg_meminfo_pressure_real_samples() {
         })
     );
     assert_eq!(parsed.map(|info| info.available_permille()), Ok(969));
-    let cpu = "some avg10=13.34 avg60=10.00 avg300=12.95 total=3475852437\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n";
+    let cpu = "some avg10=13.34 avg60=10.00 avg300=12.95 total=3475852437\nfull avg10=0.00 \
+        avg60=0.00 avg300=0.00 total=0\n";
     let parsed = parse_pressure(cpu, "/proc/pressure/cpu");
     let some = PressureLine {
         avg10_basis_points: 1334,
@@ -225,9 +227,10 @@ proptest! {
         words in proptest::collection::vec(
             prop_oneof![
                 Just("cpu".to_string()), Just("cpu0".to_string()), Just("some".to_string()),
-                Just("full".to_string()), Just("MemTotal:".to_string()), Just("MemAvailable:".to_string()),
-                Just("kB".to_string()), Just("\n".to_string()), "avg(10|60|300)=[0-9.]{0,8}",
-                "total=[0-9]{0,22}", "[0-9]{1,22}", "[0-9]{0,4}\\.[0-9]{0,4}", "[0-9]{0,3}/[0-9]{0,3}",
+                Just("full".to_string()), Just("MemTotal:".to_string()),
+                Just("MemAvailable:".to_string()), Just("kB".to_string()),
+                Just("\n".to_string()), "avg(10|60|300)=[0-9.]{0,8}", "total=[0-9]{0,22}",
+                "[0-9]{1,22}", "[0-9]{0,4}\\.[0-9]{0,4}", "[0-9]{0,3}/[0-9]{0,3}",
             ],
             0..40,
         )

@@ -314,8 +314,8 @@ fn throttle_curve_is_monotone_and_closes_before_the_bound() {
     );
 }
 
-/// Drives ack-clocked admission through the curve as the engine does: every tick the link confirms `drain`
-/// bytes of the backlog and each confirmed byte earns `admit_per_ack` credit; a client that
+/// Drives ack-clocked admission through the curve as the engine does: every tick the link confirms
+/// `drain` bytes of the backlog and each confirmed byte earns `admit_per_ack` credit; a client that
 /// always has writes ready spends it (unthrottled under the start). Returns the largest
 /// backlog and the bytes admitted in the last `ticks / 2` ticks.
 fn throttled(bound: u64, drain: u64, start: u32, ticks: u32) -> (u64, u64) {

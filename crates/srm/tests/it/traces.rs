@@ -652,45 +652,59 @@ fn contradictory_settings_are_rejected() {
     let on = || config(Mode::On);
     let table: Vec<(&str, SrmConfig, &str)> = vec![
         ("defaults", on(), "ok"),
-        ("zero lag bytes, srm off", SrmConfig { max_lag_bytes: 0, ..SrmConfig::default() }, "ok"),
-        ("zero lag bytes", SrmConfig { max_lag_bytes: 0, ..on() }, "srm-max-lag-bytes is 0 with srm on: asynchronous replication would have no room"),
-        ("zero lag time", SrmConfig { max_lag_time: Duration::ZERO, mode: Mode::Advise, ..on() }, "srm-max-lag-time is 0 with srm advise: asynchronous replication would have no room"),
-        ("lag time under the interval", SrmConfig { max_lag_time: millis(500), ..on() }, "srm-interval / srm-max-lag-time: the minimum 1000 is larger than the maximum 500"),
-        ("latency thresholds equal", SrmConfig { latency_return: millis(5), ..on() }, "srm-latency-high / srm-latency-low: the return threshold 5 must be below the enter threshold 5"),
-        ("fill thresholds inverted", SrmConfig { fill_return_permille: 900, ..on() }, "srm-fill-high / srm-fill-low: the return threshold 900 must be below the enter threshold 800"),
-        ("share 0", SrmConfig { resync_share_percent: 0, ..on() }, "srm-resync-share 0 is out of range 1..=100"),
-        ("share over 1", SrmConfig { resync_share_percent: 101, ..on() }, "srm-resync-share 101 is out of range 1..=100"),
-        ("interval 0", SrmConfig { interval: Duration::ZERO, ..on() }, "srm-interval 0 is out of range 100..=60000"),
-        ("c-min over c-max", SrmConfig { c_min_rate_bytes_per_s: 200 << 20, ..on() }, "c-min-rate / c-max-rate: the minimum 209715200 is larger than the maximum 104857600"),
-        ("c-max 0 is no limit", SrmConfig { c_min_rate_bytes_per_s: 200 << 20, c_max_rate_bytes_per_s: 0, ..on() }, "ok"),
-        ("congestion-fill 0", SrmConfig { congestion_fill_bytes: Some(0), ..on() }, "congestion-fill 0 is out of range 1..=18446744073709551615"),
-    ];
-    let mut buffers = on();
-    buffers.buffer_bounds.max_buffers_pages = Bounds {
-        min: 9000,
-        max: 8000,
-    };
-    let mut sndbuf = on();
-    sndbuf.buffer_bounds.sndbuf_bytes = Bounds { min: 0, max: 8000 };
-    let more = [
         (
-            "max-buffers min > max",
-            buffers,
-            "srm-max-buffers-min / -max: the minimum 9000 is larger than the maximum 8000",
+            "zero lag bytes, srm off",
+            SrmConfig {
+                max_lag_bytes: 0,
+                ..SrmConfig::default()
+            },
+            "ok",
         ),
         (
-            "sndbuf min 0",
-            sndbuf,
-            "srm-sndbuf-size-min 0 is out of range 1..=18446744073709551615",
+            "zero lag bytes",
+            SrmConfig {
+                max_lag_bytes: 0,
+                ..on()
+            },
+            "srm-max-lag-bytes is 0 with srm on: asynchronous replication would have no room",
+        ),
+        (
+            "zero lag time",
+            SrmConfig {
+                max_lag_time: Duration::ZERO,
+                mode: Mode::Advise,
+                ..on()
+            },
+            "srm-max-lag-time is 0 with srm advise: asynchronous replication would have no room",
+        ),
+        (
+            "lag time under the interval",
+            SrmConfig {
+                max_lag_time: millis(500),
+                ..on()
+            },
+            "srm-interval / srm-max-lag-time: the minimum 1000 is larger than the maximum 500",
+        ),
+        (
+            "latency thresholds equal",
+            SrmConfig {
+                latency_return: millis(5),
+                ..on()
+            },
+            "srm-latency-high / srm-latency-low: the return threshold 5 must be below the enter \
+             threshold 5",
+        ),
+        (
+            "fill thresholds inverted",
+            SrmConfig {
+                fill_return_permille: 900,
+                ..on()
+            },
+            "srm-fill-high / srm-fill-low: the return threshold 900 must be below the enter \
+             threshold 800",
         ),
     ];
-    for (name, config, expected) in table.into_iter().chain(more) {
-        let actual = match srm::Manager::new(config) {
-            Ok(_) => "ok".to_string(),
-            Err(error) => error.to_string(),
-        };
-        assert_eq!(actual, expected, "{name}");
-    }
+    check_settings(table);
     let error = SrmConfig {
         max_lag_bytes: 0,
         ..on()
@@ -703,6 +717,94 @@ fn contradictory_settings_are_rejected() {
             mode: Mode::On
         })
     );
+}
+
+/// Rates, shares and buffer bounds out of range or inverted are typed errors too.
+#[test]
+fn contradictory_rates_and_bounds_are_rejected() {
+    let on = || config(Mode::On);
+    let mut table: Vec<(&str, SrmConfig, &str)> = vec![
+        (
+            "share 0",
+            SrmConfig {
+                resync_share_percent: 0,
+                ..on()
+            },
+            "srm-resync-share 0 is out of range 1..=100",
+        ),
+        (
+            "share over 1",
+            SrmConfig {
+                resync_share_percent: 101,
+                ..on()
+            },
+            "srm-resync-share 101 is out of range 1..=100",
+        ),
+        (
+            "interval 0",
+            SrmConfig {
+                interval: Duration::ZERO,
+                ..on()
+            },
+            "srm-interval 0 is out of range 100..=60000",
+        ),
+        (
+            "c-min over c-max",
+            SrmConfig {
+                c_min_rate_bytes_per_s: 200 << 20,
+                ..on()
+            },
+            "c-min-rate / c-max-rate: the minimum 209715200 is larger than the maximum 104857600",
+        ),
+        (
+            "c-max 0 is no limit",
+            SrmConfig {
+                c_min_rate_bytes_per_s: 200 << 20,
+                c_max_rate_bytes_per_s: 0,
+                ..on()
+            },
+            "ok",
+        ),
+        (
+            "congestion-fill 0",
+            SrmConfig {
+                congestion_fill_bytes: Some(0),
+                ..on()
+            },
+            "congestion-fill 0 is out of range 1..=18446744073709551615",
+        ),
+    ];
+    let mut buffers = on();
+    buffers.buffer_bounds.max_buffers_pages = Bounds {
+        min: 9000,
+        max: 8000,
+    };
+    let mut sndbuf = on();
+    sndbuf.buffer_bounds.sndbuf_bytes = Bounds { min: 0, max: 8000 };
+    table.extend([
+        (
+            "max-buffers min > max",
+            buffers,
+            "srm-max-buffers-min / -max: the minimum 9000 is larger than the maximum 8000",
+        ),
+        (
+            "sndbuf min 0",
+            sndbuf,
+            "srm-sndbuf-size-min 0 is out of range 1..=18446744073709551615",
+        ),
+    ]);
+    check_settings(table);
+}
+
+/// Each configuration makes a manager ("ok") or fails with the expected message.
+fn check_settings(table: Vec<(&str, SrmConfig, &str)>) {
+    for (name, config, expected) in table {
+        let actual = match srm::Manager::new(config) {
+            Ok(_) => "ok".to_string(),
+            Err(error) => error.to_string(),
+        };
+        assert_eq!(actual, expected, "{name}");
+    }
 }
 
 /// The event-log line of a decision carries the reason and the measurements.
@@ -724,10 +826,12 @@ fn decisions_print_with_reason_and_measurements() {
         "{}",
         lines[0]
     );
-    let expected = "peer 1: protocol A (advisory): the round trip bounded completion time for 3 intervals \
-        (network latency >= 5 ms, predicted gain 100.00x >= 1.50x): \
+    let expected = "peer 1: protocol A (advisory): the round trip bounded completion time for 3 \
+        intervals (network latency >= 5 ms, predicted gain 100.00x >= 1.50x): \
         asynchronous within srm-max-lag-bytes 67108864 and srm-max-lag-time 2000 ms \
-        [predicted-gain=100.00x sync-completion=20.2ms async-completion=0.1ms saved-per-write=20.1ms network-latency=20.1ms rtt=20.0ms ack-latency-mean=20.2ms ack-latency-p99=21.0ms send-queue-fill=5.0% \
+        [predicted-gain=100.00x sync-completion=20.2ms async-completion=0.1ms \
+        saved-per-write=20.1ms network-latency=20.1ms rtt=20.0ms ack-latency-mean=20.2ms \
+        ack-latency-p99=21.0ms send-queue-fill=5.0% \
         goodput=40.0MiB/s unreplicated=0B local-write-latency=0.1ms cpu-busy=30.0%]";
     assert_eq!(lines[1], expected);
     let values = [

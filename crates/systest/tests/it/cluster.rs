@@ -540,40 +540,8 @@ impl Cluster {
             text.push_str("    meta-disk internal;\n");
         }
         text.push_str("  }\n");
-        for (node_id, node) in self.nodes.iter().enumerate() {
-            let address = match &self.spec.relay_ports {
-                Some(ports) if node_id != index => {
-                    SocketAddr::from(([127, 0, 0, 1], ports[node_id]))
-                }
-                _ => node.address,
-            };
-            if self.spec.diskless.contains(&node_id) {
-                text.push_str(&format!(
-                    "  on {} {{\n    node-id {node_id};\n    address {};\n    volume 0 {{\n      disk none;\n",
-                    node.name, address
-                ));
-            } else {
-                text.push_str(&format!(
-                    "  on {} {{\n    node-id {node_id};\n    address {};\n    volume 0 {{\n      disk \"{}\";\n",
-                    node.name,
-                    address,
-                    node.disk.display()
-                ));
-            }
-            if self.spec.metadata == Metadata::External && !self.spec.diskless.contains(&node_id) {
-                text.push_str(&format!("      meta-disk \"{}\";\n", node.meta.display()));
-            }
-            text.push_str("    }\n");
-            let directory = self.dir.path().display().to_string();
-            for (_, line) in self
-                .spec
-                .host_extra
-                .iter()
-                .filter(|(index, _)| *index == node_id)
-            {
-                text.push_str(&format!("    {}\n", line.replace("{dir}", &directory)));
-            }
-            text.push_str("  }\n");
+        for node_id in 0..self.nodes.len() {
+            text.push_str(&self.host_section(index, node_id));
         }
         if self.nodes.len() > 2 {
             let hosts: Vec<&str> = self.nodes.iter().map(|node| node.name).collect();
@@ -583,6 +551,46 @@ impl Cluster {
             ));
         }
         text.push_str("}\n");
+        text
+    }
+
+    /// The `on` section of node `node_id` in node `index`'s configuration file.
+    fn host_section(&self, index: usize, node_id: usize) -> String {
+        let node = &self.nodes[node_id];
+        let mut text = String::new();
+        let address = match &self.spec.relay_ports {
+            Some(ports) if node_id != index => SocketAddr::from(([127, 0, 0, 1], ports[node_id])),
+            _ => node.address,
+        };
+        if self.spec.diskless.contains(&node_id) {
+            text.push_str(&format!(
+                "  on {} {{\n    node-id {node_id};\n    address {};\n    volume 0 {{\n      disk \
+                 none;\n",
+                node.name, address
+            ));
+        } else {
+            text.push_str(&format!(
+                "  on {} {{\n    node-id {node_id};\n    address {};\n    volume 0 {{\n      disk \
+                 \"{}\";\n",
+                node.name,
+                address,
+                node.disk.display()
+            ));
+        }
+        if self.spec.metadata == Metadata::External && !self.spec.diskless.contains(&node_id) {
+            text.push_str(&format!("      meta-disk \"{}\";\n", node.meta.display()));
+        }
+        text.push_str("    }\n");
+        let directory = self.dir.path().display().to_string();
+        for (_, line) in self
+            .spec
+            .host_extra
+            .iter()
+            .filter(|(index, _)| *index == node_id)
+        {
+            text.push_str(&format!("    {}\n", line.replace("{dir}", &directory)));
+        }
+        text.push_str("  }\n");
         text
     }
 

@@ -1,8 +1,9 @@
 //! `disk { io direct; }` (issue 28): a protocol C pair whose nodes open their backing files
 //! with `O_DIRECT` replicates aligned and 512-byte-aligned (sub-block) writes written through
 //! the NBD export, reads them back, and ends with byte-identical replicas, with external and
-//! with internal metadata; fio verifies 512-byte random writes at queue depth 16; the nodes' backing-file descriptors really carry `O_DIRECT`;
-//! `adjust` says a changed `io` waits for a restart.
+//! with internal metadata; fio verifies 512-byte random writes at queue depth 16; the nodes'
+//! backing-file descriptors really carry `O_DIRECT`; `adjust` says a changed `io` waits for a
+//! restart.
 
 use std::path::Path;
 use std::time::Duration;

@@ -28,10 +28,12 @@ const STATE_DEADLINE: Duration = Duration::from_secs(10);
 /// `verify-found`/`verify-skipped` follow DRBD's last field and are skipped here).
 const RESOURCE_FIELDS: &str =
     "name role suspended force-io-failures may_promote promotion_score write-ordering";
-const DEVICE_FIELDS: &str = "name volume minor backing_dev disk client open quorum size read written al-writes bm-writes upper-pending lower-pending al-suspended blocked";
+const DEVICE_FIELDS: &str = "name volume minor backing_dev disk client open quorum size read \
+    written al-writes bm-writes upper-pending lower-pending al-suspended blocked";
 const CONNECTION_FIELDS: &str =
     "name peer-node-id conn-name connection role congested ap-in-flight rs-in-flight";
-const PEER_DEVICE_FIELDS: &str = "name peer-node-id conn-name volume replication peer-disk peer-client resync-suspended received sent out-of-sync pending unacked";
+const PEER_DEVICE_FIELDS: &str = "name peer-node-id conn-name volume replication peer-disk \
+    peer-client resync-suspended received sent out-of-sync pending unacked";
 const PATH_FIELDS: &str = "name peer-node-id conn-name local peer established";
 
 /// The directory with the `drbdadm` and `drbdsetup` links.
@@ -421,7 +423,9 @@ fn check_drbd_shellfuncs_say(cluster: &Cluster, expected: &str) {
 source "$1" || exit 3
 DRBD_RESOURCE=r0 DRBD_HAS_EVENTS2=true DRBD_MY_NODE_ID=0
 drbd_set_status_variables
-echo "primary=$status_primary peer_primary=$status_some_peer_primary disk=$status_disk_all_up_to_date pdsk=$status_pdsk_all_up_to_date unknown=$status_pdsk_any_unknown quorum=$status_have_quorum mask=$FAKE_UP_TO_DATE_NODE_MASK"
+echo "primary=$status_primary peer_primary=$status_some_peer_primary" \
+  "disk=$status_disk_all_up_to_date pdsk=$status_pdsk_all_up_to_date" \
+  "unknown=$status_pdsk_any_unknown quorum=$status_have_quorum mask=$FAKE_UP_TO_DATE_NODE_MASK"
 "#;
     let stdout = run_script(
         cluster,
@@ -596,8 +600,9 @@ fn alert_rules_pass_promtool_where_it_is_installed() {
 
 #[test]
 fn metric_names_skip_label_names_and_functions() {
-    let names = metric_names(
-        r#"(tandem_resource_role{role="Primary"} == 1) unless on (resource) sum by (resource) (rate(drbd_x_total{drbd_connection_state!="Off"}[1m]))"#,
-    );
+    let names = metric_names(concat!(
+        r#"(tandem_resource_role{role="Primary"} == 1) unless on (resource) "#,
+        r#"sum by (resource) (rate(drbd_x_total{drbd_connection_state!="Off"}[1m]))"#,
+    ));
     assert_eq!(names, ["tandem_resource_role", "drbd_x_total"]);
 }

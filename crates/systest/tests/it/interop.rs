@@ -123,8 +123,11 @@ fn secondary_refuses_nbd_and_names_the_primary() {
         String::from_utf8_lossy(&output.stdout)
     );
     assert!(
-        stderr.lines().any(|line| line.contains("server error message") && line.contains(primary)),
-        "the server's error message, as nbdinfo shows it, does not name the Primary '{primary}': {stderr}"
+        stderr
+            .lines()
+            .any(|line| line.contains("server error message") && line.contains(primary)),
+        "the server's error message, as nbdinfo shows it, does not name the Primary '{primary}': \
+         {stderr}"
     );
     let refusal = nbd_client::open(&cluster.nbd_socket(1), RESOURCE)
         .expect_err("the Secondary accepted NBD_OPT_GO");

@@ -147,30 +147,7 @@ fn scrapes_show_roles_states_and_counters_that_grow_with_writes() {
     let from_alice_volume = "{resource=\"r0\",peer=\"alice\",volume=\"0\"}";
 
     let before = scrape(ports[ALICE]);
-    assert!(
-        before
-            .lines()
-            .any(|line| line.starts_with("tandem_build_info{version=")
-                && line.ends_with(",node=\"alice\"} 1")),
-        "{before}"
-    );
-    for (series, expected) in [
-        ("tandem_resource_role{resource=\"r0\",role=\"Primary\"}", 1.0),
-        ("tandem_resource_role{resource=\"r0\",role=\"Secondary\"}", 0.0),
-        ("tandem_resource_quorum{resource=\"r0\"}", 1.0),
-        ("tandem_resource_suspended{resource=\"r0\"}", 0.0),
-        ("tandem_device_disk_state{resource=\"r0\",volume=\"0\",state=\"UpToDate\"}", 1.0),
-        ("tandem_connection_connected{resource=\"r0\",peer=\"bob\"}", 1.0),
-        ("tandem_connection_state{resource=\"r0\",peer=\"bob\",state=\"Connected\"}", 1.0),
-        ("tandem_connection_peer_role{resource=\"r0\",peer=\"bob\",role=\"Secondary\"}", 1.0),
-        ("tandem_connection_protocol{resource=\"r0\",peer=\"bob\",protocol=\"C\"}", 1.0),
-        ("tandem_connection_peer_possibly_stale{resource=\"r0\",peer=\"bob\"}", 0.0),
-        ("tandem_peer_device_replication_state{resource=\"r0\",peer=\"bob\",volume=\"0\",state=\"Established\"}", 1.0),
-        ("tandem_peer_device_peer_disk_state{resource=\"r0\",peer=\"bob\",volume=\"0\",state=\"UpToDate\"}", 1.0),
-        ("tandem_peer_device_out_of_sync_bytes{resource=\"r0\",peer=\"bob\",volume=\"0\"}", 0.0),
-    ] {
-        assert_eq!(value(&before, series), expected, "{series}");
-    }
+    assert_gauges_before_writes(&before);
     assert_eq!(
         bytes(&before, &format!("tandem_device_size_bytes{device}")),
         cluster.export_bytes()
@@ -246,6 +223,75 @@ fn scrapes_show_roles_states_and_counters_that_grow_with_writes() {
         },
     );
 
+    assert_log_and_listeners(&cluster, ports);
+}
+
+/// Before any write: alice's scrape shows her build, roles, states and a clean peer device.
+fn assert_gauges_before_writes(before: &str) {
+    assert!(
+        before
+            .lines()
+            .any(|line| line.starts_with("tandem_build_info{version=")
+                && line.ends_with(",node=\"alice\"} 1")),
+        "{before}"
+    );
+    for (series, expected) in [
+        (
+            "tandem_resource_role{resource=\"r0\",role=\"Primary\"}",
+            1.0,
+        ),
+        (
+            "tandem_resource_role{resource=\"r0\",role=\"Secondary\"}",
+            0.0,
+        ),
+        ("tandem_resource_quorum{resource=\"r0\"}", 1.0),
+        ("tandem_resource_suspended{resource=\"r0\"}", 0.0),
+        (
+            "tandem_device_disk_state{resource=\"r0\",volume=\"0\",state=\"UpToDate\"}",
+            1.0,
+        ),
+        (
+            "tandem_connection_connected{resource=\"r0\",peer=\"bob\"}",
+            1.0,
+        ),
+        (
+            "tandem_connection_state{resource=\"r0\",peer=\"bob\",state=\"Connected\"}",
+            1.0,
+        ),
+        (
+            "tandem_connection_peer_role{resource=\"r0\",peer=\"bob\",role=\"Secondary\"}",
+            1.0,
+        ),
+        (
+            "tandem_connection_protocol{resource=\"r0\",peer=\"bob\",protocol=\"C\"}",
+            1.0,
+        ),
+        (
+            "tandem_connection_peer_possibly_stale{resource=\"r0\",peer=\"bob\"}",
+            0.0,
+        ),
+        (
+            "tandem_peer_device_replication_state{resource=\"r0\",peer=\"bob\",volume=\"0\",\
+             state=\"Established\"}",
+            1.0,
+        ),
+        (
+            "tandem_peer_device_peer_disk_state{resource=\"r0\",peer=\"bob\",volume=\"0\",\
+             state=\"UpToDate\"}",
+            1.0,
+        ),
+        (
+            "tandem_peer_device_out_of_sync_bytes{resource=\"r0\",peer=\"bob\",volume=\"0\"}",
+            0.0,
+        ),
+    ] {
+        assert_eq!(value(before, series), expected, "{series}");
+    }
+}
+
+/// The log names the metrics address, and each bare port listens on loopback only (the
+/// scraper's refusals checked on alice's).
+fn assert_log_and_listeners(cluster: &Cluster, ports: [u16; 2]) {
     let log = cluster.log(ALICE);
     assert!(
         log.contains(&format!("http://127.0.0.1:{}/metrics", ports[ALICE])),

@@ -379,7 +379,9 @@ fn names_and_statistics_parse() {
     assert_eq!(orphan_pid("tdm-123-x-a"), None);
     assert_eq!(orphan_pid("tdm-123-4-z"), None);
     assert_eq!(orphan_pid("other-123-4-a"), None);
-    let text = "qdisc tbf 8001: root refcnt 2 rate 8Mbit burst 16Kb lat 500ms \n Sent 123456 bytes 90 pkt (dropped 0, overlimits 7 requeues 0) \n backlog 0b 0p requeues 0\n";
+    let text =
+        "qdisc tbf 8001: root refcnt 2 rate 8Mbit burst 16Kb lat 500ms \n Sent 123456 bytes 90 \
+         pkt (dropped 0, overlimits 7 requeues 0) \n backlog 0b 0p requeues 0\n";
     assert_eq!(tbf_sent_bytes(text), 123_456);
     assert_eq!(
         tbf_sent_bytes("qdisc noqueue 0: root refcnt 2\n Sent 5 bytes 1 pkt\n"),

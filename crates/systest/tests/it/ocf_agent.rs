@@ -169,7 +169,10 @@ fn the_agent_reports_absence_misconfiguration_and_its_meta_data() {
         .status()
         .is_ok();
     if !have_xmllint || !Path::new(METADATA_SCHEMA).exists() {
-        eprintln!("skipped the schema check: needs xmllint (libxml2-utils) and {METADATA_SCHEMA} (resource-agents)");
+        eprintln!(
+            "skipped the schema check: needs xmllint (libxml2-utils) and {METADATA_SCHEMA} \
+             (resource-agents)"
+        );
         return;
     }
     let mut validate = Command::new("xmllint");

@@ -382,11 +382,12 @@ impl PacemakerCluster {
         let text = format!(
             "property stonith-enabled=false no-quorum-policy=stop\n\
              primitive tandem-r0 ocf:tandem:tandem params {agent_options} \
-             op start timeout=90s op promote timeout=90s op demote timeout=90s op stop timeout=100s \
-             op monitor interval=3s role=Promoted timeout=20s \
+             op start timeout=90s op promote timeout=90s op demote timeout=90s \
+             op stop timeout=100s op monitor interval=3s role=Promoted timeout=20s \
              op monitor interval=4s role=Unpromoted timeout=20s\n\
              clone {CLONE} tandem-r0 meta promotable=true promoted-max=1 promoted-node-max=1 \
-             clone-max=3 clone-node-max=1 notify=true migration-threshold=1 resource-stickiness=100\n\
+             clone-max=3 clone-node-max=1 notify=true migration-threshold=1 \
+             resource-stickiness=100\n\
              primitive {APP} ocf:heartbeat:Dummy op monitor interval=5s\n\
              colocation app-with-promoted inf: {APP} {CLONE}:Promoted\n\
              order app-after-promote Mandatory: {CLONE}:promote {APP}:start\n"
@@ -550,8 +551,10 @@ fn write_stack_files(cluster: &Cluster, network: &Network) {
     }
     // The parser wants one option per line (pacemaker-netns.md).
     let conf = format!(
-        "totem {{\n  version: 2\n  cluster_name: tandemtest\n  transport: knet\n  crypto_cipher: none\n  \
-         crypto_hash: none\n  token: 3000\n}}\nnodelist {{\n{nodes}}}\nquorum {{\n  provider: corosync_votequorum\n}}\n\
+        "totem {{\n  version: 2\n  cluster_name: tandemtest\n  transport: knet\n  crypto_cipher: \
+         none\n  \
+         crypto_hash: none\n  token: 3000\n}}\nnodelist {{\n{nodes}}}\nquorum {{\n  provider: \
+             corosync_votequorum\n}}\n\
          logging {{\n  to_stderr: yes\n  to_syslog: no\n  to_logfile: no\n}}\n"
     );
     std::fs::write(dir.join("corosync.conf"), conf).expect("corosync.conf");

@@ -424,7 +424,9 @@ impl Client {
                     )))
                 }
                 b'D' => rows.push(parse_data_row(&body)?),
-                _ => {} // AuthenticationOk, parameters, key data, row descriptions, notices, CommandComplete
+                // AuthenticationOk, parameters, key data, row descriptions, notices,
+                // CommandComplete.
+                _ => {}
             }
         }
     }
@@ -515,8 +517,10 @@ fn spawn_inserter(socket: PathBuf, committed: Arc<Mutex<Vec<i64>>>) -> JoinHandl
 fn assert_pgbench_balances(client: &mut Client) {
     let sums = column(
         client,
-        "SELECT sum(abalance)::text FROM pgbench_accounts UNION ALL SELECT sum(tbalance)::text FROM pgbench_tellers \
-         UNION ALL SELECT sum(bbalance)::text FROM pgbench_branches UNION ALL SELECT count(*)::text FROM pgbench_history",
+        "SELECT sum(abalance)::text FROM pgbench_accounts \
+         UNION ALL SELECT sum(tbalance)::text FROM pgbench_tellers \
+         UNION ALL SELECT sum(bbalance)::text FROM pgbench_branches \
+         UNION ALL SELECT count(*)::text FROM pgbench_history",
     );
     assert_eq!(sums.len(), 4, "{sums:?}");
     assert!(

@@ -107,7 +107,8 @@ fn primary_keeps_serving_when_the_secondary_is_killed_mid_workload() {
     let output = fio.wait(FIO_DEADLINE);
     assert!(
         output.status.success(),
-        "fio failed after the secondary was killed (the Primary must keep serving):\nstdout: {}\nstderr: {}",
+        "fio failed after the secondary was killed (the Primary must keep serving):\nstdout: \
+         {}\nstderr: {}",
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     );

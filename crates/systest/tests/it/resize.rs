@@ -222,7 +222,8 @@ fn resize_with_assume_clean_resyncs_only_the_old_metadata() {
     assert!(new_bytes - old_bytes >= GROWTH_BYTES / 2);
     assert!(
         sent_kib <= old_tail_kib,
-        "only the old metadata ({old_tail_kib} KiB) may be resynced, not the new area; {sent_kib} KiB were sent"
+        "only the old metadata ({old_tail_kib} KiB) may be resynced, not the new area; {sent_kib} \
+         KiB were sent"
     );
     write_the_new_area_and_compare(&cluster, new_bytes);
 }

@@ -489,8 +489,11 @@ fn split_brain(cluster: &Cluster) -> Divergence {
 /// only the blocks either side changed move.
 #[test]
 fn split_brain_is_detected_and_recovered_with_discard_my_data() {
-    let spec = fixed_rate(Spec::two_nodes('C'), "4M")
-        .handler("split-brain", "echo \\\"$DRBD_RESOURCE $DRBD_PEER $DRBD_VOLUME $DRBD_PEER_NODE_ID $DRBD_MY_NODE_ID $DRBD_PEER_AF $DRBD_MINOR\\\" >> {dir}/split-brain.out");
+    let spec = fixed_rate(Spec::two_nodes('C'), "4M").handler(
+        "split-brain",
+        "echo \\\"$DRBD_RESOURCE $DRBD_PEER $DRBD_VOLUME $DRBD_PEER_NODE_ID $DRBD_MY_NODE_ID \
+         $DRBD_PEER_AF $DRBD_MINOR\\\" >> {dir}/split-brain.out",
+    );
     let cluster = Cluster::with_primary(spec);
     let (alice, bob) = (NODE_NAMES[ALICE], NODE_NAMES[BOB]);
     let (alice_writes, bob_writes) = split_brain(&cluster);
@@ -852,7 +855,8 @@ fn invalidate_repairs_a_damaged_secondary_moving_only_differing_blocks_with_csum
     let request_kib = repl_request_kib();
     assert!(
         (damaged * BLOCK_BYTES / 1024..=damaged * request_kib).contains(&moved),
-        "csums: {moved} KiB carried data; expected the {damaged} requests holding a damaged block (at most {} KiB) of a {} KiB device",
+        "csums: {moved} KiB carried data; expected the {damaged} requests holding a damaged block \
+         (at most {} KiB) of a {} KiB device",
         damaged * request_kib,
         cluster.export_bytes() / 1024
     );
@@ -1101,7 +1105,8 @@ fn resync_handlers_run_and_show_in_events() {
     );
     let call =
         "call helper name:r0 peer-node-id:0 conn-name:alice volume:0 helper:before-resync-target";
-    let response = "response helper name:r0 peer-node-id:0 conn-name:alice volume:0 helper:after-resync-target status:0";
+    let response = "response helper name:r0 peer-node-id:0 conn-name:alice volume:0 \
+        helper:after-resync-target status:0";
     events.wait_for(&cluster, call, STATE_DEADLINE);
     events.wait_for(&cluster, response, STATE_DEADLINE);
     drop(events);

@@ -215,8 +215,8 @@ fn auto_promote_opens_as_primary_and_demotes_on_the_last_close() {
 
 /// Three nodes, no quorum: bob, cut off from alice by `disconnect`, is promoted while carol
 /// still follows alice. When bob connects again, carol keeps following alice and drops bob's
-/// connection (each retry) with a reason naming both Primaries (a Secondary follows one Primary: the old
-/// and new Primary's data would otherwise meet on its disk); alice and bob, both Primary,
+/// connection (each retry) with a reason naming both Primaries (a Secondary follows one Primary:
+/// the old and new Primary's data would otherwise meet on its disk); alice and bob, both Primary,
 /// refuse each other.
 #[test]
 fn a_secondary_follows_one_primary() {

@@ -56,7 +56,10 @@ fn wait_protocol(cluster: &Cluster, protocol: &str, fio: &mut Background) -> u64
         }
         if start.elapsed() > SWITCH_DEADLINE {
             let srm = cluster.admin_ok(ALICE, &["srm", "status", RESOURCE]);
-            cluster.fail(&format!("alice still runs protocol {now} towards bob after {SWITCH_DEADLINE:?}; srm status:\n{srm}"));
+            cluster.fail(&format!(
+                "alice still runs protocol {now} towards bob after {SWITCH_DEADLINE:?}; srm \
+                 status:\n{srm}"
+            ));
         }
         std::thread::sleep(POLL_INTERVAL);
     }

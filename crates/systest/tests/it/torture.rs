@@ -134,7 +134,10 @@ fn failover_trials_keep_every_acknowledged_write_and_converge() {
         _ => load::Kind::probe(),
     };
     if load == load::Kind::Builtin {
-        eprintln!("torture: background load by the harness's own QD16 writer (fio with its nbd engine is missing, or TANDEM_TORTURE_LOAD=builtin)");
+        eprintln!(
+            "torture: background load by the harness's own QD16 writer (fio with its nbd engine \
+             is missing, or TANDEM_TORTURE_LOAD=builtin)"
+        );
     }
     let context = format!(
         "{} trials from seed {}, faults {}, background load {}, tandem {}",

@@ -118,7 +118,8 @@ proptest! {
     /// A `CsumRequest` survives encode and decode with digests up to the exact maximum.
     #[test]
     fn round_trip(digests in arb_csum_digests(), id in any::<u64>()) {
-        let message = Message::CsumRequest(CsumRequest { id, volume: 1, offset: 0, length: 4096, digests });
+        let request = CsumRequest { id, volume: 1, offset: 0, length: 4096, digests };
+        let message = Message::CsumRequest(request);
         let frame = encode(&message);
         let decoded = crate::decode_frame(&frame)?.expect("complete frame");
         prop_assert_eq!(decoded.consumed, frame.len());

@@ -40,6 +40,14 @@ fn split(frame: &[u8]) -> (FrameHeader, &[u8]) {
 
 /// One message of every kind, in kind order.
 fn one_of_each_kind() -> Vec<Message> {
+    let mut messages = one_of_each_link_kind();
+    messages.extend(one_of_each_resync_kind());
+    messages.extend(one_of_each_other_kind());
+    messages
+}
+
+/// One handshake, data and control message of each kind, in kind order.
+fn one_of_each_link_kind() -> Vec<Message> {
     let range = RangeHeader {
         seq: 7,
         epoch: 3,
@@ -90,6 +98,12 @@ fn one_of_each_kind() -> Vec<Message> {
             epoch: 7,
             nodes: 0b101,
         },
+    ]
+}
+
+/// One resync message of each kind, in kind order.
+fn one_of_each_resync_kind() -> Vec<Message> {
+    vec![
         Message::ResyncRequest(ResyncRequest {
             id: 1,
             volume: 0,
@@ -129,6 +143,12 @@ fn one_of_each_kind() -> Vec<Message> {
             volume: 1,
             paused: true,
         },
+    ]
+}
+
+/// One verify, set-up, read and resize message of each kind, in kind order.
+fn one_of_each_other_kind() -> Vec<Message> {
+    vec![
         Message::VerifyRequest(VerifyRequest {
             id: 3,
             volume: 0,

@@ -13,8 +13,8 @@ use crate::parse_str;
 /// A two-host resource with `body` in front of its hosts (line 2 onwards).
 fn resource(body: &str) -> String {
     format!(
-        "resource r {{\n{body}\n  volume 0 {{ device minor 0; disk /dev/x; meta-disk internal; }}\n  \
-         on a {{ address 10.0.0.1:7000; }}\n  on b {{ address 10.0.0.2:7000; }}\n}}\n"
+        "resource r {{\n{body}\n  volume 0 {{ device minor 0; disk /dev/x; meta-disk internal; \
+         }}\n  on a {{ address 10.0.0.1:7000; }}\n  on b {{ address 10.0.0.2:7000; }}\n}}\n"
     )
 }
 
@@ -74,7 +74,8 @@ fn metrics_address_is_per_node_and_loopback_by_default() {
     let text = "resource r {\n  volume 0 { device minor 0; disk /dev/x; meta-disk internal; }\n  \
                 on a { node-id 0; address 10.0.0.1:7000; metrics-address 9942; }\n  \
                 on b { node-id 1; address 10.0.0.2:7000; metrics-address 0.0.0.0:9100; }\n  \
-                on c { node-id 2; address 10.0.0.3:7000; }\n  connection-mesh { hosts a b c; }\n}\n";
+                on c { node-id 2; address 10.0.0.3:7000; }\n  connection-mesh { hosts a b c; \
+                    }\n}\n";
     let config = parse_str(text, Path::new("t.res"));
     let addresses: Vec<Option<SocketAddr>> = config
         .map(|config| {
@@ -92,12 +93,25 @@ fn metrics_address_is_per_node_and_loopback_by_default() {
     ];
     assert_eq!(addresses, expected);
     let table = [
-        ("on a { metrics-address 0; }", "t.res:2:26: port 0 is out of range 1..=65535"),
-        ("on a { metrics-address 1; metrics-address 2; }", "t.res:2:29: metrics-address is defined twice (first at t.res:2:10)"),
-        ("on a { metrics-address x:1; }", "t.res:2:26: invalid address 'x:1': expected ADDRESS:PORT, e.g. 10.0.0.1:7789 or [fd00::1]:7789"),
+        (
+            "on a { metrics-address 0; }",
+            "t.res:2:26: port 0 is out of range 1..=65535",
+        ),
+        (
+            "on a { metrics-address 1; metrics-address 2; }",
+            "t.res:2:29: metrics-address is defined twice (first at t.res:2:10)",
+        ),
+        (
+            "on a { metrics-address x:1; }",
+            "t.res:2:26: invalid address 'x:1': expected ADDRESS:PORT, e.g. 10.0.0.1:7789 or \
+             [fd00::1]:7789",
+        ),
     ];
     for (host, expected) in table {
-        let text = format!("resource r {{\n  {host}\n  volume 0 {{ device minor 0; disk /dev/x; meta-disk internal; }}\n}}\n");
+        let text = format!(
+            "resource r {{\n  {host}\n  volume 0 {{ device minor 0; disk /dev/x; meta-disk \
+             internal; }}\n}}\n"
+        );
         assert_eq!(outcome(&text), expected, "{host}");
     }
 }
@@ -106,31 +120,107 @@ fn metrics_address_is_per_node_and_loopback_by_default() {
 fn contradictions_are_refused_where_they_are_written() {
     let table: &[(&str, &str)] = &[
         ("  options { srm on; }", "ok"),
-        ("  options { srm advise; }\n  net { srm-max-lag-bytes 0; }", "t.res:3:9: srm-max-lag-bytes 0 leaves no room for asynchronous replication with srm advise"),
-        ("  options { srm on; }\n  net { srm-max-lag-time 0; }", "t.res:3:9: srm-max-lag-time 0 leaves no room for asynchronous replication with srm on"),
+        (
+            "  options { srm advise; }\n  net { srm-max-lag-bytes 0; }",
+            "t.res:3:9: srm-max-lag-bytes 0 leaves no room for asynchronous replication with srm \
+             advise",
+        ),
+        (
+            "  options { srm on; }\n  net { srm-max-lag-time 0; }",
+            "t.res:3:9: srm-max-lag-time 0 leaves no room for asynchronous replication with srm on",
+        ),
         ("  net { srm-max-lag-bytes 0; srm-max-lag-time 0; }", "ok"),
-        ("  options { srm on; srm-interval 5000; }", "t.res:2:21: srm-max-lag-time 2000 ms is shorter than srm-interval 5000 ms"),
-        ("  options { srm on; }\n  net { srm-max-lag-time 500; }", "t.res:3:9: srm-max-lag-time 500 ms is shorter than srm-interval 1000 ms"),
-        ("  net { srm-latency-low 5; }", "t.res:2:9: srm-latency-low 5 ms must be below srm-latency-high 5 ms"),
-        ("  net { srm-latency-high 1; }", "t.res:2:9: srm-latency-low 2 ms must be below srm-latency-high 1 ms"),
-        ("  net { srm-fill-low 80; }", "t.res:2:9: srm-fill-low 80% must be below srm-fill-high 80%"),
-        ("  net { srm-max-buffers-min 10000; }", "t.res:2:9: srm-max-buffers-min 10000 is larger than srm-max-buffers-max 8192"),
-        ("  net { srm-max-epoch-size-max 100; }", "t.res:2:9: srm-max-epoch-size-min 2048 is larger than srm-max-epoch-size-max 100"),
-        ("  net { srm-sndbuf-size-min 4M; srm-sndbuf-size-max 1M; }", "t.res:2:9: srm-sndbuf-size-min 4194304 is larger than srm-sndbuf-size-max 1048576"),
-        ("  net { async-buffer-compress lz4; }", "t.res:2:9: async-buffer-compress lz4 needs an async-buffer"),
-        ("  net { async-buffer 1G; }", "t.res:2:9: async-buffer is used only by asynchronous replication: it needs protocol A or srm on (not protocol C with srm off)"),
-        ("  net { async-buffer 1G; protocol A; async-buffer-compress lz4; }", "ok"),
-        ("  options { srm on; }\n  net { async-buffer 1G; }", "t.res:3:9: async-buffer 1073741824 is larger than srm-max-lag-bytes 67108864: the lag bound would never let it fill"),
+        (
+            "  options { srm on; srm-interval 5000; }",
+            "t.res:2:21: srm-max-lag-time 2000 ms is shorter than srm-interval 5000 ms",
+        ),
+        (
+            "  options { srm on; }\n  net { srm-max-lag-time 500; }",
+            "t.res:3:9: srm-max-lag-time 500 ms is shorter than srm-interval 1000 ms",
+        ),
+        (
+            "  net { srm-latency-low 5; }",
+            "t.res:2:9: srm-latency-low 5 ms must be below srm-latency-high 5 ms",
+        ),
+        (
+            "  net { srm-latency-high 1; }",
+            "t.res:2:9: srm-latency-low 2 ms must be below srm-latency-high 1 ms",
+        ),
+        (
+            "  net { srm-fill-low 80; }",
+            "t.res:2:9: srm-fill-low 80% must be below srm-fill-high 80%",
+        ),
+        (
+            "  net { srm-max-buffers-min 10000; }",
+            "t.res:2:9: srm-max-buffers-min 10000 is larger than srm-max-buffers-max 8192",
+        ),
+        (
+            "  net { srm-max-epoch-size-max 100; }",
+            "t.res:2:9: srm-max-epoch-size-min 2048 is larger than srm-max-epoch-size-max 100",
+        ),
+        (
+            "  net { srm-sndbuf-size-min 4M; srm-sndbuf-size-max 1M; }",
+            "t.res:2:9: srm-sndbuf-size-min 4194304 is larger than srm-sndbuf-size-max 1048576",
+        ),
+        (
+            "  net { async-buffer-compress lz4; }",
+            "t.res:2:9: async-buffer-compress lz4 needs an async-buffer",
+        ),
+        (
+            "  net { async-buffer 1G; }",
+            "t.res:2:9: async-buffer is used only by asynchronous replication: it needs protocol \
+             A or srm on (not protocol C with srm off)",
+        ),
+        (
+            "  net { async-buffer 1G; protocol A; async-buffer-compress lz4; }",
+            "ok",
+        ),
+        (
+            "  options { srm on; }\n  net { async-buffer 1G; }",
+            "t.res:3:9: async-buffer 1073741824 is larger than srm-max-lag-bytes 67108864: the \
+             lag bound would never let it fill",
+        ),
         ("  options { srm on; }\n  net { async-buffer 32M; }", "ok"),
-        ("  options { srm advise; }\n  net { async-buffer 32M; }", "t.res:3:9: async-buffer is used only by asynchronous replication: it needs protocol A or srm on (not protocol C with srm advise)"),
-        ("  options { srm on; }\n  net { on-congestion pull-ahead; congestion-fill 16M; }", "ok"),
-        ("  options { srm advise; }\n  net { on-congestion pull-ahead; }", "t.res:3:9: on-congestion pull-ahead requires protocol A (or srm on)"),
-        ("  options { srm sometimes; }", "t.res:2:17: srm 'sometimes' is not valid; allowed values are: off | advise | on"),
-        ("  net { srm-fill-high 101; }", "t.res:2:23: srm-fill-high 101 is out of range 1..=100 (percent)"),
-        ("  net { srm-fill-high 5K; }", "t.res:2:23: srm-fill-high: '5K' is not a valid number: no unit suffix is allowed for percent"),
-        ("  disk { srm-resync-share 0; }", "t.res:2:27: srm-resync-share 0 is out of range 1..=100 (percent)"),
-        ("  options { srm-max-lag-bytes 1M; }", "t.res:2:13: option 'srm-max-lag-bytes' is not allowed in options section (it belongs in a net section)"),
-        ("  net { srm on; }", "t.res:2:9: option 'srm' is not allowed in net section (it belongs in an options section)"),
+        (
+            "  options { srm advise; }\n  net { async-buffer 32M; }",
+            "t.res:3:9: async-buffer is used only by asynchronous replication: it needs protocol \
+             A or srm on (not protocol C with srm advise)",
+        ),
+        (
+            "  options { srm on; }\n  net { on-congestion pull-ahead; congestion-fill 16M; }",
+            "ok",
+        ),
+        (
+            "  options { srm advise; }\n  net { on-congestion pull-ahead; }",
+            "t.res:3:9: on-congestion pull-ahead requires protocol A (or srm on)",
+        ),
+        (
+            "  options { srm sometimes; }",
+            "t.res:2:17: srm 'sometimes' is not valid; allowed values are: off | advise | on",
+        ),
+        (
+            "  net { srm-fill-high 101; }",
+            "t.res:2:23: srm-fill-high 101 is out of range 1..=100 (percent)",
+        ),
+        (
+            "  net { srm-fill-high 5K; }",
+            "t.res:2:23: srm-fill-high: '5K' is not a valid number: no unit suffix is allowed for \
+             percent",
+        ),
+        (
+            "  disk { srm-resync-share 0; }",
+            "t.res:2:27: srm-resync-share 0 is out of range 1..=100 (percent)",
+        ),
+        (
+            "  options { srm-max-lag-bytes 1M; }",
+            "t.res:2:13: option 'srm-max-lag-bytes' is not allowed in options section (it belongs \
+             in a net section)",
+        ),
+        (
+            "  net { srm on; }",
+            "t.res:2:9: option 'srm' is not allowed in net section (it belongs in an options \
+             section)",
+        ),
     ];
     for (body, expected) in table {
         assert_eq!(outcome(&resource(body)), *expected, "{body}");
@@ -141,7 +231,8 @@ fn contradictions_are_refused_where_they_are_written() {
 /// into the connection.
 #[test]
 fn connection_settings_meet_the_resource_mode() {
-    let text = "resource r {\n  options { srm on; }\n  volume 0 { device minor 0; disk /dev/x; meta-disk internal; }\n  \
+    let text = "resource r {\n  options { srm on; }\n  volume 0 { device minor 0; disk /dev/x; \
+        meta-disk internal; }\n  \
                 on a { address 10.0.0.1:7000; }\n  on b { address 10.0.0.2:7000; }\n  \
                 connection { host a; host b; net { srm-max-lag-bytes 0; } }\n}\n";
     assert_eq!(

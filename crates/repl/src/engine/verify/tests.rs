@@ -172,6 +172,7 @@ proptest! {
         prop_assert_eq!(verdict.failed_bytes, 0);
         prop_assert_eq!(verdict.found.iter().map(|r| r.length).sum::<u64>(), found_bytes);
         prop_assert!(found_bytes + skipped <= length);
-        prop_assert!(verdict.found.iter().all(|r| r.offset >= extent.offset && r.end() <= extent.end()));
+        let (start, end) = (extent.offset, extent.end());
+        prop_assert!(verdict.found.iter().all(|r| r.offset >= start && r.end() <= end));
     }
 }

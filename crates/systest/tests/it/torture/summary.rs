@@ -60,7 +60,9 @@ impl Counts {
     /// One line for the test's panic message and the driver's output.
     pub fn headline(&self) -> String {
         format!(
-            "{} trials ({} kill, {} partition): {} passed, {} divergent, {} lost acknowledged writes in {} trials, {} StandAlone dead ends, {} not in sync, {} node deaths, {} promotions refused, {} harness errors",
+            "{} trials ({} kill, {} partition): {} passed, {} divergent, {} lost acknowledged \
+             writes in {} trials, {} StandAlone dead ends, {} not in sync, {} node deaths, {} \
+             promotions refused, {} harness errors",
             self.trials,
             self.kill_trials,
             self.partition_trials,
@@ -85,7 +87,8 @@ pub fn trial_line(record: &Record, trials: usize) -> String {
         format!("FAIL ({})", checks(record))
     };
     format!(
-        "torture trial {}/{trials} seed {} {} survivor {}: {verdict}; {} acknowledged, {} lost, {} divergent blocks; {}",
+        "torture trial {}/{trials} seed {} {} survivor {}: {verdict}; {} acknowledged, {} lost, \
+         {} divergent blocks; {}",
         record.number,
         record.plan.seed,
         record.plan.fault.name(),
@@ -130,8 +133,18 @@ pub fn markdown(records: &[Record], context: &str) -> String {
     ] {
         let _ = writeln!(text, "| {name} | {value} |");
     }
-    let _ = writeln!(text, "\nReplay one trial: `TANDEM_TORTURE_SEED=SEED TANDEM_TORTURE_TRIALS=1 TANDEM_TORTURE_FAULTS=FAULT cargo test -p systest --test it torture:: -- --include-ignored --nocapture` (the seed fixes the plan, not the processes' timing).\n");
-    let _ = writeln!(text, "| trial | seed | fault | survivor | alice returns (vs. new writes) | acknowledged (FUA) | result | lost | divergent blocks | total s | first finding |\n|---|---|---|---|---|---|---|---|---|---|---|");
+    let _ = writeln!(
+        text,
+        "\nReplay one trial: `TANDEM_TORTURE_SEED=SEED TANDEM_TORTURE_TRIALS=1 \
+         TANDEM_TORTURE_FAULTS=FAULT cargo test -p systest --test it torture:: -- \
+         --include-ignored --nocapture` (the seed fixes the plan, not the processes' timing).\n"
+    );
+    let _ = writeln!(
+        text,
+        "| trial | seed | fault | survivor | alice returns (vs. new writes) | acknowledged (FUA) \
+         | result | lost | divergent blocks | total s | first finding \
+         |\n|---|---|---|---|---|---|---|---|---|---|---|"
+    );
     for record in records {
         let first = record
             .findings
@@ -164,7 +177,11 @@ pub fn markdown(records: &[Record], context: &str) -> String {
 
 /// `trials.csv`: one row per trial.
 pub fn csv(records: &[Record]) -> String {
-    let mut text = String::from("trial,seed,fault,survivor,alice_returns,load,acknowledged,acknowledged_fua,passed,checks,lost_writes,divergent_blocks,standalone,promotion_retries,setup_s,before_s,failover_s,after_s,sync_s,check_s,teardown_s,total_s,first_finding\n");
+    let mut text = String::from(
+        "trial,seed,fault,survivor,alice_returns,load,acknowledged,acknowledged_fua,passed,checks,\
+         lost_writes,divergent_blocks,standalone,promotion_retries,setup_s,before_s,failover_s,\
+         after_s,sync_s,check_s,teardown_s,total_s,first_finding\n",
+    );
     let seconds = |duration: Option<Duration>| {
         duration.map_or_else(String::new, |duration| {
             format!("{:.2}", duration.as_secs_f64())

@@ -158,7 +158,9 @@ impl Plan {
         };
         let timing = self.alice_returns.name();
         format!(
-            "seed {}: {fault}; {} stamped writes acknowledged before the fault; {survivor} promoted ({other} stays Secondary); {} stamped writes through {survivor}; alice returns {timing} them",
+            "seed {}: {fault}; {} stamped writes acknowledged before the fault; {survivor} \
+             promoted ({other} stays Secondary); {} stamped writes through {survivor}; alice \
+             returns {timing} them",
             self.seed,
             self.acknowledged_before_fault,
             self.after.len()
@@ -308,7 +310,11 @@ pub fn run(number: usize, plan: &Plan, load: load::Kind) -> Record {
             text: first_line,
         });
         let mut report = header(&record);
-        let _ = writeln!(report, "---- the harness step panicked; its message (with the node states and logs when the cluster reported) ----\n{message}");
+        let _ = writeln!(
+            report,
+            "---- the harness step panicked; its message (with the node states and logs when the \
+             cluster reported) ----\n{message}"
+        );
         record.report = Some(report);
     }
     record.timings.total = started.elapsed();
@@ -456,7 +462,11 @@ impl Trial<'_> {
                 .last()
                 .map(|write| format!("{:?}", write.outcome))
                 .unwrap_or_default();
-            panic!("alice's stamped writer ended after {} acknowledged writes, before the fault: {last}", issued.len());
+            panic!(
+                "alice's stamped writer ended after {} acknowledged writes, before the fault: \
+                 {last}",
+                issued.len()
+            );
         }
         match self.plan.fault {
             Fault::Kill => self.rig.kill(ALICE),
@@ -624,7 +634,13 @@ impl Trial<'_> {
                     .map(|(node, view)| describe_view(node, view.as_ref()))
                     .collect::<Vec<_>>()
                     .join("; ");
-                break Err(Finding { check: Check::NotInSync, text: format!("not every node Connected/UpToDate {SYNC_DEADLINE:?} after alice returned: {states}") });
+                break Err(Finding {
+                    check: Check::NotInSync,
+                    text: format!(
+                        "not every node Connected/UpToDate {SYNC_DEADLINE:?} after alice \
+                         returned: {states}"
+                    ),
+                });
             }
             std::thread::sleep(POLL_INTERVAL);
         };
@@ -859,7 +875,13 @@ fn header(record: &Record) -> String {
     for note in &record.notes {
         let _ = writeln!(text, "note: {note}");
     }
-    let _ = writeln!(text, "replay: TANDEM_TORTURE_SEED={} TANDEM_TORTURE_TRIALS=1 TANDEM_TORTURE_FAULTS={} cargo test -p systest --test it torture:: -- --include-ignored --nocapture", plan.seed, plan.fault.name());
+    let _ = writeln!(
+        text,
+        "replay: TANDEM_TORTURE_SEED={} TANDEM_TORTURE_TRIALS=1 TANDEM_TORTURE_FAULTS={} cargo \
+         test -p systest --test it torture:: -- --include-ignored --nocapture",
+        plan.seed,
+        plan.fault.name()
+    );
     text
 }
 
