@@ -504,7 +504,7 @@ def method_lines(mode, reps):
     return [
         f"Three variants, each on a fresh pair behind `tandem-linkemu` ({fio.human_bytes(mode.srm.image_bytes)} "
         "devices): protocol C, protocol A, and protocol C with `options { srm on; }` and every other SRM setting "
-        f"at its shipped default (srm-interval 1 s, srm-min-dwell 10 s, srm-max-lag-bytes "
+        f"at its shipped default (srm-interval 500 ms, srm-min-dwell 10 s, srm-max-lag-bytes "
         f"{LAG_BYTES_DEFAULT >> 20} MiB, srm-max-lag-time {LAG_TIME_DEFAULT_S:g} s, srm-latency-high 5 ms / "
         "-low 2 ms). One fio job per variant, 4 KiB randwrite QD32 through alice's NBD export, time-based for the "
         f"whole schedule ({len(SCHEDULE)} x {s} s, no warm-up), while the suite steps the running link through the "

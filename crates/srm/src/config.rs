@@ -109,7 +109,7 @@ pub const LAG_BYTES_DEFAULT: u64 = 64 << 20;
 /// Default lag bound in time.
 pub const LAG_TIME_DEFAULT: Duration = Duration::from_secs(2);
 /// Default interval between observations.
-pub const INTERVAL_DEFAULT: Duration = Duration::from_secs(1);
+pub const INTERVAL_DEFAULT: Duration = Duration::from_millis(500);
 /// Shortest interval the manager accepts.
 pub const INTERVAL_MIN: Duration = Duration::from_millis(100);
 /// Longest interval the manager accepts.

@@ -280,7 +280,7 @@ pub static OPTIONS: &[OptionSpec] = &[
     // tandem only: the Selective Replication Manager (issue 5); defaults are justified in
     // the srm crate's documentation.
     choice("srm", Resource, e::Srm::NAMES, "off"),
-    number("srm-interval", Resource, Milliseconds, (100, 60_000), 1000),
+    number("srm-interval", Resource, Milliseconds, (100, 60_000), 500),
     // tandem only: how long a handler may run before it is killed (DRBD waits for ever,
     // except for its fence-peer timeout in the kernel's state machine).
     number("handler-timeout", Resource, Seconds, (1, 3600), 120),

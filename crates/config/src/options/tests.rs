@@ -84,7 +84,7 @@ const EXPECTED: &[Expectation] = &[
     ("srm", "off", None, ""),
     (
         "srm-interval",
-        "1000",
+        "500",
         Some(("100", "60000")),
         " (milliseconds)",
     ),

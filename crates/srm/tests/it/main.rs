@@ -30,10 +30,12 @@ fn millis(milliseconds: u64) -> Duration {
 /// The peer every trace talks about.
 const PEER: u8 = 1;
 
-/// The manager's settings with `mode` and otherwise the defaults (1 s interval).
+/// The manager's settings with `mode` and otherwise the defaults, but a 1 s interval: the
+/// traces step one observation per second.
 fn config(mode: Mode) -> SrmConfig {
     SrmConfig {
         mode,
+        interval: Duration::from_secs(1),
         ..SrmConfig::default()
     }
 }

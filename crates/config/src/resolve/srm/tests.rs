@@ -135,8 +135,8 @@ fn contradictions_are_refused_where_they_are_written() {
             "t.res:2:21: srm-max-lag-time 2000 ms is shorter than srm-interval 5000 ms",
         ),
         (
-            "  options { srm on; }\n  net { srm-max-lag-time 500; }",
-            "t.res:3:9: srm-max-lag-time 500 ms is shorter than srm-interval 1000 ms",
+            "  options { srm on; }\n  net { srm-max-lag-time 400; }",
+            "t.res:3:9: srm-max-lag-time 400 ms is shorter than srm-interval 500 ms",
         ),
         (
             "  net { srm-latency-low 5; }",
