@@ -13,7 +13,7 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 
 use crate::adjust::{self, NodeContext};
-use crate::resource::Resource;
+use crate::resource::{Promoter, Resource};
 use crate::status::resource_status;
 
 /// How often `events` compares the state with what it last printed when nothing signalled a
@@ -383,14 +383,22 @@ fn apply(resources: &[Arc<Resource>], name: Option<&str>, action: &ResourceActio
 }
 
 fn promote(resource: &Arc<Resource>, force: bool) -> Result<(), String> {
+    let promotion = match force {
+        true => repl::Promotion::Forced,
+        false => repl::Promotion::Normal,
+    };
     if resource.is_down() {
         return Err("resource is down; run 'tandem up' first".into());
     }
-    let mut result = resource.promote(force, false).map(|_| ());
+    let mut result = resource
+        .promote(promotion, Promoter::Administrator)
+        .map(|_| ());
     if let Err(repl::StateError::FencingPeer { .. }) = result {
         // drbdadm primary waits for fence-peer against an absent peer; so does tandem.
         wait_for_fencing(resource);
-        result = resource.promote(force, false).map(|_| ());
+        result = resource
+            .promote(promotion, Promoter::Administrator)
+            .map(|_| ());
     }
     result.map_err(|e| format!("State change failed: {e}"))?;
     // An explicit promotion outlives the export's last opener.

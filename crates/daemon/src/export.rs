@@ -24,7 +24,7 @@ use bufpool::Incoming;
 use nbd::{Command, Completion, Errno, Export, ExportInfo, ExportRegistry, OpenError, Request};
 use repl::{IoError, Op, Role, WriteFlags};
 
-use crate::resource::{Payload, Resource};
+use crate::resource::{Payload, Promoter, Resource};
 
 /// Writes this long or longer are taken while they still arrive: the local write and the
 /// peer sends start on the first bytes instead of after the last (cut-through). Smaller
@@ -139,7 +139,7 @@ impl Registry {
 /// `auto-promote`: a Secondary becomes Primary for the opener (refused with the reason when
 /// it cannot: a peer is Primary, no quorum, data not UpToDate or possibly stale).
 fn auto_promote(resource: &Arc<Resource>) -> Result<(), OpenError> {
-    let promoted = resource.promote(false, true);
+    let promoted = resource.promote(repl::Promotion::Normal, Promoter::Opener);
     match promoted {
         Ok(true) => {
             resource

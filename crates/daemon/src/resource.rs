@@ -188,6 +188,14 @@ pub(crate) struct PeerInfo {
     pub(crate) disk_flushes: bool,
 }
 
+/// Who asks [`Resource::promote`]: the administrator (`primary`) or the export's first
+/// opener (`auto-promote`), which leaves a Primary as it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Promoter {
+    Administrator,
+    Opener,
+}
+
 /// A resource of this node.
 pub(crate) struct Resource {
     pub(crate) name: String,
@@ -385,21 +393,21 @@ impl Resource {
     /// most a second more than the longest `ping-timeout`. Polled, as `primary` waits for
     /// fencing; on a runtime worker the wait hands the worker's other tasks on
     /// (`block_in_place`).
-    /// With `auto` (the export's opener), a node that is Primary already is left as it is:
-    /// Ok(false).
+    /// For [`Promoter::Opener`] (the export's auto-promote), a node that is Primary already
+    /// is left as it is: Ok(false).
     pub(crate) fn promote(
         self: &Arc<Self>,
-        force: bool,
-        auto: bool,
+        promotion: repl::Promotion,
+        by: Promoter,
     ) -> Result<bool, repl::StateError> {
         const POLL: std::time::Duration = std::time::Duration::from_millis(5);
         let attempt = || {
-            self.step(
-                |engine, _, out| match auto && engine.role() == repl::Role::Primary {
+            self.step(|engine, _, out| {
+                match by == Promoter::Opener && engine.role() == repl::Role::Primary {
                     true => Ok(false),
-                    false => engine.promote(force, out).map(|()| true),
-                },
-            )
+                    false => engine.promote(promotion, out).map(|()| true),
+                }
+            })
         };
         let first = attempt();
         if first != Err(repl::StateError::ConfirmingPeers) {

@@ -72,7 +72,7 @@ use crate::state::{ConnState, DiskState, Protocol, ReplState, Role};
 use crate::sync::SyncState;
 use crate::types::{
     Action, DiskOp, EngineStatus, Followed, IoError, IoId, Op, PeerMessage, PeerStatus,
-    PeerVolumeStatus, RequestId, StateError, Time, VolumeStatus, WriteFlags,
+    PeerVolumeStatus, Promotion, RequestId, StateError, Time, VolumeStatus, WriteFlags,
 };
 use crate::uuid::{GenerationIds, HandshakeNodes, NodeId, NodeSet, SyncError};
 
@@ -1754,12 +1754,17 @@ impl<P: Clone> Engine<P> {
 
     /// Become Primary. Refused while a connected peer is Primary.
     ///
-    /// With `force` (`primary --force`), a disk that is not UpToDate (a just-created or
-    /// Outdated one, not a sync target mid-resync) becomes UpToDate with a new current
+    /// [`Promotion::Forced`] (`primary --force`): a disk that is not UpToDate (a just-created
+    /// or Outdated one, not a sync target mid-resync) becomes UpToDate with a new current
     /// generation identifier, so it is the source of a full sync; connected peers get a new
     /// handshake at once. Every volume's primary indicator is persisted before the first
     /// write as Primary completes.
-    pub fn promote(&mut self, force: bool, out: &mut Vec<Action<P>>) -> Result<(), StateError> {
+    pub fn promote(
+        &mut self,
+        promotion: Promotion,
+        out: &mut Vec<Action<P>>,
+    ) -> Result<(), StateError> {
+        let force = promotion == Promotion::Forced;
         if let Some(peer) = self.primary_peer() {
             return Err(StateError::PeerIsPrimary {
                 peer: peer.to_string(),
@@ -1783,26 +1788,7 @@ impl<P: Clone> Engine<P> {
         if !self.compute_quorum() {
             return Err(StateError::NoQuorum(self.quorum_words()));
         }
-        // A handshake under way decides with the role and identifiers this node sent: a
-        // promotion now could make a Primary the target of a resync (DRBD refuses state
-        // changes in such transient states too).
-        let handshaking = self.peers.iter().find(|p| {
-            p.connection == ConnState::Connected
-                && p.syncs.iter().any(|s| {
-                    matches!(
-                        s,
-                        SyncState::WaitUuids { .. }
-                            | SyncState::StartingSource(_)
-                            | SyncState::StartingTarget(_)
-                    )
-                })
-        });
-        if let Some(peer) = handshaking {
-            return Err(StateError::SyncInProgress {
-                peer: peer.config.name.clone(),
-            });
-        }
-
+        self.refuse_while_handshaking()?;
         for (vslot, volume) in self.volumes.iter().enumerate() {
             match volume.disk {
                 DiskState::UpToDate => {}
@@ -1834,6 +1820,29 @@ impl<P: Clone> Engine<P> {
             }
         }
         Ok(())
+    }
+
+    /// A handshake under way decides with the role and identifiers this node sent: a
+    /// promotion now could make a Primary the target of a resync (DRBD refuses state changes
+    /// in such transient states too).
+    fn refuse_while_handshaking(&self) -> Result<(), StateError> {
+        let handshaking = self.peers.iter().find(|p| {
+            p.connection == ConnState::Connected
+                && p.syncs.iter().any(|s| {
+                    matches!(
+                        s,
+                        SyncState::WaitUuids { .. }
+                            | SyncState::StartingSource(_)
+                            | SyncState::StartingTarget(_)
+                    )
+                })
+        });
+        match handshaking {
+            Some(peer) => Err(StateError::SyncInProgress {
+                peer: peer.config.name.clone(),
+            }),
+            None => Ok(()),
+        }
     }
 
     /// Become Secondary. Refused while the export is open.

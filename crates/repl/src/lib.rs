@@ -120,8 +120,8 @@ pub use resync_rate::{
 pub use state::{ConnState, DiskState, Protocol, ReplState, Role};
 pub use types::{
     Action, DigestAlg, DiskOp, EngineStatus, Followed, IoError, IoId, Op, PeerMessage, PeerStatus,
-    PeerVolumeStatus, RequestId, ResizeStep, ResyncProgress, StateError, Time, UuidsMessage,
-    UuidsPurpose, VerifyOutcome, VolumeMeta, VolumeStatus, WriteFlags,
+    PeerVolumeStatus, Promotion, RequestId, ResizeStep, ResyncProgress, StateError, Time,
+    UuidsMessage, UuidsPurpose, VerifyOutcome, VolumeMeta, VolumeStatus, WriteFlags,
 };
 pub use uuid::{
     compare, Adoption, GenerationFlags, GenerationIds, Handshake, HandshakeLog, HandshakeNodes,

@@ -154,7 +154,9 @@ impl Pair {
         let mut pair = Pair::unconnected([engine(0, 1, protocol), engine(1, 0, protocol)]);
         pair.connect();
         let mut out = Vec::new();
-        pair.nodes[A].promote(false, &mut out).expect("promote");
+        pair.nodes[A]
+            .promote(Promotion::Normal, &mut out)
+            .expect("promote");
         pair.route(A, out);
         pair.deliver_all();
         pair
@@ -645,7 +647,7 @@ fn role_rules() {
     let mut pair = Pair::new(Protocol::C);
     let mut out = Vec::new();
     assert!(matches!(
-        pair.nodes[B].promote(false, &mut out),
+        pair.nodes[B].promote(Promotion::Normal, &mut out),
         Err(StateError::PeerIsPrimary { .. })
     ));
     pair.nodes[A].export_opened(true);
@@ -789,7 +791,7 @@ fn a_cut_without_writes_after_it_is_a_failover_not_a_split_brain() {
     pair.route(A, out);
     let mut out = Vec::new();
     pair.nodes[B]
-        .promote(false, &mut out)
+        .promote(Promotion::Normal, &mut out)
         .expect("promote the survivor");
     pair.route(B, out);
     let op = Op::Write {

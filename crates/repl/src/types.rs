@@ -893,3 +893,13 @@ impl ResyncProgress {
         f64::from(u32::try_from(hundredths).unwrap_or(10_000)) / 100.0
     }
 }
+
+/// How [`crate::Engine::promote`] treats a disk that is not UpToDate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Promotion {
+    /// `primary`: refused unless every disk is UpToDate and not possibly stale.
+    Normal,
+    /// `primary --force`: a disk that is not UpToDate becomes UpToDate on a new generation
+    /// (the source of a full sync), and a possibly-stale mark is overridden.
+    Forced,
+}

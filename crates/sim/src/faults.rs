@@ -41,7 +41,7 @@
 //! whose partition has not reached the client's Primary for a second; in quorum mode a
 //! Primary the administrator demotes holds no write that can still complete successfully.
 
-use repl::{ReplState, Role};
+use repl::{Promotion, ReplState, Role};
 
 use crate::world::{Ev, Sim};
 
@@ -525,7 +525,7 @@ fn fail_over_from_unreachable_primary(sim: &mut Sim) {
     sim.note(|| {
         format!("ADMIN fails over from node {old} (unreachable from node {n}) to node {n}")
     });
-    if sim.promote(n, false) {
+    if sim.promote(n, Promotion::Normal) {
         sim.stats.failovers_from_live_primary += u64::from(alive(sim, old));
         set_primary(sim, n);
     }
@@ -596,7 +596,7 @@ pub fn admin(sim: &mut Sim) {
         _ => best_candidate(sim, &candidates),
     };
     if let Some(n) = choice {
-        if sim.promote(n, false) {
+        if sim.promote(n, Promotion::Normal) {
             set_primary(sim, n);
         }
     }

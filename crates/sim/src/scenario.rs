@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use repl::{ReplState, Time};
+use repl::{Promotion, ReplState, Time};
 
 use crate::check::Violation;
 use crate::faults;
@@ -199,7 +199,7 @@ fn diverge(sim: &mut Sim) {
         s.nodes[1].conns.is_empty() && s.nodes[0].conns.is_empty()
     });
     expect(sim, apart, "both sides noticing the partition");
-    let forced = sim.promote(1, true);
+    let forced = sim.promote(1, Promotion::Forced);
     expect(sim, forced, "node 1 promoted by force");
     for i in 0..20 {
         sim.submit_write(1, 100 + i * 3, 2, false);

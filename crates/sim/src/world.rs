@@ -14,8 +14,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 
 use repl::{
-    Action, ConnState, DiskOp, Engine, IoError, IoId, Op, PeerMessage, Role, Time, UuidsPurpose,
-    WriteFlags,
+    Action, ConnState, DiskOp, Engine, IoError, IoId, Op, PeerMessage, Promotion, Role, Time,
+    UuidsPurpose, WriteFlags,
 };
 
 use crate::check::{self, SessionWrite, Usage, Violation, WriteRecord};
@@ -1604,15 +1604,16 @@ impl Sim {
         settled(na, b) && settled(nb, a)
     }
 
-    /// Promotes `n`; without `force`, checks that it holds every write it must.
-    pub fn promote(&mut self, n: u8, force: bool) -> bool {
+    /// Promotes `n`; unless forced, checks that it holds every write it must.
+    pub fn promote(&mut self, n: u8, promotion: Promotion) -> bool {
+        let force = promotion == Promotion::Forced;
         self.run_prefix_check(n);
         self.prefix_pending.remove(&n);
         let mut result = Ok(());
         let mut quorum_words = String::new();
         self.with_engine(n, |e, _, out| {
             quorum_words = e.quorum_report();
-            result = e.promote(force, out);
+            result = e.promote(promotion, out);
         });
         let quorum_words = if self.cfg.quorum {
             format!(" ({quorum_words})")

@@ -81,7 +81,9 @@ impl Pair {
         let mut pair = Pair::unconnected([a, b]);
         pair.connect();
         let mut out = Vec::new();
-        pair.nodes[A].promote(false, &mut out).expect("promote");
+        pair.nodes[A]
+            .promote(Promotion::Normal, &mut out)
+            .expect("promote");
         pair.route(A, out);
         pair.deliver_all();
         pair
@@ -575,7 +577,9 @@ fn a_disabled_log_writes_no_transaction() {
     let mut pair = Pair::unconnected([a, b]);
     pair.connect();
     let mut out = Vec::new();
-    pair.nodes[A].promote(false, &mut out).expect("promote");
+    pair.nodes[A]
+        .promote(Promotion::Normal, &mut out)
+        .expect("promote");
     pair.route(A, out);
     pair.deliver_all();
     for extent in 0..EXTENTS {

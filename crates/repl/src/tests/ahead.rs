@@ -38,7 +38,9 @@ impl Pair {
         let mut pair = Pair::unconnected(nodes);
         pair.connect();
         let mut out = Vec::new();
-        pair.nodes[A].promote(false, &mut out).expect("promote");
+        pair.nodes[A]
+            .promote(Promotion::Normal, &mut out)
+            .expect("promote");
         pair.route(A, out);
         pair.deliver_all();
         pair
@@ -141,7 +143,7 @@ fn a_behind_peer_refuses_promotion_without_force() {
     );
     let mut out = Vec::new();
     let err = pair.nodes[B]
-        .promote(false, &mut out)
+        .promote(Promotion::Normal, &mut out)
         .expect_err("a Behind node is possibly stale");
     assert!(matches!(err, StateError::PossiblyStale), "{err:?}");
 }
@@ -214,7 +216,9 @@ fn on_congestion_disconnect_drops_the_link_and_the_reconnect_resyncs() {
     let mut pair = Pair::unconnected(nodes);
     pair.connect();
     let mut out = Vec::new();
-    pair.nodes[A].promote(false, &mut out).expect("promote");
+    pair.nodes[A]
+        .promote(Promotion::Normal, &mut out)
+        .expect("promote");
     pair.route(A, out);
     pair.deliver_all();
     pair.write_unconfirmed(1, 3);
@@ -260,7 +264,9 @@ fn protocol_c_never_pulls_ahead() {
     ]);
     pair.connect();
     let mut out = Vec::new();
-    pair.nodes[A].promote(false, &mut out).expect("promote");
+    pair.nodes[A]
+        .promote(Promotion::Normal, &mut out)
+        .expect("promote");
     pair.route(A, out);
     pair.deliver_all();
     pair.write_unconfirmed(1, 5);

@@ -22,7 +22,9 @@ fn split_pair(csums: bool, rate_kib_per_s: u32) -> Pair {
     let mut pair = Pair::unconnected(nodes);
     pair.connect();
     let mut out = Vec::new();
-    pair.nodes[A].promote(false, &mut out).expect("promote");
+    pair.nodes[A]
+        .promote(Promotion::Normal, &mut out)
+        .expect("promote");
     pair.route(A, out);
     pair.deliver_all();
     pair.disconnect();
@@ -178,7 +180,7 @@ fn a_full_sync_of_nearly_equal_disks_moves_only_ranges_with_differences() {
     pair.connect();
     let mut out = Vec::new();
     pair.nodes[A]
-        .promote(true, &mut out)
+        .promote(Promotion::Forced, &mut out)
         .expect("primary --force");
     pair.route(A, out);
     resync_until_quiet(&mut pair, 100);

@@ -20,7 +20,7 @@ fn pair_with_diskless_peer(protocol: Protocol) -> Pair {
     pair.connect();
     let mut out = Vec::new();
     pair.nodes[A]
-        .promote(false, &mut out)
+        .promote(Promotion::Normal, &mut out)
         .expect("an UpToDate node beside a diskless one may promote");
     pair.route(A, out);
     pair.deliver_all();
@@ -88,11 +88,11 @@ fn a_diskless_node_cannot_be_promoted() {
     pair.deliver_all();
     let mut out = Vec::new();
     assert!(
-        pair.nodes[B].promote(false, &mut out).is_err(),
+        pair.nodes[B].promote(Promotion::Normal, &mut out).is_err(),
         "nothing to serve from"
     );
     assert!(
-        pair.nodes[B].promote(true, &mut out).is_err(),
+        pair.nodes[B].promote(Promotion::Forced, &mut out).is_err(),
         "not even forced"
     );
 }
@@ -105,7 +105,7 @@ fn a_write_that_reaches_a_diskless_node_before_its_handshake_is_refused_not_fata
     let mut pair = Pair::unconnected([a, b]);
     let mut out = Vec::new();
     pair.nodes[A]
-        .promote(true, &mut out)
+        .promote(Promotion::Forced, &mut out)
         .expect("promote alone");
     pair.route(A, out);
     pair.deliver_all();
@@ -277,7 +277,7 @@ fn pass_on_secondary_goes_inconsistent_and_is_resynced_on_reconnect() {
     );
     let mut out = Vec::new();
     assert!(
-        pair.nodes[B].promote(false, &mut out).is_err(),
+        pair.nodes[B].promote(Promotion::Normal, &mut out).is_err(),
         "an Inconsistent disk is not promoted"
     );
     assert_eq!(pair.disks[B][8192], 0, "the failed write is not on B");
@@ -537,7 +537,7 @@ fn a_peer_behind_a_diskless_primary_outdates_itself() {
     let mut pair = Pair::unconnected([a, b]);
     let mut out = Vec::new();
     pair.nodes[A]
-        .promote(false, &mut out)
+        .promote(Promotion::Normal, &mut out)
         .expect("promote alone");
     pair.route(A, out);
     pair.nodes[A].set_on_io_error(0, OnIoError::Detach);
@@ -577,7 +577,9 @@ fn on_io_error_is_a_per_volume_policy() {
     assert_eq!(engine.on_io_error(1), Some(OnIoError::PassOn));
     assert_eq!(engine.on_io_error(9), None, "no such volume");
     let mut out = Vec::new();
-    engine.promote(true, &mut out).expect("alone: forced");
+    engine
+        .promote(Promotion::Forced, &mut out)
+        .expect("alone: forced");
     // Every local write fails; metadata and activity-log writes succeed.
     let run = |engine: &mut Engine<Vec<u8>>, mut out: Vec<Action<Vec<u8>>>| {
         let mut completed = Vec::new();
@@ -706,7 +708,7 @@ fn check_secondary_write_failure(error: IoError, policy: OnIoError, disk_after: 
     pair.disconnect();
     let mut out = Vec::new();
     assert!(
-        pair.nodes[B].promote(false, &mut out).is_err(),
+        pair.nodes[B].promote(Promotion::Normal, &mut out).is_err(),
         "{case}: B lacks an acknowledged write"
     );
 }

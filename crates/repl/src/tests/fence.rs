@@ -38,9 +38,9 @@ impl Pair {
         result
     }
 
-    fn promote_node(&mut self, node: usize, force: bool) -> Result<(), StateError> {
+    fn promote_node(&mut self, node: usize, promotion: Promotion) -> Result<(), StateError> {
         let mut out = Vec::new();
-        let result = self.nodes[node].promote(force, &mut out);
+        let result = self.nodes[node].promote(promotion, &mut out);
         self.route(node, out);
         result
     }
@@ -257,12 +257,12 @@ fn promotion_without_the_peer_waits_for_fence_peer() {
         "Secondaries do not fence on loss"
     );
     assert!(matches!(
-        pair.promote_node(B, false),
+        pair.promote_node(B, Promotion::Normal),
         Err(StateError::FencingPeer { .. })
     ));
     assert_eq!(pair.fence_calls, vec![(B, PEER_OF_B)]);
     assert!(matches!(
-        pair.promote_node(B, false),
+        pair.promote_node(B, Promotion::Normal),
         Err(StateError::FencingPeer { .. })
     ));
     assert_eq!(
@@ -272,7 +272,7 @@ fn promotion_without_the_peer_waits_for_fence_peer() {
     );
     pair.fence_done(B, 1);
     assert_eq!(
-        pair.promote_node(B, false),
+        pair.promote_node(B, Promotion::Normal),
         Err(StateError::PeerNotFenced {
             peer: "node0".into(),
             status: 1
@@ -281,12 +281,13 @@ fn promotion_without_the_peer_waits_for_fence_peer() {
     assert_eq!(pair.nodes[B].role(), Role::Secondary);
     // The next attempt asks again; this time the handler outdates the peer.
     assert!(matches!(
-        pair.promote_node(B, false),
+        pair.promote_node(B, Promotion::Normal),
         Err(StateError::FencingPeer { .. })
     ));
     assert_eq!(pair.fence_calls.len(), 2);
     pair.fence_done(B, 4);
-    pair.promote_node(B, false).expect("the peer is fenced");
+    pair.promote_node(B, Promotion::Normal)
+        .expect("the peer is fenced");
     assert_eq!(pair.nodes[B].role(), Role::Primary);
     assert_eq!(pair.peer_disk(B), DiskState::Outdated);
 }
@@ -295,7 +296,7 @@ fn promotion_without_the_peer_waits_for_fence_peer() {
 fn forced_promotion_skips_fencing() {
     let mut pair = Pair::fencing(FencePolicy::ResourceAndStonith);
     pair.demote_a_and_disconnect();
-    pair.promote_node(B, true).expect("--force");
+    pair.promote_node(B, Promotion::Forced).expect("--force");
     assert!(pair.fence_calls.is_empty());
     assert!(!pair.nodes[B].io_suspended());
 }
@@ -338,14 +339,14 @@ fn a_primary_s_failed_fence_is_forgotten_on_demotion() {
     while pair.run_local(A) {}
     assert!(
         matches!(
-            pair.promote_node(A, false),
+            pair.promote_node(A, Promotion::Normal),
             Err(StateError::FencingPeer { .. })
         ),
         "the next promotion asks again"
     );
     assert_eq!(pair.fence_calls.len(), 2);
     pair.fence_done(A, 5);
-    pair.promote_node(A, false)
+    pair.promote_node(A, Promotion::Normal)
         .expect("the peer is unreachable: taken as outdated");
     assert!(!pair.nodes[A].io_suspended());
 }
@@ -355,7 +356,7 @@ fn a_secondary_told_the_peer_is_primary_outdates_itself() {
     let mut pair = Pair::fencing(FencePolicy::ResourceOnly);
     pair.demote_a_and_disconnect();
     assert!(matches!(
-        pair.promote_node(B, false),
+        pair.promote_node(B, Promotion::Normal),
         Err(StateError::FencingPeer { .. })
     ));
     let meta_before = pair.nodes[B].meta(0).expect("volume 0");
@@ -368,12 +369,12 @@ fn a_secondary_told_the_peer_is_primary_outdates_itself() {
     );
     assert_eq!(pair.nodes[B].status().volumes[0].disk, DiskState::Outdated);
     assert_eq!(
-        pair.promote_node(B, false),
+        pair.promote_node(B, Promotion::Normal),
         Err(StateError::NotUpToDate(DiskState::Outdated)),
         "Outdated now"
     );
     assert_eq!(pair.nodes[B].role(), Role::Secondary);
-    pair.promote_node(B, true)
+    pair.promote_node(B, Promotion::Forced)
         .expect("--force promotes anyway, as DRBD does");
     assert_eq!(pair.nodes[B].status().volumes[0].disk, DiskState::UpToDate);
 }

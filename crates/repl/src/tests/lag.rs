@@ -105,17 +105,19 @@ fn a_possibly_stale_node_refuses_promotion_until_cleared_or_forced() {
         "a drained demotion clears the mark"
     );
     // Mark again and cut the link before anything can clear it.
-    pair.promote(A, false);
+    pair.promote(A, Promotion::Normal);
     pair.set_protocol(Protocol::A);
     pair.deliver_all();
     assert!(pair.b_possibly_stale());
     pair.disconnect();
     pair.demote(A);
     assert_eq!(
-        pair.nodes[B].promote(false, &mut out),
+        pair.nodes[B].promote(Promotion::Normal, &mut out),
         Err(StateError::PossiblyStale)
     );
-    pair.nodes[B].promote(true, &mut out).expect("--force");
+    pair.nodes[B]
+        .promote(Promotion::Forced, &mut out)
+        .expect("--force");
     assert!(
         !pair.b_possibly_stale(),
         "--force accepts the data as it is"
@@ -322,7 +324,7 @@ fn only_the_primary_may_mark_and_a_stranger_may_not_clear() {
     pair.set_protocol(Protocol::A);
     pair.deliver_all();
     assert!(!pair.b_possibly_stale());
-    pair.promote(A, false);
+    pair.promote(A, Promotion::Normal);
     pair.deliver_all();
     assert!(pair.b_possibly_stale(), "the promotion started the marking");
     // B (Secondary) sending a clear to A's peer side is ignored: only A may clear B.

@@ -277,7 +277,7 @@ fn promotion_waits_for_a_handshake_under_way() {
     pair.nodes[B].peer_connected(pair.now, PEER_OF_B, &mut out);
     pair.route(B, out);
     let mut out = Vec::new();
-    let refused = pair.nodes[B].promote(false, &mut out);
+    let refused = pair.nodes[B].promote(Promotion::Normal, &mut out);
     assert!(
         matches!(refused, Err(StateError::SyncInProgress { .. })),
         "{refused:?}"
@@ -289,7 +289,7 @@ fn promotion_waits_for_a_handshake_under_way() {
     pair.deliver_all();
     let mut out = Vec::new();
     pair.nodes[B]
-        .promote(false, &mut out)
+        .promote(Promotion::Normal, &mut out)
         .expect("promotion once the handshake is done");
     pair.route(B, out);
     assert_eq!(pair.nodes[B].role(), Role::Primary);
@@ -423,7 +423,9 @@ fn a_restarted_node_remembers_a_departed_peer_and_keeps_quorum_alone() {
         restarted.quorum_report()
     );
     assert!(
-        restarted.promote(false, &mut Vec::new()).is_ok(),
+        restarted
+            .promote(Promotion::Normal, &mut Vec::new())
+            .is_ok(),
         "and it can be promoted"
     );
     let forgetful = restart(NodeSet::EMPTY);

@@ -43,14 +43,16 @@ impl Pair {
             with_rate(rate_kib_per_s),
         );
         pair.connect();
-        pair.promote(A, false);
+        pair.promote(A, Promotion::Normal);
         pair.disconnect();
         pair
     }
 
-    pub(super) fn promote(&mut self, node: usize, force: bool) {
+    pub(super) fn promote(&mut self, node: usize, promotion: Promotion) {
         let mut out = Vec::new();
-        self.nodes[node].promote(force, &mut out).expect("promote");
+        self.nodes[node]
+            .promote(promotion, &mut out)
+            .expect("promote");
         self.route(node, out);
         self.deliver_all();
     }
@@ -198,7 +200,7 @@ fn reconnect_resyncs_only_the_blocks_written_while_disconnected() {
 fn the_promoted_secondary_is_the_source() {
     let mut pair = Pair::split(1 << 20);
     pair.demote(A);
-    pair.promote(B, false);
+    pair.promote(B, Promotion::Normal);
     pair.write_alone(B, 1, 5 * BLOCK, 9, 3 * BLOCK);
     pair.connect();
     pair.sync_until_quiet(50);
@@ -231,10 +233,10 @@ fn primary_force_on_fresh_disks_starts_a_full_sync() {
     );
     let mut out = Vec::new();
     assert!(matches!(
-        pair.nodes[A].promote(false, &mut out),
+        pair.nodes[A].promote(Promotion::Normal, &mut out),
         Err(StateError::NotUpToDate(DiskState::Inconsistent))
     ));
-    pair.promote(A, true);
+    pair.promote(A, Promotion::Forced);
     assert_eq!(pair.disk(A), DiskState::UpToDate);
     pair.sync_until_quiet(100);
     assert_eq!(
@@ -282,11 +284,11 @@ fn new_current_uuid_clear_bitmap_skips_the_initial_sync() {
 fn split_brain_pair(configure: impl Fn(&mut PeerConfig)) -> Pair {
     let mut pair = Pair::build([synced_volume(), synced_volume()], configure);
     pair.connect();
-    pair.promote(A, false);
+    pair.promote(A, Promotion::Normal);
     pair.disconnect();
     pair.write_alone(A, 1, 0, 0xA, BLOCK);
     pair.demote(A);
-    pair.promote(B, false);
+    pair.promote(B, Promotion::Normal);
     pair.write_alone(B, 2, 8 * BLOCK, 0xB, 3 * BLOCK);
     pair.demote(B);
     pair
@@ -371,7 +373,7 @@ fn a_node_whose_data_is_to_be_discarded_is_not_promoted() {
         .set_discard_my_data(0)
         .expect("discard-my-data");
     let mut out = Vec::new();
-    let refused = pair.nodes[B].promote(false, &mut out);
+    let refused = pair.nodes[B].promote(Promotion::Normal, &mut out);
     assert!(
         matches!(refused, Err(StateError::DataToBeDiscarded { .. })),
         "{refused:?}"
@@ -387,7 +389,7 @@ fn a_node_whose_data_is_to_be_discarded_is_not_promoted() {
     pair.sync_until_quiet(50);
     pair.assert_in_sync();
     pair.disconnect();
-    pair.promote(B, false);
+    pair.promote(B, Promotion::Normal);
 }
 
 /// A split brain that no shared bitmap identifier counts (history-both: the two share only
@@ -551,10 +553,10 @@ fn volumes_of_different_size_or_granularity_are_refused() {
 fn a_primary_is_never_made_a_sync_target() {
     let mut pair = Pair::split(1 << 20);
     pair.demote(A);
-    pair.promote(B, false);
+    pair.promote(B, Promotion::Normal);
     pair.write_alone(B, 1, 0, 1, BLOCK);
     pair.demote(B);
-    pair.promote(A, false);
+    pair.promote(A, Promotion::Normal);
     // A is Primary but behind (bitmap-peer): refused on both sides.
     pair.connect();
     assert_eq!(
@@ -593,7 +595,7 @@ fn a_crashed_primary_returning_to_a_new_primary_is_its_sync_target() {
     let mut pair = Pair::build([crashed, synced_volume()], with_rate(1 << 20));
     // A write the crashed Primary had in flight, never acknowledged, never on B.
     pair.disks[A][12345] = 7;
-    pair.promote(B, false);
+    pair.promote(B, Promotion::Normal);
     pair.connect();
     pair.sync_until_quiet(100);
     assert_eq!(
@@ -815,7 +817,7 @@ fn bitmap_chunk_size_is_accepted_by_the_encoder() {
 fn a_resync_write_waits_for_an_older_write_to_the_same_block() {
     let mut pair = Pair::build([synced_volume(), synced_volume()], with_rate(1 << 20));
     pair.connect();
-    pair.promote(A, false);
+    pair.promote(A, Promotion::Normal);
     pair.write_on(A, 1, 0, 0x11, BLOCK);
     assert!(pair.deliver(B), "the write reaches B");
     let old = pair.local[B].pop_back().expect("B issued its write");
@@ -968,7 +970,7 @@ fn invalidate_remote_makes_the_peer_a_full_sync_target() {
 fn invalidate_and_invalidate_remote_refuse_what_would_lose_data() {
     let mut pair = Pair::synced_with_data();
     let mut out = Vec::new();
-    pair.promote(A, false);
+    pair.promote(A, Promotion::Normal);
     assert_eq!(
         pair.nodes[A].invalidate(&mut out),
         Err(StateError::IsPrimary)
@@ -1001,7 +1003,7 @@ fn invalidate_and_invalidate_remote_refuse_what_would_lose_data() {
 fn a_resync_with_failed_writes_reconnects_and_retries_them() {
     let mut pair = Pair::build([synced_volume(), synced_volume()], with_rate(1 << 20));
     pair.connect();
-    pair.promote(A, false);
+    pair.promote(A, Promotion::Normal);
     pair.disconnect();
     pair.write_alone(A, 1, 0, 0x31, BLOCK);
     pair.write_alone(A, 2, 4 * BLOCK, 0x32, BLOCK);

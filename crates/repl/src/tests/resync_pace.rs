@@ -79,7 +79,7 @@ impl Rig {
         rig.settle();
         let mut out = Vec::new();
         rig.nodes[A]
-            .promote(true, &mut out)
+            .promote(Promotion::Forced, &mut out)
             .expect("primary --force");
         rig.route(A, out);
         rig.settle();

@@ -46,7 +46,7 @@ impl Trio {
         }
         trio.settle();
         trio.step(0, |engine, _, out| {
-            engine.promote(false, out).expect("promote")
+            engine.promote(Promotion::Normal, out).expect("promote")
         });
         trio.settle();
         trio
@@ -226,7 +226,9 @@ impl Trio {
     /// One promotion attempt of `node`, nothing delivered.
     fn promote_once(&mut self, node: usize) -> Result<(), StateError> {
         let mut result = Ok(());
-        self.step(node, |engine, _, out| result = engine.promote(false, out));
+        self.step(node, |engine, _, out| {
+            result = engine.promote(Promotion::Normal, out)
+        });
         result
     }
 
@@ -903,7 +905,7 @@ fn a_promoted_node_starts_a_new_generation_before_writing_with_a_peer_away() {
     trio.step(0, |engine, _, out| engine.demote(out).expect("demote"));
     trio.settle();
     trio.step(0, |engine, _, out| {
-        engine.promote(false, out).expect("promote")
+        engine.promote(Promotion::Normal, out).expect("promote")
     });
     trio.settle();
     trio.write(2);
@@ -1320,7 +1322,7 @@ fn a_secondary_keeps_the_extents_of_unsettled_writes_hot_until_a_peer_ack() {
     }
     trio.settle();
     trio.step(0, |engine, _, out| {
-        engine.promote(false, out).expect("promote")
+        engine.promote(Promotion::Normal, out).expect("promote")
     });
     trio.settle();
     let in_flight = |trio: &Trio, node: usize| {

@@ -36,7 +36,9 @@ fn verify_pair(rate_kib_per_s: u32, protocol: Protocol) -> Pair {
     pair.disks = [pattern.clone(), pattern];
     pair.connect();
     let mut out = Vec::new();
-    pair.nodes[A].promote(false, &mut out).expect("promote");
+    pair.nodes[A]
+        .promote(Promotion::Normal, &mut out)
+        .expect("promote");
     pair.route(A, out);
     pair.deliver_all();
     pair
