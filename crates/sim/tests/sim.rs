@@ -1248,3 +1248,40 @@ fn a_split_brain_loser_being_resynced_holds_no_diverged_writes() {
         }));
     }
 }
+
+/// Three nodes with quorum, protocol C (session 20, seed 10438 of the long run): a Primary
+/// isolated with writes held for want of quorum regained it through a node whose disk had
+/// failed (Inconsistent, no resync goal) and which had just lent its vote to a second
+/// Primary, promoted meanwhile and crashed; the held writes completed with no other copy
+/// than that Primary's. When the second Primary came back, the split brain between the two
+/// was resolved against the first (the simulated administrator keeps the side last seen
+/// with a Primary), and the writes were lost. An Inconsistent voter counts as present, as in
+/// DRBD without `quorum-minimum-redundancy`; whether it may lend its vote to a second
+/// Primary in turn, and which side an administrator can tell to keep from `tandem status`,
+/// is not settled. Not fixed.
+#[test]
+#[ignore = "engine: an Inconsistent voter lends quorum to a second Primary in turn"]
+fn quorum_an_inconsistent_voter_does_not_carry_two_primaries() {
+    assert_passes(&run(SimConfig {
+        nodes: 3,
+        ..SimConfig::new(10438, Scenario::Random)
+    }
+    .with_quorum()));
+}
+
+/// Three nodes without quorum, protocol A (session 20, seed 11512 of the long run): a Primary
+/// lost a Secondary to a partition it had not detected (protocol A: its writes complete on
+/// sending) while the old Primary, back as the new Primary's sync target, received one of
+/// those writes by resync. The two Secondaries' handshake, both following the Primary, let
+/// them forget their bits for each other (row 16: "the Primary's writes reach both"), which
+/// does not hold for a resync write or for a peer the Primary no longer reaches; the
+/// Primary then crashed before it noticed the partition, and the two ended UpToDate with
+/// different data in that block. Not fixed.
+#[test]
+#[ignore = "engine: row 16 forgets bits a resync write or an unreached peer still needs"]
+fn three_nodes_resync_writes_are_not_forgotten_between_fed_secondaries() {
+    assert_passes(&run(SimConfig {
+        nodes: 3,
+        ..SimConfig::new(11512, Scenario::Random)
+    }));
+}
