@@ -1285,3 +1285,21 @@ fn three_nodes_resync_writes_are_not_forgotten_between_fed_secondaries() {
         ..SimConfig::new(11512, Scenario::Random)
     }));
 }
+
+/// More protocol C seeds of session 20's long run (three nodes, quorum majority) where a
+/// node was promoted without an acknowledged write: 13973 and 14497 look like 10438's
+/// class (a Secondary whose disk filled up NegAcked the Primary's writes, turned
+/// Inconsistent and still lent the Primary quorum, so they completed on the Primary alone;
+/// the Primary then failed and the Inconsistent node lent its vote to the next promotion);
+/// 13101 (a write node 2 had confirmed) was not analysed.
+#[test]
+#[ignore = "engine: long-run protocol C promotions without an acknowledged write"]
+fn quorum_long_run_promotions_keep_every_acknowledged_write() {
+    for seed in [13101, 13973, 14497] {
+        assert_passes(&run(SimConfig {
+            nodes: 3,
+            ..SimConfig::new(seed, Scenario::Random)
+        }
+        .with_quorum()));
+    }
+}
