@@ -1291,15 +1291,30 @@ fn three_nodes_resync_writes_are_not_forgotten_between_fed_secondaries() {
 /// class (a Secondary whose disk filled up NegAcked the Primary's writes, turned
 /// Inconsistent and still lent the Primary quorum, so they completed on the Primary alone;
 /// the Primary then failed and the Inconsistent node lent its vote to the next promotion);
-/// 13101 (a write node 2 had confirmed) was not analysed.
+/// 18318 (the write completed on its Primary alone, too), 13101, 22585 and 25775 (a write
+/// another node had confirmed) were not analysed.
 #[test]
 #[ignore = "engine: long-run protocol C promotions without an acknowledged write"]
 fn quorum_long_run_promotions_keep_every_acknowledged_write() {
-    for seed in [13101, 13973, 14497] {
+    for seed in [13101, 13973, 14497, 18318, 22585, 25775] {
         assert_passes(&run(SimConfig {
             nodes: 3,
             ..SimConfig::new(seed, Scenario::Random)
         }
         .with_quorum()));
+    }
+}
+
+/// Seeds of session 20's long run without quorum where a node was promoted without an
+/// acknowledged write another node had confirmed: 19322 (protocol A, a confirming node then
+/// lost power) and 19592 (protocol C). Not analysed.
+#[test]
+#[ignore = "engine: long-run promotions without a confirmed write, not analysed"]
+fn three_nodes_long_run_promotions_keep_every_acknowledged_write() {
+    for seed in [19322, 19592] {
+        assert_passes(&run(SimConfig {
+            nodes: 3,
+            ..SimConfig::new(seed, Scenario::Random)
+        }));
     }
 }
