@@ -476,6 +476,9 @@ pub struct Engine<P> {
     peer_ack_owed: bool,
     /// The Primary this node followed when it lost it, and how far (`reconcile.rs`).
     lost_primary: Option<Followed>,
+    /// As Secondary under a quorum rule: the Primary this node's vote went to last, not seen
+    /// Secondary since (`quorum.rs`, `vote_taken`).
+    vote: Option<u8>,
     /// Replicated writes that failed on this node's disk, answered (NegAck) once the
     /// metadata saying this disk lacks them is durable (`detach.rs`); bounded by the
     /// receivers' budget, as each is still pending there.
@@ -537,6 +540,7 @@ impl<P: Clone> Engine<P> {
             peer_ack_sent: 0,
             peer_ack_owed: false,
             lost_primary,
+            vote: None,
             failed_peer_writes: Vec::new(),
             resizes: BTreeMap::new(),
             resize_outcomes: BTreeMap::new(),
@@ -1089,8 +1093,13 @@ impl<P: Clone> Engine<P> {
         let p = &mut self.peers[slot];
         p.role = Role::Unknown;
         let up_to_date = was_connected && p.disks.contains(&DiskState::UpToDate);
-        for disk in &mut p.disks {
-            *disk = leave::kept_after_loss(*disk).unwrap_or(DiskState::DUnknown);
+        for (disk, sync) in p.disks.iter_mut().zip(&p.syncs) {
+            // Our sync target may have all it needs already, and turn UpToDate on its own
+            // when the last block lands: nothing known of it is kept (sim seed 18318).
+            let our_target = matches!(sync, SyncState::Source(_) | SyncState::StartingSource(_));
+            *disk = leave::kept_after_loss(*disk)
+                .filter(|_| !our_target)
+                .unwrap_or(DiskState::DUnknown);
         }
         p.ahead.connection_lost();
         // Before anything completes for want of this peer: quorum may be gone, and the peer
@@ -1681,6 +1690,9 @@ impl<P: Clone> Engine<P> {
         if role != Role::Primary || self.role == Role::Primary {
             return None;
         }
+        if let Some(reason) = self.vote_taken(slot) {
+            return Some(reason);
+        }
         let other = self.peers.iter().enumerate().find(|(other, p)| {
             *other != slot && p.connection == ConnState::Connected && p.role == Role::Primary
         })?;
@@ -1907,6 +1919,9 @@ impl<P: Clone> Engine<P> {
             return;
         }
         self.role = role;
+        if role == Role::Primary {
+            self.vote = None;
+        }
         let disks = self.disk_list();
         for peer in self
             .peers

@@ -129,6 +129,9 @@ impl<P: Clone> Engine<P> {
             .volume_slot(message.volume)
             .ok_or_else(|| format!("identifiers for unknown volume {}", message.volume))?;
         self.peers[slot].disks[vslot] = message.disk;
+        if message.role == Role::Secondary && message.ids.flags.primary_peer {
+            self.vote_handed_on(slot);
+        }
         // A new round starts over; within one, a report of a disk that cannot be promoted
         // sticks (an older UpToDate on the other socket may arrive after it, `quorum.rs`).
         let unpromotable = message.disk != DiskState::UpToDate;

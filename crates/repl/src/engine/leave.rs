@@ -38,7 +38,9 @@
 //!   then sees an unknown peer, which is stricter, never weaker.
 //! - A peer's last known disk state survives the disconnect only when it is Outdated or
 //!   Inconsistent (`kept_after_loss`): states that cannot promote, and that the peer leaves
-//!   only by reconnecting. Everything else becomes DUnknown.
+//!   only by reconnecting. Everything else becomes DUnknown, and so does the disk of a peer
+//!   that was this node's sync target: it may hold every block already and finish the
+//!   resync on its own side after the link is gone.
 
 use super::*;
 use crate::types::UuidsMessage;

@@ -25,6 +25,8 @@
 //!   One absent peer in an unknown state puts every node back among the voters, and a node
 //!   that loses quorum forgets what it knew of absent peers (`forget_departed`): the
 //!   knowledge is trusted only while quorum held without a break since.
+//! - A Secondary's vote carries one Primary at a time (`vote_taken`): a peer already Primary
+//!   when it connects is refused while the vote went to another Primary since.
 //! - What a node knows of departed peers is in its metadata (each peer slot's `outdated`
 //!   flag, DRBD's `MDF_PEER_OUTDATED`; `leave.rs`), so it survives a restart.
 //!
@@ -33,7 +35,8 @@
 //!   by a two-phase state change), so it loses that peer's vote; only a departing Secondary
 //!   outdates itself.
 //! - A peer that answers a promotion's ping and loses its link before the new Primary's
-//!   `State` reaches it may still lend its vote to the old Primary (a window of one message).
+//!   `State` reaches it may still lend its vote to the old Primary (a window of one message);
+//!   so may one that restarted (the vote is kept in memory only).
 
 use serde::{Deserialize, Serialize};
 
@@ -315,8 +318,97 @@ impl<P: Clone> Engine<P> {
         Err(StateError::ConfirmingPeers)
     }
 
+    /// A Primary this Secondary follows, its handshake decided, takes its vote.
+    fn take_vote(&mut self) {
+        if self.role == Role::Primary {
+            return;
+        }
+        let followed = self.peers.iter().find(|p| {
+            p.connection == ConnState::Connected
+                && p.role == Role::Primary
+                && p.syncs
+                    .iter()
+                    .all(|s| !matches!(s, SyncState::Off | SyncState::WaitUuids { .. }))
+        });
+        if let Some(p) = followed {
+            self.vote = Some(p.config.node_id);
+        }
+    }
+
+    /// The Primary the vote went to gives it back once it is Secondary and its handshake
+    /// with this node is decided and under way: a crashed Primary back on a generation of
+    /// its own has then made this node its sync target (or met it as a split brain), so
+    /// this node's identifiers say what an older Primary would have to overwrite.
+    fn release_vote(&mut self) {
+        let Some(slot) = self.vote.and_then(|node| self.peer_slot(node)) else {
+            return;
+        };
+        let p = &self.peers[slot];
+        let settled = p.connection == ConnState::Connected
+            && p.role == Role::Secondary
+            && p.accepted.iter().all(|&accepted| accepted)
+            && p.syncs.iter().all(|s| {
+                !matches!(
+                    s,
+                    SyncState::Off
+                        | SyncState::WaitUuids { .. }
+                        | SyncState::StartingSource(_)
+                        | SyncState::StartingTarget(_)
+                )
+            });
+        if settled {
+            self.vote = None;
+        }
+    }
+
+    /// The peer in `slot` says it is a Secondary fed by a Primary: if this node's vote went
+    /// to it, it handed its role on to that Primary, which this node may follow too.
+    pub(super) fn vote_handed_on(&mut self, slot: usize) {
+        if self.vote == Some(self.peers[slot].config.node_id) {
+            self.vote = None;
+        }
+    }
+
+    /// Why this Secondary lends no vote to the peer in `slot`, which says it is Primary, if
+    /// it does not: under a quorum rule, a peer that was already Primary when it reached this
+    /// node (not promoted before its eyes) is refused while the vote went to another Primary
+    /// since, not seen Secondary again.
+    ///
+    /// Invariant: a vote carries one Primary at a time. The other Primary was promoted with
+    /// it, so this one lost quorum then (it is an old Primary cut off in a minority); lent
+    /// to it now, the vote would let it complete held writes the newer Primary's lineage
+    /// never gets, and the two partitions' quorums would overlap in this node (sim seed
+    /// 10438: the newer Primary crashed before its first write reached this node, the old
+    /// one regained quorum here, and a split brain kept neither side's writes whole). DRBD
+    /// gets this from the new generation its promotion starts with a peer absent, agreed
+    /// cluster-wide; here the refusal lasts until the Primary voted for is seen Secondary
+    /// (it restarts, or is demoted) or this node is promoted, so it costs time, not data.
+    pub(super) fn vote_taken(&self, slot: usize) -> Option<String> {
+        let rules_off = self.quorum.rule == QuorumRule::Off
+            && self.quorum.minimum_redundancy == QuorumRule::Off;
+        let peer = &self.peers[slot];
+        let promoted_before_our_eyes = peer.role == Role::Secondary;
+        let voted = self.vote.filter(|&v| v != peer.config.node_id)?;
+        if rules_off || promoted_before_our_eyes {
+            return None;
+        }
+        let voted_name = self
+            .peers
+            .iter()
+            .find(|p| p.config.node_id == voted)
+            .map_or_else(|| format!("node{voted}"), |p| p.config.name.clone());
+        Some(format!(
+            "{} was Primary before it reached this node, whose quorum vote went to {voted_name}'s \
+             promotion since: it lends none to another Primary until {voted_name} is seen \
+             Secondary",
+            peer.config.name
+        ))
+    }
+
     /// Re-evaluates quorum; on a change, reports it and retries what waited for it.
     pub(super) fn update_quorum(&mut self, now: Time, out: &mut Vec<Action<P>>) {
+        self.release_vote();
+        self.take_vote();
         let held = self.compute_quorum();
         if held == self.quorum_held {
             return;

@@ -1379,3 +1379,73 @@ fn a_secondary_keeps_the_extents_of_unsettled_writes_hot_until_a_peer_ack() {
         "the peer ack released the extent"
     );
 }
+
+/// A Secondary's quorum vote carries one Primary at a time (sim seed 10438): node 0, the
+/// Primary, is cut off in a minority with a write held; node 1 is promoted with node 2's
+/// vote and is lost before anything reaches node 2. Node 0 reaching node 2 must not regain
+/// quorum through it: node 2 refuses it until node 1, back as a Secondary, met it.
+#[test]
+fn a_vote_given_to_a_promotion_is_not_lent_to_the_old_primary() {
+    let mut trio = Trio::primary_cut_off_under_majority();
+    trio.write(1);
+    trio.settle();
+    assert!(!trio.is_complete(1), "no quorum: the write is held");
+    assert_eq!(trio.promote(1), Ok(()));
+    trio.settle();
+    trio.cut(1, 2);
+    trio.settle();
+    trio.join(0, 2);
+    trio.settle();
+    assert!(
+        trio.disconnects
+            .iter()
+            .any(|(node, peer, reason)| *node == 2 && *peer == 0 && reason.contains("lends none")),
+        "node 2 refuses the old Primary: {:?}",
+        trio.disconnects
+    );
+    assert!(
+        !trio.nodes[0].has_quorum(),
+        "{}",
+        trio.nodes[0].quorum_report()
+    );
+    assert!(!trio.is_complete(1), "the held write stays held");
+    // Node 1 comes back as a Secondary and meets node 2: the vote is free again.
+    trio.step(1, |engine, _, out| engine.demote(out).expect("demote"));
+    trio.join(1, 2);
+    trio.reads = true;
+    trio.sync_until_quiet();
+    trio.disconnects.clear();
+    trio.join(0, 2);
+    trio.settle();
+    assert!(
+        trio.disconnects
+            .iter()
+            .all(|(_, _, reason)| !reason.contains("lends none")),
+        "{:?}",
+        trio.disconnects
+    );
+    assert!(
+        trio.nodes[0].has_quorum(),
+        "{}",
+        trio.nodes[0].quorum_report()
+    );
+}
+
+/// A sync target lost mid-resync is not remembered as Inconsistent (sim seed 18318): it may
+/// hold every block already and turn UpToDate on its own side, so a Primary must not count
+/// it as a peer that cannot be promoted (last man standing) and keep quorum without it.
+#[test]
+fn a_sync_target_lost_mid_resync_is_not_known_inconsistent() {
+    let mut trio = Trio::new();
+    trio.cut(0, 1);
+    trio.write(1);
+    trio.settle();
+    assert!(trio.is_complete(1));
+    trio.join(0, 1);
+    trio.settle();
+    assert_eq!(trio.replication(0, 1), Some(ReplState::SyncSource));
+    let peer_disk = |trio: &Trio| trio.nodes[0].status().peers[0].volumes[0].peer_disk;
+    assert_eq!(peer_disk(&trio), DiskState::Inconsistent);
+    trio.cut(0, 1);
+    assert_eq!(peer_disk(&trio), DiskState::DUnknown);
+}
