@@ -352,6 +352,9 @@ struct Peer<P> {
     known_ids: Vec<Option<Box<GenerationIds>>>,
     /// Rotations sent to the peer and answers received this connection (`rotate.rs`).
     rotations: rotate::RotationCount,
+    /// Per volume slot: the current this node left by the oldest rotation the peer has not
+    /// answered (0: none), which the peer may still be on (`rotate.rs`, unanswered).
+    rotated_from: Vec<u64>,
     /// Per volume slot: the peer accepted this connection's handshake
     /// ([`UuidsPurpose::Accepted`]); cleared on connect and disconnect (`quorum.rs`).
     accepted: Vec<bool>,
@@ -1040,6 +1043,7 @@ impl<P: Clone> Engine<P> {
         p.receiver.new_session();
         p.last_seq = 0;
         p.rotations = rotate::RotationCount::default();
+        p.rotated_from.fill(0);
         p.accepted.fill(false);
         p.unpromotable.fill(false);
         self.reset_settled_on_connect(slot);
@@ -1126,6 +1130,7 @@ impl<P: Clone> Engine<P> {
         }
         p.receiver.connection_lost(out);
         self.fail_forwarded_reads(slot, out);
+        self.keep_unanswered_generation(slot, out);
         self.generation_after_loss(slot, &drained, out);
         self.reconcile_after_loss(now, slot, out);
         self.stop_waiting_for_rotation_answers(now, slot, out);
@@ -2163,6 +2168,7 @@ fn new_peer<P: Clone>(
         leaving: None,
         known_ids: vec![None; count],
         rotations: rotate::RotationCount::default(),
+        rotated_from: vec![0; count],
         accepted: vec![false; count],
         unpromotable: vec![false; count],
         handshake_held: vec![None; count],

@@ -346,6 +346,15 @@ impl GenerationIds {
         self.bitmap[peer.slot()]
     }
 
+    /// Names `generation` as the one `peer`'s bitmap counts changes from, if no identifier
+    /// does yet: the peer may still be on a generation this node left without it.
+    pub fn keep_bitmap_uuid(&mut self, peer: NodeId, generation: u64) {
+        let slot = &mut self.bitmap[peer.slot()];
+        if *slot == 0 {
+            *slot = generation;
+        }
+    }
+
     /// Sets or clears [`UUID_PRIMARY`] on the current identifier.
     ///
     /// The bit is how a bitmap identifier later tells whether this node was Primary when its

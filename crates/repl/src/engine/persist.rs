@@ -259,7 +259,9 @@ impl<P: Clone> Engine<P> {
         if self.role == Role::Primary && volume.unused_generation.is_none() {
             volume.unused_generation = Some(Box::new(volume.ids.clone()));
         }
+        let left = volume.ids.current;
         self.volumes[vslot].ids.new_current(change);
+        self.note_rotated_from(vslot, left);
         self.volumes[vslot].shared_with = self.present_peers();
         self.meta_changed(vslot, out)
     }

@@ -71,6 +71,34 @@ impl<P: Clone> Engine<P> {
         }
     }
 
+    /// A new generation as Primary left `left`: each peer it replicates to that answered
+    /// every earlier rotation is on `left` until it answers the next one.
+    pub(super) fn note_rotated_from(&mut self, vslot: usize, left: u64) {
+        for p in self.peers.iter_mut().filter(|p| super::replicates_to(p)) {
+            if p.rotations.answered == p.rotations.sent && p.rotated_from[vslot] == 0 {
+                p.rotated_from[vslot] = left;
+            }
+        }
+    }
+
+    /// The peer in `slot` is lost owing an answer to a rotation: it may still be on the
+    /// generation this node left, which a bitmap identifier then names (sim seed 18318: a
+    /// Secondary cut off before a Rotate reached it came back on the old current, which this
+    /// node's identifiers no longer named, and the two found their data unrelated). The
+    /// writes it had not confirmed are bits already (`peer_disconnected`).
+    pub(super) fn keep_unanswered_generation(&mut self, slot: usize, out: &mut Vec<Action<P>>) {
+        let peer = self.peers[slot].node;
+        let unanswered = self.peers[slot].rotations.answered < self.peers[slot].rotations.sent;
+        for vslot in 0..self.volumes.len() {
+            let left = std::mem::take(&mut self.peers[slot].rotated_from[vslot]);
+            if !unanswered || left == 0 || self.volumes[vslot].ids.bitmap_uuid(peer) != 0 {
+                continue;
+            }
+            self.volumes[vslot].ids.keep_bitmap_uuid(peer, left);
+            self.meta_changed(vslot, out);
+        }
+    }
+
     /// What a write must wait for so that every peer it reaches has answered the rotations
     /// sent so far: (peer slot, rotations sent) for each peer owing an answer.
     pub(super) fn rotation_answers_due(&self) -> Vec<(usize, u64)> {
@@ -122,6 +150,9 @@ impl<P: Clone> Engine<P> {
         }
         count.answered += 1;
         let answered = count.answered;
+        if answered == count.sent {
+            self.peers[slot].rotated_from.fill(0);
+        }
         let ready: Vec<u64> = self
             .in_flight
             .iter()

@@ -1449,3 +1449,36 @@ fn a_sync_target_lost_mid_resync_is_not_known_inconsistent() {
     trio.cut(0, 1);
     assert_eq!(peer_disk(&trio), DiskState::DUnknown);
 }
+
+/// A Secondary lost before a rotation reached it may still be on the generation the Primary
+/// left, and the Primary's identifiers must still name it (sim seed 18318: they did not,
+/// and the two refused each other as unrelated data).
+#[test]
+fn a_peer_lost_before_a_rotation_reached_it_is_still_related() {
+    let mut trio = Trio::new();
+    trio.held.insert((0, 1));
+    trio.held.insert((0, 2));
+    trio.write(1);
+    trio.settle();
+    // Losing node 1 with the write unsettled rotates; the Rotate to node 2 waits in the link.
+    trio.links[0][1].clear();
+    trio.cut(0, 1);
+    trio.settle();
+    assert!(trio.queued_uuids(0, 2).contains(&UuidsPurpose::Rotate));
+    trio.links[0][2].clear();
+    trio.cut(0, 2);
+    trio.held.clear();
+    trio.settle();
+    trio.join(0, 2);
+    trio.reads = true;
+    trio.sync_until_quiet();
+    assert!(
+        trio.disconnects
+            .iter()
+            .all(|(_, _, reason)| !reason.contains("unrelated")),
+        "{:?}",
+        trio.disconnects
+    );
+    assert_eq!(trio.replication(0, 2), Some(ReplState::Established));
+    assert_eq!(trio.current(2) & !1, trio.current(0) & !1);
+}
