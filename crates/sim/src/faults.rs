@@ -608,7 +608,7 @@ pub fn admin(sim: &mut Sim) {
 /// that ended StandAlone, replicates nothing (seed 5604 of the quorum range: such a node,
 /// counted as seen with the Primary, won a split brain against the node that held its
 /// writes).
-fn note_primary_partition(sim: &mut Sim) {
+pub fn note_primary_partition(sim: &mut Sim) {
     let Some(p) = sim.primary.filter(|&p| alive(sim, p)) else {
         return;
     };

@@ -461,6 +461,8 @@ impl Sim {
                 Action::Complete { request, result } => self.on_complete(request, result),
                 Action::StateChanged => {
                     self.write_back_pages(n);
+                    // What `tandem events` shows the administrator as it happens.
+                    crate::faults::note_primary_partition(self);
                 }
             }
         }
