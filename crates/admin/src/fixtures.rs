@@ -38,6 +38,7 @@ pub fn device(volume: u16) -> DeviceStatus {
         lower_pending: 0,
         blocked: false,
         possibly_stale: false,
+        unclean_since_restart: false,
     }
 }
 

@@ -57,10 +57,10 @@ impl ResourceStatus {
 
     /// events2's `may_promote`: whether a plain `primary` (no `--force`) would find nothing
     /// against it in this report: the resource is up, this node is Secondary, no connected
-    /// peer is Primary, it
-    /// has at least one volume, every volume is UpToDate, has quorum and is not possibly
-    /// stale, and I/O is not suspended. The daemon may still refuse for what a report does
-    /// not show (a handshake under way, a failed `fence-peer`).
+    /// peer is Primary, it has at least one volume, every volume is UpToDate, has quorum, is
+    /// not possibly stale and not unclean since a restart, and I/O is not suspended. The
+    /// daemon may still refuse for what a report does not show (a handshake under way, a
+    /// failed `fence-peer`).
     pub fn may_promote(&self) -> bool {
         self.role == "Secondary"
             && !self.down
@@ -70,10 +70,12 @@ impl ResourceStatus {
                 .iter()
                 .any(|connection| connection.role == "Primary")
             && !self.devices.is_empty()
-            && self
-                .devices
-                .iter()
-                .all(|device| device.disk == "UpToDate" && device.quorum && !device.possibly_stale)
+            && self.devices.iter().all(|device| {
+                device.disk == "UpToDate"
+                    && device.quorum
+                    && !device.possibly_stale
+                    && !device.unclean_since_restart
+            })
     }
 
     /// events2's `promotion_score`: how good a Primary this node would make, higher is better
@@ -139,6 +141,10 @@ pub struct DeviceStatus {
     /// promotion needs `--force` (printed as `possibly-stale:yes`).
     #[serde(default)]
     pub possibly_stale: bool,
+    /// tandem: this node went down uncleanly as a Secondary and has met no peer since;
+    /// promotion needs `--force` (printed as `unclean-since-restart:yes`).
+    #[serde(default)]
+    pub unclean_since_restart: bool,
 }
 
 impl DeviceStatus {

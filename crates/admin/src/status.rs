@@ -140,6 +140,9 @@ fn write_device(out: &mut Wrapped, device: &DeviceStatus, scope: &Scope<'_>) {
     if device.possibly_stale {
         out.word(indent, " possibly-stale:yes");
     }
+    if device.unclean_since_restart {
+        out.word(indent, " unclean-since-restart:yes");
+    }
     if scope.options.statistics {
         out.end_line();
         for word in device_statistics(device, verbose) {

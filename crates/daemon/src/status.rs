@@ -74,6 +74,7 @@ fn device_status(
         lower_pending: v.lower_pending,
         blocked: false,
         possibly_stale: v.possibly_stale,
+        unclean_since_restart: v.unclean_since_restart,
     }
 }
 

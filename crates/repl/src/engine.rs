@@ -482,6 +482,9 @@ pub struct Engine<P> {
     /// As Secondary under a quorum rule: the Primary this node's vote went to last, not seen
     /// Secondary since (`quorum.rs`, `vote_taken`).
     vote: Option<u8>,
+    /// Went down uncleanly as a Secondary (`crashed_secondary`) and no handshake with a peer
+    /// was decided since: not promoted without `--force` (`quorum.rs`, `take_vote`).
+    unclean_unmet: bool,
     /// Replicated writes that failed on this node's disk, answered (NegAck) once the
     /// metadata saying this disk lacks them is durable (`detach.rs`); bounded by the
     /// receivers' budget, as each is still pending there.
@@ -544,11 +547,13 @@ impl<P: Clone> Engine<P> {
             peer_ack_owed: false,
             lost_primary,
             vote: None,
+            unclean_unmet: false,
             failed_peer_writes: Vec::new(),
             resizes: BTreeMap::new(),
             resize_outcomes: BTreeMap::new(),
         };
         engine.disks_announced = engine.disk_list();
+        engine.unclean_unmet = engine.volumes.iter().any(|v| v.ids.flags.crashed_secondary);
         Ok(engine)
     }
 
@@ -1790,6 +1795,9 @@ impl<P: Clone> Engine<P> {
         if !force && self.volumes.iter().any(|v| v.possibly_stale) {
             return Err(StateError::PossiblyStale);
         }
+        if !force && self.unclean_unmet {
+            return Err(StateError::UncleanSinceRestart);
+        }
         // As in DRBD, the victim of a split brain is never the Primary: promoted, this node
         // would serve data the administrator already gave up on.
         if let Some(peer) = self
@@ -2018,6 +2026,7 @@ impl<P: Clone> Engine<P> {
                 al_writes: v.log.as_ref().map_or(0, |log| log.written),
                 bm_writes: v.bm_writes,
                 possibly_stale: v.possibly_stale,
+                unclean_since_restart: self.unclean_unmet,
             })
             .collect();
         let peers = (0..self.peers.len())

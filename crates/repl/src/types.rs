@@ -711,6 +711,14 @@ pub enum StateError {
          attach on the Secondary"
     )]
     AttachOnPrimary,
+    /// The node went down uncleanly as a Secondary and has not met a peer since: writes its
+    /// disk cache held may be lost, and only a peer's handshake tells which.
+    #[error(
+        "this node went down uncleanly as a Secondary and has not met a peer since: replicated \
+         writes its disk cache held may be lost; connect it to a peer first, or promote with \
+         --force to accept that"
+    )]
+    UncleanSinceRestart,
     /// The node may lack writes a Primary acknowledged under asynchronous replication.
     #[error(
         "this node may lack acknowledged writes (it was replicated to asynchronously and has not \
@@ -808,6 +816,10 @@ pub struct VolumeStatus {
     /// Replicated to asynchronously and not caught up: promotion needs `--force`.
     #[serde(default)]
     pub possibly_stale: bool,
+    /// Went down uncleanly as a Secondary and met no peer since: promotion needs `--force`
+    /// ([`crate::StateError::UncleanSinceRestart`]).
+    #[serde(default)]
+    pub unclean_since_restart: bool,
 }
 
 /// State of one peer connection.

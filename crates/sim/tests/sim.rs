@@ -1302,16 +1302,32 @@ fn quorum_long_run_promotions_keep_every_acknowledged_write() {
     }
 }
 
-/// Seeds of session 20's long run without quorum where a node was promoted without an
-/// acknowledged write another node had confirmed: 19322 (protocol A, a confirming node then
-/// lost power) and 19592 (protocol C). Not analysed.
+/// Three nodes without quorum, protocol A (session 20, seed 19322 of the long run): the
+/// whole cluster lost power, and the Secondary that restarted first was promoted before it
+/// met a peer, without a write its disk cache lost and its peer held. A node back from an
+/// unclean stop as a Secondary is now promoted only after a handshake (I25).
 #[test]
-#[ignore = "engine: long-run promotions without a confirmed write, not analysed"]
+fn three_nodes_an_unclean_secondary_meets_a_peer_before_promotion() {
+    assert_passes(&run(SimConfig {
+        nodes: 3,
+        ..SimConfig::new(19322, Scenario::Random)
+    }));
+}
+
+/// Three nodes without quorum, protocol C (session 20, seed 19592 of the long run): a
+/// Secondary confirmed a write while it was the Primary's sync target (Inconsistent); the
+/// Primary, which had lost the third node to an undetected partition, rotated, but the
+/// Rotate never reached the target (it had stopped reading); the write completed when the
+/// target was lost too. The target and the third node, both still on the old generation,
+/// met: the target, Inconsistent, took a resync from the third node, which lacked the write
+/// (it was left behind, and nothing outdated it), and was promoted without it after the
+/// Primary crashed. Not fixed: a Primary does not outdate a Secondary it leaves (no
+/// fencing), and an Inconsistent node cannot be the source of what it holds newer.
+#[test]
+#[ignore = "engine: a stale third node resyncs a target that confirmed newer writes"]
 fn three_nodes_long_run_promotions_keep_every_acknowledged_write() {
-    for seed in [19322, 19592] {
-        assert_passes(&run(SimConfig {
-            nodes: 3,
-            ..SimConfig::new(seed, Scenario::Random)
-        }));
-    }
+    assert_passes(&run(SimConfig {
+        nodes: 3,
+        ..SimConfig::new(19592, Scenario::Random)
+    }));
 }

@@ -27,6 +27,7 @@ fn volume() -> VolumeStatus {
         al_writes: 7,
         bm_writes: 3,
         possibly_stale: false,
+        unclean_since_restart: false,
     }
 }
 

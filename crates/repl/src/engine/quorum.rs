@@ -318,18 +318,27 @@ impl<P: Clone> Engine<P> {
         Err(StateError::ConfirmingPeers)
     }
 
-    /// A Primary this Secondary follows, its handshake decided, takes its vote.
+    /// A Primary this Secondary follows, its handshake decided, takes its vote. Any decided
+    /// handshake also settles what an unclean stop left open (`unclean_unmet`): the bitmap
+    /// rules (row 20) decided who has the writes a disk cache may have lost.
     fn take_vote(&mut self) {
-        if self.role == Role::Primary {
-            return;
-        }
-        let followed = self.peers.iter().find(|p| {
+        let decided = |p: &&Peer<P>| {
             p.connection == ConnState::Connected
-                && p.role == Role::Primary
                 && p.syncs
                     .iter()
                     .all(|s| !matches!(s, SyncState::Off | SyncState::WaitUuids { .. }))
-        });
+        };
+        if self.peers.iter().any(|p| decided(&p)) {
+            self.unclean_unmet = false;
+        }
+        if self.role == Role::Primary {
+            return;
+        }
+        let followed = self
+            .peers
+            .iter()
+            .filter(decided)
+            .find(|p| p.role == Role::Primary);
         if let Some(p) = followed {
             self.vote = Some(p.config.node_id);
         }

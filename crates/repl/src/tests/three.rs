@@ -1482,3 +1482,18 @@ fn a_peer_lost_before_a_rotation_reached_it_is_still_related() {
     assert_eq!(trio.replication(0, 2), Some(ReplState::Established));
     assert_eq!(trio.current(2) & !1, trio.current(0) & !1);
 }
+
+/// A Secondary that went down uncleanly may have lost replicated writes from its disk cache
+/// (sim seed 19322: the whole cluster lost power and the node promoted first lacked a write
+/// its peer held): it is not promoted before a handshake with a peer, unless forced.
+#[test]
+fn a_secondary_back_from_an_unclean_stop_meets_a_peer_before_promotion() {
+    let mut unclean = synced_volume();
+    unclean.unclean = true;
+    let mut trio = Trio::unconnected([synced_volume(), unclean, synced_volume()]);
+    assert_eq!(trio.promote_once(1), Err(StateError::UncleanSinceRestart));
+    trio.join(1, 2);
+    trio.reads = true;
+    trio.sync_until_quiet();
+    assert_eq!(trio.promote_once(1), Ok(()));
+}

@@ -35,6 +35,7 @@ fn resource(
             lower_pending: 0,
             blocked: false,
             possibly_stale: false,
+            unclean_since_restart: false,
         }],
         connections: vec![ConnectionStatus {
             paths: Vec::new(),

@@ -138,6 +138,7 @@ fn report() -> StatusReport {
         lower_pending: 0,
         blocked: false,
         possibly_stale: false,
+        unclean_since_restart: false,
     };
     let peer_device = PeerDeviceStatus {
         peer_client: false,
