@@ -1272,7 +1272,12 @@ fn quorum_a_vote_carries_one_primary_at_a_time() {
 /// them forget their bits for each other (row 16: "the Primary's writes reach both"), which
 /// does not hold for a resync write or for a peer the Primary no longer reaches; the
 /// Primary then crashed before it noticed the partition, and the two ended UpToDate with
-/// different data in that block. Not fixed.
+/// different data in that block. Not fixed. Keeping the bits instead leaves fed
+/// Secondaries out of sync while Established (nothing resyncs them while a Primary feeds
+/// them; tried in session 21). The likely fix: a sync target records a Primary source's
+/// resync writes with its unsettled replicated writes, under the epoch the Primary was at
+/// when it read the block (the `ResyncReply` would carry it), so a peer ack settles them
+/// and a lost Primary turns the rest into bits (`reconcile.rs`).
 #[test]
 #[ignore = "engine: row 16 forgets bits a resync write or an unreached peer still needs"]
 fn three_nodes_resync_writes_are_not_forgotten_between_fed_secondaries() {
