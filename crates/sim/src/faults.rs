@@ -609,7 +609,14 @@ pub fn admin(sim: &mut Sim) {
 /// counted as seen with the Primary, won a split brain against the node that held its
 /// writes).
 pub fn note_primary_partition(sim: &mut Sim) {
-    let Some(p) = sim.primary.filter(|&p| alive(sim, p)) else {
+    // In quorum mode a Primary without quorum acknowledges nothing: being with it then says
+    // nothing about holding its writes (seed 8757: an old Primary cut off in a minority,
+    // counted as seen with itself until the failover, won a split brain against a node of
+    // the quorate partition that held the new Primary's acknowledged writes).
+    let Some(p) = sim
+        .primary
+        .filter(|&p| alive(sim, p) && (!sim.cfg.quorum || has_quorum(sim, p)))
+    else {
         return;
     };
     let Some(status) = sim.nodes[usize::from(p)]
@@ -683,13 +690,14 @@ fn promotable(sim: &Sim, n: u8) -> bool {
 /// administrator sees (roles, membership, quorum, out-of-sync counts; never the simulator's
 /// record of writes), in this order:
 /// 1. the client's Primary (where the cluster manager runs the application);
-/// 2. the side last seen connected to the client's Primary without losing power since
-///    (`Sim::with_primary_at`; the other, e.g. an old Primary the client left or a node that
-///    was down, diverged from it), even when that side is an Inconsistent sync target: it
-///    holds the Primary's writes and may be their only other copy; if neither was seen
-///    since a power loss, the side that was seen last regardless (`last_with_primary_at`:
-///    seed 5604 of the quorum range, where both sides lost power and the lower node id
-///    kept the old Primary the client had left, discarding its successor's writes);
+/// 2. the side last seen connected to the client's Primary (`Sim::last_with_primary_at`,
+///    in quorum mode only while that Primary had quorum; the other, e.g. an old Primary the
+///    client left or a node that was down, diverged from it), even when that side is an
+///    Inconsistent sync target or lost power since: it holds the Primary's writes and may be
+///    their only other copy (seed 5604 of the quorum range: both sides lost power and the
+///    lower node id kept the old Primary the client had left, discarding its successor's
+///    writes; seed 8757: the old Primary, cut off in a minority and never down, won against
+///    a node of the quorate partition that had lost power since);
 /// 3. the side whose disk is UpToDate while the other's is not (only it can be a sync
 ///    source);
 /// 4. in quorum mode, the side that has quorum while the other has none (the quorate
@@ -704,11 +712,9 @@ fn split_brain_winner(sim: &Sim, a: u8, b: u8) -> u8 {
     if sim.primary == Some(a) {
         return a;
     }
-    for history in [&sim.with_primary_at, &sim.last_with_primary_at] {
-        let seen = |n: u8| history.get(&n).copied();
-        if seen(a) != seen(b) {
-            return if seen(b) > seen(a) { b } else { a };
-        }
+    let seen = |n: u8| sim.last_with_primary_at.get(&n).copied();
+    if seen(a) != seen(b) {
+        return if seen(b) > seen(a) { b } else { a };
     }
     match (up_to_date(sim, a), up_to_date(sim, b)) {
         (false, true) => return b,

@@ -1307,6 +1307,21 @@ fn quorum_long_run_promotions_keep_every_acknowledged_write() {
     }
 }
 
+/// Three nodes with quorum, protocol C (session 21, seed 8757 of the long run): an old
+/// Primary cut off in a minority, never down, met a node of the quorate partition that had
+/// lost power after holding the new Primary's acknowledged writes; the simulated
+/// administrator kept the old Primary's side (it counted the old Primary as seen with
+/// itself until the failover, and preferred a side that had not lost power). It now counts
+/// a Primary only while it has quorum and keeps the side seen last with it.
+#[test]
+fn quorum_a_split_brain_keeps_the_side_of_the_quorate_primary() {
+    assert_passes(&run(SimConfig {
+        nodes: 3,
+        ..SimConfig::new(8757, Scenario::Random)
+    }
+    .with_quorum()));
+}
+
 /// Three nodes without quorum, protocol A (session 20, seed 19322 of the long run): the
 /// whole cluster lost power, and the Secondary that restarted first was promoted before it
 /// met a peer, without a write its disk cache lost and its peer held. A node back from an
