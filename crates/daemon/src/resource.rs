@@ -25,8 +25,8 @@ use std::time::Instant;
 use bufpool::BufPool;
 use bufpool::Incoming;
 use repl::{
-    Action, ConnState, DiskOp, Engine, IoError, Op, PeerMessage, ReplState, RequestId, Resolution,
-    Role, Time,
+    Action, ConnState, DisconnectReason, DiskOp, Engine, IoError, Op, PeerMessage, ReplState,
+    RequestId, Resolution, Role, Time,
 };
 use tokio::sync::{mpsc, watch, OwnedSemaphorePermit};
 
@@ -662,12 +662,19 @@ impl Resource {
     }
 
     /// The engine dropped a peer: the link says goodbye after what is queued, then stops.
-    fn disconnect_link(&self, core: &mut Core, peer: u8, state: ConnState, reason: String) {
+    fn disconnect_link(
+        &self,
+        core: &mut Core,
+        peer: u8,
+        state: ConnState,
+        reason: DisconnectReason,
+    ) {
         if let Some(link) = core.links.remove(&peer) {
             tracing::warn!(
                 resource = %self.name, peer = %self.peer_name(peer),
                 "dropping connection ({state}): {reason}"
             );
+            let reason = reason.to_string();
             let _ = link.data.send(Outgoing::Close {
                 reason: reason.clone(),
             });

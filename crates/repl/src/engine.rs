@@ -75,6 +75,7 @@ use crate::types::{
     PeerVolumeStatus, Promotion, RequestId, StateError, Time, VolumeStatus, WriteFlags,
 };
 use crate::uuid::{GenerationIds, HandshakeNodes, NodeId, NodeSet, SyncError};
+use crate::{DisconnectReason, PeerViolation};
 
 pub use leave::LEAVE_PERSIST_MAX;
 
@@ -1074,12 +1075,14 @@ impl<P: Clone> Engine<P> {
     }
 
     /// The connection to `peer` ended (`state` says how: NetworkFailure, ProtocolError, ...).
+    /// `reason` is kept as the peer's last error; the driver's own text (a closed socket, a
+    /// failed frame) becomes a [`DisconnectReason::Policy`].
     pub fn peer_disconnected(
         &mut self,
         now: Time,
         peer: u8,
         state: ConnState,
-        reason: String,
+        reason: impl Into<DisconnectReason>,
         out: &mut Vec<Action<P>>,
     ) {
         let Some(slot) = self.peer_slot(peer) else {
@@ -1096,7 +1099,7 @@ impl<P: Clone> Engine<P> {
                 ConnState::Connecting
             };
         }
-        p.last_error = Some(format!("{state}: {reason}"));
+        p.last_error = Some(format!("{state}: {}", reason.into()));
         self.resize_peer_lost(slot);
         self.remember_lost_primary(slot, out);
         let p = &mut self.peers[slot];
@@ -1230,7 +1233,7 @@ impl<P: Clone> Engine<P> {
             out.push(Action::Disconnect {
                 peer,
                 state: ConnState::ProtocolError,
-                reason: reason.clone(),
+                reason: reason.clone().into(),
             });
             self.peer_disconnected(now, peer, ConnState::ProtocolError, reason, out);
         } else if !self.waiting.is_empty() || self.peers[slot].async_state != lag::AsyncState::Sync
@@ -1250,10 +1253,11 @@ impl<P: Clone> Engine<P> {
         now: Time,
         slot: usize,
         state: ConnState,
-        reason: String,
+        reason: impl Into<DisconnectReason>,
         out: &mut Vec<Action<P>>,
     ) {
         let peer = self.peers[slot].config.node_id;
+        let reason = reason.into();
         out.push(Action::Disconnect {
             peer,
             state,
@@ -1268,7 +1272,7 @@ impl<P: Clone> Engine<P> {
         slot: usize,
         message: PeerMessage<P>,
         out: &mut Vec<Action<P>>,
-    ) -> Result<(), String> {
+    ) -> Result<(), PeerViolation> {
         let peer = self.peers[slot].config.node_id;
         match message {
             PeerMessage::Data {
@@ -1280,7 +1284,7 @@ impl<P: Clone> Engine<P> {
             } => self.receive_data(slot, seq, epoch, volume, offset, op, out),
             PeerMessage::Barrier { epoch, flush } => {
                 if self.role == Role::Primary {
-                    return Err("barrier received while Primary".into());
+                    return Err(PeerViolation::BarrierWhilePrimary);
                 }
                 self.peers[slot].receiver.barrier(epoch, flush, out)
             }
@@ -1340,7 +1344,7 @@ impl<P: Clone> Engine<P> {
         slot: usize,
         message: PeerMessage<P>,
         out: &mut Vec<Action<P>>,
-    ) -> Result<(), String> {
+    ) -> Result<(), PeerViolation> {
         match message {
             PeerMessage::ResyncRequest {
                 id,
@@ -1404,7 +1408,7 @@ impl<P: Clone> Engine<P> {
         slot: usize,
         message: PeerMessage<P>,
         out: &mut Vec<Action<P>>,
-    ) -> Result<(), String> {
+    ) -> Result<(), PeerViolation> {
         match message {
             PeerMessage::Resize {
                 volume,
@@ -1478,7 +1482,7 @@ impl<P: Clone> Engine<P> {
         role: Role,
         disks: Vec<(u16, DiskState)>,
         out: &mut Vec<Action<P>>,
-    ) -> Result<(), String> {
+    ) -> Result<(), PeerViolation> {
         if let Some(reason) = self.second_primary(slot, role) {
             self.drop_peer(now, slot, ConnState::Unconnected, reason, out);
             return Ok(());
@@ -1506,13 +1510,13 @@ impl<P: Clone> Engine<P> {
         offset: u64,
         op: DiskOp<P>,
         out: &mut Vec<Action<P>>,
-    ) -> Result<(), String> {
+    ) -> Result<(), PeerViolation> {
         if self.role == Role::Primary {
-            return Err("replicated write received while Primary".into());
+            return Err(PeerViolation::WriteWhilePrimary);
         }
         let vslot = self
             .volume_slot(volume)
-            .ok_or_else(|| format!("write to unknown volume {volume}"))?;
+            .ok_or(PeerViolation::WriteUnknownVolume { volume })?;
         let length = disk_op_length(&op);
         // A diskless volume has no size of its own: the write fails on the missing disk and
         // is NegAcked (a Primary sends writes before the handshake told it we are diskless).
@@ -1520,9 +1524,11 @@ impl<P: Clone> Engine<P> {
         let extent = Extent::new(offset, length)
             .filter(|e| diskless || e.end() <= self.volumes[vslot].size_bytes);
         if extent.is_none() {
-            return Err(format!(
-                "write beyond the end of volume {volume}: offset {offset} length {length}"
-            ));
+            return Err(PeerViolation::WriteBeyondEnd {
+                volume,
+                offset,
+                length,
+            });
         }
         let Some(extent) = extent else { return Ok(()) };
         if !diskless {
@@ -1556,7 +1562,7 @@ impl<P: Clone> Engine<P> {
         seq: u64,
         stage: PeerStage,
         out: &mut Vec<Action<P>>,
-    ) -> Result<(), String> {
+    ) -> Result<(), PeerViolation> {
         if stage == PeerStage::Settled {
             // The entry stays in the transfer log until the barrier ack says the write is
             // durable on the peer: if the connection drops first, it is marked out of sync.
@@ -1578,13 +1584,11 @@ impl<P: Clone> Engine<P> {
             return if seq < self.next_seq {
                 Ok(())
             } else {
-                Err(format!("ack for unknown write {seq}"))
+                Err(PeerViolation::AckUnknownWrite { seq })
             };
         };
         match (write.peers[slot], stage) {
-            (PeerStage::Skipped, _) => {
-                return Err(format!("ack for write {seq} that was never sent"))
-            }
+            (PeerStage::Skipped, _) => return Err(PeerViolation::AckUnsentWrite { seq }),
             (PeerStage::Settled, _) => {}
             (_, PeerStage::Settled) => write.peers[slot] = PeerStage::Settled,
             (PeerStage::Queued { .. } | PeerStage::Sent { .. }, received) => {
@@ -1619,11 +1623,9 @@ impl<P: Clone> Engine<P> {
         slot: usize,
         epoch: u64,
         out: &mut Vec<Action<P>>,
-    ) -> Result<(), String> {
+    ) -> Result<(), PeerViolation> {
         if epoch >= self.epoch {
-            return Err(format!(
-                "barrier ack for epoch {epoch}, which is not closed yet"
-            ));
+            return Err(PeerViolation::BarrierAckOpenEpoch { epoch });
         }
         let peer = self.peers[slot].config.node_id;
         let confirmed: Vec<u64> = self.peers[slot]
@@ -1666,7 +1668,7 @@ impl<P: Clone> Engine<P> {
         role: Role,
         disks: Vec<(u16, DiskState)>,
         out: &mut Vec<Action<P>>,
-    ) -> Result<(), String> {
+    ) -> Result<(), PeerViolation> {
         // Two Primaries meeting at connect are judged by the handshake, which compares the
         // generation identifiers first (a split brain is reported, not just refused); once
         // the handshake is done, a peer that turns Primary beside us is a protocol error.
@@ -1675,7 +1677,7 @@ impl<P: Clone> Engine<P> {
             .iter()
             .all(|sync| !matches!(sync, SyncState::Off | SyncState::WaitUuids { .. }));
         if role == Role::Primary && self.role == Role::Primary && handshaken {
-            return Err("both nodes are Primary".into());
+            return Err(PeerViolation::BothPrimary);
         }
         let p = &mut self.peers[slot];
         p.role = role;
@@ -1743,7 +1745,7 @@ impl<P: Clone> Engine<P> {
                     out.push(Action::Disconnect {
                         peer: id,
                         state,
-                        reason: reason.clone(),
+                        reason: reason.clone().into(),
                     });
                     self.peer_disconnected(now, id, state, reason, out);
                 }
@@ -2000,7 +2002,7 @@ impl<P: Clone> Engine<P> {
             out.push(Action::Disconnect {
                 peer,
                 state: ConnState::StandAlone,
-                reason: reason.clone(),
+                reason: reason.clone().into(),
             });
             self.peer_disconnected(now, peer, ConnState::StandAlone, reason, out);
         }

@@ -99,6 +99,7 @@ mod state;
 mod sync;
 mod types;
 mod uuid;
+mod violation;
 
 pub use after_split_brain::{
     resolve_split_brain, younger_primary, AfterSb0Pri, AfterSb1Pri, AfterSb2Pri, Resolution,
@@ -128,6 +129,7 @@ pub use uuid::{
     NewCurrent, NodeId, NodeSet, Rule, Side, SyncDecision, SyncError, Transfer, HISTORY_SLOTS_MAX,
     NODE_SLOTS_MAX, UUID_JUST_CREATED, UUID_PRIMARY,
 };
+pub use violation::{DisconnectReason, PeerViolation};
 
 #[cfg(test)]
 mod tests;

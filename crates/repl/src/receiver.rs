@@ -36,6 +36,7 @@ use std::collections::{BTreeMap, VecDeque};
 use crate::extent::Extent;
 use crate::state::{ConnState, Protocol};
 use crate::types::{Action, DiskOp, IoError, IoId, PeerMessage};
+use crate::PeerViolation;
 
 type EpochKey = (u64, u64);
 
@@ -181,14 +182,14 @@ impl<P: Clone> Receiver<P> {
         op: DiskOp<P>,
         protocol: Protocol,
         out: &mut Vec<Action<P>>,
-    ) -> Result<(), String> {
+    ) -> Result<(), PeerViolation> {
         let key = (self.session, epoch);
         match self.epochs.back_mut() {
             Some(back) if key < back.key => {
-                return Err(format!("write for epoch {epoch} after a later epoch"))
+                return Err(PeerViolation::WriteAfterLaterEpoch { epoch })
             }
             Some(back) if key == back.key && back.closed.is_some() => {
-                return Err(format!("write for epoch {epoch} after its barrier"));
+                return Err(PeerViolation::WriteAfterBarrier { epoch });
             }
             Some(back) if key == back.key => back.pending += 1,
             _ => self.epochs.push_back(RxEpoch {
@@ -289,15 +290,15 @@ impl<P: Clone> Receiver<P> {
         epoch: u64,
         flush: bool,
         out: &mut Vec<Action<P>>,
-    ) -> Result<(), String> {
+    ) -> Result<(), PeerViolation> {
         let key = (self.session, epoch);
         match self.epochs.back_mut() {
             Some(back) if key < back.key => {
-                return Err(format!("barrier for epoch {epoch} after a later epoch"))
+                return Err(PeerViolation::BarrierAfterLaterEpoch { epoch })
             }
             Some(back) if key == back.key => {
                 if back.closed.is_some() {
-                    return Err(format!("second barrier for epoch {epoch}"));
+                    return Err(PeerViolation::SecondBarrier { epoch });
                 }
                 back.closed = Some(flush);
             }
@@ -451,7 +452,7 @@ impl<P: Clone> Receiver<P> {
             out.push(Action::Disconnect {
                 peer: self.peer,
                 state: ConnState::NetworkFailure,
-                reason,
+                reason: reason.into(),
             });
             self.connected = false;
         }

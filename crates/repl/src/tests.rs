@@ -91,6 +91,8 @@ struct Pair {
     local: [VecDeque<Action<Vec<u8>>>; 2],
     completed: Vec<(RequestId, Result<(), IoError>)>,
     disconnects: Vec<(usize, ConnState)>,
+    /// Why each of `disconnects` happened, in the same order.
+    reasons: Vec<DisconnectReason>,
     /// The last metadata each node persisted.
     persisted: [Option<VolumeMeta>; 2],
     /// Split brains each node reported.
@@ -138,6 +140,7 @@ impl Pair {
             local: [VecDeque::new(), VecDeque::new()],
             completed: Vec::new(),
             disconnects: Vec::new(),
+            reasons: Vec::new(),
             persisted: [None, None],
             split_brains: Vec::new(),
             resync_sent_bytes: [0, 0],
@@ -227,7 +230,10 @@ impl Pair {
                     self.links[to].push_back((Kind::Control, message))
                 }
                 Action::Complete { request, result } => self.completed.push((request, result)),
-                Action::Disconnect { state, .. } => self.disconnects.push((from, state)),
+                Action::Disconnect { state, reason, .. } => {
+                    self.disconnects.push((from, state));
+                    self.reasons.push(reason);
+                }
                 Action::StateChanged | Action::Detached { .. } => {}
                 Action::ReadDone { request, result } => self.reads_done.push((request, result)),
                 Action::LocalDigest { .. } | Action::ResizeOffer { .. } | Action::Grow { .. } => {
@@ -685,6 +691,8 @@ fn an_ack_for_a_write_never_sent_is_a_protocol_error() {
     pair.links[A].push_back((Kind::Control, PeerMessage::WriteAck { seq: 999 }));
     pair.deliver(A);
     assert_eq!(pair.disconnects, vec![(A, ConnState::ProtocolError)]);
+    let violation = PeerViolation::AckUnknownWrite { seq: 999 };
+    assert_eq!(pair.reasons, vec![DisconnectReason::Violation(violation)]);
 }
 
 #[test]
@@ -708,6 +716,12 @@ fn data_beyond_the_volume_is_a_protocol_error_and_never_written() {
     ));
     pair.deliver(B);
     assert_eq!(pair.disconnects, vec![(B, ConnState::ProtocolError)]);
+    let violation = PeerViolation::WriteBeyondEnd {
+        volume: 0,
+        offset: VOLUME_BYTES - 1,
+        length: 2,
+    };
+    assert_eq!(pair.reasons, vec![DisconnectReason::Violation(violation)]);
     assert!(pair.local[B].is_empty());
 }
 

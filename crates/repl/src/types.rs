@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::after_split_brain::Resolution;
 use crate::state::{ConnState, DiskState, Protocol, ReplState, Role};
 use crate::uuid::{GenerationIds, NodeId, NodeSet};
+use crate::violation::DisconnectReason;
 
 /// Monotonic time in nanoseconds since an arbitrary origin chosen by the driver.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
@@ -638,7 +639,7 @@ pub enum Action<P> {
     Disconnect {
         peer: u8,
         state: ConnState,
-        reason: String,
+        reason: DisconnectReason,
     },
     /// Answer a client request.
     Complete {

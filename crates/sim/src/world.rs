@@ -14,8 +14,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 
 use repl::{
-    Action, ConnState, DiskOp, Engine, IoError, IoId, Op, PeerMessage, Promotion, Role, Time,
-    UuidsPurpose, WriteFlags,
+    Action, ConnState, DisconnectReason, DiskOp, Engine, IoError, IoId, Op, PeerMessage, Promotion,
+    Role, Time, UuidsPurpose, WriteFlags,
 };
 
 use crate::check::{self, SessionWrite, Usage, Violation, WriteRecord};
@@ -515,9 +515,10 @@ impl Sim {
     }
 
     /// Node `n` drops `peer`: both sockets end after what was queued on them.
-    fn engine_dropped_peer(&mut self, n: u8, peer: u8, state: ConnState, reason: String) {
+    fn engine_dropped_peer(&mut self, n: u8, peer: u8, state: ConnState, reason: DisconnectReason) {
         self.note(|| format!("node {n} drops {peer} ({state}): {reason}"));
-        if reason.starts_with("rr-conflict") {
+        // The rr-conflict refusal is a policy reason, still text (`repl::DisconnectReason`).
+        if matches!(&reason, DisconnectReason::Policy(text) if text.starts_with("rr-conflict")) {
             self.role_conflicts.insert(norm(n, peer));
         }
         if let Some(conn) = self.nodes[usize::from(n)].conns.remove(&peer) {

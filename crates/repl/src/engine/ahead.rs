@@ -152,7 +152,7 @@ impl<P: Clone> Engine<P> {
                     out.push(Action::Disconnect {
                         peer,
                         state: ConnState::NetworkFailure,
-                        reason: reason.clone(),
+                        reason: reason.clone().into(),
                     });
                     self.peer_disconnected(now, peer, ConnState::NetworkFailure, reason, out);
                 }

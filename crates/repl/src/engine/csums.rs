@@ -23,6 +23,7 @@ use crate::engine::Engine;
 use crate::extent::Extent;
 use crate::sync::SyncState;
 use crate::types::{Action, DigestAlg, IoError, IoId, PeerMessage, Time};
+use crate::PeerViolation;
 
 /// The `LocalDigest` of a resync range with `csums-alg`.
 pub(super) fn digest_action<P>(
@@ -100,11 +101,12 @@ impl<P: Clone> Engine<P> {
         volume: u16,
         extent: Extent,
         digests: Vec<u8>,
-    ) -> Result<(), String> {
+    ) -> Result<(), PeerViolation> {
         self.receive_resync_request(now, slot, id, volume, extent)?;
+        // Not reached: the resync request above refused an unknown volume already.
         let vslot = self
             .volume_slot(volume)
-            .ok_or("checked by the resync request")?;
+            .ok_or(PeerViolation::ResyncRequestUnknownVolume { volume })?;
         if let SyncState::Source(source) = &mut self.peers[slot].syncs[vslot] {
             source.csums.insert(id, digests);
         }
@@ -163,20 +165,18 @@ impl<P: Clone> Engine<P> {
         id: u64,
         volume: u16,
         out: &mut Vec<Action<P>>,
-    ) -> Result<(), String> {
+    ) -> Result<(), PeerViolation> {
         let vslot = self
             .volume_slot(volume)
-            .ok_or_else(|| format!("in-sync answer for unknown volume {volume}"))?;
+            .ok_or(PeerViolation::InSyncUnknownVolume { volume })?;
         let p = &mut self.peers[slot];
         let SyncState::Target(target) = &mut p.syncs[vslot] else {
-            return Err(format!(
-                "in-sync answer for volume {volume} while not its sync target"
-            ));
+            return Err(PeerViolation::InSyncNotTarget { volume });
         };
         let request = target
             .requests
             .remove(&id)
-            .ok_or_else(|| format!("in-sync answer for unknown request {id}"))?;
+            .ok_or(PeerViolation::InSyncUnknownRequest { id })?;
         let Extent { offset, length } = request.extent;
         target.round_trip = Some(now.since(request.since));
         target.answered_since_tick += length;

@@ -514,10 +514,10 @@ impl<P: Clone> Engine<P> {
         volume: u16,
         extent: Extent,
         out: &mut Vec<Action<P>>,
-    ) -> Result<(), String> {
+    ) -> Result<(), PeerViolation> {
         let vslot = self
             .volume_slot(volume)
-            .ok_or_else(|| format!("read request for unknown volume {volume}"))?;
+            .ok_or(PeerViolation::ReadRequestUnknownVolume { volume })?;
         let fits = extent.length > 0
             && extent.length <= FORWARDED_READ_BYTES_MAX
             && extent.end() <= self.volumes[vslot].size_bytes;
@@ -537,9 +537,7 @@ impl<P: Clone> Engine<P> {
             return Ok(());
         }
         if !fits {
-            return Err(format!(
-                "read request beyond volume {volume} or too long: {extent:?}"
-            ));
+            return Err(PeerViolation::ReadRequestInvalid { volume, extent });
         }
         self.pending_forwarded_serves
             .insert((peer, id), (volume, extent));
@@ -598,13 +596,13 @@ impl<P: Clone> Engine<P> {
         extent: Extent,
         result: Result<P, IoError>,
         out: &mut Vec<Action<P>>,
-    ) -> Result<(), String> {
+    ) -> Result<(), PeerViolation> {
         let matches = self
             .forwarded_reads
             .get(&id)
             .is_some_and(|r| r.slot == slot && r.volume == volume && r.extent == extent);
         if !matches {
-            return Err(format!("read reply {id} answers no read of ours"));
+            return Err(PeerViolation::ReadReplyUnrequested { id });
         }
         let Some(read) = self.forwarded_reads.remove(&id) else {
             return Ok(());

@@ -44,6 +44,7 @@ use crate::uuid::{
     compare, Adoption, GenerationIds, Handshake, HandshakeNodes, NodeSet, Rule, SyncDecision,
     Transfer,
 };
+use crate::PeerViolation;
 
 /// Most RLE bytes per bitmap chunk: what one wire `BitmapChunk` carries
 /// (`wire::BITMAP_CHUNK_LEN_MAX`).
@@ -124,10 +125,12 @@ impl<P: Clone> Engine<P> {
         slot: usize,
         message: UuidsMessage,
         out: &mut Vec<Action<P>>,
-    ) -> Result<(), String> {
+    ) -> Result<(), PeerViolation> {
         let vslot = self
             .volume_slot(message.volume)
-            .ok_or_else(|| format!("identifiers for unknown volume {}", message.volume))?;
+            .ok_or(PeerViolation::UuidsUnknownVolume {
+                volume: message.volume,
+            })?;
         self.peers[slot].disks[vslot] = message.disk;
         if message.role == Role::Secondary && message.ids.flags.primary_peer {
             self.vote_handed_on(slot);
@@ -181,7 +184,7 @@ impl<P: Clone> Engine<P> {
         vslot: usize,
         message: UuidsMessage,
         out: &mut Vec<Action<P>>,
-    ) -> Result<(), String> {
+    ) -> Result<(), PeerViolation> {
         // A handshake from a pulled-ahead Primary ends its episode here too.
         self.peers[slot].ahead.behind = false;
         if matches!(self.peers[slot].syncs[vslot], SyncState::Established) {
@@ -191,10 +194,9 @@ impl<P: Clone> Engine<P> {
         let state = std::mem::replace(&mut self.peers[slot].syncs[vslot], SyncState::Off);
         let SyncState::WaitUuids { sent } = state else {
             self.peers[slot].syncs[vslot] = state;
-            return Err(format!(
-                "handshake for volume {} during a resync",
-                message.volume
-            ));
+            return Err(PeerViolation::HandshakeDuringResync {
+                volume: message.volume,
+            });
         };
         if let Some(reason) = self.geometry_mismatch(slot, vslot, &message) {
             self.drop_peer(now, slot, ConnState::StandAlone, reason, out);
@@ -578,19 +580,20 @@ impl<P: Clone> Engine<P> {
         vslot: usize,
         message: &UuidsMessage,
         out: &mut Vec<Action<P>>,
-    ) -> Result<(), String> {
+    ) -> Result<(), PeerViolation> {
         let sync_uuid = message.ids.bitmap_uuid(self.node);
         if sync_uuid == 0 {
-            return Err("sync start without a sync identifier".into());
+            return Err(PeerViolation::SyncStartWithoutIdentifier);
         }
         let SyncState::StartingTarget(starting) = &self.peers[slot].syncs[vslot] else {
-            return Err(format!(
-                "sync start for volume {} while not a sync target",
-                message.volume
-            ));
+            return Err(PeerViolation::SyncStartNotTarget {
+                volume: message.volume,
+            });
         };
         if starting.source_ids.is_some() {
-            return Err(format!("second sync start for volume {}", message.volume));
+            return Err(PeerViolation::SecondSyncStart {
+                volume: message.volume,
+            });
         }
         // The data a pending `--discard-my-data` towards another peer gives up is replaced
         // now by this source's: that split brain is a new one, for the administrator again.
@@ -623,12 +626,11 @@ impl<P: Clone> Engine<P> {
         vslot: usize,
         message: &UuidsMessage,
         out: &mut Vec<Action<P>>,
-    ) -> Result<(), String> {
+    ) -> Result<(), PeerViolation> {
         if !matches!(self.peers[slot].syncs[vslot], SyncState::Established) {
-            return Err(format!(
-                "identifiers to adopt for volume {} during a handshake or resync",
-                message.volume
-            ));
+            return Err(PeerViolation::AdoptDuringResync {
+                volume: message.volume,
+            });
         }
         if self.volumes[vslot].disk == DiskState::Diskless {
             // Nothing here to take the identifiers for.
@@ -654,28 +656,22 @@ impl<P: Clone> Engine<P> {
         volume: u16,
         chunk: &[u8],
         out: &mut Vec<Action<P>>,
-    ) -> Result<(), String> {
+    ) -> Result<(), PeerViolation> {
         let vslot = self
             .volume_slot(volume)
-            .ok_or_else(|| format!("bitmap for unknown volume {volume}"))?;
+            .ok_or(PeerViolation::BitmapUnknownVolume { volume })?;
         let p = &mut self.peers[slot];
         let decoder = match &mut p.syncs[vslot] {
             SyncState::StartingSource(starting) => &mut starting.decoder,
             SyncState::StartingTarget(starting) => &mut starting.decoder,
-            _ => {
-                return Err(format!(
-                    "bitmap chunk for volume {volume} outside a bitmap exchange"
-                ))
-            }
+            _ => return Err(PeerViolation::BitmapOutsideExchange { volume }),
         };
         if decoder.is_complete() {
-            return Err(format!(
-                "bitmap chunk for volume {volume} after the whole bitmap"
-            ));
+            return Err(PeerViolation::BitmapAfterComplete { volume });
         }
         decoder
             .apply(chunk, &mut p.bitmaps[vslot])
-            .map_err(|error| format!("bad bitmap chunk for volume {volume}: {error}"))?;
+            .map_err(|error| PeerViolation::BitmapChunkInvalid { volume, error })?;
         self.advance_starting(now, slot, vslot, out);
         Ok(())
     }

@@ -402,9 +402,9 @@ impl<P: Clone> Engine<P> {
         slot: usize,
         stale: bool,
         out: &mut Vec<Action<P>>,
-    ) -> Result<(), String> {
+    ) -> Result<(), PeerViolation> {
         if stale && self.role == Role::Primary {
-            return Err("a possibly-stale mark sent to a Primary".into());
+            return Err(PeerViolation::StaleMarkToPrimary);
         }
         let sender = self.peers[slot].config.node_id;
         let entitled =
@@ -457,7 +457,7 @@ impl<P: Clone> Engine<P> {
         slot: usize,
         stale: bool,
         out: &mut Vec<Action<P>>,
-    ) -> Result<(), String> {
+    ) -> Result<(), PeerViolation> {
         if stale && self.ahead_mark_acked(now, slot, out) {
             return Ok(());
         }

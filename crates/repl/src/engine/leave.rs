@@ -149,7 +149,7 @@ impl<P: Clone> Engine<P> {
             out.push(Action::Disconnect {
                 peer,
                 state: ConnState::StandAlone,
-                reason: reason.clone(),
+                reason: reason.clone().into(),
             });
             self.peer_disconnected(now, peer, ConnState::StandAlone, reason, out);
             let p = &mut self.peers[slot];

@@ -138,10 +138,10 @@ impl<P: Clone> Engine<P> {
         volume: u16,
         paused: bool,
         out: &mut Vec<Action<P>>,
-    ) -> Result<(), String> {
+    ) -> Result<(), PeerViolation> {
         let vslot = self
             .volume_slot(volume)
-            .ok_or_else(|| format!("sync pause for unknown volume {volume}"))?;
+            .ok_or(PeerViolation::SyncPauseUnknownVolume { volume })?;
         if self.peers[slot].peer_paused[vslot] != paused {
             self.peers[slot].peer_paused[vslot] = paused;
             out.push(Action::StateChanged);

@@ -37,6 +37,7 @@ use crate::resync_rate::{Allowance, ResyncLoad, ResyncTick};
 use crate::state::{DiskState, Role};
 use crate::sync::{Requested, SyncState};
 use crate::types::{Action, DiskOp, IoError, IoId, PeerMessage, Time};
+use crate::PeerViolation;
 
 /// Largest single resync request.
 pub const RESYNC_REQUEST_BYTES_MAX: u64 = 128 * 1024;
@@ -72,10 +73,10 @@ impl<P: Clone> Engine<P> {
         id: u64,
         volume: u16,
         extent: Extent,
-    ) -> Result<(), String> {
+    ) -> Result<(), PeerViolation> {
         let vslot = self
             .volume_slot(volume)
-            .ok_or_else(|| format!("resync request for unknown volume {volume}"))?;
+            .ok_or(PeerViolation::ResyncRequestUnknownVolume { volume })?;
         let granularity = u64::from(self.peers[slot].bitmaps[vslot].granularity_bytes());
         let valid = Extent::new(extent.offset, extent.length)
             .filter(|e| {
@@ -85,24 +86,21 @@ impl<P: Clone> Engine<P> {
             })
             .filter(|e| e.offset % granularity == 0);
         if valid.is_none() {
-            return Err(format!(
-                "bad resync request {id}: offset {} length {}",
-                extent.offset, extent.length
-            ));
+            return Err(PeerViolation::ResyncRequestInvalid {
+                id,
+                offset: extent.offset,
+                length: extent.length,
+            });
         }
         let limit = MAX_BUFFERS_PAGES_LIMIT * PAGE_BYTES + RESYNC_REQUEST_BYTES_MAX;
         let SyncState::Source(source) = &mut self.peers[slot].syncs[vslot] else {
-            return Err(format!(
-                "resync request for volume {volume} while not its sync source"
-            ));
+            return Err(PeerViolation::ResyncRequestNotSource { volume });
         };
         if source.knows(id) {
-            return Err(format!("resync request {id} twice"));
+            return Err(PeerViolation::ResyncRequestTwice { id });
         }
         if source.busy_bytes() + extent.length > limit {
-            return Err(format!(
-                "resync requests beyond max-buffers ({limit} bytes in flight)"
-            ));
+            return Err(PeerViolation::ResyncRequestsBeyondMaxBuffers { limit_bytes: limit });
         }
         source
             .queued
@@ -254,20 +252,18 @@ impl<P: Clone> Engine<P> {
         volume: u16,
         ok: bool,
         out: &mut Vec<Action<P>>,
-    ) -> Result<(), String> {
+    ) -> Result<(), PeerViolation> {
         let vslot = self
             .volume_slot(volume)
-            .ok_or_else(|| format!("resync ack for unknown volume {volume}"))?;
+            .ok_or(PeerViolation::ResyncAckUnknownVolume { volume })?;
         let p = &mut self.peers[slot];
         let SyncState::Source(source) = &mut p.syncs[vslot] else {
-            return Err(format!(
-                "resync ack for volume {volume} while not its sync source"
-            ));
+            return Err(PeerViolation::ResyncAckNotSource { volume });
         };
         let request = source
             .awaiting
             .remove(&id)
-            .ok_or_else(|| format!("resync ack for unknown reply {id}"))?;
+            .ok_or(PeerViolation::ResyncAckUnknownReply { id })?;
         let Extent { offset, length } = request.extent;
         if ok {
             // Checked against the volume when the request came in.
@@ -290,19 +286,15 @@ impl<P: Clone> Engine<P> {
         volume: u16,
         failed_bytes: u64,
         out: &mut Vec<Action<P>>,
-    ) -> Result<(), String> {
+    ) -> Result<(), PeerViolation> {
         let vslot = self
             .volume_slot(volume)
-            .ok_or_else(|| format!("resync done for unknown volume {volume}"))?;
+            .ok_or(PeerViolation::ResyncDoneUnknownVolume { volume })?;
         let SyncState::Source(source) = &self.peers[slot].syncs[vslot] else {
-            return Err(format!(
-                "resync done for volume {volume} while not its sync source"
-            ));
+            return Err(PeerViolation::ResyncDoneNotSource { volume });
         };
         if source.busy_bytes() != 0 {
-            return Err(format!(
-                "resync done for volume {volume} with requests outstanding"
-            ));
+            return Err(PeerViolation::ResyncDoneOutstanding { volume });
         }
         self.peers[slot].syncs[vslot] = SyncState::Established;
         if failed_bytes == 0 {
@@ -473,24 +465,20 @@ impl<P: Clone> Engine<P> {
         extent: Extent,
         data: P,
         out: &mut Vec<Action<P>>,
-    ) -> Result<(), String> {
+    ) -> Result<(), PeerViolation> {
         let vslot = self
             .volume_slot(volume)
-            .ok_or_else(|| format!("resync reply for unknown volume {volume}"))?;
+            .ok_or(PeerViolation::ResyncReplyUnknownVolume { volume })?;
         let p = &mut self.peers[slot];
         let SyncState::Target(target) = &mut p.syncs[vslot] else {
-            return Err(format!(
-                "resync reply for volume {volume} while not its sync target"
-            ));
+            return Err(PeerViolation::ResyncReplyNotTarget { volume });
         };
         let request = target
             .requests
             .remove(&id)
-            .ok_or_else(|| format!("resync reply for unknown request {id}"))?;
+            .ok_or(PeerViolation::ResyncReplyUnknownRequest { id })?;
         if request.extent != extent {
-            return Err(format!(
-                "resync reply {id} for a range that was not requested"
-            ));
+            return Err(PeerViolation::ResyncReplyWrongRange { id });
         }
         target.round_trip = Some(now.since(request.since));
         target.answered_since_tick += extent.length;
@@ -517,23 +505,19 @@ impl<P: Clone> Engine<P> {
         volume: u16,
         extent: Extent,
         out: &mut Vec<Action<P>>,
-    ) -> Result<(), String> {
+    ) -> Result<(), PeerViolation> {
         let vslot = self
             .volume_slot(volume)
-            .ok_or_else(|| format!("resync negative reply for unknown volume {volume}"))?;
+            .ok_or(PeerViolation::ResyncNegativeReplyUnknownVolume { volume })?;
         let SyncState::Target(target) = &mut self.peers[slot].syncs[vslot] else {
-            return Err(format!(
-                "resync negative reply for volume {volume} while not its sync target"
-            ));
+            return Err(PeerViolation::ResyncNegativeReplyNotTarget { volume });
         };
         let request = target
             .requests
             .remove(&id)
-            .ok_or_else(|| format!("resync negative reply for unknown request {id}"))?;
+            .ok_or(PeerViolation::ResyncNegativeReplyUnknownRequest { id })?;
         if request.extent != extent {
-            return Err(format!(
-                "resync negative reply {id} for a range that was not requested"
-            ));
+            return Err(PeerViolation::ResyncNegativeReplyWrongRange { id });
         }
         // The blocks stay out of sync; the resync goes on without them.
         target.progress.failed_bytes += extent.length;

@@ -41,6 +41,7 @@ use crate::engine::activity_log::{AlWait, Begun};
 use crate::engine::{disk_op_length, Engine};
 use crate::state::{ConnState, DiskState, Role};
 use crate::types::{Action, PeerMessage, Time};
+use crate::PeerViolation;
 
 /// A Secondary whose activity log stays full of pins this long drops the peer.
 pub const PIN_BUSY_LIMIT: Duration = Duration::from_secs(5);
@@ -129,16 +130,16 @@ impl<P: Clone> Engine<P> {
         slot: usize,
         message: PeerMessage<P>,
         out: &mut Vec<Action<P>>,
-    ) -> Result<(), String> {
+    ) -> Result<(), PeerViolation> {
         if !is_ordered(&message) {
             return self.dispatch(now, slot, message, out);
         }
         let log = &mut self.peers[slot].log;
         if !log.deferred.is_empty() {
             if log.deferred.len() >= DEFERRED_MAX {
-                return Err(format!(
-                    "more than {DEFERRED_MAX} messages wait for the activity log"
-                ));
+                return Err(PeerViolation::DeferredOverflow {
+                    limit: DEFERRED_MAX,
+                });
             }
             log.deferred.push_back(message);
             return Ok(());
@@ -235,7 +236,7 @@ impl<P: Clone> Engine<P> {
                     out.push(Action::Disconnect {
                         peer,
                         state: ConnState::ProtocolError,
-                        reason: reason.clone(),
+                        reason: reason.clone().into(),
                     });
                     self.peer_disconnected(now, peer, ConnState::ProtocolError, reason, out);
                     break;

@@ -59,6 +59,7 @@ use crate::types::{
     Action, DigestAlg, IoError, IoId, PeerMessage, ResyncProgress, StateError, Time, UuidsMessage,
     UuidsPurpose, VerifyOutcome,
 };
+use crate::PeerViolation;
 
 #[cfg(test)]
 mod tests;
@@ -569,7 +570,7 @@ impl<P: Clone> Engine<P> {
         volume: u16,
         extent: Extent,
         out: &mut Vec<Action<P>>,
-    ) -> Result<(), String> {
+    ) -> Result<(), PeerViolation> {
         let vslot = self.checked_verify_range(slot, volume, extent)?;
         if !self.accept_verify_request(now, slot, vslot, out)? {
             return Ok(());
@@ -581,13 +582,11 @@ impl<P: Clone> Engine<P> {
             return Ok(());
         };
         if target.answering.values().any(|a| a.request == id) {
-            return Err(format!("verify request {id} twice"));
+            return Err(PeerViolation::VerifyRequestTwice { id });
         }
         let limit = MAX_BUFFERS_PAGES_LIMIT * PAGE_BYTES + VERIFY_REQUEST_BYTES_MAX;
         if target.in_flight_bytes() + extent.length > limit {
-            return Err(format!(
-                "verify requests beyond max-buffers ({limit} bytes in flight)"
-            ));
+            return Err(PeerViolation::VerifyRequestsBeyondMaxBuffers { limit_bytes: limit });
         }
         let Extent { offset, length } = extent;
         let answer = Answering {
@@ -617,10 +616,10 @@ impl<P: Clone> Engine<P> {
         slot: usize,
         volume: u16,
         extent: Extent,
-    ) -> Result<usize, String> {
+    ) -> Result<usize, PeerViolation> {
         let vslot = self
             .volume_slot(volume)
-            .ok_or_else(|| format!("verify request for unknown volume {volume}"))?;
+            .ok_or(PeerViolation::VerifyRequestUnknownVolume { volume })?;
         let block = u64::from(self.peers[slot].bitmaps[vslot].granularity_bytes());
         let valid = Extent::new(extent.offset, extent.length).is_some_and(|e| {
             e.length > 0
@@ -629,10 +628,10 @@ impl<P: Clone> Engine<P> {
                 && e.offset % block == 0
         });
         if !valid {
-            return Err(format!(
-                "bad verify request: offset {} length {}",
-                extent.offset, extent.length
-            ));
+            return Err(PeerViolation::VerifyRequestInvalid {
+                offset: extent.offset,
+                length: extent.length,
+            });
         }
         Ok(vslot)
     }
@@ -645,7 +644,7 @@ impl<P: Clone> Engine<P> {
         slot: usize,
         vslot: usize,
         out: &mut Vec<Action<P>>,
-    ) -> Result<bool, String> {
+    ) -> Result<bool, PeerViolation> {
         let (size_bytes, node_id) = (self.volumes[vslot].size_bytes, self.node_id);
         let p = &mut self.peers[slot];
         let block_bytes = u64::from(p.bitmaps[vslot].granularity_bytes());
@@ -660,11 +659,10 @@ impl<P: Clone> Engine<P> {
             SyncState::VerifySource(_) if node_id < p.config.node_id => return Ok(false),
             SyncState::VerifySource(_) => {}
             other => {
-                return Err(format!(
-                    "verify request during {} of volume {}",
-                    other.repl_state(),
-                    self.volumes[vslot].number
-                ))
+                return Err(PeerViolation::VerifyRequestDuring {
+                    state: other.repl_state(),
+                    volume: self.volumes[vslot].number,
+                })
             }
         }
         let target = VerifyTarget::new(block_bytes, size_bytes, now);
@@ -684,25 +682,21 @@ impl<P: Clone> Engine<P> {
         extent: Extent,
         outcome: VerifyOutcome,
         out: &mut Vec<Action<P>>,
-    ) -> Result<(), String> {
+    ) -> Result<(), PeerViolation> {
         let vslot = self
             .volume_slot(volume)
-            .ok_or_else(|| format!("verify reply for unknown volume {volume}"))?;
+            .ok_or(PeerViolation::VerifyReplyUnknownVolume { volume })?;
         let SyncState::VerifySource(source) = &mut self.peers[slot].syncs[vslot] else {
-            return Err(format!(
-                "verify reply for volume {volume} while not verifying it"
-            ));
+            return Err(PeerViolation::VerifyReplyNotVerifying { volume });
         };
         let block_bytes = source.block_bytes;
         let range = source
             .ranges
             .get_mut(&id)
             .filter(|r| r.remote.is_none())
-            .ok_or_else(|| format!("verify reply for unknown or answered request {id}"))?;
+            .ok_or(PeerViolation::VerifyReplyUnknownRequest { id })?;
         if range.extent != extent {
-            return Err(format!(
-                "verify reply {id} for a range that was not requested"
-            ));
+            return Err(PeerViolation::VerifyReplyWrongRange { id });
         }
         let remote = match outcome {
             VerifyOutcome::Digests {
@@ -710,11 +704,11 @@ impl<P: Clone> Engine<P> {
                 digests,
             } => {
                 if !digests_fit(digests.len(), extent, block_bytes) {
-                    return Err(format!(
-                        "verify reply {id} with {} digest bytes for {} bytes",
-                        digests.len(),
-                        extent.length
-                    ));
+                    return Err(PeerViolation::VerifyReplyDigestBytes {
+                        id,
+                        digest_bytes: digests.len(),
+                        length: extent.length,
+                    });
                 }
                 range.written |= written_blocks;
                 Digests::Ready(digests)
@@ -735,7 +729,7 @@ impl<P: Clone> Engine<P> {
         vslot: usize,
         id: u64,
         out: &mut Vec<Action<P>>,
-    ) -> Result<(), String> {
+    ) -> Result<(), PeerViolation> {
         let volume = self.volumes[vslot].number;
         let p = &mut self.peers[slot];
         let peer = p.config.node_id;
@@ -807,25 +801,23 @@ impl<P: Clone> Engine<P> {
         volume: u16,
         oos_bytes: u64,
         out: &mut Vec<Action<P>>,
-    ) -> Result<(), String> {
+    ) -> Result<(), PeerViolation> {
         let vslot = self
             .volume_slot(volume)
-            .ok_or_else(|| format!("verify done for unknown volume {volume}"))?;
+            .ok_or(PeerViolation::VerifyDoneUnknownVolume { volume })?;
         let p = &mut self.peers[slot];
         match &p.syncs[vslot] {
             SyncState::VerifyTarget(target) if !target.answering.is_empty() => {
-                return Err(format!(
-                    "verify done for volume {volume} with requests unanswered"
-                ));
+                return Err(PeerViolation::VerifyDoneUnanswered { volume });
             }
             SyncState::VerifyTarget(_) => p.syncs[vslot] = SyncState::Established,
             // A source with nothing to ask (an empty volume) never made us its target.
             SyncState::Established | SyncState::WaitUuids { .. } => {}
             other => {
-                return Err(format!(
-                    "verify done for volume {volume} during {}",
-                    other.repl_state()
-                ));
+                return Err(PeerViolation::VerifyDoneDuring {
+                    volume,
+                    state: other.repl_state(),
+                });
             }
         }
         p.verify_counts[vslot] = VerifyCounts {
@@ -900,7 +892,7 @@ fn checked_digests(result: Result<Vec<u8>, IoError>, extent: Extent, block_bytes
 }
 
 /// Compares both sides' digests of a range block by block, leaving out written blocks.
-fn judge(range: &VerifyRange, block_bytes: u64) -> Result<Verdict, String> {
+fn judge(range: &VerifyRange, block_bytes: u64) -> Result<Verdict, PeerViolation> {
     let length = range.extent.length;
     let (local, remote) = match (&range.local, &range.remote) {
         (Some(Digests::Failed), _) | (_, Some(Digests::Failed)) => {
@@ -913,12 +905,10 @@ fn judge(range: &VerifyRange, block_bytes: u64) -> Result<Verdict, String> {
         _ => return Ok(Verdict::default()),
     };
     if local.len() != remote.len() {
-        return Err(format!(
-            "verify digests of {} bytes for a range we digest in {}: verify-alg or bitmap block \
-             size differ",
-            remote.len(),
-            local.len()
-        ));
+        return Err(PeerViolation::VerifyDigestsDiffer {
+            remote_bytes: remote.len(),
+            local_bytes: local.len(),
+        });
     }
     let blocks = usize::try_from(block_count(range.extent, block_bytes)).unwrap_or(usize::MAX);
     // Both lengths were checked to be a non-zero multiple of `blocks`.

@@ -236,7 +236,7 @@ fn on_congestion_disconnect_drops_the_link_and_the_reconnect_resyncs() {
         pair.now,
         0,
         ConnState::NetworkFailure,
-        "peer closed".into(),
+        "peer closed",
         &mut out,
     );
     pair.route(B, out);

@@ -359,6 +359,7 @@ fn a_mark_sent_to_a_primary_is_a_protocol_error() {
         a,
         Action::Disconnect {
             state: ConnState::ProtocolError,
+            reason: DisconnectReason::Violation(PeerViolation::StaleMarkToPrimary),
             ..
         }
     )));

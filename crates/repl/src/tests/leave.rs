@@ -45,7 +45,7 @@ impl Pair {
             self.now,
             node as u8,
             ConnState::NetworkFailure,
-            "the peer said goodbye".into(),
+            "the peer said goodbye",
             &mut out,
         );
         self.route(other, out);

@@ -129,7 +129,7 @@ impl Trio {
                 }
                 Action::Complete { request, result } => self.completed.push((request, result)),
                 Action::Disconnect { peer, reason, .. } => {
-                    self.disconnects.push((node, peer, reason))
+                    self.disconnects.push((node, peer, reason.to_string()))
                 }
                 Action::PersistMeta { ref meta, .. } => {
                     self.persisted[node] = Some((**meta).clone());
@@ -251,7 +251,7 @@ impl Trio {
                     now,
                     y as u8,
                     ConnState::NetworkFailure,
-                    "test cut the link".into(),
+                    "test cut the link",
                     out,
                 )
             });
@@ -498,16 +498,10 @@ fn a_peer_that_drops_the_handshake_lends_no_quorum() {
         trio.disconnects
     );
     trio.step(1, |engine, now, out| {
-        engine.peer_disconnected(
-            now,
-            2,
-            ConnState::NetworkFailure,
-            "node 2 closed".into(),
-            out,
-        )
+        engine.peer_disconnected(now, 2, ConnState::NetworkFailure, "node 2 closed", out)
     });
     trio.step(2, |engine, now, out| {
-        engine.peer_disconnected(now, 1, ConnState::Unconnected, "dropped".into(), out)
+        engine.peer_disconnected(now, 1, ConnState::Unconnected, "dropped", out)
     });
     trio.links[1][2].clear();
     trio.links[2][1].clear();
@@ -748,13 +742,7 @@ fn the_followed_primary_survives_a_restart() {
     })
     .expect("valid configuration");
     trio.step(2, |engine, now, out| {
-        engine.peer_disconnected(
-            now,
-            1,
-            ConnState::NetworkFailure,
-            "node 1 restarted".into(),
-            out,
-        )
+        engine.peer_disconnected(now, 1, ConnState::NetworkFailure, "node 1 restarted", out)
     });
     trio.links[1][2].clear();
     trio.links[2][1].clear();

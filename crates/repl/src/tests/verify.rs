@@ -595,6 +595,16 @@ fn digests_of_another_length_are_a_protocol_error() {
     pair.route(B, out);
     pair.deliver_all();
     assert_eq!(pair.disconnects, vec![(A, ConnState::ProtocolError)]);
+    assert!(
+        matches!(
+            pair.reasons.as_slice(),
+            [DisconnectReason::Violation(
+                PeerViolation::VerifyDigestsDiffer { .. }
+            )]
+        ),
+        "{:?}",
+        pair.reasons
+    );
     assert!(pair.found_by(A).is_empty());
     assert_eq!(pair.peer_volume(A).out_of_sync_bytes, 0, "nothing marked");
 }
