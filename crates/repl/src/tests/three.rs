@@ -332,6 +332,17 @@ impl Trio {
             .map_or(super::SYNCED_UUID, |meta| meta.ids.current)
     }
 
+    /// Fails unless no engine dropped a peer for a reason containing `text`.
+    fn assert_no_drop_for(&self, text: &str) {
+        assert!(
+            self.disconnects
+                .iter()
+                .all(|(_, _, reason)| !reason.contains(text)),
+            "{:?}",
+            self.disconnects
+        );
+    }
+
     /// The `SyncUuids` messages from `from` to `to` not yet delivered, by purpose.
     fn queued_uuids(&self, from: usize, to: usize) -> Vec<UuidsPurpose> {
         self.links[from][to]
@@ -1236,13 +1247,7 @@ fn a_primary_cut_off_without_quorum_returns_as_the_new_primarys_target() {
     trio.join(0, 2);
     trio.reads = true;
     trio.sync_until_quiet();
-    assert!(
-        trio.disconnects
-            .iter()
-            .all(|(_, _, reason)| !reason.contains("split brain")),
-        "{:?}",
-        trio.disconnects
-    );
+    trio.assert_no_drop_for("split brain");
     assert_eq!(trio.replication(1, 0), Some(ReplState::Established));
     assert_eq!(trio.disk(0), DiskState::UpToDate);
     assert_eq!(trio.out_of_sync(1, 0), 0);
@@ -1405,13 +1410,7 @@ fn a_vote_given_to_a_promotion_is_not_lent_to_the_old_primary() {
     trio.disconnects.clear();
     trio.join(0, 2);
     trio.settle();
-    assert!(
-        trio.disconnects
-            .iter()
-            .all(|(_, _, reason)| !reason.contains("lends none")),
-        "{:?}",
-        trio.disconnects
-    );
+    trio.assert_no_drop_for("lends none");
     assert!(
         trio.nodes[0].has_quorum(),
         "{}",
@@ -1460,13 +1459,7 @@ fn a_peer_lost_before_a_rotation_reached_it_is_still_related() {
     trio.join(0, 2);
     trio.reads = true;
     trio.sync_until_quiet();
-    assert!(
-        trio.disconnects
-            .iter()
-            .all(|(_, _, reason)| !reason.contains("unrelated")),
-        "{:?}",
-        trio.disconnects
-    );
+    trio.assert_no_drop_for("unrelated");
     assert_eq!(trio.replication(0, 2), Some(ReplState::Established));
     assert_eq!(trio.current(2) & !1, trio.current(0) & !1);
 }
