@@ -383,6 +383,18 @@ struct Peer<P> {
     last_seq: u64,
 }
 
+impl<P> Peer<P> {
+    /// Connected, with the generation handshake decided on every volume (no longer `Off`
+    /// or waiting for the peer's identifiers).
+    fn handshake_decided(&self) -> bool {
+        self.connection == ConnState::Connected
+            && self
+                .syncs
+                .iter()
+                .all(|s| !matches!(s, SyncState::Off | SyncState::WaitUuids { .. }))
+    }
+}
+
 /// Local state of one volume.
 #[derive(Debug)]
 struct Volume {
@@ -484,7 +496,7 @@ pub struct Engine<P> {
     /// Secondary since (`quorum.rs`, `vote_taken`).
     vote: Option<u8>,
     /// Went down uncleanly as a Secondary (`crashed_secondary`) and no handshake with a peer
-    /// was decided since: not promoted without `--force` (`quorum.rs`, `take_vote`).
+    /// was decided since: not promoted without `--force` (`quorum.rs`, `note_decided_handshakes`).
     unclean_unmet: bool,
     /// Replicated writes that failed on this node's disk, answered (NegAck) once the
     /// metadata saying this disk lacks them is durable (`detach.rs`); bounded by the
@@ -1672,10 +1684,7 @@ impl<P: Clone> Engine<P> {
         // Two Primaries meeting at connect are judged by the handshake, which compares the
         // generation identifiers first (a split brain is reported, not just refused); once
         // the handshake is done, a peer that turns Primary beside us is a protocol error.
-        let handshaken = self.peers[slot]
-            .syncs
-            .iter()
-            .all(|sync| !matches!(sync, SyncState::Off | SyncState::WaitUuids { .. }));
+        let handshaken = self.peers[slot].handshake_decided();
         if role == Role::Primary && self.role == Role::Primary && handshaken {
             return Err(PeerViolation::BothPrimary);
         }

@@ -162,10 +162,7 @@ impl<P: Clone> Engine<P> {
     /// brain and drop it), and not a sync target of this node that may still be promoted.
     fn present(&self, slot: usize) -> bool {
         let p = &self.peers[slot];
-        p.connection == ConnState::Connected
-            && p.syncs
-                .iter()
-                .all(|s| !matches!(s, SyncState::Off | SyncState::WaitUuids { .. }))
+        p.handshake_decided()
             && p.accepted.iter().all(|&accepted| accepted)
             && !self.resyncs_promotable_peer(slot)
     }
@@ -267,6 +264,11 @@ impl<P: Clone> Engine<P> {
                 .met(counts.copies, counts.voters)
     }
 
+    /// Neither `quorum` nor `quorum-minimum-redundancy` is set.
+    fn quorum_rules_off(&self) -> bool {
+        self.quorum.rule == QuorumRule::Off && self.quorum.minimum_redundancy == QuorumRule::Off
+    }
+
     /// A promotion under a quorum rule counts only the peers that answered a ping it sent:
     /// the first call pings every present peer and returns [`StateError::ConfirmingPeers`]; a
     /// later call within the longest `ping-timeout` succeeds once the peers that answered make
@@ -284,9 +286,7 @@ impl<P: Clone> Engine<P> {
         let present: Vec<usize> = (0..self.peers.len())
             .filter(|&slot| self.present(slot))
             .collect();
-        let rules_off = self.quorum.rule == QuorumRule::Off
-            && self.quorum.minimum_redundancy == QuorumRule::Off;
-        if rules_off || present.is_empty() {
+        if self.quorum_rules_off() || present.is_empty() {
             return Ok(());
         }
         let now = self.clock;
@@ -318,17 +318,11 @@ impl<P: Clone> Engine<P> {
         Err(StateError::ConfirmingPeers)
     }
 
-    /// A Primary this Secondary follows, its handshake decided, takes its vote. Any decided
-    /// handshake also settles what an unclean stop left open (`unclean_unmet`): the bitmap
-    /// rules (row 20) decided who has the writes a disk cache may have lost.
-    fn take_vote(&mut self) {
-        let decided = |p: &&Peer<P>| {
-            p.connection == ConnState::Connected
-                && p.syncs
-                    .iter()
-                    .all(|s| !matches!(s, SyncState::Off | SyncState::WaitUuids { .. }))
-        };
-        if self.peers.iter().any(|p| decided(&p)) {
+    /// What decided handshakes settle: a Primary this Secondary follows takes its vote, and
+    /// any decided handshake ends what an unclean stop left open (`unclean_unmet`: the
+    /// bitmap rules, row 20, decided who has the writes a disk cache may have lost).
+    fn note_decided_handshakes(&mut self) {
+        if self.peers.iter().any(Peer::handshake_decided) {
             self.unclean_unmet = false;
         }
         if self.role == Role::Primary {
@@ -337,8 +331,7 @@ impl<P: Clone> Engine<P> {
         let followed = self
             .peers
             .iter()
-            .filter(decided)
-            .find(|p| p.role == Role::Primary);
+            .find(|p| p.handshake_decided() && p.role == Role::Primary);
         if let Some(p) = followed {
             self.vote = Some(p.config.node_id);
         }
@@ -393,12 +386,10 @@ impl<P: Clone> Engine<P> {
     /// cluster-wide; here the refusal lasts until the Primary voted for is seen Secondary
     /// (it restarts, or is demoted) or this node is promoted, so it costs time, not data.
     pub(super) fn vote_taken(&self, slot: usize) -> Option<String> {
-        let rules_off = self.quorum.rule == QuorumRule::Off
-            && self.quorum.minimum_redundancy == QuorumRule::Off;
         let peer = &self.peers[slot];
         let promoted_before_our_eyes = peer.role == Role::Secondary;
         let voted = self.vote.filter(|&v| v != peer.config.node_id)?;
-        if rules_off || promoted_before_our_eyes {
+        if self.quorum_rules_off() || promoted_before_our_eyes {
             return None;
         }
         let voted_name = self
@@ -417,7 +408,7 @@ impl<P: Clone> Engine<P> {
     /// Re-evaluates quorum; on a change, reports it and retries what waited for it.
     pub(super) fn update_quorum(&mut self, now: Time, out: &mut Vec<Action<P>>) {
         self.release_vote();
-        self.take_vote();
+        self.note_decided_handshakes();
         let held = self.compute_quorum();
         if held == self.quorum_held {
             return;
