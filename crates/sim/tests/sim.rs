@@ -1365,3 +1365,17 @@ fn three_nodes_do_not_all_end_outdated() {
         ..SimConfig::new(24363, Scenario::Random)
     }));
 }
+
+/// Three nodes with quorum, protocol B (session 21, seed 32314 of the long run): one node
+/// ends Outdated on a current identifier the other two no longer name (their bitmap slot
+/// for it holds another), and every handshake with it finds unrelated data, a dead end for
+/// the administrator. Perhaps the history-overflow gap of docs/LINEAGE.md; not analysed.
+#[test]
+#[ignore = "liveness: unrelated data after a long run, not analysed"]
+fn quorum_no_node_ends_with_unrelated_data() {
+    assert_passes(&run(SimConfig {
+        nodes: 3,
+        ..SimConfig::new(32314, Scenario::Random)
+    }
+    .with_quorum()));
+}
